@@ -1,0 +1,106 @@
+//! `gatehouse-domain` owns the vocabulary of Gatehouse: identifiers, validated
+//! value types (`Email`, `Name`, `Role`, `Scope`, `Sku`, …), the state machines
+//! of users (D11) and products (D18), paging, and the domain errors.
+//!
+//! Everything here is pure: no I/O, no storage, no HTTP. Values are parsed once
+//! at the edge ("parse, don't validate") and then travel through the other
+//! layers as these types. This crate must not import any other Gatehouse crate,
+//! nor tokio, axum, sqlx, rusqlite or any transport or storage library.
+
+pub mod error;
+pub mod ids;
+pub mod page;
+pub mod product;
+pub mod random;
+pub mod scope;
+pub mod time;
+pub mod user;
+pub mod values;
+
+pub use error::{DomainError, FieldIssue};
+pub use ids::{ApiKeyId, ClientId, OrgId, ProductId, RequestId, UserId};
+pub use page::{Listing, Page};
+pub use product::{NewProduct, Product, ProductPatch, ProductStatus};
+pub use scope::{Scope, ScopeSet};
+pub use time::Timestamp;
+pub use user::{NewUser, Role, User, UserPatch, UserStatus};
+pub use values::{Email, Name, SearchText, Sku};
+
+/// The release reported in `meta.version` (D5).
+pub const API_VERSION: &str = "1.2.0";
+
+/// The organization's plan (D28).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Plan {
+    Free,
+    Pro,
+    Enterprise,
+}
+
+impl Plan {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Plan::Free => "free",
+            Plan::Pro => "pro",
+            Plan::Enterprise => "enterprise",
+        }
+    }
+    pub fn parse(s: &str) -> Result<Self, String> {
+        match s {
+            "free" => Ok(Plan::Free),
+            "pro" => Ok(Plan::Pro),
+            "enterprise" => Ok(Plan::Enterprise),
+            _ => Err("must be one of: free, pro, enterprise".into()),
+        }
+    }
+}
+
+/// An organization: the tenant every other record belongs to (D2).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Organization {
+    pub id: OrgId,
+    pub name: String,
+    pub plan: Plan,
+    /// Enterprise limits (D28); `None` means the plan's defaults.
+    pub per_minute: Option<u32>,
+    pub per_second: Option<u32>,
+    pub created_at: Timestamp,
+}
+
+impl Organization {
+    /// The rate limits in force: (per minute, per second) (D28).
+    pub fn limits(&self) -> (u32, u32) {
+        match self.plan {
+            Plan::Free => (60, 10),
+            Plan::Pro => (600, 50),
+            Plan::Enterprise => (
+                self.per_minute.unwrap_or(600),
+                self.per_second.unwrap_or(50),
+            ),
+        }
+    }
+}
+
+/// A registered OAuth client application (D20). `id` is the `client_id`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Client {
+    pub id: ClientId,
+    pub org: OrgId,
+    pub name: String,
+    /// SHA-256 digest of the current secret; `None` for public clients.
+    pub secret_hash: Option<[u8; 32]>,
+    /// Digest of the previous secret and when it stops working (D20 rotate-secret).
+    pub previous_secret: Option<([u8; 32], Timestamp)>,
+    pub scopes: ScopeSet,
+    pub redirect_uris: Vec<String>,
+    pub admin_approved: bool,
+    pub owner: Option<UserId>,
+    pub created_at: Timestamp,
+}
+
+impl Client {
+    pub fn is_public(&self) -> bool {
+        self.secret_hash.is_none()
+    }
+}

@@ -1,0 +1,649 @@
+//! `gatehouse-store-sqlite` implements the [`Store`] contract on SQLite, the
+//! embedded default: one database file in WAL mode with durable commits.
+//!
+//! Access path (measured, see `docs/storage.md`): rusqlite on a bounded pool.
+//! Point reads (a user, a product, a client at the token endpoint) run inline
+//! on the calling task — a primary-key read costs a few microseconds, far less
+//! than a hop to a worker thread. Lists, searches and every write run on
+//! tokio's blocking pool, gated by semaphores (readers: a fixed number of
+//! connections; writers: one, as SQLite allows), so no request can grow the
+//! thread or connection count without bound.
+//!
+//! This crate owns SQL for SQLite and its migrations. It must not import the
+//! auth layer, HTTP types, or anything of another backend.
+
+mod pool;
+mod schema;
+
+use std::path::Path;
+
+use async_trait::async_trait;
+use gatehouse_domain::{
+    Client, ClientId, DomainError, FieldIssue, Listing, NewProduct, NewUser, OrgId, Organization,
+    Page, Plan, Product, ProductId, ProductPatch, ProductStatus, Role, Scope, ScopeSet, Timestamp,
+    User, UserId, UserPatch, UserStatus,
+    product,
+    user::{self, UserChange},
+    values::{Email, Name, Sku},
+};
+use gatehouse_store::{
+    NewClient, ProductFilter, SigningKeyRecord, Store, StoreError, StoreResult, UserFilter,
+};
+use rusqlite::{Connection, OptionalExtension, Row, params};
+
+use pool::Pool;
+
+/// The SQLite backend. Cheap to clone.
+#[derive(Clone)]
+pub struct SqliteStore {
+    pool: Pool,
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the database at `path` and applies migrations.
+    pub fn open(path: &Path) -> StoreResult<Self> {
+        let pool = Pool::open(path)?;
+        pool.migrate()?;
+        Ok(Self { pool })
+    }
+}
+
+pub(crate) fn db_err(e: rusqlite::Error) -> StoreError {
+    use rusqlite::ErrorCode;
+    if let rusqlite::Error::SqliteFailure(f, msg) = &e {
+        match f.code {
+            ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked => {
+                return StoreError::Unavailable(e.to_string());
+            }
+            ErrorCode::ConstraintViolation => {
+                let m = msg.as_deref().unwrap_or("");
+                if m.contains("users.org_id, users.email_norm") {
+                    return StoreError::Duplicate("email");
+                }
+                if m.contains("products.org_id, products.sku") {
+                    return StoreError::Duplicate("sku");
+                }
+            }
+            ErrorCode::CannotOpen | ErrorCode::NotADatabase | ErrorCode::DiskFull | ErrorCode::SystemIoFailure => {
+                return StoreError::Unavailable(e.to_string());
+            }
+            _ => {}
+        }
+    }
+    StoreError::Internal(e.to_string())
+}
+
+const USER_COLS: &str =
+    "id, email, name, role, status, password_hash IS NOT NULL, created_at, updated_at";
+
+fn user_row(r: &Row<'_>) -> rusqlite::Result<User> {
+    Ok(User {
+        id: UserId::from_trusted(r.get(0)?),
+        email: Email::from_trusted(r.get(1)?),
+        name: Name::from_trusted(r.get(2)?),
+        role: Role::parse(&r.get::<_, String>(3)?).unwrap_or(Role::Viewer),
+        status: UserStatus::parse(&r.get::<_, String>(4)?).unwrap_or(UserStatus::Inactive),
+        has_password: r.get(5)?,
+        created_at: Timestamp::from_millis(r.get(6)?),
+        updated_at: Timestamp::from_millis(r.get(7)?),
+    })
+}
+
+const PRODUCT_COLS: &str = "id, name, sku, price, stock, status, created_at, updated_at";
+
+fn product_row(r: &Row<'_>) -> rusqlite::Result<Product> {
+    Ok(Product {
+        id: ProductId::from_trusted(r.get(0)?),
+        name: Name::from_trusted(r.get(1)?),
+        sku: Sku::from_trusted(r.get(2)?),
+        price: r.get(3)?,
+        stock: r.get(4)?,
+        status: ProductStatus::parse(&r.get::<_, String>(5)?).unwrap_or(ProductStatus::Discontinued),
+        created_at: Timestamp::from_millis(r.get(6)?),
+        updated_at: Timestamp::from_millis(r.get(7)?),
+    })
+}
+
+const CLIENT_COLS: &str = "id, org_id, name, secret_hash, previous_secret_hash, previous_secret_until, scopes, redirect_uris, admin_approved, owner_id, created_at";
+
+fn hash32(v: Option<Vec<u8>>) -> Option<[u8; 32]> {
+    v.and_then(|b| <[u8; 32]>::try_from(b.as_slice()).ok())
+}
+
+fn client_row(r: &Row<'_>) -> rusqlite::Result<Client> {
+    let prev = hash32(r.get(4)?);
+    let prev_until: Option<i64> = r.get(5)?;
+    let uris: String = r.get(7)?;
+    Ok(Client {
+        id: ClientId::from_trusted(r.get(0)?),
+        org: OrgId::from_trusted(r.get(1)?),
+        name: r.get(2)?,
+        secret_hash: hash32(r.get(3)?),
+        previous_secret: prev.zip(prev_until.map(Timestamp::from_millis)),
+        scopes: ScopeSet::from_bits(r.get::<_, i64>(6)? as u8),
+        redirect_uris: uris.lines().filter(|l| !l.is_empty()).map(str::to_owned).collect(),
+        admin_approved: r.get(8)?,
+        owner: r.get::<_, Option<String>>(9)?.map(UserId::from_trusted),
+        created_at: Timestamp::from_millis(r.get(10)?),
+    })
+}
+
+fn org_row(r: &Row<'_>) -> rusqlite::Result<Organization> {
+    Ok(Organization {
+        id: OrgId::from_trusted(r.get(0)?),
+        name: r.get(1)?,
+        plan: Plan::parse(&r.get::<_, String>(2)?).unwrap_or(Plan::Free),
+        per_minute: r.get(3)?,
+        per_second: r.get(4)?,
+        created_at: Timestamp::from_millis(r.get(5)?),
+    })
+}
+
+fn insert_org(c: &Connection, o: &Organization) -> StoreResult<()> {
+    c.prepare_cached(
+        "INSERT INTO organizations (id, name, plan, per_minute, per_second, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )
+    .and_then(|mut s| {
+        s.execute(params![o.id.as_str(), o.name, o.plan.as_str(), o.per_minute, o.per_second, o.created_at.millis()])
+    })
+    .map_err(db_err)?;
+    Ok(())
+}
+
+fn insert_client_row(c: &Connection, org: &OrgId, n: &NewClient) -> StoreResult<()> {
+    c.prepare_cached(
+        "INSERT INTO clients (id, org_id, name, secret_hash, scopes, redirect_uris, admin_approved, owner_id, created_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+    )
+    .and_then(|mut s| {
+        s.execute(params![
+            n.id.as_str(),
+            org.as_str(),
+            n.name,
+            n.secret_hash.map(|h| h.to_vec()),
+            n.scopes.bits() as i64,
+            n.redirect_uris.join("\n"),
+            n.admin_approved,
+            n.owner.as_ref().map(|u| u.as_str().to_owned()),
+            n.created_at.millis(),
+        ])
+    })
+    .map_err(|e| match db_err(e) {
+        StoreError::Internal(m) if m.contains("FOREIGN KEY") => StoreError::Rule(DomainError::Validation(vec![
+            FieldIssue::new("owner", "must name a user of the client's organization"),
+        ])),
+        other => other,
+    })?;
+    Ok(())
+}
+
+fn get_user_tx(c: &Connection, org: &OrgId, id: &UserId) -> StoreResult<Option<User>> {
+    c.prepare_cached(&format!("SELECT {USER_COLS} FROM users WHERE id = ?1 AND org_id = ?2"))
+        .and_then(|mut s| s.query_row(params![id.as_str(), org.as_str()], user_row).optional())
+        .map_err(db_err)
+}
+
+fn other_active_admins(c: &Connection, org: &OrgId, id: &UserId) -> StoreResult<i64> {
+    c.prepare_cached(
+        "SELECT count(*) FROM users WHERE org_id = ?1 AND role = 'admin' AND status = 'active' AND id <> ?2",
+    )
+    .and_then(|mut s| s.query_row(params![org.as_str(), id.as_str()], |r| r.get(0)))
+    .map_err(db_err)
+}
+
+fn get_product_tx(c: &Connection, org: &OrgId, id: &ProductId) -> StoreResult<Option<Product>> {
+    c.prepare_cached(&format!("SELECT {PRODUCT_COLS} FROM products WHERE id = ?1 AND org_id = ?2"))
+        .and_then(|mut s| s.query_row(params![id.as_str(), org.as_str()], product_row).optional())
+        .map_err(db_err)
+}
+
+/// An FTS5 phrase holding `text` literally.
+fn fts_phrase(text: &str) -> String {
+    format!("\"{}\"", text.replace('"', "\"\""))
+}
+
+/// A dynamic `WHERE` with its parameters.
+struct Where {
+    sql: String,
+    params: Vec<rusqlite::types::Value>,
+}
+
+impl Where {
+    fn new(org: &OrgId) -> Self {
+        Self { sql: "org_id = ?".into(), params: vec![org.as_str().to_owned().into()] }
+    }
+    fn and(&mut self, clause: &str, values: impl IntoIterator<Item = rusqlite::types::Value>) {
+        self.sql.push_str(" AND ");
+        self.sql.push_str(clause);
+        self.params.extend(values);
+    }
+}
+
+fn run_list<T>(
+    c: &Connection,
+    table: &str,
+    cols: &str,
+    w: &Where,
+    page: Page,
+    map: fn(&Row<'_>) -> rusqlite::Result<T>,
+) -> StoreResult<Vec<T>> {
+    let sql = format!(
+        "SELECT {cols} FROM {table} WHERE {} ORDER BY created_at DESC, id DESC LIMIT {} OFFSET {}",
+        w.sql,
+        page.limit,
+        page.offset.min(i64::MAX as u64)
+    );
+    let mut stmt = c.prepare_cached(&sql).map_err(db_err)?;
+    let rows = stmt
+        .query_map(rusqlite::params_from_iter(w.params.iter()), map)
+        .map_err(db_err)?;
+    rows.collect::<rusqlite::Result<Vec<T>>>().map_err(db_err)
+}
+
+fn count(c: &Connection, sql: &str, params: &[rusqlite::types::Value]) -> StoreResult<u64> {
+    let mut stmt = c.prepare_cached(sql).map_err(db_err)?;
+    stmt.query_row(rusqlite::params_from_iter(params.iter()), |r| r.get::<_, i64>(0))
+        .map(|n| n.max(0) as u64)
+        .map_err(db_err)
+}
+
+fn list_users_sync(c: &Connection, org: &OrgId, f: &UserFilter, page: Page) -> StoreResult<Listing<User>> {
+    let mut w = Where::new(org);
+    if let Some(role) = f.role {
+        w.and("role = ?", [role.as_str().to_owned().into()]);
+    }
+    if let Some(status) = f.status {
+        w.and("status = ?", [status.as_str().to_owned().into()]);
+    }
+    let total = match &f.q {
+        None => {
+            // Exact totals from the counters the triggers keep (D14).
+            count(c, &format!("SELECT coalesce(sum(n), 0) FROM user_counts WHERE {}", w.sql), &w.params)?
+        }
+        Some(q) => {
+            let text = q.as_str();
+            if text.chars().count() >= 3 {
+                // Trigram index: a quoted phrase is a literal substring (D9, D14).
+                w.and(
+                    "seq IN (SELECT rowid FROM users_fts WHERE users_fts MATCH ?)",
+                    [fts_phrase(text).into()],
+                );
+            } else {
+                // Too short for trigrams: scan this organization's rows.
+                let lowered = text.to_lowercase();
+                w.and(
+                    "(instr(lower(name), ?) > 0 OR instr(lower(email), ?) > 0)",
+                    [lowered.clone().into(), lowered.into()],
+                );
+            }
+            count(c, &format!("SELECT count(*) FROM users WHERE {}", w.sql), &w.params)?
+        }
+    };
+    let items = if page.offset >= total {
+        Vec::new()
+    } else {
+        run_list(c, "users", USER_COLS, &w, page, user_row)?
+    };
+    Ok(Listing { items, total })
+}
+
+fn list_products_sync(c: &Connection, org: &OrgId, f: &ProductFilter, page: Page) -> StoreResult<Listing<Product>> {
+    let mut w = Where::new(org);
+    if let Some(status) = f.status {
+        w.and("status = ?", [status.as_str().to_owned().into()]);
+    }
+    let words = f.q.as_ref().map(|q| q.words()).unwrap_or_default();
+    let total = if words.is_empty() {
+        count(c, &format!("SELECT coalesce(sum(n), 0) FROM product_counts WHERE {}", w.sql), &w.params)?
+    } else {
+        // D17: every query word is a prefix of some word of name or sku.
+        let query = words.iter().map(|word| format!("{}*", fts_phrase(word))).collect::<Vec<_>>().join(" AND ");
+        w.and("seq IN (SELECT rowid FROM products_fts WHERE products_fts MATCH ?)", [query.into()]);
+        count(c, &format!("SELECT count(*) FROM products WHERE {}", w.sql), &w.params)?
+    };
+    let items = if page.offset >= total {
+        Vec::new()
+    } else {
+        run_list(c, "products", PRODUCT_COLS, &w, page, product_row)?
+    };
+    Ok(Listing { items, total })
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    async fn ping(&self) -> StoreResult<()> {
+        self.pool
+            .read(|c| c.query_row("SELECT 1", [], |_| Ok(())).map_err(db_err))
+            .await
+    }
+
+    async fn create_org(&self, org: &Organization) -> StoreResult<()> {
+        let org = org.clone();
+        self.pool.write(move |tx| insert_org(tx, &org)).await
+    }
+
+    async fn get_org(&self, org: &OrgId) -> StoreResult<Option<Organization>> {
+        self.pool
+            .read(|c| {
+                c.prepare_cached("SELECT id, name, plan, per_minute, per_second, created_at FROM organizations WHERE id = ?1")
+                    .and_then(|mut s| s.query_row([org.as_str()], org_row).optional())
+                    .map_err(db_err)
+            })
+            .await
+    }
+
+    async fn bootstrap(&self, org: &Organization, client: &NewClient) -> StoreResult<bool> {
+        let (org, client) = (org.clone(), client.clone());
+        self.pool
+            .write(move |tx| {
+                let any: bool = tx
+                    .query_row("SELECT EXISTS (SELECT 1 FROM organizations)", [], |r| r.get(0))
+                    .map_err(db_err)?;
+                if any {
+                    return Ok(false);
+                }
+                insert_org(tx, &org)?;
+                insert_client_row(tx, &org.id, &client)?;
+                Ok(true)
+            })
+            .await
+    }
+
+    async fn insert_user(&self, org: &OrgId, u: &NewUser) -> StoreResult<User> {
+        let (org, u) = (org.clone(), u.clone());
+        self.pool
+            .write(move |tx| {
+                tx.prepare_cached(
+                    "INSERT INTO users (id, org_id, email, email_norm, name, role, status, password_hash, created_at, updated_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9)",
+                )
+                .and_then(|mut s| {
+                    s.execute(params![
+                        u.id.as_str(),
+                        org.as_str(),
+                        u.email.as_str(),
+                        u.email.normalized(),
+                        u.name.as_str(),
+                        u.role.as_str(),
+                        u.status.as_str(),
+                        u.password_hash,
+                        u.created_at.millis(),
+                    ])
+                })
+                .map_err(db_err)?;
+                Ok(User {
+                    id: u.id,
+                    email: u.email,
+                    name: u.name,
+                    role: u.role,
+                    status: u.status,
+                    created_at: u.created_at,
+                    updated_at: u.created_at,
+                    has_password: u.password_hash.is_some(),
+                })
+            })
+            .await
+    }
+
+    async fn get_user(&self, org: &OrgId, id: &UserId) -> StoreResult<Option<User>> {
+        self.pool.read(|c| get_user_tx(c, org, id)).await
+    }
+
+    async fn list_users(&self, org: &OrgId, filter: &UserFilter, page: Page) -> StoreResult<Listing<User>> {
+        let (org, filter) = (org.clone(), filter.clone());
+        self.pool.read_blocking(move |c| list_users_sync(c, &org, &filter, page)).await
+    }
+
+    async fn update_user(&self, org: &OrgId, id: &UserId, patch: &UserPatch, now: Timestamp) -> StoreResult<UserChange> {
+        let (org, id, patch) = (org.clone(), id.clone(), patch.clone());
+        self.pool
+            .write(move |tx| {
+                let current = get_user_tx(tx, &org, &id)?.ok_or(StoreError::NotFound)?;
+                let change = user::apply_patch(&current, &patch, now)?;
+                if !change.changed {
+                    return Ok(change);
+                }
+                if user::removes_active_admin(&current, Some(&change.user)) && other_active_admins(tx, &org, &id)? == 0 {
+                    return Err(DomainError::LastAdmin.into());
+                }
+                let u = &change.user;
+                tx.prepare_cached(
+                    "UPDATE users SET name = ?1, role = ?2, status = ?3, updated_at = ?4 WHERE id = ?5 AND org_id = ?6",
+                )
+                .and_then(|mut s| {
+                    s.execute(params![u.name.as_str(), u.role.as_str(), u.status.as_str(), u.updated_at.millis(), id.as_str(), org.as_str()])
+                })
+                .map_err(db_err)?;
+                Ok(change)
+            })
+            .await
+    }
+
+    async fn delete_user(&self, org: &OrgId, id: &UserId, transfer_to: Option<&UserId>) -> StoreResult<()> {
+        let (org, id, heir) = (org.clone(), id.clone(), transfer_to.cloned());
+        self.pool
+            .write(move |tx| {
+                let current = get_user_tx(tx, &org, &id)?.ok_or(StoreError::NotFound)?;
+                if user::removes_active_admin(&current, None) && other_active_admins(tx, &org, &id)? == 0 {
+                    return Err(DomainError::LastAdmin.into());
+                }
+                if let Some(heir) = &heir {
+                    let ok = heir != &id
+                        && get_user_tx(tx, &org, heir)?.is_some_and(|h| h.status == UserStatus::Active);
+                    if !ok {
+                        return Err(DomainError::Validation(vec![FieldIssue::new(
+                            "transfer_to",
+                            "must name another active user of this organization",
+                        )])
+                        .into());
+                    }
+                }
+                let owned: i64 = tx
+                    .prepare_cached("SELECT count(*) FROM clients WHERE org_id = ?1 AND owner_id = ?2")
+                    .and_then(|mut s| s.query_row(params![org.as_str(), id.as_str()], |r| r.get(0)))
+                    .map_err(db_err)?;
+                if owned > 0 {
+                    let Some(heir) = &heir else {
+                        return Err(DomainError::OwnedResourcesExist(owned as u64).into());
+                    };
+                    tx.prepare_cached("UPDATE clients SET owner_id = ?1 WHERE org_id = ?2 AND owner_id = ?3")
+                        .and_then(|mut s| s.execute(params![heir.as_str(), org.as_str(), id.as_str()]))
+                        .map_err(db_err)?;
+                }
+                tx.prepare_cached("DELETE FROM users WHERE id = ?1 AND org_id = ?2")
+                    .and_then(|mut s| s.execute(params![id.as_str(), org.as_str()]))
+                    .map_err(db_err)?;
+                Ok(())
+            })
+            .await
+    }
+
+    async fn insert_product(&self, org: &OrgId, p: &NewProduct, now: Timestamp) -> StoreResult<Product> {
+        let (org, p) = (org.clone(), p.clone().into_product(now));
+        self.pool
+            .write(move |tx| {
+                tx.prepare_cached(
+                    "INSERT INTO products (id, org_id, name, sku, price, stock, status, created_at, updated_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8)",
+                )
+                .and_then(|mut s| {
+                    s.execute(params![
+                        p.id.as_str(),
+                        org.as_str(),
+                        p.name.as_str(),
+                        p.sku.as_str(),
+                        p.price,
+                        p.stock,
+                        p.status.as_str(),
+                        p.created_at.millis()
+                    ])
+                })
+                .map_err(db_err)?;
+                Ok(p)
+            })
+            .await
+    }
+
+    async fn get_product(&self, org: &OrgId, id: &ProductId) -> StoreResult<Option<Product>> {
+        self.pool.read(|c| get_product_tx(c, org, id)).await
+    }
+
+    async fn list_products(&self, org: &OrgId, filter: &ProductFilter, page: Page) -> StoreResult<Listing<Product>> {
+        let (org, filter) = (org.clone(), filter.clone());
+        self.pool.read_blocking(move |c| list_products_sync(c, &org, &filter, page)).await
+    }
+
+    async fn update_product(&self, org: &OrgId, id: &ProductId, patch: &ProductPatch, now: Timestamp) -> StoreResult<Product> {
+        let (org, id, patch) = (org.clone(), id.clone(), patch.clone());
+        self.pool
+            .write(move |tx| {
+                let current = get_product_tx(tx, &org, &id)?.ok_or(StoreError::NotFound)?;
+                let (next, changed) = product::apply_patch(&current, &patch, now)?;
+                if changed {
+                    tx.prepare_cached(
+                        "UPDATE products SET name = ?1, sku = ?2, price = ?3, stock = ?4, status = ?5, updated_at = ?6
+                         WHERE id = ?7 AND org_id = ?8",
+                    )
+                    .and_then(|mut s| {
+                        s.execute(params![
+                            next.name.as_str(),
+                            next.sku.as_str(),
+                            next.price,
+                            next.stock,
+                            next.status.as_str(),
+                            next.updated_at.millis(),
+                            id.as_str(),
+                            org.as_str()
+                        ])
+                    })
+                    .map_err(db_err)?;
+                }
+                Ok(next)
+            })
+            .await
+    }
+
+    async fn delete_product(&self, org: &OrgId, id: &ProductId) -> StoreResult<()> {
+        let (org, id) = (org.clone(), id.clone());
+        self.pool
+            .write(move |tx| {
+                let n = tx
+                    .prepare_cached("DELETE FROM products WHERE id = ?1 AND org_id = ?2")
+                    .and_then(|mut s| s.execute(params![id.as_str(), org.as_str()]))
+                    .map_err(db_err)?;
+                if n == 0 { Err(StoreError::NotFound) } else { Ok(()) }
+            })
+            .await
+    }
+
+    async fn insert_client(&self, org: &OrgId, client: &NewClient) -> StoreResult<Client> {
+        let (org, client) = (org.clone(), client.clone());
+        self.pool
+            .write(move |tx| {
+                if let Some(owner) = &client.owner {
+                    if get_user_tx(tx, &org, owner)?.is_none() {
+                        return Err(DomainError::Validation(vec![FieldIssue::new(
+                            "owner",
+                            "must name a user of the client's organization",
+                        )])
+                        .into());
+                    }
+                }
+                insert_client_row(tx, &org, &client)?;
+                Ok(Client {
+                    id: client.id,
+                    org,
+                    name: client.name,
+                    secret_hash: client.secret_hash,
+                    previous_secret: None,
+                    scopes: client.scopes,
+                    redirect_uris: client.redirect_uris,
+                    admin_approved: client.admin_approved,
+                    owner: client.owner,
+                    created_at: client.created_at,
+                })
+            })
+            .await
+    }
+
+    async fn find_client(&self, id: &ClientId) -> StoreResult<Option<Client>> {
+        self.pool
+            .read(|c| {
+                c.prepare_cached(&format!("SELECT {CLIENT_COLS} FROM clients WHERE id = ?1"))
+                    .and_then(|mut s| s.query_row([id.as_str()], client_row).optional())
+                    .map_err(db_err)
+            })
+            .await
+    }
+
+    async fn approve_admin(&self, org: &OrgId, id: &ClientId) -> StoreResult<Client> {
+        let (org, id) = (org.clone(), id.clone());
+        self.pool
+            .write(move |tx| {
+                let admin = ScopeSet::EMPTY.with(Scope::Admin).bits() as i64;
+                let n = tx
+                    .prepare_cached("UPDATE clients SET admin_approved = 1, scopes = scopes | ?1 WHERE id = ?2 AND org_id = ?3")
+                    .and_then(|mut s| s.execute(params![admin, id.as_str(), org.as_str()]))
+                    .map_err(db_err)?;
+                if n == 0 {
+                    return Err(StoreError::NotFound);
+                }
+                tx.prepare_cached(&format!("SELECT {CLIENT_COLS} FROM clients WHERE id = ?1"))
+                    .and_then(|mut s| s.query_row([id.as_str()], client_row))
+                    .map_err(db_err)
+            })
+            .await
+    }
+
+    async fn signing_keys(&self) -> StoreResult<Vec<SigningKeyRecord>> {
+        self.pool
+            .read(|c| {
+                let mut s = c
+                    .prepare_cached("SELECT kid, private_key_encrypted, public_key, created_at, activates_at, expires_at FROM signing_keys ORDER BY created_at, kid")
+                    .map_err(db_err)?;
+                let rows = s
+                    .query_map([], |r| {
+                        Ok(SigningKeyRecord {
+                            kid: r.get(0)?,
+                            private_key_encrypted: r.get(1)?,
+                            public_key: r.get(2)?,
+                            created_at: Timestamp::from_millis(r.get(3)?),
+                            activates_at: Timestamp::from_millis(r.get(4)?),
+                            expires_at: r.get::<_, Option<i64>>(5)?.map(Timestamp::from_millis),
+                        })
+                    })
+                    .map_err(db_err)?;
+                rows.collect::<rusqlite::Result<Vec<_>>>().map_err(db_err)
+            })
+            .await
+    }
+
+    async fn insert_signing_key(&self, k: &SigningKeyRecord) -> StoreResult<()> {
+        let k = k.clone();
+        self.pool
+            .write(move |tx| {
+                tx.execute(
+                    "INSERT INTO signing_keys (kid, private_key_encrypted, public_key, created_at, activates_at, expires_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                    params![k.kid, k.private_key_encrypted, k.public_key, k.created_at.millis(), k.activates_at.millis(), k.expires_at.map(Timestamp::millis)],
+                )
+                .map_err(db_err)?;
+                Ok(())
+            })
+            .await
+    }
+}
+
+#[cfg(test)]
+mod conformance {
+    use super::SqliteStore;
+
+    fn fresh() -> SqliteStore {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&dir.path().join("gatehouse.db")).unwrap();
+        // The directory must outlive the store; the OS cleans /tmp.
+        std::mem::forget(dir);
+        store
+    }
+
+    gatehouse_store::store_conformance_tests!(fresh());
+}

@@ -1,0 +1,152 @@
+//! A bounded pool of rusqlite connections: many readers, one writer.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use gatehouse_store::{StoreError, StoreResult};
+use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
+use tokio::sync::Semaphore;
+
+use crate::db_err;
+use crate::schema::MIGRATIONS;
+
+#[derive(Clone)]
+pub(crate) struct Pool {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    path: PathBuf,
+    readers: Mutex<Vec<Connection>>,
+    read_gate: Arc<Semaphore>,
+    writer: Mutex<Connection>,
+    write_gate: Arc<Semaphore>,
+}
+
+/// Readers open at most at once. Reads are short; more connections than this
+/// only add memory on a 2-core machine.
+const MAX_READERS: usize = 8;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding a connection leaves it usable: SQLite rolls back
+    // an unfinished transaction when the `Transaction` is dropped.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn open_conn(path: &Path) -> StoreResult<Connection> {
+    let c = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(db_err)?;
+    // WAL: readers never wait for the writer. synchronous=FULL: a commit is on
+    // disk before it is acknowledged, so neither `kill -9` nor a power cut
+    // loses an acknowledged write (D43).
+    c.execute_batch(
+        "PRAGMA journal_mode = WAL;
+         PRAGMA synchronous = FULL;
+         PRAGMA foreign_keys = ON;
+         PRAGMA busy_timeout = 5000;
+         PRAGMA temp_store = MEMORY;
+         PRAGMA cache_size = -16000;",
+    )
+    .map_err(db_err)?;
+    c.set_prepared_statement_cache_capacity(64);
+    Ok(c)
+}
+
+impl Pool {
+    pub(crate) fn open(path: &Path) -> StoreResult<Self> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| StoreError::Unavailable(format!("{}: {e}", dir.display())))?;
+        }
+        let writer = open_conn(path)?;
+        Ok(Self {
+            inner: Arc::new(Inner {
+                path: path.to_owned(),
+                readers: Mutex::new(Vec::new()),
+                read_gate: Arc::new(Semaphore::new(MAX_READERS)),
+                writer: Mutex::new(writer),
+                write_gate: Arc::new(Semaphore::new(1)),
+            }),
+        })
+    }
+
+    pub(crate) fn migrate(&self) -> StoreResult<()> {
+        let mut c = lock(&self.inner.writer);
+        c.execute_batch("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)")
+            .map_err(db_err)?;
+        for (version, sql) in MIGRATIONS {
+            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate).map_err(db_err)?;
+            let done: bool = tx
+                .query_row("SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE version = ?1)", [version], |r| r.get(0))
+                .map_err(db_err)?;
+            if !done {
+                tx.execute_batch(sql).map_err(db_err)?;
+                tx.execute(
+                    "INSERT INTO schema_migrations (version, applied_at) VALUES (?1, unixepoch('subsec') * 1000)",
+                    [version],
+                )
+                .map_err(db_err)?;
+                tracing::info!(version, "applied SQLite migration");
+            }
+            tx.commit().map_err(db_err)?;
+        }
+        Ok(())
+    }
+
+    /// Runs a short read inline on the calling task.
+    pub(crate) async fn read<T>(&self, f: impl FnOnce(&Connection) -> StoreResult<T>) -> StoreResult<T> {
+        let _permit = self.inner.read_gate.acquire().await.map_err(|_| StoreError::Unavailable("closed".into()))?;
+        self.inner.with_reader(f)
+    }
+
+    /// Runs a longer read (a list, a search) on the blocking pool.
+    pub(crate) async fn read_blocking<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Connection) -> StoreResult<T> + Send + 'static,
+    ) -> StoreResult<T> {
+        let permit = self.inner.read_gate.clone().acquire_owned().await.map_err(|_| StoreError::Unavailable("closed".into()))?;
+        let inner = self.inner.clone();
+        tokio::task::spawn_blocking(move || {
+            let r = inner.with_reader(f);
+            drop(permit);
+            r
+        })
+        .await
+        .map_err(|e| StoreError::Internal(format!("read task failed: {e}")))?
+    }
+
+    /// Runs `f` in an immediate transaction on the writer, off the async
+    /// runtime; commits when `f` succeeds, rolls back otherwise.
+    pub(crate) async fn write<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Transaction<'_>) -> StoreResult<T> + Send + 'static,
+    ) -> StoreResult<T> {
+        let permit = self.inner.write_gate.clone().acquire_owned().await.map_err(|_| StoreError::Unavailable("closed".into()))?;
+        let inner = self.inner.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut c = lock(&inner.writer);
+            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate).map_err(db_err)?;
+            let out = f(&tx)?;
+            tx.commit().map_err(db_err)?;
+            drop(c);
+            drop(permit);
+            Ok(out)
+        })
+        .await
+        .map_err(|e| StoreError::Internal(format!("write task failed: {e}")))?
+    }
+}
+
+impl Inner {
+    fn with_reader<T>(&self, f: impl FnOnce(&Connection) -> StoreResult<T>) -> StoreResult<T> {
+        let conn = match lock(&self.readers).pop() {
+            Some(c) => c,
+            None => open_conn(&self.path)?,
+        };
+        let out = f(&conn);
+        lock(&self.readers).push(conn);
+        out
+    }
+}
