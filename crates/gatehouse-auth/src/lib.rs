@@ -1,14 +1,41 @@
-pub fn add(left: u64, right: u64) -> u64 {
-    left + right
+//! `gatehouse-auth` owns the authorization server's logic: client
+//! authentication (D20), the grants and the scopes they yield (D22), signing
+//! keys and the JWKS (D23), access-token signing and verification with a
+//! bounded cache, secret and password hashing.
+//!
+//! It speaks in domain types and returns [`OAuthError`] / [`TokenError`]; it
+//! must not import HTTP types (axum, http, hyper) — the server maps results
+//! to responses. Storage is reached only through the `gatehouse-store` trait.
+
+pub mod error;
+pub mod grants;
+pub mod jwt;
+pub mod keys;
+pub mod password;
+pub mod secrets;
+pub mod verifier;
+
+pub use error::{OAuthError, OAuthErrorKind, TokenError};
+pub use grants::{AuthService, ClientAuth, TokenResponse};
+pub use jwt::AccessClaims;
+pub use keys::{KeyRing, MasterKey};
+pub use verifier::TokenVerifier;
+
+/// Access-token lifetime (interface.md §5.4).
+pub const ACCESS_TOKEN_TTL_SECS: i64 = 3600;
+
+/// Where tokens are valid: `iss` and `aud` (D23).
+#[derive(Clone, Debug)]
+pub struct Issuer {
+    /// `public_url`, e.g. `https://localhost:8443`.
+    pub iss: String,
+    /// `{public_url}/v1`.
+    pub aud: String,
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn it_works() {
-        let result = add(2, 2);
-        assert_eq!(result, 4);
+impl Issuer {
+    pub fn new(public_url: &str) -> Self {
+        let iss = public_url.trim_end_matches('/').to_owned();
+        Self { aud: format!("{iss}/v1"), iss }
     }
 }

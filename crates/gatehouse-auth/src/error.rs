@@ -1,0 +1,74 @@
+//! Errors of the authorization layer.
+
+use gatehouse_store::StoreError;
+
+/// The RFC 6749 §5.2 error codes (D21).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OAuthErrorKind {
+    InvalidRequest,
+    InvalidClient,
+    InvalidGrant,
+    UnauthorizedClient,
+    UnsupportedGrantType,
+    InvalidScope,
+    /// Storage failed: the server answers 500/503, never an OAuth code.
+    Unavailable,
+    Internal,
+}
+
+impl OAuthErrorKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OAuthErrorKind::InvalidRequest => "invalid_request",
+            OAuthErrorKind::InvalidClient => "invalid_client",
+            OAuthErrorKind::InvalidGrant => "invalid_grant",
+            OAuthErrorKind::UnauthorizedClient => "unauthorized_client",
+            OAuthErrorKind::UnsupportedGrantType => "unsupported_grant_type",
+            OAuthErrorKind::InvalidScope => "invalid_scope",
+            OAuthErrorKind::Unavailable => "temporarily_unavailable",
+            OAuthErrorKind::Internal => "server_error",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{}: {description}", kind.as_str())]
+pub struct OAuthError {
+    pub kind: OAuthErrorKind,
+    pub description: String,
+}
+
+impl OAuthError {
+    pub fn new(kind: OAuthErrorKind, description: impl Into<String>) -> Self {
+        Self { kind, description: description.into() }
+    }
+    pub fn invalid_request(d: impl Into<String>) -> Self {
+        Self::new(OAuthErrorKind::InvalidRequest, d)
+    }
+    pub fn invalid_client() -> Self {
+        Self::new(OAuthErrorKind::InvalidClient, "client authentication failed")
+    }
+    pub fn invalid_scope(d: impl Into<String>) -> Self {
+        Self::new(OAuthErrorKind::InvalidScope, d)
+    }
+}
+
+impl From<StoreError> for OAuthError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::Unavailable(m) => Self::new(OAuthErrorKind::Unavailable, m),
+            other => Self::new(OAuthErrorKind::Internal, other.to_string()),
+        }
+    }
+}
+
+/// Why a bearer token was refused (D6, D23).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TokenError {
+    /// Malformed, unknown, forged, revoked, wrong `iss`/`aud`/algorithm.
+    #[error("the access token is invalid")]
+    Invalid,
+    /// Signature fine, `exp` passed.
+    #[error("the access token has expired")]
+    Expired,
+}

@@ -1,0 +1,192 @@
+//! The grants of the token endpoint and client authentication (D20–D22).
+
+use std::sync::Arc;
+
+use aws_lc_rs::rand::SystemRandom;
+use gatehouse_domain::{Client, ClientId, Scope, ScopeSet, Timestamp};
+use gatehouse_store::Store;
+use serde::Serialize;
+
+use crate::error::{OAuthError, OAuthErrorKind};
+use crate::jwt::{self, AccessClaims};
+use crate::keys::KeyRing;
+use crate::secrets;
+use crate::verifier::TokenVerifier;
+use crate::{ACCESS_TOKEN_TTL_SECS, Issuer, TokenError};
+
+/// Client credentials as presented (Basic header or form fields, already
+/// decoded by the HTTP layer).
+#[derive(Clone, Debug)]
+pub struct ClientAuth {
+    pub client_id: String,
+    pub secret: Option<String>,
+}
+
+/// The token response of interface.md §2.4.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct TokenResponse {
+    pub access_token: String,
+    pub token_type: &'static str,
+    pub expires_in: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refresh_token: Option<String>,
+    pub scope: String,
+}
+
+/// The authorization server: issues and verifies tokens.
+pub struct AuthService {
+    store: Arc<dyn Store>,
+    keys: KeyRing,
+    issuer: Issuer,
+    verifier: TokenVerifier,
+    rng: SystemRandom,
+}
+
+impl AuthService {
+    pub fn new(store: Arc<dyn Store>, keys: KeyRing, issuer: Issuer) -> Self {
+        Self { store, keys, issuer, verifier: TokenVerifier::default(), rng: SystemRandom::new() }
+    }
+
+    pub fn issuer(&self) -> &Issuer {
+        &self.issuer
+    }
+
+    pub fn keys(&self) -> &KeyRing {
+        &self.keys
+    }
+
+    /// The JWKS document (D23).
+    pub fn jwks(&self) -> Arc<str> {
+        self.keys.current().jwks.clone()
+    }
+
+    /// Verifies a bearer access token (cached after the first check).
+    pub fn verify_access_token(&self, token: &str) -> Result<Arc<AccessClaims>, TokenError> {
+        self.verifier.verify(&self.keys, &self.issuer, token)
+    }
+
+    /// Re-reads signing keys when one is due to activate or retire, or on demand.
+    pub async fn refresh_keys_if_due(&self) -> Result<(), OAuthError> {
+        if self.keys.stale(Timestamp::now()) {
+            self.keys
+                .refresh(self.store.as_ref())
+                .await
+                .map_err(|e| OAuthError::new(OAuthErrorKind::Internal, e.to_string()))?;
+        }
+        Ok(())
+    }
+
+    /// Authenticates a client (D20). Unknown ids, missing or wrong secrets all
+    /// give the same `invalid_client`.
+    pub async fn authenticate_client(&self, auth: &ClientAuth) -> Result<Client, OAuthError> {
+        let Some(id) = ClientId::parse(&auth.client_id) else {
+            return Err(OAuthError::invalid_client());
+        };
+        let client = self.store.find_client(&id).await?;
+        let Some(client) = client else {
+            // Spend the same work as a real check.
+            let _ = secrets::verify_secret(auth.secret.as_deref().unwrap_or(""), &[0; 32]);
+            return Err(OAuthError::invalid_client());
+        };
+        match (&client.secret_hash, auth.secret.as_deref()) {
+            // A public client identifies itself by id alone.
+            (None, None) => Ok(client),
+            (None, Some(_)) => Err(OAuthError::invalid_client()),
+            (Some(_), None) => Err(OAuthError::invalid_client()),
+            (Some(current), Some(given)) => {
+                let now = Timestamp::now();
+                let ok_current = secrets::verify_secret(given, current);
+                let ok_previous = client
+                    .previous_secret
+                    .as_ref()
+                    .is_some_and(|(h, until)| *until > now && secrets::verify_secret(given, h));
+                if ok_current || ok_previous { Ok(client) } else { Err(OAuthError::invalid_client()) }
+            }
+        }
+    }
+
+    /// `grant_type=client_credentials` (D20, D22): an access token only.
+    pub async fn client_credentials(&self, auth: &ClientAuth, scope: Option<&str>) -> Result<TokenResponse, OAuthError> {
+        let client = self.authenticate_client(auth).await?;
+        if client.is_public() {
+            return Err(OAuthError::new(
+                OAuthErrorKind::UnauthorizedClient,
+                "public clients may use only the authorization-code grant",
+            ));
+        }
+        let scopes = grant_scopes(&client, scope)?;
+        self.refresh_keys_if_due().await?;
+        let claims = AccessClaims::issue(client.org.clone(), client.id.clone(), None, scopes);
+        Ok(self.token_response(&claims, None))
+    }
+
+    fn token_response(&self, claims: &AccessClaims, refresh_token: Option<String>) -> TokenResponse {
+        let access_token = jwt::sign(&self.keys.current(), &self.issuer, &self.rng, claims);
+        TokenResponse {
+            access_token,
+            token_type: "Bearer",
+            expires_in: ACCESS_TOKEN_TTL_SECS,
+            refresh_token,
+            scope: claims.scopes.to_string(),
+        }
+    }
+}
+
+/// D22: the scopes a client-credentials request yields.
+pub fn grant_scopes(client: &Client, requested: Option<&str>) -> Result<ScopeSet, OAuthError> {
+    let requested = requested.map(str::trim).filter(|s| !s.is_empty());
+    let Some(requested) = requested else {
+        // Omitted: everything registered except `admin`, which must be asked for by name.
+        let s = client.scopes.without(Scope::Admin);
+        if s.is_empty() {
+            return Err(OAuthError::invalid_scope("the client is registered for no scope that can be granted without asking"));
+        }
+        return Ok(s);
+    };
+    let set = ScopeSet::parse(requested).map_err(|w| OAuthError::invalid_scope(format!("unknown scope: {w}")))?;
+    if set.contains(Scope::Admin) && !client.admin_approved {
+        return Err(OAuthError::invalid_scope("the admin scope needs an operator's approval for this client"));
+    }
+    if !set.is_subset(client.scopes) {
+        let missing: ScopeSet = set.iter().filter(|s| !client.scopes.contains(*s)).collect();
+        return Err(OAuthError::invalid_scope(format!("the client is not registered for: {missing}")));
+    }
+    Ok(set)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gatehouse_domain::{OrgId, Timestamp};
+
+    fn client(scopes: &str, admin_approved: bool) -> Client {
+        Client {
+            id: ClientId::generate(),
+            org: OrgId::generate(),
+            name: "c".into(),
+            secret_hash: Some([0; 32]),
+            previous_secret: None,
+            scopes: ScopeSet::parse(scopes).unwrap(),
+            redirect_uris: vec![],
+            admin_approved,
+            owner: None,
+            created_at: Timestamp::now(),
+        }
+    }
+
+    #[test]
+    fn omitted_scope_means_registered_without_admin() {
+        let c = client("users:read admin", true);
+        assert_eq!(grant_scopes(&c, None).unwrap().to_string(), "users:read");
+        assert_eq!(grant_scopes(&c, Some("  ")).unwrap().to_string(), "users:read");
+        assert_eq!(grant_scopes(&c, Some("admin")).unwrap().to_string(), "admin");
+    }
+
+    #[test]
+    fn unregistered_unknown_or_unapproved_scopes_are_invalid_scope() {
+        let c = client("users:read admin", false);
+        for s in ["users:write", "bogus", "admin", "users:read admin"] {
+            assert_eq!(grant_scopes(&c, Some(s)).unwrap_err().kind, OAuthErrorKind::InvalidScope, "{s}");
+        }
+    }
+}

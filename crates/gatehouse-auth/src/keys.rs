@@ -1,0 +1,294 @@
+//! Signing keys (D23): ES256 key pairs kept in the database with the private
+//! half encrypted (AES-256-GCM) under the master key; the parsed key pair is
+//! held in memory so signing never re-parses it.
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
+use aws_lc_rs::aead::{AES_256_GCM, Aad, LessSafeKey, NONCE_LEN, Nonce, UnboundKey};
+use aws_lc_rs::rand::SystemRandom;
+use aws_lc_rs::signature::{
+    ECDSA_P256_SHA256_FIXED, ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair, KeyPair,
+    UnparsedPublicKey,
+};
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
+use gatehouse_domain::{Timestamp, random};
+use gatehouse_store::{SigningKeyRecord, Store, StoreError};
+
+use crate::ACCESS_TOKEN_TTL_SECS;
+
+/// The key-encryption key (D23): 32 bytes from `GATEHOUSE_MASTER_KEY` or
+/// `<data_dir>/master.key`.
+#[derive(Clone)]
+pub struct MasterKey([u8; 32]);
+
+impl std::fmt::Debug for MasterKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("MasterKey(…)")
+    }
+}
+
+impl MasterKey {
+    pub fn generate() -> Self {
+        Self(random::bytes::<32>())
+    }
+
+    /// From its text form: 64 hex digits or base64 (standard or URL-safe) of 32 bytes.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let t = text.trim();
+        let bytes = if t.len() == 64 && t.bytes().all(|b| b.is_ascii_hexdigit()) {
+            (0..32)
+                .map(|i| u8::from_str_radix(&t[2 * i..2 * i + 2], 16).unwrap())
+                .collect::<Vec<u8>>()
+        } else {
+            base64::engine::general_purpose::STANDARD
+                .decode(t)
+                .or_else(|_| B64.decode(t.trim_end_matches('=')))
+                .map_err(|_| "the master key must be 64 hex digits or base64 of 32 bytes".to_string())?
+        };
+        let arr: [u8; 32] = bytes
+            .try_into()
+            .map_err(|_| "the master key must be exactly 32 bytes".to_string())?;
+        Ok(Self(arr))
+    }
+
+    /// The text form written to `master.key` (base64).
+    pub fn to_text(&self) -> String {
+        base64::engine::general_purpose::STANDARD.encode(self.0)
+    }
+
+    fn aead(&self) -> LessSafeKey {
+        LessSafeKey::new(UnboundKey::new(&AES_256_GCM, &self.0).expect("32-byte AES-256 key"))
+    }
+
+    /// nonce ‖ ciphertext ‖ tag.
+    pub fn encrypt(&self, plaintext: &[u8], aad: &[u8]) -> Vec<u8> {
+        let nonce_bytes = random::bytes::<NONCE_LEN>();
+        let mut buf = plaintext.to_vec();
+        self.aead()
+            .seal_in_place_append_tag(Nonce::assume_unique_for_key(nonce_bytes), Aad::from(aad), &mut buf)
+            .expect("AES-GCM sealing cannot fail for small inputs");
+        let mut out = nonce_bytes.to_vec();
+        out.extend_from_slice(&buf);
+        out
+    }
+
+    pub fn decrypt(&self, sealed: &[u8], aad: &[u8]) -> Option<Vec<u8>> {
+        if sealed.len() < NONCE_LEN {
+            return None;
+        }
+        let (nonce, rest) = sealed.split_at(NONCE_LEN);
+        let mut buf = rest.to_vec();
+        let nonce = Nonce::try_assume_unique_for_key(nonce).ok()?;
+        let plain = self.aead().open_in_place(nonce, Aad::from(aad), &mut buf).ok()?;
+        Some(plain.to_vec())
+    }
+}
+
+/// A loaded signing key.
+pub struct SigningKey {
+    pub kid: String,
+    pair: EcdsaKeyPair,
+    /// base64url of the JOSE header, computed once.
+    pub(crate) header_b64: String,
+}
+
+impl SigningKey {
+    pub(crate) fn sign(&self, rng: &SystemRandom, msg: &[u8]) -> Vec<u8> {
+        self.pair
+            .sign(rng, msg)
+            .expect("ECDSA P-256 signing cannot fail")
+            .as_ref()
+            .to_vec()
+    }
+}
+
+/// What the key ring holds at one moment.
+pub struct KeySet {
+    pub signing: Arc<SigningKey>,
+    pub(crate) verifying: HashMap<String, UnparsedPublicKey<Vec<u8>>>,
+    /// The JWKS document, serialized once.
+    pub jwks: Arc<str>,
+    /// When this set next needs rebuilding (a pending key activates, an old one expires).
+    next_change: Option<Timestamp>,
+}
+
+/// All signing keys: the one that signs, all that verify, the JWKS.
+pub struct KeyRing {
+    master: MasterKey,
+    current: RwLock<Arc<KeySet>>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum KeyError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("signing key {0} cannot be decrypted: is GATEHOUSE_MASTER_KEY the key this database was created with?")]
+    Decrypt(String),
+    #[error("signing key {0} is corrupt")]
+    Corrupt(String),
+}
+
+fn kid_aad(kid: &str) -> Vec<u8> {
+    format!("gatehouse-signing-key:{kid}").into_bytes()
+}
+
+impl KeyRing {
+    /// Loads the keys, creating the first one if there is none (it signs at once:
+    /// nobody can have cached a JWKS without it yet).
+    pub async fn load(store: &dyn Store, master: MasterKey) -> Result<Self, KeyError> {
+        let mut records = store.signing_keys().await?;
+        let now = Timestamp::now();
+        if !records.iter().any(|r| r.activates_at <= now) {
+            let rec = new_record(&master, now, now);
+            store.insert_signing_key(&rec).await?;
+            records = store.signing_keys().await?;
+        }
+        let set = build(&master, &records, now)?;
+        Ok(Self { master, current: RwLock::new(Arc::new(set)) })
+    }
+
+    /// Creates a key that is published now and signs after `publish_delay_secs` (D23).
+    pub async fn rotate(store: &dyn Store, master: &MasterKey, publish_delay_secs: i64) -> Result<SigningKeyRecord, KeyError> {
+        let now = Timestamp::now();
+        let rec = new_record(master, now, now.plus_seconds(publish_delay_secs));
+        store.insert_signing_key(&rec).await?;
+        Ok(rec)
+    }
+
+    /// The keys in force now; rebuilds when a pending key has activated or an old one expired.
+    pub fn current(&self) -> Arc<KeySet> {
+        let set = self.current.read().unwrap_or_else(|e| e.into_inner()).clone();
+        set
+    }
+
+    /// Re-reads the keys from storage (another process may have rotated them).
+    pub async fn refresh(&self, store: &dyn Store) -> Result<(), KeyError> {
+        let records = store.signing_keys().await?;
+        let set = build(&self.master, &records, Timestamp::now())?;
+        *self.current.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(set);
+        Ok(())
+    }
+
+    /// Whether the set in memory is due for a rebuild.
+    pub fn stale(&self, now: Timestamp) -> bool {
+        self.current().next_change.is_some_and(|t| t <= now)
+    }
+}
+
+fn new_record(master: &MasterKey, now: Timestamp, activates_at: Timestamp) -> SigningKeyRecord {
+    let rng = SystemRandom::new();
+    let doc = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &rng)
+        .expect("P-256 key generation cannot fail");
+    let pair = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, doc.as_ref())
+        .expect("a freshly generated key parses");
+    let kid = random::token("", 96);
+    SigningKeyRecord {
+        private_key_encrypted: master.encrypt(doc.as_ref(), &kid_aad(&kid)),
+        public_key: pair.public_key().as_ref().to_vec(),
+        kid,
+        created_at: now,
+        activates_at,
+        expires_at: None,
+    }
+}
+
+fn build(master: &MasterKey, records: &[SigningKeyRecord], now: Timestamp) -> Result<KeySet, KeyError> {
+    // The newest active key signs. A key stays published until every token it
+    // could have signed has expired: one token lifetime after its successor
+    // took over.
+    let mut active: Vec<&SigningKeyRecord> = records.iter().filter(|r| r.activates_at <= now).collect();
+    active.sort_by_key(|r| (r.activates_at, r.created_at));
+    let signer = active.last().copied().ok_or_else(|| KeyError::Corrupt("no active key".into()))?;
+    let mut next_change = records.iter().map(|r| r.activates_at).filter(|t| *t > now).min();
+    let mut published = Vec::new();
+    for (i, r) in active.iter().enumerate() {
+        let retire_at = active
+            .get(i + 1)
+            .map(|succ| succ.activates_at.plus_seconds(ACCESS_TOKEN_TTL_SECS + 60));
+        let retire_at = match (retire_at, r.expires_at) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        if retire_at.is_some_and(|t| t <= now) {
+            continue;
+        }
+        if let Some(t) = retire_at {
+            next_change = Some(next_change.map_or(t, |n| n.min(t)));
+        }
+        published.push(*r);
+    }
+    // Keys that will sign later are published already (D23 publish-before-sign).
+    published.extend(records.iter().filter(|r| r.activates_at > now));
+
+    let der = master
+        .decrypt(&signer.private_key_encrypted, &kid_aad(&signer.kid))
+        .ok_or_else(|| KeyError::Decrypt(signer.kid.clone()))?;
+    let pair = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &der)
+        .map_err(|_| KeyError::Corrupt(signer.kid.clone()))?;
+    let header = serde_json::json!({"alg": "ES256", "typ": "at+jwt", "kid": signer.kid});
+    let signing = Arc::new(SigningKey {
+        kid: signer.kid.clone(),
+        pair,
+        header_b64: B64.encode(header.to_string()),
+    });
+
+    let mut verifying = HashMap::new();
+    let mut jwks = Vec::new();
+    for r in &published {
+        if r.public_key.len() != 65 || r.public_key[0] != 4 {
+            return Err(KeyError::Corrupt(r.kid.clone()));
+        }
+        verifying.insert(r.kid.clone(), UnparsedPublicKey::new(&ECDSA_P256_SHA256_FIXED, r.public_key.clone()));
+        jwks.push(serde_json::json!({
+            "kty": "EC",
+            "crv": "P-256",
+            "x": B64.encode(&r.public_key[1..33]),
+            "y": B64.encode(&r.public_key[33..65]),
+            "kid": r.kid,
+            "use": "sig",
+            "alg": "ES256",
+        }));
+    }
+    let jwks = serde_json::json!({ "keys": jwks }).to_string();
+    Ok(KeySet { signing, verifying, jwks: jwks.into(), next_change })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn master_key_round_trips_and_authenticates() {
+        let m = MasterKey::generate();
+        let again = MasterKey::parse(&m.to_text()).unwrap();
+        let sealed = m.encrypt(b"secret", b"aad");
+        assert_eq!(again.decrypt(&sealed, b"aad").unwrap(), b"secret");
+        assert!(again.decrypt(&sealed, b"other aad").is_none());
+        assert!(MasterKey::generate().decrypt(&sealed, b"aad").is_none());
+        assert!(MasterKey::parse(&"ab".repeat(32)).is_ok());
+        assert!(MasterKey::parse("short").is_err());
+    }
+
+    #[test]
+    fn newest_active_key_signs_and_pending_keys_are_published() {
+        let m = MasterKey::generate();
+        let t0 = Timestamp::from_millis(1_000_000_000);
+        let old = new_record(&m, t0, t0);
+        let cur = new_record(&m, t0.plus_seconds(10), t0.plus_seconds(10));
+        let pending = new_record(&m, t0.plus_seconds(20), t0.plus_seconds(20 + 3600));
+        let now = t0.plus_seconds(30);
+        let set = build(&m, &[old.clone(), cur.clone(), pending.clone()], now).unwrap();
+        assert_eq!(set.signing.kid, cur.kid);
+        for k in [&old, &cur, &pending] {
+            assert!(set.verifying.contains_key(&k.kid), "{} published", k.kid);
+            assert!(set.jwks.contains(&k.kid));
+        }
+        // Long after the successor took over, the old key is gone.
+        let later = t0.plus_seconds(10 + 3600 + 61);
+        let set = build(&m, &[old.clone(), cur.clone(), pending.clone()], later).unwrap();
+        assert!(!set.verifying.contains_key(&old.kid));
+        assert!(set.verifying.contains_key(&cur.kid));
+    }
+}

@@ -1,0 +1,42 @@
+//! Machine-generated secrets (D3, D20): client secrets and API keys carry 256
+//! random bits, are stored as SHA-256 digests and compared in constant time.
+
+use aws_lc_rs::digest::{SHA256, digest};
+use gatehouse_domain::random;
+use subtle::ConstantTimeEq;
+
+/// Random bits in every generated secret.
+pub const SECRET_BITS: usize = 256;
+
+/// A new client secret (shown once).
+pub fn new_client_secret() -> String {
+    random::token("gcs_", SECRET_BITS)
+}
+
+/// SHA-256 digest of a secret, the only form that is stored.
+pub fn hash_secret(secret: &str) -> [u8; 32] {
+    let d = digest(&SHA256, secret.as_bytes());
+    let mut out = [0u8; 32];
+    out.copy_from_slice(d.as_ref());
+    out
+}
+
+/// Whether `secret` hashes to `expected`, in constant time.
+pub fn verify_secret(secret: &str, expected: &[u8; 32]) -> bool {
+    hash_secret(secret).ct_eq(expected).into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_verify_only_against_their_own_digest() {
+        let s = new_client_secret();
+        assert!(s.len() >= 4 + 43);
+        let h = hash_secret(&s);
+        assert!(verify_secret(&s, &h));
+        assert!(!verify_secret(&new_client_secret(), &h));
+        assert!(!verify_secret("", &h));
+    }
+}
