@@ -1,14 +1,126 @@
-pub fn add(left: u64, right: u64) -> u64 {
-    left + right
+//! `gatehouse-server` owns Gatehouse's HTTP surface: one axum `router()` per
+//! resource, the extractors that establish the tenant and the caller
+//! ([`extract::Authorized`]) and parse bodies into our error envelope, the
+//! single mapping of errors to responses ([`error`]), HTML pages from
+//! auto-escaping templates, and [`serve`], which runs the app on a listener
+//! it is given (it never binds a socket itself).
+//!
+//! Handlers are thin: extract, call the store or the auth layer, map the
+//! result. This crate must not contain SQL or name a storage backend, and must
+//! not do TLS or read configuration files — the `gatehouse` binary does both.
+
+pub mod docs;
+pub mod error;
+pub mod extract;
+pub mod health;
+pub mod middleware;
+pub mod oauth;
+pub mod products;
+pub mod redirect;
+pub mod respond;
+pub mod users;
+pub mod versions;
+pub mod wellknown;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use axum::Router;
+use gatehouse_auth::AuthService;
+use gatehouse_store::Store;
+
+pub use error::{ApiError, ErrorCode};
+
+/// Settings the HTTP layer needs.
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    /// `https://host[:port]` without a trailing slash (D1).
+    pub public_url: String,
+    /// Add `Strict-Transport-Security` (D31): on for HTTPS and behind a TLS proxy.
+    pub hsts: bool,
+    /// Behind a TLS-terminating proxy: answer `X-Forwarded-Proto: http` with 301 (D31).
+    pub behind_proxy: bool,
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn it_works() {
-        let result = add(2, 2);
-        assert_eq!(result, 4);
+impl ServerConfig {
+    pub fn base_url(&self) -> String {
+        format!("{}/v1", self.public_url)
     }
+}
+
+/// Everything a handler can reach. Cheap to clone.
+#[derive(Clone)]
+pub struct AppState(Arc<Inner>);
+
+pub struct Inner {
+    pub store: Arc<dyn Store>,
+    pub auth: Arc<AuthService>,
+    pub config: ServerConfig,
+    pub templates: docs::Templates,
+    shutting_down: AtomicBool,
+}
+
+impl std::ops::Deref for AppState {
+    type Target = Inner;
+    fn deref(&self) -> &Inner {
+        &self.0
+    }
+}
+
+impl AppState {
+    pub fn new(store: Arc<dyn Store>, auth: Arc<AuthService>, mut config: ServerConfig) -> Self {
+        config.public_url = config.public_url.trim_end_matches('/').to_owned();
+        Self(Arc::new(Inner {
+            store,
+            auth,
+            config,
+            templates: docs::Templates::new(),
+            shutting_down: AtomicBool::new(false),
+        }))
+    }
+
+    /// From now on `/readyz` answers 503 (D42, D43).
+    pub fn begin_shutdown(&self) {
+        self.0.shutting_down.store(true, Ordering::SeqCst);
+    }
+
+    pub fn is_shutting_down(&self) -> bool {
+        self.0.shutting_down.load(Ordering::SeqCst)
+    }
+}
+
+/// The whole application.
+pub fn app(state: AppState) -> Router {
+    let v1 = Router::new().merge(users::router()).merge(products::router());
+    Router::new()
+        .nest("/v1", v1)
+        .merge(oauth::router())
+        .merge(wellknown::router())
+        .merge(health::router())
+        .merge(docs::router())
+        .merge(versions::router())
+        .fallback(middleware::not_found)
+        .layer(tower_http::catch_panic::CatchPanicLayer::custom(middleware::panic_response))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), middleware::outer))
+        .with_state(state)
+}
+
+/// Serves `app` on `listener` until `shutdown` resolves, then finishes the
+/// requests in flight. The caller owns the socket (tests bind `127.0.0.1:0`).
+pub async fn serve<L>(
+    listener: L,
+    app: Router,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()>
+where
+    L: axum::serve::Listener<Addr = SocketAddr>,
+{
+    use axum::serve::ListenerExt;
+    // `tap_io` gives any listener axum's `ConnectInfo<SocketAddr>` support.
+    let listener = listener.tap_io(|_| {});
+    axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
+        .with_graceful_shutdown(shutdown)
+        .await
 }

@@ -1,0 +1,86 @@
+//! Human-readable pages under `/docs` (D35), rendered from auto-escaping
+//! templates with no external assets.
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::get;
+use gatehouse_domain::Scope;
+use minijinja::{Environment, context};
+
+use crate::AppState;
+use crate::error::{ApiError, ErrorCode};
+
+/// The compiled templates. `.html` templates escape every value.
+pub struct Templates {
+    env: Environment<'static>,
+}
+
+impl Default for Templates {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Templates {
+    pub fn new() -> Self {
+        let mut env = Environment::new();
+        for (name, src) in [
+            ("base.html", include_str!("../templates/base.html")),
+            ("docs_index.html", include_str!("../templates/docs_index.html")),
+            ("docs_errors.html", include_str!("../templates/docs_errors.html")),
+        ] {
+            env.add_template(name, src).expect("templates compile");
+        }
+        Self { env }
+    }
+
+    /// Renders a page with the headers every page gets: no framing, a strict CSP.
+    pub fn page(&self, name: &str, ctx: minijinja::Value) -> Response {
+        match self.env.get_template(name).and_then(|t| t.render(ctx)) {
+            Ok(html) => {
+                let mut res = Html(html).into_response();
+                let h = res.headers_mut();
+                h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+                h.insert(
+                    header::CONTENT_SECURITY_POLICY,
+                    HeaderValue::from_static("default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"),
+                );
+                h.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+                res
+            }
+            Err(e) => {
+                tracing::error!(template = name, error = %e, "template failed");
+                ApiError::internal().into_response()
+            }
+        }
+    }
+}
+
+pub fn router() -> Router<AppState> {
+    Router::new().route("/docs", get(index)).route("/docs/errors", get(errors))
+}
+
+async fn index(State(st): State<AppState>) -> Response {
+    let scopes: Vec<_> = Scope::ALL
+        .iter()
+        .map(|s| context! { name => s.as_str(), description => s.description() })
+        .collect();
+    st.templates.page(
+        "docs_index.html",
+        context! { public_url => st.config.public_url.clone(), base_url => st.config.base_url(), scopes },
+    )
+}
+
+async fn errors(State(st): State<AppState>) -> Response {
+    let codes: Vec<_> = ErrorCode::ALL
+        .iter()
+        .map(|c| context! { code => c.as_str(), status => c.status().as_u16(), summary => c.summary() })
+        .collect();
+    let mut res = st.templates.page("docs_errors.html", context! { public_url => st.config.public_url.clone(), codes });
+    if res.status() == StatusCode::OK {
+        res.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("public, max-age=3600"));
+    }
+    res
+}

@@ -1,0 +1,256 @@
+//! Extractors: the caller and its tenant from the bearer token
+//! ([`Authorized`]), the request context, JSON bodies and query strings parsed
+//! into the error envelope of D6, path ids.
+//!
+//! Handlers take `Authorized<_>` first, so the checks run in D9's order:
+//! 401, then 403, then the request itself (413/415/400), then the resource.
+
+use std::collections::HashMap;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use axum::extract::{FromRequest, FromRequestParts, Path, Request};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, header};
+use gatehouse_auth::{AccessClaims, TokenError};
+use gatehouse_domain::{FieldIssue, OrgId, Scope};
+use serde_json::{Map, Value};
+
+use crate::AppState;
+use crate::error::{ApiError, ErrorCode};
+use crate::middleware::RequestCtx;
+
+/// Largest accepted JSON body (D8).
+pub const MAX_BODY: usize = 64 * 1024;
+
+/// A scope an endpoint needs, as a type.
+pub trait RequiredScope: Send + Sync + 'static {
+    const SCOPE: Scope;
+}
+
+macro_rules! scope_markers {
+    ($($name:ident => $scope:ident),+) => {$(
+        pub struct $name;
+        impl RequiredScope for $name { const SCOPE: Scope = Scope::$scope; }
+    )+};
+}
+scope_markers!(UsersRead => UsersRead, UsersWrite => UsersWrite, ProductsRead => ProductsRead, ProductsWrite => ProductsWrite);
+
+/// An authenticated caller holding scope `S`. The organization comes only from
+/// here: a handler cannot name a tenant any other way (D2).
+pub struct Authorized<S> {
+    pub claims: Arc<AccessClaims>,
+    _scope: PhantomData<S>,
+}
+
+impl<S> Authorized<S> {
+    pub fn org(&self) -> &OrgId {
+        &self.claims.org
+    }
+}
+
+/// Verifies the bearer token of a request (D6, D23).
+pub fn authenticate(headers: &HeaderMap, state: &AppState) -> Result<Arc<AccessClaims>, ApiError> {
+    let Some(value) = headers.get(header::AUTHORIZATION) else {
+        return Err(ApiError::new(ErrorCode::InvalidToken, "a bearer token is required")
+            .with_header(header::WWW_AUTHENTICATE, "Bearer realm=\"gatehouse\""));
+    };
+    let invalid = |code, msg: &str| {
+        ApiError::new(code, msg).with_header(header::WWW_AUTHENTICATE, "Bearer error=\"invalid_token\"")
+    };
+    let text = value.to_str().map_err(|_| invalid(ErrorCode::InvalidToken, "the bearer token is malformed"))?;
+    let (scheme, token) = text.trim().split_once(' ').unwrap_or((text, ""));
+    if !scheme.eq_ignore_ascii_case("bearer") || token.trim().is_empty() {
+        return Err(invalid(ErrorCode::InvalidToken, "the Authorization header must be `Bearer <token>`"));
+    }
+    state.auth.verify_access_token(token.trim()).map_err(|e| match e {
+        TokenError::Expired => invalid(ErrorCode::TokenExpired, "the access token has expired; refresh it or request a new one"),
+        TokenError::Invalid => invalid(ErrorCode::InvalidToken, "the access token is invalid"),
+    })
+}
+
+impl<S: RequiredScope> FromRequestParts<AppState> for Authorized<S> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let claims = authenticate(&parts.headers, state)?;
+        if !claims.scopes.satisfies(S::SCOPE) {
+            let needed = S::SCOPE.as_str();
+            return Err(ApiError::new(
+                ErrorCode::InsufficientScope,
+                format!("this endpoint needs the {needed} scope"),
+            )
+            .with_header(header::WWW_AUTHENTICATE, &format!("Bearer error=\"insufficient_scope\", scope=\"{needed}\"")));
+        }
+        Ok(Self { claims, _scope: PhantomData })
+    }
+}
+
+impl FromRequestParts<AppState> for RequestCtx {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &AppState) -> Result<Self, ApiError> {
+        parts.extensions.get::<RequestCtx>().cloned().ok_or_else(ApiError::internal)
+    }
+}
+
+/// A path id as text; a path that cannot be decoded is a 404 like any unknown id.
+pub struct IdPath(pub String);
+
+impl FromRequestParts<AppState> for IdPath {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        Path::<String>::from_request_parts(parts, state)
+            .await
+            .map(|Path(s)| IdPath(s))
+            .map_err(|_| ApiError::not_found("resource"))
+    }
+}
+
+/// The query string as a map; a parameter given twice is reported.
+pub struct Query {
+    values: HashMap<String, String>,
+    issues: Vec<FieldIssue>,
+}
+
+impl Query {
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.values.get(name).map(String::as_str)
+    }
+    /// Problems found while reading the query; add more, then call [`Query::finish`].
+    pub fn issues(&mut self) -> &mut Vec<FieldIssue> {
+        &mut self.issues
+    }
+    pub fn finish(self) -> Result<(), ApiError> {
+        if self.issues.is_empty() { Ok(()) } else { Err(ApiError::validation(self.issues)) }
+    }
+}
+
+impl FromRequestParts<AppState> for Query {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &AppState) -> Result<Self, ApiError> {
+        let raw = parts.uri.query().unwrap_or("");
+        let pairs: Vec<(String, String)> = serde_urlencoded::from_str(raw)
+            .map_err(|_| ApiError::validation(vec![FieldIssue::new("query", "is not a valid query string")]))?;
+        let mut values = HashMap::new();
+        let mut issues = Vec::new();
+        for (k, v) in pairs {
+            if values.contains_key(&k) {
+                issues.push(FieldIssue::new(k.clone(), "must be given at most once"));
+            }
+            values.insert(k, v);
+        }
+        Ok(Self { values, issues })
+    }
+}
+
+/// A JSON object body (D6, D8, D9): 415 without `application/json`, 413 over
+/// 64 KiB, 400 for malformed JSON or anything but an object.
+pub struct JsonObject(pub Map<String, Value>);
+
+pub fn is_json(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.split(';').next().unwrap_or("").trim())
+        .is_some_and(|m| m.eq_ignore_ascii_case("application/json"))
+}
+
+impl FromRequest<AppState> for JsonObject {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, _: &AppState) -> Result<Self, ApiError> {
+        if !is_json(req.headers()) {
+            return Err(ApiError::new(
+                ErrorCode::UnsupportedMediaType,
+                "send the body as JSON with Content-Type: application/json",
+            ));
+        }
+        let too_large = || ApiError::new(ErrorCode::PayloadTooLarge, "the request body is over 64 KiB");
+        let declared = req
+            .headers()
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        if declared.is_some_and(|n| n > MAX_BODY as u64) {
+            return Err(too_large());
+        }
+        let bytes = axum::body::to_bytes(req.into_body(), MAX_BODY).await.map_err(|_| too_large())?;
+        match serde_json::from_slice::<Value>(&bytes) {
+            Ok(Value::Object(m)) => Ok(JsonObject(m)),
+            Ok(_) => Err(ApiError::validation(vec![FieldIssue::new("body", "must be a JSON object")])),
+            Err(e) => Err(ApiError::validation(vec![FieldIssue::new("body", format!("is not valid JSON: {e}"))])),
+        }
+    }
+}
+
+/// Reads the fields of a JSON object, collecting every problem (D6: all at
+/// once) and refusing unknown fields (D12).
+pub struct Fields {
+    map: Map<String, Value>,
+    issues: Vec<FieldIssue>,
+}
+
+impl Fields {
+    pub fn new(JsonObject(map): JsonObject, known: &[&str]) -> Self {
+        let mut issues = Vec::new();
+        for k in map.keys() {
+            if !known.contains(&k.as_str()) {
+                issues.push(FieldIssue::new(k.clone(), "is not a known field"));
+            }
+        }
+        Self { map, issues }
+    }
+
+    fn take<T>(&mut self, name: &str, required: bool, read: impl FnOnce(&Value) -> Result<T, String>) -> Option<T> {
+        match self.map.get(name) {
+            None if required => {
+                self.issues.push(FieldIssue::new(name, "is required"));
+                None
+            }
+            None => None,
+            Some(v) => match read(v) {
+                Ok(t) => Some(t),
+                Err(issue) => {
+                    self.issues.push(FieldIssue::new(name, issue));
+                    None
+                }
+            },
+        }
+    }
+
+    fn string<T>(v: &Value, parse: impl FnOnce(&str) -> Result<T, String>) -> Result<T, String> {
+        v.as_str().ok_or_else(|| "must be a string".to_owned()).and_then(parse)
+    }
+
+    fn integer<T>(v: &Value, parse: impl FnOnce(i64) -> Result<T, String>) -> Result<T, String> {
+        match v.as_i64() {
+            Some(n) => parse(n),
+            None if v.is_u64() => Err("must be an integer from 0 to 9007199254740991".to_owned()),
+            None => Err("must be an integer".to_owned()),
+        }
+    }
+
+    pub fn required_str<T>(&mut self, name: &str, parse: impl FnOnce(&str) -> Result<T, String>) -> Option<T> {
+        self.take(name, true, |v| Self::string(v, parse))
+    }
+
+    pub fn optional_str<T>(&mut self, name: &str, parse: impl FnOnce(&str) -> Result<T, String>) -> Option<T> {
+        self.take(name, false, |v| Self::string(v, parse))
+    }
+
+    pub fn required_int<T>(&mut self, name: &str, parse: impl FnOnce(i64) -> Result<T, String>) -> Option<T> {
+        self.take(name, true, |v| Self::integer(v, parse))
+    }
+
+    pub fn optional_int<T>(&mut self, name: &str, parse: impl FnOnce(i64) -> Result<T, String>) -> Option<T> {
+        self.take(name, false, |v| Self::integer(v, parse))
+    }
+
+    /// `Ok` when every field was fine.
+    pub fn finish(self) -> Result<(), ApiError> {
+        if self.issues.is_empty() { Ok(()) } else { Err(ApiError::validation(self.issues)) }
+    }
+}

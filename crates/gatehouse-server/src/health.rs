@@ -1,0 +1,28 @@
+//! `/healthz` (process up) and `/readyz` (storage reachable, not shutting down) (D42).
+
+use axum::Router;
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+
+use crate::AppState;
+use crate::error::ApiError;
+
+pub fn router() -> Router<AppState> {
+    Router::new().route("/healthz", get(healthz)).route("/readyz", get(readyz))
+}
+
+async fn healthz() -> Response {
+    axum::Json(serde_json::json!({ "status": "ok" })).into_response()
+}
+
+async fn readyz(State(st): State<AppState>) -> Result<Response, ApiError> {
+    if st.is_shutting_down() {
+        return Err(ApiError::unavailable(5));
+    }
+    st.store.ping().await.map_err(|e| {
+        tracing::error!(cause = %e, "readiness check failed");
+        ApiError::unavailable(5)
+    })?;
+    Ok(axum::Json(serde_json::json!({ "status": "ready" })).into_response())
+}

@@ -1,0 +1,108 @@
+//! The outer layer every request passes: request ids (D7), the error
+//! envelope for every error response (D6), security headers (D31), the
+//! behind-proxy redirect, and one log line per request.
+
+use std::time::Instant;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use gatehouse_domain::RequestId;
+use tracing::Instrument;
+
+use crate::error::{ApiError, ErrorCode, PendingError, envelope};
+use crate::AppState;
+
+/// The request's id, for `meta.request_id` and logs.
+#[derive(Clone, Debug)]
+pub struct RequestCtx {
+    pub request_id: RequestId,
+}
+
+static X_REQUEST_ID: header::HeaderName = header::HeaderName::from_static("x-request-id");
+
+/// D7: a valid UUID from the client is echoed as-is; otherwise one is made.
+fn request_id(req: &Request) -> (HeaderValue, RequestId) {
+    if let Some(v) = req.headers().get(&X_REQUEST_ID) {
+        if let Some(u) = v.to_str().ok().and_then(|s| uuid::Uuid::try_parse(s).ok()) {
+            return (v.clone(), RequestId::from_uuid_bytes(u.as_bytes()));
+        }
+    }
+    let u = uuid::Uuid::new_v4();
+    let text = u.hyphenated().to_string();
+    (HeaderValue::from_str(&text).expect("a UUID is a valid header"), RequestId::from_uuid_bytes(u.as_bytes()))
+}
+
+pub async fn outer(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let (echo, rid) = request_id(&req);
+    let method = req.method().clone();
+    let path = req.uri().path().to_owned();
+    let span = tracing::info_span!("request", request_id = %rid.as_str(), %method, %path);
+
+    let mut res = if state.config.behind_proxy && forwarded_plain_http(&req) {
+        crate::redirect::to_https(&state.config.public_url, req.uri())
+    } else {
+        req.extensions_mut().insert(RequestCtx { request_id: rid.clone() });
+        next.run(req).instrument(span.clone()).await
+    };
+
+    if let Some(PendingError(err)) = res.extensions_mut().remove::<PendingError>() {
+        write_envelope(&mut res, &err, &state.config.public_url);
+    } else if res.status() == StatusCode::METHOD_NOT_ALLOWED && !res.headers().contains_key(header::CONTENT_TYPE) {
+        // axum's own 405 (with its `Allow` header): give it our envelope.
+        let err = ApiError::new(ErrorCode::MethodNotAllowed, format!("{method} is not allowed on {path}"));
+        write_envelope(&mut res, &err, &state.config.public_url);
+    }
+
+    let h = res.headers_mut();
+    h.insert(X_REQUEST_ID.clone(), echo);
+    h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    if state.config.hsts {
+        h.insert(
+            header::STRICT_TRANSPORT_SECURITY,
+            HeaderValue::from_static("max-age=31536000; includeSubDomains"),
+        );
+    }
+    let status = res.status().as_u16();
+    let ms = started.elapsed().as_secs_f64() * 1000.0;
+    span.in_scope(|| {
+        if status >= 500 {
+            tracing::warn!(status, ms, "request failed");
+        } else {
+            tracing::debug!(status, ms, "request");
+        }
+    });
+    res
+}
+
+fn forwarded_plain_http(req: &Request) -> bool {
+    req.headers()
+        .get("x-forwarded-proto")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.split(',').next().unwrap_or("").trim().eq_ignore_ascii_case("http"))
+}
+
+fn write_envelope(res: &mut Response, err: &ApiError, public_url: &str) {
+    *res.body_mut() = Body::from(envelope(err, public_url));
+    res.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    res.headers_mut().remove(header::CONTENT_LENGTH);
+}
+
+/// Unknown paths (D6): 404 `RESOURCE_NOT_FOUND`.
+pub async fn not_found(uri: axum::http::Uri) -> ApiError {
+    ApiError::new(ErrorCode::ResourceNotFound, format!("no resource at {}", uri.path()))
+}
+
+/// A panic in a handler becomes a 500 envelope; the cause is logged, not shown.
+pub fn panic_response(cause: Box<dyn std::any::Any + Send + 'static>) -> Response {
+    let text = cause
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| cause.downcast_ref::<&str>().copied())
+        .unwrap_or("(no message)");
+    tracing::error!(panic = text, "handler panicked");
+    ApiError::internal().into_response()
+}

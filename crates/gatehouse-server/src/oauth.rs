@@ -1,0 +1,161 @@
+//! The token endpoint (interface.md §4.5, D20–D22). Errors here follow RFC
+//! 6749 §5.2, not the API envelope (D21), and every answer carries
+//! `Cache-Control: no-store`.
+
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use base64::Engine;
+use gatehouse_auth::{ClientAuth, OAuthError, OAuthErrorKind};
+
+use crate::AppState;
+use crate::extract::MAX_BODY;
+
+pub fn router() -> Router<AppState> {
+    Router::new().route("/oauth/token", post(token))
+}
+
+/// An RFC 6749 §5.2 error answer.
+pub struct OAuthFailure(pub OAuthError);
+
+impl IntoResponse for OAuthFailure {
+    fn into_response(self) -> Response {
+        let e = self.0;
+        let status = match e.kind {
+            OAuthErrorKind::InvalidClient => StatusCode::UNAUTHORIZED,
+            OAuthErrorKind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+            OAuthErrorKind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+            _ => StatusCode::BAD_REQUEST,
+        };
+        let description = match e.kind {
+            OAuthErrorKind::Unavailable | OAuthErrorKind::Internal => {
+                tracing::error!(cause = %e.description, "token endpoint failure");
+                "the server could not complete the request; retry later".to_owned()
+            }
+            _ => e.description,
+        };
+        let body = serde_json::json!({ "error": e.kind.as_str(), "error_description": description });
+        let mut res = (status, axum::Json(body)).into_response();
+        let h = res.headers_mut();
+        no_store(h);
+        match e.kind {
+            OAuthErrorKind::InvalidClient => {
+                h.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Basic realm=\"gatehouse\""));
+            }
+            OAuthErrorKind::Unavailable => {
+                h.insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+            }
+            _ => {}
+        }
+        res
+    }
+}
+
+pub(crate) fn no_store(h: &mut HeaderMap) {
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    h.insert(header::PRAGMA, HeaderValue::from_static("no-cache"));
+}
+
+/// A form body: `application/x-www-form-urlencoded`, every parameter at most once.
+pub struct Form(Vec<(String, String)>);
+
+impl Form {
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.0.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str()).filter(|v| !v.is_empty())
+    }
+
+    pub async fn read(req: Request) -> Result<Self, OAuthError> {
+        let is_form = req
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .map(|v| v.split(';').next().unwrap_or("").trim())
+            .is_some_and(|m| m.eq_ignore_ascii_case("application/x-www-form-urlencoded"));
+        if !is_form {
+            return Err(OAuthError::invalid_request("send the parameters as application/x-www-form-urlencoded"));
+        }
+        let bytes = axum::body::to_bytes(req.into_body(), MAX_BODY)
+            .await
+            .map_err(|_| OAuthError::invalid_request("the request body is over 64 KiB"))?;
+        let pairs: Vec<(String, String)> = serde_urlencoded::from_bytes(&bytes)
+            .map_err(|_| OAuthError::invalid_request("the form body cannot be decoded"))?;
+        for (i, (k, _)) in pairs.iter().enumerate() {
+            if pairs[..i].iter().any(|(k2, _)| k2 == k) {
+                return Err(OAuthError::invalid_request(format!("the parameter {k} is given more than once")));
+            }
+        }
+        Ok(Self(pairs))
+    }
+}
+
+/// Client credentials from HTTP Basic (RFC 6749 §2.3.1: form-encoded id and
+/// secret) or from the form; never both (D20).
+pub fn client_auth(headers: &HeaderMap, form: &Form) -> Result<ClientAuth, OAuthError> {
+    let basic = match headers.get(header::AUTHORIZATION) {
+        None => None,
+        Some(v) => {
+            let text = v.to_str().map_err(|_| OAuthError::invalid_client())?;
+            let (scheme, rest) = text.split_once(' ').ok_or_else(OAuthError::invalid_client)?;
+            if !scheme.eq_ignore_ascii_case("basic") {
+                return Err(OAuthError::invalid_client());
+            }
+            let raw = base64::engine::general_purpose::STANDARD
+                .decode(rest.trim())
+                .map_err(|_| OAuthError::invalid_client())?;
+            let raw = String::from_utf8(raw).map_err(|_| OAuthError::invalid_client())?;
+            let (id, secret) = raw.split_once(':').ok_or_else(OAuthError::invalid_client)?;
+            let decode = |s: &str| -> Result<String, OAuthError> {
+                let plus = s.replace('+', " ");
+                percent_encoding::percent_decode_str(&plus)
+                    .decode_utf8()
+                    .map(|c| c.into_owned())
+                    .map_err(|_| OAuthError::invalid_client())
+            };
+            Some((decode(id)?, decode(secret)?))
+        }
+    };
+    match basic {
+        Some((id, secret)) => {
+            if form.get("client_secret").is_some() {
+                return Err(OAuthError::invalid_request("use one client authentication method, not two"));
+            }
+            if form.get("client_id").is_some_and(|f| f != id) {
+                return Err(OAuthError::invalid_request("client_id differs from the authenticated client"));
+            }
+            Ok(ClientAuth { client_id: id, secret: Some(secret).filter(|s| !s.is_empty()) })
+        }
+        None => {
+            let id = form.get("client_id").ok_or_else(OAuthError::invalid_client)?;
+            Ok(ClientAuth { client_id: id.to_owned(), secret: form.get("client_secret").map(str::to_owned) })
+        }
+    }
+}
+
+async fn token(State(st): State<AppState>, req: Request) -> Response {
+    let headers = req.headers().clone();
+    match issue(&st, &headers, req).await {
+        Ok(tokens) => {
+            let mut res = (StatusCode::OK, axum::Json(tokens)).into_response();
+            no_store(res.headers_mut());
+            res
+        }
+        Err(e) => OAuthFailure(e).into_response(),
+    }
+}
+
+async fn issue(st: &AppState, headers: &HeaderMap, req: Request) -> Result<gatehouse_auth::TokenResponse, OAuthError> {
+    let form = Form::read(req).await?;
+    let grant = form.get("grant_type").ok_or_else(|| OAuthError::invalid_request("grant_type is required"))?;
+    match grant {
+        "client_credentials" => {
+            let auth = client_auth(headers, &form)?;
+            st.auth.client_credentials(&auth, form.get("scope")).await
+        }
+        other => Err(OAuthError::new(
+            OAuthErrorKind::UnsupportedGrantType,
+            format!("grant_type {other} is not supported"),
+        )),
+    }
+}

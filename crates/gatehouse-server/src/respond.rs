@@ -1,0 +1,42 @@
+//! Success envelopes (D5).
+
+use axum::Json;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use gatehouse_domain::{API_VERSION, Listing, Page};
+use serde::Serialize;
+
+use crate::middleware::RequestCtx;
+
+/// `{"data": {...}, "meta": {"request_id", "version"}}`.
+pub fn single<T: Serialize>(ctx: &RequestCtx, status: StatusCode, data: &T) -> Response {
+    let body = serde_json::json!({
+        "data": data,
+        "meta": { "request_id": ctx.request_id.as_str(), "version": API_VERSION },
+    });
+    (status, Json(body)).into_response()
+}
+
+/// 201 with `Location` (D12, D16).
+pub fn created<T: Serialize>(ctx: &RequestCtx, location: &str, data: &T) -> Response {
+    let mut res = single(ctx, StatusCode::CREATED, data);
+    if let Ok(v) = HeaderValue::from_str(location) {
+        res.headers_mut().insert(header::LOCATION, v);
+    }
+    res
+}
+
+/// `{"data": [...], "meta": {"total", "limit", "offset", "request_id", "version"}}`.
+pub fn list<T: Serialize>(ctx: &RequestCtx, listing: &Listing<T>, page: Page) -> Response {
+    let body = serde_json::json!({
+        "data": listing.items,
+        "meta": {
+            "total": listing.total,
+            "limit": page.limit,
+            "offset": page.offset,
+            "request_id": ctx.request_id.as_str(),
+            "version": API_VERSION,
+        },
+    });
+    (StatusCode::OK, Json(body)).into_response()
+}

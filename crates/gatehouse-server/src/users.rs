@@ -1,0 +1,119 @@
+//! `/v1/users` (interface.md §4.3, D10–D14).
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use gatehouse_domain::user::UserPatch;
+use gatehouse_domain::{
+    Email, FieldIssue, Name, NewUser, Page, Role, SearchText, Timestamp, UserId, UserStatus,
+};
+use gatehouse_store::UserFilter;
+
+use crate::AppState;
+use crate::error::ApiError;
+use crate::extract::{Authorized, Fields, IdPath, JsonObject, Query, UsersRead, UsersWrite};
+use crate::middleware::RequestCtx;
+use crate::respond;
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/users", get(list).post(create))
+        .route("/users/{user_id}", get(show).patch(update).delete(remove))
+}
+
+fn user_id(raw: &str) -> Result<UserId, ApiError> {
+    UserId::parse(raw).ok_or_else(|| ApiError::not_found("user"))
+}
+
+async fn list(auth: Authorized<UsersRead>, ctx: RequestCtx, State(st): State<AppState>, mut query: Query) -> Result<Response, ApiError> {
+    let page = Page::parse(query.get("limit"), query.get("offset"));
+    let role = query.get("role").map(Role::parse);
+    let status = query.get("status").map(UserStatus::parse);
+    let q = query.get("q").map(SearchText::parse);
+    let issues = query.issues();
+    let page = page.unwrap_or_else(|mut e| {
+        issues.append(&mut e);
+        Page::default()
+    });
+    let mut filter = UserFilter::default();
+    match role {
+        Some(Ok(r)) => filter.role = Some(r),
+        Some(Err(e)) => issues.push(FieldIssue::new("role", e)),
+        None => {}
+    }
+    match status {
+        Some(Ok(s)) => filter.status = Some(s),
+        Some(Err(e)) => issues.push(FieldIssue::new("status", e)),
+        None => {}
+    }
+    match q {
+        Some(Ok(q)) => filter.q = q,
+        Some(Err(e)) => issues.push(FieldIssue::new("q", e)),
+        None => {}
+    }
+    query.finish()?;
+    let listing = st.store.list_users(auth.org(), &filter, page).await.map_err(|e| ApiError::from_store(e, "user"))?;
+    Ok(respond::list(&ctx, &listing, page))
+}
+
+async fn show(auth: Authorized<UsersRead>, ctx: RequestCtx, State(st): State<AppState>, IdPath(raw): IdPath) -> Result<Response, ApiError> {
+    let id = user_id(&raw)?;
+    let user = st.store.get_user(auth.org(), &id).await.map_err(|e| ApiError::from_store(e, "user"))?;
+    let user = user.ok_or_else(|| ApiError::not_found("user"))?;
+    Ok(respond::single(&ctx, StatusCode::OK, &user))
+}
+
+async fn create(auth: Authorized<UsersWrite>, ctx: RequestCtx, State(st): State<AppState>, body: JsonObject) -> Result<Response, ApiError> {
+    let mut f = Fields::new(body, &["email", "name", "role"]);
+    let email = f.required_str("email", Email::parse);
+    let name = f.required_str("name", Name::parse);
+    let role = f.required_str("role", Role::parse);
+    f.finish()?;
+    let (Some(email), Some(name), Some(role)) = (email, name, role) else {
+        return Err(ApiError::internal());
+    };
+    // D11: a new user waits for the invitation to be accepted.
+    let new = NewUser::invited(email, name, role, Timestamp::now());
+    let user = st.store.insert_user(auth.org(), &new).await.map_err(|e| ApiError::from_store(e, "user"))?;
+    let location = format!("{}/users/{}", st.config.base_url(), user.id);
+    Ok(respond::created(&ctx, &location, &user))
+}
+
+async fn update(auth: Authorized<UsersWrite>, ctx: RequestCtx, State(st): State<AppState>, IdPath(raw): IdPath, body: JsonObject) -> Result<Response, ApiError> {
+    let mut f = Fields::new(body, &["name", "role", "status"]);
+    let patch = UserPatch {
+        name: f.optional_str("name", Name::parse),
+        role: f.optional_str("role", Role::parse),
+        status: f.optional_str("status", UserStatus::parse_patch),
+    };
+    f.finish()?;
+    let id = user_id(&raw)?;
+    let change = st
+        .store
+        .update_user(auth.org(), &id, &patch, Timestamp::now())
+        .await
+        .map_err(|e| ApiError::from_store(e, "user"))?;
+    Ok(respond::single(&ctx, StatusCode::OK, &change.user))
+}
+
+async fn remove(auth: Authorized<UsersWrite>, State(st): State<AppState>, IdPath(raw): IdPath, mut query: Query) -> Result<Response, ApiError> {
+    let transfer_to = match query.get("transfer_to") {
+        None => None,
+        Some(t) => match UserId::parse(t) {
+            Some(u) => Some(u),
+            None => {
+                query.issues().push(FieldIssue::new("transfer_to", "must be a user id (usr_…)"));
+                None
+            }
+        },
+    };
+    query.finish()?;
+    let id = user_id(&raw)?;
+    st.store
+        .delete_user(auth.org(), &id, transfer_to.as_ref())
+        .await
+        .map_err(|e| ApiError::from_store(e, "user"))?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}

@@ -1,0 +1,42 @@
+//! `/.well-known/jwks.json` and the RFC 8414 metadata (D23).
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{HeaderValue, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use gatehouse_domain::Scope;
+
+use crate::AppState;
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/.well-known/jwks.json", get(jwks))
+        .route("/.well-known/oauth-authorization-server", get(metadata))
+}
+
+async fn jwks(State(st): State<AppState>) -> Response {
+    let mut res = st.auth.jwks().to_string().into_response();
+    let h = res.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    // Short enough that a key published before it signs (D23) is seen in time.
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("public, max-age=300"));
+    res
+}
+
+async fn metadata(State(st): State<AppState>) -> Response {
+    let base = &st.config.public_url;
+    let scopes: Vec<&str> = Scope::ALL.iter().map(|s| s.as_str()).collect();
+    axum::Json(serde_json::json!({
+        "issuer": base,
+        "token_endpoint": format!("{base}/oauth/token"),
+        "jwks_uri": format!("{base}/.well-known/jwks.json"),
+        "scopes_supported": scopes,
+        "response_types_supported": ["code"],
+        "grant_types_supported": ["client_credentials"],
+        "token_endpoint_auth_methods_supported": ["client_secret_basic", "client_secret_post"],
+        "token_endpoint_auth_signing_alg_values_supported": ["ES256"],
+        "service_documentation": format!("{base}/docs"),
+    }))
+    .into_response()
+}
