@@ -24,7 +24,7 @@ pub use product::{NewProduct, Product, ProductPatch, ProductStatus};
 pub use scope::{Scope, ScopeSet};
 pub use time::Timestamp;
 pub use user::{NewUser, Role, User, UserPatch, UserStatus};
-pub use values::{Email, Name, SearchText, Sku};
+pub use values::{Email, Name, RedirectUri, SearchText, Sku};
 
 /// The release reported in `meta.version` (D5).
 pub const API_VERSION: &str = "1.2.0";

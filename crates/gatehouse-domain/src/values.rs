@@ -205,3 +205,100 @@ mod tests {
         assert!(parse_amount(MAX_AMOUNT + 1).is_err());
     }
 }
+
+/// A registered redirect URI (D20): `https`, or loopback `http` on
+/// `127.0.0.1` / `[::1]` (RFC 8252 §7.3); no fragment.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RedirectUri(String);
+string_value!(RedirectUri);
+
+impl RedirectUri {
+    pub fn parse(raw: &str) -> Result<Self, String> {
+        if raw.len() > 2000 || raw.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return Err("must be an absolute URI without spaces".into());
+        }
+        if raw.contains('#') {
+            return Err("must not contain a fragment".into());
+        }
+        let host_ok = |rest: &str| {
+            let authority = rest.split(['/', '?']).next().unwrap_or("");
+            !authority.is_empty() && !authority.contains('@')
+        };
+        if let Some(rest) = raw.strip_prefix("https://") {
+            if host_ok(rest) {
+                return Ok(Self(raw.to_owned()));
+            }
+        } else if let Some(rest) = raw.strip_prefix("http://") {
+            if Self::loopback_parts(rest).is_some() {
+                return Ok(Self(raw.to_owned()));
+            }
+            return Err("http is allowed only for loopback addresses (http://127.0.0.1 or http://[::1])".into());
+        }
+        Err("must be an https URI, or http on 127.0.0.1 or [::1]".into())
+    }
+
+    /// For `http://127.0.0.1[:port]/rest` or `http://[::1][:port]/rest`: (host, rest).
+    fn loopback_parts(after_scheme: &str) -> Option<(&'static str, &str)> {
+        for host in ["127.0.0.1", "[::1]"] {
+            if let Some(rest) = after_scheme.strip_prefix(host) {
+                let rest = match rest.strip_prefix(':') {
+                    Some(p) => {
+                        let digits = p.bytes().take_while(u8::is_ascii_digit).count();
+                        if digits == 0 || digits > 5 {
+                            return None;
+                        }
+                        &p[digits..]
+                    }
+                    None => rest,
+                };
+                if rest.is_empty() || rest.starts_with('/') || rest.starts_with('?') {
+                    return Some((host, rest));
+                }
+            }
+        }
+        None
+    }
+
+    /// Whether `presented` matches this registered URI: exactly, or for a
+    /// loopback URI, with any port (RFC 8252 §7.3).
+    pub fn matches(&self, presented: &str) -> bool {
+        if self.0 == presented {
+            return true;
+        }
+        match (
+            self.0.strip_prefix("http://").and_then(Self::loopback_parts),
+            presented.strip_prefix("http://").and_then(Self::loopback_parts),
+        ) {
+            (Some(a), Some(b)) => a == b,
+            _ => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod redirect_tests {
+    use super::RedirectUri;
+
+    #[test]
+    fn https_or_loopback_http_only() {
+        assert!(RedirectUri::parse("https://app.example.com/cb").is_ok());
+        assert!(RedirectUri::parse("http://127.0.0.1:8000/cb").is_ok());
+        assert!(RedirectUri::parse("http://[::1]/cb").is_ok());
+        assert!(RedirectUri::parse("http://app.example.com/cb").is_err());
+        assert!(RedirectUri::parse("http://127.0.0.1.evil.com/cb").is_err());
+        assert!(RedirectUri::parse("https://app.example.com/cb#frag").is_err());
+        assert!(RedirectUri::parse("javascript:alert(1)").is_err());
+    }
+
+    #[test]
+    fn loopback_port_may_differ_but_nothing_else() {
+        let r = RedirectUri::parse("http://127.0.0.1:8000/cb").unwrap();
+        assert!(r.matches("http://127.0.0.1:51234/cb"));
+        assert!(r.matches("http://127.0.0.1/cb"));
+        assert!(!r.matches("http://127.0.0.1:51234/other"));
+        assert!(!r.matches("http://[::1]:8000/cb"));
+        let h = RedirectUri::parse("https://app.example.com/cb").unwrap();
+        assert!(h.matches("https://app.example.com/cb"));
+        assert!(!h.matches("https://app.example.com/cb/"));
+    }
+}

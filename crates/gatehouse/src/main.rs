@@ -1,3 +1,77 @@
-fn main() {
-    println!("Hello, world!");
+//! `gatehouse`: see `gatehouse --help` and the README.
+
+use clap::Parser;
+use gatehouse::config::{Cli, Command, ServeArgs, Settings};
+use gatehouse::{commands, open_store, run};
+use tracing_subscriber::EnvFilter;
+
+fn main() -> std::process::ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(EnvFilter::try_from_env("GATEHOUSE_LOG").unwrap_or_else(|_| EnvFilter::new("info")))
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
+    match runtime.block_on(dispatch(cli)) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn dispatch(cli: Cli) -> anyhow::Result<()> {
+    let serve_args = match &cli.command {
+        Command::Serve(a) => a.clone(),
+        _ => ServeArgs::default(),
+    };
+    let settings = Settings::resolve(&cli, &serve_args)?;
+    let json = cli.json;
+    let out = match cli.command {
+        Command::Serve(_) => return serve(settings, json).await,
+        Command::Migrate => {
+            open_store(&settings.database_url)?;
+            commands::Output(serde_json::json!({ "ok": true }))
+        }
+        Command::Org(cmd) => commands::org(open_store(&settings.database_url)?.as_ref(), cmd).await?,
+        Command::Client(cmd) => commands::client(open_store(&settings.database_url)?.as_ref(), cmd).await?,
+        Command::User(cmd) => commands::user(open_store(&settings.database_url)?.as_ref(), cmd).await?,
+    };
+    out.print(json);
+    Ok(())
+}
+
+async fn serve(settings: Settings, json: bool) -> anyhow::Result<()> {
+    let running = run::start(&settings).await?;
+    if let Some(creds) = &running.bootstrap {
+        let path = settings.data_dir.join("bootstrap-credentials.json");
+        if json {
+            println!("{}", serde_json::to_string(creds)?);
+        } else {
+            println!("First start: created organization {} and a client approved for every scope.", creds.org);
+            println!("  client_id:     {}", creds.client_id);
+            println!("  client_secret: {}", creds.client_secret);
+            println!("These are shown once; they are also in {} (mode 0600).", path.display());
+        }
+    }
+    match running.https_addr {
+        Some(a) => tracing::info!(https = %a, http = %running.http_addr, public_url = %settings.public_url, "serving"),
+        None => tracing::info!(http = %running.http_addr, public_url = %settings.public_url, "serving behind a proxy"),
+    }
+    shutdown_signal().await;
+    tracing::info!("shutting down: finishing requests in flight");
+    running.shutdown().await;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+    let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler");
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
 }

@@ -1,0 +1,183 @@
+//! Operator commands (D40). With `--json` each prints exactly one JSON object
+//! on stdout; without, readable lines.
+
+use std::io::BufRead;
+
+use anyhow::{Context, bail};
+use gatehouse_auth::{password, secrets};
+use gatehouse_domain::{
+    ClientId, Email, Name, NewUser, OrgId, Organization, Plan, RedirectUri, Role, Scope, ScopeSet,
+    Timestamp, UserId, UserStatus,
+};
+use gatehouse_store::{NewClient, Store, StoreError};
+use serde_json::{Value, json};
+
+use crate::config::{ClientCommand, OrgCommand, UserCommand};
+
+/// What a command prints.
+pub struct Output(pub Value);
+
+impl Output {
+    pub fn print(&self, as_json: bool) {
+        if as_json {
+            println!("{}", self.0);
+            return;
+        }
+        if let Value::Object(m) = &self.0 {
+            for (k, v) in m {
+                match v {
+                    Value::String(s) => println!("{k}: {s}"),
+                    other => println!("{k}: {other}"),
+                }
+            }
+        }
+    }
+}
+
+fn org_id(raw: &str) -> anyhow::Result<OrgId> {
+    OrgId::parse(raw).with_context(|| format!("{raw} is not an organization id (org_…)"))
+}
+
+async fn existing_org(store: &dyn Store, raw: &str) -> anyhow::Result<OrgId> {
+    let id = org_id(raw)?;
+    if store.get_org(&id).await?.is_none() {
+        bail!("no organization {raw}");
+    }
+    Ok(id)
+}
+
+pub async fn org(store: &dyn Store, cmd: OrgCommand) -> anyhow::Result<Output> {
+    match cmd {
+        OrgCommand::Create { name, plan, per_minute, per_second } => {
+            let name = Name::parse(&name).map_err(|e| anyhow::anyhow!("--name {e}"))?;
+            let custom = per_minute.is_some() || per_second.is_some();
+            let plan = match plan.as_deref() {
+                Some(p) => Plan::parse(p).map_err(|e| anyhow::anyhow!("--plan {e}"))?,
+                None if custom => Plan::Enterprise,
+                None => Plan::Free,
+            };
+            if custom && plan != Plan::Enterprise {
+                bail!("--per-minute and --per-second set an enterprise plan's limits; use --plan enterprise");
+            }
+            if per_minute == Some(0) || per_second == Some(0) {
+                bail!("limits must be at least 1");
+            }
+            let org = Organization {
+                id: OrgId::generate(),
+                name: name.into_string(),
+                plan,
+                per_minute,
+                per_second,
+                created_at: Timestamp::now(),
+            };
+            store.create_org(&org).await?;
+            Ok(Output(json!({ "id": org.id, "name": org.name, "plan": org.plan.as_str() })))
+        }
+    }
+}
+
+fn client_json(c: &gatehouse_domain::Client, secret: Option<&str>) -> Value {
+    let scopes: Vec<&str> = c.scopes.iter().map(Scope::as_str).collect();
+    json!({
+        "client_id": c.id,
+        "client_secret": secret,
+        "org": c.org,
+        "scopes": scopes,
+        "name": c.name,
+        "public": c.is_public(),
+        "admin_approved": c.admin_approved,
+        "redirect_uris": c.redirect_uris,
+        "owner": c.owner,
+    })
+}
+
+pub async fn client(store: &dyn Store, cmd: ClientCommand) -> anyhow::Result<Output> {
+    match cmd {
+        ClientCommand::Create { org, name, scopes, redirect_uris, public, owner } => {
+            let org = existing_org(store, &org).await?;
+            let scopes = ScopeSet::parse(&scopes).map_err(|w| anyhow::anyhow!("--scopes: unknown scope {w}"))?;
+            if scopes.is_empty() {
+                bail!("--scopes must name at least one scope");
+            }
+            let mut uris = Vec::new();
+            for u in &redirect_uris {
+                uris.push(RedirectUri::parse(u).map_err(|e| anyhow::anyhow!("--redirect-uri {u}: {e}"))?.into_string());
+            }
+            if public && uris.is_empty() {
+                bail!("a public client needs at least one --redirect-uri (it can use only the authorization-code grant)");
+            }
+            let owner = owner
+                .map(|o| UserId::parse(&o).with_context(|| format!("{o} is not a user id (usr_…)")))
+                .transpose()?;
+            let secret = (!public).then(secrets::new_client_secret);
+            let new = NewClient {
+                id: ClientId::generate(),
+                name: Name::parse(&name).map_err(|e| anyhow::anyhow!("--name {e}"))?.into_string(),
+                secret_hash: secret.as_deref().map(secrets::hash_secret),
+                scopes,
+                redirect_uris: uris,
+                // Registering `admin` is not approving it (D22): approve-admin does that.
+                admin_approved: false,
+                owner,
+                created_at: Timestamp::now(),
+            };
+            let c = store.insert_client(&org, &new).await.map_err(store_msg)?;
+            Ok(Output(client_json(&c, secret.as_deref())))
+        }
+        ClientCommand::ApproveAdmin { client_id } => {
+            let id = ClientId::parse(&client_id).with_context(|| format!("{client_id} is not a client id (app_…)"))?;
+            let c = store.find_client(&id).await?.with_context(|| format!("no client {client_id}"))?;
+            let c = store.approve_admin(&c.org, &id).await?;
+            Ok(Output(client_json(&c, None)))
+        }
+    }
+}
+
+fn store_msg(e: StoreError) -> anyhow::Error {
+    match e {
+        StoreError::Rule(gatehouse_domain::DomainError::Validation(issues)) => anyhow::anyhow!(
+            "{}",
+            issues.iter().map(|i| format!("{} {}", i.field, i.issue)).collect::<Vec<_>>().join("; ")
+        ),
+        StoreError::Duplicate(f) => anyhow::anyhow!("a record with this {f} already exists"),
+        other => other.into(),
+    }
+}
+
+/// Reads one line and drops its trailing newline (D40 `--password-stdin`).
+pub fn read_password_line(input: &mut impl BufRead) -> anyhow::Result<String> {
+    let mut line = String::new();
+    input.read_line(&mut line).context("reading the password from standard input")?;
+    if line.ends_with('\n') {
+        line.pop();
+        if line.ends_with('\r') {
+            line.pop();
+        }
+    }
+    Ok(line)
+}
+
+pub async fn user(store: &dyn Store, cmd: UserCommand) -> anyhow::Result<Output> {
+    match cmd {
+        UserCommand::Create { org, email, name, role, password_stdin: _ } => {
+            let org = existing_org(store, &org).await?;
+            let email = Email::parse(&email).map_err(|e| anyhow::anyhow!("--email {e}"))?;
+            let name = Name::parse(&name).map_err(|e| anyhow::anyhow!("--name {e}"))?;
+            let role = Role::parse(&role).map_err(|e| anyhow::anyhow!("--role {e}"))?;
+            let pw = read_password_line(&mut std::io::stdin().lock())?;
+            password::check_policy(&pw, email.as_str()).map_err(|e| anyhow::anyhow!("the password {e}"))?;
+            let hash = tokio::task::spawn_blocking(move || password::hash_blocking(&pw)).await?;
+            let new = NewUser {
+                id: UserId::generate(),
+                email,
+                name,
+                role,
+                status: UserStatus::Active,
+                password_hash: Some(hash),
+                created_at: Timestamp::now(),
+            };
+            let u = store.insert_user(&org, &new).await.map_err(store_msg)?;
+            Ok(Output(serde_json::to_value(&u)?))
+        }
+    }
+}

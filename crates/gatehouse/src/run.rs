@@ -1,0 +1,150 @@
+//! Starting and stopping the server: storage, keys, first-start bootstrap
+//! (D41), the HTTPS and plain-HTTP listeners (D31), graceful shutdown (D43).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use gatehouse_auth::{AuthService, Issuer, KeyRing, secrets};
+use gatehouse_domain::{ClientId, OrgId, Organization, Plan, ScopeSet, Timestamp};
+use gatehouse_server::{AppState, ServerConfig};
+use gatehouse_store::{NewClient, Store};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+use crate::config::Settings;
+use crate::tls::{TlsListener, ensure_certificate, server_config};
+
+/// How long shutdown waits for requests in flight (D43).
+pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A running server.
+pub struct Running {
+    /// The HTTPS listener's address (`None` behind a proxy).
+    pub https_addr: Option<SocketAddr>,
+    /// The plain-HTTP listener's address.
+    pub http_addr: SocketAddr,
+    pub state: AppState,
+    /// Credentials printed at first start (D41), if this start created them.
+    pub bootstrap: Option<BootstrapCredentials>,
+    /// The certificate in use (tests trust it).
+    pub cert_path: Option<std::path::PathBuf>,
+    stop: watch::Sender<bool>,
+    tasks: JoinSet<std::io::Result<()>>,
+}
+
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct BootstrapCredentials {
+    pub org: String,
+    pub client_id: String,
+    pub client_secret: String,
+}
+
+impl Running {
+    /// Stops accepting, lets requests in flight finish (up to 30 s), returns.
+    pub async fn shutdown(mut self) {
+        self.state.begin_shutdown();
+        let _ = self.stop.send(true);
+        let drained = tokio::time::timeout(DRAIN_TIMEOUT, async {
+            while let Some(r) = self.tasks.join_next().await {
+                if let Ok(Err(e)) = r {
+                    tracing::warn!(error = %e, "listener ended with an error");
+                }
+            }
+        })
+        .await;
+        if drained.is_err() {
+            tracing::warn!("requests still in flight after 30 s; stopping anyway");
+            self.tasks.abort_all();
+        }
+    }
+}
+
+/// D41: on an empty database, an organization "Default" (plan pro) and a
+/// client approved for every scope; credentials written to
+/// `<data_dir>/bootstrap-credentials.json` (0600). Runs once: the store
+/// creates them only if no organization exists, atomically.
+pub async fn bootstrap(store: &dyn Store, settings: &Settings) -> anyhow::Result<Option<BootstrapCredentials>> {
+    let org = Organization {
+        id: OrgId::generate(),
+        name: "Default".into(),
+        plan: Plan::Pro,
+        per_minute: None,
+        per_second: None,
+        created_at: Timestamp::now(),
+    };
+    let secret = secrets::new_client_secret();
+    let client = NewClient {
+        id: ClientId::generate(),
+        name: "Bootstrap client".into(),
+        secret_hash: Some(secrets::hash_secret(&secret)),
+        scopes: ScopeSet::all(),
+        redirect_uris: Vec::new(),
+        admin_approved: true,
+        owner: None,
+        created_at: Timestamp::now(),
+    };
+    if !store.bootstrap(&org, &client).await? {
+        return Ok(None);
+    }
+    let creds = BootstrapCredentials { org: org.id.to_string(), client_id: client.id.to_string(), client_secret: secret };
+    let path = settings.data_dir.join("bootstrap-credentials.json");
+    crate::write_private_file(&path, serde_json::to_string_pretty(&creds)?.as_bytes())?;
+    Ok(Some(creds))
+}
+
+/// Opens storage, loads keys, bootstraps, binds the listeners and starts serving.
+pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
+    std::fs::create_dir_all(&settings.data_dir)
+        .with_context(|| format!("creating the data directory {}", settings.data_dir.display()))?;
+    let store = crate::open_store(&settings.database_url)?;
+    let master = crate::load_master_key(settings.master_key.as_deref(), &settings.data_dir)?;
+    let keys = KeyRing::load(store.as_ref(), master).await.context("loading signing keys")?;
+    let bootstrap = bootstrap(store.as_ref(), settings).await?;
+
+    let auth = Arc::new(AuthService::new(store.clone(), keys, Issuer::new(&settings.public_url)));
+    let config = ServerConfig {
+        public_url: settings.public_url.clone(),
+        hsts: true,
+        behind_proxy: settings.behind_proxy,
+    };
+    let state = AppState::new(store, auth, config);
+    let app = gatehouse_server::app(state.clone());
+    let (stop, stopped) = watch::channel(false);
+    let signal = move || {
+        let mut rx = stopped.clone();
+        async move {
+            let _ = rx.wait_for(|s| *s).await;
+        }
+    };
+    let mut tasks = JoinSet::new();
+
+    let http = TcpListener::bind(settings.http_addr)
+        .await
+        .with_context(|| format!("binding {}", settings.http_addr))?;
+    let http_addr = http.local_addr()?;
+    let (https_addr, cert_path) = if settings.behind_proxy {
+        tasks.spawn(gatehouse_server::serve(http, app, signal()));
+        (None, None)
+    } else {
+        let configured = settings.tls_cert.as_deref().zip(settings.tls_key.as_deref());
+        let (cert, key, generated) = ensure_certificate(&settings.data_dir, configured)?;
+        if generated {
+            tracing::info!(cert = %cert.display(), "generated a self-signed certificate for localhost; configure tls_cert and tls_key for production");
+        }
+        let tls = server_config(&cert, &key)?;
+        let tcp = TcpListener::bind(settings.https_addr)
+            .await
+            .with_context(|| format!("binding {}", settings.https_addr))?;
+        let listener = TlsListener::new(tcp, tls)?;
+        let https_addr = axum::serve::Listener::local_addr(&listener)?;
+        tasks.spawn(gatehouse_server::serve(listener, app, signal()));
+        let redirect = gatehouse_server::redirect::router(settings.public_url.clone());
+        let shutdown = signal();
+        tasks.spawn(async move { axum::serve(http, redirect).with_graceful_shutdown(shutdown).await });
+        (Some(https_addr), Some(cert))
+    };
+    Ok(Running { https_addr, http_addr, state, bootstrap, cert_path, stop, tasks })
+}
