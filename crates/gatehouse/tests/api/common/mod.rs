@@ -1,0 +1,214 @@
+//! The test harness: a real server per test.
+
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+
+use gatehouse::config::Settings;
+use gatehouse::run::{self, BootstrapCredentials, Running};
+use gatehouse_auth::secrets;
+use gatehouse_domain::{
+    ClientId, Email, Name, NewUser, OrgId, Organization, Plan, Role, ScopeSet, Timestamp, User,
+    UserId, UserStatus,
+};
+use gatehouse_store::{NewClient, Store};
+use reqwest::{Method, RequestBuilder, Response, StatusCode};
+use serde_json::Value;
+
+/// The `public_url` every test server is configured with. Deliberately not
+/// the address the tests connect to, so a test notices when the server uses
+/// the wrong one.
+pub const PUBLIC_URL: &str = "https://gatehouse.example";
+
+pub struct TestServer {
+    pub running: Option<Running>,
+    /// `https://127.0.0.1:PORT`
+    pub base: String,
+    /// `http://127.0.0.1:PORT` (the 301 listener)
+    pub http_base: String,
+    pub client: reqwest::Client,
+    pub creds: BootstrapCredentials,
+    pub settings: Settings,
+    pub dir: tempfile::TempDir,
+}
+
+fn install_crypto() {
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+}
+
+/// An HTTPS client trusting the server's self-signed certificate.
+pub fn https_client(cert: &std::path::Path) -> reqwest::Client {
+    install_crypto();
+    let pem = std::fs::read(cert).expect("certificate");
+    reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(&pem).expect("pem"))
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("client")
+}
+
+impl TestServer {
+    pub async fn start() -> Self {
+        Self::start_with(|_| {}).await
+    }
+
+    pub async fn start_with(tweak: impl FnOnce(&mut Settings)) -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut settings = Settings::with_data_dir(dir.path().to_owned());
+        settings.public_url = PUBLIC_URL.into();
+        settings.https_addr = "127.0.0.1:0".parse().unwrap();
+        settings.http_addr = "127.0.0.1:0".parse().unwrap();
+        tweak(&mut settings);
+        Self::start_in(dir, settings).await
+    }
+
+    async fn start_in(dir: tempfile::TempDir, settings: Settings) -> Self {
+        let running = run::start(&settings).await.expect("server starts");
+        let creds = match &running.bootstrap {
+            Some(c) => c.clone(),
+            None => serde_json::from_slice(&std::fs::read(settings.data_dir.join("bootstrap-credentials.json")).unwrap()).unwrap(),
+        };
+        let (base, client) = match running.https_addr {
+            Some(a) => (format!("https://{a}"), https_client(running.cert_path.as_ref().unwrap())),
+            None => (
+                format!("http://{}", running.http_addr),
+                reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap(),
+            ),
+        };
+        let http_base = format!("http://{}", running.http_addr);
+        Self { running: Some(running), base, http_base, client, creds, settings, dir }
+    }
+
+    /// Stops the server gracefully and starts it again on the same data.
+    pub async fn restart(mut self) -> Self {
+        self.running.take().unwrap().shutdown().await;
+        let mut settings = self.settings.clone();
+        settings.https_addr = "127.0.0.1:0".parse().unwrap();
+        settings.http_addr = "127.0.0.1:0".parse().unwrap();
+        Self::start_in(self.dir, settings).await
+    }
+
+    pub fn store(&self) -> &dyn Store {
+        self.running.as_ref().unwrap().state.store.as_ref()
+    }
+
+    pub fn data_dir(&self) -> PathBuf {
+        self.settings.data_dir.clone()
+    }
+
+    pub fn org(&self) -> OrgId {
+        OrgId::parse(&self.creds.org).unwrap()
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    pub fn request(&self, method: Method, path: &str) -> RequestBuilder {
+        self.client.request(method, self.url(path))
+    }
+
+    /// A client-credentials token of the bootstrap client with `scope` (all but admin when empty).
+    pub async fn token(&self, scope: &str) -> String {
+        self.token_for(&self.creds.client_id, &self.creds.client_secret, scope).await
+    }
+
+    pub async fn token_for(&self, id: &str, secret: &str, scope: &str) -> String {
+        let mut form = vec![("grant_type", "client_credentials")];
+        if !scope.is_empty() {
+            form.push(("scope", scope));
+        }
+        let res = self
+            .request(Method::POST, "/oauth/token")
+            .basic_auth(id, Some(secret))
+            .form(&form)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), StatusCode::OK, "token request failed: {}", res.text().await.unwrap());
+        let body: Value = res.json().await.unwrap();
+        body["access_token"].as_str().unwrap().to_owned()
+    }
+
+    /// Sends an authenticated JSON request.
+    pub async fn call(&self, method: Method, path: &str, token: &str, body: Option<Value>) -> Response {
+        let mut rb = self.request(method, path).bearer_auth(token);
+        if let Some(b) = body {
+            rb = rb.json(&b);
+        }
+        rb.send().await.unwrap()
+    }
+
+    /// A new organization (through the store the server uses).
+    pub async fn new_org(&self, plan: Plan) -> OrgId {
+        let org = Organization {
+            id: OrgId::generate(),
+            name: "Other".into(),
+            plan,
+            per_minute: None,
+            per_second: None,
+            created_at: Timestamp::now(),
+        };
+        self.store().create_org(&org).await.unwrap();
+        org.id
+    }
+
+    /// A confidential client in `org`; returns (client_id, secret).
+    pub async fn new_client(&self, org: &OrgId, scopes: &str) -> (String, String) {
+        let secret = secrets::new_client_secret();
+        let c = NewClient {
+            id: ClientId::generate(),
+            name: "test client".into(),
+            secret_hash: Some(secrets::hash_secret(&secret)),
+            scopes: ScopeSet::parse(scopes).unwrap(),
+            redirect_uris: vec![],
+            admin_approved: false,
+            owner: None,
+            created_at: Timestamp::now(),
+        };
+        self.store().insert_client(org, &c).await.unwrap();
+        (c.id.to_string(), secret)
+    }
+
+    /// An active user with a (placeholder) password.
+    pub async fn new_user(&self, org: &OrgId, email: &str, role: Role) -> User {
+        let u = NewUser {
+            id: UserId::generate(),
+            email: Email::parse(email).unwrap(),
+            name: Name::parse("Test User").unwrap(),
+            role,
+            status: UserStatus::Active,
+            password_hash: Some("$argon2id$placeholder".into()),
+            created_at: Timestamp::now(),
+        };
+        self.store().insert_user(org, &u).await.unwrap()
+    }
+}
+
+/// The body of an error response, checked against the envelope of D6.
+pub async fn expect_error(res: Response, status: StatusCode, code: &str) -> Value {
+    assert_eq!(res.status(), status, "unexpected status");
+    assert_eq!(
+        res.headers().get("content-type").and_then(|v| v.to_str().ok()),
+        Some("application/json"),
+        "errors are JSON"
+    );
+    assert!(res.headers().contains_key("x-request-id"), "errors carry X-Request-ID");
+    let body: Value = res.json().await.unwrap();
+    let e = &body["error"];
+    assert_eq!(e["code"], code, "{body}");
+    assert!(e["message"].as_str().is_some_and(|m| !m.is_empty()), "{body}");
+    assert_eq!(e["docs"], format!("{PUBLIC_URL}/docs/errors#{code}"), "{body}");
+    assert!(e["details"].is_array(), "{body}");
+    body
+}
+
+/// The `details` of a validation error as (field, issue) pairs.
+pub fn details(body: &Value) -> Vec<(String, String)> {
+    body["error"]["details"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| (d["field"].as_str().unwrap().to_owned(), d["issue"].as_str().unwrap().to_owned()))
+        .collect()
+}

@@ -1,0 +1,11 @@
+//! Integration tests: each starts the real server (HTTPS on an ephemeral
+//! port, a fresh SQLite database in a temporary directory) and talks HTTP to
+//! it. One test binary, so the suite links once.
+
+mod common;
+
+mod cli;
+mod products;
+mod tokens;
+mod transport;
+mod users;

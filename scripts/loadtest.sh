@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# Load test against loopback only, bounded in time.
+#
+#   scripts/loadtest.sh            # HTTPS: /healthz, authenticated GET /v1/users/{id}, POST /oauth/token;
+#                                  # then --behind-proxy plain HTTP: POST /oauth/token
+#   PEER=1 scripts/loadtest.sh     # also node-oidc-provider (../shared/peers/oidc-provider) side by side
+#
+# Settings: DURATION (seconds per run, default 10), CONNECTIONS (default 64), THREADS (default 2).
+# Needs wrk (Debian package `wrk`; installed automatically when apt-get is available).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DURATION=${DURATION:-10}
+CONNECTIONS=${CONNECTIONS:-64}
+THREADS=${THREADS:-2}
+HTTPS_PORT=${HTTPS_PORT:-28443}
+HTTP_PORT=${HTTP_PORT:-28080}
+
+if ! command -v wrk >/dev/null; then
+  apt-get install -y -qq wrk >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq wrk; }
+fi
+
+cargo build --release -q -p gatehouse
+BIN=target/release/gatehouse
+WORK=$(mktemp -d)
+SERVER_PID=
+PEER_PID=
+cleanup() {
+  [ -n "$SERVER_PID" ] && kill "$SERVER_PID" 2>/dev/null || true
+  [ -n "$PEER_PID" ] && kill "$PEER_PID" 2>/dev/null || true
+  wait 2>/dev/null || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+LUA="$WORK/token.lua"
+cat > "$LUA" <<'LUA'
+local cid = os.getenv("CLIENT_ID")
+local secret = os.getenv("CLIENT_SECRET")
+local path = os.getenv("TOKEN_PATH") or "/oauth/token"
+local b = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/'
+local function b64(data)
+  return ((data:gsub('.', function(x)
+    local r, byte = '', x:byte()
+    for i = 8, 1, -1 do r = r .. (byte % 2 ^ i - byte % 2 ^ (i - 1) > 0 and '1' or '0') end
+    return r
+  end) .. '0000'):gsub('%d%d%d?%d?%d?%d?', function(x)
+    if #x < 6 then return '' end
+    local c = 0
+    for i = 1, 6 do c = c + (x:sub(i, i) == '1' and 2 ^ (6 - i) or 0) end
+    return b:sub(c + 1, c + 1)
+  end) .. ({ '', '==', '=' })[#data % 3 + 1])
+end
+wrk.method = "POST"
+wrk.path = path
+wrk.body = "grant_type=client_credentials&scope=users%3Aread"
+wrk.headers["Content-Type"] = "application/x-www-form-urlencoded"
+wrk.headers["Authorization"] = "Basic " .. b64(cid .. ":" .. secret)
+LUA
+
+start_server() { # $1: data dir, rest: extra serve flags
+  local dir=$1; shift
+  GATEHOUSE_LOG=warn "$BIN" --data-dir "$dir" serve --https-addr 127.0.0.1:$HTTPS_PORT --http-addr 127.0.0.1:$HTTP_PORT \
+    --public-url "https://localhost:$HTTPS_PORT" "$@" >"$dir.out" 2>"$dir.err" &
+  SERVER_PID=$!
+  for _ in $(seq 1 100); do
+    if curl -sk -o /dev/null "https://127.0.0.1:$HTTPS_PORT/healthz" || curl -s -o /dev/null "http://127.0.0.1:$HTTP_PORT/healthz"; then return; fi
+    sleep 0.1
+  done
+  echo "server did not start" >&2; cat "$dir.err" >&2; exit 1
+}
+stop_server() { kill "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null || true; SERVER_PID=; }
+
+rps() { # wrk output on stdin -> requests/sec and non-2xx count
+  awk '/Requests\/sec/ {r=$2} /Non-2xx/ {e=$5} END {printf "%s req/s%s", r, (e ? " (" e " non-2xx!)" : "")}'
+}
+run() { # label, wrk args…
+  local label=$1; shift
+  local out
+  out=$(wrk -t"$THREADS" -c"$CONNECTIONS" -d"${DURATION}s" "$@")
+  printf '%-52s %s\n' "$label" "$(echo "$out" | rps)"
+}
+
+# --- HTTPS (the default deployment) ---------------------------------------
+D1="$WORK/https"
+start_server "$D1"
+CID=$(python3 -c "import json,sys;print(json.load(open(sys.argv[1]))['client_id'])" "$D1/bootstrap-credentials.json")
+CS=$(python3 -c "import json,sys;print(json.load(open(sys.argv[1]))['client_secret'])" "$D1/bootstrap-credentials.json")
+TOKEN=$(curl -sk -u "$CID:$CS" -d grant_type=client_credentials "https://127.0.0.1:$HTTPS_PORT/oauth/token" | python3 -c "import json,sys;print(json.load(sys.stdin)['access_token'])")
+USER_ID=$(curl -sk -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \
+  -d '{"email":"load@example.com","name":"Load Test","role":"viewer"}' "https://127.0.0.1:$HTTPS_PORT/v1/users" |
+  python3 -c "import json,sys;print(json.load(sys.stdin)['data']['id'])")
+
+echo "Gatehouse load test: ${DURATION}s per run, $CONNECTIONS connections, $THREADS wrk threads, keep-alive, loopback"
+run "HTTPS GET /healthz (no token, no storage)" "https://127.0.0.1:$HTTPS_PORT/healthz"
+run "HTTPS GET /v1/users/{id} (bearer token)" -H "Authorization: Bearer $TOKEN" "https://127.0.0.1:$HTTPS_PORT/v1/users/$USER_ID"
+CLIENT_ID=$CID CLIENT_SECRET=$CS run "HTTPS POST /oauth/token (client_credentials)" -s "$LUA" "https://127.0.0.1:$HTTPS_PORT"
+stop_server
+
+# --- behind a TLS-terminating proxy: plain HTTP ----------------------------
+D2="$WORK/proxy"
+start_server "$D2" --behind-proxy
+CID=$(python3 -c "import json,sys;print(json.load(open(sys.argv[1]))['client_id'])" "$D2/bootstrap-credentials.json")
+CS=$(python3 -c "import json,sys;print(json.load(open(sys.argv[1]))['client_secret'])" "$D2/bootstrap-credentials.json")
+run "HTTP  GET /healthz (--behind-proxy)" "http://127.0.0.1:$HTTP_PORT/healthz"
+CLIENT_ID=$CID CLIENT_SECRET=$CS run "HTTP  POST /oauth/token (--behind-proxy)" -s "$LUA" "http://127.0.0.1:$HTTP_PORT"
+stop_server
+
+# --- the peer: node-oidc-provider, a cluster of 2 processes -----------------
+if [ "${PEER:-0}" = 1 ]; then
+  PEER_DIR="$WORK/peer"
+  cp -r ../shared/peers/oidc-provider/. "$PEER_DIR"
+  (cd "$PEER_DIR" && npm install --silent --no-audit --no-fund >/dev/null)
+  (cd "$PEER_DIR" && PORT=3000 WORKERS=2 node provider.mjs >/dev/null 2>&1) &
+  PEER_PID=$!
+  for _ in $(seq 1 100); do curl -s -o /dev/null http://127.0.0.1:3000/ && break; sleep 0.1; done
+  out=$(TOKEN_PATH=/token wrk -t"$THREADS" -c"$CONNECTIONS" -d"${DURATION}s" -s ../shared/peers/oidc-provider/token.lua http://127.0.0.1:3000)
+  printf '%-52s %s\n' "PEER node-oidc-provider POST /token (2 processes)" "$(echo "$out" | rps)"
+fi
