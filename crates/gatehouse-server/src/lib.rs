@@ -94,13 +94,20 @@ impl AppState {
 /// The whole application.
 pub fn app(state: AppState) -> Router {
     let v1 = Router::new().merge(users::router()).merge(products::router());
-    Router::new()
+    let routes = Router::new()
         .nest("/v1", v1)
         .merge(oauth::router())
         .merge(wellknown::router())
         .merge(health::router())
         .merge(docs::router())
-        .merge(versions::router())
+        .merge(versions::router());
+    with_layers(routes, state)
+}
+
+/// The layers every route gets: the 404 fallback, panic capture, and the
+/// outer middleware (request ids, error envelopes, security headers).
+pub fn with_layers(routes: Router<AppState>, state: AppState) -> Router {
+    routes
         .fallback(middleware::not_found)
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(middleware::panic_response))
         .layer(axum::middleware::from_fn_with_state(state.clone(), middleware::outer))
