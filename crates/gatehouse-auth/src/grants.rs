@@ -4,9 +4,10 @@ use std::sync::Arc;
 
 use aws_lc_rs::rand::SystemRandom;
 use gatehouse_domain::{Client, ClientId, Scope, ScopeSet, Timestamp};
-use gatehouse_store::Store;
+use gatehouse_store::{Store, StoreError};
 use serde::Serialize;
 
+use crate::caller::{API_KEY_PREFIX, Caller, TEST_API_KEY_PREFIX};
 use crate::error::{OAuthError, OAuthErrorKind};
 use crate::jwt::{self, AccessClaims};
 use crate::keys::KeyRing;
@@ -63,6 +64,20 @@ impl AuthService {
     /// Verifies a bearer access token (cached after the first check).
     pub fn verify_access_token(&self, token: &str) -> Result<Arc<AccessClaims>, TokenError> {
         self.verifier.verify(&self.keys, &self.issuer, token)
+    }
+
+    /// Verifies a bearer credential: an API key (D27, by its prefix) or an
+    /// access token. Storage trouble while looking up a key is `Err(Err(_))`.
+    pub async fn authenticate_bearer(&self, bearer: &str) -> Result<Caller, Result<TokenError, StoreError>> {
+        if bearer.starts_with(API_KEY_PREFIX) || bearer.starts_with(TEST_API_KEY_PREFIX) {
+            let digest = secrets::hash_secret(bearer);
+            return match self.store.find_api_key_by_digest(&digest).await {
+                Ok(Some(k)) if k.revoked_at.is_none() => Ok(Caller::ApiKey(Arc::new(k))),
+                Ok(_) => Err(Ok(TokenError::Invalid)),
+                Err(e) => Err(Err(e)),
+            };
+        }
+        self.verify_access_token(bearer).map(Caller::Token).map_err(Ok)
     }
 
     /// Re-reads signing keys when one is due to activate or retire, or on demand.

@@ -7,6 +7,7 @@
 //! must not import HTTP types (axum, http, hyper) — the server maps results
 //! to responses. Storage is reached only through the `gatehouse-store` trait.
 
+pub mod caller;
 pub mod error;
 pub mod grants;
 pub mod jwt;
@@ -15,6 +16,7 @@ pub mod password;
 pub mod secrets;
 pub mod verifier;
 
+pub use caller::{Caller, Lineage};
 pub use error::{OAuthError, OAuthErrorKind, TokenError};
 pub use grants::{AuthService, ClientAuth, TokenResponse};
 pub use jwt::AccessClaims;

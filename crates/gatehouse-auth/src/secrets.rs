@@ -13,6 +13,11 @@ pub fn new_client_secret() -> String {
     random::token("gcs_", SECRET_BITS)
 }
 
+/// A new live API key (D27): `gk_live_` and 256 random bits (shown once).
+pub fn new_api_key() -> String {
+    random::token(crate::caller::API_KEY_PREFIX, SECRET_BITS)
+}
+
 /// SHA-256 digest of a secret, the only form that is stored.
 pub fn hash_secret(secret: &str) -> [u8; 32] {
     let d = digest(&SHA256, secret.as_bytes());

@@ -104,3 +104,14 @@ impl Client {
         self.secret_hash.is_none()
     }
 }
+
+/// A static API key record (D27). The key itself is stored only as a digest.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ApiKey {
+    pub id: ApiKeyId,
+    pub org: OrgId,
+    pub name: String,
+    pub scopes: ScopeSet,
+    pub created_at: Timestamp,
+    pub revoked_at: Option<Timestamp>,
+}

@@ -7,12 +7,11 @@
 
 use std::collections::HashMap;
 use std::marker::PhantomData;
-use std::sync::Arc;
 
 use axum::extract::{FromRequest, FromRequestParts, Path, Request};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, header};
-use gatehouse_auth::{AccessClaims, TokenError};
+use gatehouse_auth::{Caller, TokenError};
 use gatehouse_domain::{FieldIssue, OrgId, Scope};
 use serde_json::{Map, Value};
 
@@ -34,23 +33,31 @@ macro_rules! scope_markers {
         impl RequiredScope for $name { const SCOPE: Scope = Scope::$scope; }
     )+};
 }
-scope_markers!(UsersRead => UsersRead, UsersWrite => UsersWrite, ProductsRead => ProductsRead, ProductsWrite => ProductsWrite);
+scope_markers!(
+    UsersRead => UsersRead,
+    UsersWrite => UsersWrite,
+    ProductsRead => ProductsRead,
+    ProductsWrite => ProductsWrite,
+    ProfileRead => ProfileRead,
+    ProfileWrite => ProfileWrite
+);
 
 /// An authenticated caller holding scope `S`. The organization comes only from
 /// here: a handler cannot name a tenant any other way (D2).
 pub struct Authorized<S> {
-    pub claims: Arc<AccessClaims>,
+    pub caller: Caller,
     _scope: PhantomData<S>,
 }
 
 impl<S> Authorized<S> {
     pub fn org(&self) -> &OrgId {
-        &self.claims.org
+        self.caller.org()
     }
 }
 
-/// Verifies the bearer token of a request (D6, D23).
-pub fn authenticate(headers: &HeaderMap, state: &AppState) -> Result<Arc<AccessClaims>, ApiError> {
+/// Verifies the bearer credential of a request: an access token (D6, D23)
+/// or an API key (D27).
+pub async fn authenticate(headers: &HeaderMap, state: &AppState) -> Result<Caller, ApiError> {
     let Some(value) = headers.get(header::AUTHORIZATION) else {
         return Err(ApiError::new(ErrorCode::InvalidToken, "a bearer token is required")
             .with_header(header::WWW_AUTHENTICATE, "Bearer realm=\"gatehouse\""));
@@ -63,9 +70,10 @@ pub fn authenticate(headers: &HeaderMap, state: &AppState) -> Result<Arc<AccessC
     if !scheme.eq_ignore_ascii_case("bearer") || token.trim().is_empty() {
         return Err(invalid(ErrorCode::InvalidToken, "the Authorization header must be `Bearer <token>`"));
     }
-    state.auth.verify_access_token(token.trim()).map_err(|e| match e {
-        TokenError::Expired => invalid(ErrorCode::TokenExpired, "the access token has expired; refresh it or request a new one"),
-        TokenError::Invalid => invalid(ErrorCode::InvalidToken, "the access token is invalid"),
+    state.auth.authenticate_bearer(token.trim()).await.map_err(|e| match e {
+        Ok(TokenError::Expired) => invalid(ErrorCode::TokenExpired, "the access token has expired; refresh it or request a new one"),
+        Ok(TokenError::Invalid) => invalid(ErrorCode::InvalidToken, "the access token is invalid"),
+        Err(store) => ApiError::from_store(store, "credential"),
     })
 }
 
@@ -73,8 +81,8 @@ impl<S: RequiredScope> FromRequestParts<AppState> for Authorized<S> {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let claims = authenticate(&parts.headers, state)?;
-        if !claims.scopes.satisfies(S::SCOPE) {
+        let caller = authenticate(&parts.headers, state).await?;
+        if !caller.scopes().satisfies(S::SCOPE) {
             let needed = S::SCOPE.as_str();
             return Err(ApiError::new(
                 ErrorCode::InsufficientScope,
@@ -82,7 +90,7 @@ impl<S: RequiredScope> FromRequestParts<AppState> for Authorized<S> {
             )
             .with_header(header::WWW_AUTHENTICATE, &format!("Bearer error=\"insufficient_scope\", scope=\"{needed}\"")));
         }
-        Ok(Self { claims, _scope: PhantomData })
+        Ok(Self { caller, _scope: PhantomData })
     }
 }
 

@@ -16,6 +16,7 @@ pub mod health;
 pub mod middleware;
 pub mod oauth;
 pub mod products;
+pub mod profile;
 pub mod redirect;
 pub mod respond;
 pub mod users;
@@ -93,7 +94,7 @@ impl AppState {
 
 /// The whole application.
 pub fn app(state: AppState) -> Router {
-    let v1 = Router::new().merge(users::router()).merge(products::router());
+    let v1 = Router::new().merge(users::router()).merge(products::router()).merge(profile::router());
     let routes = Router::new()
         .nest("/v1", v1)
         .merge(oauth::router())

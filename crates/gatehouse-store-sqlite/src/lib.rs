@@ -19,7 +19,7 @@ use std::path::Path;
 
 use async_trait::async_trait;
 use gatehouse_domain::{
-    Client, ClientId, DomainError, FieldIssue, Listing, NewProduct, NewUser, OrgId, Organization,
+    ApiKey, ApiKeyId, Client, ClientId, DomainError, FieldIssue, Listing, NewProduct, NewUser, OrgId, Organization,
     Page, Plan, Product, ProductId, ProductPatch, ProductStatus, Role, Scope, ScopeSet, Timestamp,
     User, UserId, UserPatch, UserStatus,
     product,
@@ -101,6 +101,19 @@ fn product_row(r: &Row<'_>) -> rusqlite::Result<Product> {
         status: ProductStatus::parse(&r.get::<_, String>(5)?).unwrap_or(ProductStatus::Discontinued),
         created_at: Timestamp::from_millis(r.get(6)?),
         updated_at: Timestamp::from_millis(r.get(7)?),
+    })
+}
+
+const API_KEY_COLS: &str = "id, org_id, name, scopes, created_at, revoked_at";
+
+fn api_key_row(r: &Row<'_>) -> rusqlite::Result<ApiKey> {
+    Ok(ApiKey {
+        id: ApiKeyId::from_trusted(r.get(0)?),
+        org: OrgId::from_trusted(r.get(1)?),
+        name: r.get(2)?,
+        scopes: ScopeSet::from_bits(r.get::<_, i64>(3)? as u8),
+        created_at: Timestamp::from_millis(r.get(4)?),
+        revoked_at: r.get::<_, Option<i64>>(5)?.map(Timestamp::from_millis),
     })
 }
 
@@ -240,6 +253,43 @@ fn run_list<T>(
     rows.collect::<rusqlite::Result<Vec<T>>>().map_err(db_err)
 }
 
+/// One pass for a search: the page and the total of all matches, through
+/// `count(*) OVER ()` (the matches are found once, not once for the page and
+/// again for the count). An empty page past the end still needs a count.
+fn search_page<T>(
+    c: &Connection,
+    table: &str,
+    cols: &str,
+    w: &Where,
+    page: Page,
+    map: fn(&Row<'_>) -> rusqlite::Result<T>,
+) -> StoreResult<Listing<T>> {
+    let sql = format!(
+        "SELECT {cols}, count(*) OVER () FROM {table} WHERE {} ORDER BY created_at DESC, id DESC LIMIT {} OFFSET {}",
+        w.sql,
+        page.limit,
+        page.offset.min(i64::MAX as u64)
+    );
+    let n = cols.split(',').count();
+    let mut stmt = c.prepare_cached(&sql).map_err(db_err)?;
+    let mut total = None;
+    let rows = stmt
+        .query_map(rusqlite::params_from_iter(w.params.iter()), |r| Ok((map(r)?, r.get::<_, i64>(n)?)))
+        .map_err(db_err)?;
+    let mut items = Vec::new();
+    for row in rows {
+        let (item, t) = row.map_err(db_err)?;
+        total = Some(t.max(0) as u64);
+        items.push(item);
+    }
+    let total = match total {
+        Some(t) => t,
+        None if page.offset == 0 => 0,
+        None => count(c, &format!("SELECT count(*) FROM {table} WHERE {}", w.sql), &w.params)?,
+    };
+    Ok(Listing { items, total })
+}
+
 fn count(c: &Connection, sql: &str, params: &[rusqlite::types::Value]) -> StoreResult<u64> {
     let mut stmt = c.prepare_cached(sql).map_err(db_err)?;
     stmt.query_row(rusqlite::params_from_iter(params.iter()), |r| r.get::<_, i64>(0))
@@ -255,36 +305,25 @@ fn list_users_sync(c: &Connection, org: &OrgId, f: &UserFilter, page: Page) -> S
     if let Some(status) = f.status {
         w.and("status = ?", [status.as_str().to_owned().into()]);
     }
-    let total = match &f.q {
-        None => {
-            // Exact totals from the counters the triggers keep (D14).
-            count(c, &format!("SELECT coalesce(sum(n), 0) FROM user_counts WHERE {}", w.sql), &w.params)?
-        }
-        Some(q) => {
-            let text = q.as_str();
-            if text.chars().count() >= 3 {
-                // Trigram index: a quoted phrase is a literal substring (D9, D14).
-                w.and(
-                    "seq IN (SELECT rowid FROM users_fts WHERE users_fts MATCH ?)",
-                    [fts_phrase(text).into()],
-                );
-            } else {
-                // Too short for trigrams: scan this organization's rows.
-                let lowered = text.to_lowercase();
-                w.and(
-                    "(instr(lower(name), ?) > 0 OR instr(lower(email), ?) > 0)",
-                    [lowered.clone().into(), lowered.into()],
-                );
-            }
-            count(c, &format!("SELECT count(*) FROM users WHERE {}", w.sql), &w.params)?
-        }
+    let Some(q) = &f.q else {
+        // Exact totals from the counters the triggers keep (D14).
+        let total = count(c, &format!("SELECT coalesce(sum(n), 0) FROM user_counts WHERE {}", w.sql), &w.params)?;
+        let items = if page.offset >= total { Vec::new() } else { run_list(c, "users", USER_COLS, &w, page, user_row)? };
+        return Ok(Listing { items, total });
     };
-    let items = if page.offset >= total {
-        Vec::new()
+    let text = q.as_str();
+    if text.chars().count() >= 3 {
+        // Trigram index: a quoted phrase is a literal substring (D9, D14).
+        w.and("seq IN (SELECT rowid FROM users_fts WHERE users_fts MATCH ?)", [fts_phrase(text).into()]);
     } else {
-        run_list(c, "users", USER_COLS, &w, page, user_row)?
-    };
-    Ok(Listing { items, total })
+        // Too short for trigrams: scan this organization's rows.
+        let lowered = text.to_lowercase();
+        w.and(
+            "(instr(lower(name), ?) > 0 OR instr(lower(email), ?) > 0)",
+            [lowered.clone().into(), lowered.into()],
+        );
+    }
+    search_page(c, "users", USER_COLS, &w, page, user_row)
 }
 
 fn list_products_sync(c: &Connection, org: &OrgId, f: &ProductFilter, page: Page) -> StoreResult<Listing<Product>> {
@@ -293,20 +332,15 @@ fn list_products_sync(c: &Connection, org: &OrgId, f: &ProductFilter, page: Page
         w.and("status = ?", [status.as_str().to_owned().into()]);
     }
     let words = f.q.as_ref().map(|q| q.words()).unwrap_or_default();
-    let total = if words.is_empty() {
-        count(c, &format!("SELECT coalesce(sum(n), 0) FROM product_counts WHERE {}", w.sql), &w.params)?
-    } else {
-        // D17: every query word is a prefix of some word of name or sku.
-        let query = words.iter().map(|word| format!("{}*", fts_phrase(word))).collect::<Vec<_>>().join(" AND ");
-        w.and("seq IN (SELECT rowid FROM products_fts WHERE products_fts MATCH ?)", [query.into()]);
-        count(c, &format!("SELECT count(*) FROM products WHERE {}", w.sql), &w.params)?
-    };
-    let items = if page.offset >= total {
-        Vec::new()
-    } else {
-        run_list(c, "products", PRODUCT_COLS, &w, page, product_row)?
-    };
-    Ok(Listing { items, total })
+    if words.is_empty() {
+        let total = count(c, &format!("SELECT coalesce(sum(n), 0) FROM product_counts WHERE {}", w.sql), &w.params)?;
+        let items = if page.offset >= total { Vec::new() } else { run_list(c, "products", PRODUCT_COLS, &w, page, product_row)? };
+        return Ok(Listing { items, total });
+    }
+    // D17: every query word is a prefix of some word of name or sku.
+    let query = words.iter().map(|word| format!("{}*", fts_phrase(word))).collect::<Vec<_>>().join(" AND ");
+    w.and("seq IN (SELECT rowid FROM products_fts WHERE products_fts MATCH ?)", [query.into()]);
+    search_page(c, "products", PRODUCT_COLS, &w, page, product_row)
 }
 
 #[async_trait]
@@ -591,6 +625,65 @@ impl Store for SqliteStore {
                 tx.prepare_cached(&format!("SELECT {CLIENT_COLS} FROM clients WHERE id = ?1"))
                     .and_then(|mut s| s.query_row([id.as_str()], client_row))
                     .map_err(db_err)
+            })
+            .await
+    }
+
+    async fn insert_api_key(&self, k: &ApiKey, digest: &[u8; 32]) -> StoreResult<()> {
+        let (k, digest) = (k.clone(), *digest);
+        self.pool
+            .write(move |tx| {
+                tx.prepare_cached(
+                    "INSERT INTO api_keys (id, org_id, name, digest, scopes, created_at, revoked_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                )
+                .and_then(|mut s| {
+                    s.execute(params![
+                        k.id.as_str(),
+                        k.org.as_str(),
+                        k.name,
+                        digest.to_vec(),
+                        k.scopes.bits() as i64,
+                        k.created_at.millis(),
+                        k.revoked_at.map(Timestamp::millis)
+                    ])
+                })
+                .map_err(db_err)?;
+                Ok(())
+            })
+            .await
+    }
+
+    async fn find_api_key_by_digest(&self, digest: &[u8; 32]) -> StoreResult<Option<ApiKey>> {
+        self.pool
+            .read(|c| {
+                c.prepare_cached(&format!("SELECT {API_KEY_COLS} FROM api_keys WHERE digest = ?1"))
+                    .and_then(|mut s| s.query_row([digest.as_slice()], api_key_row).optional())
+                    .map_err(db_err)
+            })
+            .await
+    }
+
+    async fn find_api_key(&self, id: &ApiKeyId) -> StoreResult<Option<ApiKey>> {
+        self.pool
+            .read(|c| {
+                c.prepare_cached(&format!("SELECT {API_KEY_COLS} FROM api_keys WHERE id = ?1"))
+                    .and_then(|mut s| s.query_row([id.as_str()], api_key_row).optional())
+                    .map_err(db_err)
+            })
+            .await
+    }
+
+    async fn revoke_api_key(&self, org: &OrgId, id: &ApiKeyId, at: Timestamp) -> StoreResult<ApiKey> {
+        let (org, id) = (org.clone(), id.clone());
+        self.pool
+            .write(move |tx| {
+                tx.prepare_cached("UPDATE api_keys SET revoked_at = coalesce(revoked_at, ?1) WHERE id = ?2 AND org_id = ?3")
+                    .and_then(|mut s| s.execute(params![at.millis(), id.as_str(), org.as_str()]))
+                    .map_err(db_err)?;
+                tx.prepare_cached(&format!("SELECT {API_KEY_COLS} FROM api_keys WHERE id = ?1 AND org_id = ?2"))
+                    .and_then(|mut s| s.query_row(params![id.as_str(), org.as_str()], api_key_row).optional())
+                    .map_err(db_err)?
+                    .ok_or(StoreError::NotFound)
             })
             .await
     }

@@ -1,4 +1,7 @@
 //! Embedded migrations, applied in order inside one `BEGIN IMMEDIATE`
 //! transaction each, so two processes starting at once apply each only once.
 
-pub(crate) const MIGRATIONS: &[(i64, &str)] = &[(1, include_str!("../migrations/0001_init.sql"))];
+pub(crate) const MIGRATIONS: &[(i64, &str)] = &[
+    (1, include_str!("../migrations/0001_init.sql")),
+    (2, include_str!("../migrations/0002_api_keys.sql")),
+];

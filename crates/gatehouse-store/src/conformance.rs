@@ -3,7 +3,7 @@
 //! giving an async expression that yields a fresh, empty, migrated store.
 
 use gatehouse_domain::{
-    ClientId, DomainError, Email, Name, NewProduct, NewUser, OrgId, Organization, Page, Plan,
+    ApiKey, ApiKeyId, ClientId, DomainError, Email, Name, NewProduct, NewUser, OrgId, Organization, Page, Plan,
     ProductPatch, ProductStatus, Role, Scope, ScopeSet, SearchText, Sku, Timestamp, UserId,
     UserPatch, UserStatus,
 };
@@ -19,7 +19,7 @@ macro_rules! store_conformance_tests {
             duplicate_email_is_per_org_and_case_insensitive, user_list_order_filters_and_paging,
             user_search_is_substring_and_literal, user_update_rules, last_admin_rule,
             delete_with_owned_clients, products_roundtrip_and_rules, product_search_by_word_prefix,
-            clients_and_admin_approval, signing_keys);
+            clients_and_admin_approval, api_keys, signing_keys);
     };
     (@each $make:expr; $($name:ident),*) => {
         $(
@@ -193,6 +193,12 @@ pub async fn user_search_is_substring_and_literal(s: &dyn Store) {
     assert_eq!(find("gr", None).await, vec!["Grace Hopper"]);
     assert_eq!(find("example.com", Some(Role::Admin)).await, vec!["Ada Lovelace"]);
     assert!(find("nobody", None).await.is_empty());
+    // Past the end of a search: an empty page with the true total.
+    let f = UserFilter { q: q("example.com"), ..Default::default() };
+    let past = s.list_users(o, &f, Page { limit: 1, offset: 5 }).await.unwrap();
+    assert_eq!((past.items.len(), past.total), (0, 2));
+    let second = s.list_users(o, &f, Page { limit: 1, offset: 1 }).await.unwrap();
+    assert_eq!((second.items.len(), second.total), (1, 2));
     assert!(find("\"", None).await.is_empty());
 }
 
@@ -348,4 +354,27 @@ pub async fn signing_keys(s: &dyn Store) {
     };
     s.insert_signing_key(&k).await.unwrap();
     assert_eq!(s.signing_keys().await.unwrap(), vec![k]);
+}
+
+pub async fn api_keys(s: &dyn Store) {
+    let o = new_org(s).await;
+    let other = new_org(s).await;
+    let k = ApiKey {
+        id: ApiKeyId::generate(),
+        org: o.clone(),
+        name: "ci".into(),
+        scopes: ScopeSet::parse("products:read").unwrap(),
+        created_at: Timestamp::from_millis(5),
+        revoked_at: None,
+    };
+    s.insert_api_key(&k, &[9; 32]).await.unwrap();
+    assert_eq!(s.find_api_key_by_digest(&[9; 32]).await.unwrap(), Some(k.clone()));
+    assert_eq!(s.find_api_key_by_digest(&[8; 32]).await.unwrap(), None);
+    assert_eq!(s.find_api_key(&k.id).await.unwrap(), Some(k.clone()));
+    assert!(matches!(s.revoke_api_key(&other, &k.id, Timestamp::from_millis(7)).await, Err(StoreError::NotFound)));
+    let r = s.revoke_api_key(&o, &k.id, Timestamp::from_millis(7)).await.unwrap();
+    assert_eq!(r.revoked_at, Some(Timestamp::from_millis(7)));
+    let again = s.revoke_api_key(&o, &k.id, Timestamp::from_millis(9)).await.unwrap();
+    assert_eq!(again.revoked_at, Some(Timestamp::from_millis(7)));
+    assert_eq!(s.find_api_key_by_digest(&[9; 32]).await.unwrap().unwrap().revoked_at, Some(Timestamp::from_millis(7)));
 }

@@ -17,7 +17,7 @@ pub mod conformance;
 
 use async_trait::async_trait;
 use gatehouse_domain::{
-    Client, ClientId, DomainError, Listing, NewProduct, NewUser, OrgId, Organization, Page, Product,
+    ApiKey, ApiKeyId, Client, ClientId, DomainError, Listing, NewProduct, NewUser, OrgId, Organization, Page, Product,
     ProductId, ProductPatch, ProductStatus, Role, ScopeSet, SearchText, Timestamp, User, UserId,
     UserPatch, UserStatus, user::UserChange,
 };
@@ -159,6 +159,17 @@ pub trait Store: Send + Sync + 'static {
     async fn find_client(&self, id: &ClientId) -> StoreResult<Option<Client>>;
     /// Allows the `admin` scope for a client (D22), adding it to its scopes.
     async fn approve_admin(&self, org: &OrgId, id: &ClientId) -> StoreResult<Client>;
+
+    // --- API keys (D27) -------------------------------------------------
+    /// Stores a key record with the SHA-256 digest of the key.
+    async fn insert_api_key(&self, key: &ApiKey, digest: &[u8; 32]) -> StoreResult<()>;
+    /// The tenant-resolving look-up: a key record by the digest of the key
+    /// presented as a bearer credential.
+    async fn find_api_key_by_digest(&self, digest: &[u8; 32]) -> StoreResult<Option<ApiKey>>;
+    /// A key record by id, whatever its organization (operator commands).
+    async fn find_api_key(&self, id: &ApiKeyId) -> StoreResult<Option<ApiKey>>;
+    /// Revokes a key; revoking twice keeps the first time.
+    async fn revoke_api_key(&self, org: &OrgId, id: &ApiKeyId, at: Timestamp) -> StoreResult<ApiKey>;
 
     // --- signing keys (global, not tenant data) -------------------------
     async fn signing_keys(&self) -> StoreResult<Vec<SigningKeyRecord>>;

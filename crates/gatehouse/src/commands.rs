@@ -6,13 +6,13 @@ use std::io::BufRead;
 use anyhow::{Context, bail};
 use gatehouse_auth::{password, secrets};
 use gatehouse_domain::{
-    ClientId, Email, Name, NewUser, OrgId, Organization, Plan, RedirectUri, Role, Scope, ScopeSet,
+    ApiKey, ApiKeyId, ClientId, Email, Name, NewUser, OrgId, Organization, Plan, RedirectUri, Role, Scope, ScopeSet,
     Timestamp, UserId, UserStatus,
 };
 use gatehouse_store::{NewClient, Store, StoreError};
 use serde_json::{Value, json};
 
-use crate::config::{ClientCommand, OrgCommand, UserCommand};
+use crate::config::{ApiKeyCommand, ClientCommand, OrgCommand, UserCommand};
 
 /// What a command prints.
 pub struct Output(pub Value);
@@ -178,6 +178,43 @@ pub async fn user(store: &dyn Store, cmd: UserCommand) -> anyhow::Result<Output>
             };
             let u = store.insert_user(&org, &new).await.map_err(store_msg)?;
             Ok(Output(serde_json::to_value(&u)?))
+        }
+    }
+}
+
+fn api_key_json(k: &ApiKey) -> Value {
+    let scopes: Vec<&str> = k.scopes.iter().map(Scope::as_str).collect();
+    json!({
+        "id": k.id,
+        "org": k.org,
+        "name": k.name,
+        "scopes": scopes,
+        "created_at": k.created_at,
+        "revoked_at": k.revoked_at,
+    })
+}
+
+pub async fn apikey(store: &dyn Store, cmd: ApiKeyCommand) -> anyhow::Result<Output> {
+    match cmd {
+        ApiKeyCommand::Create { org, name, scopes } => {
+            let org = existing_org(store, &org).await?;
+            let scopes = ScopeSet::parse(&scopes).map_err(|w| anyhow::anyhow!("--scopes: unknown scope {w}"))?;
+            if scopes.is_empty() {
+                bail!("--scopes must name at least one scope");
+            }
+            let name = Name::parse(&name).map_err(|e| anyhow::anyhow!("--name {e}"))?.into_string();
+            let key = secrets::new_api_key();
+            let record = ApiKey { id: ApiKeyId::generate(), org, name, scopes, created_at: Timestamp::now(), revoked_at: None };
+            store.insert_api_key(&record, &secrets::hash_secret(&key)).await?;
+            let scopes: Vec<&str> = record.scopes.iter().map(Scope::as_str).collect();
+            // D27: exactly these fields; the key is shown only now.
+            Ok(Output(json!({ "id": record.id, "key": key, "org": record.org, "scopes": scopes })))
+        }
+        ApiKeyCommand::Revoke { key_id } => {
+            let id = ApiKeyId::parse(&key_id).with_context(|| format!("{key_id} is not an API key id (key_…)"))?;
+            let k = store.find_api_key(&id).await?.with_context(|| format!("no API key {key_id}"))?;
+            let k = store.revoke_api_key(&k.org, &id, Timestamp::now()).await?;
+            Ok(Output(api_key_json(&k)))
         }
     }
 }

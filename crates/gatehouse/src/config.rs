@@ -43,6 +43,25 @@ pub enum Command {
     /// Manage users.
     #[command(subcommand)]
     User(UserCommand),
+    /// Manage API keys (D27).
+    #[command(subcommand)]
+    Apikey(ApiKeyCommand),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ApiKeyCommand {
+    /// Create an API key with a fixed set of scopes; prints the key once.
+    Create {
+        #[arg(long)]
+        org: String,
+        #[arg(long)]
+        name: String,
+        /// Space-separated scopes.
+        #[arg(long)]
+        scopes: String,
+    },
+    /// Revoke an API key: it stops working on the next request.
+    Revoke { key_id: String },
 }
 
 #[derive(Args, Debug, Default, Clone)]

@@ -37,6 +37,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Command::Org(cmd) => commands::org(open_store(&settings.database_url)?.as_ref(), cmd).await?,
         Command::Client(cmd) => commands::client(open_store(&settings.database_url)?.as_ref(), cmd).await?,
         Command::User(cmd) => commands::user(open_store(&settings.database_url)?.as_ref(), cmd).await?,
+        Command::Apikey(cmd) => commands::apikey(open_store(&settings.database_url)?.as_ref(), cmd).await?,
     };
     out.print(json);
     Ok(())

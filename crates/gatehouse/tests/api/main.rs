@@ -6,6 +6,7 @@ mod common;
 
 mod cli;
 mod products;
+mod profile;
 mod tokens;
 mod transport;
 mod users;

@@ -1,0 +1,62 @@
+//! Who is calling the API: an access token's claims or an API key (D27).
+
+use std::sync::Arc;
+
+use gatehouse_domain::{ApiKey, ClientId, OrgId, ScopeSet, UserId};
+
+use crate::jwt::AccessClaims;
+
+/// The prefix of live API keys (D3, D27); the prefix tells them apart from JWTs.
+pub const API_KEY_PREFIX: &str = "gk_live_";
+/// The prefix of staging API keys (D33).
+pub const TEST_API_KEY_PREFIX: &str = "gk_test_";
+
+/// A verified credential.
+#[derive(Clone, Debug)]
+pub enum Caller {
+    Token(Arc<AccessClaims>),
+    ApiKey(Arc<ApiKey>),
+}
+
+/// The credential lineage that rate limits count against (D28): a
+/// client-credentials client, a user's grant to a client, or an API key.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Lineage {
+    Client(ClientId),
+    UserGrant(ClientId, UserId),
+    ApiKey(gatehouse_domain::ApiKeyId),
+}
+
+impl Caller {
+    pub fn org(&self) -> &OrgId {
+        match self {
+            Caller::Token(c) => &c.org,
+            Caller::ApiKey(k) => &k.org,
+        }
+    }
+
+    pub fn scopes(&self) -> ScopeSet {
+        match self {
+            Caller::Token(c) => c.scopes,
+            Caller::ApiKey(k) => k.scopes,
+        }
+    }
+
+    /// The user the credential acts for (`None`: client credentials, API keys).
+    pub fn user(&self) -> Option<&UserId> {
+        match self {
+            Caller::Token(c) => c.user.as_ref(),
+            Caller::ApiKey(_) => None,
+        }
+    }
+
+    pub fn lineage(&self) -> Lineage {
+        match self {
+            Caller::Token(c) => match &c.user {
+                Some(u) => Lineage::UserGrant(c.client_id.clone(), u.clone()),
+                None => Lineage::Client(c.client_id.clone()),
+            },
+            Caller::ApiKey(k) => Lineage::ApiKey(k.id.clone()),
+        }
+    }
+}

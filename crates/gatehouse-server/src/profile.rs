@@ -1,0 +1,49 @@
+//! `/v1/me` (D15): the profile of the user a token was issued for.
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::Response;
+use axum::routing::get;
+use gatehouse_domain::user::UserPatch;
+use gatehouse_domain::{Name, Timestamp, UserId};
+
+use crate::AppState;
+use crate::error::{ApiError, ErrorCode};
+use crate::extract::{Authorized, Fields, JsonObject, ProfileRead, ProfileWrite};
+use crate::middleware::RequestCtx;
+use crate::respond;
+
+pub fn router() -> Router<AppState> {
+    Router::new().route("/me", get(show).patch(update))
+}
+
+/// The token's user; a credential that acts for no user gets 404 (D15).
+fn me<S>(auth: &Authorized<S>) -> Result<UserId, ApiError> {
+    auth.caller.user().cloned().ok_or_else(|| {
+        ApiError::new(
+            ErrorCode::ResourceNotFound,
+            "this credential acts for no user (client credentials or API key), so it has no profile",
+        )
+    })
+}
+
+async fn show(auth: Authorized<ProfileRead>, ctx: RequestCtx, State(st): State<AppState>) -> Result<Response, ApiError> {
+    let id = me(&auth)?;
+    let user = st.store.get_user(auth.org(), &id).await.map_err(|e| ApiError::from_store(e, "user"))?;
+    let user = user.ok_or_else(|| ApiError::not_found("user"))?;
+    Ok(respond::single(&ctx, StatusCode::OK, &user))
+}
+
+async fn update(auth: Authorized<ProfileWrite>, ctx: RequestCtx, State(st): State<AppState>, body: JsonObject) -> Result<Response, ApiError> {
+    let mut f = Fields::new(body, &["name"]);
+    let patch = UserPatch { name: f.optional_str("name", Name::parse), ..Default::default() };
+    f.finish()?;
+    let id = me(&auth)?;
+    let change = st
+        .store
+        .update_user(auth.org(), &id, &patch, Timestamp::now())
+        .await
+        .map_err(|e| ApiError::from_store(e, "user"))?;
+    Ok(respond::single(&ctx, StatusCode::OK, &change.user))
+}
