@@ -319,7 +319,7 @@ fn list_users_sync(c: &Connection, org: &OrgId, f: &UserFilter, page: Page) -> S
         // Too short for trigrams: scan this organization's rows.
         let lowered = text.to_lowercase();
         w.and(
-            "(instr(lower(name), ?) > 0 OR instr(lower(email), ?) > 0)",
+            "(instr(unicode_lower(name), ?) > 0 OR instr(unicode_lower(email), ?) > 0)",
             [lowered.clone().into(), lowered.into()],
         );
     }

@@ -52,6 +52,14 @@ fn open_conn(path: &Path) -> StoreResult<Connection> {
     )
     .map_err(db_err)?;
     c.set_prepared_statement_cache_capacity(64);
+    // SQLite's lower() folds only A-Z; searches need Unicode case folding (D14).
+    c.create_scalar_function(
+        "unicode_lower",
+        1,
+        rusqlite::functions::FunctionFlags::SQLITE_UTF8 | rusqlite::functions::FunctionFlags::SQLITE_DETERMINISTIC,
+        |ctx| Ok(ctx.get::<Option<String>>(0)?.map(|s| s.to_lowercase())),
+    )
+    .map_err(db_err)?;
     Ok(c)
 }
 

@@ -189,8 +189,13 @@ pub async fn user_search_is_substring_and_literal(s: &dyn Store) {
     assert_eq!(find("a_1", None).await, vec!["Ada Lovelace"]);
     assert_eq!(find("100%", None).await, vec!["Ada Lovelace"]);
     assert_eq!(find("%", None).await, vec!["Ada Lovelace"]);
-    // Short queries still work.
+    // Short queries still work, with Unicode case folding.
     assert_eq!(find("gr", None).await, vec!["Grace Hopper"]);
+    let mut e = user("emile@example.org", Role::Viewer, UserStatus::Active, 4);
+    e.name = Name::parse("Émile Zola").unwrap();
+    s.insert_user(o, &e).await.unwrap();
+    assert_eq!(find("éM", None).await, vec!["Émile Zola"]);
+    assert_eq!(find("ÉMILE", None).await, vec!["Émile Zola"]);
     assert_eq!(find("example.com", Some(Role::Admin)).await, vec!["Ada Lovelace"]);
     assert!(find("nobody", None).await.is_empty());
     // Past the end of a search: an empty page with the true total.
