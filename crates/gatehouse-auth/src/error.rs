@@ -40,13 +40,19 @@ pub struct OAuthError {
 
 impl OAuthError {
     pub fn new(kind: OAuthErrorKind, description: impl Into<String>) -> Self {
-        Self { kind, description: description.into() }
+        Self {
+            kind,
+            description: description.into(),
+        }
     }
     pub fn invalid_request(d: impl Into<String>) -> Self {
         Self::new(OAuthErrorKind::InvalidRequest, d)
     }
     pub fn invalid_client() -> Self {
-        Self::new(OAuthErrorKind::InvalidClient, "client authentication failed")
+        Self::new(
+            OAuthErrorKind::InvalidClient,
+            "client authentication failed",
+        )
     }
     pub fn invalid_scope(d: impl Into<String>) -> Self {
         Self::new(OAuthErrorKind::InvalidScope, d)

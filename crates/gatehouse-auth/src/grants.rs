@@ -45,7 +45,13 @@ pub struct AuthService {
 
 impl AuthService {
     pub fn new(store: Arc<dyn Store>, keys: KeyRing, issuer: Issuer) -> Self {
-        Self { store, keys, issuer, verifier: TokenVerifier::default(), rng: SystemRandom::new() }
+        Self {
+            store,
+            keys,
+            issuer,
+            verifier: TokenVerifier::default(),
+            rng: SystemRandom::new(),
+        }
     }
 
     pub fn issuer(&self) -> &Issuer {
@@ -68,7 +74,10 @@ impl AuthService {
 
     /// Verifies a bearer credential: an API key (D27, by its prefix) or an
     /// access token. Storage trouble while looking up a key is `Err(Err(_))`.
-    pub async fn authenticate_bearer(&self, bearer: &str) -> Result<Caller, Result<TokenError, StoreError>> {
+    pub async fn authenticate_bearer(
+        &self,
+        bearer: &str,
+    ) -> Result<Caller, Result<TokenError, StoreError>> {
         if bearer.starts_with(API_KEY_PREFIX) || bearer.starts_with(TEST_API_KEY_PREFIX) {
             let digest = secrets::hash_secret(bearer);
             return match self.store.find_api_key_by_digest(&digest).await {
@@ -77,7 +86,9 @@ impl AuthService {
                 Err(e) => Err(Err(e)),
             };
         }
-        self.verify_access_token(bearer).map(Caller::Token).map_err(Ok)
+        self.verify_access_token(bearer)
+            .map(Caller::Token)
+            .map_err(Ok)
     }
 
     /// Re-reads signing keys when one is due to activate or retire, or on demand.
@@ -115,13 +126,21 @@ impl AuthService {
                     .previous_secret
                     .as_ref()
                     .is_some_and(|(h, until)| *until > now && secrets::verify_secret(given, h));
-                if ok_current || ok_previous { Ok(client) } else { Err(OAuthError::invalid_client()) }
+                if ok_current || ok_previous {
+                    Ok(client)
+                } else {
+                    Err(OAuthError::invalid_client())
+                }
             }
         }
     }
 
     /// `grant_type=client_credentials` (D20, D22): an access token only.
-    pub async fn client_credentials(&self, auth: &ClientAuth, scope: Option<&str>) -> Result<TokenResponse, OAuthError> {
+    pub async fn client_credentials(
+        &self,
+        auth: &ClientAuth,
+        scope: Option<&str>,
+    ) -> Result<TokenResponse, OAuthError> {
         let client = self.authenticate_client(auth).await?;
         if client.is_public() {
             return Err(OAuthError::new(
@@ -135,7 +154,11 @@ impl AuthService {
         Ok(self.token_response(&claims, None))
     }
 
-    fn token_response(&self, claims: &AccessClaims, refresh_token: Option<String>) -> TokenResponse {
+    fn token_response(
+        &self,
+        claims: &AccessClaims,
+        refresh_token: Option<String>,
+    ) -> TokenResponse {
         let access_token = jwt::sign(&self.keys.current(), &self.issuer, &self.rng, claims);
         TokenResponse {
             access_token,
@@ -154,17 +177,24 @@ pub fn grant_scopes(client: &Client, requested: Option<&str>) -> Result<ScopeSet
         // Omitted: everything registered except `admin`, which must be asked for by name.
         let s = client.scopes.without(Scope::Admin);
         if s.is_empty() {
-            return Err(OAuthError::invalid_scope("the client is registered for no scope that can be granted without asking"));
+            return Err(OAuthError::invalid_scope(
+                "the client is registered for no scope that can be granted without asking",
+            ));
         }
         return Ok(s);
     };
-    let set = ScopeSet::parse(requested).map_err(|w| OAuthError::invalid_scope(format!("unknown scope: {w}")))?;
+    let set = ScopeSet::parse(requested)
+        .map_err(|w| OAuthError::invalid_scope(format!("unknown scope: {w}")))?;
     if set.contains(Scope::Admin) && !client.admin_approved {
-        return Err(OAuthError::invalid_scope("the admin scope needs an operator's approval for this client"));
+        return Err(OAuthError::invalid_scope(
+            "the admin scope needs an operator's approval for this client",
+        ));
     }
     if !set.is_subset(client.scopes) {
         let missing: ScopeSet = set.iter().filter(|s| !client.scopes.contains(*s)).collect();
-        return Err(OAuthError::invalid_scope(format!("the client is not registered for: {missing}")));
+        return Err(OAuthError::invalid_scope(format!(
+            "the client is not registered for: {missing}"
+        )));
     }
     Ok(set)
 }
@@ -193,15 +223,25 @@ mod tests {
     fn omitted_scope_means_registered_without_admin() {
         let c = client("users:read admin", true);
         assert_eq!(grant_scopes(&c, None).unwrap().to_string(), "users:read");
-        assert_eq!(grant_scopes(&c, Some("  ")).unwrap().to_string(), "users:read");
-        assert_eq!(grant_scopes(&c, Some("admin")).unwrap().to_string(), "admin");
+        assert_eq!(
+            grant_scopes(&c, Some("  ")).unwrap().to_string(),
+            "users:read"
+        );
+        assert_eq!(
+            grant_scopes(&c, Some("admin")).unwrap().to_string(),
+            "admin"
+        );
     }
 
     #[test]
     fn unregistered_unknown_or_unapproved_scopes_are_invalid_scope() {
         let c = client("users:read admin", false);
         for s in ["users:write", "bogus", "admin", "users:read admin"] {
-            assert_eq!(grant_scopes(&c, Some(s)).unwrap_err().kind, OAuthErrorKind::InvalidScope, "{s}");
+            assert_eq!(
+                grant_scopes(&c, Some(s)).unwrap_err().kind,
+                OAuthErrorKind::InvalidScope,
+                "{s}"
+            );
         }
     }
 }

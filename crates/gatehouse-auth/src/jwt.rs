@@ -90,7 +90,10 @@ pub fn sign(keys: &KeySet, issuer: &Issuer, rng: &SystemRandom, claims: &AccessC
     let payload = WireOut {
         iss: &issuer.iss,
         aud: &issuer.aud,
-        sub: claims.user.as_ref().map_or(claims.client_id.as_str(), UserId::as_str),
+        sub: claims
+            .user
+            .as_ref()
+            .map_or(claims.client_id.as_str(), UserId::as_str),
         client_id: claims.client_id.as_str(),
         org: claims.org.as_str(),
         scope: &scope,
@@ -111,13 +114,20 @@ pub fn sign(keys: &KeySet, issuer: &Issuer, rng: &SystemRandom, claims: &AccessC
 }
 
 /// Verifies signature, algorithm, `iss`, `aud` and `exp` (D23).
-pub fn verify(keys: &KeySet, issuer: &Issuer, token: &str, now_secs: i64) -> Result<AccessClaims, TokenError> {
+pub fn verify(
+    keys: &KeySet,
+    issuer: &Issuer,
+    token: &str,
+    now_secs: i64,
+) -> Result<AccessClaims, TokenError> {
     use TokenError::Invalid;
     if token.len() > 4096 {
         return Err(Invalid);
     }
     let mut parts = token.split('.');
-    let (Some(h), Some(p), Some(s), None) = (parts.next(), parts.next(), parts.next(), parts.next()) else {
+    let (Some(h), Some(p), Some(s), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
         return Err(Invalid);
     };
     let header: Header = B64
@@ -129,12 +139,17 @@ pub fn verify(keys: &KeySet, issuer: &Issuer, token: &str, now_secs: i64) -> Res
     if header.alg != "ES256" {
         return Err(Invalid);
     }
-    let key = header.kid.as_deref().and_then(|k| keys.verifying.get(k)).ok_or(Invalid)?;
+    let key = header
+        .kid
+        .as_deref()
+        .and_then(|k| keys.verifying.get(k))
+        .ok_or(Invalid)?;
     let sig = B64.decode(s).map_err(|_| Invalid)?;
     if sig.len() != 64 {
         return Err(Invalid);
     }
-    key.verify(&token.as_bytes()[..h.len() + 1 + p.len()], &sig).map_err(|_| Invalid)?;
+    key.verify(&token.as_bytes()[..h.len() + 1 + p.len()], &sig)
+        .map_err(|_| Invalid)?;
     let w: WireIn = B64
         .decode(p)
         .ok()
@@ -158,5 +173,13 @@ pub fn verify(keys: &KeySet, issuer: &Issuer, token: &str, now_secs: i64) -> Res
     if w.exp <= now_secs {
         return Err(TokenError::Expired);
     }
-    Ok(AccessClaims { org, client_id, user, scopes, jti: w.jti, iat: w.iat, exp: w.exp })
+    Ok(AccessClaims {
+        org,
+        client_id,
+        user,
+        scopes,
+        jti: w.jti,
+        iat: w.iat,
+        exp: w.exp,
+    })
 }

@@ -45,7 +45,9 @@ impl MasterKey {
             base64::engine::general_purpose::STANDARD
                 .decode(t)
                 .or_else(|_| B64.decode(t.trim_end_matches('=')))
-                .map_err(|_| "the master key must be 64 hex digits or base64 of 32 bytes".to_string())?
+                .map_err(|_| {
+                    "the master key must be 64 hex digits or base64 of 32 bytes".to_string()
+                })?
         };
         let arr: [u8; 32] = bytes
             .try_into()
@@ -67,7 +69,11 @@ impl MasterKey {
         let nonce_bytes = random::bytes::<NONCE_LEN>();
         let mut buf = plaintext.to_vec();
         self.aead()
-            .seal_in_place_append_tag(Nonce::assume_unique_for_key(nonce_bytes), Aad::from(aad), &mut buf)
+            .seal_in_place_append_tag(
+                Nonce::assume_unique_for_key(nonce_bytes),
+                Aad::from(aad),
+                &mut buf,
+            )
             .expect("AES-GCM sealing cannot fail for small inputs");
         let mut out = nonce_bytes.to_vec();
         out.extend_from_slice(&buf);
@@ -81,7 +87,10 @@ impl MasterKey {
         let (nonce, rest) = sealed.split_at(NONCE_LEN);
         let mut buf = rest.to_vec();
         let nonce = Nonce::try_assume_unique_for_key(nonce).ok()?;
-        let plain = self.aead().open_in_place(nonce, Aad::from(aad), &mut buf).ok()?;
+        let plain = self
+            .aead()
+            .open_in_place(nonce, Aad::from(aad), &mut buf)
+            .ok()?;
         Some(plain.to_vec())
     }
 }
@@ -124,7 +133,9 @@ pub struct KeyRing {
 pub enum KeyError {
     #[error(transparent)]
     Store(#[from] StoreError),
-    #[error("signing key {0} cannot be decrypted: is GATEHOUSE_MASTER_KEY the key this database was created with?")]
+    #[error(
+        "signing key {0} cannot be decrypted: is GATEHOUSE_MASTER_KEY the key this database was created with?"
+    )]
     Decrypt(String),
     #[error("signing key {0} is corrupt")]
     Corrupt(String),
@@ -146,11 +157,18 @@ impl KeyRing {
             records = store.signing_keys().await?;
         }
         let set = build(&master, &records, now)?;
-        Ok(Self { master, current: RwLock::new(Arc::new(set)) })
+        Ok(Self {
+            master,
+            current: RwLock::new(Arc::new(set)),
+        })
     }
 
     /// Creates a key that is published now and signs after `publish_delay_secs` (D23).
-    pub async fn rotate(store: &dyn Store, master: &MasterKey, publish_delay_secs: i64) -> Result<SigningKeyRecord, KeyError> {
+    pub async fn rotate(
+        store: &dyn Store,
+        master: &MasterKey,
+        publish_delay_secs: i64,
+    ) -> Result<SigningKeyRecord, KeyError> {
         let now = Timestamp::now();
         let rec = new_record(master, now, now.plus_seconds(publish_delay_secs));
         store.insert_signing_key(&rec).await?;
@@ -159,7 +177,11 @@ impl KeyRing {
 
     /// The keys in force now; rebuilds when a pending key has activated or an old one expired.
     pub fn current(&self) -> Arc<KeySet> {
-        let set = self.current.read().unwrap_or_else(|e| e.into_inner()).clone();
+        let set = self
+            .current
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
         set
     }
 
@@ -194,14 +216,26 @@ fn new_record(master: &MasterKey, now: Timestamp, activates_at: Timestamp) -> Si
     }
 }
 
-fn build(master: &MasterKey, records: &[SigningKeyRecord], now: Timestamp) -> Result<KeySet, KeyError> {
+fn build(
+    master: &MasterKey,
+    records: &[SigningKeyRecord],
+    now: Timestamp,
+) -> Result<KeySet, KeyError> {
     // The newest active key signs. A key stays published until every token it
     // could have signed has expired: one token lifetime after its successor
     // took over.
-    let mut active: Vec<&SigningKeyRecord> = records.iter().filter(|r| r.activates_at <= now).collect();
+    let mut active: Vec<&SigningKeyRecord> =
+        records.iter().filter(|r| r.activates_at <= now).collect();
     active.sort_by_key(|r| (r.activates_at, r.created_at));
-    let signer = active.last().copied().ok_or_else(|| KeyError::Corrupt("no active key".into()))?;
-    let mut next_change = records.iter().map(|r| r.activates_at).filter(|t| *t > now).min();
+    let signer = active
+        .last()
+        .copied()
+        .ok_or_else(|| KeyError::Corrupt("no active key".into()))?;
+    let mut next_change = records
+        .iter()
+        .map(|r| r.activates_at)
+        .filter(|t| *t > now)
+        .min();
     let mut published = Vec::new();
     for (i, r) in active.iter().enumerate() {
         let retire_at = active
@@ -240,7 +274,10 @@ fn build(master: &MasterKey, records: &[SigningKeyRecord], now: Timestamp) -> Re
         if r.public_key.len() != 65 || r.public_key[0] != 4 {
             return Err(KeyError::Corrupt(r.kid.clone()));
         }
-        verifying.insert(r.kid.clone(), UnparsedPublicKey::new(&ECDSA_P256_SHA256_FIXED, r.public_key.clone()));
+        verifying.insert(
+            r.kid.clone(),
+            UnparsedPublicKey::new(&ECDSA_P256_SHA256_FIXED, r.public_key.clone()),
+        );
         jwks.push(serde_json::json!({
             "kty": "EC",
             "crv": "P-256",
@@ -252,7 +289,12 @@ fn build(master: &MasterKey, records: &[SigningKeyRecord], now: Timestamp) -> Re
         }));
     }
     let jwks = serde_json::json!({ "keys": jwks }).to_string();
-    Ok(KeySet { signing, verifying, jwks: jwks.into(), next_change })
+    Ok(KeySet {
+        signing,
+        verifying,
+        jwks: jwks.into(),
+        next_change,
+    })
 }
 
 #[cfg(test)]

@@ -38,6 +38,9 @@ pub struct Issuer {
 impl Issuer {
     pub fn new(public_url: &str) -> Self {
         let iss = public_url.trim_end_matches('/').to_owned();
-        Self { aud: format!("{iss}/v1"), iss }
+        Self {
+            aud: format!("{iss}/v1"),
+            iss,
+        }
     }
 }

@@ -1,20 +1,52 @@
 //! Human passwords (D19): Argon2id, hashed and checked off the async runtime.
 
-use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 use argon2::Argon2;
+use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 use gatehouse_domain::random;
 
 /// A short list of the most common passwords long enough to pass the length
 /// rule (NIST SP 800-63B asks to refuse known-compromised values).
 const COMMON: &[&str] = &[
-    "123456789012", "1234567890123", "12345678901234", "123456789123", "password1234",
-    "password12345", "password123456", "passwordpassword", "qwertyuiopasdfgh", "qwertyuiop123",
-    "qwerty123456", "111111111111", "000000000000", "123123123123", "abcdefghijkl",
-    "abc123abc123", "iloveyou1234", "letmein12345", "welcome12345", "administrator",
-    "adminadmin123", "changeme1234", "trustno1trustno1", "football1234", "baseball1234",
-    "monkey123456", "sunshine1234", "princess1234", "qwertyqwerty", "1q2w3e4r5t6y",
-    "1qaz2wsx3edc", "zaq12wsxcde3", "passw0rd1234", "p@ssw0rd1234", "p@ssword1234",
-    "correcthorsebatterystaple", "aaaaaaaaaaaa", "asdfghjkl123", "asdfasdfasdf", "987654321098",
+    "123456789012",
+    "1234567890123",
+    "12345678901234",
+    "123456789123",
+    "password1234",
+    "password12345",
+    "password123456",
+    "passwordpassword",
+    "qwertyuiopasdfgh",
+    "qwertyuiop123",
+    "qwerty123456",
+    "111111111111",
+    "000000000000",
+    "123123123123",
+    "abcdefghijkl",
+    "abc123abc123",
+    "iloveyou1234",
+    "letmein12345",
+    "welcome12345",
+    "administrator",
+    "adminadmin123",
+    "changeme1234",
+    "trustno1trustno1",
+    "football1234",
+    "baseball1234",
+    "monkey123456",
+    "sunshine1234",
+    "princess1234",
+    "qwertyqwerty",
+    "1q2w3e4r5t6y",
+    "1qaz2wsx3edc",
+    "zaq12wsxcde3",
+    "passw0rd1234",
+    "p@ssw0rd1234",
+    "p@ssword1234",
+    "correcthorsebatterystaple",
+    "aaaaaaaaaaaa",
+    "asdfghjkl123",
+    "asdfasdfasdf",
+    "987654321098",
 ];
 
 /// Checks the D19 rules; the error is the issue text for the `password` field.
@@ -46,7 +78,11 @@ fn hash_sync(password: &str) -> String {
 
 fn verify_sync(password: &str, phc: &str) -> bool {
     PasswordHash::new(phc)
-        .map(|h| Argon2::default().verify_password(password.as_bytes(), &h).is_ok())
+        .map(|h| {
+            Argon2::default()
+                .verify_password(password.as_bytes(), &h)
+                .is_ok()
+        })
         .unwrap_or(false)
 }
 

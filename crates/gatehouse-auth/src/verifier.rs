@@ -26,13 +26,24 @@ impl Default for TokenVerifier {
 
 impl TokenVerifier {
     pub fn new(entries: usize) -> Self {
-        Self { cache: Cache::new(entries) }
+        Self {
+            cache: Cache::new(entries),
+        }
     }
 
-    pub fn verify(&self, keys: &KeyRing, issuer: &Issuer, token: &str) -> Result<Arc<AccessClaims>, TokenError> {
+    pub fn verify(
+        &self,
+        keys: &KeyRing,
+        issuer: &Issuer,
+        token: &str,
+    ) -> Result<Arc<AccessClaims>, TokenError> {
         let now = Timestamp::now().unix_seconds();
         if let Some(hit) = self.cache.get(token) {
-            return if hit.exp <= now { Err(TokenError::Expired) } else { Ok(hit) };
+            return if hit.exp <= now {
+                Err(TokenError::Expired)
+            } else {
+                Ok(hit)
+            };
         }
         let claims = Arc::new(jwt::verify(&keys.current(), issuer, token, now)?);
         self.cache.insert(Arc::from(token), claims.clone());

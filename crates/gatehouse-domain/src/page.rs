@@ -67,9 +67,26 @@ mod tests {
 
     #[test]
     fn defaults_and_clamp() {
-        assert_eq!(Page::parse(None, None).unwrap(), Page { limit: 20, offset: 0 });
-        assert_eq!(Page::parse(Some("500"), Some("3")).unwrap(), Page { limit: 100, offset: 3 });
-        assert_eq!(Page::parse(Some("99999999999999999999"), None).unwrap().limit, 100);
+        assert_eq!(
+            Page::parse(None, None).unwrap(),
+            Page {
+                limit: 20,
+                offset: 0
+            }
+        );
+        assert_eq!(
+            Page::parse(Some("500"), Some("3")).unwrap(),
+            Page {
+                limit: 100,
+                offset: 3
+            }
+        );
+        assert_eq!(
+            Page::parse(Some("99999999999999999999"), None)
+                .unwrap()
+                .limit,
+            100
+        );
     }
 
     #[test]

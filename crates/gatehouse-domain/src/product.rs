@@ -142,27 +142,78 @@ mod tests {
     #[test]
     fn stock_drives_status_unless_discontinued() {
         let p = product(5, ProductStatus::Available);
-        let (n, _) = apply_patch(&p, &ProductPatch { stock: Some(0), ..Default::default() }, Timestamp::from_millis(2)).unwrap();
+        let (n, _) = apply_patch(
+            &p,
+            &ProductPatch {
+                stock: Some(0),
+                ..Default::default()
+            },
+            Timestamp::from_millis(2),
+        )
+        .unwrap();
         assert_eq!(n.status, ProductStatus::OutOfStock);
         let d = product(5, ProductStatus::Discontinued);
-        let (n, _) = apply_patch(&d, &ProductPatch { stock: Some(0), ..Default::default() }, Timestamp::from_millis(2)).unwrap();
+        let (n, _) = apply_patch(
+            &d,
+            &ProductPatch {
+                stock: Some(0),
+                ..Default::default()
+            },
+            Timestamp::from_millis(2),
+        )
+        .unwrap();
         assert_eq!(n.status, ProductStatus::Discontinued);
     }
 
     #[test]
     fn status_must_agree_with_stock() {
         let d = product(0, ProductStatus::Discontinued);
-        let back = ProductPatch { status: Some(ProductStatus::Available), ..Default::default() };
-        assert!(matches!(apply_patch(&d, &back, Timestamp::from_millis(2)), Err(DomainError::InvalidStateTransition(_))));
-        let ok = ProductPatch { status: Some(ProductStatus::OutOfStock), ..Default::default() };
-        assert_eq!(apply_patch(&d, &ok, Timestamp::from_millis(2)).unwrap().0.status, ProductStatus::OutOfStock);
-        let restock = ProductPatch { status: Some(ProductStatus::Available), stock: Some(3), ..Default::default() };
-        assert_eq!(apply_patch(&d, &restock, Timestamp::from_millis(2)).unwrap().0.status, ProductStatus::Available);
+        let back = ProductPatch {
+            status: Some(ProductStatus::Available),
+            ..Default::default()
+        };
+        assert!(matches!(
+            apply_patch(&d, &back, Timestamp::from_millis(2)),
+            Err(DomainError::InvalidStateTransition(_))
+        ));
+        let ok = ProductPatch {
+            status: Some(ProductStatus::OutOfStock),
+            ..Default::default()
+        };
+        assert_eq!(
+            apply_patch(&d, &ok, Timestamp::from_millis(2))
+                .unwrap()
+                .0
+                .status,
+            ProductStatus::OutOfStock
+        );
+        let restock = ProductPatch {
+            status: Some(ProductStatus::Available),
+            stock: Some(3),
+            ..Default::default()
+        };
+        assert_eq!(
+            apply_patch(&d, &restock, Timestamp::from_millis(2))
+                .unwrap()
+                .0
+                .status,
+            ProductStatus::Available
+        );
     }
 
     #[test]
     fn creation_status_follows_stock() {
-        let mk = |stock, discontinued| NewProduct { name: Name::parse("x").unwrap(), sku: Sku::parse("x").unwrap(), price: 1, stock, discontinued }.into_product(Timestamp::from_millis(1)).status;
+        let mk = |stock, discontinued| {
+            NewProduct {
+                name: Name::parse("x").unwrap(),
+                sku: Sku::parse("x").unwrap(),
+                price: 1,
+                stock,
+                discontinued,
+            }
+            .into_product(Timestamp::from_millis(1))
+            .status
+        };
         assert_eq!(mk(0, false), ProductStatus::OutOfStock);
         assert_eq!(mk(2, false), ProductStatus::Available);
         assert_eq!(mk(2, true), ProductStatus::Discontinued);

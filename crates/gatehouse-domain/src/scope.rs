@@ -206,13 +206,20 @@ mod tests {
     fn admin_satisfies_every_scope() {
         let s = ScopeSet::EMPTY.with(Scope::Admin);
         assert!(s.satisfies(Scope::UsersWrite));
-        assert!(!ScopeSet::EMPTY.with(Scope::UsersRead).satisfies(Scope::UsersWrite));
+        assert!(
+            !ScopeSet::EMPTY
+                .with(Scope::UsersRead)
+                .satisfies(Scope::UsersWrite)
+        );
     }
 
     #[test]
     fn roles_allow_the_d29_scopes() {
         let v = ScopeSet::for_role(Role::Viewer);
-        assert_eq!(v.to_string(), "users:read profile:read profile:write products:read");
+        assert_eq!(
+            v.to_string(),
+            "users:read profile:read profile:write products:read"
+        );
         assert!(ScopeSet::for_role(Role::Editor).contains(Scope::ProductsWrite));
         assert!(!ScopeSet::for_role(Role::Editor).contains(Scope::UsersWrite));
         assert!(ScopeSet::for_role(Role::Admin).contains(Scope::UsersWrite));

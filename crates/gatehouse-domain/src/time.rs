@@ -67,6 +67,9 @@ mod tests {
         // 2026-11-22T02:31:42.123Z
         let t = Timestamp::from_millis(1_795_314_702_123);
         assert_eq!(t.to_rfc3339(), "2026-11-22T02:31:42.123Z");
-        assert_eq!(Timestamp::from_millis(5).to_rfc3339(), "1970-01-01T00:00:00.005Z");
+        assert_eq!(
+            Timestamp::from_millis(5).to_rfc3339(),
+            "1970-01-01T00:00:00.005Z"
+        );
     }
 }

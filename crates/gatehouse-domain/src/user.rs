@@ -250,7 +250,11 @@ mod tests {
             role: Some(Role::Editor),
             ..Default::default()
         };
-        assert!(apply_patch(&u, &demote, Timestamp::from_millis(9)).unwrap().revokes_tokens);
+        assert!(
+            apply_patch(&u, &demote, Timestamp::from_millis(9))
+                .unwrap()
+                .revokes_tokens
+        );
     }
 
     #[test]
@@ -260,6 +264,10 @@ mod tests {
             status: Some(UserStatus::Inactive),
             ..Default::default()
         };
-        assert!(apply_patch(&u, &p, Timestamp::from_millis(2)).unwrap().cancels_invitation);
+        assert!(
+            apply_patch(&u, &p, Timestamp::from_millis(2))
+                .unwrap()
+                .cancels_invitation
+        );
     }
 }

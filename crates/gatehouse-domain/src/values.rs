@@ -174,8 +174,14 @@ mod tests {
 
     #[test]
     fn emails_need_one_at_and_a_dotted_domain() {
-        assert_eq!(Email::parse(" A@Example.com ").unwrap().as_str(), "A@Example.com");
-        assert_eq!(Email::parse("A@Example.com").unwrap().normalized(), "a@example.com");
+        assert_eq!(
+            Email::parse(" A@Example.com ").unwrap().as_str(),
+            "A@Example.com"
+        );
+        assert_eq!(
+            Email::parse("A@Example.com").unwrap().normalized(),
+            "a@example.com"
+        );
         for bad in ["a", "a@b", "a@@b.c", "@b.c", "a@.c", "a b@c.d", "a@b.c@d.e"] {
             assert!(Email::parse(bad).is_err(), "{bad}");
         }
@@ -232,7 +238,10 @@ impl RedirectUri {
             if Self::loopback_parts(rest).is_some() {
                 return Ok(Self(raw.to_owned()));
             }
-            return Err("http is allowed only for loopback addresses (http://127.0.0.1 or http://[::1])".into());
+            return Err(
+                "http is allowed only for loopback addresses (http://127.0.0.1 or http://[::1])"
+                    .into(),
+            );
         }
         Err("must be an https URI, or http on 127.0.0.1 or [::1]".into())
     }
@@ -266,8 +275,12 @@ impl RedirectUri {
             return true;
         }
         match (
-            self.0.strip_prefix("http://").and_then(Self::loopback_parts),
-            presented.strip_prefix("http://").and_then(Self::loopback_parts),
+            self.0
+                .strip_prefix("http://")
+                .and_then(Self::loopback_parts),
+            presented
+                .strip_prefix("http://")
+                .and_then(Self::loopback_parts),
         ) {
             (Some(a), Some(b)) => a == b,
             _ => false,

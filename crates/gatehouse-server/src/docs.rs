@@ -28,8 +28,14 @@ impl Templates {
         let mut env = Environment::new();
         for (name, src) in [
             ("base.html", include_str!("../templates/base.html")),
-            ("docs_index.html", include_str!("../templates/docs_index.html")),
-            ("docs_errors.html", include_str!("../templates/docs_errors.html")),
+            (
+                "docs_index.html",
+                include_str!("../templates/docs_index.html"),
+            ),
+            (
+                "docs_errors.html",
+                include_str!("../templates/docs_errors.html"),
+            ),
         ] {
             env.add_template(name, src).expect("templates compile");
         }
@@ -47,7 +53,10 @@ impl Templates {
                     header::CONTENT_SECURITY_POLICY,
                     HeaderValue::from_static("default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"),
                 );
-                h.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+                h.insert(
+                    header::REFERRER_POLICY,
+                    HeaderValue::from_static("no-referrer"),
+                );
                 res
             }
             Err(e) => {
@@ -59,7 +68,9 @@ impl Templates {
 }
 
 pub fn router() -> Router<AppState> {
-    Router::new().route("/docs", get(index)).route("/docs/errors", get(errors))
+    Router::new()
+        .route("/docs", get(index))
+        .route("/docs/errors", get(errors))
 }
 
 async fn index(State(st): State<AppState>) -> Response {
@@ -78,9 +89,15 @@ async fn errors(State(st): State<AppState>) -> Response {
         .iter()
         .map(|c| context! { code => c.as_str(), status => c.status().as_u16(), summary => c.summary() })
         .collect();
-    let mut res = st.templates.page("docs_errors.html", context! { public_url => st.config.public_url.clone(), codes });
+    let mut res = st.templates.page(
+        "docs_errors.html",
+        context! { public_url => st.config.public_url.clone(), codes },
+    );
     if res.status() == StatusCode::OK {
-        res.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("public, max-age=3600"));
+        res.headers_mut().insert(
+            header::CACHE_CONTROL,
+            HeaderValue::from_static("public, max-age=3600"),
+        );
     }
     res
 }

@@ -78,7 +78,12 @@ pub struct ApiError {
 
 impl ApiError {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        Self { code, message: message.into(), details: Vec::new(), headers: Vec::new() }
+        Self {
+            code,
+            message: message.into(),
+            details: Vec::new(),
+            headers: Vec::new(),
+        }
     }
 
     pub fn with_header(mut self, name: HeaderName, value: &str) -> Self {
@@ -93,7 +98,10 @@ impl ApiError {
             [one] => format!("{} {}", one.field, one.issue),
             many => format!("{} fields are invalid", many.len()),
         };
-        Self { details, ..Self::new(ErrorCode::ValidationError, message) }
+        Self {
+            details,
+            ..Self::new(ErrorCode::ValidationError, message)
+        }
     }
 
     pub fn not_found(what: &str) -> Self {
@@ -101,21 +109,28 @@ impl ApiError {
     }
 
     pub fn internal() -> Self {
-        Self::new(ErrorCode::InternalError, "an unexpected error occurred; retry with back-off and report the X-Request-ID")
+        Self::new(
+            ErrorCode::InternalError,
+            "an unexpected error occurred; retry with back-off and report the X-Request-ID",
+        )
     }
 
     pub fn unavailable(retry_after_secs: u32) -> Self {
-        Self::new(ErrorCode::ServiceUnavailable, "the service is temporarily unavailable; retry later")
-            .with_header(header::RETRY_AFTER, &retry_after_secs.to_string())
+        Self::new(
+            ErrorCode::ServiceUnavailable,
+            "the service is temporarily unavailable; retry later",
+        )
+        .with_header(header::RETRY_AFTER, &retry_after_secs.to_string())
     }
 
     /// Maps a storage error; `what` names the resource for 404 and 409 messages.
     pub fn from_store(e: StoreError, what: &str) -> Self {
         match e {
             StoreError::NotFound => Self::not_found(what),
-            StoreError::Duplicate(field) => {
-                Self::new(ErrorCode::DuplicateResource, format!("a {what} with this {field} already exists"))
-            }
+            StoreError::Duplicate(field) => Self::new(
+                ErrorCode::DuplicateResource,
+                format!("a {what} with this {field} already exists"),
+            ),
             StoreError::Rule(d) => d.into(),
             StoreError::Unavailable(cause) => {
                 tracing::error!(%cause, "storage unavailable");
@@ -133,8 +148,12 @@ impl From<DomainError> for ApiError {
     fn from(e: DomainError) -> Self {
         match e {
             DomainError::Validation(d) => Self::validation(d),
-            DomainError::InvalidStateTransition(m) => Self::new(ErrorCode::InvalidStateTransition, m),
-            e @ DomainError::OwnedResourcesExist(_) => Self::new(ErrorCode::OwnedResourcesExist, e.to_string()),
+            DomainError::InvalidStateTransition(m) => {
+                Self::new(ErrorCode::InvalidStateTransition, m)
+            }
+            e @ DomainError::OwnedResourcesExist(_) => {
+                Self::new(ErrorCode::OwnedResourcesExist, e.to_string())
+            }
             e @ DomainError::LastAdmin => Self::new(ErrorCode::LastAdmin, e.to_string()),
         }
     }

@@ -59,22 +59,39 @@ impl<S> Authorized<S> {
 /// or an API key (D27).
 pub async fn authenticate(headers: &HeaderMap, state: &AppState) -> Result<Caller, ApiError> {
     let Some(value) = headers.get(header::AUTHORIZATION) else {
-        return Err(ApiError::new(ErrorCode::InvalidToken, "a bearer token is required")
-            .with_header(header::WWW_AUTHENTICATE, "Bearer realm=\"gatehouse\""));
+        return Err(
+            ApiError::new(ErrorCode::InvalidToken, "a bearer token is required")
+                .with_header(header::WWW_AUTHENTICATE, "Bearer realm=\"gatehouse\""),
+        );
     };
     let invalid = |code, msg: &str| {
-        ApiError::new(code, msg).with_header(header::WWW_AUTHENTICATE, "Bearer error=\"invalid_token\"")
+        ApiError::new(code, msg)
+            .with_header(header::WWW_AUTHENTICATE, "Bearer error=\"invalid_token\"")
     };
-    let text = value.to_str().map_err(|_| invalid(ErrorCode::InvalidToken, "the bearer token is malformed"))?;
+    let text = value
+        .to_str()
+        .map_err(|_| invalid(ErrorCode::InvalidToken, "the bearer token is malformed"))?;
     let (scheme, token) = text.trim().split_once(' ').unwrap_or((text, ""));
     if !scheme.eq_ignore_ascii_case("bearer") || token.trim().is_empty() {
-        return Err(invalid(ErrorCode::InvalidToken, "the Authorization header must be `Bearer <token>`"));
+        return Err(invalid(
+            ErrorCode::InvalidToken,
+            "the Authorization header must be `Bearer <token>`",
+        ));
     }
-    state.auth.authenticate_bearer(token.trim()).await.map_err(|e| match e {
-        Ok(TokenError::Expired) => invalid(ErrorCode::TokenExpired, "the access token has expired; refresh it or request a new one"),
-        Ok(TokenError::Invalid) => invalid(ErrorCode::InvalidToken, "the access token is invalid"),
-        Err(store) => ApiError::from_store(store, "credential"),
-    })
+    state
+        .auth
+        .authenticate_bearer(token.trim())
+        .await
+        .map_err(|e| match e {
+            Ok(TokenError::Expired) => invalid(
+                ErrorCode::TokenExpired,
+                "the access token has expired; refresh it or request a new one",
+            ),
+            Ok(TokenError::Invalid) => {
+                invalid(ErrorCode::InvalidToken, "the access token is invalid")
+            }
+            Err(store) => ApiError::from_store(store, "credential"),
+        })
 }
 
 impl<S: RequiredScope> FromRequestParts<AppState> for Authorized<S> {
@@ -88,9 +105,15 @@ impl<S: RequiredScope> FromRequestParts<AppState> for Authorized<S> {
                 ErrorCode::InsufficientScope,
                 format!("this endpoint needs the {needed} scope"),
             )
-            .with_header(header::WWW_AUTHENTICATE, &format!("Bearer error=\"insufficient_scope\", scope=\"{needed}\"")));
+            .with_header(
+                header::WWW_AUTHENTICATE,
+                &format!("Bearer error=\"insufficient_scope\", scope=\"{needed}\""),
+            ));
         }
-        Ok(Self { caller, _scope: PhantomData })
+        Ok(Self {
+            caller,
+            _scope: PhantomData,
+        })
     }
 }
 
@@ -98,7 +121,11 @@ impl FromRequestParts<AppState> for RequestCtx {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, _: &AppState) -> Result<Self, ApiError> {
-        parts.extensions.get::<RequestCtx>().cloned().ok_or_else(ApiError::internal)
+        parts
+            .extensions
+            .get::<RequestCtx>()
+            .cloned()
+            .ok_or_else(ApiError::internal)
     }
 }
 
@@ -131,7 +158,11 @@ impl Query {
         &mut self.issues
     }
     pub fn finish(self) -> Result<(), ApiError> {
-        if self.issues.is_empty() { Ok(()) } else { Err(ApiError::validation(self.issues)) }
+        if self.issues.is_empty() {
+            Ok(())
+        } else {
+            Err(ApiError::validation(self.issues))
+        }
     }
 }
 
@@ -140,8 +171,12 @@ impl FromRequestParts<AppState> for Query {
 
     async fn from_request_parts(parts: &mut Parts, _: &AppState) -> Result<Self, ApiError> {
         let raw = parts.uri.query().unwrap_or("");
-        let pairs: Vec<(String, String)> = serde_urlencoded::from_str(raw)
-            .map_err(|_| ApiError::validation(vec![FieldIssue::new("query", "is not a valid query string")]))?;
+        let pairs: Vec<(String, String)> = serde_urlencoded::from_str(raw).map_err(|_| {
+            ApiError::validation(vec![FieldIssue::new(
+                "query",
+                "is not a valid query string",
+            )])
+        })?;
         let mut values = HashMap::new();
         let mut issues = Vec::new();
         for (k, v) in pairs {
@@ -176,7 +211,12 @@ impl FromRequest<AppState> for JsonObject {
                 "send the body as JSON with Content-Type: application/json",
             ));
         }
-        let too_large = || ApiError::new(ErrorCode::PayloadTooLarge, "the request body is over 64 KiB");
+        let too_large = || {
+            ApiError::new(
+                ErrorCode::PayloadTooLarge,
+                "the request body is over 64 KiB",
+            )
+        };
         let declared = req
             .headers()
             .get(header::CONTENT_LENGTH)
@@ -185,11 +225,19 @@ impl FromRequest<AppState> for JsonObject {
         if declared.is_some_and(|n| n > MAX_BODY as u64) {
             return Err(too_large());
         }
-        let bytes = axum::body::to_bytes(req.into_body(), MAX_BODY).await.map_err(|_| too_large())?;
+        let bytes = axum::body::to_bytes(req.into_body(), MAX_BODY)
+            .await
+            .map_err(|_| too_large())?;
         match serde_json::from_slice::<Value>(&bytes) {
             Ok(Value::Object(m)) => Ok(JsonObject(m)),
-            Ok(_) => Err(ApiError::validation(vec![FieldIssue::new("body", "must be a JSON object")])),
-            Err(e) => Err(ApiError::validation(vec![FieldIssue::new("body", format!("is not valid JSON: {e}"))])),
+            Ok(_) => Err(ApiError::validation(vec![FieldIssue::new(
+                "body",
+                "must be a JSON object",
+            )])),
+            Err(e) => Err(ApiError::validation(vec![FieldIssue::new(
+                "body",
+                format!("is not valid JSON: {e}"),
+            )])),
         }
     }
 }
@@ -212,7 +260,12 @@ impl Fields {
         Self { map, issues }
     }
 
-    fn take<T>(&mut self, name: &str, required: bool, read: impl FnOnce(&Value) -> Result<T, String>) -> Option<T> {
+    fn take<T>(
+        &mut self,
+        name: &str,
+        required: bool,
+        read: impl FnOnce(&Value) -> Result<T, String>,
+    ) -> Option<T> {
         match self.map.get(name) {
             None if required => {
                 self.issues.push(FieldIssue::new(name, "is required"));
@@ -230,7 +283,9 @@ impl Fields {
     }
 
     fn string<T>(v: &Value, parse: impl FnOnce(&str) -> Result<T, String>) -> Result<T, String> {
-        v.as_str().ok_or_else(|| "must be a string".to_owned()).and_then(parse)
+        v.as_str()
+            .ok_or_else(|| "must be a string".to_owned())
+            .and_then(parse)
     }
 
     fn integer<T>(v: &Value, parse: impl FnOnce(i64) -> Result<T, String>) -> Result<T, String> {
@@ -241,24 +296,44 @@ impl Fields {
         }
     }
 
-    pub fn required_str<T>(&mut self, name: &str, parse: impl FnOnce(&str) -> Result<T, String>) -> Option<T> {
+    pub fn required_str<T>(
+        &mut self,
+        name: &str,
+        parse: impl FnOnce(&str) -> Result<T, String>,
+    ) -> Option<T> {
         self.take(name, true, |v| Self::string(v, parse))
     }
 
-    pub fn optional_str<T>(&mut self, name: &str, parse: impl FnOnce(&str) -> Result<T, String>) -> Option<T> {
+    pub fn optional_str<T>(
+        &mut self,
+        name: &str,
+        parse: impl FnOnce(&str) -> Result<T, String>,
+    ) -> Option<T> {
         self.take(name, false, |v| Self::string(v, parse))
     }
 
-    pub fn required_int<T>(&mut self, name: &str, parse: impl FnOnce(i64) -> Result<T, String>) -> Option<T> {
+    pub fn required_int<T>(
+        &mut self,
+        name: &str,
+        parse: impl FnOnce(i64) -> Result<T, String>,
+    ) -> Option<T> {
         self.take(name, true, |v| Self::integer(v, parse))
     }
 
-    pub fn optional_int<T>(&mut self, name: &str, parse: impl FnOnce(i64) -> Result<T, String>) -> Option<T> {
+    pub fn optional_int<T>(
+        &mut self,
+        name: &str,
+        parse: impl FnOnce(i64) -> Result<T, String>,
+    ) -> Option<T> {
         self.take(name, false, |v| Self::integer(v, parse))
     }
 
     /// `Ok` when every field was fine.
     pub fn finish(self) -> Result<(), ApiError> {
-        if self.issues.is_empty() { Ok(()) } else { Err(ApiError::validation(self.issues)) }
+        if self.issues.is_empty() {
+            Ok(())
+        } else {
+            Err(ApiError::validation(self.issues))
+        }
     }
 }

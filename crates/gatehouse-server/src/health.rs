@@ -9,7 +9,9 @@ use crate::AppState;
 use crate::error::ApiError;
 
 pub fn router() -> Router<AppState> {
-    Router::new().route("/healthz", get(healthz)).route("/readyz", get(readyz))
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
 }
 
 async fn healthz() -> Response {

@@ -94,7 +94,10 @@ impl AppState {
 
 /// The whole application.
 pub fn app(state: AppState) -> Router {
-    let v1 = Router::new().merge(users::router()).merge(products::router()).merge(profile::router());
+    let v1 = Router::new()
+        .merge(users::router())
+        .merge(products::router())
+        .merge(profile::router());
     let routes = Router::new()
         .nest("/v1", v1)
         .merge(oauth::router())
@@ -110,8 +113,13 @@ pub fn app(state: AppState) -> Router {
 pub fn with_layers(routes: Router<AppState>, state: AppState) -> Router {
     routes
         .fallback(middleware::not_found)
-        .layer(tower_http::catch_panic::CatchPanicLayer::custom(middleware::panic_response))
-        .layer(axum::middleware::from_fn_with_state(state.clone(), middleware::outer))
+        .layer(tower_http::catch_panic::CatchPanicLayer::custom(
+            middleware::panic_response,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            middleware::outer,
+        ))
         .with_state(state)
 }
 
@@ -128,7 +136,10 @@ where
     use axum::serve::ListenerExt;
     // `tap_io` gives any listener axum's `ConnectInfo<SocketAddr>` support.
     let listener = listener.tap_io(|_| {});
-    axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
-        .with_graceful_shutdown(shutdown)
-        .await
+    axum::serve(
+        listener,
+        app.into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(shutdown)
+    .await
 }

@@ -12,8 +12,8 @@ use axum::response::{IntoResponse, Response};
 use gatehouse_domain::RequestId;
 use tracing::Instrument;
 
-use crate::error::{ApiError, ErrorCode, PendingError, envelope};
 use crate::AppState;
+use crate::error::{ApiError, ErrorCode, PendingError, envelope};
 
 /// The request's id, for `meta.request_id` and logs.
 #[derive(Clone, Debug)]
@@ -32,7 +32,10 @@ fn request_id(req: &Request) -> (HeaderValue, RequestId) {
     }
     let u = uuid::Uuid::new_v4();
     let text = u.hyphenated().to_string();
-    (HeaderValue::from_str(&text).expect("a UUID is a valid header"), RequestId::from_uuid_bytes(u.as_bytes()))
+    (
+        HeaderValue::from_str(&text).expect("a UUID is a valid header"),
+        RequestId::from_uuid_bytes(u.as_bytes()),
+    )
 }
 
 pub async fn outer(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
@@ -45,21 +48,31 @@ pub async fn outer(State(state): State<AppState>, mut req: Request, next: Next) 
     let mut res = if state.config.behind_proxy && forwarded_plain_http(&req) {
         crate::redirect::to_https(&state.config.public_url, req.uri())
     } else {
-        req.extensions_mut().insert(RequestCtx { request_id: rid.clone() });
+        req.extensions_mut().insert(RequestCtx {
+            request_id: rid.clone(),
+        });
         next.run(req).instrument(span.clone()).await
     };
 
     if let Some(PendingError(err)) = res.extensions_mut().remove::<PendingError>() {
         write_envelope(&mut res, &err, &state.config.public_url);
-    } else if res.status() == StatusCode::METHOD_NOT_ALLOWED && !res.headers().contains_key(header::CONTENT_TYPE) {
+    } else if res.status() == StatusCode::METHOD_NOT_ALLOWED
+        && !res.headers().contains_key(header::CONTENT_TYPE)
+    {
         // axum's own 405 (with its `Allow` header): give it our envelope.
-        let err = ApiError::new(ErrorCode::MethodNotAllowed, format!("{method} is not allowed on {path}"));
+        let err = ApiError::new(
+            ErrorCode::MethodNotAllowed,
+            format!("{method} is not allowed on {path}"),
+        );
         write_envelope(&mut res, &err, &state.config.public_url);
     }
 
     let h = res.headers_mut();
     h.insert(X_REQUEST_ID.clone(), echo);
-    h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
     if state.config.hsts {
         h.insert(
             header::STRICT_TRANSPORT_SECURITY,
@@ -82,18 +95,30 @@ fn forwarded_plain_http(req: &Request) -> bool {
     req.headers()
         .get("x-forwarded-proto")
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.split(',').next().unwrap_or("").trim().eq_ignore_ascii_case("http"))
+        .is_some_and(|v| {
+            v.split(',')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .eq_ignore_ascii_case("http")
+        })
 }
 
 fn write_envelope(res: &mut Response, err: &ApiError, public_url: &str) {
     *res.body_mut() = Body::from(envelope(err, public_url));
-    res.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    res.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
     res.headers_mut().remove(header::CONTENT_LENGTH);
 }
 
 /// Unknown paths (D6): 404 `RESOURCE_NOT_FOUND`.
 pub async fn not_found(uri: axum::http::Uri) -> ApiError {
-    ApiError::new(ErrorCode::ResourceNotFound, format!("no resource at {}", uri.path()))
+    ApiError::new(
+        ErrorCode::ResourceNotFound,
+        format!("no resource at {}", uri.path()),
+    )
 }
 
 /// A panic in a handler becomes a 500 envelope; the cause is logged, not shown.

@@ -36,13 +36,17 @@ impl IntoResponse for OAuthFailure {
             }
             _ => e.description,
         };
-        let body = serde_json::json!({ "error": e.kind.as_str(), "error_description": description });
+        let body =
+            serde_json::json!({ "error": e.kind.as_str(), "error_description": description });
         let mut res = (status, axum::Json(body)).into_response();
         let h = res.headers_mut();
         no_store(h);
         match e.kind {
             OAuthErrorKind::InvalidClient => {
-                h.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Basic realm=\"gatehouse\""));
+                h.insert(
+                    header::WWW_AUTHENTICATE,
+                    HeaderValue::from_static("Basic realm=\"gatehouse\""),
+                );
             }
             OAuthErrorKind::Unavailable => {
                 h.insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
@@ -63,7 +67,11 @@ pub struct Form(Vec<(String, String)>);
 
 impl Form {
     pub fn get(&self, name: &str) -> Option<&str> {
-        self.0.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str()).filter(|v| !v.is_empty())
+        self.0
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+            .filter(|v| !v.is_empty())
     }
 
     pub async fn read(req: Request) -> Result<Self, OAuthError> {
@@ -74,7 +82,9 @@ impl Form {
             .map(|v| v.split(';').next().unwrap_or("").trim())
             .is_some_and(|m| m.eq_ignore_ascii_case("application/x-www-form-urlencoded"));
         if !is_form {
-            return Err(OAuthError::invalid_request("send the parameters as application/x-www-form-urlencoded"));
+            return Err(OAuthError::invalid_request(
+                "send the parameters as application/x-www-form-urlencoded",
+            ));
         }
         let bytes = axum::body::to_bytes(req.into_body(), MAX_BODY)
             .await
@@ -83,7 +93,9 @@ impl Form {
             .map_err(|_| OAuthError::invalid_request("the form body cannot be decoded"))?;
         for (i, (k, _)) in pairs.iter().enumerate() {
             if pairs[..i].iter().any(|(k2, _)| k2 == k) {
-                return Err(OAuthError::invalid_request(format!("the parameter {k} is given more than once")));
+                return Err(OAuthError::invalid_request(format!(
+                    "the parameter {k} is given more than once"
+                )));
             }
         }
         Ok(Self(pairs))
@@ -97,7 +109,9 @@ pub fn client_auth(headers: &HeaderMap, form: &Form) -> Result<ClientAuth, OAuth
         None => None,
         Some(v) => {
             let text = v.to_str().map_err(|_| OAuthError::invalid_client())?;
-            let (scheme, rest) = text.split_once(' ').ok_or_else(OAuthError::invalid_client)?;
+            let (scheme, rest) = text
+                .split_once(' ')
+                .ok_or_else(OAuthError::invalid_client)?;
             if !scheme.eq_ignore_ascii_case("basic") {
                 return Err(OAuthError::invalid_client());
             }
@@ -119,16 +133,28 @@ pub fn client_auth(headers: &HeaderMap, form: &Form) -> Result<ClientAuth, OAuth
     match basic {
         Some((id, secret)) => {
             if form.get("client_secret").is_some() {
-                return Err(OAuthError::invalid_request("use one client authentication method, not two"));
+                return Err(OAuthError::invalid_request(
+                    "use one client authentication method, not two",
+                ));
             }
             if form.get("client_id").is_some_and(|f| f != id) {
-                return Err(OAuthError::invalid_request("client_id differs from the authenticated client"));
+                return Err(OAuthError::invalid_request(
+                    "client_id differs from the authenticated client",
+                ));
             }
-            Ok(ClientAuth { client_id: id, secret: Some(secret).filter(|s| !s.is_empty()) })
+            Ok(ClientAuth {
+                client_id: id,
+                secret: Some(secret).filter(|s| !s.is_empty()),
+            })
         }
         None => {
-            let id = form.get("client_id").ok_or_else(OAuthError::invalid_client)?;
-            Ok(ClientAuth { client_id: id.to_owned(), secret: form.get("client_secret").map(str::to_owned) })
+            let id = form
+                .get("client_id")
+                .ok_or_else(OAuthError::invalid_client)?;
+            Ok(ClientAuth {
+                client_id: id.to_owned(),
+                secret: form.get("client_secret").map(str::to_owned),
+            })
         }
     }
 }
@@ -145,9 +171,15 @@ async fn token(State(st): State<AppState>, req: Request) -> Response {
     }
 }
 
-async fn issue(st: &AppState, headers: &HeaderMap, req: Request) -> Result<gatehouse_auth::TokenResponse, OAuthError> {
+async fn issue(
+    st: &AppState,
+    headers: &HeaderMap,
+    req: Request,
+) -> Result<gatehouse_auth::TokenResponse, OAuthError> {
     let form = Form::read(req).await?;
-    let grant = form.get("grant_type").ok_or_else(|| OAuthError::invalid_request("grant_type is required"))?;
+    let grant = form
+        .get("grant_type")
+        .ok_or_else(|| OAuthError::invalid_request("grant_type is required"))?;
     match grant {
         "client_credentials" => {
             let auth = client_auth(headers, &form)?;

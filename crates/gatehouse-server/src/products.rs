@@ -21,14 +21,22 @@ use crate::respond;
 pub fn router() -> Router<AppState> {
     Router::new()
         .route("/products", get(list).post(create))
-        .route("/products/{product_id}", get(show).patch(update).delete(remove))
+        .route(
+            "/products/{product_id}",
+            get(show).patch(update).delete(remove),
+        )
 }
 
 fn product_id(raw: &str) -> Result<ProductId, ApiError> {
     ProductId::parse(raw).ok_or_else(|| ApiError::not_found("product"))
 }
 
-async fn list(auth: Authorized<ProductsRead>, ctx: RequestCtx, State(st): State<AppState>, mut query: Query) -> Result<Response, ApiError> {
+async fn list(
+    auth: Authorized<ProductsRead>,
+    ctx: RequestCtx,
+    State(st): State<AppState>,
+    mut query: Query,
+) -> Result<Response, ApiError> {
     let page = Page::parse(query.get("limit"), query.get("offset"));
     let status = query.get("status").map(ProductStatus::parse);
     let q = query.get("q").map(SearchText::parse);
@@ -49,13 +57,26 @@ async fn list(auth: Authorized<ProductsRead>, ctx: RequestCtx, State(st): State<
         None => {}
     }
     query.finish()?;
-    let listing = st.store.list_products(auth.org(), &filter, page).await.map_err(|e| ApiError::from_store(e, "product"))?;
+    let listing = st
+        .store
+        .list_products(auth.org(), &filter, page)
+        .await
+        .map_err(|e| ApiError::from_store(e, "product"))?;
     Ok(respond::list(&ctx, &listing, page))
 }
 
-async fn show(auth: Authorized<ProductsRead>, ctx: RequestCtx, State(st): State<AppState>, IdPath(raw): IdPath) -> Result<Response, ApiError> {
+async fn show(
+    auth: Authorized<ProductsRead>,
+    ctx: RequestCtx,
+    State(st): State<AppState>,
+    IdPath(raw): IdPath,
+) -> Result<Response, ApiError> {
     let id = product_id(&raw)?;
-    let p = st.store.get_product(auth.org(), &id).await.map_err(|e| ApiError::from_store(e, "product"))?;
+    let p = st
+        .store
+        .get_product(auth.org(), &id)
+        .await
+        .map_err(|e| ApiError::from_store(e, "product"))?;
     let p = p.ok_or_else(|| ApiError::not_found("product"))?;
     Ok(respond::single(&ctx, StatusCode::OK, &p))
 }
@@ -64,11 +85,18 @@ async fn show(auth: Authorized<ProductsRead>, ctx: RequestCtx, State(st): State<
 fn creation_status(s: &str) -> Result<bool, String> {
     match s {
         "discontinued" => Ok(true),
-        _ => Err("may only be discontinued at creation; otherwise the status follows the stock".into()),
+        _ => Err(
+            "may only be discontinued at creation; otherwise the status follows the stock".into(),
+        ),
     }
 }
 
-async fn create(auth: Authorized<ProductsWrite>, ctx: RequestCtx, State(st): State<AppState>, body: JsonObject) -> Result<Response, ApiError> {
+async fn create(
+    auth: Authorized<ProductsWrite>,
+    ctx: RequestCtx,
+    State(st): State<AppState>,
+    body: JsonObject,
+) -> Result<Response, ApiError> {
     let mut f = Fields::new(body, &["name", "sku", "price", "stock", "status"]);
     let name = f.required_str("name", Name::parse);
     let sku = f.required_str("sku", Sku::parse);
@@ -79,7 +107,13 @@ async fn create(auth: Authorized<ProductsWrite>, ctx: RequestCtx, State(st): Sta
     let (Some(name), Some(sku), Some(price), Some(stock)) = (name, sku, price, stock) else {
         return Err(ApiError::internal());
     };
-    let new = NewProduct { name, sku, price, stock, discontinued };
+    let new = NewProduct {
+        name,
+        sku,
+        price,
+        stock,
+        discontinued,
+    };
     let p = st
         .store
         .insert_product(auth.org(), &new, Timestamp::now())
@@ -89,7 +123,13 @@ async fn create(auth: Authorized<ProductsWrite>, ctx: RequestCtx, State(st): Sta
     Ok(respond::created(&ctx, &location, &p))
 }
 
-async fn update(auth: Authorized<ProductsWrite>, ctx: RequestCtx, State(st): State<AppState>, IdPath(raw): IdPath, body: JsonObject) -> Result<Response, ApiError> {
+async fn update(
+    auth: Authorized<ProductsWrite>,
+    ctx: RequestCtx,
+    State(st): State<AppState>,
+    IdPath(raw): IdPath,
+    body: JsonObject,
+) -> Result<Response, ApiError> {
     let mut f = Fields::new(body, &["name", "sku", "price", "stock", "status"]);
     let patch = ProductPatch {
         name: f.optional_str("name", Name::parse),
@@ -108,8 +148,15 @@ async fn update(auth: Authorized<ProductsWrite>, ctx: RequestCtx, State(st): Sta
     Ok(respond::single(&ctx, StatusCode::OK, &p))
 }
 
-async fn remove(auth: Authorized<ProductsWrite>, State(st): State<AppState>, IdPath(raw): IdPath) -> Result<Response, ApiError> {
+async fn remove(
+    auth: Authorized<ProductsWrite>,
+    State(st): State<AppState>,
+    IdPath(raw): IdPath,
+) -> Result<Response, ApiError> {
     let id = product_id(&raw)?;
-    st.store.delete_product(auth.org(), &id).await.map_err(|e| ApiError::from_store(e, "product"))?;
+    st.store
+        .delete_product(auth.org(), &id)
+        .await
+        .map_err(|e| ApiError::from_store(e, "product"))?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }

@@ -28,16 +28,32 @@ fn me<S>(auth: &Authorized<S>) -> Result<UserId, ApiError> {
     })
 }
 
-async fn show(auth: Authorized<ProfileRead>, ctx: RequestCtx, State(st): State<AppState>) -> Result<Response, ApiError> {
+async fn show(
+    auth: Authorized<ProfileRead>,
+    ctx: RequestCtx,
+    State(st): State<AppState>,
+) -> Result<Response, ApiError> {
     let id = me(&auth)?;
-    let user = st.store.get_user(auth.org(), &id).await.map_err(|e| ApiError::from_store(e, "user"))?;
+    let user = st
+        .store
+        .get_user(auth.org(), &id)
+        .await
+        .map_err(|e| ApiError::from_store(e, "user"))?;
     let user = user.ok_or_else(|| ApiError::not_found("user"))?;
     Ok(respond::single(&ctx, StatusCode::OK, &user))
 }
 
-async fn update(auth: Authorized<ProfileWrite>, ctx: RequestCtx, State(st): State<AppState>, body: JsonObject) -> Result<Response, ApiError> {
+async fn update(
+    auth: Authorized<ProfileWrite>,
+    ctx: RequestCtx,
+    State(st): State<AppState>,
+    body: JsonObject,
+) -> Result<Response, ApiError> {
     let mut f = Fields::new(body, &["name"]);
-    let patch = UserPatch { name: f.optional_str("name", Name::parse), ..Default::default() };
+    let patch = UserPatch {
+        name: f.optional_str("name", Name::parse),
+        ..Default::default()
+    };
     f.finish()?;
     let id = me(&auth)?;
     let change = st

@@ -21,18 +21,31 @@ pub fn to_https(public_url: &str, uri: &Uri) -> axum::response::Response {
     if let Ok(v) = HeaderValue::from_str(&target) {
         res.headers_mut().insert(header::LOCATION, v);
     }
-    res.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+    res.headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
     res.into_response()
 }
 
 /// The router of the plain-HTTP listener: every request is redirected, with a request id.
 pub fn router(public_url: String) -> Router {
-    Router::new().fallback(move |uri: Uri| {
+    Router::new().fallback(move |uri: Uri, headers: axum::http::HeaderMap| {
         let public_url = public_url.clone();
         async move {
             let mut res = to_https(&public_url, &uri);
-            let id = uuid::Uuid::new_v4().hyphenated().to_string();
-            res.headers_mut().insert("x-request-id", HeaderValue::from_str(&id).expect("uuid header"));
+            // D7: a client's UUID is echoed, even on a redirect.
+            let echoed = headers
+                .get("x-request-id")
+                .filter(|v| {
+                    v.to_str()
+                        .ok()
+                        .is_some_and(|s| uuid::Uuid::try_parse(s).is_ok())
+                })
+                .cloned();
+            let id = echoed.unwrap_or_else(|| {
+                HeaderValue::from_str(&uuid::Uuid::new_v4().hyphenated().to_string())
+                    .expect("uuid header")
+            });
+            res.headers_mut().insert("x-request-id", id);
             res
         }
     })

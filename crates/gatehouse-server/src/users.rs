@@ -27,7 +27,12 @@ fn user_id(raw: &str) -> Result<UserId, ApiError> {
     UserId::parse(raw).ok_or_else(|| ApiError::not_found("user"))
 }
 
-async fn list(auth: Authorized<UsersRead>, ctx: RequestCtx, State(st): State<AppState>, mut query: Query) -> Result<Response, ApiError> {
+async fn list(
+    auth: Authorized<UsersRead>,
+    ctx: RequestCtx,
+    State(st): State<AppState>,
+    mut query: Query,
+) -> Result<Response, ApiError> {
     let page = Page::parse(query.get("limit"), query.get("offset"));
     let role = query.get("role").map(Role::parse);
     let status = query.get("status").map(UserStatus::parse);
@@ -54,18 +59,36 @@ async fn list(auth: Authorized<UsersRead>, ctx: RequestCtx, State(st): State<App
         None => {}
     }
     query.finish()?;
-    let listing = st.store.list_users(auth.org(), &filter, page).await.map_err(|e| ApiError::from_store(e, "user"))?;
+    let listing = st
+        .store
+        .list_users(auth.org(), &filter, page)
+        .await
+        .map_err(|e| ApiError::from_store(e, "user"))?;
     Ok(respond::list(&ctx, &listing, page))
 }
 
-async fn show(auth: Authorized<UsersRead>, ctx: RequestCtx, State(st): State<AppState>, IdPath(raw): IdPath) -> Result<Response, ApiError> {
+async fn show(
+    auth: Authorized<UsersRead>,
+    ctx: RequestCtx,
+    State(st): State<AppState>,
+    IdPath(raw): IdPath,
+) -> Result<Response, ApiError> {
     let id = user_id(&raw)?;
-    let user = st.store.get_user(auth.org(), &id).await.map_err(|e| ApiError::from_store(e, "user"))?;
+    let user = st
+        .store
+        .get_user(auth.org(), &id)
+        .await
+        .map_err(|e| ApiError::from_store(e, "user"))?;
     let user = user.ok_or_else(|| ApiError::not_found("user"))?;
     Ok(respond::single(&ctx, StatusCode::OK, &user))
 }
 
-async fn create(auth: Authorized<UsersWrite>, ctx: RequestCtx, State(st): State<AppState>, body: JsonObject) -> Result<Response, ApiError> {
+async fn create(
+    auth: Authorized<UsersWrite>,
+    ctx: RequestCtx,
+    State(st): State<AppState>,
+    body: JsonObject,
+) -> Result<Response, ApiError> {
     let mut f = Fields::new(body, &["email", "name", "role"]);
     let email = f.required_str("email", Email::parse);
     let name = f.required_str("name", Name::parse);
@@ -76,12 +99,22 @@ async fn create(auth: Authorized<UsersWrite>, ctx: RequestCtx, State(st): State<
     };
     // D11: a new user waits for the invitation to be accepted.
     let new = NewUser::invited(email, name, role, Timestamp::now());
-    let user = st.store.insert_user(auth.org(), &new).await.map_err(|e| ApiError::from_store(e, "user"))?;
+    let user = st
+        .store
+        .insert_user(auth.org(), &new)
+        .await
+        .map_err(|e| ApiError::from_store(e, "user"))?;
     let location = format!("{}/users/{}", st.config.base_url(), user.id);
     Ok(respond::created(&ctx, &location, &user))
 }
 
-async fn update(auth: Authorized<UsersWrite>, ctx: RequestCtx, State(st): State<AppState>, IdPath(raw): IdPath, body: JsonObject) -> Result<Response, ApiError> {
+async fn update(
+    auth: Authorized<UsersWrite>,
+    ctx: RequestCtx,
+    State(st): State<AppState>,
+    IdPath(raw): IdPath,
+    body: JsonObject,
+) -> Result<Response, ApiError> {
     let mut f = Fields::new(body, &["name", "role", "status"]);
     let patch = UserPatch {
         name: f.optional_str("name", Name::parse),
@@ -98,13 +131,20 @@ async fn update(auth: Authorized<UsersWrite>, ctx: RequestCtx, State(st): State<
     Ok(respond::single(&ctx, StatusCode::OK, &change.user))
 }
 
-async fn remove(auth: Authorized<UsersWrite>, State(st): State<AppState>, IdPath(raw): IdPath, mut query: Query) -> Result<Response, ApiError> {
+async fn remove(
+    auth: Authorized<UsersWrite>,
+    State(st): State<AppState>,
+    IdPath(raw): IdPath,
+    mut query: Query,
+) -> Result<Response, ApiError> {
     let transfer_to = match query.get("transfer_to") {
         None => None,
         Some(t) => match UserId::parse(t) {
             Some(u) => Some(u),
             None => {
-                query.issues().push(FieldIssue::new("transfer_to", "must be a user id (usr_…)"));
+                query
+                    .issues()
+                    .push(FieldIssue::new("transfer_to", "must be a user id (usr_…)"));
                 None
             }
         },

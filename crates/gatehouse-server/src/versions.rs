@@ -9,14 +9,25 @@ use crate::AppState;
 use crate::error::{ApiError, ErrorCode};
 
 pub fn router() -> Router<AppState> {
-    Router::new().route("/v0", any(sunset)).route("/v0/{*rest}", any(sunset))
+    Router::new()
+        .route("/v0", any(sunset))
+        .route("/v0/{*rest}", any(sunset))
 }
 
 async fn sunset(State(st): State<AppState>, uri: Uri) -> ApiError {
     let rest = uri.path().strip_prefix("/v0").unwrap_or("");
     let query = uri.query().map(|q| format!("?{q}")).unwrap_or_default();
     let successor = format!("{}/v1{rest}{query}", st.config.public_url);
-    ApiError::new(ErrorCode::ApiVersionSunset, "API v0 was removed on 2026-09-01; use v1")
-        .with_header(header::HeaderName::from_static("sunset"), "Tue, 01 Sep 2026 00:00:00 GMT")
-        .with_header(header::LINK, &format!("<{successor}>; rel=\"successor-version\""))
+    ApiError::new(
+        ErrorCode::ApiVersionSunset,
+        "API v0 was removed on 2026-09-01; use v1",
+    )
+    .with_header(
+        header::HeaderName::from_static("sunset"),
+        "Tue, 01 Sep 2026 00:00:00 GMT",
+    )
+    .with_header(
+        header::LINK,
+        &format!("<{successor}>; rel=\"successor-version\""),
+    )
 }

@@ -18,9 +18,15 @@ pub fn router() -> Router<AppState> {
 async fn jwks(State(st): State<AppState>) -> Response {
     let mut res = st.auth.jwks().to_string().into_response();
     let h = res.headers_mut();
-    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
     // Short enough that a key published before it signs (D23) is seen in time.
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("public, max-age=300"));
+    h.insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("public, max-age=300"),
+    );
     res
 }
 

@@ -15,9 +15,23 @@ use tower::ServiceExt;
 
 async fn state(dir: &tempfile::TempDir) -> AppState {
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.path().join("db")).unwrap());
-    let keys = KeyRing::load(store.as_ref(), MasterKey::generate()).await.unwrap();
-    let auth = Arc::new(AuthService::new(store.clone(), keys, Issuer::new("https://gh.test")));
-    AppState::new(store, auth, ServerConfig { public_url: "https://gh.test".into(), hsts: true, behind_proxy: false })
+    let keys = KeyRing::load(store.as_ref(), MasterKey::generate())
+        .await
+        .unwrap();
+    let auth = Arc::new(AuthService::new(
+        store.clone(),
+        keys,
+        Issuer::new("https://gh.test"),
+    ));
+    AppState::new(
+        store,
+        auth,
+        ServerConfig {
+            public_url: "https://gh.test".into(),
+            hsts: true,
+            behind_proxy: false,
+        },
+    )
 }
 
 async fn boom() -> &'static str {
@@ -32,14 +46,22 @@ async fn a_panicking_handler_answers_500_in_the_envelope_without_its_message() {
     let dir = tempfile::tempdir().unwrap();
     let routes: Router<AppState> = Router::new().route("/boom", get(boom));
     let app = with_layers(routes, state(&dir).await);
-    let res = app.oneshot(Request::get("/boom").body(Body::empty()).unwrap()).await.unwrap();
+    let res = app
+        .oneshot(Request::get("/boom").body(Body::empty()).unwrap())
+        .await
+        .unwrap();
     assert_eq!(res.status(), StatusCode::INTERNAL_SERVER_ERROR);
     assert_eq!(res.headers()["content-type"], "application/json");
     assert!(res.headers().contains_key("x-request-id"));
-    let bytes = axum::body::to_bytes(res.into_body(), 1 << 16).await.unwrap();
+    let bytes = axum::body::to_bytes(res.into_body(), 1 << 16)
+        .await
+        .unwrap();
     let body: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
     assert_eq!(body["error"]["code"], "INTERNAL_ERROR");
-    assert_eq!(body["error"]["docs"], "https://gh.test/docs/errors#INTERNAL_ERROR");
+    assert_eq!(
+        body["error"]["docs"],
+        "https://gh.test/docs/errors#INTERNAL_ERROR"
+    );
     assert_eq!(body["error"]["details"], serde_json::json!([]));
     assert!(!String::from_utf8_lossy(&bytes).contains("secret internals"));
 }

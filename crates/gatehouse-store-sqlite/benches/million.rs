@@ -11,12 +11,16 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use gatehouse_domain::{OrgId, Organization, Page, Plan, ProductStatus, Role, SearchText, Timestamp, UserStatus};
+use gatehouse_domain::{
+    OrgId, Organization, Page, Plan, ProductStatus, Role, SearchText, Timestamp, UserStatus,
+};
 use gatehouse_store::{ProductFilter, Store, UserFilter};
 use gatehouse_store_sqlite::SqliteStore;
 
 fn db_path(users: usize) -> PathBuf {
-    let target = std::env::var("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|_| PathBuf::from("../../target"));
+    let target = std::env::var("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| PathBuf::from("../../target"));
     target.join(format!("bench-million-{users}.db"))
 }
 
@@ -30,16 +34,30 @@ fn seed(path: &PathBuf, users: usize) -> OrgId {
     let _ = std::fs::remove_file(path);
     let rt = tokio::runtime::Runtime::new().unwrap();
     let store = SqliteStore::open(path).unwrap();
-    let org = Organization { id: OrgId::generate(), name: "Big".into(), plan: Plan::Pro, per_minute: None, per_second: None, created_at: Timestamp::now() };
+    let org = Organization {
+        id: OrgId::generate(),
+        name: "Big".into(),
+        plan: Plan::Pro,
+        per_minute: None,
+        per_second: None,
+        created_at: Timestamp::now(),
+    };
     rt.block_on(store.create_org(&org)).unwrap();
     drop(store);
     let started = Instant::now();
     let mut c = rusqlite::Connection::open(path).unwrap();
-    c.execute_batch("PRAGMA journal_mode=WAL; PRAGMA synchronous=OFF;").unwrap();
+    c.execute_batch("PRAGMA journal_mode=WAL; PRAGMA synchronous=OFF;")
+        .unwrap();
     let tx = c.transaction().unwrap();
     {
-        let first = ["ada", "grace", "alan", "edsger", "barbara", "donald", "ken", "dennis", "linus", "margaret"];
-        let last = ["lovelace", "hopper", "turing", "dijkstra", "liskov", "knuth", "thompson", "ritchie", "torvalds", "hamilton"];
+        let first = [
+            "ada", "grace", "alan", "edsger", "barbara", "donald", "ken", "dennis", "linus",
+            "margaret",
+        ];
+        let last = [
+            "lovelace", "hopper", "turing", "dijkstra", "liskov", "knuth", "thompson", "ritchie",
+            "torvalds", "hamilton",
+        ];
         let roles = ["viewer", "viewer", "viewer", "editor", "admin"];
         let statuses = ["active", "active", "active", "inactive", "pending_invite"];
         let mut st = tx
@@ -47,7 +65,12 @@ fn seed(path: &PathBuf, users: usize) -> OrgId {
             .unwrap();
         for i in 0..users {
             let name = format!("{} {} {i}", first[i % 10], last[(i / 10) % 10]);
-            let email = format!("{}.{}{i}@example{}.com", first[i % 10], last[(i / 10) % 10], i % 97);
+            let email = format!(
+                "{}.{}{i}@example{}.com",
+                first[i % 10],
+                last[(i / 10) % 10],
+                i % 97
+            );
             st.execute(rusqlite::params![
                 format!("usr_{i:022}"),
                 org.id.as_str(),
@@ -70,7 +93,11 @@ fn seed(path: &PathBuf, users: usize) -> OrgId {
                 format!("prod_{i:022}"),
                 org.id.as_str(),
                 format!("{} {} {i}", colours[i % 5], kinds[(i / 5) % 6]),
-                format!("{}-{}-{i}", kinds[(i / 5) % 6].to_uppercase(), colours[i % 5].to_uppercase()),
+                format!(
+                    "{}-{}-{i}",
+                    kinds[(i / 5) % 6].to_uppercase(),
+                    colours[i % 5].to_uppercase()
+                ),
                 stock,
                 ProductStatus::for_stock(stock).as_str(),
                 1_700_000_000_000i64 + i as i64,
@@ -79,37 +106,108 @@ fn seed(path: &PathBuf, users: usize) -> OrgId {
         }
     }
     tx.commit().unwrap();
-    c.execute_batch("ANALYZE; PRAGMA wal_checkpoint(TRUNCATE);").unwrap();
-    eprintln!("seeded {users} users and {} products in {:.1?}", users / 10, started.elapsed());
+    c.execute_batch("ANALYZE; PRAGMA wal_checkpoint(TRUNCATE);")
+        .unwrap();
+    eprintln!(
+        "seeded {users} users and {} products in {:.1?}",
+        users / 10,
+        started.elapsed()
+    );
     std::fs::write(&org_file, org.id.as_str()).unwrap();
     org.id
 }
 
 fn bench(c: &mut Criterion) {
-    let users: usize = std::env::var("USERS").ok().and_then(|v| v.parse().ok()).unwrap_or(1_000_000);
+    let users: usize = std::env::var("USERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1_000_000);
     let path = db_path(users);
     let org = seed(&path, users);
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
     let store = SqliteStore::open(&path).unwrap();
-    let page = Page { limit: 20, offset: 0 };
+    let page = Page {
+        limit: 20,
+        offset: 0,
+    };
     let q = |s: &str| SearchText::parse(s).unwrap();
     let cases: Vec<(&str, UserFilter, Page)> = vec![
         ("users/first page", UserFilter::default(), page),
-        ("users/offset 10000", UserFilter::default(), Page { limit: 20, offset: 10_000 }),
-        ("users/role=admin", UserFilter { role: Some(Role::Admin), ..Default::default() }, page),
-        ("users/role+status", UserFilter { role: Some(Role::Editor), status: Some(UserStatus::Inactive), q: None }, page),
-        ("users/q=hopper 4242 (rare)", UserFilter { q: q("hopper 4242"), ..Default::default() }, page),
-        ("users/q=example42.com (1%)", UserFilter { q: q("@example42.com"), ..Default::default() }, page),
-        ("users/q=zz (short, scan)", UserFilter { q: q("zz"), ..Default::default() }, page),
+        (
+            "users/offset 10000",
+            UserFilter::default(),
+            Page {
+                limit: 20,
+                offset: 10_000,
+            },
+        ),
+        (
+            "users/role=admin",
+            UserFilter {
+                role: Some(Role::Admin),
+                ..Default::default()
+            },
+            page,
+        ),
+        (
+            "users/role+status",
+            UserFilter {
+                role: Some(Role::Editor),
+                status: Some(UserStatus::Inactive),
+                q: None,
+            },
+            page,
+        ),
+        (
+            "users/q=hopper 4242 (rare)",
+            UserFilter {
+                q: q("hopper 4242"),
+                ..Default::default()
+            },
+            page,
+        ),
+        (
+            "users/q=example42.com (1%)",
+            UserFilter {
+                q: q("@example42.com"),
+                ..Default::default()
+            },
+            page,
+        ),
+        (
+            "users/q=zz (short, scan)",
+            UserFilter {
+                q: q("zz"),
+                ..Default::default()
+            },
+            page,
+        ),
     ];
     let mut g = c.benchmark_group("million");
     g.sample_size(20);
     for (name, filter, page) in cases {
-        g.bench_function(name, |b| b.to_async(&rt).iter(|| async { store.list_users(&org, &filter, page).await.unwrap() }));
+        g.bench_function(name, |b| {
+            b.to_async(&rt)
+                .iter(|| async { store.list_users(&org, &filter, page).await.unwrap() })
+        });
     }
-    let pf = |s: &str| ProductFilter { q: q(s), status: None };
-    for (name, filter) in [("products/first page", ProductFilter::default()), ("products/q=blue sh", pf("blue sh")), ("products/q=jacket-red-99", pf("jacket-red-99"))] {
-        g.bench_function(name, |b| b.to_async(&rt).iter(|| async { store.list_products(&org, &filter, page).await.unwrap() }));
+    let pf = |s: &str| ProductFilter {
+        q: q(s),
+        status: None,
+    };
+    for (name, filter) in [
+        ("products/first page", ProductFilter::default()),
+        ("products/q=blue sh", pf("blue sh")),
+        ("products/q=jacket-red-99", pf("jacket-red-99")),
+    ] {
+        g.bench_function(name, |b| {
+            b.to_async(&rt)
+                .iter(|| async { store.list_products(&org, &filter, page).await.unwrap() })
+        });
     }
     g.finish();
 }

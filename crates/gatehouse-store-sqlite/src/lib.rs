@@ -19,10 +19,9 @@ use std::path::Path;
 
 use async_trait::async_trait;
 use gatehouse_domain::{
-    ApiKey, ApiKeyId, Client, ClientId, DomainError, FieldIssue, Listing, NewProduct, NewUser, OrgId, Organization,
-    Page, Plan, Product, ProductId, ProductPatch, ProductStatus, Role, Scope, ScopeSet, Timestamp,
-    User, UserId, UserPatch, UserStatus,
-    product,
+    ApiKey, ApiKeyId, Client, ClientId, DomainError, FieldIssue, Listing, NewProduct, NewUser,
+    OrgId, Organization, Page, Plan, Product, ProductId, ProductPatch, ProductStatus, Role, Scope,
+    ScopeSet, Timestamp, User, UserId, UserPatch, UserStatus, product,
     user::{self, UserChange},
     values::{Email, Name, Sku},
 };
@@ -64,7 +63,10 @@ pub(crate) fn db_err(e: rusqlite::Error) -> StoreError {
                     return StoreError::Duplicate("sku");
                 }
             }
-            ErrorCode::CannotOpen | ErrorCode::NotADatabase | ErrorCode::DiskFull | ErrorCode::SystemIoFailure => {
+            ErrorCode::CannotOpen
+            | ErrorCode::NotADatabase
+            | ErrorCode::DiskFull
+            | ErrorCode::SystemIoFailure => {
                 return StoreError::Unavailable(e.to_string());
             }
             _ => {}
@@ -98,7 +100,8 @@ fn product_row(r: &Row<'_>) -> rusqlite::Result<Product> {
         sku: Sku::from_trusted(r.get(2)?),
         price: r.get(3)?,
         stock: r.get(4)?,
-        status: ProductStatus::parse(&r.get::<_, String>(5)?).unwrap_or(ProductStatus::Discontinued),
+        status: ProductStatus::parse(&r.get::<_, String>(5)?)
+            .unwrap_or(ProductStatus::Discontinued),
         created_at: Timestamp::from_millis(r.get(6)?),
         updated_at: Timestamp::from_millis(r.get(7)?),
     })
@@ -134,7 +137,11 @@ fn client_row(r: &Row<'_>) -> rusqlite::Result<Client> {
         secret_hash: hash32(r.get(3)?),
         previous_secret: prev.zip(prev_until.map(Timestamp::from_millis)),
         scopes: ScopeSet::from_bits(r.get::<_, i64>(6)? as u8),
-        redirect_uris: uris.lines().filter(|l| !l.is_empty()).map(str::to_owned).collect(),
+        redirect_uris: uris
+            .lines()
+            .filter(|l| !l.is_empty())
+            .map(str::to_owned)
+            .collect(),
         admin_approved: r.get(8)?,
         owner: r.get::<_, Option<String>>(9)?.map(UserId::from_trusted),
         created_at: Timestamp::from_millis(r.get(10)?),
@@ -191,9 +198,14 @@ fn insert_client_row(c: &Connection, org: &OrgId, n: &NewClient) -> StoreResult<
 }
 
 fn get_user_tx(c: &Connection, org: &OrgId, id: &UserId) -> StoreResult<Option<User>> {
-    c.prepare_cached(&format!("SELECT {USER_COLS} FROM users WHERE id = ?1 AND org_id = ?2"))
-        .and_then(|mut s| s.query_row(params![id.as_str(), org.as_str()], user_row).optional())
-        .map_err(db_err)
+    c.prepare_cached(&format!(
+        "SELECT {USER_COLS} FROM users WHERE id = ?1 AND org_id = ?2"
+    ))
+    .and_then(|mut s| {
+        s.query_row(params![id.as_str(), org.as_str()], user_row)
+            .optional()
+    })
+    .map_err(db_err)
 }
 
 fn other_active_admins(c: &Connection, org: &OrgId, id: &UserId) -> StoreResult<i64> {
@@ -205,9 +217,14 @@ fn other_active_admins(c: &Connection, org: &OrgId, id: &UserId) -> StoreResult<
 }
 
 fn get_product_tx(c: &Connection, org: &OrgId, id: &ProductId) -> StoreResult<Option<Product>> {
-    c.prepare_cached(&format!("SELECT {PRODUCT_COLS} FROM products WHERE id = ?1 AND org_id = ?2"))
-        .and_then(|mut s| s.query_row(params![id.as_str(), org.as_str()], product_row).optional())
-        .map_err(db_err)
+    c.prepare_cached(&format!(
+        "SELECT {PRODUCT_COLS} FROM products WHERE id = ?1 AND org_id = ?2"
+    ))
+    .and_then(|mut s| {
+        s.query_row(params![id.as_str(), org.as_str()], product_row)
+            .optional()
+    })
+    .map_err(db_err)
 }
 
 /// An FTS5 phrase holding `text` literally.
@@ -223,7 +240,10 @@ struct Where {
 
 impl Where {
     fn new(org: &OrgId) -> Self {
-        Self { sql: "org_id = ?".into(), params: vec![org.as_str().to_owned().into()] }
+        Self {
+            sql: "org_id = ?".into(),
+            params: vec![org.as_str().to_owned().into()],
+        }
     }
     fn and(&mut self, clause: &str, values: impl IntoIterator<Item = rusqlite::types::Value>) {
         self.sql.push_str(" AND ");
@@ -274,7 +294,9 @@ fn search_page<T>(
     let mut stmt = c.prepare_cached(&sql).map_err(db_err)?;
     let mut total = None;
     let rows = stmt
-        .query_map(rusqlite::params_from_iter(w.params.iter()), |r| Ok((map(r)?, r.get::<_, i64>(n)?)))
+        .query_map(rusqlite::params_from_iter(w.params.iter()), |r| {
+            Ok((map(r)?, r.get::<_, i64>(n)?))
+        })
         .map_err(db_err)?;
     let mut items = Vec::new();
     for row in rows {
@@ -285,19 +307,30 @@ fn search_page<T>(
     let total = match total {
         Some(t) => t,
         None if page.offset == 0 => 0,
-        None => count(c, &format!("SELECT count(*) FROM {table} WHERE {}", w.sql), &w.params)?,
+        None => count(
+            c,
+            &format!("SELECT count(*) FROM {table} WHERE {}", w.sql),
+            &w.params,
+        )?,
     };
     Ok(Listing { items, total })
 }
 
 fn count(c: &Connection, sql: &str, params: &[rusqlite::types::Value]) -> StoreResult<u64> {
     let mut stmt = c.prepare_cached(sql).map_err(db_err)?;
-    stmt.query_row(rusqlite::params_from_iter(params.iter()), |r| r.get::<_, i64>(0))
-        .map(|n| n.max(0) as u64)
-        .map_err(db_err)
+    stmt.query_row(rusqlite::params_from_iter(params.iter()), |r| {
+        r.get::<_, i64>(0)
+    })
+    .map(|n| n.max(0) as u64)
+    .map_err(db_err)
 }
 
-fn list_users_sync(c: &Connection, org: &OrgId, f: &UserFilter, page: Page) -> StoreResult<Listing<User>> {
+fn list_users_sync(
+    c: &Connection,
+    org: &OrgId,
+    f: &UserFilter,
+    page: Page,
+) -> StoreResult<Listing<User>> {
     let mut w = Where::new(org);
     if let Some(role) = f.role {
         w.and("role = ?", [role.as_str().to_owned().into()]);
@@ -307,14 +340,28 @@ fn list_users_sync(c: &Connection, org: &OrgId, f: &UserFilter, page: Page) -> S
     }
     let Some(q) = &f.q else {
         // Exact totals from the counters the triggers keep (D14).
-        let total = count(c, &format!("SELECT coalesce(sum(n), 0) FROM user_counts WHERE {}", w.sql), &w.params)?;
-        let items = if page.offset >= total { Vec::new() } else { run_list(c, "users", USER_COLS, &w, page, user_row)? };
+        let total = count(
+            c,
+            &format!(
+                "SELECT coalesce(sum(n), 0) FROM user_counts WHERE {}",
+                w.sql
+            ),
+            &w.params,
+        )?;
+        let items = if page.offset >= total {
+            Vec::new()
+        } else {
+            run_list(c, "users", USER_COLS, &w, page, user_row)?
+        };
         return Ok(Listing { items, total });
     };
     let text = q.as_str();
     if text.chars().count() >= 3 {
         // Trigram index: a quoted phrase is a literal substring (D9, D14).
-        w.and("seq IN (SELECT rowid FROM users_fts WHERE users_fts MATCH ?)", [fts_phrase(text).into()]);
+        w.and(
+            "seq IN (SELECT rowid FROM users_fts WHERE users_fts MATCH ?)",
+            [fts_phrase(text).into()],
+        );
     } else {
         // Too short for trigrams: scan this organization's rows.
         let lowered = text.to_lowercase();
@@ -326,20 +373,43 @@ fn list_users_sync(c: &Connection, org: &OrgId, f: &UserFilter, page: Page) -> S
     search_page(c, "users", USER_COLS, &w, page, user_row)
 }
 
-fn list_products_sync(c: &Connection, org: &OrgId, f: &ProductFilter, page: Page) -> StoreResult<Listing<Product>> {
+fn list_products_sync(
+    c: &Connection,
+    org: &OrgId,
+    f: &ProductFilter,
+    page: Page,
+) -> StoreResult<Listing<Product>> {
     let mut w = Where::new(org);
     if let Some(status) = f.status {
         w.and("status = ?", [status.as_str().to_owned().into()]);
     }
     let words = f.q.as_ref().map(|q| q.words()).unwrap_or_default();
     if words.is_empty() {
-        let total = count(c, &format!("SELECT coalesce(sum(n), 0) FROM product_counts WHERE {}", w.sql), &w.params)?;
-        let items = if page.offset >= total { Vec::new() } else { run_list(c, "products", PRODUCT_COLS, &w, page, product_row)? };
+        let total = count(
+            c,
+            &format!(
+                "SELECT coalesce(sum(n), 0) FROM product_counts WHERE {}",
+                w.sql
+            ),
+            &w.params,
+        )?;
+        let items = if page.offset >= total {
+            Vec::new()
+        } else {
+            run_list(c, "products", PRODUCT_COLS, &w, page, product_row)?
+        };
         return Ok(Listing { items, total });
     }
     // D17: every query word is a prefix of some word of name or sku.
-    let query = words.iter().map(|word| format!("{}*", fts_phrase(word))).collect::<Vec<_>>().join(" AND ");
-    w.and("seq IN (SELECT rowid FROM products_fts WHERE products_fts MATCH ?)", [query.into()]);
+    let query = words
+        .iter()
+        .map(|word| format!("{}*", fts_phrase(word)))
+        .collect::<Vec<_>>()
+        .join(" AND ");
+    w.and(
+        "seq IN (SELECT rowid FROM products_fts WHERE products_fts MATCH ?)",
+        [query.into()],
+    );
     search_page(c, "products", PRODUCT_COLS, &w, page, product_row)
 }
 
@@ -371,7 +441,9 @@ impl Store for SqliteStore {
         self.pool
             .write(move |tx| {
                 let any: bool = tx
-                    .query_row("SELECT EXISTS (SELECT 1 FROM organizations)", [], |r| r.get(0))
+                    .query_row("SELECT EXISTS (SELECT 1 FROM organizations)", [], |r| {
+                        r.get(0)
+                    })
                     .map_err(db_err)?;
                 if any {
                     return Ok(false);
@@ -423,12 +495,25 @@ impl Store for SqliteStore {
         self.pool.read(|c| get_user_tx(c, org, id)).await
     }
 
-    async fn list_users(&self, org: &OrgId, filter: &UserFilter, page: Page) -> StoreResult<Listing<User>> {
+    async fn list_users(
+        &self,
+        org: &OrgId,
+        filter: &UserFilter,
+        page: Page,
+    ) -> StoreResult<Listing<User>> {
         let (org, filter) = (org.clone(), filter.clone());
-        self.pool.read_blocking(move |c| list_users_sync(c, &org, &filter, page)).await
+        self.pool
+            .read_blocking(move |c| list_users_sync(c, &org, &filter, page))
+            .await
     }
 
-    async fn update_user(&self, org: &OrgId, id: &UserId, patch: &UserPatch, now: Timestamp) -> StoreResult<UserChange> {
+    async fn update_user(
+        &self,
+        org: &OrgId,
+        id: &UserId,
+        patch: &UserPatch,
+        now: Timestamp,
+    ) -> StoreResult<UserChange> {
         let (org, id, patch) = (org.clone(), id.clone(), patch.clone());
         self.pool
             .write(move |tx| {
@@ -453,17 +538,25 @@ impl Store for SqliteStore {
             .await
     }
 
-    async fn delete_user(&self, org: &OrgId, id: &UserId, transfer_to: Option<&UserId>) -> StoreResult<()> {
+    async fn delete_user(
+        &self,
+        org: &OrgId,
+        id: &UserId,
+        transfer_to: Option<&UserId>,
+    ) -> StoreResult<()> {
         let (org, id, heir) = (org.clone(), id.clone(), transfer_to.cloned());
         self.pool
             .write(move |tx| {
                 let current = get_user_tx(tx, &org, &id)?.ok_or(StoreError::NotFound)?;
-                if user::removes_active_admin(&current, None) && other_active_admins(tx, &org, &id)? == 0 {
+                if user::removes_active_admin(&current, None)
+                    && other_active_admins(tx, &org, &id)? == 0
+                {
                     return Err(DomainError::LastAdmin.into());
                 }
                 if let Some(heir) = &heir {
                     let ok = heir != &id
-                        && get_user_tx(tx, &org, heir)?.is_some_and(|h| h.status == UserStatus::Active);
+                        && get_user_tx(tx, &org, heir)?
+                            .is_some_and(|h| h.status == UserStatus::Active);
                     if !ok {
                         return Err(DomainError::Validation(vec![FieldIssue::new(
                             "transfer_to",
@@ -473,16 +566,20 @@ impl Store for SqliteStore {
                     }
                 }
                 let owned: i64 = tx
-                    .prepare_cached("SELECT count(*) FROM clients WHERE org_id = ?1 AND owner_id = ?2")
+                    .prepare_cached(
+                        "SELECT count(*) FROM clients WHERE org_id = ?1 AND owner_id = ?2",
+                    )
                     .and_then(|mut s| s.query_row(params![org.as_str(), id.as_str()], |r| r.get(0)))
                     .map_err(db_err)?;
                 if owned > 0 {
                     let Some(heir) = &heir else {
                         return Err(DomainError::OwnedResourcesExist(owned as u64).into());
                     };
-                    tx.prepare_cached("UPDATE clients SET owner_id = ?1 WHERE org_id = ?2 AND owner_id = ?3")
-                        .and_then(|mut s| s.execute(params![heir.as_str(), org.as_str(), id.as_str()]))
-                        .map_err(db_err)?;
+                    tx.prepare_cached(
+                        "UPDATE clients SET owner_id = ?1 WHERE org_id = ?2 AND owner_id = ?3",
+                    )
+                    .and_then(|mut s| s.execute(params![heir.as_str(), org.as_str(), id.as_str()]))
+                    .map_err(db_err)?;
                 }
                 tx.prepare_cached("DELETE FROM users WHERE id = ?1 AND org_id = ?2")
                     .and_then(|mut s| s.execute(params![id.as_str(), org.as_str()]))
@@ -492,7 +589,12 @@ impl Store for SqliteStore {
             .await
     }
 
-    async fn insert_product(&self, org: &OrgId, p: &NewProduct, now: Timestamp) -> StoreResult<Product> {
+    async fn insert_product(
+        &self,
+        org: &OrgId,
+        p: &NewProduct,
+        now: Timestamp,
+    ) -> StoreResult<Product> {
         let (org, p) = (org.clone(), p.clone().into_product(now));
         self.pool
             .write(move |tx| {
@@ -522,12 +624,25 @@ impl Store for SqliteStore {
         self.pool.read(|c| get_product_tx(c, org, id)).await
     }
 
-    async fn list_products(&self, org: &OrgId, filter: &ProductFilter, page: Page) -> StoreResult<Listing<Product>> {
+    async fn list_products(
+        &self,
+        org: &OrgId,
+        filter: &ProductFilter,
+        page: Page,
+    ) -> StoreResult<Listing<Product>> {
         let (org, filter) = (org.clone(), filter.clone());
-        self.pool.read_blocking(move |c| list_products_sync(c, &org, &filter, page)).await
+        self.pool
+            .read_blocking(move |c| list_products_sync(c, &org, &filter, page))
+            .await
     }
 
-    async fn update_product(&self, org: &OrgId, id: &ProductId, patch: &ProductPatch, now: Timestamp) -> StoreResult<Product> {
+    async fn update_product(
+        &self,
+        org: &OrgId,
+        id: &ProductId,
+        patch: &ProductPatch,
+        now: Timestamp,
+    ) -> StoreResult<Product> {
         let (org, id, patch) = (org.clone(), id.clone(), patch.clone());
         self.pool
             .write(move |tx| {
@@ -565,7 +680,11 @@ impl Store for SqliteStore {
                     .prepare_cached("DELETE FROM products WHERE id = ?1 AND org_id = ?2")
                     .and_then(|mut s| s.execute(params![id.as_str(), org.as_str()]))
                     .map_err(db_err)?;
-                if n == 0 { Err(StoreError::NotFound) } else { Ok(()) }
+                if n == 0 {
+                    Err(StoreError::NotFound)
+                } else {
+                    Ok(())
+                }
             })
             .await
     }
@@ -656,9 +775,11 @@ impl Store for SqliteStore {
     async fn find_api_key_by_digest(&self, digest: &[u8; 32]) -> StoreResult<Option<ApiKey>> {
         self.pool
             .read(|c| {
-                c.prepare_cached(&format!("SELECT {API_KEY_COLS} FROM api_keys WHERE digest = ?1"))
-                    .and_then(|mut s| s.query_row([digest.as_slice()], api_key_row).optional())
-                    .map_err(db_err)
+                c.prepare_cached(&format!(
+                    "SELECT {API_KEY_COLS} FROM api_keys WHERE digest = ?1"
+                ))
+                .and_then(|mut s| s.query_row([digest.as_slice()], api_key_row).optional())
+                .map_err(db_err)
             })
             .await
     }
@@ -666,14 +787,21 @@ impl Store for SqliteStore {
     async fn find_api_key(&self, id: &ApiKeyId) -> StoreResult<Option<ApiKey>> {
         self.pool
             .read(|c| {
-                c.prepare_cached(&format!("SELECT {API_KEY_COLS} FROM api_keys WHERE id = ?1"))
-                    .and_then(|mut s| s.query_row([id.as_str()], api_key_row).optional())
-                    .map_err(db_err)
+                c.prepare_cached(&format!(
+                    "SELECT {API_KEY_COLS} FROM api_keys WHERE id = ?1"
+                ))
+                .and_then(|mut s| s.query_row([id.as_str()], api_key_row).optional())
+                .map_err(db_err)
             })
             .await
     }
 
-    async fn revoke_api_key(&self, org: &OrgId, id: &ApiKeyId, at: Timestamp) -> StoreResult<ApiKey> {
+    async fn revoke_api_key(
+        &self,
+        org: &OrgId,
+        id: &ApiKeyId,
+        at: Timestamp,
+    ) -> StoreResult<ApiKey> {
         let (org, id) = (org.clone(), id.clone());
         self.pool
             .write(move |tx| {

@@ -36,7 +36,9 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 fn open_conn(path: &Path) -> StoreResult<Connection> {
     let c = Connection::open_with_flags(
         path,
-        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )
     .map_err(db_err)?;
     // WAL: readers never wait for the writer. synchronous=FULL: a commit is on
@@ -56,7 +58,8 @@ fn open_conn(path: &Path) -> StoreResult<Connection> {
     c.create_scalar_function(
         "unicode_lower",
         1,
-        rusqlite::functions::FunctionFlags::SQLITE_UTF8 | rusqlite::functions::FunctionFlags::SQLITE_DETERMINISTIC,
+        rusqlite::functions::FunctionFlags::SQLITE_UTF8
+            | rusqlite::functions::FunctionFlags::SQLITE_DETERMINISTIC,
         |ctx| Ok(ctx.get::<Option<String>>(0)?.map(|s| s.to_lowercase())),
     )
     .map_err(db_err)?;
@@ -66,7 +69,8 @@ fn open_conn(path: &Path) -> StoreResult<Connection> {
 impl Pool {
     pub(crate) fn open(path: &Path) -> StoreResult<Self> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|e| StoreError::Unavailable(format!("{}: {e}", dir.display())))?;
+            std::fs::create_dir_all(dir)
+                .map_err(|e| StoreError::Unavailable(format!("{}: {e}", dir.display())))?;
         }
         let writer = open_conn(path)?;
         Ok(Self {
@@ -85,9 +89,15 @@ impl Pool {
         c.execute_batch("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)")
             .map_err(db_err)?;
         for (version, sql) in MIGRATIONS {
-            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate).map_err(db_err)?;
+            let tx = c
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(db_err)?;
             let done: bool = tx
-                .query_row("SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE version = ?1)", [version], |r| r.get(0))
+                .query_row(
+                    "SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE version = ?1)",
+                    [version],
+                    |r| r.get(0),
+                )
                 .map_err(db_err)?;
             if !done {
                 tx.execute_batch(sql).map_err(db_err)?;
@@ -104,8 +114,16 @@ impl Pool {
     }
 
     /// Runs a short read inline on the calling task.
-    pub(crate) async fn read<T>(&self, f: impl FnOnce(&Connection) -> StoreResult<T>) -> StoreResult<T> {
-        let _permit = self.inner.read_gate.acquire().await.map_err(|_| StoreError::Unavailable("closed".into()))?;
+    pub(crate) async fn read<T>(
+        &self,
+        f: impl FnOnce(&Connection) -> StoreResult<T>,
+    ) -> StoreResult<T> {
+        let _permit = self
+            .inner
+            .read_gate
+            .acquire()
+            .await
+            .map_err(|_| StoreError::Unavailable("closed".into()))?;
         self.inner.with_reader(f)
     }
 
@@ -114,7 +132,13 @@ impl Pool {
         &self,
         f: impl FnOnce(&Connection) -> StoreResult<T> + Send + 'static,
     ) -> StoreResult<T> {
-        let permit = self.inner.read_gate.clone().acquire_owned().await.map_err(|_| StoreError::Unavailable("closed".into()))?;
+        let permit = self
+            .inner
+            .read_gate
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| StoreError::Unavailable("closed".into()))?;
         let inner = self.inner.clone();
         tokio::task::spawn_blocking(move || {
             let r = inner.with_reader(f);
@@ -131,11 +155,19 @@ impl Pool {
         &self,
         f: impl FnOnce(&Transaction<'_>) -> StoreResult<T> + Send + 'static,
     ) -> StoreResult<T> {
-        let permit = self.inner.write_gate.clone().acquire_owned().await.map_err(|_| StoreError::Unavailable("closed".into()))?;
+        let permit = self
+            .inner
+            .write_gate
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| StoreError::Unavailable("closed".into()))?;
         let inner = self.inner.clone();
         tokio::task::spawn_blocking(move || {
             let mut c = lock(&inner.writer);
-            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate).map_err(db_err)?;
+            let tx = c
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(db_err)?;
             let out = f(&tx)?;
             tx.commit().map_err(db_err)?;
             drop(c);

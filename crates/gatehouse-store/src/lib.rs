@@ -17,9 +17,9 @@ pub mod conformance;
 
 use async_trait::async_trait;
 use gatehouse_domain::{
-    ApiKey, ApiKeyId, Client, ClientId, DomainError, Listing, NewProduct, NewUser, OrgId, Organization, Page, Product,
-    ProductId, ProductPatch, ProductStatus, Role, ScopeSet, SearchText, Timestamp, User, UserId,
-    UserPatch, UserStatus, user::UserChange,
+    ApiKey, ApiKeyId, Client, ClientId, DomainError, Listing, NewProduct, NewUser, OrgId,
+    Organization, Page, Product, ProductId, ProductPatch, ProductStatus, Role, ScopeSet,
+    SearchText, Timestamp, User, UserId, UserPatch, UserStatus, user::UserChange,
 };
 
 /// What can go wrong in storage.
@@ -134,8 +134,12 @@ pub trait Store: Send + Sync + 'static {
     ) -> StoreResult<()>;
 
     // --- products ------------------------------------------------------
-    async fn insert_product(&self, org: &OrgId, product: &NewProduct, now: Timestamp)
-    -> StoreResult<Product>;
+    async fn insert_product(
+        &self,
+        org: &OrgId,
+        product: &NewProduct,
+        now: Timestamp,
+    ) -> StoreResult<Product>;
     async fn get_product(&self, org: &OrgId, id: &ProductId) -> StoreResult<Option<Product>>;
     async fn list_products(
         &self,
@@ -169,7 +173,12 @@ pub trait Store: Send + Sync + 'static {
     /// A key record by id, whatever its organization (operator commands).
     async fn find_api_key(&self, id: &ApiKeyId) -> StoreResult<Option<ApiKey>>;
     /// Revokes a key; revoking twice keeps the first time.
-    async fn revoke_api_key(&self, org: &OrgId, id: &ApiKeyId, at: Timestamp) -> StoreResult<ApiKey>;
+    async fn revoke_api_key(
+        &self,
+        org: &OrgId,
+        id: &ApiKeyId,
+        at: Timestamp,
+    ) -> StoreResult<ApiKey>;
 
     // --- signing keys (global, not tenant data) -------------------------
     async fn signing_keys(&self) -> StoreResult<Vec<SigningKeyRecord>>;

@@ -6,8 +6,8 @@ use std::io::BufRead;
 use anyhow::{Context, bail};
 use gatehouse_auth::{password, secrets};
 use gatehouse_domain::{
-    ApiKey, ApiKeyId, ClientId, Email, Name, NewUser, OrgId, Organization, Plan, RedirectUri, Role, Scope, ScopeSet,
-    Timestamp, UserId, UserStatus,
+    ApiKey, ApiKeyId, ClientId, Email, Name, NewUser, OrgId, Organization, Plan, RedirectUri, Role,
+    Scope, ScopeSet, Timestamp, UserId, UserStatus,
 };
 use gatehouse_store::{NewClient, Store, StoreError};
 use serde_json::{Value, json};
@@ -48,7 +48,12 @@ async fn existing_org(store: &dyn Store, raw: &str) -> anyhow::Result<OrgId> {
 
 pub async fn org(store: &dyn Store, cmd: OrgCommand) -> anyhow::Result<Output> {
     match cmd {
-        OrgCommand::Create { name, plan, per_minute, per_second } => {
+        OrgCommand::Create {
+            name,
+            plan,
+            per_minute,
+            per_second,
+        } => {
             let name = Name::parse(&name).map_err(|e| anyhow::anyhow!("--name {e}"))?;
             let custom = per_minute.is_some() || per_second.is_some();
             let plan = match plan.as_deref() {
@@ -57,7 +62,9 @@ pub async fn org(store: &dyn Store, cmd: OrgCommand) -> anyhow::Result<Output> {
                 None => Plan::Free,
             };
             if custom && plan != Plan::Enterprise {
-                bail!("--per-minute and --per-second set an enterprise plan's limits; use --plan enterprise");
+                bail!(
+                    "--per-minute and --per-second set an enterprise plan's limits; use --plan enterprise"
+                );
             }
             if per_minute == Some(0) || per_second == Some(0) {
                 bail!("limits must be at least 1");
@@ -71,7 +78,9 @@ pub async fn org(store: &dyn Store, cmd: OrgCommand) -> anyhow::Result<Output> {
                 created_at: Timestamp::now(),
             };
             store.create_org(&org).await?;
-            Ok(Output(json!({ "id": org.id, "name": org.name, "plan": org.plan.as_str() })))
+            Ok(Output(
+                json!({ "id": org.id, "name": org.name, "plan": org.plan.as_str() }),
+            ))
         }
     }
 }
@@ -93,18 +102,32 @@ fn client_json(c: &gatehouse_domain::Client, secret: Option<&str>) -> Value {
 
 pub async fn client(store: &dyn Store, cmd: ClientCommand) -> anyhow::Result<Output> {
     match cmd {
-        ClientCommand::Create { org, name, scopes, redirect_uris, public, owner } => {
+        ClientCommand::Create {
+            org,
+            name,
+            scopes,
+            redirect_uris,
+            public,
+            owner,
+        } => {
             let org = existing_org(store, &org).await?;
-            let scopes = ScopeSet::parse(&scopes).map_err(|w| anyhow::anyhow!("--scopes: unknown scope {w}"))?;
+            let scopes = ScopeSet::parse(&scopes)
+                .map_err(|w| anyhow::anyhow!("--scopes: unknown scope {w}"))?;
             if scopes.is_empty() {
                 bail!("--scopes must name at least one scope");
             }
             let mut uris = Vec::new();
             for u in &redirect_uris {
-                uris.push(RedirectUri::parse(u).map_err(|e| anyhow::anyhow!("--redirect-uri {u}: {e}"))?.into_string());
+                uris.push(
+                    RedirectUri::parse(u)
+                        .map_err(|e| anyhow::anyhow!("--redirect-uri {u}: {e}"))?
+                        .into_string(),
+                );
             }
             if public && uris.is_empty() {
-                bail!("a public client needs at least one --redirect-uri (it can use only the authorization-code grant)");
+                bail!(
+                    "a public client needs at least one --redirect-uri (it can use only the authorization-code grant)"
+                );
             }
             let owner = owner
                 .map(|o| UserId::parse(&o).with_context(|| format!("{o} is not a user id (usr_…)")))
@@ -112,7 +135,9 @@ pub async fn client(store: &dyn Store, cmd: ClientCommand) -> anyhow::Result<Out
             let secret = (!public).then(secrets::new_client_secret);
             let new = NewClient {
                 id: ClientId::generate(),
-                name: Name::parse(&name).map_err(|e| anyhow::anyhow!("--name {e}"))?.into_string(),
+                name: Name::parse(&name)
+                    .map_err(|e| anyhow::anyhow!("--name {e}"))?
+                    .into_string(),
                 secret_hash: secret.as_deref().map(secrets::hash_secret),
                 scopes,
                 redirect_uris: uris,
@@ -125,8 +150,12 @@ pub async fn client(store: &dyn Store, cmd: ClientCommand) -> anyhow::Result<Out
             Ok(Output(client_json(&c, secret.as_deref())))
         }
         ClientCommand::ApproveAdmin { client_id } => {
-            let id = ClientId::parse(&client_id).with_context(|| format!("{client_id} is not a client id (app_…)"))?;
-            let c = store.find_client(&id).await?.with_context(|| format!("no client {client_id}"))?;
+            let id = ClientId::parse(&client_id)
+                .with_context(|| format!("{client_id} is not a client id (app_…)"))?;
+            let c = store
+                .find_client(&id)
+                .await?
+                .with_context(|| format!("no client {client_id}"))?;
             let c = store.approve_admin(&c.org, &id).await?;
             Ok(Output(client_json(&c, None)))
         }
@@ -137,7 +166,11 @@ fn store_msg(e: StoreError) -> anyhow::Error {
     match e {
         StoreError::Rule(gatehouse_domain::DomainError::Validation(issues)) => anyhow::anyhow!(
             "{}",
-            issues.iter().map(|i| format!("{} {}", i.field, i.issue)).collect::<Vec<_>>().join("; ")
+            issues
+                .iter()
+                .map(|i| format!("{} {}", i.field, i.issue))
+                .collect::<Vec<_>>()
+                .join("; ")
         ),
         StoreError::Duplicate(f) => anyhow::anyhow!("a record with this {f} already exists"),
         other => other.into(),
@@ -147,7 +180,9 @@ fn store_msg(e: StoreError) -> anyhow::Error {
 /// Reads one line and drops its trailing newline (D40 `--password-stdin`).
 pub fn read_password_line(input: &mut impl BufRead) -> anyhow::Result<String> {
     let mut line = String::new();
-    input.read_line(&mut line).context("reading the password from standard input")?;
+    input
+        .read_line(&mut line)
+        .context("reading the password from standard input")?;
     if line.ends_with('\n') {
         line.pop();
         if line.ends_with('\r') {
@@ -159,13 +194,20 @@ pub fn read_password_line(input: &mut impl BufRead) -> anyhow::Result<String> {
 
 pub async fn user(store: &dyn Store, cmd: UserCommand) -> anyhow::Result<Output> {
     match cmd {
-        UserCommand::Create { org, email, name, role, password_stdin: _ } => {
+        UserCommand::Create {
+            org,
+            email,
+            name,
+            role,
+            password_stdin: _,
+        } => {
             let org = existing_org(store, &org).await?;
             let email = Email::parse(&email).map_err(|e| anyhow::anyhow!("--email {e}"))?;
             let name = Name::parse(&name).map_err(|e| anyhow::anyhow!("--name {e}"))?;
             let role = Role::parse(&role).map_err(|e| anyhow::anyhow!("--role {e}"))?;
             let pw = read_password_line(&mut std::io::stdin().lock())?;
-            password::check_policy(&pw, email.as_str()).map_err(|e| anyhow::anyhow!("the password {e}"))?;
+            password::check_policy(&pw, email.as_str())
+                .map_err(|e| anyhow::anyhow!("the password {e}"))?;
             let hash = tokio::task::spawn_blocking(move || password::hash_blocking(&pw)).await?;
             let new = NewUser {
                 id: UserId::generate(),
@@ -198,21 +240,39 @@ pub async fn apikey(store: &dyn Store, cmd: ApiKeyCommand) -> anyhow::Result<Out
     match cmd {
         ApiKeyCommand::Create { org, name, scopes } => {
             let org = existing_org(store, &org).await?;
-            let scopes = ScopeSet::parse(&scopes).map_err(|w| anyhow::anyhow!("--scopes: unknown scope {w}"))?;
+            let scopes = ScopeSet::parse(&scopes)
+                .map_err(|w| anyhow::anyhow!("--scopes: unknown scope {w}"))?;
             if scopes.is_empty() {
                 bail!("--scopes must name at least one scope");
             }
-            let name = Name::parse(&name).map_err(|e| anyhow::anyhow!("--name {e}"))?.into_string();
+            let name = Name::parse(&name)
+                .map_err(|e| anyhow::anyhow!("--name {e}"))?
+                .into_string();
             let key = secrets::new_api_key();
-            let record = ApiKey { id: ApiKeyId::generate(), org, name, scopes, created_at: Timestamp::now(), revoked_at: None };
-            store.insert_api_key(&record, &secrets::hash_secret(&key)).await?;
+            let record = ApiKey {
+                id: ApiKeyId::generate(),
+                org,
+                name,
+                scopes,
+                created_at: Timestamp::now(),
+                revoked_at: None,
+            };
+            store
+                .insert_api_key(&record, &secrets::hash_secret(&key))
+                .await?;
             let scopes: Vec<&str> = record.scopes.iter().map(Scope::as_str).collect();
             // D27: exactly these fields; the key is shown only now.
-            Ok(Output(json!({ "id": record.id, "key": key, "org": record.org, "scopes": scopes })))
+            Ok(Output(
+                json!({ "id": record.id, "key": key, "org": record.org, "scopes": scopes }),
+            ))
         }
         ApiKeyCommand::Revoke { key_id } => {
-            let id = ApiKeyId::parse(&key_id).with_context(|| format!("{key_id} is not an API key id (key_…)"))?;
-            let k = store.find_api_key(&id).await?.with_context(|| format!("no API key {key_id}"))?;
+            let id = ApiKeyId::parse(&key_id)
+                .with_context(|| format!("{key_id} is not an API key id (key_…)"))?;
+            let k = store
+                .find_api_key(&id)
+                .await?
+                .with_context(|| format!("no API key {key_id}"))?;
             let k = store.revoke_api_key(&k.org, &id, Timestamp::now()).await?;
             Ok(Output(api_key_json(&k)))
         }

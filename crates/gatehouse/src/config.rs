@@ -10,7 +10,11 @@ use clap::{Args, Parser, Subcommand};
 use serde::Deserialize;
 
 #[derive(Parser, Debug)]
-#[command(name = "gatehouse", version, about = "Users, products and an OAuth 2.0 authorization server for organizations")]
+#[command(
+    name = "gatehouse",
+    version,
+    about = "Users, products and an OAuth 2.0 authorization server for organizations"
+)]
 pub struct Cli {
     /// A TOML file with settings (flags and GATEHOUSE_* variables override it).
     #[arg(long, global = true, env = "GATEHOUSE_CONFIG", value_name = "FILE")]
@@ -19,7 +23,12 @@ pub struct Cli {
     #[arg(long, global = true, env = "GATEHOUSE_DATA_DIR", value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
     /// `sqlite://PATH` [default: SQLite in the data directory].
-    #[arg(long, global = true, env = "GATEHOUSE_DATABASE_URL", value_name = "URL")]
+    #[arg(
+        long,
+        global = true,
+        env = "GATEHOUSE_DATABASE_URL",
+        value_name = "URL"
+    )]
     pub database_url: Option<String>,
     /// Print exactly one JSON object on stdout.
     #[arg(long, global = true)]
@@ -197,12 +206,17 @@ impl Settings {
     pub fn resolve(cli: &Cli, serve: &ServeArgs) -> anyhow::Result<Self> {
         let file: FileConfig = match &cli.config {
             Some(path) => {
-                let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+                let text = std::fs::read_to_string(path)
+                    .with_context(|| format!("reading {}", path.display()))?;
                 toml::from_str(&text).with_context(|| format!("parsing {}", path.display()))?
             }
             None => FileConfig::default(),
         };
-        let data_dir = cli.data_dir.clone().or(file.data_dir).unwrap_or_else(|| PathBuf::from("./data"));
+        let data_dir = cli
+            .data_dir
+            .clone()
+            .or(file.data_dir)
+            .unwrap_or_else(|| PathBuf::from("./data"));
         let mut s = Self::with_data_dir(data_dir);
         if let Some(u) = cli.database_url.clone().or(file.database_url) {
             s.database_url = u;

@@ -7,11 +7,16 @@ use tracing_subscriber::EnvFilter;
 
 fn main() -> std::process::ExitCode {
     tracing_subscriber::fmt()
-        .with_env_filter(EnvFilter::try_from_env("GATEHOUSE_LOG").unwrap_or_else(|_| EnvFilter::new("info")))
+        .with_env_filter(
+            EnvFilter::try_from_env("GATEHOUSE_LOG").unwrap_or_else(|_| EnvFilter::new("info")),
+        )
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
     match runtime.block_on(dispatch(cli)) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
@@ -34,10 +39,18 @@ async fn dispatch(cli: Cli) -> anyhow::Result<()> {
             open_store(&settings.database_url)?;
             commands::Output(serde_json::json!({ "ok": true }))
         }
-        Command::Org(cmd) => commands::org(open_store(&settings.database_url)?.as_ref(), cmd).await?,
-        Command::Client(cmd) => commands::client(open_store(&settings.database_url)?.as_ref(), cmd).await?,
-        Command::User(cmd) => commands::user(open_store(&settings.database_url)?.as_ref(), cmd).await?,
-        Command::Apikey(cmd) => commands::apikey(open_store(&settings.database_url)?.as_ref(), cmd).await?,
+        Command::Org(cmd) => {
+            commands::org(open_store(&settings.database_url)?.as_ref(), cmd).await?
+        }
+        Command::Client(cmd) => {
+            commands::client(open_store(&settings.database_url)?.as_ref(), cmd).await?
+        }
+        Command::User(cmd) => {
+            commands::user(open_store(&settings.database_url)?.as_ref(), cmd).await?
+        }
+        Command::Apikey(cmd) => {
+            commands::apikey(open_store(&settings.database_url)?.as_ref(), cmd).await?
+        }
     };
     out.print(json);
     Ok(())
@@ -50,15 +63,25 @@ async fn serve(settings: Settings, json: bool) -> anyhow::Result<()> {
         if json {
             println!("{}", serde_json::to_string(creds)?);
         } else {
-            println!("First start: created organization {} and a client approved for every scope.", creds.org);
+            println!(
+                "First start: created organization {} and a client approved for every scope.",
+                creds.org
+            );
             println!("  client_id:     {}", creds.client_id);
             println!("  client_secret: {}", creds.client_secret);
-            println!("These are shown once; they are also in {} (mode 0600).", path.display());
+            println!(
+                "These are shown once; they are also in {} (mode 0600).",
+                path.display()
+            );
         }
     }
     match running.https_addr {
-        Some(a) => tracing::info!(https = %a, http = %running.http_addr, public_url = %settings.public_url, "serving"),
-        None => tracing::info!(http = %running.http_addr, public_url = %settings.public_url, "serving behind a proxy"),
+        Some(a) => {
+            tracing::info!(https = %a, http = %running.http_addr, public_url = %settings.public_url, "serving")
+        }
+        None => {
+            tracing::info!(http = %running.http_addr, public_url = %settings.public_url, "serving behind a proxy")
+        }
     }
     shutdown_signal().await;
     tracing::info!("shutting down: finishing requests in flight");

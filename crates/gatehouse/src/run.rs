@@ -66,7 +66,10 @@ impl Running {
 /// client approved for every scope; credentials written to
 /// `<data_dir>/bootstrap-credentials.json` (0600). Runs once: the store
 /// creates them only if no organization exists, atomically.
-pub async fn bootstrap(store: &dyn Store, settings: &Settings) -> anyhow::Result<Option<BootstrapCredentials>> {
+pub async fn bootstrap(
+    store: &dyn Store,
+    settings: &Settings,
+) -> anyhow::Result<Option<BootstrapCredentials>> {
     let org = Organization {
         id: OrgId::generate(),
         name: "Default".into(),
@@ -89,7 +92,11 @@ pub async fn bootstrap(store: &dyn Store, settings: &Settings) -> anyhow::Result
     if !store.bootstrap(&org, &client).await? {
         return Ok(None);
     }
-    let creds = BootstrapCredentials { org: org.id.to_string(), client_id: client.id.to_string(), client_secret: secret };
+    let creds = BootstrapCredentials {
+        org: org.id.to_string(),
+        client_id: client.id.to_string(),
+        client_secret: secret,
+    };
     let path = settings.data_dir.join("bootstrap-credentials.json");
     crate::write_private_file(&path, serde_json::to_string_pretty(&creds)?.as_bytes())?;
     Ok(Some(creds))
@@ -97,14 +104,24 @@ pub async fn bootstrap(store: &dyn Store, settings: &Settings) -> anyhow::Result
 
 /// Opens storage, loads keys, bootstraps, binds the listeners and starts serving.
 pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
-    std::fs::create_dir_all(&settings.data_dir)
-        .with_context(|| format!("creating the data directory {}", settings.data_dir.display()))?;
+    std::fs::create_dir_all(&settings.data_dir).with_context(|| {
+        format!(
+            "creating the data directory {}",
+            settings.data_dir.display()
+        )
+    })?;
     let store = crate::open_store(&settings.database_url)?;
     let master = crate::load_master_key(settings.master_key.as_deref(), &settings.data_dir)?;
-    let keys = KeyRing::load(store.as_ref(), master).await.context("loading signing keys")?;
+    let keys = KeyRing::load(store.as_ref(), master)
+        .await
+        .context("loading signing keys")?;
     let bootstrap = bootstrap(store.as_ref(), settings).await?;
 
-    let auth = Arc::new(AuthService::new(store.clone(), keys, Issuer::new(&settings.public_url)));
+    let auth = Arc::new(AuthService::new(
+        store.clone(),
+        keys,
+        Issuer::new(&settings.public_url),
+    ));
     let config = ServerConfig {
         public_url: settings.public_url.clone(),
         hsts: true,
@@ -129,7 +146,10 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
         tasks.spawn(gatehouse_server::serve(http, app, signal()));
         (None, None)
     } else {
-        let configured = settings.tls_cert.as_deref().zip(settings.tls_key.as_deref());
+        let configured = settings
+            .tls_cert
+            .as_deref()
+            .zip(settings.tls_key.as_deref());
         let (cert, key, generated) = ensure_certificate(&settings.data_dir, configured)?;
         if generated {
             tracing::info!(cert = %cert.display(), "generated a self-signed certificate for localhost; configure tls_cert and tls_key for production");
@@ -143,8 +163,20 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
         tasks.spawn(gatehouse_server::serve(listener, app, signal()));
         let redirect = gatehouse_server::redirect::router(settings.public_url.clone());
         let shutdown = signal();
-        tasks.spawn(async move { axum::serve(http, redirect).with_graceful_shutdown(shutdown).await });
+        tasks.spawn(async move {
+            axum::serve(http, redirect)
+                .with_graceful_shutdown(shutdown)
+                .await
+        });
         (Some(https_addr), Some(cert))
     };
-    Ok(Running { https_addr, http_addr, state, bootstrap, cert_path, stop, tasks })
+    Ok(Running {
+        https_addr,
+        http_addr,
+        state,
+        bootstrap,
+        cert_path,
+        stop,
+        tasks,
+    })
 }

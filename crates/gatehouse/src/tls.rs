@@ -24,7 +24,8 @@ pub fn server_config(cert: &Path, key: &Path) -> anyhow::Result<Arc<rustls::Serv
         .with_context(|| format!("reading {}", cert.display()))?
         .collect::<Result<_, _>>()
         .with_context(|| format!("parsing {}", cert.display()))?;
-    let key = PrivateKeyDer::from_pem_file(key).with_context(|| format!("reading {}", key.display()))?;
+    let key =
+        PrivateKeyDer::from_pem_file(key).with_context(|| format!("reading {}", key.display()))?;
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
     let mut config = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()?
@@ -50,10 +51,16 @@ pub fn ensure_certificate(
     if cert.exists() && key.exists() {
         return Ok((cert, key, false));
     }
-    let names = vec!["localhost".to_owned(), "127.0.0.1".to_owned(), "::1".to_owned()];
-    let generated = rcgen::generate_simple_self_signed(names).context("generating a self-signed certificate")?;
+    let names = vec![
+        "localhost".to_owned(),
+        "127.0.0.1".to_owned(),
+        "::1".to_owned(),
+    ];
+    let generated = rcgen::generate_simple_self_signed(names)
+        .context("generating a self-signed certificate")?;
     crate::write_private_file(&key, generated.signing_key.serialize_pem().as_bytes())?;
-    std::fs::write(&cert, generated.cert.pem()).with_context(|| format!("writing {}", cert.display()))?;
+    std::fs::write(&cert, generated.cert.pem())
+        .with_context(|| format!("writing {}", cert.display()))?;
     Ok((cert, key, true))
 }
 
@@ -100,7 +107,11 @@ impl TlsListener {
                 });
             }
         });
-        Ok(Self { rx, local, accept_task })
+        Ok(Self {
+            rx,
+            local,
+            accept_task,
+        })
     }
 }
 

@@ -66,17 +66,34 @@ impl TestServer {
         let running = run::start(&settings).await.expect("server starts");
         let creds = match &running.bootstrap {
             Some(c) => c.clone(),
-            None => serde_json::from_slice(&std::fs::read(settings.data_dir.join("bootstrap-credentials.json")).unwrap()).unwrap(),
+            None => serde_json::from_slice(
+                &std::fs::read(settings.data_dir.join("bootstrap-credentials.json")).unwrap(),
+            )
+            .unwrap(),
         };
         let (base, client) = match running.https_addr {
-            Some(a) => (format!("https://{a}"), https_client(running.cert_path.as_ref().unwrap())),
+            Some(a) => (
+                format!("https://{a}"),
+                https_client(running.cert_path.as_ref().unwrap()),
+            ),
             None => (
                 format!("http://{}", running.http_addr),
-                reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap(),
+                reqwest::Client::builder()
+                    .redirect(reqwest::redirect::Policy::none())
+                    .build()
+                    .unwrap(),
             ),
         };
         let http_base = format!("http://{}", running.http_addr);
-        Self { running: Some(running), base, http_base, client, creds, settings, dir }
+        Self {
+            running: Some(running),
+            base,
+            http_base,
+            client,
+            creds,
+            settings,
+            dir,
+        }
     }
 
     /// Stops the server gracefully and starts it again on the same data.
@@ -110,7 +127,8 @@ impl TestServer {
 
     /// A client-credentials token of the bootstrap client with `scope` (all but admin when empty).
     pub async fn token(&self, scope: &str) -> String {
-        self.token_for(&self.creds.client_id, &self.creds.client_secret, scope).await
+        self.token_for(&self.creds.client_id, &self.creds.client_secret, scope)
+            .await
     }
 
     pub async fn token_for(&self, id: &str, secret: &str, scope: &str) -> String {
@@ -125,13 +143,24 @@ impl TestServer {
             .send()
             .await
             .unwrap();
-        assert_eq!(res.status(), StatusCode::OK, "token request failed: {}", res.text().await.unwrap());
+        assert_eq!(
+            res.status(),
+            StatusCode::OK,
+            "token request failed: {}",
+            res.text().await.unwrap()
+        );
         let body: Value = res.json().await.unwrap();
         body["access_token"].as_str().unwrap().to_owned()
     }
 
     /// Sends an authenticated JSON request.
-    pub async fn call(&self, method: Method, path: &str, token: &str, body: Option<Value>) -> Response {
+    pub async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        token: &str,
+        body: Option<Value>,
+    ) -> Response {
         let mut rb = self.request(method, path).bearer_auth(token);
         if let Some(b) = body {
             rb = rb.json(&b);
@@ -189,16 +218,28 @@ impl TestServer {
 pub async fn expect_error(res: Response, status: StatusCode, code: &str) -> Value {
     assert_eq!(res.status(), status, "unexpected status");
     assert_eq!(
-        res.headers().get("content-type").and_then(|v| v.to_str().ok()),
+        res.headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok()),
         Some("application/json"),
         "errors are JSON"
     );
-    assert!(res.headers().contains_key("x-request-id"), "errors carry X-Request-ID");
+    assert!(
+        res.headers().contains_key("x-request-id"),
+        "errors carry X-Request-ID"
+    );
     let body: Value = res.json().await.unwrap();
     let e = &body["error"];
     assert_eq!(e["code"], code, "{body}");
-    assert!(e["message"].as_str().is_some_and(|m| !m.is_empty()), "{body}");
-    assert_eq!(e["docs"], format!("{PUBLIC_URL}/docs/errors#{code}"), "{body}");
+    assert!(
+        e["message"].as_str().is_some_and(|m| !m.is_empty()),
+        "{body}"
+    );
+    assert_eq!(
+        e["docs"],
+        format!("{PUBLIC_URL}/docs/errors#{code}"),
+        "{body}"
+    );
     assert!(e["details"].is_array(), "{body}");
     body
 }
@@ -209,6 +250,11 @@ pub fn details(body: &Value) -> Vec<(String, String)> {
         .as_array()
         .unwrap()
         .iter()
-        .map(|d| (d["field"].as_str().unwrap().to_owned(), d["issue"].as_str().unwrap().to_owned()))
+        .map(|d| {
+            (
+                d["field"].as_str().unwrap().to_owned(),
+                d["issue"].as_str().unwrap().to_owned(),
+            )
+        })
         .collect()
 }
