@@ -12,6 +12,7 @@
 //! This crate owns SQL for SQLite and its migrations. It must not import the
 //! auth layer, HTTP types, or anything of another backend.
 
+mod auth_state;
 mod pool;
 mod schema;
 
@@ -26,7 +27,9 @@ use gatehouse_domain::{
     values::{Email, Name, Sku},
 };
 use gatehouse_store::{
-    NewClient, ProductFilter, SigningKeyRecord, Store, StoreError, StoreResult, UserFilter,
+    AuthCode, LinkKind, LinkRecord, NewClient, NewLink, OutboundEmail, OutboxMessage,
+    ProductFilter, Redeemed, RefreshChain, RefreshToken, Revocation, RevocationKind, Rotated,
+    Session, SigningKeyRecord, Store, StoreError, StoreResult, UserFilter,
 };
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
@@ -455,8 +458,13 @@ impl Store for SqliteStore {
             .await
     }
 
-    async fn insert_user(&self, org: &OrgId, u: &NewUser) -> StoreResult<User> {
-        let (org, u) = (org.clone(), u.clone());
+    async fn insert_user_with_link(
+        &self,
+        org: &OrgId,
+        u: &NewUser,
+        invitation: Option<&NewLink>,
+    ) -> StoreResult<User> {
+        let (org, u, invitation) = (org.clone(), u.clone(), invitation.cloned());
         self.pool
             .write(move |tx| {
                 tx.prepare_cached(
@@ -477,6 +485,9 @@ impl Store for SqliteStore {
                     ])
                 })
                 .map_err(db_err)?;
+                if let Some(link) = &invitation {
+                    auth_state::insert_link(tx, LinkKind::Invitation, &org, &u.id, link, u.created_at)?;
+                }
                 Ok(User {
                     id: u.id,
                     email: u.email,
@@ -533,16 +544,23 @@ impl Store for SqliteStore {
                     s.execute(params![u.name.as_str(), u.role.as_str(), u.status.as_str(), u.updated_at.millis(), id.as_str(), org.as_str()])
                 })
                 .map_err(db_err)?;
+                if change.revokes_tokens {
+                    auth_state::revoke_user(tx, &id, now)?;
+                }
+                if change.cancels_invitation {
+                    auth_state::delete_links(tx, LinkKind::Invitation, &id)?;
+                }
                 Ok(change)
             })
             .await
     }
 
-    async fn delete_user(
+    async fn delete_user_at(
         &self,
         org: &OrgId,
         id: &UserId,
         transfer_to: Option<&UserId>,
+        now: Timestamp,
     ) -> StoreResult<()> {
         let (org, id, heir) = (org.clone(), id.clone(), transfer_to.cloned());
         self.pool
@@ -581,6 +599,8 @@ impl Store for SqliteStore {
                     .and_then(|mut s| s.execute(params![heir.as_str(), org.as_str(), id.as_str()]))
                     .map_err(db_err)?;
                 }
+                // D13: every session, code and token dies with the user.
+                auth_state::revoke_user(tx, &id, now)?;
                 tx.prepare_cached("DELETE FROM users WHERE id = ?1 AND org_id = ?2")
                     .and_then(|mut s| s.execute(params![id.as_str(), org.as_str()]))
                     .map_err(db_err)?;
@@ -812,6 +832,517 @@ impl Store for SqliteStore {
                     .and_then(|mut s| s.query_row(params![id.as_str(), org.as_str()], api_key_row).optional())
                     .map_err(db_err)?
                     .ok_or(StoreError::NotFound)
+            })
+            .await
+    }
+
+    async fn find_user_by_email(
+        &self,
+        org: &OrgId,
+        email: &Email,
+    ) -> StoreResult<Option<(User, Option<String>)>> {
+        let norm = email.normalized();
+        self.pool
+            .read(|c| {
+                c.prepare_cached(&format!("SELECT {USER_COLS}, password_hash FROM users WHERE org_id = ?1 AND email_norm = ?2"))
+                    .and_then(|mut s| {
+                        s.query_row(params![org.as_str(), norm], |r| Ok((user_row(r)?, r.get::<_, Option<String>>(8)?)))
+                            .optional()
+                    })
+                    .map_err(db_err)
+            })
+            .await
+    }
+
+    async fn reissue_invitation(
+        &self,
+        org: &OrgId,
+        id: &UserId,
+        link: &NewLink,
+    ) -> StoreResult<()> {
+        let (org, id, link) = (org.clone(), id.clone(), link.clone());
+        self.pool
+            .write(move |tx| {
+                let u = get_user_tx(tx, &org, &id)?.ok_or(StoreError::NotFound)?;
+                if u.status != UserStatus::PendingInvite {
+                    return Err(DomainError::InvalidStateTransition(format!(
+                        "only a pending_invite user can be invited again; this user is {}",
+                        u.status.as_str()
+                    ))
+                    .into());
+                }
+                auth_state::insert_link(
+                    tx,
+                    LinkKind::Invitation,
+                    &org,
+                    &id,
+                    &link,
+                    Timestamp::now(),
+                )
+            })
+            .await
+    }
+
+    async fn find_link(
+        &self,
+        kind: LinkKind,
+        digest: &[u8; 32],
+    ) -> StoreResult<Option<LinkRecord>> {
+        let kind_str = kind.as_str();
+        self.pool
+            .read(|c| {
+                let row = c
+                    .prepare_cached("SELECT org_id, user_id, expires_at, used_at FROM user_tokens WHERE digest = ?1 AND kind = ?2")
+                    .and_then(|mut s| {
+                        s.query_row(params![digest.to_vec(), kind_str], |r| {
+                            Ok((
+                                OrgId::from_trusted(r.get(0)?),
+                                UserId::from_trusted(r.get(1)?),
+                                Timestamp::from_millis(r.get(2)?),
+                                r.get::<_, Option<i64>>(3)?.map(Timestamp::from_millis),
+                            ))
+                        })
+                        .optional()
+                    })
+                    .map_err(db_err)?;
+                let Some((org, user, expires_at, used_at)) = row else { return Ok(None) };
+                let Some(user) = get_user_tx(c, &org, &user)? else { return Ok(None) };
+                Ok(Some(LinkRecord { kind, org, user, expires_at, used_at }))
+            })
+            .await
+    }
+
+    async fn accept_invitation(
+        &self,
+        digest: &[u8; 32],
+        password_hash: &str,
+        now: Timestamp,
+    ) -> StoreResult<User> {
+        let (digest, hash) = (*digest, password_hash.to_owned());
+        self.pool
+            .write(move |tx| {
+                let (org, id) = auth_state::usable_link(tx, LinkKind::Invitation, &digest, now)?;
+                let u = get_user_tx(tx, &org, &id)?.ok_or(StoreError::NotFound)?;
+                if u.status != UserStatus::PendingInvite {
+                    return Err(StoreError::NotFound);
+                }
+                tx.prepare_cached("UPDATE users SET status = 'active', password_hash = ?1, updated_at = ?2 WHERE id = ?3 AND org_id = ?4")
+                    .and_then(|mut s| s.execute(params![hash, now.millis().max(u.updated_at.millis()), id.as_str(), org.as_str()]))
+                    .map_err(db_err)?;
+                auth_state::use_link(tx, &digest, now)?;
+                get_user_tx(tx, &org, &id)?.ok_or(StoreError::NotFound)
+            })
+            .await
+    }
+
+    async fn request_password_reset(
+        &self,
+        org: &OrgId,
+        email: &Email,
+        link: &NewLink,
+    ) -> StoreResult<bool> {
+        let (org, norm, link) = (org.clone(), email.normalized(), link.clone());
+        self.pool
+            .write(move |tx| {
+                let id: Option<String> = tx
+                    .prepare_cached("SELECT id FROM users WHERE org_id = ?1 AND email_norm = ?2 AND status = 'active'")
+                    .and_then(|mut s| s.query_row(params![org.as_str(), norm], |r| r.get(0)).optional())
+                    .map_err(db_err)?;
+                let Some(id) = id.map(UserId::from_trusted) else { return Ok(false) };
+                auth_state::insert_link(tx, LinkKind::Reset, &org, &id, &link, Timestamp::now())?;
+                Ok(true)
+            })
+            .await
+    }
+
+    async fn reset_password(
+        &self,
+        digest: &[u8; 32],
+        password_hash: &str,
+        now: Timestamp,
+    ) -> StoreResult<User> {
+        let (digest, hash) = (*digest, password_hash.to_owned());
+        self.pool
+            .write(move |tx| {
+                let (org, id) = auth_state::usable_link(tx, LinkKind::Reset, &digest, now)?;
+                let u = get_user_tx(tx, &org, &id)?.ok_or(StoreError::NotFound)?;
+                if u.status != UserStatus::Active {
+                    return Err(StoreError::NotFound);
+                }
+                tx.prepare_cached(
+                    "UPDATE users SET password_hash = ?1 WHERE id = ?2 AND org_id = ?3",
+                )
+                .and_then(|mut s| s.execute(params![hash, id.as_str(), org.as_str()]))
+                .map_err(db_err)?;
+                auth_state::use_link(tx, &digest, now)?;
+                auth_state::delete_links(tx, LinkKind::Reset, &id)?;
+                // D19: a reset ends the user's sessions and tokens.
+                auth_state::revoke_user(tx, &id, now)?;
+                Ok(u)
+            })
+            .await
+    }
+
+    async fn revocations_since(&self, after: i64, now: Timestamp) -> StoreResult<Vec<Revocation>> {
+        self.pool
+            .read(|c| {
+                let mut s = c
+                    .prepare_cached("SELECT id, kind, subject, cutoff, expires_at FROM revocations WHERE id > ?1 AND expires_at > ?2 ORDER BY id LIMIT 10000")
+                    .map_err(db_err)?;
+                let rows = s
+                    .query_map(params![after, now.millis()], |r| {
+                        Ok(Revocation {
+                            id: r.get(0)?,
+                            kind: RevocationKind::parse(&r.get::<_, String>(1)?).unwrap_or(RevocationKind::Jti),
+                            subject: r.get(2)?,
+                            cutoff: r.get(3)?,
+                            expires_at: Timestamp::from_millis(r.get(4)?),
+                        })
+                    })
+                    .map_err(db_err)?;
+                rows.collect::<rusqlite::Result<Vec<_>>>().map_err(db_err)
+            })
+            .await
+    }
+
+    async fn insert_revocation(
+        &self,
+        kind: RevocationKind,
+        subject: &str,
+        cutoff: i64,
+        expires_at: Timestamp,
+    ) -> StoreResult<i64> {
+        let subject = subject.to_owned();
+        self.pool
+            .write(move |tx| auth_state::insert_revocation(tx, kind, &subject, cutoff, expires_at))
+            .await
+    }
+
+    async fn claim_outbox(
+        &self,
+        now: Timestamp,
+        limit: u32,
+        lease_ms: i64,
+    ) -> StoreResult<Vec<OutboxMessage>> {
+        self.pool
+            .write(move |tx| {
+                let mut s = tx
+                    .prepare_cached(
+                        "UPDATE outbox SET locked_until = ?1 + ?2, attempts = attempts + 1
+                         WHERE id IN (SELECT id FROM outbox WHERE sent_at IS NULL AND next_attempt_at <= ?1 AND locked_until <= ?1 ORDER BY next_attempt_at, id LIMIT ?3)
+                         RETURNING id, recipient, subject, body, attempts, created_at",
+                    )
+                    .map_err(db_err)?;
+                let rows = s
+                    .query_map(params![now.millis(), lease_ms, limit], |r| {
+                        Ok(OutboxMessage {
+                            id: r.get(0)?,
+                            email: OutboundEmail { to: r.get(1)?, subject: r.get(2)?, body: r.get(3)? },
+                            attempts: r.get::<_, i64>(4)? as u32,
+                            created_at: Timestamp::from_millis(r.get(5)?),
+                        })
+                    })
+                    .map_err(db_err)?;
+                let mut v = rows.collect::<rusqlite::Result<Vec<_>>>().map_err(db_err)?;
+                v.sort_by_key(|m| m.id);
+                Ok(v)
+            })
+            .await
+    }
+
+    async fn outbox_sent(&self, id: i64, now: Timestamp) -> StoreResult<()> {
+        self.pool
+            .write(move |tx| {
+                tx.prepare_cached("UPDATE outbox SET sent_at = ?2, locked_until = 0, last_error = NULL WHERE id = ?1")
+                    .and_then(|mut s| s.execute(params![id, now.millis()]))
+                    .map_err(db_err)?;
+                Ok(())
+            })
+            .await
+    }
+
+    async fn outbox_failed(
+        &self,
+        id: i64,
+        error: &str,
+        next_attempt_at: Timestamp,
+    ) -> StoreResult<()> {
+        let error = error.chars().take(1000).collect::<String>();
+        self.pool
+            .write(move |tx| {
+                tx.prepare_cached("UPDATE outbox SET last_error = ?2, next_attempt_at = ?3, locked_until = 0 WHERE id = ?1")
+                    .and_then(|mut s| s.execute(params![id, error, next_attempt_at.millis()]))
+                    .map_err(db_err)?;
+                Ok(())
+            })
+            .await
+    }
+
+    async fn outbox_backlog(&self) -> StoreResult<u64> {
+        self.pool
+            .read(|c| count(c, "SELECT count(*) FROM outbox WHERE sent_at IS NULL", &[]))
+            .await
+    }
+
+    async fn create_session(&self, digest: &[u8; 32], sess: &Session) -> StoreResult<()> {
+        let (digest, sess) = (*digest, sess.clone());
+        self.pool
+            .write(move |tx| {
+                tx.prepare_cached("INSERT INTO sessions (digest, org_id, user_id, created_at, expires_at) VALUES (?1, ?2, ?3, ?4, ?5)")
+                    .and_then(|mut s| s.execute(params![digest.to_vec(), sess.org.as_str(), sess.user.as_str(), sess.created_at.millis(), sess.expires_at.millis()]))
+                    .map_err(db_err)?;
+                Ok(())
+            })
+            .await
+    }
+
+    async fn find_session(&self, digest: &[u8; 32]) -> StoreResult<Option<Session>> {
+        self.pool
+            .read(|c| {
+                c.prepare_cached("SELECT org_id, user_id, created_at, expires_at FROM sessions WHERE digest = ?1")
+                    .and_then(|mut s| {
+                        s.query_row([digest.to_vec()], |r| {
+                            Ok(Session {
+                                org: OrgId::from_trusted(r.get(0)?),
+                                user: UserId::from_trusted(r.get(1)?),
+                                created_at: Timestamp::from_millis(r.get(2)?),
+                                expires_at: Timestamp::from_millis(r.get(3)?),
+                            })
+                        })
+                        .optional()
+                    })
+                    .map_err(db_err)
+            })
+            .await
+    }
+
+    async fn delete_session(&self, digest: &[u8; 32]) -> StoreResult<()> {
+        let digest = *digest;
+        self.pool
+            .write(move |tx| {
+                tx.prepare_cached("DELETE FROM sessions WHERE digest = ?1")
+                    .and_then(|mut s| s.execute([digest.to_vec()]))
+                    .map_err(db_err)?;
+                Ok(())
+            })
+            .await
+    }
+
+    async fn record_login_failure(
+        &self,
+        org: &OrgId,
+        email_norm: &str,
+        source: &str,
+        at: Timestamp,
+    ) -> StoreResult<()> {
+        let (org, email, source) = (org.clone(), email_norm.to_owned(), source.to_owned());
+        self.pool
+            .write(move |tx| {
+                tx.prepare_cached("INSERT INTO login_failures (org_id, email_norm, source, at) VALUES (?1, ?2, ?3, ?4)")
+                    .and_then(|mut s| s.execute(params![org.as_str(), email, source, at.millis()]))
+                    .map_err(db_err)?;
+                Ok(())
+            })
+            .await
+    }
+
+    async fn login_failures(
+        &self,
+        org: &OrgId,
+        email_norm: &str,
+        since: Timestamp,
+    ) -> StoreResult<Vec<(String, Timestamp)>> {
+        self.pool
+            .read(|c| {
+                let mut s = c
+                    .prepare_cached("SELECT source, at FROM login_failures WHERE org_id = ?1 AND email_norm = ?2 AND at >= ?3 ORDER BY at LIMIT 5000")
+                    .map_err(db_err)?;
+                let rows = s
+                    .query_map(params![org.as_str(), email_norm, since.millis()], |r| Ok((r.get(0)?, Timestamp::from_millis(r.get(1)?))))
+                    .map_err(db_err)?;
+                rows.collect::<rusqlite::Result<Vec<_>>>().map_err(db_err)
+            })
+            .await
+    }
+
+    async fn insert_auth_code(&self, code: &AuthCode) -> StoreResult<()> {
+        let code = code.clone();
+        self.pool
+            .write(move |tx| {
+                tx.prepare_cached(&format!("INSERT INTO auth_codes ({}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)", auth_state::CODE_COLS))
+                    .and_then(|mut s| {
+                        s.execute(params![
+                            code.digest.to_vec(),
+                            code.org.as_str(),
+                            code.client.as_str(),
+                            code.user.as_str(),
+                            code.redirect_uri,
+                            code.scopes.bits() as i64,
+                            code.code_challenge,
+                            code.created_at.millis(),
+                            code.expires_at.millis(),
+                            code.used_at.map(Timestamp::millis),
+                            code.chain
+                        ])
+                    })
+                    .map_err(db_err)?;
+                Ok(())
+            })
+            .await
+    }
+
+    async fn find_auth_code(&self, digest: &[u8; 32]) -> StoreResult<Option<AuthCode>> {
+        self.pool
+            .read(|c| {
+                c.prepare_cached(&format!(
+                    "SELECT {} FROM auth_codes WHERE digest = ?1",
+                    auth_state::CODE_COLS
+                ))
+                .and_then(|mut s| {
+                    s.query_row([digest.to_vec()], auth_state::code_row)
+                        .optional()
+                })
+                .map_err(db_err)
+            })
+            .await
+    }
+
+    async fn redeem_auth_code(
+        &self,
+        digest: &[u8; 32],
+        now: Timestamp,
+        chain: &RefreshChain,
+        token: &RefreshToken,
+    ) -> StoreResult<Redeemed> {
+        let (digest, chain, token) = (*digest, chain.clone(), token.clone());
+        self.pool
+            .write(move |tx| {
+                let won = tx
+                    .prepare_cached("UPDATE auth_codes SET used_at = ?2, chain_id = ?3 WHERE digest = ?1 AND used_at IS NULL")
+                    .and_then(|mut s| s.execute(params![digest.to_vec(), now.millis(), chain.id]))
+                    .map_err(db_err)?;
+                if won == 0 {
+                    let previous: Option<Option<String>> = tx
+                        .prepare_cached("SELECT chain_id FROM auth_codes WHERE digest = ?1")
+                        .and_then(|mut s| s.query_row([digest.to_vec()], |r| r.get(0)).optional())
+                        .map_err(db_err)?;
+                    return Ok(Redeemed::Reused(previous.flatten()));
+                }
+                auth_state::insert_chain(tx, &chain)?;
+                auth_state::insert_token(tx, &token)?;
+                Ok(Redeemed::Fresh)
+            })
+            .await
+    }
+
+    async fn find_refresh_token(
+        &self,
+        digest: &[u8; 32],
+    ) -> StoreResult<Option<(RefreshToken, RefreshChain)>> {
+        self.pool
+            .read(|c| {
+                let sql = format!(
+                    "SELECT t.digest, t.chain_id, t.issued_at, t.expires_at, t.used_at, t.successor_sealed, t.successor_until,
+                            c.id, c.org_id, c.client_id, c.user_id, c.scopes, c.created_at, c.ends_at, c.revoked_at
+                     FROM refresh_tokens t JOIN refresh_chains c ON c.id = t.chain_id WHERE t.digest = ?1"
+                );
+                c.prepare_cached(&sql)
+                    .and_then(|mut s| s.query_row([digest.to_vec()], |r| Ok((auth_state::token_row(r)?, auth_state::chain_row(r, 7)?))).optional())
+                    .map_err(db_err)
+            })
+            .await
+    }
+
+    async fn rotate_refresh_token(
+        &self,
+        digest: &[u8; 32],
+        now: Timestamp,
+        successor_sealed: &[u8],
+        successor_until: Timestamp,
+        successor: &RefreshToken,
+    ) -> StoreResult<Rotated> {
+        let (digest, sealed, successor) = (*digest, successor_sealed.to_vec(), successor.clone());
+        self.pool
+            .write(move |tx| {
+                // The conditional update is the whole race: exactly one caller sees 1 row.
+                let won = tx
+                    .prepare_cached(
+                        "UPDATE refresh_tokens SET used_at = ?2, successor_sealed = ?3, successor_until = ?4
+                         WHERE digest = ?1 AND used_at IS NULL
+                           AND chain_id IN (SELECT id FROM refresh_chains WHERE revoked_at IS NULL)",
+                    )
+                    .and_then(|mut s| s.execute(params![digest.to_vec(), now.millis(), sealed, successor_until.millis()]))
+                    .map_err(db_err)?;
+                if won == 1 {
+                    auth_state::insert_token(tx, &successor)?;
+                    return Ok(Rotated::Fresh);
+                }
+                let current = tx
+                    .prepare_cached(&format!("SELECT {} FROM refresh_tokens WHERE digest = ?1", auth_state::TOKEN_COLS))
+                    .and_then(|mut s| s.query_row([digest.to_vec()], auth_state::token_row).optional())
+                    .map_err(db_err)?
+                    .ok_or(StoreError::NotFound)?;
+                Ok(Rotated::AlreadyUsed(current))
+            })
+            .await
+    }
+
+    async fn revoke_chain(
+        &self,
+        chain: &str,
+        now: Timestamp,
+        access_expiry: Timestamp,
+    ) -> StoreResult<()> {
+        let chain = chain.to_owned();
+        self.pool
+            .write(move |tx| auth_state::revoke_chain(tx, &chain, now, access_expiry))
+            .await
+    }
+
+    async fn erase_expired_successors(&self, now: Timestamp) -> StoreResult<u64> {
+        self.pool
+            .write(move |tx| {
+                let n = tx
+                    .prepare_cached("UPDATE refresh_tokens SET successor_sealed = NULL, successor_until = NULL WHERE successor_until IS NOT NULL AND successor_until <= ?1")
+                    .and_then(|mut s| s.execute([now.millis()]))
+                    .map_err(db_err)?;
+                Ok(n as u64)
+            })
+            .await
+    }
+
+    async fn purge_expired(&self, now: Timestamp, batch: u32) -> StoreResult<u64> {
+        self.pool
+            .write(move |tx| auth_state::purge(tx, now, batch))
+            .await
+    }
+
+    async fn rotate_client_secret(
+        &self,
+        org: &OrgId,
+        id: &ClientId,
+        secret_hash: &[u8; 32],
+        previous_until: Option<Timestamp>,
+    ) -> StoreResult<Client> {
+        let (org, id, hash) = (org.clone(), id.clone(), *secret_hash);
+        self.pool
+            .write(move |tx| {
+                let n = tx
+                    .prepare_cached(
+                        "UPDATE clients SET
+                            previous_secret_hash = CASE WHEN ?3 IS NULL THEN NULL ELSE secret_hash END,
+                            previous_secret_until = ?3,
+                            secret_hash = ?4
+                         WHERE id = ?1 AND org_id = ?2 AND secret_hash IS NOT NULL",
+                    )
+                    .and_then(|mut s| s.execute(params![id.as_str(), org.as_str(), previous_until.map(Timestamp::millis), hash.to_vec()]))
+                    .map_err(db_err)?;
+                if n == 0 {
+                    return Err(StoreError::NotFound);
+                }
+                tx.prepare_cached(&format!("SELECT {CLIENT_COLS} FROM clients WHERE id = ?1"))
+                    .and_then(|mut s| s.query_row([id.as_str()], client_row))
+                    .map_err(db_err)
             })
             .await
     }

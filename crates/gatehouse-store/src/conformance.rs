@@ -8,6 +8,7 @@ use gatehouse_domain::{
     UserId, UserPatch, UserStatus,
 };
 
+use crate::records::*;
 use crate::{NewClient, ProductFilter, SigningKeyRecord, Store, StoreError, UserFilter};
 
 /// Generates one `#[tokio::test]` per conformance check for a backend.
@@ -19,7 +20,10 @@ macro_rules! store_conformance_tests {
             duplicate_email_is_per_org_and_case_insensitive, user_list_order_filters_and_paging,
             user_search_is_substring_and_literal, user_update_rules, last_admin_rule,
             delete_with_owned_clients, products_roundtrip_and_rules, product_search_by_word_prefix,
-            clients_and_admin_approval, api_keys, signing_keys);
+            clients_and_admin_approval, api_keys, signing_keys,
+            invitations_and_outbox, password_resets, revocations_follow_user_changes,
+            outbox_claims_and_retries, sessions_and_login_failures, codes_redeem_once,
+            refresh_rotation_is_atomic, client_secret_rotation, purge_removes_only_expired);
     };
     (@each $make:expr; $($name:ident),*) => {
         $(
@@ -776,4 +780,642 @@ pub async fn api_keys(s: &dyn Store) {
             .revoked_at,
         Some(Timestamp::from_millis(7))
     );
+}
+
+fn link(byte: u8, expires_at: Timestamp, to: &str) -> NewLink {
+    NewLink {
+        digest: [byte; 32],
+        expires_at,
+        email: OutboundEmail {
+            to: to.into(),
+            subject: "Hello".into(),
+            body: format!("link {byte}"),
+        },
+    }
+}
+
+pub async fn invitations_and_outbox(s: &dyn Store) {
+    let o = new_org(s).await;
+    let now = Timestamp::now();
+    let nu = user(
+        "inv@example.com",
+        Role::Viewer,
+        UserStatus::PendingInvite,
+        now.millis(),
+    );
+    let u = s
+        .insert_user_with_link(
+            &o,
+            &nu,
+            Some(&link(1, now.plus_seconds(600), "inv@example.com")),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        s.outbox_backlog().await.unwrap(),
+        1,
+        "the invitation e-mail is queued with the user"
+    );
+    let rec = s
+        .find_link(LinkKind::Invitation, &[1; 32])
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (rec.org.clone(), rec.user.id.clone(), rec.used_at),
+        (o.clone(), u.id.clone(), None)
+    );
+    assert!(
+        s.find_link(LinkKind::Reset, &[1; 32])
+            .await
+            .unwrap()
+            .is_none()
+    );
+    // Re-sending replaces the link (D19).
+    s.reissue_invitation(
+        &o,
+        &u.id,
+        &link(2, now.plus_seconds(600), "inv@example.com"),
+    )
+    .await
+    .unwrap();
+    assert!(
+        s.find_link(LinkKind::Invitation, &[1; 32])
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(matches!(
+        s.accept_invitation(&[1; 32], "$argon2id$x", now).await,
+        Err(StoreError::NotFound)
+    ));
+    let active = s
+        .accept_invitation(&[2; 32], "$argon2id$x", now)
+        .await
+        .unwrap();
+    assert_eq!(active.status, UserStatus::Active);
+    assert!(active.has_password);
+    // Single use.
+    assert!(matches!(
+        s.accept_invitation(&[2; 32], "$argon2id$y", now).await,
+        Err(StoreError::NotFound)
+    ));
+    // Only a pending user can be invited again.
+    let r = s
+        .reissue_invitation(&o, &u.id, &link(3, now.plus_seconds(600), "x@example.com"))
+        .await;
+    assert!(
+        matches!(
+            r,
+            Err(StoreError::Rule(DomainError::InvalidStateTransition(_)))
+        ),
+        "{r:?}"
+    );
+    assert!(matches!(
+        s.reissue_invitation(&new_org(s).await, &u.id, &link(3, now, "x"))
+            .await,
+        Err(StoreError::NotFound)
+    ));
+    // An expired link is refused; cancelling an invitation kills its link (D11).
+    let late = s
+        .insert_user_with_link(
+            &o,
+            &user(
+                "late@example.com",
+                Role::Viewer,
+                UserStatus::PendingInvite,
+                1,
+            ),
+            Some(&link(4, now.plus_seconds(-1), "late@example.com")),
+        )
+        .await
+        .unwrap();
+    assert!(matches!(
+        s.accept_invitation(&[4; 32], "$argon2id$x", now).await,
+        Err(StoreError::NotFound)
+    ));
+    let c = s
+        .insert_user_with_link(
+            &o,
+            &user(
+                "cancel@example.com",
+                Role::Viewer,
+                UserStatus::PendingInvite,
+                2,
+            ),
+            Some(&link(5, now.plus_seconds(600), "c@example.com")),
+        )
+        .await
+        .unwrap();
+    let off = UserPatch {
+        status: Some(UserStatus::Inactive),
+        ..Default::default()
+    };
+    s.update_user(&o, &c.id, &off, now).await.unwrap();
+    assert!(
+        s.find_link(LinkKind::Invitation, &[5; 32])
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert_eq!(
+        s.get_user(&o, &late.id).await.unwrap().unwrap().status,
+        UserStatus::PendingInvite
+    );
+}
+
+pub async fn password_resets(s: &dyn Store) {
+    let o = new_org(s).await;
+    let now = Timestamp::now();
+    let u = s
+        .insert_user(
+            &o,
+            &user("reset@example.com", Role::Viewer, UserStatus::Active, 1),
+        )
+        .await
+        .unwrap();
+    let email = Email::parse("RESET@example.com").unwrap();
+    let before = s.outbox_backlog().await.unwrap();
+    assert!(
+        s.request_password_reset(
+            &o,
+            &email,
+            &link(7, now.plus_seconds(3600), "reset@example.com")
+        )
+        .await
+        .unwrap()
+    );
+    assert_eq!(s.outbox_backlog().await.unwrap(), before + 1);
+    let nobody = Email::parse("nobody@example.com").unwrap();
+    assert!(
+        !s.request_password_reset(&o, &nobody, &link(8, now.plus_seconds(3600), "x"))
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        s.outbox_backlog().await.unwrap(),
+        before + 1,
+        "nothing queued for an unknown address"
+    );
+    let last = s
+        .revocations_since(0, now)
+        .await
+        .unwrap()
+        .last()
+        .map_or(0, |r| r.id);
+    s.reset_password(&[7; 32], "$argon2id$new", now)
+        .await
+        .unwrap();
+    let (_, hash) = s.find_user_by_email(&o, &email).await.unwrap().unwrap();
+    assert_eq!(hash.as_deref(), Some("$argon2id$new"));
+    assert!(matches!(
+        s.reset_password(&[7; 32], "$argon2id$again", now).await,
+        Err(StoreError::NotFound)
+    ));
+    let revs = s.revocations_since(last, now).await.unwrap();
+    assert!(
+        revs.iter()
+            .any(|r| r.kind == RevocationKind::User && r.subject == u.id.as_str()),
+        "a reset revokes the user's tokens"
+    );
+    assert!(
+        s.find_user_by_email(&new_org(s).await, &email)
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
+
+pub async fn revocations_follow_user_changes(s: &dyn Store) {
+    let o = new_org(s).await;
+    let now = Timestamp::now();
+    let start = s
+        .revocations_since(0, now)
+        .await
+        .unwrap()
+        .last()
+        .map_or(0, |r| r.id);
+    let a = s
+        .insert_user(
+            &o,
+            &user("a@example.com", Role::Admin, UserStatus::Active, 1),
+        )
+        .await
+        .unwrap();
+    let e = s
+        .insert_user(
+            &o,
+            &user("e@example.com", Role::Editor, UserStatus::Active, 2),
+        )
+        .await
+        .unwrap();
+    let rename = UserPatch {
+        name: Some(Name::parse("Renamed").unwrap()),
+        ..Default::default()
+    };
+    s.update_user(&o, &e.id, &rename, now).await.unwrap();
+    assert!(
+        s.revocations_since(start, now).await.unwrap().is_empty(),
+        "a rename revokes nothing"
+    );
+    let demote = UserPatch {
+        role: Some(Role::Viewer),
+        ..Default::default()
+    };
+    s.update_user(&o, &e.id, &demote, now).await.unwrap();
+    let off = UserPatch {
+        status: Some(UserStatus::Inactive),
+        ..Default::default()
+    };
+    let v = s
+        .insert_user(
+            &o,
+            &user("v@example.com", Role::Viewer, UserStatus::Active, 3),
+        )
+        .await
+        .unwrap();
+    s.update_user(&o, &v.id, &off, now).await.unwrap();
+    s.delete_user_at(&o, &a.id, None, now).await.unwrap_err(); // last admin
+    s.delete_user_at(&o, &v.id, None, now).await.unwrap();
+    let revs = s.revocations_since(start, now).await.unwrap();
+    let subjects: Vec<&str> = revs.iter().map(|r| r.subject.as_str()).collect();
+    assert_eq!(subjects, vec![e.id.as_str(), v.id.as_str(), v.id.as_str()]);
+    assert!(revs.iter().all(|r| r.kind == RevocationKind::User
+        && r.cutoff == now.unix_seconds()
+        && r.expires_at > now));
+    assert!(revs.windows(2).all(|w| w[0].id < w[1].id));
+    let id = s
+        .insert_revocation(
+            RevocationKind::Jti,
+            "jti-1",
+            now.unix_seconds(),
+            now.plus_seconds(60),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        s.revocations_since(id - 1, now).await.unwrap()[0].subject,
+        "jti-1"
+    );
+    assert!(
+        s.revocations_since(id - 1, now.plus_seconds(61))
+            .await
+            .unwrap()
+            .is_empty(),
+        "expired revocations are not returned"
+    );
+}
+
+pub async fn outbox_claims_and_retries(s: &dyn Store) {
+    let o = new_org(s).await;
+    let now = Timestamp::now();
+    for i in 0..3u8 {
+        s.insert_user_with_link(
+            &o,
+            &user(
+                &format!("m{i}@example.com"),
+                Role::Viewer,
+                UserStatus::PendingInvite,
+                i as i64,
+            ),
+            Some(&link(
+                20 + i,
+                now.plus_seconds(600),
+                &format!("m{i}@example.com"),
+            )),
+        )
+        .await
+        .unwrap();
+    }
+    let first = s.claim_outbox(now, 2, 60_000).await.unwrap();
+    assert_eq!(first.len(), 2);
+    assert!(first.iter().all(|m| m.attempts == 1));
+    // Leased messages are not handed to another worker.
+    let second = s.claim_outbox(now, 10, 60_000).await.unwrap();
+    assert_eq!(second.len(), 1);
+    assert!(s.claim_outbox(now, 10, 60_000).await.unwrap().is_empty());
+    s.outbox_sent(first[0].id, now).await.unwrap();
+    s.outbox_failed(first[1].id, "connection refused", now.plus_seconds(30))
+        .await
+        .unwrap();
+    assert_eq!(s.outbox_backlog().await.unwrap(), 2);
+    assert!(
+        s.claim_outbox(now.plus_seconds(10), 10, 60_000)
+            .await
+            .unwrap()
+            .is_empty(),
+        "not before its next attempt"
+    );
+    let retry = s
+        .claim_outbox(now.plus_seconds(31), 10, 60_000)
+        .await
+        .unwrap();
+    assert_eq!(
+        retry.iter().map(|m| (m.id, m.attempts)).collect::<Vec<_>>(),
+        vec![(first[1].id, 2)]
+    );
+    // An expired lease (a worker died) makes the message claimable again.
+    let again = s
+        .claim_outbox(now.plus_seconds(200), 10, 60_000)
+        .await
+        .unwrap();
+    assert_eq!(again.len(), 2);
+}
+
+pub async fn sessions_and_login_failures(s: &dyn Store) {
+    let o = new_org(s).await;
+    let now = Timestamp::now();
+    let u = s
+        .insert_user(
+            &o,
+            &user("s@example.com", Role::Editor, UserStatus::Active, 1),
+        )
+        .await
+        .unwrap();
+    let sess = Session {
+        org: o.clone(),
+        user: u.id.clone(),
+        created_at: now,
+        expires_at: now.plus_seconds(3600),
+    };
+    s.create_session(&[1; 32], &sess).await.unwrap();
+    assert_eq!(s.find_session(&[1; 32]).await.unwrap(), Some(sess.clone()));
+    s.delete_session(&[1; 32]).await.unwrap();
+    assert_eq!(s.find_session(&[1; 32]).await.unwrap(), None);
+    s.create_session(&[2; 32], &sess).await.unwrap();
+    let off = UserPatch {
+        status: Some(UserStatus::Inactive),
+        ..Default::default()
+    };
+    s.update_user(&o, &u.id, &off, now).await.unwrap();
+    assert_eq!(
+        s.find_session(&[2; 32]).await.unwrap(),
+        None,
+        "deactivation ends sessions"
+    );
+    for (src, at) in [("1.1.1.1", 10), ("2.2.2.2", 20), ("1.1.1.1", 30)] {
+        s.record_login_failure(&o, "s@example.com", src, now.plus_seconds(at))
+            .await
+            .unwrap();
+    }
+    let f = s
+        .login_failures(&o, "s@example.com", now.plus_seconds(15))
+        .await
+        .unwrap();
+    assert_eq!(
+        f,
+        vec![
+            ("2.2.2.2".to_owned(), now.plus_seconds(20)),
+            ("1.1.1.1".to_owned(), now.plus_seconds(30))
+        ]
+    );
+    assert!(
+        s.login_failures(&new_org(s).await, "s@example.com", now)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+fn chain_for(o: &OrgId, client: &ClientId, u: &UserId, now: Timestamp, id: &str) -> RefreshChain {
+    RefreshChain {
+        id: id.into(),
+        org: o.clone(),
+        client: client.clone(),
+        user: u.clone(),
+        scopes: ScopeSet::parse("users:read").unwrap(),
+        created_at: now,
+        ends_at: now.plus_seconds(90 * 86400),
+        revoked_at: None,
+    }
+}
+
+fn rt(byte: u8, chain: &str, now: Timestamp) -> RefreshToken {
+    RefreshToken {
+        digest: [byte; 32],
+        chain: chain.into(),
+        issued_at: now,
+        expires_at: now.plus_seconds(30 * 86400),
+        used_at: None,
+        successor_sealed: None,
+        successor_until: None,
+    }
+}
+
+pub async fn codes_redeem_once(s: &dyn Store) {
+    let o = new_org(s).await;
+    let now = Timestamp::now();
+    let u = s
+        .insert_user(
+            &o,
+            &user("c@example.com", Role::Editor, UserStatus::Active, 1),
+        )
+        .await
+        .unwrap();
+    let c = s.insert_client(&o, &client(None)).await.unwrap();
+    let code = AuthCode {
+        digest: [3; 32],
+        org: o.clone(),
+        client: c.id.clone(),
+        user: u.id.clone(),
+        redirect_uri: "https://app.example.com/cb".into(),
+        scopes: ScopeSet::parse("users:read").unwrap(),
+        code_challenge: "abc".into(),
+        created_at: now,
+        expires_at: now.plus_seconds(300),
+        used_at: None,
+        chain: None,
+    };
+    s.insert_auth_code(&code).await.unwrap();
+    assert_eq!(
+        s.find_auth_code(&[3; 32]).await.unwrap(),
+        Some(code.clone())
+    );
+    let ch = chain_for(&o, &c.id, &u.id, now, "chain-code");
+    assert_eq!(
+        s.redeem_auth_code(&[3; 32], now, &ch, &rt(4, "chain-code", now))
+            .await
+            .unwrap(),
+        Redeemed::Fresh
+    );
+    assert!(s.find_refresh_token(&[4; 32]).await.unwrap().is_some());
+    let ch2 = chain_for(&o, &c.id, &u.id, now, "chain-code-2");
+    assert_eq!(
+        s.redeem_auth_code(&[3; 32], now, &ch2, &rt(5, "chain-code-2", now))
+            .await
+            .unwrap(),
+        Redeemed::Reused(Some("chain-code".into()))
+    );
+    assert!(
+        s.find_refresh_token(&[5; 32]).await.unwrap().is_none(),
+        "a second redemption writes nothing"
+    );
+    let used = s.find_auth_code(&[3; 32]).await.unwrap().unwrap();
+    assert_eq!(
+        (used.used_at, used.chain.as_deref()),
+        (Some(now), Some("chain-code"))
+    );
+}
+
+pub async fn refresh_rotation_is_atomic(s: &dyn Store) {
+    let o = new_org(s).await;
+    let now = Timestamp::now();
+    let u = s
+        .insert_user(
+            &o,
+            &user("r@example.com", Role::Editor, UserStatus::Active, 1),
+        )
+        .await
+        .unwrap();
+    let c = s.insert_client(&o, &client(None)).await.unwrap();
+    let code = AuthCode {
+        digest: [9; 32],
+        org: o.clone(),
+        client: c.id.clone(),
+        user: u.id.clone(),
+        redirect_uri: "https://app.example.com/cb".into(),
+        scopes: ScopeSet::parse("users:read").unwrap(),
+        code_challenge: "x".into(),
+        created_at: now,
+        expires_at: now.plus_seconds(300),
+        used_at: None,
+        chain: None,
+    };
+    s.insert_auth_code(&code).await.unwrap();
+    s.redeem_auth_code(
+        &[9; 32],
+        now,
+        &chain_for(&o, &c.id, &u.id, now, "ch"),
+        &rt(10, "ch", now),
+    )
+    .await
+    .unwrap();
+    let (tok, ch) = s.find_refresh_token(&[10; 32]).await.unwrap().unwrap();
+    assert_eq!(
+        (tok.chain.as_str(), ch.user.clone(), ch.revoked_at),
+        ("ch", u.id.clone(), None)
+    );
+    let until = now.plus_seconds(10);
+    assert_eq!(
+        s.rotate_refresh_token(&[10; 32], now, b"sealed-pair", until, &rt(11, "ch", now))
+            .await
+            .unwrap(),
+        Rotated::Fresh
+    );
+    match s
+        .rotate_refresh_token(&[10; 32], now, b"other", until, &rt(12, "ch", now))
+        .await
+        .unwrap()
+    {
+        Rotated::AlreadyUsed(t) => {
+            assert_eq!(t.successor_sealed.as_deref(), Some(&b"sealed-pair"[..]));
+            assert_eq!((t.used_at, t.successor_until), (Some(now), Some(until)));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(
+        s.find_refresh_token(&[12; 32]).await.unwrap().is_none(),
+        "the loser writes no successor"
+    );
+    // The grace window ends: the pair is erased.
+    assert_eq!(s.erase_expired_successors(until).await.unwrap(), 1);
+    let (t, _) = s.find_refresh_token(&[10; 32]).await.unwrap().unwrap();
+    assert_eq!(t.successor_sealed, None);
+    // Revoking the chain: its tokens cannot rotate, and a Chain revocation is written once.
+    let last = s
+        .revocations_since(0, now)
+        .await
+        .unwrap()
+        .last()
+        .map_or(0, |r| r.id);
+    s.revoke_chain("ch", now, now.plus_seconds(3660))
+        .await
+        .unwrap();
+    s.revoke_chain("ch", now, now.plus_seconds(3660))
+        .await
+        .unwrap();
+    let revs = s.revocations_since(last, now).await.unwrap();
+    assert_eq!(revs.len(), 1);
+    assert_eq!(
+        (revs[0].kind, revs[0].subject.as_str()),
+        (RevocationKind::Chain, "ch")
+    );
+    assert!(matches!(
+        s.rotate_refresh_token(&[11; 32], now, b"p", until, &rt(13, "ch", now))
+            .await
+            .unwrap(),
+        Rotated::AlreadyUsed(_)
+    ));
+    assert!(
+        s.find_refresh_token(&[11; 32])
+            .await
+            .unwrap()
+            .unwrap()
+            .1
+            .revoked_at
+            .is_some()
+    );
+    // Deleting the user removes the chains with them.
+    s.delete_user_at(&o, &u.id, None, now).await.unwrap();
+    assert!(s.find_refresh_token(&[11; 32]).await.unwrap().is_none());
+}
+
+pub async fn client_secret_rotation(s: &dyn Store) {
+    let o = new_org(s).await;
+    let c = s.insert_client(&o, &client(None)).await.unwrap();
+    let until = Timestamp::now().plus_seconds(60);
+    let r = s
+        .rotate_client_secret(&o, &c.id, &[1; 32], Some(until))
+        .await
+        .unwrap();
+    assert_eq!(r.secret_hash, Some([1; 32]));
+    assert_eq!(r.previous_secret, Some(([7; 32], until)));
+    let r = s
+        .rotate_client_secret(&o, &c.id, &[2; 32], None)
+        .await
+        .unwrap();
+    assert_eq!((r.secret_hash, r.previous_secret), (Some([2; 32]), None));
+    assert!(matches!(
+        s.rotate_client_secret(&new_org(s).await, &c.id, &[3; 32], None)
+            .await,
+        Err(StoreError::NotFound)
+    ));
+}
+
+pub async fn purge_removes_only_expired(s: &dyn Store) {
+    let o = new_org(s).await;
+    let now = Timestamp::now();
+    let u = s
+        .insert_user(
+            &o,
+            &user("p@example.com", Role::Editor, UserStatus::Active, 1),
+        )
+        .await
+        .unwrap();
+    let sess = |exp: Timestamp| Session {
+        org: o.clone(),
+        user: u.id.clone(),
+        created_at: now,
+        expires_at: exp,
+    };
+    s.create_session(&[30; 32], &sess(now.plus_seconds(-5)))
+        .await
+        .unwrap();
+    s.create_session(&[31; 32], &sess(now.plus_seconds(500)))
+        .await
+        .unwrap();
+    s.insert_revocation(RevocationKind::Jti, "old", 0, now.plus_seconds(-5))
+        .await
+        .unwrap();
+    let mut purged = 0;
+    loop {
+        let n = s.purge_expired(now, 1).await.unwrap();
+        if n == 0 {
+            break;
+        }
+        purged += n;
+    }
+    assert!(purged >= 2);
+    assert!(s.find_session(&[30; 32]).await.unwrap().is_none());
+    assert!(s.find_session(&[31; 32]).await.unwrap().is_some());
 }

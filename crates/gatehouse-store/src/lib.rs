@@ -14,10 +14,13 @@
 //! it without changing a caller.
 
 pub mod conformance;
+pub mod records;
+
+pub use records::*;
 
 use async_trait::async_trait;
 use gatehouse_domain::{
-    ApiKey, ApiKeyId, Client, ClientId, DomainError, Listing, NewProduct, NewUser, OrgId,
+    ApiKey, ApiKeyId, Client, ClientId, DomainError, Email, Listing, NewProduct, NewUser, OrgId,
     Organization, Page, Product, ProductId, ProductPatch, ProductStatus, Role, ScopeSet,
     SearchText, Timestamp, User, UserId, UserPatch, UserStatus, user::UserChange,
 };
@@ -105,7 +108,19 @@ pub trait Store: Send + Sync + 'static {
     // --- users ---------------------------------------------------------
     /// Inserts a user; `Duplicate("email")` when the e-mail exists in the organization
     /// (case-insensitively).
-    async fn insert_user(&self, org: &OrgId, user: &NewUser) -> StoreResult<User>;
+    /// With `invitation`, the invitation link and its e-mail (outbox) are
+    /// written in the same transaction (D11, D30).
+    async fn insert_user_with_link(
+        &self,
+        org: &OrgId,
+        user: &NewUser,
+        invitation: Option<&NewLink>,
+    ) -> StoreResult<User>;
+
+    /// [`Store::insert_user_with_link`] without an invitation.
+    async fn insert_user(&self, org: &OrgId, user: &NewUser) -> StoreResult<User> {
+        self.insert_user_with_link(org, user, None).await
+    }
     async fn get_user(&self, org: &OrgId, id: &UserId) -> StoreResult<Option<User>>;
     async fn list_users(
         &self,
@@ -114,7 +129,10 @@ pub trait Store: Send + Sync + 'static {
         page: Page,
     ) -> StoreResult<Listing<User>>;
     /// Applies a patch atomically with the D11 and D13 rules (the domain's
-    /// `apply_patch`, then the last-admin check, in one transaction).
+    /// `apply_patch`, then the last-admin check, in one transaction). When the
+    /// change revokes tokens (deactivation, demotion) it also writes a `User`
+    /// revocation with cut-off `now` and ends the user's sessions, codes and
+    /// refresh chains; cancelling an invitation kills its link.
     async fn update_user(
         &self,
         org: &OrgId,
@@ -126,12 +144,154 @@ pub trait Store: Send + Sync + 'static {
     /// `transfer_to` names another active user of the organization (checked
     /// by the caller for shape; `NotFound`-like problems with the target come
     /// back as `Rule(Validation)`), ownership moved in the same transaction.
+    async fn delete_user_at(
+        &self,
+        org: &OrgId,
+        id: &UserId,
+        transfer_to: Option<&UserId>,
+        now: Timestamp,
+    ) -> StoreResult<()>;
+
+    /// [`Store::delete_user_at`] now.
     async fn delete_user(
         &self,
         org: &OrgId,
         id: &UserId,
         transfer_to: Option<&UserId>,
+    ) -> StoreResult<()> {
+        self.delete_user_at(org, id, transfer_to, Timestamp::now())
+            .await
+    }
+    /// A user and their password hash, by e-mail (case-insensitive), for login.
+    async fn find_user_by_email(
+        &self,
+        org: &OrgId,
+        email: &Email,
+    ) -> StoreResult<Option<(User, Option<String>)>>;
+    /// D19: a new invitation link for a `pending_invite` user, replacing the
+    /// previous one (`InvalidStateTransition` otherwise).
+    async fn reissue_invitation(&self, org: &OrgId, id: &UserId, link: &NewLink)
+    -> StoreResult<()>;
+
+    // --- single-use links (D11, D19) -------------------------------------
+    /// The tenant-resolving look-up of a link by the digest of its token.
+    async fn find_link(&self, kind: LinkKind, digest: &[u8; 32])
+    -> StoreResult<Option<LinkRecord>>;
+    /// Accepts an invitation: the user gets the password and becomes active;
+    /// the link is used up. `NotFound` for an unknown, used or expired link.
+    async fn accept_invitation(
+        &self,
+        digest: &[u8; 32],
+        password_hash: &str,
+        now: Timestamp,
+    ) -> StoreResult<User>;
+    /// D19: queues a reset link for an active user with that e-mail; `false`
+    /// (and nothing written) when there is none.
+    async fn request_password_reset(
+        &self,
+        org: &OrgId,
+        email: &Email,
+        link: &NewLink,
+    ) -> StoreResult<bool>;
+    /// Sets a new password through a reset link, uses it up, and revokes the
+    /// user's sessions and tokens (a `User` revocation at `now`).
+    async fn reset_password(
+        &self,
+        digest: &[u8; 32],
+        password_hash: &str,
+        now: Timestamp,
+    ) -> StoreResult<User>;
+
+    // --- revocations (D24, D25, D11, D13, D29) ----------------------------
+    /// Unexpired revocations with an id above `after`, in id order.
+    async fn revocations_since(&self, after: i64, now: Timestamp) -> StoreResult<Vec<Revocation>>;
+    async fn insert_revocation(
+        &self,
+        kind: RevocationKind,
+        subject: &str,
+        cutoff: i64,
+        expires_at: Timestamp,
+    ) -> StoreResult<i64>;
+
+    // --- e-mail outbox (D30) --------------------------------------------
+    /// Claims up to `limit` due messages for `lease_ms` (another worker skips them).
+    async fn claim_outbox(
+        &self,
+        now: Timestamp,
+        limit: u32,
+        lease_ms: i64,
+    ) -> StoreResult<Vec<OutboxMessage>>;
+    async fn outbox_sent(&self, id: i64, now: Timestamp) -> StoreResult<()>;
+    async fn outbox_failed(
+        &self,
+        id: i64,
+        error: &str,
+        next_attempt_at: Timestamp,
     ) -> StoreResult<()>;
+    /// Messages not yet delivered.
+    async fn outbox_backlog(&self) -> StoreResult<u64>;
+
+    // --- sessions and login throttling (D26) -----------------------------
+    async fn create_session(&self, digest: &[u8; 32], session: &Session) -> StoreResult<()>;
+    async fn find_session(&self, digest: &[u8; 32]) -> StoreResult<Option<Session>>;
+    async fn delete_session(&self, digest: &[u8; 32]) -> StoreResult<()>;
+    async fn record_login_failure(
+        &self,
+        org: &OrgId,
+        email_norm: &str,
+        source: &str,
+        at: Timestamp,
+    ) -> StoreResult<()>;
+    /// Failures for one account since `since`: (source, when), oldest first.
+    async fn login_failures(
+        &self,
+        org: &OrgId,
+        email_norm: &str,
+        since: Timestamp,
+    ) -> StoreResult<Vec<(String, Timestamp)>>;
+
+    // --- authorization codes and refresh chains (D24, D26) ----------------
+    async fn insert_auth_code(&self, code: &AuthCode) -> StoreResult<()>;
+    /// The tenant-resolving look-up of a code by digest.
+    async fn find_auth_code(&self, digest: &[u8; 32]) -> StoreResult<Option<AuthCode>>;
+    /// Marks the code used and writes `chain` with its first refresh `token`,
+    /// atomically; if the code was used already, nothing is written.
+    async fn redeem_auth_code(
+        &self,
+        digest: &[u8; 32],
+        now: Timestamp,
+        chain: &RefreshChain,
+        token: &RefreshToken,
+    ) -> StoreResult<Redeemed>;
+    /// A refresh token and its chain, by digest.
+    async fn find_refresh_token(
+        &self,
+        digest: &[u8; 32],
+    ) -> StoreResult<Option<(RefreshToken, RefreshChain)>>;
+    /// Marks `digest` used with its sealed successor pair and writes the
+    /// successor token, atomically (a conditional update: only one caller
+    /// ever wins). Slides nothing else: the successor carries its own expiry.
+    async fn rotate_refresh_token(
+        &self,
+        digest: &[u8; 32],
+        now: Timestamp,
+        successor_sealed: &[u8],
+        successor_until: Timestamp,
+        successor: &RefreshToken,
+    ) -> StoreResult<Rotated>;
+    /// Revokes a chain: marks it revoked and writes a `Chain` revocation so its
+    /// access tokens die too. Idempotent.
+    async fn revoke_chain(
+        &self,
+        chain: &str,
+        now: Timestamp,
+        access_expiry: Timestamp,
+    ) -> StoreResult<()>;
+    /// Erases sealed successor pairs whose grace window has passed (D24).
+    async fn erase_expired_successors(&self, now: Timestamp) -> StoreResult<u64>;
+    /// Deletes expired codes, tokens, chains, links, sessions, revocations,
+    /// login failures and delivered mail, at most `batch` rows per table (D24).
+    async fn purge_expired(&self, now: Timestamp, batch: u32) -> StoreResult<u64>;
 
     // --- products ------------------------------------------------------
     async fn insert_product(
@@ -163,6 +323,15 @@ pub trait Store: Send + Sync + 'static {
     async fn find_client(&self, id: &ClientId) -> StoreResult<Option<Client>>;
     /// Allows the `admin` scope for a client (D22), adding it to its scopes.
     async fn approve_admin(&self, org: &OrgId, id: &ClientId) -> StoreResult<Client>;
+    /// D20 rotate-secret: a new secret digest; the old one keeps working until
+    /// `previous_until` (none: at once).
+    async fn rotate_client_secret(
+        &self,
+        org: &OrgId,
+        id: &ClientId,
+        secret_hash: &[u8; 32],
+        previous_until: Option<Timestamp>,
+    ) -> StoreResult<Client>;
 
     // --- API keys (D27) -------------------------------------------------
     /// Stores a key record with the SHA-256 digest of the key.

@@ -1,0 +1,277 @@
+//! SQL for the authorization server's state (revocations, outbox, links,
+//! sessions, codes, refresh chains), used by the `Store` impl in `lib.rs`.
+
+use gatehouse_domain::{ClientId, OrgId, ScopeSet, Timestamp, UserId};
+use gatehouse_store::{
+    AuthCode, LinkKind, NewLink, OutboundEmail, RefreshChain, RefreshToken, RevocationKind,
+    StoreError, StoreResult,
+};
+use rusqlite::{Connection, OptionalExtension, Row, params};
+
+use crate::db_err;
+
+/// Access tokens live an hour; a revocation is kept a little longer than that.
+pub(crate) const ACCESS_TOKEN_SLACK_SECS: i64 = 3600 + 60;
+
+pub(crate) fn insert_revocation(
+    c: &Connection,
+    kind: RevocationKind,
+    subject: &str,
+    cutoff: i64,
+    expires_at: Timestamp,
+) -> StoreResult<i64> {
+    c.prepare_cached(
+        "INSERT INTO revocations (kind, subject, cutoff, expires_at) VALUES (?1, ?2, ?3, ?4)",
+    )
+    .and_then(|mut s| s.execute(params![kind.as_str(), subject, cutoff, expires_at.millis()]))
+    .map_err(db_err)?;
+    Ok(c.last_insert_rowid())
+}
+
+/// Ends everything a user holds (D11, D13, D19, D29): their access tokens
+/// through a `User` revocation at `now`, and their sessions, codes and
+/// refresh chains in storage.
+pub(crate) fn revoke_user(c: &Connection, user: &UserId, now: Timestamp) -> StoreResult<()> {
+    insert_revocation(
+        c,
+        RevocationKind::User,
+        user.as_str(),
+        now.unix_seconds(),
+        now.plus_seconds(ACCESS_TOKEN_SLACK_SECS),
+    )?;
+    for sql in [
+        "DELETE FROM sessions WHERE user_id = ?1",
+        "DELETE FROM auth_codes WHERE user_id = ?1",
+    ] {
+        c.prepare_cached(sql)
+            .and_then(|mut s| s.execute([user.as_str()]))
+            .map_err(db_err)?;
+    }
+    c.prepare_cached(
+        "UPDATE refresh_chains SET revoked_at = coalesce(revoked_at, ?2) WHERE user_id = ?1",
+    )
+    .and_then(|mut s| s.execute(params![user.as_str(), now.millis()]))
+    .map_err(db_err)?;
+    Ok(())
+}
+
+pub(crate) fn enqueue_mail(
+    c: &Connection,
+    email: &OutboundEmail,
+    now: Timestamp,
+) -> StoreResult<()> {
+    c.prepare_cached("INSERT INTO outbox (recipient, subject, body, created_at, next_attempt_at) VALUES (?1, ?2, ?3, ?4, ?4)")
+        .and_then(|mut s| s.execute(params![email.to, email.subject, email.body, now.millis()]))
+        .map_err(db_err)?;
+    Ok(())
+}
+
+/// Writes a link and its e-mail; any earlier link of the same kind for the
+/// user dies (D19: re-sending invalidates the previous link).
+pub(crate) fn insert_link(
+    c: &Connection,
+    kind: LinkKind,
+    org: &OrgId,
+    user: &UserId,
+    link: &NewLink,
+    now: Timestamp,
+) -> StoreResult<()> {
+    delete_links(c, kind, user)?;
+    c.prepare_cached("INSERT INTO user_tokens (digest, kind, org_id, user_id, expires_at) VALUES (?1, ?2, ?3, ?4, ?5)")
+        .and_then(|mut s| s.execute(params![link.digest.to_vec(), kind.as_str(), org.as_str(), user.as_str(), link.expires_at.millis()]))
+        .map_err(db_err)?;
+    enqueue_mail(c, &link.email, now)
+}
+
+pub(crate) fn delete_links(c: &Connection, kind: LinkKind, user: &UserId) -> StoreResult<()> {
+    c.prepare_cached("DELETE FROM user_tokens WHERE user_id = ?1 AND kind = ?2")
+        .and_then(|mut s| s.execute(params![user.as_str(), kind.as_str()]))
+        .map_err(db_err)?;
+    Ok(())
+}
+
+/// A usable link: (org, user id). Used, expired and unknown links are `NotFound`.
+pub(crate) fn usable_link(
+    c: &Connection,
+    kind: LinkKind,
+    digest: &[u8; 32],
+    now: Timestamp,
+) -> StoreResult<(OrgId, UserId)> {
+    c.prepare_cached("SELECT org_id, user_id FROM user_tokens WHERE digest = ?1 AND kind = ?2 AND used_at IS NULL AND expires_at > ?3")
+        .and_then(|mut s| {
+            s.query_row(params![digest.to_vec(), kind.as_str(), now.millis()], |r| {
+                Ok((OrgId::from_trusted(r.get(0)?), UserId::from_trusted(r.get(1)?)))
+            })
+            .optional()
+        })
+        .map_err(db_err)?
+        .ok_or(StoreError::NotFound)
+}
+
+pub(crate) fn use_link(c: &Connection, digest: &[u8; 32], now: Timestamp) -> StoreResult<()> {
+    c.prepare_cached("UPDATE user_tokens SET used_at = ?2 WHERE digest = ?1")
+        .and_then(|mut s| s.execute(params![digest.to_vec(), now.millis()]))
+        .map_err(db_err)?;
+    Ok(())
+}
+
+fn digest32(v: Vec<u8>) -> [u8; 32] {
+    <[u8; 32]>::try_from(v.as_slice()).unwrap_or([0; 32])
+}
+
+pub(crate) const CODE_COLS: &str = "digest, org_id, client_id, user_id, redirect_uri, scopes, code_challenge, created_at, expires_at, used_at, chain_id";
+
+pub(crate) fn code_row(r: &Row<'_>) -> rusqlite::Result<AuthCode> {
+    Ok(AuthCode {
+        digest: digest32(r.get(0)?),
+        org: OrgId::from_trusted(r.get(1)?),
+        client: ClientId::from_trusted(r.get(2)?),
+        user: UserId::from_trusted(r.get(3)?),
+        redirect_uri: r.get(4)?,
+        scopes: ScopeSet::from_bits(r.get::<_, i64>(5)? as u8),
+        code_challenge: r.get(6)?,
+        created_at: Timestamp::from_millis(r.get(7)?),
+        expires_at: Timestamp::from_millis(r.get(8)?),
+        used_at: r.get::<_, Option<i64>>(9)?.map(Timestamp::from_millis),
+        chain: r.get(10)?,
+    })
+}
+
+pub(crate) const CHAIN_COLS: &str =
+    "id, org_id, client_id, user_id, scopes, created_at, ends_at, revoked_at";
+
+pub(crate) fn chain_row(r: &Row<'_>, at: usize) -> rusqlite::Result<RefreshChain> {
+    Ok(RefreshChain {
+        id: r.get(at)?,
+        org: OrgId::from_trusted(r.get(at + 1)?),
+        client: ClientId::from_trusted(r.get(at + 2)?),
+        user: UserId::from_trusted(r.get(at + 3)?),
+        scopes: ScopeSet::from_bits(r.get::<_, i64>(at + 4)? as u8),
+        created_at: Timestamp::from_millis(r.get(at + 5)?),
+        ends_at: Timestamp::from_millis(r.get(at + 6)?),
+        revoked_at: r.get::<_, Option<i64>>(at + 7)?.map(Timestamp::from_millis),
+    })
+}
+
+pub(crate) const TOKEN_COLS: &str =
+    "digest, chain_id, issued_at, expires_at, used_at, successor_sealed, successor_until";
+
+pub(crate) fn token_row(r: &Row<'_>) -> rusqlite::Result<RefreshToken> {
+    Ok(RefreshToken {
+        digest: digest32(r.get(0)?),
+        chain: r.get(1)?,
+        issued_at: Timestamp::from_millis(r.get(2)?),
+        expires_at: Timestamp::from_millis(r.get(3)?),
+        used_at: r.get::<_, Option<i64>>(4)?.map(Timestamp::from_millis),
+        successor_sealed: r.get(5)?,
+        successor_until: r.get::<_, Option<i64>>(6)?.map(Timestamp::from_millis),
+    })
+}
+
+pub(crate) fn insert_chain(c: &Connection, ch: &RefreshChain) -> StoreResult<()> {
+    c.prepare_cached(&format!(
+        "INSERT INTO refresh_chains ({CHAIN_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"
+    ))
+    .and_then(|mut s| {
+        s.execute(params![
+            ch.id,
+            ch.org.as_str(),
+            ch.client.as_str(),
+            ch.user.as_str(),
+            ch.scopes.bits() as i64,
+            ch.created_at.millis(),
+            ch.ends_at.millis(),
+            ch.revoked_at.map(Timestamp::millis)
+        ])
+    })
+    .map_err(db_err)?;
+    Ok(())
+}
+
+pub(crate) fn insert_token(c: &Connection, t: &RefreshToken) -> StoreResult<()> {
+    c.prepare_cached(&format!(
+        "INSERT INTO refresh_tokens ({TOKEN_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"
+    ))
+    .and_then(|mut s| {
+        s.execute(params![
+            t.digest.to_vec(),
+            t.chain,
+            t.issued_at.millis(),
+            t.expires_at.millis(),
+            t.used_at.map(Timestamp::millis),
+            t.successor_sealed,
+            t.successor_until.map(Timestamp::millis)
+        ])
+    })
+    .map_err(db_err)?;
+    Ok(())
+}
+
+pub(crate) fn revoke_chain(
+    c: &Connection,
+    chain: &str,
+    now: Timestamp,
+    access_expiry: Timestamp,
+) -> StoreResult<()> {
+    let changed = c
+        .prepare_cached(
+            "UPDATE refresh_chains SET revoked_at = ?2 WHERE id = ?1 AND revoked_at IS NULL",
+        )
+        .and_then(|mut s| s.execute(params![chain, now.millis()]))
+        .map_err(db_err)?;
+    // Sealed successors must never be handed out for a revoked chain (D24).
+    c.prepare_cached("UPDATE refresh_tokens SET successor_sealed = NULL, successor_until = NULL WHERE chain_id = ?1")
+        .and_then(|mut s| s.execute([chain]))
+        .map_err(db_err)?;
+    if changed > 0 {
+        insert_revocation(
+            c,
+            RevocationKind::Chain,
+            chain,
+            now.unix_seconds(),
+            access_expiry,
+        )?;
+    }
+    Ok(())
+}
+
+/// Deletes at most `batch` expired rows from each table.
+pub(crate) fn purge(c: &Connection, now: Timestamp, batch: u32) -> StoreResult<u64> {
+    let now = now.millis();
+    let hour_ago = now - 3_600_000;
+    let statements = [
+        ("auth_codes", "expires_at < ?1"),
+        ("refresh_tokens", "expires_at < ?1"),
+        (
+            "refresh_chains",
+            "ends_at < ?1 OR (revoked_at IS NOT NULL AND revoked_at < ?1 - 2592000000)",
+        ),
+        ("user_tokens", "expires_at < ?1"),
+        ("sessions", "expires_at < ?1"),
+        ("revocations", "expires_at < ?1"),
+        ("login_failures", "at < ?2"),
+        ("outbox", "sent_at IS NOT NULL AND sent_at < ?2"),
+    ];
+    let mut total = 0u64;
+    for (table, cond) in statements {
+        let key = if matches!(
+            table,
+            "auth_codes" | "refresh_tokens" | "user_tokens" | "sessions"
+        ) {
+            "digest"
+        } else {
+            "id"
+        };
+        let sql = format!(
+            "DELETE FROM {table} WHERE {key} IN (SELECT {key} FROM {table} WHERE {cond} LIMIT {batch})"
+        );
+        let mut stmt = c.prepare_cached(&sql).map_err(db_err)?;
+        let n = if cond.contains("?2") {
+            stmt.execute(params![now, hour_ago])
+        } else {
+            stmt.execute(params![now])
+        };
+        total += n.map_err(db_err)? as u64;
+    }
+    Ok(total)
+}

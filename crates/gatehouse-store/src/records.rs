@@ -1,0 +1,169 @@
+//! Records of the authorization server's state (part 2 of the storage
+//! contract): revocations, the e-mail outbox, single-use links, sessions,
+//! authorization codes and refresh chains. Secrets appear here only as
+//! SHA-256 digests.
+
+use gatehouse_domain::{ClientId, OrgId, ScopeSet, Timestamp, User, UserId};
+
+/// What a revocation record covers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RevocationKind {
+    /// Every token of a user issued at or before `cutoff` (D11, D13, D29).
+    User,
+    /// One access token, by `jti` (D25).
+    Jti,
+    /// Every access token of a refresh chain, by the chain id (`sid`) (D24, D25).
+    Chain,
+}
+
+impl RevocationKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RevocationKind::User => "user",
+            RevocationKind::Jti => "jti",
+            RevocationKind::Chain => "chain",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "user" => Some(RevocationKind::User),
+            "jti" => Some(RevocationKind::Jti),
+            "chain" => Some(RevocationKind::Chain),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Revocation {
+    /// Increasing; servers poll for ids above the last they saw.
+    pub id: i64,
+    pub kind: RevocationKind,
+    pub subject: String,
+    /// Unix seconds: tokens issued at or before it are revoked.
+    pub cutoff: i64,
+    /// After this no token it covers can still be valid; then it is purged.
+    pub expires_at: Timestamp,
+}
+
+/// An e-mail to send (D30).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OutboundEmail {
+    pub to: String,
+    pub subject: String,
+    pub body: String,
+}
+
+/// A queued e-mail claimed by a delivery worker.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OutboxMessage {
+    pub id: i64,
+    pub email: OutboundEmail,
+    pub attempts: u32,
+    pub created_at: Timestamp,
+}
+
+/// The kinds of single-use links sent by e-mail.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LinkKind {
+    Invitation,
+    Reset,
+}
+
+impl LinkKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LinkKind::Invitation => "invitation",
+            LinkKind::Reset => "reset",
+        }
+    }
+}
+
+/// A new single-use link with the e-mail that carries it, written together.
+#[derive(Clone, Debug)]
+pub struct NewLink {
+    pub digest: [u8; 32],
+    pub expires_at: Timestamp,
+    pub email: OutboundEmail,
+}
+
+/// A link as stored, with its user.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LinkRecord {
+    pub kind: LinkKind,
+    pub org: OrgId,
+    pub user: User,
+    pub expires_at: Timestamp,
+    pub used_at: Option<Timestamp>,
+}
+
+/// A browser session after login.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Session {
+    pub org: OrgId,
+    pub user: UserId,
+    pub created_at: Timestamp,
+    pub expires_at: Timestamp,
+}
+
+/// An authorization code (D26).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AuthCode {
+    pub digest: [u8; 32],
+    pub org: OrgId,
+    pub client: ClientId,
+    pub user: UserId,
+    pub redirect_uri: String,
+    pub scopes: ScopeSet,
+    pub code_challenge: String,
+    pub created_at: Timestamp,
+    pub expires_at: Timestamp,
+    pub used_at: Option<Timestamp>,
+    /// The chain its exchange created (revoked if the code is used again).
+    pub chain: Option<String>,
+}
+
+/// A refresh-token chain: everything descended from one authorization (D24).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RefreshChain {
+    pub id: String,
+    pub org: OrgId,
+    pub client: ClientId,
+    pub user: UserId,
+    pub scopes: ScopeSet,
+    pub created_at: Timestamp,
+    /// The absolute end (D24: 90 days after the authorization).
+    pub ends_at: Timestamp,
+    pub revoked_at: Option<Timestamp>,
+}
+
+/// One refresh token of a chain.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RefreshToken {
+    pub digest: [u8; 32],
+    pub chain: String,
+    pub issued_at: Timestamp,
+    pub expires_at: Timestamp,
+    pub used_at: Option<Timestamp>,
+    /// The successor pair, sealed, kept for the grace window only (D24).
+    pub successor_sealed: Option<Vec<u8>>,
+    pub successor_until: Option<Timestamp>,
+}
+
+/// The outcome of redeeming a code atomically.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Redeemed {
+    /// First use: the chain and its first refresh token were written.
+    Fresh,
+    /// Used before: the chain the first use created (to revoke), if any.
+    Reused(Option<String>),
+}
+
+/// The outcome of rotating a refresh token atomically.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Rotated {
+    /// First use: the successor was written and this token marked used.
+    Fresh,
+    /// Already used: the stored state, for the grace window or reuse detection.
+    AlreadyUsed(RefreshToken),
+}
