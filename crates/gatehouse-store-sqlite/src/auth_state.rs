@@ -153,8 +153,7 @@ pub(crate) fn chain_row(r: &Row<'_>, at: usize) -> rusqlite::Result<RefreshChain
     })
 }
 
-pub(crate) const TOKEN_COLS: &str =
-    "digest, chain_id, issued_at, expires_at, used_at, successor_sealed, successor_until";
+pub(crate) const TOKEN_COLS: &str = "digest, chain_id, issued_at, expires_at, used_at, successor_sealed, successor_until, access_jti";
 
 pub(crate) fn token_row(r: &Row<'_>) -> rusqlite::Result<RefreshToken> {
     Ok(RefreshToken {
@@ -165,6 +164,7 @@ pub(crate) fn token_row(r: &Row<'_>) -> rusqlite::Result<RefreshToken> {
         used_at: r.get::<_, Option<i64>>(4)?.map(Timestamp::from_millis),
         successor_sealed: r.get(5)?,
         successor_until: r.get::<_, Option<i64>>(6)?.map(Timestamp::from_millis),
+        access_jti: r.get(7)?,
     })
 }
 
@@ -190,7 +190,7 @@ pub(crate) fn insert_chain(c: &Connection, ch: &RefreshChain) -> StoreResult<()>
 
 pub(crate) fn insert_token(c: &Connection, t: &RefreshToken) -> StoreResult<()> {
     c.prepare_cached(&format!(
-        "INSERT INTO refresh_tokens ({TOKEN_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"
+        "INSERT INTO refresh_tokens ({TOKEN_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"
     ))
     .and_then(|mut s| {
         s.execute(params![
@@ -200,7 +200,8 @@ pub(crate) fn insert_token(c: &Connection, t: &RefreshToken) -> StoreResult<()> 
             t.expires_at.millis(),
             t.used_at.map(Timestamp::millis),
             t.successor_sealed,
-            t.successor_until.map(Timestamp::millis)
+            t.successor_until.map(Timestamp::millis),
+            t.access_jti
         ])
     })
     .map_err(db_err)?;

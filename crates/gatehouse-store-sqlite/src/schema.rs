@@ -5,4 +5,5 @@ pub(crate) const MIGRATIONS: &[(i64, &str)] = &[
     (1, include_str!("../migrations/0001_init.sql")),
     (2, include_str!("../migrations/0002_api_keys.sql")),
     (3, include_str!("../migrations/0003_auth.sql")),
+    (4, include_str!("../migrations/0004_access_jti.sql")),
 ];

@@ -1199,6 +1199,7 @@ fn rt(byte: u8, chain: &str, now: Timestamp) -> RefreshToken {
         used_at: None,
         successor_sealed: None,
         successor_until: None,
+        access_jti: Some(format!("jti-{byte}")),
     }
 }
 
@@ -1292,8 +1293,13 @@ pub async fn refresh_rotation_is_atomic(s: &dyn Store) {
     .unwrap();
     let (tok, ch) = s.find_refresh_token(&[10; 32]).await.unwrap().unwrap();
     assert_eq!(
-        (tok.chain.as_str(), ch.user.clone(), ch.revoked_at),
-        ("ch", u.id.clone(), None)
+        (
+            tok.chain.as_str(),
+            ch.user.clone(),
+            ch.revoked_at,
+            tok.access_jti.as_deref()
+        ),
+        ("ch", u.id.clone(), None, Some("jti-10"))
     );
     let until = now.plus_seconds(10);
     assert_eq!(

@@ -148,6 +148,8 @@ pub struct RefreshToken {
     /// The successor pair, sealed, kept for the grace window only (D24).
     pub successor_sealed: Option<Vec<u8>>,
     pub successor_until: Option<Timestamp>,
+    /// The `jti` of the access token issued with this refresh token.
+    pub access_jti: Option<String>,
 }
 
 /// The outcome of redeeming a code atomically.
