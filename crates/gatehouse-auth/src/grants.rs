@@ -12,6 +12,7 @@ use crate::error::{OAuthError, OAuthErrorKind};
 use crate::jwt::{self, AccessClaims};
 use crate::keys::KeyRing;
 use crate::secrets;
+use crate::revocation::RevocationSet;
 use crate::verifier::TokenVerifier;
 use crate::{ACCESS_TOKEN_TTL_SECS, Issuer, TokenError};
 
@@ -34,24 +35,74 @@ pub struct TokenResponse {
     pub scope: String,
 }
 
+/// Tunables of the authorization server.
+#[derive(Clone, Debug)]
+pub struct AuthConfig {
+    /// D24 `GATEHOUSE_REFRESH_GRACE_SECS`: replays within this window get the
+    /// same successor pair; 0 turns it off.
+    pub refresh_grace_secs: i64,
+    /// D24 `GATEHOUSE_REFRESH_MAX_DAYS`: a chain ends this long after the authorization.
+    pub refresh_max_days: i64,
+}
+
+impl Default for AuthConfig {
+    fn default() -> Self {
+        Self { refresh_grace_secs: 10, refresh_max_days: 90 }
+    }
+}
+
 /// The authorization server: issues and verifies tokens.
 pub struct AuthService {
-    store: Arc<dyn Store>,
-    keys: KeyRing,
-    issuer: Issuer,
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) keys: KeyRing,
+    pub(crate) issuer: Issuer,
     verifier: TokenVerifier,
-    rng: SystemRandom,
+    pub(crate) rng: SystemRandom,
+    pub(crate) revocations: RevocationSet,
+    pub(crate) config: AuthConfig,
 }
 
 impl AuthService {
     pub fn new(store: Arc<dyn Store>, keys: KeyRing, issuer: Issuer) -> Self {
+        Self::with_config(store, keys, issuer, AuthConfig::default())
+    }
+
+    pub fn with_config(store: Arc<dyn Store>, keys: KeyRing, issuer: Issuer, config: AuthConfig) -> Self {
         Self {
             store,
             keys,
             issuer,
             verifier: TokenVerifier::default(),
             rng: SystemRandom::new(),
+            revocations: RevocationSet::default(),
+            config,
         }
+    }
+
+    pub fn config(&self) -> &AuthConfig {
+        &self.config
+    }
+
+    /// The in-memory revocation set.
+    pub fn revocations(&self) -> &RevocationSet {
+        &self.revocations
+    }
+
+    /// Pulls revocations written by other processes (call periodically).
+    pub async fn sync_revocations(&self) -> Result<usize, StoreError> {
+        self.revocations.sync(self.store.as_ref()).await
+    }
+
+    /// Notes in memory that a user's tokens up to `now` are revoked (the store
+    /// wrote the record in the same transaction as the change).
+    pub fn note_user_revoked(&self, user: &gatehouse_domain::UserId, now: Timestamp) {
+        self.revocations.apply(&[gatehouse_store::Revocation {
+            id: 0,
+            kind: gatehouse_store::RevocationKind::User,
+            subject: user.to_string(),
+            cutoff: now.unix_seconds(),
+            expires_at: now.plus_seconds(ACCESS_TOKEN_TTL_SECS + 60),
+        }]);
     }
 
     pub fn issuer(&self) -> &Issuer {
@@ -69,7 +120,11 @@ impl AuthService {
 
     /// Verifies a bearer access token (cached after the first check).
     pub fn verify_access_token(&self, token: &str) -> Result<Arc<AccessClaims>, TokenError> {
-        self.verifier.verify(&self.keys, &self.issuer, token)
+        let claims = self.verifier.verify(&self.keys, &self.issuer, token)?;
+        if self.revocations.is_revoked(&claims) {
+            return Err(TokenError::Invalid);
+        }
+        Ok(claims)
     }
 
     /// Verifies a bearer credential: an API key (D27, by its prefix) or an
@@ -154,7 +209,7 @@ impl AuthService {
         Ok(self.token_response(&claims, None))
     }
 
-    fn token_response(
+    pub(crate) fn token_response(
         &self,
         claims: &AccessClaims,
         refresh_token: Option<String>,

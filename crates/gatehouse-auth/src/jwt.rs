@@ -26,6 +26,8 @@ pub struct AccessClaims {
     pub jti: String,
     pub iat: i64,
     pub exp: i64,
+    /// The refresh chain the token belongs to (`sid`), for grants with a user.
+    pub chain: Option<String>,
 }
 
 impl AccessClaims {
@@ -40,7 +42,13 @@ impl AccessClaims {
             jti: random::base62(128),
             iat,
             exp: iat + ACCESS_TOKEN_TTL_SECS,
+            chain: None,
         }
+    }
+
+    pub fn in_chain(mut self, chain: &str) -> Self {
+        self.chain = Some(chain.to_owned());
+        self
     }
 }
 
@@ -55,6 +63,8 @@ struct WireOut<'a> {
     jti: &'a str,
     iat: i64,
     exp: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sid: Option<&'a str>,
 }
 
 #[derive(Deserialize)]
@@ -69,6 +79,8 @@ struct WireIn {
     jti: String,
     iat: i64,
     exp: i64,
+    #[serde(default)]
+    sid: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -100,6 +112,7 @@ pub fn sign(keys: &KeySet, issuer: &Issuer, rng: &SystemRandom, claims: &AccessC
         jti: &claims.jti,
         iat: claims.iat,
         exp: claims.exp,
+        sid: claims.chain.as_deref(),
     };
     let json = serde_json::to_vec(&payload).expect("claims serialize");
     let key = &keys.signing;
@@ -181,5 +194,6 @@ pub fn verify(
         jti: w.jti,
         iat: w.iat,
         exp: w.exp,
+        chain: w.sid,
     })
 }

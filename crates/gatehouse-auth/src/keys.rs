@@ -193,6 +193,11 @@ impl KeyRing {
         Ok(())
     }
 
+    /// The key-encryption key (also seals D24's successor pairs).
+    pub fn master(&self) -> &MasterKey {
+        &self.master
+    }
+
     /// Whether the set in memory is due for a rebuild.
     pub fn stale(&self, now: Timestamp) -> bool {
         self.current().next_change.is_some_and(|t| t <= now)

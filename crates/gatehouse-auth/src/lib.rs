@@ -9,16 +9,20 @@
 
 pub mod caller;
 pub mod error;
+pub mod flows;
 pub mod grants;
 pub mod jwt;
 pub mod keys;
 pub mod password;
+pub mod pkce;
+pub mod revocation;
+pub mod throttle;
 pub mod secrets;
 pub mod verifier;
 
 pub use caller::{Caller, Lineage};
 pub use error::{OAuthError, OAuthErrorKind, TokenError};
-pub use grants::{AuthService, ClientAuth, TokenResponse};
+pub use grants::{AuthConfig, AuthService, ClientAuth, TokenResponse};
 pub use jwt::AccessClaims;
 pub use keys::{KeyRing, MasterKey};
 pub use verifier::TokenVerifier;

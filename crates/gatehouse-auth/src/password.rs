@@ -100,6 +100,13 @@ pub async fn verify(password: String, phc: String) -> bool {
         .unwrap_or(false)
 }
 
+/// An Argon2id hash of a random password, computed once: checked against when
+/// an account does not exist, so that timing does not tell (D26).
+pub fn dummy_hash() -> &'static str {
+    static DUMMY: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    DUMMY.get_or_init(|| hash_sync(&gatehouse_domain::random::base62(128)))
+}
+
 /// Synchronous hashing for command-line use.
 pub fn hash_blocking(password: &str) -> String {
     hash_sync(password)

@@ -1,0 +1,467 @@
+//! Grants on behalf of people (D24–D26, D29): the authorization request, login
+//! with throttling, sessions, codes with PKCE, refresh chains with the grace
+//! window and reuse detection, revocation (D25), and the single-use links of
+//! invitations and password resets (D11, D19).
+
+use gatehouse_domain::{
+    Client, ClientId, Email, OrgId, RedirectUri, Role, Scope, ScopeSet, Timestamp, User, UserId,
+    UserStatus, random,
+};
+use gatehouse_store::{
+    AuthCode, LinkKind, NewLink, OutboundEmail, Redeemed, RefreshChain, RefreshToken,
+    RevocationKind, Rotated, Session, StoreError,
+};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{OAuthError, OAuthErrorKind};
+use crate::grants::{AuthService, ClientAuth, TokenResponse};
+use crate::jwt::{self, AccessClaims};
+use crate::{ACCESS_TOKEN_TTL_SECS, password, pkce, secrets, throttle};
+
+/// Authorization codes live five minutes (D26).
+pub const CODE_TTL_SECS: i64 = 300;
+/// Refresh tokens slide over 30 days (interface.md §5.4).
+pub const REFRESH_TTL_SECS: i64 = 30 * 86400;
+/// Browser sessions after login.
+pub const SESSION_TTL_SECS: i64 = 12 * 3600;
+/// Invitation links live seven days (D11), reset links one hour (D19).
+pub const INVITATION_TTL_SECS: i64 = 7 * 86400;
+pub const RESET_TTL_SECS: i64 = 3600;
+
+/// The query of `GET /oauth/authorize`.
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+pub struct AuthorizeParams {
+    pub response_type: Option<String>,
+    pub client_id: Option<String>,
+    pub redirect_uri: Option<String>,
+    pub scope: Option<String>,
+    pub state: Option<String>,
+    pub code_challenge: Option<String>,
+    pub code_challenge_method: Option<String>,
+}
+
+/// Why an authorization request is refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AuthorizeError {
+    /// The client or redirect URI cannot be trusted: an error page, never a redirect (D26).
+    Page(String),
+    /// Sent back to the client at its redirect URI.
+    Redirect { redirect_uri: String, error: &'static str, description: String, state: Option<String> },
+}
+
+/// A checked authorization request.
+#[derive(Clone, Debug)]
+pub struct AuthorizeRequest {
+    pub client: Client,
+    pub redirect_uri: String,
+    /// Known scopes asked for (unknown ones dropped); `None` when `scope` was omitted.
+    pub requested: Option<ScopeSet>,
+    pub state: Option<String>,
+    pub code_challenge: String,
+}
+
+impl AuthorizeRequest {
+    /// D26, D29: what was asked (or, if omitted, what the client is registered
+    /// for, without `admin`) ∩ the client's scopes ∩ what the role allows;
+    /// `admin` only for an approved client.
+    pub fn grantable(&self, role: Role) -> ScopeSet {
+        let mut asked = match self.requested {
+            Some(s) => s,
+            None => self.client.scopes.without(Scope::Admin),
+        };
+        if !self.client.admin_approved {
+            asked = asked.without(Scope::Admin);
+        }
+        asked.intersect(self.client.scopes).intersect(ScopeSet::for_role(role))
+    }
+
+    pub fn error(&self, error: &'static str, description: &str) -> AuthorizeError {
+        AuthorizeError::Redirect {
+            redirect_uri: self.redirect_uri.clone(),
+            error,
+            description: description.to_owned(),
+            state: self.state.clone(),
+        }
+    }
+}
+
+/// Why a login failed. Every kind reads the same to the person (D26).
+#[derive(Debug, PartialEq, Eq)]
+pub enum LoginError {
+    Failed,
+    Unavailable(String),
+}
+
+/// The pair sealed for the grace window (D24).
+#[derive(Serialize, Deserialize)]
+struct SealedPair {
+    access_token: String,
+    refresh_token: String,
+    scope: String,
+    issued_at: i64,
+}
+
+fn digest(token: &str) -> [u8; 32] {
+    secrets::hash_secret(token)
+}
+
+fn invalid_grant(d: &str) -> OAuthError {
+    OAuthError::new(OAuthErrorKind::InvalidGrant, d)
+}
+
+impl AuthService {
+    /// D26: checks client and redirect URI first (failures are pages), then the rest
+    /// (failures go to the redirect URI).
+    pub async fn check_authorize(&self, p: &AuthorizeParams) -> Result<AuthorizeRequest, AuthorizeError> {
+        let page = |m: &str| AuthorizeError::Page(m.to_owned());
+        let client_id = p.client_id.as_deref().and_then(ClientId::parse).ok_or_else(|| page("The application is unknown."))?;
+        let client = match self.store.find_client(&client_id).await {
+            Ok(Some(c)) => c,
+            Ok(None) => return Err(page("The application is unknown.")),
+            Err(e) => {
+                tracing::error!(cause = %e, "authorize: client look-up failed");
+                return Err(page("The service is temporarily unavailable. Try again in a moment."));
+            }
+        };
+        let presented = p.redirect_uri.as_deref().ok_or_else(|| page("The application sent no redirect_uri."))?;
+        let registered = client
+            .redirect_uris
+            .iter()
+            .filter_map(|u| RedirectUri::parse(u).ok())
+            .any(|u| u.matches(presented));
+        if !registered {
+            return Err(page("The redirect_uri is not registered for this application."));
+        }
+        let mut req = AuthorizeRequest {
+            redirect_uri: presented.to_owned(),
+            requested: p.scope.as_deref().map(|s| s.split(' ').filter_map(Scope::parse).collect()),
+            state: p.state.clone(),
+            code_challenge: String::new(),
+            client,
+        };
+        match p.response_type.as_deref() {
+            Some("code") => {}
+            None => return Err(req.error("invalid_request", "response_type is required")),
+            Some(_) => return Err(req.error("unsupported_response_type", "only response_type=code is supported")),
+        }
+        match p.code_challenge_method.as_deref() {
+            Some("S256") => {}
+            _ => return Err(req.error("invalid_request", "PKCE with code_challenge_method=S256 is required")),
+        }
+        match p.code_challenge.as_deref() {
+            Some(c) if pkce::valid_challenge(c) => req.code_challenge = c.to_owned(),
+            _ => return Err(req.error("invalid_request", "code_challenge must be the base64url SHA-256 of the verifier")),
+        }
+        Ok(req)
+    }
+
+    /// D26: e-mail and password within the client's organization, throttled.
+    pub async fn login(&self, org: &OrgId, email: &str, pw: &str, source: &str) -> Result<User, LoginError> {
+        let unavailable = |e: StoreError| LoginError::Unavailable(e.to_string());
+        let Ok(email) = Email::parse(email) else {
+            return Err(LoginError::Failed);
+        };
+        let norm = email.normalized();
+        let now = Timestamp::now();
+        let failures = self.store.login_failures(org, &norm, throttle::lookback(now)).await.map_err(unavailable)?;
+        if throttle::is_locked(&failures, source, now) {
+            return Err(LoginError::Failed);
+        }
+        let found = self.store.find_user_by_email(org, &email).await.map_err(unavailable)?;
+        let ok = match found {
+            Some((user, Some(hash))) if user.status == UserStatus::Active => {
+                password::verify(pw.to_owned(), hash).await.then_some(user)
+            }
+            _ => {
+                // The same work as a real check, so timing tells nothing.
+                password::verify(pw.to_owned(), password::dummy_hash().to_owned()).await;
+                None
+            }
+        };
+        match ok {
+            Some(user) => Ok(user),
+            None => {
+                self.store.record_login_failure(org, &norm, source, now).await.map_err(unavailable)?;
+                Err(LoginError::Failed)
+            }
+        }
+    }
+
+    /// A new browser session; returns the cookie value.
+    pub async fn create_session(&self, user: &User, org: &OrgId) -> Result<String, StoreError> {
+        let token = random::token("", 256);
+        let now = Timestamp::now();
+        let sess = Session { org: org.clone(), user: user.id.clone(), created_at: now, expires_at: now.plus_seconds(SESSION_TTL_SECS) };
+        self.store.create_session(&digest(&token), &sess).await?;
+        Ok(token)
+    }
+
+    /// The active user of a session cookie in `org`, if any.
+    pub async fn session_user(&self, cookie: &str, org: &OrgId) -> Result<Option<User>, StoreError> {
+        let Some(sess) = self.store.find_session(&digest(cookie)).await? else { return Ok(None) };
+        if sess.expires_at <= Timestamp::now() || &sess.org != org {
+            return Ok(None);
+        }
+        Ok(self.store.get_user(org, &sess.user).await?.filter(|u| u.status == UserStatus::Active))
+    }
+
+    pub async fn end_session(&self, cookie: &str) -> Result<(), StoreError> {
+        self.store.delete_session(&digest(cookie)).await
+    }
+
+    /// A single-use code for the approved request (D26).
+    pub async fn issue_code(&self, req: &AuthorizeRequest, user: &User, scopes: ScopeSet) -> Result<String, StoreError> {
+        let code = random::token("ac_", 256);
+        let now = Timestamp::now();
+        self.store
+            .insert_auth_code(&AuthCode {
+                digest: digest(&code),
+                org: req.client.org.clone(),
+                client: req.client.id.clone(),
+                user: user.id.clone(),
+                redirect_uri: req.redirect_uri.clone(),
+                scopes,
+                code_challenge: req.code_challenge.clone(),
+                created_at: now,
+                expires_at: now.plus_seconds(CODE_TTL_SECS),
+                used_at: None,
+                chain: None,
+            })
+            .await?;
+        Ok(code)
+    }
+
+    async fn active_user(&self, org: &OrgId, id: &UserId) -> Result<User, OAuthError> {
+        match self.store.get_user(org, id).await? {
+            Some(u) if u.status == UserStatus::Active => Ok(u),
+            _ => Err(invalid_grant("the user is no longer active")),
+        }
+    }
+
+    fn new_refresh(&self, chain: &RefreshChain, now: Timestamp, access_jti: &str) -> (String, RefreshToken) {
+        let token = random::token("rt_", 256);
+        let rec = RefreshToken {
+            digest: digest(&token),
+            chain: chain.id.clone(),
+            issued_at: now,
+            expires_at: now.plus_seconds(REFRESH_TTL_SECS).min(chain.ends_at),
+            used_at: None,
+            successor_sealed: None,
+            successor_until: None,
+            access_jti: Some(access_jti.to_owned()),
+        };
+        (token, rec)
+    }
+
+    async fn revoke_chain_now(&self, chain: &str) -> Result<(), OAuthError> {
+        let now = Timestamp::now();
+        let until = now.plus_seconds(ACCESS_TOKEN_TTL_SECS + 60);
+        self.store.revoke_chain(chain, now, until).await?;
+        self.revocations.apply(&[gatehouse_store::Revocation {
+            id: 0,
+            kind: RevocationKind::Chain,
+            subject: chain.to_owned(),
+            cutoff: now.unix_seconds(),
+            expires_at: until,
+        }]);
+        Ok(())
+    }
+
+    async fn revoke_jti_now(&self, jti: &str, expires_at: Timestamp) -> Result<(), OAuthError> {
+        let now = Timestamp::now();
+        self.store.insert_revocation(RevocationKind::Jti, jti, now.unix_seconds(), expires_at).await?;
+        self.revocations.apply(&[gatehouse_store::Revocation {
+            id: 0,
+            kind: RevocationKind::Jti,
+            subject: jti.to_owned(),
+            cutoff: now.unix_seconds(),
+            expires_at,
+        }]);
+        Ok(())
+    }
+
+    /// `grant_type=authorization_code` (D26): code, same `redirect_uri`, the
+    /// PKCE verifier; the client authenticates unless public.
+    pub async fn authorization_code(
+        &self,
+        auth: &ClientAuth,
+        code: Option<&str>,
+        redirect_uri: Option<&str>,
+        verifier: Option<&str>,
+    ) -> Result<TokenResponse, OAuthError> {
+        let client = self.authenticate_client(auth).await?;
+        let code = code.ok_or_else(|| OAuthError::invalid_request("code is required"))?;
+        let redirect_uri = redirect_uri.ok_or_else(|| OAuthError::invalid_request("redirect_uri is required"))?;
+        let verifier = verifier.ok_or_else(|| OAuthError::invalid_request("code_verifier is required (PKCE)"))?;
+        let d = digest(code);
+        let rec = self.store.find_auth_code(&d).await?.ok_or_else(|| invalid_grant("the code is invalid"))?;
+        if rec.client != client.id {
+            return Err(invalid_grant("the code was issued to another client"));
+        }
+        if rec.used_at.is_some() {
+            // D26: a second use revokes what the first issued.
+            if let Some(chain) = &rec.chain {
+                self.revoke_chain_now(chain).await?;
+            }
+            return Err(invalid_grant("the code was already used"));
+        }
+        let now = Timestamp::now();
+        if rec.expires_at <= now {
+            return Err(invalid_grant("the code has expired"));
+        }
+        if rec.redirect_uri != redirect_uri {
+            return Err(invalid_grant("redirect_uri differs from the authorization request"));
+        }
+        if !pkce::verify(verifier, &rec.code_challenge) {
+            return Err(invalid_grant("code_verifier does not match the code_challenge"));
+        }
+        let user = self.active_user(&rec.org, &rec.user).await?;
+        let scopes = rec.scopes.intersect(ScopeSet::for_role(user.role));
+        let chain = RefreshChain {
+            id: random::base62(128),
+            org: rec.org.clone(),
+            client: client.id.clone(),
+            user: user.id.clone(),
+            scopes,
+            created_at: now,
+            ends_at: now.plus_seconds(self.config.refresh_max_days * 86400),
+            revoked_at: None,
+        };
+        let claims = AccessClaims::issue(rec.org.clone(), client.id.clone(), Some(user.id.clone()), scopes).in_chain(&chain.id);
+        let (refresh, token_rec) = self.new_refresh(&chain, now, &claims.jti);
+        match self.store.redeem_auth_code(&d, now, &chain, &token_rec).await? {
+            Redeemed::Fresh => Ok(self.token_response(&claims, Some(refresh))),
+            Redeemed::Reused(first) => {
+                if let Some(chain) = first {
+                    self.revoke_chain_now(&chain).await?;
+                }
+                Err(invalid_grant("the code was already used"))
+            }
+        }
+    }
+
+    /// `grant_type=refresh_token` (D24).
+    pub async fn refresh(&self, auth: &ClientAuth, refresh_token: Option<&str>, scope: Option<&str>) -> Result<TokenResponse, OAuthError> {
+        let client = self.authenticate_client(auth).await?;
+        let presented = refresh_token.ok_or_else(|| OAuthError::invalid_request("refresh_token is required"))?;
+        let d = digest(presented);
+        let (tok, chain) = self.store.find_refresh_token(&d).await?.ok_or_else(|| invalid_grant("the refresh token is invalid"))?;
+        if chain.client != client.id {
+            return Err(invalid_grant("the refresh token was issued to another client"));
+        }
+        if chain.revoked_at.is_some() {
+            return Err(invalid_grant("the refresh token was revoked"));
+        }
+        let now = Timestamp::now();
+        let narrowed = match scope.map(str::trim).filter(|s| !s.is_empty()) {
+            None => chain.scopes,
+            Some(s) => {
+                let set = ScopeSet::parse(s).map_err(|w| OAuthError::invalid_scope(format!("unknown scope: {w}")))?;
+                if !set.is_subset(chain.scopes) {
+                    return Err(OAuthError::invalid_scope("a refresh cannot widen the granted scopes"));
+                }
+                set
+            }
+        };
+        let stored = match tok.used_at {
+            Some(_) => tok,
+            None => {
+                if tok.expires_at <= now || chain.ends_at <= now {
+                    return Err(invalid_grant("the refresh token has expired"));
+                }
+                let user = self.active_user(&chain.org, &chain.user).await?;
+                let scopes = narrowed.intersect(ScopeSet::for_role(user.role));
+                let claims = AccessClaims::issue(chain.org.clone(), client.id.clone(), Some(user.id.clone()), scopes).in_chain(&chain.id);
+                let (refresh, next) = self.new_refresh(&chain, now, &claims.jti);
+                let response = self.token_response(&claims, Some(refresh.clone()));
+                let sealed = serde_json::to_vec(&SealedPair {
+                    access_token: response.access_token.clone(),
+                    refresh_token: refresh,
+                    scope: response.scope.clone(),
+                    issued_at: now.millis(),
+                })
+                .expect("pair serializes");
+                let sealed = self.keys.master().encrypt(&sealed, &d);
+                let until = now.plus_seconds(self.config.refresh_grace_secs.max(0));
+                match self.store.rotate_refresh_token(&d, now, &sealed, until, &next).await? {
+                    Rotated::Fresh => {
+                        // D24: the previous access token of the chain dies with the refresh.
+                        if let Some(jti) = &tok_access_jti(&d, &self.store).await {
+                            self.revoke_jti_now(jti, now.plus_seconds(ACCESS_TOKEN_TTL_SECS + 60)).await?;
+                        }
+                        return Ok(response);
+                    }
+                    Rotated::AlreadyUsed(current) => current,
+                }
+            }
+        };
+        // Used before: the grace window answers with the very same pair (D24) …
+        if self.config.refresh_grace_secs > 0 {
+            if let (Some(sealed), Some(until)) = (&stored.successor_sealed, stored.successor_until) {
+                if until > now {
+                    if let Some(pair) = self.keys.master().decrypt(sealed, &d).and_then(|p| serde_json::from_slice::<SealedPair>(&p).ok()) {
+                        let elapsed = (now.millis() - pair.issued_at).max(0) / 1000;
+                        return Ok(TokenResponse {
+                            access_token: pair.access_token,
+                            token_type: "Bearer",
+                            expires_in: (ACCESS_TOKEN_TTL_SECS - elapsed).max(1),
+                            refresh_token: Some(pair.refresh_token),
+                            scope: pair.scope,
+                        });
+                    }
+                }
+            }
+        }
+        // … after it, a replay is reuse: the whole chain is revoked (RFC 9700).
+        self.revoke_chain_now(&chain.id).await?;
+        Err(invalid_grant("the refresh token was already used; the session has been revoked"))
+    }
+
+    /// `POST /oauth/revoke` (D25, RFC 7009): `Ok` for anything but bad client credentials.
+    pub async fn revoke(&self, auth: &ClientAuth, token: &str, _hint: Option<&str>) -> Result<(), OAuthError> {
+        let client = self.authenticate_client(auth).await?;
+        if token.starts_with("rt_") {
+            if let Some((_, chain)) = self.store.find_refresh_token(&digest(token)).await? {
+                if chain.client == client.id {
+                    self.revoke_chain_now(&chain.id).await?;
+                }
+            }
+            return Ok(());
+        }
+        let now = Timestamp::now().unix_seconds();
+        let Ok(claims) = jwt::verify(&self.keys.current(), &self.issuer, token, now) else {
+            // Malformed, forged, expired or unknown: nothing to do (still 200).
+            return Ok(());
+        };
+        if claims.client_id != client.id {
+            return Ok(());
+        }
+        self.revoke_jti_now(&claims.jti, Timestamp::from_unix_seconds(claims.exp + 60)).await
+    }
+
+    /// A new single-use link: (token for the URL, the record to store with its e-mail).
+    pub fn new_link(kind: LinkKind, to: &str, subject: String, body: impl FnOnce(&str) -> String) -> (String, NewLink) {
+        let token = random::token("", 256);
+        let ttl = match kind {
+            LinkKind::Invitation => INVITATION_TTL_SECS,
+            LinkKind::Reset => RESET_TTL_SECS,
+        };
+        let link = NewLink {
+            digest: digest(&token),
+            expires_at: Timestamp::now().plus_seconds(ttl),
+            email: OutboundEmail { to: to.to_owned(), subject, body: body(&token) },
+        };
+        (token, link)
+    }
+
+    /// The digest under which a link token is stored.
+    pub fn link_digest(token: &str) -> [u8; 32] {
+        digest(token)
+    }
+}
+
+/// The access jti recorded with a refresh token (read after winning the rotation).
+async fn tok_access_jti(d: &[u8; 32], store: &std::sync::Arc<dyn gatehouse_store::Store>) -> Option<String> {
+    store.find_refresh_token(d).await.ok().flatten().and_then(|(t, _)| t.access_jti)
+}
+

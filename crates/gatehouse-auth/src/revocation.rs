@@ -1,0 +1,144 @@
+//! The in-memory revocation set: "is this token's `jti`, chain or user
+//! revoked?" answered on every request without a database query (D24, D25,
+//! D11, D13, D29). It is kept in step with the `revocations` table: this
+//! process applies its own revocations directly (so the next request sees
+//! them), and [`RevocationSet::sync`] pulls rows written by other processes
+//! (the CLI, other nodes) by increasing id.
+
+use std::collections::HashMap;
+use std::sync::RwLock;
+use std::sync::atomic::{AtomicI64, Ordering};
+
+use gatehouse_domain::Timestamp;
+use gatehouse_store::{Revocation, RevocationKind, Store, StoreError};
+
+use crate::jwt::AccessClaims;
+
+#[derive(Default)]
+struct Sets {
+    /// jti → expiry (ms).
+    jtis: HashMap<String, i64>,
+    /// chain id → expiry (ms).
+    chains: HashMap<String, i64>,
+    /// user id → (cut-off in Unix seconds, expiry ms): tokens issued at or before are dead.
+    users: HashMap<String, (i64, i64)>,
+}
+
+#[derive(Default)]
+pub struct RevocationSet {
+    sets: RwLock<Sets>,
+    last_id: AtomicI64,
+}
+
+impl RevocationSet {
+    /// Whether the token is revoked.
+    pub fn is_revoked(&self, c: &AccessClaims) -> bool {
+        let s = self.sets.read().unwrap_or_else(|e| e.into_inner());
+        if s.jtis.is_empty() && s.chains.is_empty() && s.users.is_empty() {
+            return false;
+        }
+        s.jtis.contains_key(&c.jti)
+            || c.chain.as_ref().is_some_and(|ch| s.chains.contains_key(ch))
+            || c
+                .user
+                .as_ref()
+                .and_then(|u| s.users.get(u.as_str()))
+                .is_some_and(|(cutoff, _)| c.iat <= *cutoff)
+    }
+
+    /// Applies revocations (from this process or from storage).
+    pub fn apply(&self, revs: &[Revocation]) {
+        if revs.is_empty() {
+            return;
+        }
+        let mut s = self.sets.write().unwrap_or_else(|e| e.into_inner());
+        for r in revs {
+            let exp = r.expires_at.millis();
+            match r.kind {
+                RevocationKind::Jti => {
+                    s.jtis.insert(r.subject.clone(), exp);
+                }
+                RevocationKind::Chain => {
+                    s.chains.insert(r.subject.clone(), exp);
+                }
+                RevocationKind::User => {
+                    let e = s.users.entry(r.subject.clone()).or_insert((r.cutoff, exp));
+                    e.0 = e.0.max(r.cutoff);
+                    e.1 = e.1.max(exp);
+                }
+            }
+        }
+    }
+
+    /// Pulls revocations written since the last sync, and forgets expired ones.
+    pub async fn sync(&self, store: &dyn Store) -> Result<usize, StoreError> {
+        let now = Timestamp::now();
+        let after = self.last_id.load(Ordering::SeqCst);
+        let revs = store.revocations_since(after, now).await?;
+        if let Some(last) = revs.last() {
+            self.last_id.fetch_max(last.id, Ordering::SeqCst);
+        }
+        self.apply(&revs);
+        let mut s = self.sets.write().unwrap_or_else(|e| e.into_inner());
+        let now = now.millis();
+        s.jtis.retain(|_, exp| *exp > now);
+        s.chains.retain(|_, exp| *exp > now);
+        s.users.retain(|_, (_, exp)| *exp > now);
+        Ok(revs.len())
+    }
+
+    /// Entries held (for metrics and tests).
+    pub fn len(&self) -> usize {
+        let s = self.sets.read().unwrap_or_else(|e| e.into_inner());
+        s.jtis.len() + s.chains.len() + s.users.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gatehouse_domain::{ClientId, OrgId, ScopeSet, UserId};
+
+    fn claims(user: Option<UserId>, iat: i64, chain: Option<&str>) -> AccessClaims {
+        AccessClaims {
+            org: OrgId::generate(),
+            client_id: ClientId::generate(),
+            user,
+            scopes: ScopeSet::EMPTY,
+            jti: "j1".into(),
+            iat,
+            exp: iat + 3600,
+            chain: chain.map(str::to_owned),
+        }
+    }
+
+    fn rev(kind: RevocationKind, subject: &str, cutoff: i64) -> Revocation {
+        Revocation { id: 1, kind, subject: subject.into(), cutoff, expires_at: Timestamp::now().plus_seconds(100) }
+    }
+
+    #[test]
+    fn user_cutoff_revokes_older_tokens_only() {
+        let set = RevocationSet::default();
+        let u = UserId::generate();
+        set.apply(&[rev(RevocationKind::User, u.as_str(), 1000)]);
+        assert!(set.is_revoked(&claims(Some(u.clone()), 999, None)));
+        assert!(set.is_revoked(&claims(Some(u.clone()), 1000, None)));
+        assert!(!set.is_revoked(&claims(Some(u), 1001, None)));
+        assert!(!set.is_revoked(&claims(Some(UserId::generate()), 10, None)));
+    }
+
+    #[test]
+    fn jti_and_chain_revocations() {
+        let set = RevocationSet::default();
+        assert!(!set.is_revoked(&claims(None, 5, Some("c1"))));
+        set.apply(&[rev(RevocationKind::Chain, "c1", 0)]);
+        assert!(set.is_revoked(&claims(None, 5, Some("c1"))));
+        assert!(!set.is_revoked(&claims(None, 5, Some("c2"))));
+        set.apply(&[rev(RevocationKind::Jti, "j1", 0)]);
+        assert!(set.is_revoked(&claims(None, 5, None)));
+    }
+}
