@@ -46,7 +46,12 @@ pub enum AuthorizeError {
     /// The client or redirect URI cannot be trusted: an error page, never a redirect (D26).
     Page(String),
     /// Sent back to the client at its redirect URI.
-    Redirect { redirect_uri: String, error: &'static str, description: String, state: Option<String> },
+    Redirect {
+        redirect_uri: String,
+        error: &'static str,
+        description: String,
+        state: Option<String>,
+    },
 }
 
 /// A checked authorization request.
@@ -72,7 +77,9 @@ impl AuthorizeRequest {
         if !self.client.admin_approved {
             asked = asked.without(Scope::Admin);
         }
-        asked.intersect(self.client.scopes).intersect(ScopeSet::for_role(role))
+        asked
+            .intersect(self.client.scopes)
+            .intersect(ScopeSet::for_role(role))
     }
 
     pub fn error(&self, error: &'static str, description: &str) -> AuthorizeError {
@@ -112,29 +119,46 @@ fn invalid_grant(d: &str) -> OAuthError {
 impl AuthService {
     /// D26: checks client and redirect URI first (failures are pages), then the rest
     /// (failures go to the redirect URI).
-    pub async fn check_authorize(&self, p: &AuthorizeParams) -> Result<AuthorizeRequest, AuthorizeError> {
+    pub async fn check_authorize(
+        &self,
+        p: &AuthorizeParams,
+    ) -> Result<AuthorizeRequest, AuthorizeError> {
         let page = |m: &str| AuthorizeError::Page(m.to_owned());
-        let client_id = p.client_id.as_deref().and_then(ClientId::parse).ok_or_else(|| page("The application is unknown."))?;
+        let client_id = p
+            .client_id
+            .as_deref()
+            .and_then(ClientId::parse)
+            .ok_or_else(|| page("The application is unknown."))?;
         let client = match self.store.find_client(&client_id).await {
             Ok(Some(c)) => c,
             Ok(None) => return Err(page("The application is unknown.")),
             Err(e) => {
                 tracing::error!(cause = %e, "authorize: client look-up failed");
-                return Err(page("The service is temporarily unavailable. Try again in a moment."));
+                return Err(page(
+                    "The service is temporarily unavailable. Try again in a moment.",
+                ));
             }
         };
-        let presented = p.redirect_uri.as_deref().ok_or_else(|| page("The application sent no redirect_uri."))?;
+        let presented = p
+            .redirect_uri
+            .as_deref()
+            .ok_or_else(|| page("The application sent no redirect_uri."))?;
         let registered = client
             .redirect_uris
             .iter()
             .filter_map(|u| RedirectUri::parse(u).ok())
             .any(|u| u.matches(presented));
         if !registered {
-            return Err(page("The redirect_uri is not registered for this application."));
+            return Err(page(
+                "The redirect_uri is not registered for this application.",
+            ));
         }
         let mut req = AuthorizeRequest {
             redirect_uri: presented.to_owned(),
-            requested: p.scope.as_deref().map(|s| s.split(' ').filter_map(Scope::parse).collect()),
+            requested: p
+                .scope
+                .as_deref()
+                .map(|s| s.split(' ').filter_map(Scope::parse).collect()),
             state: p.state.clone(),
             code_challenge: String::new(),
             client,
@@ -142,32 +166,61 @@ impl AuthService {
         match p.response_type.as_deref() {
             Some("code") => {}
             None => return Err(req.error("invalid_request", "response_type is required")),
-            Some(_) => return Err(req.error("unsupported_response_type", "only response_type=code is supported")),
+            Some(_) => {
+                return Err(req.error(
+                    "unsupported_response_type",
+                    "only response_type=code is supported",
+                ));
+            }
         }
         match p.code_challenge_method.as_deref() {
             Some("S256") => {}
-            _ => return Err(req.error("invalid_request", "PKCE with code_challenge_method=S256 is required")),
+            _ => {
+                return Err(req.error(
+                    "invalid_request",
+                    "PKCE with code_challenge_method=S256 is required",
+                ));
+            }
         }
         match p.code_challenge.as_deref() {
             Some(c) if pkce::valid_challenge(c) => req.code_challenge = c.to_owned(),
-            _ => return Err(req.error("invalid_request", "code_challenge must be the base64url SHA-256 of the verifier")),
+            _ => {
+                return Err(req.error(
+                    "invalid_request",
+                    "code_challenge must be the base64url SHA-256 of the verifier",
+                ));
+            }
         }
         Ok(req)
     }
 
     /// D26: e-mail and password within the client's organization, throttled.
-    pub async fn login(&self, org: &OrgId, email: &str, pw: &str, source: &str) -> Result<User, LoginError> {
+    pub async fn login(
+        &self,
+        org: &OrgId,
+        email: &str,
+        pw: &str,
+        source: &str,
+    ) -> Result<User, LoginError> {
         let unavailable = |e: StoreError| LoginError::Unavailable(e.to_string());
         let Ok(email) = Email::parse(email) else {
             return Err(LoginError::Failed);
         };
         let norm = email.normalized();
         let now = Timestamp::now();
-        let failures = self.store.login_failures(org, &norm, throttle::lookback(now)).await.map_err(unavailable)?;
+        let failures = self
+            .store
+            .login_failures(org, &norm, throttle::lookback(now))
+            .await
+            .map_err(unavailable)?;
         if throttle::is_locked(&failures, source, now) {
             return Err(LoginError::Failed);
         }
-        let found = self.store.find_user_by_email(org, &email).await.map_err(unavailable)?;
+        let found = self
+            .store
+            .find_user_by_email(org, &email)
+            .await
+            .map_err(unavailable)?;
         let ok = match found {
             Some((user, Some(hash))) if user.status == UserStatus::Active => {
                 password::verify(pw.to_owned(), hash).await.then_some(user)
@@ -181,7 +234,10 @@ impl AuthService {
         match ok {
             Some(user) => Ok(user),
             None => {
-                self.store.record_login_failure(org, &norm, source, now).await.map_err(unavailable)?;
+                self.store
+                    .record_login_failure(org, &norm, source, now)
+                    .await
+                    .map_err(unavailable)?;
                 Err(LoginError::Failed)
             }
         }
@@ -191,18 +247,33 @@ impl AuthService {
     pub async fn create_session(&self, user: &User, org: &OrgId) -> Result<String, StoreError> {
         let token = random::token("", 256);
         let now = Timestamp::now();
-        let sess = Session { org: org.clone(), user: user.id.clone(), created_at: now, expires_at: now.plus_seconds(SESSION_TTL_SECS) };
+        let sess = Session {
+            org: org.clone(),
+            user: user.id.clone(),
+            created_at: now,
+            expires_at: now.plus_seconds(SESSION_TTL_SECS),
+        };
         self.store.create_session(&digest(&token), &sess).await?;
         Ok(token)
     }
 
     /// The active user of a session cookie in `org`, if any.
-    pub async fn session_user(&self, cookie: &str, org: &OrgId) -> Result<Option<User>, StoreError> {
-        let Some(sess) = self.store.find_session(&digest(cookie)).await? else { return Ok(None) };
+    pub async fn session_user(
+        &self,
+        cookie: &str,
+        org: &OrgId,
+    ) -> Result<Option<User>, StoreError> {
+        let Some(sess) = self.store.find_session(&digest(cookie)).await? else {
+            return Ok(None);
+        };
         if sess.expires_at <= Timestamp::now() || &sess.org != org {
             return Ok(None);
         }
-        Ok(self.store.get_user(org, &sess.user).await?.filter(|u| u.status == UserStatus::Active))
+        Ok(self
+            .store
+            .get_user(org, &sess.user)
+            .await?
+            .filter(|u| u.status == UserStatus::Active))
     }
 
     pub async fn end_session(&self, cookie: &str) -> Result<(), StoreError> {
@@ -210,7 +281,12 @@ impl AuthService {
     }
 
     /// A single-use code for the approved request (D26).
-    pub async fn issue_code(&self, req: &AuthorizeRequest, user: &User, scopes: ScopeSet) -> Result<String, StoreError> {
+    pub async fn issue_code(
+        &self,
+        req: &AuthorizeRequest,
+        user: &User,
+        scopes: ScopeSet,
+    ) -> Result<String, StoreError> {
         let code = random::token("ac_", 256);
         let now = Timestamp::now();
         self.store
@@ -238,7 +314,12 @@ impl AuthService {
         }
     }
 
-    fn new_refresh(&self, chain: &RefreshChain, now: Timestamp, access_jti: &str) -> (String, RefreshToken) {
+    fn new_refresh(
+        &self,
+        chain: &RefreshChain,
+        now: Timestamp,
+        access_jti: &str,
+    ) -> (String, RefreshToken) {
         let token = random::token("rt_", 256);
         let rec = RefreshToken {
             digest: digest(&token),
@@ -269,7 +350,9 @@ impl AuthService {
 
     async fn revoke_jti_now(&self, jti: &str, expires_at: Timestamp) -> Result<(), OAuthError> {
         let now = Timestamp::now();
-        self.store.insert_revocation(RevocationKind::Jti, jti, now.unix_seconds(), expires_at).await?;
+        self.store
+            .insert_revocation(RevocationKind::Jti, jti, now.unix_seconds(), expires_at)
+            .await?;
         self.revocations.apply(&[gatehouse_store::Revocation {
             id: 0,
             kind: RevocationKind::Jti,
@@ -291,10 +374,16 @@ impl AuthService {
     ) -> Result<TokenResponse, OAuthError> {
         let client = self.authenticate_client(auth).await?;
         let code = code.ok_or_else(|| OAuthError::invalid_request("code is required"))?;
-        let redirect_uri = redirect_uri.ok_or_else(|| OAuthError::invalid_request("redirect_uri is required"))?;
-        let verifier = verifier.ok_or_else(|| OAuthError::invalid_request("code_verifier is required (PKCE)"))?;
+        let redirect_uri =
+            redirect_uri.ok_or_else(|| OAuthError::invalid_request("redirect_uri is required"))?;
+        let verifier = verifier
+            .ok_or_else(|| OAuthError::invalid_request("code_verifier is required (PKCE)"))?;
         let d = digest(code);
-        let rec = self.store.find_auth_code(&d).await?.ok_or_else(|| invalid_grant("the code is invalid"))?;
+        let rec = self
+            .store
+            .find_auth_code(&d)
+            .await?
+            .ok_or_else(|| invalid_grant("the code is invalid"))?;
         if rec.client != client.id {
             return Err(invalid_grant("the code was issued to another client"));
         }
@@ -310,10 +399,14 @@ impl AuthService {
             return Err(invalid_grant("the code has expired"));
         }
         if rec.redirect_uri != redirect_uri {
-            return Err(invalid_grant("redirect_uri differs from the authorization request"));
+            return Err(invalid_grant(
+                "redirect_uri differs from the authorization request",
+            ));
         }
         if !pkce::verify(verifier, &rec.code_challenge) {
-            return Err(invalid_grant("code_verifier does not match the code_challenge"));
+            return Err(invalid_grant(
+                "code_verifier does not match the code_challenge",
+            ));
         }
         let user = self.active_user(&rec.org, &rec.user).await?;
         let scopes = rec.scopes.intersect(ScopeSet::for_role(user.role));
@@ -327,9 +420,19 @@ impl AuthService {
             ends_at: now.plus_seconds(self.config.refresh_max_days * 86400),
             revoked_at: None,
         };
-        let claims = AccessClaims::issue(rec.org.clone(), client.id.clone(), Some(user.id.clone()), scopes).in_chain(&chain.id);
+        let claims = AccessClaims::issue(
+            rec.org.clone(),
+            client.id.clone(),
+            Some(user.id.clone()),
+            scopes,
+        )
+        .in_chain(&chain.id);
         let (refresh, token_rec) = self.new_refresh(&chain, now, &claims.jti);
-        match self.store.redeem_auth_code(&d, now, &chain, &token_rec).await? {
+        match self
+            .store
+            .redeem_auth_code(&d, now, &chain, &token_rec)
+            .await?
+        {
             Redeemed::Fresh => Ok(self.token_response(&claims, Some(refresh))),
             Redeemed::Reused(first) => {
                 if let Some(chain) = first {
@@ -341,13 +444,25 @@ impl AuthService {
     }
 
     /// `grant_type=refresh_token` (D24).
-    pub async fn refresh(&self, auth: &ClientAuth, refresh_token: Option<&str>, scope: Option<&str>) -> Result<TokenResponse, OAuthError> {
+    pub async fn refresh(
+        &self,
+        auth: &ClientAuth,
+        refresh_token: Option<&str>,
+        scope: Option<&str>,
+    ) -> Result<TokenResponse, OAuthError> {
         let client = self.authenticate_client(auth).await?;
-        let presented = refresh_token.ok_or_else(|| OAuthError::invalid_request("refresh_token is required"))?;
+        let presented = refresh_token
+            .ok_or_else(|| OAuthError::invalid_request("refresh_token is required"))?;
         let d = digest(presented);
-        let (tok, chain) = self.store.find_refresh_token(&d).await?.ok_or_else(|| invalid_grant("the refresh token is invalid"))?;
+        let (tok, chain) = self
+            .store
+            .find_refresh_token(&d)
+            .await?
+            .ok_or_else(|| invalid_grant("the refresh token is invalid"))?;
         if chain.client != client.id {
-            return Err(invalid_grant("the refresh token was issued to another client"));
+            return Err(invalid_grant(
+                "the refresh token was issued to another client",
+            ));
         }
         if chain.revoked_at.is_some() {
             return Err(invalid_grant("the refresh token was revoked"));
@@ -356,9 +471,12 @@ impl AuthService {
         let narrowed = match scope.map(str::trim).filter(|s| !s.is_empty()) {
             None => chain.scopes,
             Some(s) => {
-                let set = ScopeSet::parse(s).map_err(|w| OAuthError::invalid_scope(format!("unknown scope: {w}")))?;
+                let set = ScopeSet::parse(s)
+                    .map_err(|w| OAuthError::invalid_scope(format!("unknown scope: {w}")))?;
                 if !set.is_subset(chain.scopes) {
-                    return Err(OAuthError::invalid_scope("a refresh cannot widen the granted scopes"));
+                    return Err(OAuthError::invalid_scope(
+                        "a refresh cannot widen the granted scopes",
+                    ));
                 }
                 set
             }
@@ -371,7 +489,13 @@ impl AuthService {
                 }
                 let user = self.active_user(&chain.org, &chain.user).await?;
                 let scopes = narrowed.intersect(ScopeSet::for_role(user.role));
-                let claims = AccessClaims::issue(chain.org.clone(), client.id.clone(), Some(user.id.clone()), scopes).in_chain(&chain.id);
+                let claims = AccessClaims::issue(
+                    chain.org.clone(),
+                    client.id.clone(),
+                    Some(user.id.clone()),
+                    scopes,
+                )
+                .in_chain(&chain.id);
                 let (refresh, next) = self.new_refresh(&chain, now, &claims.jti);
                 let response = self.token_response(&claims, Some(refresh.clone()));
                 let sealed = serde_json::to_vec(&SealedPair {
@@ -383,11 +507,16 @@ impl AuthService {
                 .expect("pair serializes");
                 let sealed = self.keys.master().encrypt(&sealed, &d);
                 let until = now.plus_seconds(self.config.refresh_grace_secs.max(0));
-                match self.store.rotate_refresh_token(&d, now, &sealed, until, &next).await? {
+                match self
+                    .store
+                    .rotate_refresh_token(&d, now, &sealed, until, &next)
+                    .await?
+                {
                     Rotated::Fresh => {
                         // D24: the previous access token of the chain dies with the refresh.
                         if let Some(jti) = &tok_access_jti(&d, &self.store).await {
-                            self.revoke_jti_now(jti, now.plus_seconds(ACCESS_TOKEN_TTL_SECS + 60)).await?;
+                            self.revoke_jti_now(jti, now.plus_seconds(ACCESS_TOKEN_TTL_SECS + 60))
+                                .await?;
                         }
                         return Ok(response);
                     }
@@ -397,9 +526,15 @@ impl AuthService {
         };
         // Used before: the grace window answers with the very same pair (D24) …
         if self.config.refresh_grace_secs > 0 {
-            if let (Some(sealed), Some(until)) = (&stored.successor_sealed, stored.successor_until) {
+            if let (Some(sealed), Some(until)) = (&stored.successor_sealed, stored.successor_until)
+            {
                 if until > now {
-                    if let Some(pair) = self.keys.master().decrypt(sealed, &d).and_then(|p| serde_json::from_slice::<SealedPair>(&p).ok()) {
+                    if let Some(pair) = self
+                        .keys
+                        .master()
+                        .decrypt(sealed, &d)
+                        .and_then(|p| serde_json::from_slice::<SealedPair>(&p).ok())
+                    {
                         let elapsed = (now.millis() - pair.issued_at).max(0) / 1000;
                         return Ok(TokenResponse {
                             access_token: pair.access_token,
@@ -414,11 +549,18 @@ impl AuthService {
         }
         // … after it, a replay is reuse: the whole chain is revoked (RFC 9700).
         self.revoke_chain_now(&chain.id).await?;
-        Err(invalid_grant("the refresh token was already used; the session has been revoked"))
+        Err(invalid_grant(
+            "the refresh token was already used; the session has been revoked",
+        ))
     }
 
     /// `POST /oauth/revoke` (D25, RFC 7009): `Ok` for anything but bad client credentials.
-    pub async fn revoke(&self, auth: &ClientAuth, token: &str, _hint: Option<&str>) -> Result<(), OAuthError> {
+    pub async fn revoke(
+        &self,
+        auth: &ClientAuth,
+        token: &str,
+        _hint: Option<&str>,
+    ) -> Result<(), OAuthError> {
         let client = self.authenticate_client(auth).await?;
         if token.starts_with("rt_") {
             if let Some((_, chain)) = self.store.find_refresh_token(&digest(token)).await? {
@@ -436,11 +578,17 @@ impl AuthService {
         if claims.client_id != client.id {
             return Ok(());
         }
-        self.revoke_jti_now(&claims.jti, Timestamp::from_unix_seconds(claims.exp + 60)).await
+        self.revoke_jti_now(&claims.jti, Timestamp::from_unix_seconds(claims.exp + 60))
+            .await
     }
 
     /// A new single-use link: (token for the URL, the record to store with its e-mail).
-    pub fn new_link(kind: LinkKind, to: &str, subject: String, body: impl FnOnce(&str) -> String) -> (String, NewLink) {
+    pub fn new_link(
+        kind: LinkKind,
+        to: &str,
+        subject: String,
+        body: impl FnOnce(&str) -> String,
+    ) -> (String, NewLink) {
         let token = random::token("", 256);
         let ttl = match kind {
             LinkKind::Invitation => INVITATION_TTL_SECS,
@@ -449,7 +597,11 @@ impl AuthService {
         let link = NewLink {
             digest: digest(&token),
             expires_at: Timestamp::now().plus_seconds(ttl),
-            email: OutboundEmail { to: to.to_owned(), subject, body: body(&token) },
+            email: OutboundEmail {
+                to: to.to_owned(),
+                subject,
+                body: body(&token),
+            },
         };
         (token, link)
     }
@@ -461,7 +613,14 @@ impl AuthService {
 }
 
 /// The access jti recorded with a refresh token (read after winning the rotation).
-async fn tok_access_jti(d: &[u8; 32], store: &std::sync::Arc<dyn gatehouse_store::Store>) -> Option<String> {
-    store.find_refresh_token(d).await.ok().flatten().and_then(|(t, _)| t.access_jti)
+async fn tok_access_jti(
+    d: &[u8; 32],
+    store: &std::sync::Arc<dyn gatehouse_store::Store>,
+) -> Option<String> {
+    store
+        .find_refresh_token(d)
+        .await
+        .ok()
+        .flatten()
+        .and_then(|(t, _)| t.access_jti)
 }
-

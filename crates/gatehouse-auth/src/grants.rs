@@ -11,8 +11,8 @@ use crate::caller::{API_KEY_PREFIX, Caller, TEST_API_KEY_PREFIX};
 use crate::error::{OAuthError, OAuthErrorKind};
 use crate::jwt::{self, AccessClaims};
 use crate::keys::KeyRing;
-use crate::secrets;
 use crate::revocation::RevocationSet;
+use crate::secrets;
 use crate::verifier::TokenVerifier;
 use crate::{ACCESS_TOKEN_TTL_SECS, Issuer, TokenError};
 
@@ -47,7 +47,10 @@ pub struct AuthConfig {
 
 impl Default for AuthConfig {
     fn default() -> Self {
-        Self { refresh_grace_secs: 10, refresh_max_days: 90 }
+        Self {
+            refresh_grace_secs: 10,
+            refresh_max_days: 90,
+        }
     }
 }
 
@@ -67,7 +70,12 @@ impl AuthService {
         Self::with_config(store, keys, issuer, AuthConfig::default())
     }
 
-    pub fn with_config(store: Arc<dyn Store>, keys: KeyRing, issuer: Issuer, config: AuthConfig) -> Self {
+    pub fn with_config(
+        store: Arc<dyn Store>,
+        keys: KeyRing,
+        issuer: Issuer,
+        config: AuthConfig,
+    ) -> Self {
         Self {
             store,
             keys,

@@ -16,8 +16,8 @@ pub mod keys;
 pub mod password;
 pub mod pkce;
 pub mod revocation;
-pub mod throttle;
 pub mod secrets;
+pub mod throttle;
 pub mod verifier;
 
 pub use caller::{Caller, Lineage};

@@ -39,8 +39,7 @@ impl RevocationSet {
         }
         s.jtis.contains_key(&c.jti)
             || c.chain.as_ref().is_some_and(|ch| s.chains.contains_key(ch))
-            || c
-                .user
+            || c.user
                 .as_ref()
                 .and_then(|u| s.users.get(u.as_str()))
                 .is_some_and(|(cutoff, _)| c.iat <= *cutoff)
@@ -117,7 +116,13 @@ mod tests {
     }
 
     fn rev(kind: RevocationKind, subject: &str, cutoff: i64) -> Revocation {
-        Revocation { id: 1, kind, subject: subject.into(), cutoff, expires_at: Timestamp::now().plus_seconds(100) }
+        Revocation {
+            id: 1,
+            kind,
+            subject: subject.into(),
+            cutoff,
+            expires_at: Timestamp::now().plus_seconds(100),
+        }
     }
 
     #[test]

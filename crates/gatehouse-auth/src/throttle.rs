@@ -20,15 +20,21 @@ pub fn lookback(now: Timestamp) -> Timestamp {
 fn locked(times: &[Timestamp], n: usize, window_secs: i64, now: Timestamp) -> bool {
     times.windows(n).any(|w| {
         let (first, last) = (w[0], w[n - 1]);
-        last.millis() - first.millis() <= window_secs * 1000 && now.millis() - last.millis() < LOCK_SECS * 1000
+        last.millis() - first.millis() <= window_secs * 1000
+            && now.millis() - last.millis() < LOCK_SECS * 1000
     })
 }
 
 /// `failures`: (source, when) for one account, oldest first.
 pub fn is_locked(failures: &[(String, Timestamp)], source: &str, now: Timestamp) -> bool {
-    let from_source: Vec<Timestamp> = failures.iter().filter(|(s, _)| s == source).map(|(_, t)| *t).collect();
+    let from_source: Vec<Timestamp> = failures
+        .iter()
+        .filter(|(s, _)| s == source)
+        .map(|(_, t)| *t)
+        .collect();
     let all: Vec<Timestamp> = failures.iter().map(|(_, t)| *t).collect();
-    locked(&from_source, SOURCE_FAILURES, SOURCE_WINDOW_SECS, now) || locked(&all, ACCOUNT_FAILURES, ACCOUNT_WINDOW_SECS, now)
+    locked(&from_source, SOURCE_FAILURES, SOURCE_WINDOW_SECS, now)
+        || locked(&all, ACCOUNT_FAILURES, ACCOUNT_WINDOW_SECS, now)
 }
 
 #[cfg(test)]
@@ -43,10 +49,16 @@ mod tests {
     fn five_from_one_source_lock_that_source_for_15_minutes() {
         let f: Vec<_> = (0..5).map(|i| ("a".to_owned(), at(i * 60))).collect();
         assert!(is_locked(&f, "a", at(5 * 60)));
-        assert!(!is_locked(&f, "b", at(5 * 60)), "other sources are unaffected");
+        assert!(
+            !is_locked(&f, "b", at(5 * 60)),
+            "other sources are unaffected"
+        );
         assert!(is_locked(&f, "a", at(4 * 60 + LOCK_SECS - 1)));
         assert!(!is_locked(&f, "a", at(4 * 60 + LOCK_SECS)));
-        assert!(!is_locked(&f[..4], "a", at(5 * 60)), "four failures do not lock");
+        assert!(
+            !is_locked(&f[..4], "a", at(5 * 60)),
+            "four failures do not lock"
+        );
         // Spread over more than 15 minutes: no lock.
         let spread: Vec<_> = (0..5).map(|i| ("a".to_owned(), at(i * 300))).collect();
         assert!(!is_locked(&spread, "a", at(1201)));
@@ -54,7 +66,9 @@ mod tests {
 
     #[test]
     fn fifty_from_anywhere_lock_the_account() {
-        let f: Vec<_> = (0..50).map(|i| (format!("s{}", i % 25), at(i * 60))).collect();
+        let f: Vec<_> = (0..50)
+            .map(|i| (format!("s{}", i % 25), at(i * 60)))
+            .collect();
         assert!(is_locked(&f, "fresh-source", at(50 * 60)));
         assert!(!is_locked(&f[..49], "fresh-source", at(50 * 60)));
     }

@@ -42,7 +42,22 @@ impl Templates {
         Self { env }
     }
 
-    /// Renders a page with the headers every page gets: no framing, a strict CSP.
+    /// Renders a page with a status.
+    pub fn page_with_status(
+        &self,
+        status: StatusCode,
+        name: &str,
+        ctx: minijinja::Value,
+    ) -> Response {
+        let mut res = self.page(name, ctx);
+        if res.status() == StatusCode::OK {
+            *res.status_mut() = status;
+        }
+        res
+    }
+
+    /// Renders a page with the headers every page gets: no framing, a strict
+    /// CSP, no caching of pages that may carry personal data or CSRF tokens.
     pub fn page(&self, name: &str, ctx: minijinja::Value) -> Response {
         match self.env.get_template(name).and_then(|t| t.render(ctx)) {
             Ok(html) => {

@@ -9,12 +9,15 @@
 //! result. This crate must not contain SQL or name a storage backend, and must
 //! not do TLS or read configuration files — the `gatehouse` binary does both.
 
+pub mod authorize;
 pub mod docs;
 pub mod error;
 pub mod extract;
 pub mod health;
+pub mod links;
 pub mod middleware;
 pub mod oauth;
+pub mod pages;
 pub mod products;
 pub mod profile;
 pub mod redirect;
@@ -43,6 +46,8 @@ pub struct ServerConfig {
     pub hsts: bool,
     /// Behind a TLS-terminating proxy: answer `X-Forwarded-Proto: http` with 301 (D31).
     pub behind_proxy: bool,
+    /// D36: browser origins allowed by CORS on `/oauth/token`, `/oauth/revoke`, `/v1/…`.
+    pub cors_origins: Vec<String>,
 }
 
 impl ServerConfig {
@@ -90,22 +95,53 @@ impl AppState {
     pub fn is_shutting_down(&self) -> bool {
         self.0.shutting_down.load(Ordering::SeqCst)
     }
+
+    /// The store, for pages that read records directly.
+    pub fn auth_store(&self) -> &dyn Store {
+        self.0.store.as_ref()
+    }
 }
 
 /// The whole application.
 pub fn app(state: AppState) -> Router {
+    let cors = cors(&state.config.cors_origins);
     let v1 = Router::new()
         .merge(users::router())
         .merge(products::router())
-        .merge(profile::router());
+        .merge(profile::router())
+        .layer(cors.clone());
     let routes = Router::new()
         .nest("/v1", v1)
-        .merge(oauth::router())
+        .merge(oauth::router().layer(cors))
+        .merge(authorize::router())
+        .merge(links::router())
         .merge(wellknown::router())
         .merge(health::router())
         .merge(docs::router())
         .merge(versions::router());
     with_layers(routes, state)
+}
+
+/// D36: CORS for browser clients (single-page applications are public clients).
+fn cors(origins: &[String]) -> tower_http::cors::CorsLayer {
+    use axum::http::{HeaderName, HeaderValue, Method, header};
+    let origins: Vec<HeaderValue> = origins
+        .iter()
+        .filter_map(|o| HeaderValue::from_str(o.trim_end_matches('/')).ok())
+        .collect();
+    tower_http::cors::CorsLayer::new()
+        .allow_origin(origins)
+        .allow_methods([Method::GET, Method::POST, Method::PATCH, Method::DELETE])
+        .allow_headers([header::AUTHORIZATION, header::CONTENT_TYPE])
+        .expose_headers([
+            HeaderName::from_static("x-ratelimit-limit"),
+            HeaderName::from_static("x-ratelimit-remaining"),
+            HeaderName::from_static("x-ratelimit-reset"),
+            header::RETRY_AFTER,
+            HeaderName::from_static("x-request-id"),
+            header::LOCATION,
+        ])
+        .max_age(std::time::Duration::from_secs(600))
 }
 
 /// The layers every route gets: the 404 fallback, panic capture, and the

@@ -14,7 +14,9 @@ use crate::AppState;
 use crate::extract::MAX_BODY;
 
 pub fn router() -> Router<AppState> {
-    Router::new().route("/oauth/token", post(token))
+    Router::new()
+        .route("/oauth/token", post(token))
+        .route("/oauth/revoke", post(revoke))
 }
 
 /// An RFC 6749 §5.2 error answer.
@@ -185,9 +187,51 @@ async fn issue(
             let auth = client_auth(headers, &form)?;
             st.auth.client_credentials(&auth, form.get("scope")).await
         }
+        "authorization_code" => {
+            let auth = client_auth(headers, &form)?;
+            st.auth
+                .authorization_code(
+                    &auth,
+                    form.get("code"),
+                    form.get("redirect_uri"),
+                    form.get("code_verifier"),
+                )
+                .await
+        }
+        "refresh_token" => {
+            let auth = client_auth(headers, &form)?;
+            st.auth
+                .refresh(&auth, form.get("refresh_token"), form.get("scope"))
+                .await
+        }
         other => Err(OAuthError::new(
             OAuthErrorKind::UnsupportedGrantType,
             format!("grant_type {other} is not supported"),
         )),
+    }
+}
+
+/// `POST /oauth/revoke` (RFC 7009, D25): 200 with an empty body for any token,
+/// valid or not; 401 `invalid_client` for bad client credentials.
+async fn revoke(State(st): State<AppState>, req: Request) -> Response {
+    let headers = req.headers().clone();
+    let result = async {
+        let form = Form::read(req).await?;
+        let auth = client_auth(&headers, &form)?;
+        let token = form
+            .get("token")
+            .ok_or_else(|| OAuthError::invalid_request("token is required"))?;
+        st.auth
+            .revoke(&auth, token, form.get("token_type_hint"))
+            .await
+    }
+    .await;
+    match result {
+        Ok(()) => {
+            let mut res = StatusCode::OK.into_response();
+            no_store(res.headers_mut());
+            res
+        }
+        Err(e) => OAuthFailure(e).into_response(),
     }
 }

@@ -4,12 +4,14 @@ use axum::Router;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
+use gatehouse_auth::AuthService;
+use gatehouse_domain::OrgId;
 use gatehouse_domain::user::UserPatch;
 use gatehouse_domain::{
     Email, FieldIssue, Name, NewUser, Page, Role, SearchText, Timestamp, UserId, UserStatus,
 };
-use gatehouse_store::UserFilter;
+use gatehouse_store::{LinkKind, NewLink, UserFilter};
 
 use crate::AppState;
 use crate::error::ApiError;
@@ -21,6 +23,7 @@ pub fn router() -> Router<AppState> {
     Router::new()
         .route("/users", get(list).post(create))
         .route("/users/{user_id}", get(show).patch(update).delete(remove))
+        .route("/users/{user_id}/invitation", post(reinvite))
 }
 
 fn user_id(raw: &str) -> Result<UserId, ApiError> {
@@ -123,11 +126,16 @@ async fn update(
     };
     f.finish()?;
     let id = user_id(&raw)?;
+    let now = Timestamp::now();
     let change = st
         .store
-        .update_user(auth.org(), &id, &patch, Timestamp::now())
+        .update_user(auth.org(), &id, &patch, now)
         .await
         .map_err(|e| ApiError::from_store(e, "user"))?;
+    if change.revokes_tokens {
+        // D11, D29: the next request with the user's tokens is refused.
+        st.auth.note_user_revoked(&id, now);
+    }
     Ok(respond::single(&ctx, StatusCode::OK, &change.user))
 }
 
@@ -151,9 +159,64 @@ async fn remove(
     };
     query.finish()?;
     let id = user_id(&raw)?;
+    let now = Timestamp::now();
     st.store
-        .delete_user(auth.org(), &id, transfer_to.as_ref())
+        .delete_user_at(auth.org(), &id, transfer_to.as_ref(), now)
         .await
         .map_err(|e| ApiError::from_store(e, "user"))?;
+    // D13: every token of the user stops working at once.
+    st.auth.note_user_revoked(&id, now);
     Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// The invitation link and its e-mail (D11, D30).
+async fn invitation(
+    st: &AppState,
+    org: &OrgId,
+    email: &Email,
+    name: &Name,
+    role: Role,
+) -> Result<NewLink, ApiError> {
+    let org_name = st
+        .store
+        .get_org(org)
+        .await
+        .map_err(|e| ApiError::from_store(e, "organization"))?
+        .map(|o| o.name)
+        .unwrap_or_else(|| "your organization".into());
+    let base = st.config.public_url.clone();
+    let (_, link) = AuthService::new_link(
+        LinkKind::Invitation,
+        email.as_str(),
+        format!("You are invited to {org_name}"),
+        |token| {
+            format!(
+                "Hello {name},\n\nYou have been invited to join {org_name} as {role}.\nChoose your password here to activate your account:\n\n{base}/invite/{token}\n\nThe link works once and expires in 7 days.\n",
+                role = role.as_str()
+            )
+        },
+    );
+    Ok(link)
+}
+
+/// `POST /v1/users/{id}/invitation` (D19): a new invitation link replaces the old one.
+async fn reinvite(
+    auth: Authorized<UsersWrite>,
+    ctx: RequestCtx,
+    State(st): State<AppState>,
+    IdPath(raw): IdPath,
+) -> Result<Response, ApiError> {
+    let id = user_id(&raw)?;
+    let user = st
+        .store
+        .get_user(auth.org(), &id)
+        .await
+        .map_err(|e| ApiError::from_store(e, "user"))?
+        .ok_or_else(|| ApiError::not_found("user"))?;
+    let link = invitation(&st, auth.org(), &user.email, &user.name, user.role).await?;
+    st.store
+        .reissue_invitation(auth.org(), &id, &link)
+        .await
+        .map_err(|e| ApiError::from_store(e, "user"))?;
+    Ok(respond::single(&ctx, StatusCode::ACCEPTED, &user))
 }

@@ -35,12 +35,16 @@ async fn metadata(State(st): State<AppState>) -> Response {
     let scopes: Vec<&str> = Scope::ALL.iter().map(|s| s.as_str()).collect();
     axum::Json(serde_json::json!({
         "issuer": base,
+        "authorization_endpoint": format!("{base}/oauth/authorize"),
         "token_endpoint": format!("{base}/oauth/token"),
+        "revocation_endpoint": format!("{base}/oauth/revoke"),
+        "revocation_endpoint_auth_methods_supported": ["client_secret_basic", "client_secret_post", "none"],
+        "code_challenge_methods_supported": ["S256"],
         "jwks_uri": format!("{base}/.well-known/jwks.json"),
         "scopes_supported": scopes,
         "response_types_supported": ["code"],
-        "grant_types_supported": ["client_credentials"],
-        "token_endpoint_auth_methods_supported": ["client_secret_basic", "client_secret_post"],
+        "grant_types_supported": ["authorization_code", "client_credentials", "refresh_token"],
+        "token_endpoint_auth_methods_supported": ["client_secret_basic", "client_secret_post", "none"],
         "token_endpoint_auth_signing_alg_values_supported": ["ES256"],
         "service_documentation": format!("{base}/docs"),
     }))

@@ -30,6 +30,7 @@ async fn state(dir: &tempfile::TempDir) -> AppState {
             public_url: "https://gh.test".into(),
             hsts: true,
             behind_proxy: false,
+            cors_origins: vec![],
         },
     )
 }

@@ -149,6 +149,26 @@ pub async fn client(store: &dyn Store, cmd: ClientCommand) -> anyhow::Result<Out
             let c = store.insert_client(&org, &new).await.map_err(store_msg)?;
             Ok(Output(client_json(&c, secret.as_deref())))
         }
+        ClientCommand::RotateSecret { client_id, grace } => {
+            let id = ClientId::parse(&client_id)
+                .with_context(|| format!("{client_id} is not a client id (app_…)"))?;
+            let c = store
+                .find_client(&id)
+                .await?
+                .with_context(|| format!("no client {client_id}"))?;
+            if c.is_public() {
+                bail!("{client_id} is a public client: it has no secret");
+            }
+            let secret = secrets::new_client_secret();
+            let until = (grace > 0)
+                .then(|| Timestamp::now().plus_seconds(grace.min(i64::MAX as u64 / 2000) as i64));
+            let c = store
+                .rotate_client_secret(&c.org, &id, &secrets::hash_secret(&secret), until)
+                .await?;
+            let mut out = client_json(&c, Some(&secret));
+            out["previous_secret_valid_until"] = json!(until);
+            Ok(Output(out))
+        }
         ClientCommand::ApproveAdmin { client_id } => {
             let id = ClientId::parse(&client_id)
                 .with_context(|| format!("{client_id} is not a client id (app_…)"))?;
@@ -275,6 +295,22 @@ pub async fn apikey(store: &dyn Store, cmd: ApiKeyCommand) -> anyhow::Result<Out
                 .with_context(|| format!("no API key {key_id}"))?;
             let k = store.revoke_api_key(&k.org, &id, Timestamp::now()).await?;
             Ok(Output(api_key_json(&k)))
+        }
+    }
+}
+
+pub async fn keys(
+    store: &dyn Store,
+    master: &gatehouse_auth::MasterKey,
+    cmd: crate::config::KeysCommand,
+) -> anyhow::Result<Output> {
+    match cmd {
+        crate::config::KeysCommand::Rotate { publish_delay } => {
+            let delay = publish_delay.min(365 * 86400) as i64;
+            let rec = gatehouse_auth::KeyRing::rotate(store, master, delay).await?;
+            Ok(Output(
+                json!({ "ok": true, "kid": rec.kid, "published_at": rec.created_at, "signs_from": rec.activates_at }),
+            ))
         }
     }
 }

@@ -55,6 +55,19 @@ pub enum Command {
     /// Manage API keys (D27).
     #[command(subcommand)]
     Apikey(ApiKeyCommand),
+    /// Manage signing keys (D23).
+    #[command(subcommand)]
+    Keys(KeysCommand),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum KeysCommand {
+    /// Publish a new signing key now; it signs after the publish delay.
+    Rotate {
+        /// Seconds between publishing the key in the JWKS and signing with it.
+        #[arg(long, default_value_t = 3600)]
+        publish_delay: u64,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -93,6 +106,21 @@ pub struct ServeArgs {
     /// PEM private key.
     #[arg(long, env = "GATEHOUSE_TLS_KEY", requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
+    /// SMTP server for e-mail (`smtp://user:pass@host:587` or `smtps://…`) [default: .eml files in <data_dir>/outbox].
+    #[arg(long, env = "GATEHOUSE_SMTP_URL")]
+    pub smtp_url: Option<String>,
+    /// The sender of e-mails [default: Gatehouse <no-reply@HOST of public_url>].
+    #[arg(long, env = "GATEHOUSE_MAIL_FROM")]
+    pub mail_from: Option<String>,
+    /// Browser origins allowed by CORS, comma-separated (D36) [default: none].
+    #[arg(long, env = "GATEHOUSE_CORS_ORIGINS", value_delimiter = ',')]
+    pub cors_origins: Vec<String>,
+    /// Seconds in which a replayed refresh token gets the same successor pair (D24; 0: off) [default: 10].
+    #[arg(long, env = "GATEHOUSE_REFRESH_GRACE_SECS")]
+    pub refresh_grace_secs: Option<i64>,
+    /// Days after which a refresh chain ends whatever its activity (D24) [default: 90].
+    #[arg(long, env = "GATEHOUSE_REFRESH_MAX_DAYS")]
+    pub refresh_max_days: Option<i64>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -136,6 +164,12 @@ pub enum ClientCommand {
     },
     /// Allow the admin scope for a client (D22).
     ApproveAdmin { client_id: String },
+    /// Issue a new secret (shown once); the old one keeps working for --grace seconds (D20).
+    RotateSecret {
+        client_id: String,
+        #[arg(long, default_value_t = 0)]
+        grace: u64,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -170,6 +204,10 @@ pub struct FileConfig {
     pub tls_cert: Option<PathBuf>,
     pub tls_key: Option<PathBuf>,
     pub smtp_url: Option<String>,
+    pub mail_from: Option<String>,
+    pub cors_origins: Option<Vec<String>>,
+    pub refresh_grace_secs: Option<i64>,
+    pub refresh_max_days: Option<i64>,
 }
 
 /// Settings after merging flags, environment, file and defaults.
@@ -185,6 +223,11 @@ pub struct Settings {
     pub tls_key: Option<PathBuf>,
     /// From `GATEHOUSE_MASTER_KEY` only (never a flag: flags show in `ps`).
     pub master_key: Option<String>,
+    pub smtp_url: Option<String>,
+    pub mail_from: String,
+    pub cors_origins: Vec<String>,
+    pub refresh_grace_secs: i64,
+    pub refresh_max_days: i64,
 }
 
 impl Settings {
@@ -200,6 +243,11 @@ impl Settings {
             tls_cert: None,
             tls_key: None,
             master_key: None,
+            smtp_url: None,
+            mail_from: "Gatehouse <no-reply@localhost>".into(),
+            cors_origins: Vec::new(),
+            refresh_grace_secs: 10,
+            refresh_max_days: 90,
         }
     }
 
@@ -237,6 +285,37 @@ impl Settings {
             anyhow::bail!("tls_cert and tls_key go together");
         }
         s.master_key = std::env::var("GATEHOUSE_MASTER_KEY").ok();
+        s.smtp_url = serve.smtp_url.clone().or(file.smtp_url);
+        let host = s
+            .public_url
+            .split("://")
+            .nth(1)
+            .unwrap_or("localhost")
+            .split(['/', ':'])
+            .next()
+            .unwrap_or("localhost")
+            .to_owned();
+        s.mail_from = serve
+            .mail_from
+            .clone()
+            .or(file.mail_from)
+            .unwrap_or_else(|| format!("Gatehouse <no-reply@{host}>"));
+        s.cors_origins = if serve.cors_origins.is_empty() {
+            file.cors_origins.unwrap_or_default()
+        } else {
+            serve.cors_origins.clone()
+        };
+        s.cors_origins.retain(|o| !o.trim().is_empty());
+        s.refresh_grace_secs = serve
+            .refresh_grace_secs
+            .or(file.refresh_grace_secs)
+            .unwrap_or(10)
+            .max(0);
+        s.refresh_max_days = serve
+            .refresh_max_days
+            .or(file.refresh_max_days)
+            .unwrap_or(90)
+            .max(1);
         if !(s.public_url.starts_with("https://") || s.public_url.starts_with("http://")) {
             anyhow::bail!("public_url must start with https:// (got {})", s.public_url);
         }

@@ -9,6 +9,7 @@
 
 pub mod commands;
 pub mod config;
+pub mod mail;
 pub mod run;
 pub mod tls;
 

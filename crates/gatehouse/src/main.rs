@@ -51,6 +51,12 @@ async fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Command::Apikey(cmd) => {
             commands::apikey(open_store(&settings.database_url)?.as_ref(), cmd).await?
         }
+        Command::Keys(cmd) => {
+            let store = open_store(&settings.database_url)?;
+            let master =
+                gatehouse::load_master_key(settings.master_key.as_deref(), &settings.data_dir)?;
+            commands::keys(store.as_ref(), &master, cmd).await?
+        }
     };
     out.print(json);
     Ok(())

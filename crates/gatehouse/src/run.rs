@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use gatehouse_auth::{AuthService, Issuer, KeyRing, secrets};
+use gatehouse_auth::{AuthConfig, AuthService, Issuer, KeyRing, secrets};
 use gatehouse_domain::{ClientId, OrgId, Organization, Plan, ScopeSet, Timestamp};
 use gatehouse_server::{AppState, ServerConfig};
 use gatehouse_store::{NewClient, Store};
@@ -117,16 +117,27 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
         .context("loading signing keys")?;
     let bootstrap = bootstrap(store.as_ref(), settings).await?;
 
-    let auth = Arc::new(AuthService::new(
+    let auth_config = AuthConfig {
+        refresh_grace_secs: settings.refresh_grace_secs,
+        refresh_max_days: settings.refresh_max_days,
+    };
+    let auth = Arc::new(AuthService::with_config(
         store.clone(),
         keys,
         Issuer::new(&settings.public_url),
+        auth_config,
     ));
+    auth.sync_revocations()
+        .await
+        .context("loading revocations")?;
     let config = ServerConfig {
         public_url: settings.public_url.clone(),
         hsts: true,
         behind_proxy: settings.behind_proxy,
+        cors_origins: settings.cors_origins.clone(),
     };
+    let transport =
+        crate::mail::Transport::from_settings(settings.smtp_url.as_deref(), &settings.data_dir)?;
     let state = AppState::new(store, auth, config);
     let app = gatehouse_server::app(state.clone());
     let (stop, stopped) = watch::channel(false);
@@ -137,6 +148,14 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
         }
     };
     let mut tasks = JoinSet::new();
+    spawn_background(
+        &mut tasks,
+        store_for_jobs(&state),
+        auth_for_jobs(&state),
+        transport,
+        settings.mail_from.clone(),
+        stop.subscribe(),
+    );
 
     let http = TcpListener::bind(settings.http_addr)
         .await
@@ -179,4 +198,80 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
         stop,
         tasks,
     })
+}
+
+fn store_for_jobs(state: &AppState) -> Arc<dyn Store> {
+    state.store.clone()
+}
+
+fn auth_for_jobs(state: &AppState) -> Arc<AuthService> {
+    state.auth.clone()
+}
+
+/// Background jobs: e-mail delivery (D30), the revocation set kept in step
+/// with storage (D25, D44), signing keys re-read when one activates or is
+/// rotated elsewhere (D23), and the purge of expired rows (D24).
+fn spawn_background(
+    tasks: &mut JoinSet<std::io::Result<()>>,
+    store: Arc<dyn Store>,
+    auth: Arc<AuthService>,
+    transport: crate::mail::Transport,
+    mail_from: String,
+    stop: watch::Receiver<bool>,
+) {
+    {
+        let (store, stop) = (store.clone(), stop.clone());
+        tasks.spawn(async move {
+            crate::mail::worker(store, transport, mail_from, stop).await;
+            Ok(())
+        });
+    }
+    {
+        let (auth, mut stop) = (auth.clone(), stop.clone());
+        tasks.spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_millis(500));
+            loop {
+                tokio::select! {
+                    _ = tick.tick() => {}
+                    _ = stop.wait_for(|s| *s) => return Ok(()),
+                }
+                if let Err(e) = auth.sync_revocations().await {
+                    tracing::warn!(error = %e, "revocation sync failed");
+                }
+            }
+        });
+    }
+    {
+        let (auth, store, mut stop) = (auth.clone(), store.clone(), stop.clone());
+        tasks.spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_secs(5));
+            let mut rounds = 0u64;
+            loop {
+                tokio::select! {
+                    _ = tick.tick() => {}
+                    _ = stop.wait_for(|s| *s) => return Ok(()),
+                }
+                rounds += 1;
+                let now = Timestamp::now();
+                // D24: sealed successor pairs live for the grace window only.
+                if let Err(e) = store.erase_expired_successors(now).await {
+                    tracing::warn!(error = %e, "erasing successor pairs failed");
+                }
+                // Keys: every 30 s, or when one is due to activate or retire.
+                if rounds % 6 == 0 || auth.keys().stale(now) {
+                    if let Err(e) = auth.keys().refresh(store.as_ref()).await {
+                        tracing::warn!(error = %e, "re-reading signing keys failed");
+                    }
+                }
+                // Purge in small batches every minute.
+                if rounds % 12 == 0 {
+                    match store.purge_expired(now, 500).await {
+                        Ok(n) if n > 0 => tracing::debug!(rows = n, "purged expired rows"),
+                        Ok(_) => {}
+                        Err(e) => tracing::warn!(error = %e, "purge failed"),
+                    }
+                }
+            }
+        });
+    }
 }

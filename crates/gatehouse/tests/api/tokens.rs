@@ -188,6 +188,7 @@ fn mint(s: &TestServer, issuer: &Issuer, scope: &str, iat: i64, exp: i64) -> Str
         jti: format!("test{}", now()),
         iat,
         exp,
+        chain: None,
     };
     gatehouse_auth::jwt::sign(
         &st.auth.keys().current(),

@@ -1,0 +1,306 @@
+//! `GET /oauth/authorize` and its login and consent pages (D26, D29).
+
+use axum::Router;
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use gatehouse_auth::flows::{
+    AuthorizeError, AuthorizeParams, AuthorizeRequest, LoginError, SESSION_TTL_SECS,
+};
+use gatehouse_domain::{Scope, User};
+use minijinja::context;
+
+use crate::AppState;
+use crate::pages::{self, SESSION_COOKIE};
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/oauth/authorize", get(start).post(login))
+        .route("/oauth/authorize/decision", post(decide))
+}
+
+const PARAM_NAMES: [&str; 7] = [
+    "response_type",
+    "client_id",
+    "redirect_uri",
+    "scope",
+    "state",
+    "code_challenge",
+    "code_challenge_method",
+];
+
+fn params_from(map: &std::collections::HashMap<String, String>) -> AuthorizeParams {
+    let get = |k: &str| map.get(k).cloned();
+    AuthorizeParams {
+        response_type: get("response_type"),
+        client_id: get("client_id"),
+        redirect_uri: get("redirect_uri"),
+        scope: get("scope"),
+        state: get("state"),
+        code_challenge: get("code_challenge"),
+        code_challenge_method: get("code_challenge_method"),
+    }
+}
+
+/// The request's parameters as hidden form fields.
+fn hidden(p: &AuthorizeParams) -> Vec<(&'static str, String)> {
+    let values = [
+        &p.response_type,
+        &p.client_id,
+        &p.redirect_uri,
+        &p.scope,
+        &p.state,
+        &p.code_challenge,
+        &p.code_challenge_method,
+    ];
+    PARAM_NAMES
+        .iter()
+        .zip(values)
+        .filter_map(|(k, v)| v.clone().map(|v| (*k, v)))
+        .collect()
+}
+
+/// `redirect_uri` with `pairs` added to its query.
+fn redirect_to(uri: &str, pairs: &[(&str, &str)]) -> Response {
+    let query = serde_urlencoded::to_string(pairs).unwrap_or_default();
+    let sep = if uri.contains('?') { '&' } else { '?' };
+    let target = format!("{uri}{sep}{query}");
+    let mut res = StatusCode::SEE_OTHER.into_response();
+    if let Ok(v) = HeaderValue::from_str(&target) {
+        res.headers_mut().insert(header::LOCATION, v);
+    }
+    res.headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    res
+}
+
+fn refuse(st: &AppState, e: AuthorizeError) -> Response {
+    match e {
+        AuthorizeError::Page(m) => pages::message(
+            st,
+            StatusCode::BAD_REQUEST,
+            "This sign-in link is not valid",
+            &m,
+        ),
+        AuthorizeError::Redirect {
+            redirect_uri,
+            error,
+            description,
+            state,
+        } => {
+            let mut pairs = vec![
+                ("error", error),
+                ("error_description", description.as_str()),
+            ];
+            if let Some(s) = &state {
+                pairs.push(("state", s.as_str()));
+            }
+            redirect_to(&redirect_uri, &pairs)
+        }
+    }
+}
+
+fn login_page(
+    st: &AppState,
+    req: &AuthorizeRequest,
+    p: &AuthorizeParams,
+    headers: &HeaderMap,
+    error: Option<&str>,
+    email: &str,
+) -> Response {
+    let (csrf, new) = pages::csrf_token(headers);
+    let status = if error.is_some() {
+        StatusCode::UNAUTHORIZED
+    } else {
+        StatusCode::OK
+    };
+    let res = st.templates.page_with_status(
+        status,
+        "login.html",
+        context! {
+            client_name => &req.client.name, client_id => req.client.id.as_str(), csrf => &csrf,
+            params => hidden(p), error => error, email => email,
+        },
+    );
+    pages::with_csrf(res, &csrf, new)
+}
+
+fn consent_page(
+    st: &AppState,
+    req: &AuthorizeRequest,
+    p: &AuthorizeParams,
+    headers: &HeaderMap,
+    user: &User,
+) -> Response {
+    let granted = req.grantable(user.role);
+    if granted.is_empty() {
+        return refuse(
+            st,
+            req.error(
+                "invalid_scope",
+                "none of the requested scopes can be granted to this user",
+            ),
+        );
+    }
+    let scopes: Vec<_> = granted
+        .iter()
+        .map(|s: Scope| context! { name => s.as_str(), description => s.description() })
+        .collect();
+    let (csrf, new) = pages::csrf_token(headers);
+    let res = st.templates.page(
+        "consent.html",
+        context! { client_name => &req.client.name, user_email => user.email.as_str(), scopes, csrf => &csrf, params => hidden(p) },
+    );
+    pages::with_csrf(res, &csrf, new)
+}
+
+async fn session_user(st: &AppState, headers: &HeaderMap, req: &AuthorizeRequest) -> Option<User> {
+    let cookie = pages::cookie(headers, SESSION_COOKIE)?;
+    st.auth
+        .session_user(&cookie, &req.client.org)
+        .await
+        .ok()
+        .flatten()
+}
+
+async fn start(State(st): State<AppState>, headers: HeaderMap, uri: Uri) -> Response {
+    let p: AuthorizeParams =
+        serde_urlencoded::from_str(uri.query().unwrap_or("")).unwrap_or_default();
+    let req = match st.auth.check_authorize(&p).await {
+        Ok(r) => r,
+        Err(e) => return refuse(&st, e),
+    };
+    match session_user(&st, &headers, &req).await {
+        Some(user) => consent_page(&st, &req, &p, &headers, &user),
+        None => login_page(&st, &req, &p, &headers, None, ""),
+    }
+}
+
+const LOGIN_FAILED: &str = "That e-mail and password do not match an account that can sign in here, or sign-in is paused for a while after too many attempts.";
+
+async fn login(
+    State(st): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<std::net::SocketAddr>,
+    request: Request,
+) -> Response {
+    let (headers, form) = match pages::read_form(request).await {
+        Ok(f) => f,
+        Err(m) => return pages::message(&st, StatusCode::BAD_REQUEST, "Something went wrong", m),
+    };
+    if !pages::csrf_ok(&headers, &form) {
+        return pages::message(
+            &st,
+            StatusCode::FORBIDDEN,
+            "Please try again",
+            "The form expired or came from another site. Go back and sign in again.",
+        );
+    }
+    let p = params_from(&form);
+    let req = match st.auth.check_authorize(&p).await {
+        Ok(r) => r,
+        Err(e) => return refuse(&st, e),
+    };
+    let email = form.get("email").map(String::as_str).unwrap_or("");
+    let password = form.get("password").map(String::as_str).unwrap_or("");
+    let source = peer.ip().to_string();
+    match st
+        .auth
+        .login(&req.client.org, email, password, &source)
+        .await
+    {
+        Ok(user) => {
+            let Ok(token) = st.auth.create_session(&user, &req.client.org).await else {
+                return pages::message(
+                    &st,
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "Try again in a moment",
+                    "The service is temporarily unavailable.",
+                );
+            };
+            let mut res = consent_page(&st, &req, &p, &headers, &user);
+            pages::set_cookie(&mut res, SESSION_COOKIE, &token, Some(SESSION_TTL_SECS));
+            res
+        }
+        Err(LoginError::Failed) => login_page(&st, &req, &p, &headers, Some(LOGIN_FAILED), email),
+        Err(LoginError::Unavailable(cause)) => {
+            tracing::error!(%cause, "login failed on storage");
+            pages::message(
+                &st,
+                StatusCode::SERVICE_UNAVAILABLE,
+                "Try again in a moment",
+                "The service is temporarily unavailable.",
+            )
+        }
+    }
+}
+
+async fn decide(State(st): State<AppState>, request: Request) -> Response {
+    let (headers, form) = match pages::read_form(request).await {
+        Ok(f) => f,
+        Err(m) => return pages::message(&st, StatusCode::BAD_REQUEST, "Something went wrong", m),
+    };
+    if !pages::csrf_ok(&headers, &form) {
+        return pages::message(
+            &st,
+            StatusCode::FORBIDDEN,
+            "Please try again",
+            "The form expired or came from another site. Go back and try again.",
+        );
+    }
+    let p = params_from(&form);
+    let req = match st.auth.check_authorize(&p).await {
+        Ok(r) => r,
+        Err(e) => return refuse(&st, e),
+    };
+    let Some(user) = session_user(&st, &headers, &req).await else {
+        return login_page(&st, &req, &p, &headers, None, "");
+    };
+    let state = req.state.clone();
+    let with_state = |mut pairs: Vec<(&'static str, String)>| {
+        if let Some(s) = &state {
+            pairs.push(("state", s.clone()));
+        }
+        pairs
+    };
+    match form.get("decision").map(String::as_str) {
+        Some("allow") => {
+            let granted = req.grantable(user.role);
+            if granted.is_empty() {
+                return refuse(
+                    &st,
+                    req.error(
+                        "invalid_scope",
+                        "none of the requested scopes can be granted to this user",
+                    ),
+                );
+            }
+            match st.auth.issue_code(&req, &user, granted).await {
+                Ok(code) => {
+                    let pairs = with_state(vec![("code", code)]);
+                    let refs: Vec<(&str, &str)> =
+                        pairs.iter().map(|(k, v)| (*k, v.as_str())).collect();
+                    redirect_to(&req.redirect_uri, &refs)
+                }
+                Err(e) => {
+                    tracing::error!(cause = %e, "issuing a code failed");
+                    refuse(
+                        &st,
+                        req.error("temporarily_unavailable", "try again in a moment"),
+                    )
+                }
+            }
+        }
+        Some("deny") => {
+            let pairs = with_state(vec![("error", "access_denied".to_owned())]);
+            let refs: Vec<(&str, &str)> = pairs.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            redirect_to(&req.redirect_uri, &refs)
+        }
+        _ => pages::message(
+            &st,
+            StatusCode::BAD_REQUEST,
+            "Something went wrong",
+            "Choose Allow or Deny.",
+        ),
+    }
+}

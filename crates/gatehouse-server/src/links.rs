@@ -1,0 +1,317 @@
+//! Pages behind e-mailed links: accepting an invitation (D11) and resetting a
+//! forgotten password (D19).
+
+use axum::Router;
+use axum::extract::{Path, Request, State};
+use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::response::Response;
+use axum::routing::get;
+use gatehouse_auth::{AuthService, password};
+use gatehouse_domain::{ClientId, Email, Timestamp, UserStatus};
+use gatehouse_store::{LinkKind, StoreError};
+use minijinja::context;
+
+use crate::AppState;
+use crate::pages;
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/invite/{token}", get(invite_form).post(invite_submit))
+        .route("/password/forgot", get(forgot_form).post(forgot_submit))
+        .route(
+            "/password/reset/{token}",
+            get(reset_form).post(reset_submit),
+        )
+}
+
+fn dead_link(st: &AppState) -> Response {
+    pages::message(
+        st,
+        StatusCode::NOT_FOUND,
+        "This link is no longer valid",
+        "It was already used, has expired, or was replaced by a newer one. Ask for a new link.",
+    )
+}
+
+fn unavailable(st: &AppState, e: StoreError) -> Response {
+    tracing::error!(cause = %e, "link page: storage failed");
+    pages::message(
+        st,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "Try again in a moment",
+        "The service is temporarily unavailable.",
+    )
+}
+
+/// Whether a link can still be used; for invitations the user must still be pending.
+async fn usable(
+    st: &AppState,
+    kind: LinkKind,
+    token: &str,
+) -> Result<Option<gatehouse_store::LinkRecord>, StoreError> {
+    let rec = st
+        .auth_store()
+        .find_link(kind, &AuthService::link_digest(token))
+        .await?;
+    Ok(rec.filter(|r| {
+        r.used_at.is_none()
+            && r.expires_at > Timestamp::now()
+            && match kind {
+                LinkKind::Invitation => r.user.status == UserStatus::PendingInvite,
+                LinkKind::Reset => r.user.status == UserStatus::Active,
+            }
+    }))
+}
+
+fn password_form(
+    st: &AppState,
+    headers: &HeaderMap,
+    title: &str,
+    intro: &str,
+    action: &str,
+    error: Option<&str>,
+) -> Response {
+    let (csrf, new) = pages::csrf_token(headers);
+    let status = if error.is_some() {
+        StatusCode::BAD_REQUEST
+    } else {
+        StatusCode::OK
+    };
+    let res = st.templates.page_with_status(
+        status,
+        "set_password.html",
+        context! { title => title, intro => intro, action => action, csrf => &csrf, error => error },
+    );
+    pages::with_csrf(res, &csrf, new)
+}
+
+/// Reads and checks the new password of a form; `Err` is the message to show.
+fn new_password(
+    form: &std::collections::HashMap<String, String>,
+    email: &str,
+) -> Result<String, String> {
+    let pw = form.get("password").cloned().unwrap_or_default();
+    if form.get("confirm").is_some_and(|c| c != &pw) {
+        return Err("The two passwords differ.".into());
+    }
+    password::check_policy(&pw, email).map_err(|e| format!("The password {e}."))?;
+    Ok(pw)
+}
+
+async fn invite_form(
+    State(st): State<AppState>,
+    Path(token): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    match usable(&st, LinkKind::Invitation, &token).await {
+        Ok(Some(rec)) => password_form(
+            &st,
+            &headers,
+            "Welcome to Gatehouse",
+            &format!(
+                "Choose a password for {} to finish joining.",
+                rec.user.email
+            ),
+            &format!("/invite/{token}"),
+            None,
+        ),
+        Ok(None) => dead_link(&st),
+        Err(e) => unavailable(&st, e),
+    }
+}
+
+async fn invite_submit(
+    State(st): State<AppState>,
+    Path(token): Path<String>,
+    request: Request,
+) -> Response {
+    let (headers, form) = match pages::read_form(request).await {
+        Ok(f) => f,
+        Err(m) => return pages::message(&st, StatusCode::BAD_REQUEST, "Something went wrong", m),
+    };
+    if !pages::csrf_ok(&headers, &form) {
+        return pages::message(
+            &st,
+            StatusCode::FORBIDDEN,
+            "Please try again",
+            "The form expired. Open the link from your e-mail again.",
+        );
+    }
+    let rec = match usable(&st, LinkKind::Invitation, &token).await {
+        Ok(Some(r)) => r,
+        Ok(None) => return dead_link(&st),
+        Err(e) => return unavailable(&st, e),
+    };
+    let pw = match new_password(&form, rec.user.email.as_str()) {
+        Ok(pw) => pw,
+        Err(m) => {
+            let intro = format!(
+                "Choose a password for {} to finish joining.",
+                rec.user.email
+            );
+            return password_form(
+                &st,
+                &headers,
+                "Welcome to Gatehouse",
+                &intro,
+                &format!("/invite/{token}"),
+                Some(&m),
+            );
+        }
+    };
+    let hash = password::hash(pw).await;
+    match st
+        .auth_store()
+        .accept_invitation(&AuthService::link_digest(&token), &hash, Timestamp::now())
+        .await
+    {
+        Ok(_) => pages::message(
+            &st,
+            StatusCode::OK,
+            "You're in",
+            "Your password is set and your account is active. Sign in from the application that invited you.",
+        ),
+        Err(StoreError::NotFound) => dead_link(&st),
+        Err(e) => unavailable(&st, e),
+    }
+}
+
+async fn forgot_form(State(st): State<AppState>, uri: Uri, headers: HeaderMap) -> Response {
+    let q: std::collections::HashMap<String, String> =
+        serde_urlencoded::from_str(uri.query().unwrap_or("")).unwrap_or_default();
+    let client_id = q.get("client_id").cloned().unwrap_or_default();
+    if ClientId::parse(&client_id).is_none() {
+        return pages::message(
+            &st,
+            StatusCode::BAD_REQUEST,
+            "Reset your password",
+            "Open this page from the sign-in page of your application.",
+        );
+    }
+    let (csrf, new) = pages::csrf_token(&headers);
+    let res = st.templates.page(
+        "forgot.html",
+        context! { csrf => &csrf, client_id => client_id, sent => false },
+    );
+    pages::with_csrf(res, &csrf, new)
+}
+
+async fn forgot_submit(State(st): State<AppState>, request: Request) -> Response {
+    let (headers, form) = match pages::read_form(request).await {
+        Ok(f) => f,
+        Err(m) => return pages::message(&st, StatusCode::BAD_REQUEST, "Something went wrong", m),
+    };
+    if !pages::csrf_ok(&headers, &form) {
+        return pages::message(
+            &st,
+            StatusCode::FORBIDDEN,
+            "Please try again",
+            "The form expired. Go back and try again.",
+        );
+    }
+    // D19: the answer is the same whether or not the address has an account.
+    let sent = st.templates.page("forgot.html", context! { sent => true });
+    let client = match form.get("client_id").and_then(|c| ClientId::parse(c)) {
+        Some(id) => st.auth_store().find_client(&id).await,
+        None => Ok(None),
+    };
+    let (Ok(Some(client)), Some(Ok(email))) = (client, form.get("email").map(|e| Email::parse(e)))
+    else {
+        return sent;
+    };
+    let base = st.config.public_url.clone();
+    let (_, link) = AuthService::new_link(
+        LinkKind::Reset,
+        email.as_str(),
+        "Reset your Gatehouse password".into(),
+        |token| {
+            format!(
+                "Someone asked to reset the password of this account.\n\nChoose a new password here (the link works once, for one hour):\n\n{base}/password/reset/{token}\n\nIf it was not you, ignore this message: your password stays as it is.\n"
+            )
+        },
+    );
+    if let Err(e) = st
+        .auth_store()
+        .request_password_reset(&client.org, &email, &link)
+        .await
+    {
+        tracing::error!(cause = %e, "queuing a reset link failed");
+    }
+    sent
+}
+
+async fn reset_form(
+    State(st): State<AppState>,
+    Path(token): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    match usable(&st, LinkKind::Reset, &token).await {
+        Ok(Some(rec)) => password_form(
+            &st,
+            &headers,
+            "Choose a new password",
+            &format!("For {}.", rec.user.email),
+            &format!("/password/reset/{token}"),
+            None,
+        ),
+        Ok(None) => dead_link(&st),
+        Err(e) => unavailable(&st, e),
+    }
+}
+
+async fn reset_submit(
+    State(st): State<AppState>,
+    Path(token): Path<String>,
+    request: Request,
+) -> Response {
+    let (headers, form) = match pages::read_form(request).await {
+        Ok(f) => f,
+        Err(m) => return pages::message(&st, StatusCode::BAD_REQUEST, "Something went wrong", m),
+    };
+    if !pages::csrf_ok(&headers, &form) {
+        return pages::message(
+            &st,
+            StatusCode::FORBIDDEN,
+            "Please try again",
+            "The form expired. Open the link from your e-mail again.",
+        );
+    }
+    let rec = match usable(&st, LinkKind::Reset, &token).await {
+        Ok(Some(r)) => r,
+        Ok(None) => return dead_link(&st),
+        Err(e) => return unavailable(&st, e),
+    };
+    let pw = match new_password(&form, rec.user.email.as_str()) {
+        Ok(pw) => pw,
+        Err(m) => {
+            return password_form(
+                &st,
+                &headers,
+                "Choose a new password",
+                &format!("For {}.", rec.user.email),
+                &format!("/password/reset/{token}"),
+                Some(&m),
+            );
+        }
+    };
+    let hash = password::hash(pw).await;
+    let now = Timestamp::now();
+    match st
+        .auth_store()
+        .reset_password(&AuthService::link_digest(&token), &hash, now)
+        .await
+    {
+        Ok(user) => {
+            // D19: a reset ends every session and token of the user.
+            st.auth.note_user_revoked(&user.id, now);
+            pages::message(
+                &st,
+                StatusCode::OK,
+                "Password changed",
+                "Sign in again with your new password.",
+            )
+        }
+        Err(StoreError::NotFound) => dead_link(&st),
+        Err(e) => unavailable(&st, e),
+    }
+}

@@ -1,0 +1,170 @@
+//! E-mail delivery from the durable outbox (D30): a background worker claims
+//! due messages, sends them by SMTP when `smtp_url` is set, otherwise writes
+//! each as an RFC 5322 `.eml` file to `<data_dir>/outbox/` (temporary name,
+//! then rename, so a reader never sees half a message), and retries failures
+//! with exponential back-off. A mail server that is down loses nothing.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use gatehouse_domain::Timestamp;
+use gatehouse_store::{OutboxMessage, Store};
+use lettre::message::header::ContentType;
+use lettre::{AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor};
+use tokio::sync::watch;
+
+/// How deliveries go out.
+pub enum Transport {
+    Files(PathBuf),
+    Smtp(AsyncSmtpTransport<Tokio1Executor>),
+}
+
+impl Transport {
+    pub fn from_settings(
+        smtp_url: Option<&str>,
+        data_dir: &std::path::Path,
+    ) -> anyhow::Result<Self> {
+        match smtp_url.filter(|u| !u.trim().is_empty()) {
+            Some(url) => Ok(Transport::Smtp(
+                AsyncSmtpTransport::<Tokio1Executor>::from_url(url)
+                    .context("GATEHOUSE_SMTP_URL is not a valid smtp:// or smtps:// URL")?
+                    .timeout(Some(Duration::from_secs(20)))
+                    .build(),
+            )),
+            None => {
+                let dir = data_dir.join("outbox");
+                std::fs::create_dir_all(&dir)
+                    .with_context(|| format!("creating {}", dir.display()))?;
+                Ok(Transport::Files(dir))
+            }
+        }
+    }
+}
+
+/// Why a delivery failed: retry later, or never.
+enum Failure {
+    Retry(String),
+    Permanent(String),
+}
+
+fn build(m: &OutboxMessage, from: &str) -> Result<Message, Failure> {
+    let to = m
+        .email
+        .to
+        .parse()
+        .map_err(|e| Failure::Permanent(format!("bad recipient {}: {e}", m.email.to)))?;
+    let from = from
+        .parse()
+        .map_err(|e| Failure::Permanent(format!("bad sender {from}: {e}")))?;
+    Message::builder()
+        .from(from)
+        .to(to)
+        .subject(m.email.subject.clone())
+        .message_id(Some(format!(
+            "<outbox-{}-{}@gatehouse>",
+            m.id,
+            m.created_at.millis()
+        )))
+        .header(ContentType::TEXT_PLAIN)
+        .body(m.email.body.clone())
+        .map_err(|e| Failure::Permanent(e.to_string()))
+}
+
+async fn deliver(transport: &Transport, m: &OutboxMessage, from: &str) -> Result<(), Failure> {
+    let msg = build(m, from)?;
+    match transport {
+        Transport::Files(dir) => {
+            let name = format!("{:020}-{}.eml", m.created_at.millis(), m.id);
+            let tmp = dir.join(format!(".{name}.tmp"));
+            let bytes = msg.formatted();
+            let dir = dir.clone();
+            tokio::task::spawn_blocking(move || -> std::io::Result<()> {
+                use std::io::Write;
+                let mut f = std::fs::File::create(&tmp)?;
+                f.write_all(&bytes)?;
+                f.sync_all()?;
+                std::fs::rename(&tmp, dir.join(name))?;
+                Ok(())
+            })
+            .await
+            .map_err(|e| Failure::Retry(e.to_string()))?
+            .map_err(|e| Failure::Retry(e.to_string()))
+        }
+        Transport::Smtp(smtp) => match smtp.send(msg).await {
+            Ok(_) => Ok(()),
+            Err(e) if e.is_permanent() => Err(Failure::Permanent(e.to_string())),
+            Err(e) => Err(Failure::Retry(e.to_string())),
+        },
+    }
+}
+
+/// Back-off after `attempts` failures: 5 s, 10 s, 20 s … at most an hour.
+pub fn backoff_secs(attempts: u32) -> i64 {
+    (5i64 << attempts.saturating_sub(1).min(10)).min(3600)
+}
+
+/// Runs until `stop` turns true.
+pub async fn worker(
+    store: Arc<dyn Store>,
+    transport: Transport,
+    from: String,
+    mut stop: watch::Receiver<bool>,
+) {
+    loop {
+        let now = Timestamp::now();
+        let batch = match store.claim_outbox(now, 16, 60_000).await {
+            Ok(b) => b,
+            Err(e) => {
+                tracing::warn!(error = %e, "outbox: claiming failed");
+                Vec::new()
+            }
+        };
+        for m in &batch {
+            let outcome = deliver(&transport, m, &from).await;
+            let now = Timestamp::now();
+            let result = match outcome {
+                Ok(()) => {
+                    tracing::info!(id = m.id, "outbox: delivered");
+                    store.outbox_sent(m.id, now).await
+                }
+                Err(Failure::Retry(e)) => {
+                    let wait = backoff_secs(m.attempts);
+                    tracing::warn!(id = m.id, attempts = m.attempts, retry_in_secs = wait, error = %e, "outbox: delivery failed");
+                    store.outbox_failed(m.id, &e, now.plus_seconds(wait)).await
+                }
+                Err(Failure::Permanent(e)) => {
+                    tracing::error!(id = m.id, error = %e, "outbox: undeliverable; not retried");
+                    store
+                        .outbox_failed(m.id, &e, Timestamp::from_millis(i64::MAX / 2))
+                        .await
+                }
+            };
+            if let Err(e) = result {
+                tracing::warn!(id = m.id, error = %e, "outbox: recording the outcome failed");
+            }
+        }
+        if batch.is_empty() {
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_millis(250)) => {}
+                _ = stop.wait_for(|s| *s) => return,
+            }
+        } else if *stop.borrow() {
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::backoff_secs;
+
+    #[test]
+    fn backoff_doubles_up_to_an_hour() {
+        assert_eq!(backoff_secs(1), 5);
+        assert_eq!(backoff_secs(2), 10);
+        assert_eq!(backoff_secs(3), 20);
+        assert_eq!(backoff_secs(30), 3600);
+    }
+}
