@@ -5,8 +5,11 @@
 mod common;
 
 mod cli;
+mod invitations;
+mod oauth_flow;
 mod products;
 mod profile;
+mod revocation;
 mod tokens;
 mod transport;
 mod users;
