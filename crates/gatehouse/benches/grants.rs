@@ -1,0 +1,203 @@
+//! Token-endpoint throughput for the grants that need per-request state:
+//! `authorization_code` (each code is single-use) and `refresh_token` (each
+//! refresh token is single-use and rotates), next to `client_credentials`.
+//!
+//!     cargo bench -p gatehouse --bench grants            # HTTPS
+//!     PROXY=1 cargo bench -p gatehouse --bench grants    # --behind-proxy plain HTTP
+//!
+//! The server runs in this process on loopback (as the integration tests
+//! start it); codes are issued through the auth layer directly, since the
+//! login pages are not what is measured. Settings: SECONDS (default 5),
+//! CONCURRENCY (default 64). Reports requests per second.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use gatehouse::config::Settings;
+use gatehouse::run;
+use gatehouse_auth::flows::AuthorizeParams;
+use gatehouse_auth::{password, pkce, secrets};
+use gatehouse_domain::{ClientId, Email, Name, NewUser, OrgId, Role, ScopeSet, Timestamp, UserId, UserStatus};
+use gatehouse_store::NewClient;
+
+fn env_or(name: &str, default: u64) -> u64 {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+#[tokio::main(flavor = "multi_thread")]
+async fn main() {
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+    let seconds = env_or("SECONDS", 5);
+    let concurrency = env_or("CONCURRENCY", 64) as usize;
+    let proxy = std::env::var("PROXY").is_ok_and(|v| v == "1");
+    let dir = tempfile::tempdir().unwrap();
+    let mut settings = Settings::with_data_dir(dir.path().to_owned());
+    settings.public_url = "https://localhost:8443".into();
+    settings.https_addr = "127.0.0.1:0".parse().unwrap();
+    settings.http_addr = "127.0.0.1:0".parse().unwrap();
+    settings.behind_proxy = proxy;
+    let running = run::start(&settings).await.unwrap();
+    let creds = running.bootstrap.clone().unwrap();
+    let state = running.state.clone();
+    let (base, client) = match running.https_addr {
+        Some(a) => {
+            let pem = std::fs::read(running.cert_path.as_ref().unwrap()).unwrap();
+            let c = reqwest::Client::builder()
+                .add_root_certificate(reqwest::Certificate::from_pem(&pem).unwrap())
+                .pool_max_idle_per_host(concurrency)
+                .build()
+                .unwrap();
+            (format!("https://{a}"), c)
+        }
+        None => (format!("http://{}", running.http_addr), reqwest::Client::builder().pool_max_idle_per_host(concurrency).build().unwrap()),
+    };
+    let org = OrgId::parse(&creds.org).unwrap();
+    let user = state
+        .store
+        .insert_user(&org, &NewUser {
+            id: UserId::generate(),
+            email: Email::parse("bench@example.com").unwrap(),
+            name: Name::parse("Bench").unwrap(),
+            role: Role::Editor,
+            status: UserStatus::Active,
+            password_hash: Some(password::hash_blocking("a long bench passphrase")),
+            created_at: Timestamp::now(),
+        })
+        .await
+        .unwrap();
+    let secret = secrets::new_client_secret();
+    let app = ClientId::generate();
+    state
+        .store
+        .insert_client(&org, &NewClient {
+            id: app.clone(),
+            name: "bench".into(),
+            secret_hash: Some(secrets::hash_secret(&secret)),
+            scopes: ScopeSet::parse("users:read products:read").unwrap(),
+            redirect_uris: vec!["https://app.example/cb".into()],
+            admin_approved: false,
+            owner: None,
+            created_at: Timestamp::now(),
+        })
+        .await
+        .unwrap();
+    let verifier = "bench-verifier-0123456789-abcdefghijklmnopqrstuvwxyz";
+    let params = AuthorizeParams {
+        response_type: Some("code".into()),
+        client_id: Some(app.to_string()),
+        redirect_uri: Some("https://app.example/cb".into()),
+        scope: Some("users:read".into()),
+        state: None,
+        code_challenge: Some(pkce::challenge_for(verifier)),
+        code_challenge_method: Some("S256".into()),
+    };
+    let req = state.auth.check_authorize(&params).await.unwrap();
+    let scopes = req.grantable(Role::Editor);
+
+    println!("Gatehouse token endpoint, {} mode, {seconds} s per grant, {concurrency} concurrent keep-alive clients, in-process server on loopback",
+        if proxy { "--behind-proxy plain HTTP" } else { "HTTPS" });
+
+    // client_credentials
+    let rate = blast(seconds, concurrency, {
+        let (client, base, id, secret) = (client.clone(), base.clone(), creds.client_id.clone(), creds.client_secret.clone());
+        move |_| {
+            let (client, base, id, secret) = (client.clone(), base.clone(), id.clone(), secret.clone());
+            async move {
+                client.post(format!("{base}/oauth/token")).basic_auth(id, Some(secret))
+                    .form(&[("grant_type", "client_credentials"), ("scope", "users:read")]).send().await
+                    .map(|r| r.status().is_success()).ok().or(Some(false))
+            }
+        }
+    })
+    .await;
+    println!("{:<44} {rate:>10.0} req/s", "POST /oauth/token client_credentials");
+
+    // authorization_code: codes issued in advance, each exchanged once.
+    let budget = (seconds as usize) * 2000;
+    let mut codes = Vec::with_capacity(budget);
+    for _ in 0..budget {
+        codes.push(state.auth.issue_code(&req, &user, scopes).await.unwrap());
+    }
+    let codes = Arc::new(codes);
+    let next = Arc::new(AtomicUsize::new(0));
+    let rate = blast(seconds, concurrency, {
+        let (client, base, id, secret) = (client.clone(), base.clone(), app.to_string(), secret.clone());
+        move |_| {
+            let (client, base, id, secret, codes, next) = (client.clone(), base.clone(), id.clone(), secret.clone(), codes.clone(), next.clone());
+            async move {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let code = codes.get(i)?;
+                client.post(format!("{base}/oauth/token")).basic_auth(id, Some(secret))
+                    .form(&[("grant_type", "authorization_code"), ("code", code), ("redirect_uri", "https://app.example/cb"), ("code_verifier", verifier)])
+                    .send().await.map(|r| r.status().is_success()).ok().or(Some(false))
+            }
+        }
+    })
+    .await;
+    println!("{:<44} {rate:>10.0} req/s", "POST /oauth/token authorization_code");
+
+    // refresh_token: every worker walks its own chain, each refresh using the last successor.
+    let mut chains = Vec::new();
+    for _ in 0..concurrency {
+        let code = state.auth.issue_code(&req, &user, scopes).await.unwrap();
+        let r: serde_json::Value = client.post(format!("{base}/oauth/token")).basic_auth(app.to_string(), Some(&secret))
+            .form(&[("grant_type", "authorization_code"), ("code", code.as_str()), ("redirect_uri", "https://app.example/cb"), ("code_verifier", verifier)])
+            .send().await.unwrap().json().await.unwrap();
+        chains.push(Arc::new(tokio::sync::Mutex::new(r["refresh_token"].as_str().unwrap().to_owned())));
+    }
+    let chains = Arc::new(chains);
+    let rate = blast(seconds, concurrency, {
+        let (client, base, id, secret) = (client.clone(), base.clone(), app.to_string(), secret.clone());
+        move |worker| {
+            let (client, base, id, secret, chains) = (client.clone(), base.clone(), id.clone(), secret.clone(), chains.clone());
+            async move {
+                let mut current = chains[worker].lock().await;
+                let Ok(r) = client.post(format!("{base}/oauth/token")).basic_auth(id, Some(secret))
+                    .form(&[("grant_type", "refresh_token"), ("refresh_token", current.as_str())]).send().await else { return Some(false) };
+                if !r.status().is_success() { return Some(false); }
+                let body: serde_json::Value = r.json().await.unwrap_or_default();
+                match body["refresh_token"].as_str() {
+                    Some(next) => { *current = next.to_owned(); Some(true) }
+                    None => Some(false),
+                }
+            }
+        }
+    })
+    .await;
+    println!("{:<44} {rate:>10.0} req/s", "POST /oauth/token refresh_token (rotation)");
+    running.shutdown().await;
+}
+
+/// Runs `op` from `concurrency` workers for `seconds`; returns successful requests per second.
+async fn blast<F, Fut>(seconds: u64, concurrency: usize, op: F) -> f64
+where
+    F: Fn(usize) -> Fut + Send + Sync + Clone + 'static,
+    Fut: std::future::Future<Output = Option<bool>> + Send,
+{
+    let ok = Arc::new(AtomicUsize::new(0));
+    let failed = Arc::new(AtomicUsize::new(0));
+    let deadline = Instant::now() + Duration::from_secs(seconds);
+    let started = Instant::now();
+    let mut handles = Vec::new();
+    for w in 0..concurrency {
+        let (op, ok, failed) = (op.clone(), ok.clone(), failed.clone());
+        handles.push(tokio::spawn(async move {
+            while Instant::now() < deadline {
+                match op(w).await {
+                    Some(true) => ok.fetch_add(1, Ordering::Relaxed),
+                    Some(false) => failed.fetch_add(1, Ordering::Relaxed),
+                    None => break,
+                };
+            }
+        }));
+    }
+    for h in handles {
+        let _ = h.await;
+    }
+    let f = failed.load(Ordering::Relaxed);
+    if f > 0 {
+        eprintln!("  ({f} requests failed)");
+    }
+    ok.load(Ordering::Relaxed) as f64 / started.elapsed().as_secs_f64()
+}
