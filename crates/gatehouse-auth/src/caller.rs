@@ -25,6 +25,8 @@ pub enum Lineage {
     Client(ClientId),
     UserGrant(ClientId, UserId),
     ApiKey(gatehouse_domain::ApiKeyId),
+    /// Other counted things (failed client authentications by client or address).
+    Other(String),
 }
 
 impl Caller {

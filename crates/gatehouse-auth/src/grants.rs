@@ -11,6 +11,7 @@ use crate::caller::{API_KEY_PREFIX, Caller, TEST_API_KEY_PREFIX};
 use crate::error::{OAuthError, OAuthErrorKind};
 use crate::jwt::{self, AccessClaims};
 use crate::keys::KeyRing;
+use crate::ratelimit::{self, Decision, FailureGuard, Limits, RateLimiter};
 use crate::revocation::RevocationSet;
 use crate::secrets;
 use crate::verifier::TokenVerifier;
@@ -63,6 +64,9 @@ pub struct AuthService {
     pub(crate) rng: SystemRandom,
     pub(crate) revocations: RevocationSet,
     pub(crate) config: AuthConfig,
+    limiter: RateLimiter,
+    failed_by_client: FailureGuard,
+    failed_by_source: FailureGuard,
 }
 
 impl AuthService {
@@ -84,11 +88,52 @@ impl AuthService {
             rng: SystemRandom::new(),
             revocations: RevocationSet::default(),
             config,
+            limiter: RateLimiter::default(),
+            // D28: failed client authentications, per client_id and per source address.
+            failed_by_client: FailureGuard::new(10),
+            failed_by_source: FailureGuard::new(100),
         }
     }
 
     pub fn config(&self) -> &AuthConfig {
         &self.config
+    }
+
+    /// D28: counts one API request of `caller` against its organization's plan.
+    pub fn rate_check(&self, caller: &Caller, limits: Limits) -> Decision {
+        self.limiter.check(&caller.lineage(), limits, now_ms())
+    }
+
+    /// D28: `Some(retry_after)` while failed client authentications for this
+    /// client id or source address are over their limit.
+    pub fn auth_failures_blocked(&self, client_id: Option<&str>, source: &str) -> Option<u64> {
+        let now = now_ms();
+        let by_client = client_id.and_then(|c| {
+            self.failed_by_client
+                .blocked(&ratelimit::client_key(c), now)
+        });
+        let by_source = self
+            .failed_by_source
+            .blocked(&ratelimit::source_key(source), now);
+        by_client.max(by_source)
+    }
+
+    /// Records a failed client authentication.
+    pub fn record_auth_failure(&self, client_id: Option<&str>, source: &str) {
+        let now = now_ms();
+        if let Some(c) = client_id {
+            self.failed_by_client.record(&ratelimit::client_key(c), now);
+        }
+        self.failed_by_source
+            .record(&ratelimit::source_key(source), now);
+    }
+
+    /// Forgets idle rate-limit state (call periodically; keeps memory bounded).
+    pub fn evict_idle_limits(&self) {
+        let now = now_ms();
+        self.limiter.evict_idle(now);
+        self.failed_by_client.evict_idle(now);
+        self.failed_by_source.evict_idle(now);
     }
 
     /// The in-memory revocation set.
@@ -307,4 +352,8 @@ mod tests {
             );
         }
     }
+}
+
+fn now_ms() -> u64 {
+    Timestamp::now().millis().max(0) as u64
 }

@@ -15,6 +15,7 @@ pub mod jwt;
 pub mod keys;
 pub mod password;
 pub mod pkce;
+pub mod ratelimit;
 pub mod revocation;
 pub mod secrets;
 pub mod throttle;

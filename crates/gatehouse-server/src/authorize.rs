@@ -203,7 +203,7 @@ async fn login(
     };
     let email = form.get("email").map(String::as_str).unwrap_or("");
     let password = form.get("password").map(String::as_str).unwrap_or("");
-    let source = peer.ip().to_string();
+    let source = pages::client_ip(&headers, peer, &st.config.trusted_proxies).to_string();
     match st
         .auth
         .login(&req.client.org, email, password, &source)

@@ -11,13 +11,14 @@ use std::marker::PhantomData;
 use axum::extract::{FromRequest, FromRequestParts, Path, Request};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, header};
+use gatehouse_auth::ratelimit::{Decision, Limits};
 use gatehouse_auth::{Caller, TokenError};
 use gatehouse_domain::{FieldIssue, OrgId, Scope};
 use serde_json::{Map, Value};
 
 use crate::AppState;
 use crate::error::{ApiError, ErrorCode};
-use crate::middleware::RequestCtx;
+use crate::middleware::{RateSlot, RequestCtx};
 
 /// Largest accepted JSON body (D8).
 pub const MAX_BODY: usize = 64 * 1024;
@@ -99,6 +100,7 @@ impl<S: RequiredScope> FromRequestParts<AppState> for Authorized<S> {
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
         let caller = authenticate(&parts.headers, state).await?;
+        rate_limit(parts, state, &caller).await?;
         if !caller.scopes().satisfies(S::SCOPE) {
             let needed = S::SCOPE.as_str();
             return Err(ApiError::new(
@@ -114,6 +116,44 @@ impl<S: RequiredScope> FromRequestParts<AppState> for Authorized<S> {
             caller,
             _scope: PhantomData,
         })
+    }
+}
+
+/// D28: counts the request against the caller's plan; the headers go on the
+/// response through the request's [`RateSlot`].
+async fn rate_limit(parts: &Parts, state: &AppState, caller: &Caller) -> Result<(), ApiError> {
+    let org = state
+        .store
+        .get_org(caller.org())
+        .await
+        .map_err(|e| ApiError::from_store(e, "organization"))?
+        .ok_or_else(|| {
+            ApiError::new(
+                ErrorCode::InvalidToken,
+                "the credential's organization no longer exists",
+            )
+        })?;
+    let (per_minute, per_second) = org.limits();
+    let decision = state.auth.rate_check(
+        caller,
+        Limits {
+            per_minute,
+            per_second,
+        },
+    );
+    let info = match decision {
+        Decision::Allowed(i) | Decision::Limited { info: i, .. } => i,
+    };
+    if let Some(slot) = parts.extensions.get::<RateSlot>() {
+        slot.set(info);
+    }
+    match decision {
+        Decision::Allowed(_) => Ok(()),
+        Decision::Limited { retry_after, .. } => Err(ApiError::new(
+            ErrorCode::RateLimitExceeded,
+            format!("too many requests for this credential; retry after {retry_after} s"),
+        )
+        .with_header(header::RETRY_AFTER, &retry_after.to_string())),
     }
 }
 

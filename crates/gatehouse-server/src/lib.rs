@@ -48,6 +48,8 @@ pub struct ServerConfig {
     pub behind_proxy: bool,
     /// D36: browser origins allowed by CORS on `/oauth/token`, `/oauth/revoke`, `/v1/…`.
     pub cors_origins: Vec<String>,
+    /// D28: peers whose `X-Forwarded-For` is believed.
+    pub trusted_proxies: Vec<std::net::IpAddr>,
 }
 
 impl ServerConfig {

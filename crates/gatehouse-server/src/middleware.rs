@@ -15,6 +15,19 @@ use tracing::Instrument;
 use crate::AppState;
 use crate::error::{ApiError, ErrorCode, PendingError, envelope};
 
+/// Where the rate limiter leaves the `X-RateLimit-*` values for the response (D28).
+#[derive(Clone, Default)]
+pub struct RateSlot(std::sync::Arc<std::sync::Mutex<Option<gatehouse_auth::ratelimit::RateInfo>>>);
+
+impl RateSlot {
+    pub fn set(&self, info: gatehouse_auth::ratelimit::RateInfo) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(info);
+    }
+    fn take(&self) -> Option<gatehouse_auth::ratelimit::RateInfo> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
+}
+
 /// The request's id, for `meta.request_id` and logs.
 #[derive(Clone, Debug)]
 pub struct RequestCtx {
@@ -45,14 +58,22 @@ pub async fn outer(State(state): State<AppState>, mut req: Request, next: Next) 
     let path = req.uri().path().to_owned();
     let span = tracing::info_span!("request", request_id = %rid.as_str(), %method, %path);
 
+    let slot = RateSlot::default();
     let mut res = if state.config.behind_proxy && forwarded_plain_http(&req) {
         crate::redirect::to_https(&state.config.public_url, req.uri())
     } else {
         req.extensions_mut().insert(RequestCtx {
             request_id: rid.clone(),
         });
+        req.extensions_mut().insert(slot.clone());
         next.run(req).instrument(span.clone()).await
     };
+    if let Some(info) = slot.take() {
+        let h = res.headers_mut();
+        h.insert("x-ratelimit-limit", HeaderValue::from(info.limit));
+        h.insert("x-ratelimit-remaining", HeaderValue::from(info.remaining));
+        h.insert("x-ratelimit-reset", HeaderValue::from(info.reset));
+    }
 
     if let Some(PendingError(err)) = res.extensions_mut().remove::<PendingError>() {
         write_envelope(&mut res, &err, &state.config.public_url);

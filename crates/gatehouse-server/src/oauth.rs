@@ -3,7 +3,9 @@
 //! `Cache-Control: no-store`.
 
 use axum::Router;
-use axum::extract::{Request, State};
+use std::net::SocketAddr;
+
+use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
@@ -161,9 +163,26 @@ pub fn client_auth(headers: &HeaderMap, form: &Form) -> Result<ClientAuth, OAuth
     }
 }
 
-async fn token(State(st): State<AppState>, req: Request) -> Response {
+async fn token(
+    State(st): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    req: Request,
+) -> Response {
     let headers = req.headers().clone();
-    match issue(&st, &headers, req).await {
+    let source = crate::pages::client_ip(&headers, peer, &st.config.trusted_proxies).to_string();
+    let form = match Form::read(req).await {
+        Ok(f) => f,
+        Err(e) => return OAuthFailure(e).into_response(),
+    };
+    let presented = presented_client_id(&headers, &form);
+    if let Some(wait) = st.auth.auth_failures_blocked(presented.as_deref(), &source) {
+        return too_many_failures(wait);
+    }
+    let result = issue(&st, &headers, &form).await;
+    if matches!(&result, Err(e) if e.kind == OAuthErrorKind::InvalidClient) {
+        st.auth.record_auth_failure(presented.as_deref(), &source);
+    }
+    match result {
         Ok(tokens) => {
             let mut res = (StatusCode::OK, axum::Json(tokens)).into_response();
             no_store(res.headers_mut());
@@ -173,22 +192,44 @@ async fn token(State(st): State<AppState>, req: Request) -> Response {
     }
 }
 
+/// The client id a request names, authenticated or not (for D28's guard).
+fn presented_client_id(headers: &HeaderMap, form: &Form) -> Option<String> {
+    client_auth(headers, form)
+        .ok()
+        .map(|a| a.client_id)
+        .or_else(|| form.get("client_id").map(str::to_owned))
+}
+
+/// D28: 429 after too many failed client authentications.
+fn too_many_failures(retry_after: u64) -> Response {
+    let body = serde_json::json!({
+        "error": "slow_down",
+        "error_description": format!("too many failed client authentications; retry after {retry_after} s"),
+    });
+    let mut res = (StatusCode::TOO_MANY_REQUESTS, axum::Json(body)).into_response();
+    no_store(res.headers_mut());
+    if let Ok(v) = HeaderValue::from_str(&retry_after.to_string()) {
+        res.headers_mut().insert(header::RETRY_AFTER, v);
+    }
+    res
+}
+
 async fn issue(
     st: &AppState,
     headers: &HeaderMap,
-    req: Request,
+    form: &Form,
 ) -> Result<gatehouse_auth::TokenResponse, OAuthError> {
-    let form = Form::read(req).await?;
+    let form = form;
     let grant = form
         .get("grant_type")
         .ok_or_else(|| OAuthError::invalid_request("grant_type is required"))?;
     match grant {
         "client_credentials" => {
-            let auth = client_auth(headers, &form)?;
+            let auth = client_auth(headers, form)?;
             st.auth.client_credentials(&auth, form.get("scope")).await
         }
         "authorization_code" => {
-            let auth = client_auth(headers, &form)?;
+            let auth = client_auth(headers, form)?;
             st.auth
                 .authorization_code(
                     &auth,
@@ -199,7 +240,7 @@ async fn issue(
                 .await
         }
         "refresh_token" => {
-            let auth = client_auth(headers, &form)?;
+            let auth = client_auth(headers, form)?;
             st.auth
                 .refresh(&auth, form.get("refresh_token"), form.get("scope"))
                 .await
@@ -213,10 +254,22 @@ async fn issue(
 
 /// `POST /oauth/revoke` (RFC 7009, D25): 200 with an empty body for any token,
 /// valid or not; 401 `invalid_client` for bad client credentials.
-async fn revoke(State(st): State<AppState>, req: Request) -> Response {
+async fn revoke(
+    State(st): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    req: Request,
+) -> Response {
     let headers = req.headers().clone();
+    let source = crate::pages::client_ip(&headers, peer, &st.config.trusted_proxies).to_string();
+    let form = match Form::read(req).await {
+        Ok(f) => f,
+        Err(e) => return OAuthFailure(e).into_response(),
+    };
+    let presented = presented_client_id(&headers, &form);
+    if let Some(wait) = st.auth.auth_failures_blocked(presented.as_deref(), &source) {
+        return too_many_failures(wait);
+    }
     let result = async {
-        let form = Form::read(req).await?;
         let auth = client_auth(&headers, &form)?;
         let token = form
             .get("token")
@@ -226,6 +279,9 @@ async fn revoke(State(st): State<AppState>, req: Request) -> Response {
             .await
     }
     .await;
+    if matches!(&result, Err(e) if e.kind == OAuthErrorKind::InvalidClient) {
+        st.auth.record_auth_failure(presented.as_deref(), &source);
+    }
     match result {
         Ok(()) => {
             let mut res = StatusCode::OK.into_response();

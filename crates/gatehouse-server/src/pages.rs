@@ -91,3 +91,28 @@ pub fn message(st: &AppState, status: StatusCode, title: &str, message: &str) ->
         context! { title => title, message => message, is_error => status.is_client_error() || status.is_server_error() },
     )
 }
+
+/// The client's address: the peer's, or — when the peer is a trusted proxy —
+/// the last untrusted address of `X-Forwarded-For` (D28).
+pub fn client_ip(
+    headers: &HeaderMap,
+    peer: std::net::SocketAddr,
+    trusted: &[std::net::IpAddr],
+) -> std::net::IpAddr {
+    let peer = peer.ip();
+    if !trusted.contains(&peer) {
+        return peer;
+    }
+    let forwarded: Vec<std::net::IpAddr> = headers
+        .get_all("x-forwarded-for")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|s| s.trim().parse().ok())
+        .collect();
+    forwarded
+        .into_iter()
+        .rev()
+        .find(|ip| !trusted.contains(ip))
+        .unwrap_or(peer)
+}

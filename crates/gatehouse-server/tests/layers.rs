@@ -31,6 +31,7 @@ async fn state(dir: &tempfile::TempDir) -> AppState {
             hsts: true,
             behind_proxy: false,
             cors_origins: vec![],
+            trusted_proxies: vec![],
         },
     )
 }

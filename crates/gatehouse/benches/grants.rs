@@ -18,11 +18,16 @@ use gatehouse::config::Settings;
 use gatehouse::run;
 use gatehouse_auth::flows::AuthorizeParams;
 use gatehouse_auth::{password, pkce, secrets};
-use gatehouse_domain::{ClientId, Email, Name, NewUser, OrgId, Role, ScopeSet, Timestamp, UserId, UserStatus};
+use gatehouse_domain::{
+    ClientId, Email, Name, NewUser, OrgId, Role, ScopeSet, Timestamp, UserId, UserStatus,
+};
 use gatehouse_store::NewClient;
 
 fn env_or(name: &str, default: u64) -> u64 {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }
 
 #[tokio::main(flavor = "multi_thread")]
@@ -50,36 +55,48 @@ async fn main() {
                 .unwrap();
             (format!("https://{a}"), c)
         }
-        None => (format!("http://{}", running.http_addr), reqwest::Client::builder().pool_max_idle_per_host(concurrency).build().unwrap()),
+        None => (
+            format!("http://{}", running.http_addr),
+            reqwest::Client::builder()
+                .pool_max_idle_per_host(concurrency)
+                .build()
+                .unwrap(),
+        ),
     };
     let org = OrgId::parse(&creds.org).unwrap();
     let user = state
         .store
-        .insert_user(&org, &NewUser {
-            id: UserId::generate(),
-            email: Email::parse("bench@example.com").unwrap(),
-            name: Name::parse("Bench").unwrap(),
-            role: Role::Editor,
-            status: UserStatus::Active,
-            password_hash: Some(password::hash_blocking("a long bench passphrase")),
-            created_at: Timestamp::now(),
-        })
+        .insert_user(
+            &org,
+            &NewUser {
+                id: UserId::generate(),
+                email: Email::parse("bench@example.com").unwrap(),
+                name: Name::parse("Bench").unwrap(),
+                role: Role::Editor,
+                status: UserStatus::Active,
+                password_hash: Some(password::hash_blocking("a long bench passphrase")),
+                created_at: Timestamp::now(),
+            },
+        )
         .await
         .unwrap();
     let secret = secrets::new_client_secret();
     let app = ClientId::generate();
     state
         .store
-        .insert_client(&org, &NewClient {
-            id: app.clone(),
-            name: "bench".into(),
-            secret_hash: Some(secrets::hash_secret(&secret)),
-            scopes: ScopeSet::parse("users:read products:read").unwrap(),
-            redirect_uris: vec!["https://app.example/cb".into()],
-            admin_approved: false,
-            owner: None,
-            created_at: Timestamp::now(),
-        })
+        .insert_client(
+            &org,
+            &NewClient {
+                id: app.clone(),
+                name: "bench".into(),
+                secret_hash: Some(secrets::hash_secret(&secret)),
+                scopes: ScopeSet::parse("users:read products:read").unwrap(),
+                redirect_uris: vec!["https://app.example/cb".into()],
+                admin_approved: false,
+                owner: None,
+                created_at: Timestamp::now(),
+            },
+        )
         .await
         .unwrap();
     let verifier = "bench-verifier-0123456789-abcdefghijklmnopqrstuvwxyz";
@@ -95,23 +112,47 @@ async fn main() {
     let req = state.auth.check_authorize(&params).await.unwrap();
     let scopes = req.grantable(Role::Editor);
 
-    println!("Gatehouse token endpoint, {} mode, {seconds} s per grant, {concurrency} concurrent keep-alive clients, in-process server on loopback",
-        if proxy { "--behind-proxy plain HTTP" } else { "HTTPS" });
+    println!(
+        "Gatehouse token endpoint, {} mode, {seconds} s per grant, {concurrency} concurrent keep-alive clients, in-process server on loopback",
+        if proxy {
+            "--behind-proxy plain HTTP"
+        } else {
+            "HTTPS"
+        }
+    );
 
     // client_credentials
     let rate = blast(seconds, concurrency, {
-        let (client, base, id, secret) = (client.clone(), base.clone(), creds.client_id.clone(), creds.client_secret.clone());
+        let (client, base, id, secret) = (
+            client.clone(),
+            base.clone(),
+            creds.client_id.clone(),
+            creds.client_secret.clone(),
+        );
         move |_| {
-            let (client, base, id, secret) = (client.clone(), base.clone(), id.clone(), secret.clone());
+            let (client, base, id, secret) =
+                (client.clone(), base.clone(), id.clone(), secret.clone());
             async move {
-                client.post(format!("{base}/oauth/token")).basic_auth(id, Some(secret))
-                    .form(&[("grant_type", "client_credentials"), ("scope", "users:read")]).send().await
-                    .map(|r| r.status().is_success()).ok().or(Some(false))
+                client
+                    .post(format!("{base}/oauth/token"))
+                    .basic_auth(id, Some(secret))
+                    .form(&[
+                        ("grant_type", "client_credentials"),
+                        ("scope", "users:read"),
+                    ])
+                    .send()
+                    .await
+                    .map(|r| r.status().is_success())
+                    .ok()
+                    .or(Some(false))
             }
         }
     })
     .await;
-    println!("{:<44} {rate:>10.0} req/s", "POST /oauth/token client_credentials");
+    println!(
+        "{:<44} {rate:>10.0} req/s",
+        "POST /oauth/token client_credentials"
+    );
 
     // authorization_code: codes issued in advance, each exchanged once.
     let budget = (seconds as usize) * 2000;
@@ -122,50 +163,119 @@ async fn main() {
     let codes = Arc::new(codes);
     let next = Arc::new(AtomicUsize::new(0));
     let rate = blast(seconds, concurrency, {
-        let (client, base, id, secret) = (client.clone(), base.clone(), app.to_string(), secret.clone());
+        let (client, base, id, secret) = (
+            client.clone(),
+            base.clone(),
+            app.to_string(),
+            secret.clone(),
+        );
         move |_| {
-            let (client, base, id, secret, codes, next) = (client.clone(), base.clone(), id.clone(), secret.clone(), codes.clone(), next.clone());
+            let (client, base, id, secret, codes, next) = (
+                client.clone(),
+                base.clone(),
+                id.clone(),
+                secret.clone(),
+                codes.clone(),
+                next.clone(),
+            );
             async move {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let code = codes.get(i)?;
-                client.post(format!("{base}/oauth/token")).basic_auth(id, Some(secret))
-                    .form(&[("grant_type", "authorization_code"), ("code", code), ("redirect_uri", "https://app.example/cb"), ("code_verifier", verifier)])
-                    .send().await.map(|r| r.status().is_success()).ok().or(Some(false))
+                client
+                    .post(format!("{base}/oauth/token"))
+                    .basic_auth(id, Some(secret))
+                    .form(&[
+                        ("grant_type", "authorization_code"),
+                        ("code", code),
+                        ("redirect_uri", "https://app.example/cb"),
+                        ("code_verifier", verifier),
+                    ])
+                    .send()
+                    .await
+                    .map(|r| r.status().is_success())
+                    .ok()
+                    .or(Some(false))
             }
         }
     })
     .await;
-    println!("{:<44} {rate:>10.0} req/s", "POST /oauth/token authorization_code");
+    println!(
+        "{:<44} {rate:>10.0} req/s",
+        "POST /oauth/token authorization_code"
+    );
 
     // refresh_token: every worker walks its own chain, each refresh using the last successor.
     let mut chains = Vec::new();
     for _ in 0..concurrency {
         let code = state.auth.issue_code(&req, &user, scopes).await.unwrap();
-        let r: serde_json::Value = client.post(format!("{base}/oauth/token")).basic_auth(app.to_string(), Some(&secret))
-            .form(&[("grant_type", "authorization_code"), ("code", code.as_str()), ("redirect_uri", "https://app.example/cb"), ("code_verifier", verifier)])
-            .send().await.unwrap().json().await.unwrap();
-        chains.push(Arc::new(tokio::sync::Mutex::new(r["refresh_token"].as_str().unwrap().to_owned())));
+        let r: serde_json::Value = client
+            .post(format!("{base}/oauth/token"))
+            .basic_auth(app.to_string(), Some(&secret))
+            .form(&[
+                ("grant_type", "authorization_code"),
+                ("code", code.as_str()),
+                ("redirect_uri", "https://app.example/cb"),
+                ("code_verifier", verifier),
+            ])
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        chains.push(Arc::new(tokio::sync::Mutex::new(
+            r["refresh_token"].as_str().unwrap().to_owned(),
+        )));
     }
     let chains = Arc::new(chains);
     let rate = blast(seconds, concurrency, {
-        let (client, base, id, secret) = (client.clone(), base.clone(), app.to_string(), secret.clone());
+        let (client, base, id, secret) = (
+            client.clone(),
+            base.clone(),
+            app.to_string(),
+            secret.clone(),
+        );
         move |worker| {
-            let (client, base, id, secret, chains) = (client.clone(), base.clone(), id.clone(), secret.clone(), chains.clone());
+            let (client, base, id, secret, chains) = (
+                client.clone(),
+                base.clone(),
+                id.clone(),
+                secret.clone(),
+                chains.clone(),
+            );
             async move {
                 let mut current = chains[worker].lock().await;
-                let Ok(r) = client.post(format!("{base}/oauth/token")).basic_auth(id, Some(secret))
-                    .form(&[("grant_type", "refresh_token"), ("refresh_token", current.as_str())]).send().await else { return Some(false) };
-                if !r.status().is_success() { return Some(false); }
+                let Ok(r) = client
+                    .post(format!("{base}/oauth/token"))
+                    .basic_auth(id, Some(secret))
+                    .form(&[
+                        ("grant_type", "refresh_token"),
+                        ("refresh_token", current.as_str()),
+                    ])
+                    .send()
+                    .await
+                else {
+                    return Some(false);
+                };
+                if !r.status().is_success() {
+                    return Some(false);
+                }
                 let body: serde_json::Value = r.json().await.unwrap_or_default();
                 match body["refresh_token"].as_str() {
-                    Some(next) => { *current = next.to_owned(); Some(true) }
+                    Some(next) => {
+                        *current = next.to_owned();
+                        Some(true)
+                    }
                     None => Some(false),
                 }
             }
         }
     })
     .await;
-    println!("{:<44} {rate:>10.0} req/s", "POST /oauth/token refresh_token (rotation)");
+    println!(
+        "{:<44} {rate:>10.0} req/s",
+        "POST /oauth/token refresh_token (rotation)"
+    );
     running.shutdown().await;
 }
 

@@ -115,6 +115,9 @@ pub struct ServeArgs {
     /// Browser origins allowed by CORS, comma-separated (D36) [default: none].
     #[arg(long, env = "GATEHOUSE_CORS_ORIGINS", value_delimiter = ',')]
     pub cors_origins: Vec<String>,
+    /// Proxies whose X-Forwarded-For is believed, comma-separated IP addresses (D28).
+    #[arg(long, env = "GATEHOUSE_TRUSTED_PROXIES", value_delimiter = ',')]
+    pub trusted_proxies: Vec<std::net::IpAddr>,
     /// Seconds in which a replayed refresh token gets the same successor pair (D24; 0: off) [default: 10].
     #[arg(long, env = "GATEHOUSE_REFRESH_GRACE_SECS")]
     pub refresh_grace_secs: Option<i64>,
@@ -208,6 +211,7 @@ pub struct FileConfig {
     pub cors_origins: Option<Vec<String>>,
     pub refresh_grace_secs: Option<i64>,
     pub refresh_max_days: Option<i64>,
+    pub trusted_proxies: Option<Vec<std::net::IpAddr>>,
 }
 
 /// Settings after merging flags, environment, file and defaults.
@@ -228,6 +232,7 @@ pub struct Settings {
     pub cors_origins: Vec<String>,
     pub refresh_grace_secs: i64,
     pub refresh_max_days: i64,
+    pub trusted_proxies: Vec<std::net::IpAddr>,
 }
 
 impl Settings {
@@ -248,6 +253,7 @@ impl Settings {
             cors_origins: Vec::new(),
             refresh_grace_secs: 10,
             refresh_max_days: 90,
+            trusted_proxies: Vec::new(),
         }
     }
 
@@ -311,6 +317,11 @@ impl Settings {
             .or(file.refresh_grace_secs)
             .unwrap_or(10)
             .max(0);
+        s.trusted_proxies = if serve.trusted_proxies.is_empty() {
+            file.trusted_proxies.unwrap_or_default()
+        } else {
+            serve.trusted_proxies.clone()
+        };
         s.refresh_max_days = serve
             .refresh_max_days
             .or(file.refresh_max_days)

@@ -5,6 +5,11 @@ use gatehouse::config::{Cli, Command, ServeArgs, Settings};
 use gatehouse::{commands, open_store, run};
 use tracing_subscriber::EnvFilter;
 
+/// mimalloc: allocation is a tenth of the token endpoint's CPU with glibc's
+/// allocator (measured with perf), noticeably less with this one.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> std::process::ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(

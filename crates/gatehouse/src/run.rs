@@ -135,6 +135,7 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
         hsts: true,
         behind_proxy: settings.behind_proxy,
         cors_origins: settings.cors_origins.clone(),
+        trusted_proxies: settings.trusted_proxies.clone(),
     };
     let transport =
         crate::mail::Transport::from_settings(settings.smtp_url.as_deref(), &settings.data_dir)?;
@@ -253,6 +254,8 @@ fn spawn_background(
                 }
                 rounds += 1;
                 let now = Timestamp::now();
+                // D28: idle rate-limit state is forgotten, so memory stays bounded.
+                auth.evict_idle_limits();
                 // D24: sealed successor pairs live for the grace window only.
                 if let Err(e) = store.erase_expired_successors(now).await {
                     tracing::warn!(error = %e, "erasing successor pairs failed");

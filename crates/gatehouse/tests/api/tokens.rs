@@ -1310,7 +1310,6 @@ async fn token_endpoint_errors_and_successes_are_never_cached() {
 }
 
 #[tokio::test]
-#[ignore = "D28 brute-force guard arrives with rate limits (issue 4)"]
 async fn repeated_failed_client_authentication_is_throttled() {
     // D28: failed client authentications at /oauth/token are limited to 10 per
     // client_id in 5 minutes; past that, 429 with Retry-After.

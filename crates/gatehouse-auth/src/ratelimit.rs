@@ -1,0 +1,396 @@
+//! Rate limits (D28): a sliding window over admitted requests per credential
+//! lineage — fewer than the per-minute number in the preceding 60 s and fewer
+//! than the per-second number in the preceding second — with suspension of a
+//! credential that keeps sending inside its `Retry-After`, and the brute-force
+//! guard on failed client authentication.
+//!
+//! State lives in memory, sharded by key, with idle keys evicted so memory
+//! stays bounded. A check costs a shard lock and a hash look-up.
+
+use std::collections::{HashMap, VecDeque};
+use std::hash::BuildHasher;
+use std::sync::Mutex;
+
+use crate::caller::Lineage;
+
+const SHARDS: usize = 64;
+const MINUTE_MS: u64 = 60_000;
+const SECOND_MS: u64 = 1_000;
+/// Requests inside `Retry-After` that get a credential suspended, within a minute.
+pub const SUSPEND_AFTER: usize = 10;
+pub const SUSPENSION_MS: u64 = 15 * 60_000;
+
+/// The limits of an organization's plan.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    pub per_minute: u32,
+    pub per_second: u32,
+}
+
+/// What goes into the `X-RateLimit-*` headers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RateInfo {
+    pub limit: u32,
+    pub remaining: u32,
+    /// Unix second at which `remaining` next rises.
+    pub reset: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Decision {
+    Allowed(RateInfo),
+    /// 429 with `Retry-After` (whole seconds, ≥ 1).
+    Limited {
+        info: RateInfo,
+        retry_after: u64,
+    },
+}
+
+#[derive(Default)]
+struct Window {
+    admitted: VecDeque<u64>,
+    /// Until when the last 429 told the credential to wait.
+    told_until: u64,
+    violations: VecDeque<u64>,
+    suspended_until: u64,
+    last_seen: u64,
+}
+
+struct Sharded<V> {
+    hasher: std::collections::hash_map::RandomState,
+    shards: Vec<Mutex<HashMap<Lineage, V>>>,
+}
+
+impl<V: Default> Sharded<V> {
+    fn new() -> Self {
+        Self {
+            hasher: Default::default(),
+            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+        }
+    }
+
+    fn with<R>(&self, key: &Lineage, f: impl FnOnce(&mut V) -> R) -> R {
+        let i = (self.hasher.hash_one(key) as usize) % SHARDS;
+        let mut shard = self.shards[i].lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(v) = shard.get_mut(key) {
+            return f(v);
+        }
+        f(shard.entry(key.clone()).or_default())
+    }
+
+    fn retain(&self, mut keep: impl FnMut(&mut V) -> bool) {
+        for s in &self.shards {
+            s.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .retain(|_, v| keep(v));
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|s| s.lock().unwrap_or_else(|e| e.into_inner()).len())
+            .sum()
+    }
+}
+
+fn ceil_secs(ms: u64) -> u64 {
+    ms.div_ceil(1000).max(1)
+}
+
+/// The per-credential limiter.
+pub struct RateLimiter {
+    windows: Sharded<Window>,
+}
+
+impl Default for RateLimiter {
+    fn default() -> Self {
+        Self {
+            windows: Sharded::new(),
+        }
+    }
+}
+
+impl RateLimiter {
+    /// Checks and, if admitted, counts one request at `now_ms` (Unix ms).
+    pub fn check(&self, key: &Lineage, limits: Limits, now_ms: u64) -> Decision {
+        let per_minute = limits.per_minute.max(1) as usize;
+        let per_second = limits.per_second.max(1) as usize;
+        self.windows.with(key, |w| {
+            w.last_seen = now_ms;
+            while w.admitted.front().is_some_and(|t| *t + MINUTE_MS <= now_ms) {
+                w.admitted.pop_front();
+            }
+            let info = |w: &Window| RateInfo {
+                limit: per_minute as u32,
+                remaining: per_minute.saturating_sub(w.admitted.len()) as u32,
+                reset: w
+                    .admitted
+                    .front()
+                    .map_or(now_ms, |t| t + MINUTE_MS)
+                    .div_ceil(1000),
+            };
+            if now_ms < w.suspended_until {
+                return Decision::Limited {
+                    info: info(w),
+                    retry_after: ceil_secs(w.suspended_until - now_ms),
+                };
+            }
+            let in_minute = w.admitted.len();
+            let in_second = w
+                .admitted
+                .iter()
+                .rev()
+                .take(per_second)
+                .take_while(|t| **t + SECOND_MS > now_ms)
+                .count();
+            if in_minute < per_minute && in_second < per_second {
+                w.admitted.push_back(now_ms);
+                return Decision::Allowed(info(w));
+            }
+            // The earliest instant a request would be admitted.
+            let mut at = now_ms;
+            if in_minute >= per_minute {
+                at = at.max(w.admitted[in_minute - per_minute] + MINUTE_MS);
+            }
+            if in_second >= per_second {
+                at = at.max(w.admitted[in_minute - per_second] + SECOND_MS);
+            }
+            let retry_after = ceil_secs(at - now_ms);
+            // Sending again before the last Retry-After elapsed is a violation.
+            if now_ms < w.told_until {
+                w.violations.push_back(now_ms);
+                while w
+                    .violations
+                    .front()
+                    .is_some_and(|t| *t + MINUTE_MS <= now_ms)
+                {
+                    w.violations.pop_front();
+                }
+                if w.violations.len() >= SUSPEND_AFTER {
+                    w.violations.clear();
+                    w.suspended_until = now_ms + SUSPENSION_MS;
+                    return Decision::Limited {
+                        info: info(w),
+                        retry_after: ceil_secs(SUSPENSION_MS),
+                    };
+                }
+            }
+            w.told_until = w.told_until.max(now_ms + retry_after * 1000);
+            Decision::Limited {
+                info: info(w),
+                retry_after,
+            }
+        })
+    }
+
+    /// Forgets credentials idle for a minute and not suspended (bounded memory).
+    pub fn evict_idle(&self, now_ms: u64) {
+        self.windows
+            .retain(|w| w.last_seen + MINUTE_MS > now_ms || w.suspended_until > now_ms);
+    }
+
+    pub fn tracked(&self) -> usize {
+        self.windows.len()
+    }
+}
+
+/// D28's guard on failed client authentication: `limit` failures per key in
+/// five minutes, then 429 for five minutes.
+pub struct FailureGuard {
+    limit: usize,
+    failures: Sharded<(VecDeque<u64>, u64)>,
+}
+
+pub const FAILURE_WINDOW_MS: u64 = 5 * 60_000;
+
+impl FailureGuard {
+    pub fn new(limit: usize) -> Self {
+        Self {
+            limit,
+            failures: Sharded::new(),
+        }
+    }
+
+    /// `Some(retry_after)` while `key` is blocked.
+    pub fn blocked(&self, key: &Lineage, now_ms: u64) -> Option<u64> {
+        self.failures.with(key, |(_, until)| {
+            (now_ms < *until).then(|| ceil_secs(*until - now_ms))
+        })
+    }
+
+    /// Records a failure; blocks the key when it reaches the limit.
+    pub fn record(&self, key: &Lineage, now_ms: u64) {
+        let limit = self.limit;
+        self.failures.with(key, |(times, until)| {
+            while times
+                .front()
+                .is_some_and(|t| *t + FAILURE_WINDOW_MS <= now_ms)
+            {
+                times.pop_front();
+            }
+            times.push_back(now_ms);
+            if times.len() >= limit {
+                *until = now_ms + FAILURE_WINDOW_MS;
+                times.clear();
+            }
+        })
+    }
+
+    pub fn evict_idle(&self, now_ms: u64) {
+        self.failures.retain(|(times, until)| {
+            *until > now_ms || times.back().is_some_and(|t| t + FAILURE_WINDOW_MS > now_ms)
+        });
+    }
+}
+
+/// Keys of the failure guard: per `client_id` and per source address.
+pub fn client_key(client_id: &str) -> Lineage {
+    Lineage::Other(format!("client:{client_id}"))
+}
+
+pub fn source_key(addr: &str) -> Lineage {
+    Lineage::Other(format!("addr:{addr}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gatehouse_domain::ClientId;
+
+    const FREE: Limits = Limits {
+        per_minute: 60,
+        per_second: 10,
+    };
+
+    fn key() -> Lineage {
+        Lineage::Client(ClientId::generate())
+    }
+
+    #[test]
+    fn eleventh_request_in_a_second_is_limited_with_retry_after() {
+        let l = RateLimiter::default();
+        let k = key();
+        let t0 = 1_000_000_000u64;
+        for i in 0..10 {
+            match l.check(&k, FREE, t0 + i * 10) {
+                Decision::Allowed(info) => assert_eq!(info.remaining, 60 - (i as u32 + 1)),
+                d => panic!("{d:?}"),
+            }
+        }
+        match l.check(&k, FREE, t0 + 500) {
+            Decision::Limited { retry_after, info } => {
+                assert_eq!(retry_after, 1);
+                assert_eq!(info.remaining, 50);
+            }
+            d => panic!("{d:?}"),
+        }
+        // One second after the first admission there is room again.
+        assert!(matches!(l.check(&k, FREE, t0 + 1000), Decision::Allowed(_)));
+    }
+
+    #[test]
+    fn sixty_first_in_a_minute_is_limited_until_the_oldest_leaves() {
+        let l = RateLimiter::default();
+        let k = key();
+        let t0 = 5_000_000u64;
+        for i in 0..60 {
+            assert!(
+                matches!(l.check(&k, FREE, t0 + i * 200), Decision::Allowed(_)),
+                "request {i}"
+            );
+        }
+        let now = t0 + 60 * 200;
+        match l.check(&k, FREE, now) {
+            Decision::Limited { retry_after, info } => {
+                assert_eq!(info.remaining, 0);
+                assert_eq!(retry_after, (t0 + 60_000 - now).div_ceil(1000));
+                assert_eq!(info.reset, (t0 + 60_000).div_ceil(1000));
+            }
+            d => panic!("{d:?}"),
+        }
+        assert!(matches!(
+            l.check(&k, FREE, t0 + 60_000),
+            Decision::Allowed(_)
+        ));
+    }
+
+    #[test]
+    fn refused_requests_do_not_count_and_keys_are_independent() {
+        let l = RateLimiter::default();
+        let (a, b) = (key(), key());
+        let t0 = 9_000_000u64;
+        for i in 0..10 {
+            l.check(&a, FREE, t0 + i);
+        }
+        for i in 0..5 {
+            assert!(matches!(
+                l.check(&a, FREE, t0 + 20 + i),
+                Decision::Limited { .. }
+            ));
+        }
+        assert!(matches!(l.check(&b, FREE, t0 + 30), Decision::Allowed(_)));
+        // After the second passes, exactly 10 more are admitted: refusals left no trace.
+        let admitted = (0..20)
+            .filter(|i| matches!(l.check(&a, FREE, t0 + 1100 + i), Decision::Allowed(_)))
+            .count();
+        assert_eq!(admitted, 10);
+    }
+
+    #[test]
+    fn ignoring_retry_after_ten_times_suspends_for_15_minutes() {
+        let l = RateLimiter::default();
+        let k = key();
+        let t0 = 50_000_000u64;
+        for i in 0..10 {
+            l.check(&k, FREE, t0 + i);
+        }
+        // The first refusal tells it to wait; the next ten inside that wait are violations.
+        assert!(matches!(
+            l.check(&k, FREE, t0 + 10),
+            Decision::Limited { retry_after: 1, .. }
+        ));
+        let mut last = None;
+        for i in 0..10 {
+            last = Some(l.check(&k, FREE, t0 + 20 + i));
+        }
+        match last.unwrap() {
+            Decision::Limited { retry_after, .. } => assert_eq!(retry_after, 900),
+            d => panic!("{d:?}"),
+        }
+        // Suspended: even after the window frees up.
+        match l.check(&k, FREE, t0 + 5_000) {
+            Decision::Limited { retry_after, .. } => {
+                assert!(retry_after > 890 && retry_after <= 900)
+            }
+            d => panic!("{d:?}"),
+        }
+        assert!(matches!(
+            l.check(&k, FREE, t0 + 30 + SUSPENSION_MS),
+            Decision::Allowed(_)
+        ));
+    }
+
+    #[test]
+    fn idle_keys_are_evicted() {
+        let l = RateLimiter::default();
+        l.check(&key(), FREE, 1_000);
+        l.check(&key(), FREE, 50_000);
+        l.evict_idle(62_000);
+        assert_eq!(l.tracked(), 1);
+    }
+
+    #[test]
+    fn failure_guard_blocks_after_the_limit_for_five_minutes() {
+        let g = FailureGuard::new(10);
+        let k = client_key("app_x");
+        for i in 0..9 {
+            g.record(&k, 1_000 + i);
+            assert_eq!(g.blocked(&k, 1_000 + i), None);
+        }
+        g.record(&k, 2_000);
+        assert_eq!(g.blocked(&k, 2_000), Some(300));
+        assert_eq!(g.blocked(&k, 2_000 + FAILURE_WINDOW_MS), None);
+        assert_eq!(g.blocked(&client_key("app_y"), 2_000), None);
+    }
+}
