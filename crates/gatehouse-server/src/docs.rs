@@ -23,20 +23,35 @@ impl Default for Templates {
     }
 }
 
+/// Every template, compiled into the binary (no external assets).
+const TEMPLATES: [(&str, &str); 9] = [
+    ("base.html", include_str!("../templates/base.html")),
+    (
+        "docs_index.html",
+        include_str!("../templates/docs_index.html"),
+    ),
+    (
+        "docs_errors.html",
+        include_str!("../templates/docs_errors.html"),
+    ),
+    (
+        "page_base.html",
+        include_str!("../templates/page_base.html"),
+    ),
+    ("login.html", include_str!("../templates/login.html")),
+    ("consent.html", include_str!("../templates/consent.html")),
+    ("message.html", include_str!("../templates/message.html")),
+    (
+        "set_password.html",
+        include_str!("../templates/set_password.html"),
+    ),
+    ("forgot.html", include_str!("../templates/forgot.html")),
+];
+
 impl Templates {
     pub fn new() -> Self {
         let mut env = Environment::new();
-        for (name, src) in [
-            ("base.html", include_str!("../templates/base.html")),
-            (
-                "docs_index.html",
-                include_str!("../templates/docs_index.html"),
-            ),
-            (
-                "docs_errors.html",
-                include_str!("../templates/docs_errors.html"),
-            ),
-        ] {
+        for (name, src) in TEMPLATES {
             env.add_template(name, src).expect("templates compile");
         }
         Self { env }
@@ -72,6 +87,7 @@ impl Templates {
                     header::REFERRER_POLICY,
                     HeaderValue::from_static("no-referrer"),
                 );
+                h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
                 res
             }
             Err(e) => {
@@ -115,4 +131,24 @@ async fn errors(State(st): State<AppState>) -> Response {
         );
     }
     res
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_template_renders_and_escapes() {
+        let t = Templates::new();
+        for (name, _) in TEMPLATES {
+            let ctx = context! { title => "<b>x</b>", message => "<script>", client_name => "A & B", params => vec![("state", "\"><x")] };
+            let html = t
+                .env
+                .get_template(name)
+                .and_then(|tpl| tpl.render(ctx))
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert!(!html.contains("<script>"), "{name} escapes");
+            assert!(!html.contains("\"><x"), "{name} escapes attributes");
+        }
+    }
 }
