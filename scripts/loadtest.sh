@@ -60,7 +60,7 @@ LUA
 
 start_server() { # $1: data dir, rest: extra serve flags
   local dir=$1; shift
-  GATEHOUSE_LOG=warn "$BIN" --data-dir "$dir" serve --https-addr 127.0.0.1:$HTTPS_PORT --http-addr 127.0.0.1:$HTTP_PORT \
+  GATEHOUSE_LOG=warn "$BIN" --data-dir "$dir" serve --https-addr 127.0.0.1:$HTTPS_PORT --http-addr 127.0.0.1:$HTTP_PORT --admin-addr 127.0.0.1:${ADMIN_PORT:-29090} \
     --public-url "https://localhost:$HTTPS_PORT" "$@" >"$dir.out" 2>"$dir.err" &
   SERVER_PID=$!
   for _ in $(seq 1 100); do

@@ -335,6 +335,7 @@ impl AuthService {
     }
 
     async fn revoke_chain_now(&self, chain: &str) -> Result<(), OAuthError> {
+        metrics::counter!("gatehouse_revocations_total", "kind" => "chain").increment(1);
         let now = Timestamp::now();
         let until = now.plus_seconds(ACCESS_TOKEN_TTL_SECS + 60);
         self.store.revoke_chain(chain, now, until).await?;
@@ -349,6 +350,7 @@ impl AuthService {
     }
 
     async fn revoke_jti_now(&self, jti: &str, expires_at: Timestamp) -> Result<(), OAuthError> {
+        metrics::counter!("gatehouse_revocations_total", "kind" => "access_token").increment(1);
         let now = Timestamp::now();
         self.store
             .insert_revocation(RevocationKind::Jti, jti, now.unix_seconds(), expires_at)
@@ -433,7 +435,10 @@ impl AuthService {
             .redeem_auth_code(&d, now, &chain, &token_rec)
             .await?
         {
-            Redeemed::Fresh => Ok(self.token_response(&claims, Some(refresh))),
+            Redeemed::Fresh => {
+                Self::count_issued("authorization_code");
+                Ok(self.token_response(&claims, Some(refresh)))
+            }
             Redeemed::Reused(first) => {
                 if let Some(chain) = first {
                     self.revoke_chain_now(&chain).await?;
@@ -513,6 +518,7 @@ impl AuthService {
                     .await?
                 {
                     Rotated::Fresh => {
+                        Self::count_issued("refresh_token");
                         // D24: the previous access token of the chain dies with the refresh.
                         if let Some(jti) = &tok_access_jti(&d, &self.store).await {
                             self.revoke_jti_now(jti, now.plus_seconds(ACCESS_TOKEN_TTL_SECS + 60))

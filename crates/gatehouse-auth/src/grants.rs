@@ -259,7 +259,13 @@ impl AuthService {
         let scopes = grant_scopes(&client, scope)?;
         self.refresh_keys_if_due().await?;
         let claims = AccessClaims::issue(client.org.clone(), client.id.clone(), None, scopes);
+        Self::count_issued("client_credentials");
         Ok(self.token_response(&claims, None))
+    }
+
+    /// Counts issued tokens by grant (D42).
+    pub(crate) fn count_issued(grant: &'static str) {
+        metrics::counter!("gatehouse_tokens_issued_total", "grant" => grant).increment(1);
     }
 
     pub(crate) fn token_response(

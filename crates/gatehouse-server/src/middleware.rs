@@ -56,6 +56,12 @@ pub async fn outer(State(state): State<AppState>, mut req: Request, next: Next) 
     let (echo, rid) = request_id(&req);
     let method = req.method().clone();
     let path = req.uri().path().to_owned();
+    // Route templates only (never raw paths with ids): no tenant data in labels (D42).
+    let route = req
+        .extensions()
+        .get::<axum::extract::MatchedPath>()
+        .map_or("unmatched", |m| m.as_str())
+        .to_owned();
     let span = tracing::info_span!("request", request_id = %rid.as_str(), %method, %path);
 
     let slot = RateSlot::default();
@@ -101,7 +107,18 @@ pub async fn outer(State(state): State<AppState>, mut req: Request, next: Next) 
         );
     }
     let status = res.status().as_u16();
-    let ms = started.elapsed().as_secs_f64() * 1000.0;
+    let elapsed = started.elapsed().as_secs_f64();
+    let ms = elapsed * 1000.0;
+    let labels = [
+        ("route", route),
+        ("method", method.as_str().to_owned()),
+        ("status", status.to_string()),
+    ];
+    metrics::counter!("gatehouse_http_requests_total", &labels).increment(1);
+    metrics::histogram!("gatehouse_http_request_duration_seconds", &labels[..2]).record(elapsed);
+    if status == 429 {
+        metrics::counter!("gatehouse_rate_limit_rejections_total").increment(1);
+    }
     span.in_scope(|| {
         if status >= 500 {
             tracing::warn!(status, ms, "request failed");

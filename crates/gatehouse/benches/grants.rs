@@ -41,6 +41,7 @@ async fn main() {
     settings.public_url = "https://localhost:8443".into();
     settings.https_addr = "127.0.0.1:0".parse().unwrap();
     settings.http_addr = "127.0.0.1:0".parse().unwrap();
+    settings.admin_addr = "127.0.0.1:0".parse().unwrap();
     settings.behind_proxy = proxy;
     let running = run::start(&settings).await.unwrap();
     let creds = running.bootstrap.clone().unwrap();

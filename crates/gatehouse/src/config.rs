@@ -97,6 +97,9 @@ pub struct ServeArgs {
     /// Plain-HTTP listener: 301 to HTTPS, or the app itself with --behind-proxy [default: 127.0.0.1:8080].
     #[arg(long, env = "GATEHOUSE_HTTP_ADDR")]
     pub http_addr: Option<SocketAddr>,
+    /// Admin listener for /metrics (D42) [default: 127.0.0.1:9090].
+    #[arg(long, env = "GATEHOUSE_ADMIN_ADDR")]
+    pub admin_addr: Option<SocketAddr>,
     /// Serve plain HTTP behind a TLS-terminating proxy (D31).
     #[arg(long, env = "GATEHOUSE_BEHIND_PROXY")]
     pub behind_proxy: bool,
@@ -222,6 +225,7 @@ pub struct Settings {
     pub public_url: String,
     pub https_addr: SocketAddr,
     pub http_addr: SocketAddr,
+    pub admin_addr: SocketAddr,
     pub behind_proxy: bool,
     pub tls_cert: Option<PathBuf>,
     pub tls_key: Option<PathBuf>,
@@ -244,6 +248,7 @@ impl Settings {
             public_url: "https://localhost:8443".into(),
             https_addr: "127.0.0.1:8443".parse().unwrap(),
             http_addr: "127.0.0.1:8080".parse().unwrap(),
+            admin_addr: "127.0.0.1:9090".parse().unwrap(),
             behind_proxy: false,
             tls_cert: None,
             tls_key: None,
@@ -283,6 +288,9 @@ impl Settings {
         }
         if let Some(a) = serve.http_addr.or(file.http_addr) {
             s.http_addr = a;
+        }
+        if let Some(a) = serve.admin_addr.or(file.admin_addr) {
+            s.admin_addr = a;
         }
         s.behind_proxy = serve.behind_proxy || file.behind_proxy.unwrap_or(false);
         s.tls_cert = serve.tls_cert.clone().or(file.tls_cert);

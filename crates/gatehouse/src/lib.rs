@@ -10,6 +10,7 @@
 pub mod commands;
 pub mod config;
 pub mod mail;
+pub mod metrics;
 pub mod run;
 pub mod tls;
 

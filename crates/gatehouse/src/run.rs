@@ -26,6 +26,8 @@ pub struct Running {
     pub https_addr: Option<SocketAddr>,
     /// The plain-HTTP listener's address.
     pub http_addr: SocketAddr,
+    /// The admin listener's address (`/metrics`).
+    pub admin_addr: SocketAddr,
     pub state: AppState,
     /// Credentials printed at first start (D41), if this start created them.
     pub bootstrap: Option<BootstrapCredentials>,
@@ -162,6 +164,18 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
         .await
         .with_context(|| format!("binding {}", settings.http_addr))?;
     let http_addr = http.local_addr()?;
+    let admin = TcpListener::bind(settings.admin_addr)
+        .await
+        .with_context(|| format!("binding the admin listener {}", settings.admin_addr))?;
+    let admin_addr = admin.local_addr()?;
+    {
+        let shutdown = signal();
+        tasks.spawn(async move {
+            axum::serve(admin, crate::metrics::router())
+                .with_graceful_shutdown(shutdown)
+                .await
+        });
+    }
     let (https_addr, cert_path) = if settings.behind_proxy {
         tasks.spawn(gatehouse_server::serve(http, app, signal()));
         (None, None)
@@ -193,6 +207,7 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
     Ok(Running {
         https_addr,
         http_addr,
+        admin_addr,
         state,
         bootstrap,
         cert_path,
@@ -256,6 +271,9 @@ fn spawn_background(
                 let now = Timestamp::now();
                 // D28: idle rate-limit state is forgotten, so memory stays bounded.
                 auth.evict_idle_limits();
+                if let Ok(n) = store.outbox_backlog().await {
+                    metrics::gauge!("gatehouse_outbox_backlog").set(n as f64);
+                }
                 // D24: sealed successor pairs live for the grace window only.
                 if let Err(e) = store.erase_expired_successors(now).await {
                     tracing::warn!(error = %e, "erasing successor pairs failed");

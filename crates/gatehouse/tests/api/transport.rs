@@ -1341,7 +1341,6 @@ async fn the_self_signed_certificate_is_made_once_and_reused() {
 // ---------------------------------------------------------------------------
 
 #[tokio::test]
-#[ignore = "D42 /metrics on the admin listener arrives with metrics (issue 4)"]
 async fn metrics_are_served_on_the_admin_listener_without_tenant_data() {
     // D42
     let data = tempfile::tempdir().unwrap();

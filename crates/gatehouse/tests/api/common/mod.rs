@@ -58,6 +58,7 @@ impl TestServer {
         settings.public_url = PUBLIC_URL.into();
         settings.https_addr = "127.0.0.1:0".parse().unwrap();
         settings.http_addr = "127.0.0.1:0".parse().unwrap();
+        settings.admin_addr = "127.0.0.1:0".parse().unwrap();
         tweak(&mut settings);
         Self::start_in(dir, settings).await
     }
@@ -102,6 +103,7 @@ impl TestServer {
         let mut settings = self.settings.clone();
         settings.https_addr = "127.0.0.1:0".parse().unwrap();
         settings.http_addr = "127.0.0.1:0".parse().unwrap();
+        settings.admin_addr = "127.0.0.1:0".parse().unwrap();
         Self::start_in(self.dir, settings).await
     }
 
