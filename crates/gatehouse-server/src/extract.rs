@@ -193,6 +193,33 @@ impl Query {
     pub fn get(&self, name: &str) -> Option<&str> {
         self.values.get(name).map(String::as_str)
     }
+    /// Parses an optional parameter, recording a problem as an issue.
+    pub fn field<T>(
+        &mut self,
+        name: &str,
+        parse: impl FnOnce(&str) -> Result<T, String>,
+    ) -> Option<T> {
+        let raw = self.values.get(name)?;
+        match parse(raw) {
+            Ok(v) => Some(v),
+            Err(issue) => {
+                self.issues.push(FieldIssue::new(name, issue));
+                None
+            }
+        }
+    }
+
+    /// `limit` and `offset` (interface.md §4.2).
+    pub fn page(&mut self) -> gatehouse_domain::Page {
+        match gatehouse_domain::Page::parse(self.get("limit"), self.get("offset")) {
+            Ok(p) => p,
+            Err(mut e) => {
+                self.issues.append(&mut e);
+                gatehouse_domain::Page::default()
+            }
+        }
+    }
+
     /// Problems found while reading the query; add more, then call [`Query::finish`].
     pub fn issues(&mut self) -> &mut Vec<FieldIssue> {
         &mut self.issues

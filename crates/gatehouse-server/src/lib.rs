@@ -23,6 +23,7 @@ pub mod profile;
 pub mod redirect;
 pub mod respond;
 pub mod users;
+pub mod v2;
 pub mod versions;
 pub mod wellknown;
 
@@ -114,6 +115,7 @@ pub fn app(state: AppState) -> Router {
         .layer(cors.clone());
     let routes = Router::new()
         .nest("/v1", v1)
+        .nest("/v2", v2::router().layer(cors.clone()))
         .merge(oauth::router().layer(cors))
         .merge(authorize::router())
         .merge(links::router())

@@ -7,8 +7,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use gatehouse_domain::values::parse_amount;
 use gatehouse_domain::{
-    FieldIssue, Name, NewProduct, Page, ProductId, ProductPatch, ProductStatus, SearchText, Sku,
-    Timestamp,
+    Name, NewProduct, ProductId, ProductPatch, ProductStatus, SearchText, Sku, Timestamp,
 };
 use gatehouse_store::ProductFilter;
 
@@ -31,31 +30,22 @@ fn product_id(raw: &str) -> Result<ProductId, ApiError> {
     ProductId::parse(raw).ok_or_else(|| ApiError::not_found("product"))
 }
 
+/// The list filters (interface.md §4.4), shared by v1 and v2.
+pub(crate) fn product_filter(query: &mut Query) -> ProductFilter {
+    ProductFilter {
+        status: query.field("status", ProductStatus::parse),
+        q: query.field("q", SearchText::parse).flatten(),
+    }
+}
+
 async fn list(
     auth: Authorized<ProductsRead>,
     ctx: RequestCtx,
     State(st): State<AppState>,
     mut query: Query,
 ) -> Result<Response, ApiError> {
-    let page = Page::parse(query.get("limit"), query.get("offset"));
-    let status = query.get("status").map(ProductStatus::parse);
-    let q = query.get("q").map(SearchText::parse);
-    let issues = query.issues();
-    let page = page.unwrap_or_else(|mut e| {
-        issues.append(&mut e);
-        Page::default()
-    });
-    let mut filter = ProductFilter::default();
-    match status {
-        Some(Ok(s)) => filter.status = Some(s),
-        Some(Err(e)) => issues.push(FieldIssue::new("status", e)),
-        None => {}
-    }
-    match q {
-        Some(Ok(q)) => filter.q = q,
-        Some(Err(e)) => issues.push(FieldIssue::new("q", e)),
-        None => {}
-    }
+    let page = query.page();
+    let filter = product_filter(&mut query);
     query.finish()?;
     let listing = st
         .store

@@ -9,7 +9,7 @@ use gatehouse_auth::AuthService;
 use gatehouse_domain::OrgId;
 use gatehouse_domain::user::UserPatch;
 use gatehouse_domain::{
-    Email, FieldIssue, Name, NewUser, Page, Role, SearchText, Timestamp, UserId, UserStatus,
+    Email, FieldIssue, Name, NewUser, Role, SearchText, Timestamp, UserId, UserStatus,
 };
 use gatehouse_store::{LinkKind, NewLink, UserFilter};
 
@@ -30,37 +30,23 @@ fn user_id(raw: &str) -> Result<UserId, ApiError> {
     UserId::parse(raw).ok_or_else(|| ApiError::not_found("user"))
 }
 
+/// The list filters (interface.md §4.3), shared by v1 and v2.
+pub(crate) fn user_filter(query: &mut Query) -> UserFilter {
+    UserFilter {
+        role: query.field("role", Role::parse),
+        status: query.field("status", UserStatus::parse),
+        q: query.field("q", SearchText::parse).flatten(),
+    }
+}
+
 async fn list(
     auth: Authorized<UsersRead>,
     ctx: RequestCtx,
     State(st): State<AppState>,
     mut query: Query,
 ) -> Result<Response, ApiError> {
-    let page = Page::parse(query.get("limit"), query.get("offset"));
-    let role = query.get("role").map(Role::parse);
-    let status = query.get("status").map(UserStatus::parse);
-    let q = query.get("q").map(SearchText::parse);
-    let issues = query.issues();
-    let page = page.unwrap_or_else(|mut e| {
-        issues.append(&mut e);
-        Page::default()
-    });
-    let mut filter = UserFilter::default();
-    match role {
-        Some(Ok(r)) => filter.role = Some(r),
-        Some(Err(e)) => issues.push(FieldIssue::new("role", e)),
-        None => {}
-    }
-    match status {
-        Some(Ok(s)) => filter.status = Some(s),
-        Some(Err(e)) => issues.push(FieldIssue::new("status", e)),
-        None => {}
-    }
-    match q {
-        Some(Ok(q)) => filter.q = q,
-        Some(Err(e)) => issues.push(FieldIssue::new("q", e)),
-        None => {}
-    }
+    let page = query.page();
+    let filter = user_filter(&mut query);
     query.finish()?;
     let listing = st
         .store

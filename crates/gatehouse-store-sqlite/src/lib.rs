@@ -328,6 +328,93 @@ fn count(c: &Connection, sql: &str, params: &[rusqlite::types::Value]) -> StoreR
     .map_err(db_err)
 }
 
+/// The `WHERE` of a user list (filters and search), without paging.
+fn user_where(org: &OrgId, f: &UserFilter) -> Where {
+    let mut w = Where::new(org);
+    if let Some(role) = f.role {
+        w.and("role = ?", [role.as_str().to_owned().into()]);
+    }
+    if let Some(status) = f.status {
+        w.and("status = ?", [status.as_str().to_owned().into()]);
+    }
+    if let Some(q) = &f.q {
+        let text = q.as_str();
+        if text.chars().count() >= 3 {
+            w.and(
+                "seq IN (SELECT rowid FROM users_fts WHERE users_fts MATCH ?)",
+                [fts_phrase(text).into()],
+            );
+        } else {
+            let lowered = text.to_lowercase();
+            w.and(
+                "(instr(unicode_lower(name), ?) > 0 OR instr(unicode_lower(email), ?) > 0)",
+                [lowered.clone().into(), lowered.into()],
+            );
+        }
+    }
+    w
+}
+
+/// The `WHERE` of a product list (filters and search), without paging.
+fn product_where(org: &OrgId, f: &ProductFilter) -> Where {
+    let mut w = Where::new(org);
+    if let Some(status) = f.status {
+        w.and("status = ?", [status.as_str().to_owned().into()]);
+    }
+    let words = f.q.as_ref().map(|q| q.words()).unwrap_or_default();
+    if !words.is_empty() {
+        let query = words
+            .iter()
+            .map(|word| format!("{}*", fts_phrase(word)))
+            .collect::<Vec<_>>()
+            .join(" AND ");
+        w.and(
+            "seq IN (SELECT rowid FROM products_fts WHERE products_fts MATCH ?)",
+            [query.into()],
+        );
+    }
+    w
+}
+
+/// A page after a cursor row: rows strictly after (`created_at`, `id`) of `after`.
+fn cursor_page<T>(
+    c: &Connection,
+    table: &str,
+    cols: &str,
+    mut w: Where,
+    after: Option<&str>,
+    limit: u32,
+    map: fn(&Row<'_>) -> rusqlite::Result<T>,
+) -> StoreResult<Option<Vec<T>>> {
+    if let Some(id) = after {
+        let at: Option<i64> = c
+            .prepare_cached(&format!(
+                "SELECT created_at FROM {table} WHERE id = ?1 AND org_id = ?2"
+            ))
+            .and_then(|mut s| {
+                s.query_row(params![id, w.params[0].clone()], |r| r.get(0))
+                    .optional()
+            })
+            .map_err(db_err)?;
+        let Some(at) = at else { return Ok(None) };
+        w.and(
+            "(created_at < ? OR (created_at = ? AND id < ?))",
+            [at.into(), at.into(), id.to_owned().into()],
+        );
+    }
+    let sql = format!(
+        "SELECT {cols} FROM {table} WHERE {} ORDER BY created_at DESC, id DESC LIMIT {limit}",
+        w.sql
+    );
+    let mut stmt = c.prepare_cached(&sql).map_err(db_err)?;
+    let rows = stmt
+        .query_map(rusqlite::params_from_iter(w.params.iter()), map)
+        .map_err(db_err)?;
+    rows.collect::<rusqlite::Result<Vec<T>>>()
+        .map(Some)
+        .map_err(db_err)
+}
+
 fn list_users_sync(
     c: &Connection,
     org: &OrgId,
@@ -439,6 +526,37 @@ impl Store for SqliteStore {
             .await
     }
 
+    async fn v2_preview(&self, org: &OrgId) -> StoreResult<bool> {
+        self.pool
+            .read(|c| {
+                c.prepare_cached("SELECT v2_preview FROM organizations WHERE id = ?1")
+                    .and_then(|mut s| {
+                        s.query_row([org.as_str()], |r| r.get::<_, bool>(0))
+                            .optional()
+                    })
+                    .map(|v| v.unwrap_or(false))
+                    .map_err(db_err)
+            })
+            .await
+    }
+
+    async fn set_v2_preview(&self, org: &OrgId, enabled: bool) -> StoreResult<()> {
+        let org = org.clone();
+        self.pool
+            .write(move |tx| {
+                let n = tx
+                    .prepare_cached("UPDATE organizations SET v2_preview = ?1 WHERE id = ?2")
+                    .and_then(|mut s| s.execute(params![enabled, org.as_str()]))
+                    .map_err(db_err)?;
+                if n == 0 {
+                    Err(StoreError::NotFound)
+                } else {
+                    Ok(())
+                }
+            })
+            .await
+    }
+
     async fn bootstrap(&self, org: &Organization, client: &NewClient) -> StoreResult<bool> {
         let (org, client) = (org.clone(), client.clone());
         self.pool
@@ -515,6 +633,21 @@ impl Store for SqliteStore {
         let (org, filter) = (org.clone(), filter.clone());
         self.pool
             .read_blocking(move |c| list_users_sync(c, &org, &filter, page))
+            .await
+    }
+
+    async fn list_users_after(
+        &self,
+        org: &OrgId,
+        filter: &UserFilter,
+        after: Option<&UserId>,
+        limit: u32,
+    ) -> StoreResult<Option<Vec<User>>> {
+        let (w, after) = (user_where(org, filter), after.map(|a| a.to_string()));
+        self.pool
+            .read_blocking(move |c| {
+                cursor_page(c, "users", USER_COLS, w, after.as_deref(), limit, user_row)
+            })
             .await
     }
 
@@ -653,6 +786,29 @@ impl Store for SqliteStore {
         let (org, filter) = (org.clone(), filter.clone());
         self.pool
             .read_blocking(move |c| list_products_sync(c, &org, &filter, page))
+            .await
+    }
+
+    async fn list_products_after(
+        &self,
+        org: &OrgId,
+        filter: &ProductFilter,
+        after: Option<&ProductId>,
+        limit: u32,
+    ) -> StoreResult<Option<Vec<Product>>> {
+        let (w, after) = (product_where(org, filter), after.map(|a| a.to_string()));
+        self.pool
+            .read_blocking(move |c| {
+                cursor_page(
+                    c,
+                    "products",
+                    PRODUCT_COLS,
+                    w,
+                    after.as_deref(),
+                    limit,
+                    product_row,
+                )
+            })
             .await
     }
 

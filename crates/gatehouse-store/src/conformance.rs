@@ -23,7 +23,7 @@ macro_rules! store_conformance_tests {
             clients_and_admin_approval, api_keys, signing_keys,
             invitations_and_outbox, password_resets, revocations_follow_user_changes,
             outbox_claims_and_retries, sessions_and_login_failures, codes_redeem_once,
-            refresh_rotation_is_atomic, client_secret_rotation, purge_removes_only_expired);
+            refresh_rotation_is_atomic, client_secret_rotation, purge_removes_only_expired, cursor_pages_are_stable_under_inserts, v2_preview_flag);
     };
     (@each $make:expr; $($name:ident),*) => {
         $(
@@ -1424,4 +1424,137 @@ pub async fn purge_removes_only_expired(s: &dyn Store) {
     assert!(purged >= 2);
     assert!(s.find_session(&[30; 32]).await.unwrap().is_none());
     assert!(s.find_session(&[31; 32]).await.unwrap().is_some());
+}
+
+pub async fn cursor_pages_are_stable_under_inserts(s: &dyn Store) {
+    let o = new_org(s).await;
+    for i in 0..5 {
+        s.insert_user(
+            &o,
+            &user(
+                &format!("c{i}@example.com"),
+                Role::Viewer,
+                UserStatus::Active,
+                1000 + i / 2,
+            ),
+        )
+        .await
+        .unwrap();
+    }
+    let f = UserFilter::default();
+    let mut seen = Vec::new();
+    let mut after: Option<UserId> = None;
+    let mut inserted = 0;
+    loop {
+        let page = s
+            .list_users_after(&o, &f, after.as_ref(), 2)
+            .await
+            .unwrap()
+            .unwrap();
+        if page.is_empty() {
+            break;
+        }
+        seen.extend(page.iter().map(|u| u.id.clone()));
+        after = page.last().map(|u| u.id.clone());
+        // New users arrive during the walk: they sort first and are never seen or repeated.
+        s.insert_user(
+            &o,
+            &user(
+                &format!("new{inserted}@example.com"),
+                Role::Viewer,
+                UserStatus::Active,
+                5000 + inserted,
+            ),
+        )
+        .await
+        .unwrap();
+        inserted += 1;
+    }
+    assert_eq!(seen.len(), 5);
+    let mut dedup = seen.clone();
+    dedup.sort();
+    dedup.dedup();
+    assert_eq!(dedup.len(), 5, "no repeats");
+    let all = s
+        .list_users(
+            &o,
+            &f,
+            Page {
+                limit: 100,
+                offset: 0,
+            },
+        )
+        .await
+        .unwrap();
+    let originals: Vec<UserId> = all
+        .items
+        .iter()
+        .filter(|u| u.email.as_str().starts_with('c'))
+        .map(|u| u.id.clone())
+        .collect();
+    assert_eq!(seen, originals, "the walk follows the list order");
+    assert_eq!(
+        s.list_users_after(&o, &f, Some(&UserId::generate()), 2)
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(
+        s.list_users_after(&new_org(s).await, &f, Some(&seen[0]), 2)
+            .await
+            .unwrap(),
+        None,
+        "a cursor of another organization is unknown"
+    );
+    let editors = UserFilter {
+        role: Some(Role::Editor),
+        ..Default::default()
+    };
+    assert!(
+        s.list_users_after(&o, &editors, None, 10)
+            .await
+            .unwrap()
+            .unwrap()
+            .is_empty()
+    );
+    let p1 = s
+        .insert_product(&o, &product("A", "A-1", 1), Timestamp::from_millis(1))
+        .await
+        .unwrap();
+    let p2 = s
+        .insert_product(&o, &product("B", "B-1", 1), Timestamp::from_millis(2))
+        .await
+        .unwrap();
+    let pf = ProductFilter::default();
+    assert_eq!(
+        s.list_products_after(&o, &pf, None, 1)
+            .await
+            .unwrap()
+            .unwrap()[0]
+            .id,
+        p2.id
+    );
+    assert_eq!(
+        s.list_products_after(&o, &pf, Some(&p2.id), 5)
+            .await
+            .unwrap()
+            .unwrap()
+            .iter()
+            .map(|p| p.id.clone())
+            .collect::<Vec<_>>(),
+        vec![p1.id]
+    );
+}
+
+pub async fn v2_preview_flag(s: &dyn Store) {
+    let o = new_org(s).await;
+    assert!(!s.v2_preview(&o).await.unwrap());
+    s.set_v2_preview(&o, true).await.unwrap();
+    assert!(s.v2_preview(&o).await.unwrap());
+    s.set_v2_preview(&o, false).await.unwrap();
+    assert!(!s.v2_preview(&o).await.unwrap());
+    assert!(matches!(
+        s.set_v2_preview(&OrgId::generate(), true).await,
+        Err(StoreError::NotFound)
+    ));
 }

@@ -101,6 +101,9 @@ pub trait Store: Send + Sync + 'static {
     // --- organizations -------------------------------------------------
     async fn create_org(&self, org: &Organization) -> StoreResult<()>;
     async fn get_org(&self, org: &OrgId) -> StoreResult<Option<Organization>>;
+    /// D32: whether the organization has the `/v2/` preview.
+    async fn v2_preview(&self, org: &OrgId) -> StoreResult<bool>;
+    async fn set_v2_preview(&self, org: &OrgId, enabled: bool) -> StoreResult<()>;
     /// D41: creates `org` and `client` only if no organization exists yet, atomically.
     /// Returns whether it did.
     async fn bootstrap(&self, org: &Organization, client: &NewClient) -> StoreResult<bool>;
@@ -293,6 +296,17 @@ pub trait Store: Send + Sync + 'static {
     /// login failures and delivered mail, at most `batch` rows per table (D24).
     async fn purge_expired(&self, now: Timestamp, batch: u32) -> StoreResult<u64>;
 
+    /// D32 cursor paging: up to `limit` users after the user `after` in the
+    /// list order (`created_at` descending, then `id`). `Ok(None)` when
+    /// `after` is not a user of the organization.
+    async fn list_users_after(
+        &self,
+        org: &OrgId,
+        filter: &UserFilter,
+        after: Option<&UserId>,
+        limit: u32,
+    ) -> StoreResult<Option<Vec<User>>>;
+
     // --- products ------------------------------------------------------
     async fn insert_product(
         &self,
@@ -307,6 +321,14 @@ pub trait Store: Send + Sync + 'static {
         filter: &ProductFilter,
         page: Page,
     ) -> StoreResult<Listing<Product>>;
+    /// D32 cursor paging for products, like [`Store::list_users_after`].
+    async fn list_products_after(
+        &self,
+        org: &OrgId,
+        filter: &ProductFilter,
+        after: Option<&ProductId>,
+        limit: u32,
+    ) -> StoreResult<Option<Vec<Product>>>;
     async fn update_product(
         &self,
         org: &OrgId,

@@ -82,6 +82,21 @@ pub async fn org(store: &dyn Store, cmd: OrgCommand) -> anyhow::Result<Output> {
                 json!({ "id": org.id, "name": org.name, "plan": org.plan.as_str() }),
             ))
         }
+        OrgCommand::Set { org, v2_preview } => {
+            let id = existing_org(store, &org).await?;
+            if let Some(v) = v2_preview {
+                store.set_v2_preview(&id, v == "on").await?;
+            }
+            let o = store
+                .get_org(&id)
+                .await?
+                .with_context(|| format!("no organization {org}"))?;
+            Ok(Output(json!({
+                "id": o.id, "name": o.name, "plan": o.plan.as_str(),
+                "per_minute": o.limits().0, "per_second": o.limits().1,
+                "v2_preview": store.v2_preview(&id).await?,
+            })))
+        }
     }
 }
 

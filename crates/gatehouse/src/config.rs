@@ -145,6 +145,13 @@ pub enum OrgCommand {
         #[arg(long)]
         per_second: Option<u32>,
     },
+    /// Change an organization's settings.
+    Set {
+        org: String,
+        /// Enable or disable the /v2/ preview (D32).
+        #[arg(long, value_parser = ["on", "off"])]
+        v2_preview: Option<String>,
+    },
 }
 
 #[derive(Subcommand, Debug)]

@@ -13,3 +13,4 @@ mod revocation;
 mod tokens;
 mod transport;
 mod users;
+mod versions;

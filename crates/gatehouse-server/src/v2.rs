@@ -1,0 +1,106 @@
+//! `/v2/` preview (D32), enabled per organization by an operator: lists with
+//! real cursor pagination (`limit`, `starting_after`; `meta.next_cursor`),
+//! stable under concurrent inserts. Elsewhere `/v2/` answers 404.
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use gatehouse_domain::{API_VERSION, FieldIssue, OrgId, ProductId, UserId};
+use serde::Serialize;
+
+use crate::AppState;
+use crate::error::ApiError;
+use crate::extract::{Authorized, ProductsRead, Query, UsersRead};
+use crate::middleware::RequestCtx;
+use crate::products::product_filter;
+use crate::users::user_filter;
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/users", get(users))
+        .route("/products", get(products))
+}
+
+async fn preview_enabled(st: &AppState, org: &OrgId) -> Result<(), ApiError> {
+    match st.store.v2_preview(org).await {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(ApiError::not_found(
+            "resource (the v2 preview is not enabled for this organization)",
+        )),
+        Err(e) => Err(ApiError::from_store(e, "organization")),
+    }
+}
+
+/// `limit` as in v1 (default 20, above 100 clamped).
+fn limit(query: &mut Query) -> u32 {
+    query.page().limit
+}
+
+fn cursor_page<T: Serialize>(
+    ctx: &RequestCtx,
+    mut items: Vec<T>,
+    limit: u32,
+    id: impl Fn(&T) -> String,
+) -> Response {
+    let more = items.len() > limit as usize;
+    items.truncate(limit as usize);
+    let next = if more { items.last().map(&id) } else { None };
+    let body = serde_json::json!({
+        "data": items,
+        "meta": { "limit": limit, "next_cursor": next, "request_id": ctx.request_id.as_str(), "version": API_VERSION },
+    });
+    (StatusCode::OK, axum::Json(body)).into_response()
+}
+
+fn unknown_cursor() -> ApiError {
+    ApiError::validation(vec![FieldIssue::new(
+        "starting_after",
+        "is not an item of this list",
+    )])
+}
+
+async fn users(
+    auth: Authorized<UsersRead>,
+    ctx: RequestCtx,
+    State(st): State<AppState>,
+    mut query: Query,
+) -> Result<Response, ApiError> {
+    preview_enabled(&st, auth.org()).await?;
+    let limit = limit(&mut query);
+    let after = query.field("starting_after", |s| {
+        UserId::parse(s).ok_or_else(|| "must be a user id (usr_…)".to_owned())
+    });
+    let filter = user_filter(&mut query);
+    query.finish()?;
+    let items = st
+        .store
+        .list_users_after(auth.org(), &filter, after.as_ref(), limit + 1)
+        .await
+        .map_err(|e| ApiError::from_store(e, "user"))?
+        .ok_or_else(unknown_cursor)?;
+    Ok(cursor_page(&ctx, items, limit, |u| u.id.to_string()))
+}
+
+async fn products(
+    auth: Authorized<ProductsRead>,
+    ctx: RequestCtx,
+    State(st): State<AppState>,
+    mut query: Query,
+) -> Result<Response, ApiError> {
+    preview_enabled(&st, auth.org()).await?;
+    let limit = limit(&mut query);
+    let after = query.field("starting_after", |s| {
+        ProductId::parse(s).ok_or_else(|| "must be a product id (prod_…)".to_owned())
+    });
+    let filter = product_filter(&mut query);
+    query.finish()?;
+    let items = st
+        .store
+        .list_products_after(auth.org(), &filter, after.as_ref(), limit + 1)
+        .await
+        .map_err(|e| ApiError::from_store(e, "product"))?
+        .ok_or_else(unknown_cursor)?;
+    Ok(cursor_page(&ctx, items, limit, |p| p.id.to_string()))
+}
