@@ -81,7 +81,10 @@ impl Templates {
                 h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
                 h.insert(
                     header::CONTENT_SECURITY_POLICY,
-                    HeaderValue::from_static("default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"),
+                    // No `form-action`: browsers apply it to the redirect that
+                    // follows a form post, which would block the way back to
+                    // the client after consent (D26).
+                    HeaderValue::from_static("default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'"),
                 );
                 h.insert(
                     header::REFERRER_POLICY,
@@ -100,8 +103,14 @@ impl Templates {
 
 pub fn router() -> Router<AppState> {
     Router::new()
+        .route("/v1/openapi.json", get(openapi))
         .route("/docs", get(index))
         .route("/docs/errors", get(errors))
+}
+
+/// D35: the OpenAPI document, no token needed.
+async fn openapi(State(st): State<AppState>) -> Response {
+    axum::Json(crate::openapi::document(&st.config.public_url)).into_response()
 }
 
 async fn index(State(st): State<AppState>) -> Response {
@@ -109,9 +118,18 @@ async fn index(State(st): State<AppState>) -> Response {
         .iter()
         .map(|s| context! { name => s.as_str(), description => s.description() })
         .collect();
+    let endpoints: Vec<_> = crate::openapi::OPERATIONS
+        .iter()
+        .map(|o| {
+            context! {
+                method => o.method.to_uppercase(), path => o.path, summary => o.summary,
+                scope => o.scope.map(|s| s.as_str()).unwrap_or("none"), anchor => o.id,
+            }
+        })
+        .collect();
     st.templates.page(
         "docs_index.html",
-        context! { public_url => st.config.public_url.clone(), base_url => st.config.base_url(), scopes },
+        context! { public_url => st.config.public_url.clone(), base_url => st.config.base_url(), scopes, endpoints },
     )
 }
 

@@ -17,6 +17,7 @@ pub mod health;
 pub mod links;
 pub mod middleware;
 pub mod oauth;
+pub mod openapi;
 pub mod pages;
 pub mod products;
 pub mod profile;

@@ -58,6 +58,8 @@ pub enum Command {
     /// Manage signing keys (D23).
     #[command(subcommand)]
     Keys(KeysCommand),
+    /// Print the OpenAPI document (D35).
+    Openapi,
 }
 
 #[derive(Subcommand, Debug)]

@@ -39,6 +39,11 @@ async fn dispatch(cli: Cli) -> anyhow::Result<()> {
     let settings = Settings::resolve(&cli, &serve_args)?;
     let json = cli.json;
     let out = match cli.command {
+        Command::Openapi => {
+            let doc = gatehouse_server::openapi::document(&settings.public_url);
+            println!("{}", serde_json::to_string_pretty(&doc)?);
+            return Ok(());
+        }
         Command::Serve(_) => return serve(settings, json).await,
         Command::Migrate => {
             open_store(&settings.database_url)?;

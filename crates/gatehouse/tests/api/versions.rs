@@ -124,3 +124,39 @@ async fn bad_cursors_and_limits() {
     let res = s.call(Method::GET, "/v2/users?role=owner", &t, None).await;
     expect_error(res, StatusCode::BAD_REQUEST, "VALIDATION_ERROR").await;
 }
+
+#[tokio::test]
+async fn openapi_document_and_reference_pages_need_no_token() {
+    // D35
+    let s = TestServer::start().await;
+    let res = s
+        .request(Method::GET, "/v1/openapi.json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    let doc: Value = res.json().await.unwrap();
+    assert_eq!(doc["openapi"], "3.1.0");
+    assert_eq!(doc["servers"][0]["url"], crate::common::PUBLIC_URL);
+    assert!(doc["paths"]["/v1/users"]["get"].is_object());
+    let res = s.request(Method::GET, "/docs").send().await.unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    let html = res.text().await.unwrap();
+    for op in gatehouse_server::openapi::OPERATIONS {
+        assert!(
+            html.contains(&format!("id=\"{}\"", op.id)),
+            "/docs lists {}",
+            op.id
+        );
+    }
+    for section in ["rate-limits", "oauth", "scopes"] {
+        assert!(
+            html.contains(&format!("id=\"{section}\"")),
+            "/docs has {section}"
+        );
+    }
+    // Nothing is fetched from elsewhere: no scripts, stylesheets or images.
+    for asset in ["<script", "<link", "<img", "src="] {
+        assert!(!html.contains(asset), "/docs loads no {asset}");
+    }
+}
