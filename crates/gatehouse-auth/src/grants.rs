@@ -200,6 +200,12 @@ impl AuthService {
     }
 
     /// Re-reads signing keys when one is due to activate or retire, or on demand.
+    /// Reloads the key ring now: a `gatehouse keys rotate` run by another
+    /// process is published on the next JWKS request (D23, D40: no stale cache).
+    pub async fn reload_keys(&self) -> Result<(), crate::keys::KeyError> {
+        self.keys.refresh(self.store.as_ref()).await
+    }
+
     pub async fn refresh_keys_if_due(&self) -> Result<(), OAuthError> {
         if self.keys.stale(Timestamp::now()) {
             self.keys

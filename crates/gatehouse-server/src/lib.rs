@@ -108,7 +108,9 @@ impl AppState {
 
 /// The whole application.
 pub fn app(state: AppState) -> Router {
-    let cors = cors(&state.config.cors_origins);
+    // D36: with no origins configured there is no CORS layer at all, so no
+    // `Access-Control-*` header is ever sent.
+    let cors = tower::util::option_layer(cors(&state.config.cors_origins));
     let v1 = Router::new()
         .merge(users::router())
         .merge(products::router())
@@ -128,13 +130,16 @@ pub fn app(state: AppState) -> Router {
 }
 
 /// D36: CORS for browser clients (single-page applications are public clients).
-fn cors(origins: &[String]) -> tower_http::cors::CorsLayer {
+fn cors(origins: &[String]) -> Option<tower_http::cors::CorsLayer> {
     use axum::http::{HeaderName, HeaderValue, Method, header};
     let origins: Vec<HeaderValue> = origins
         .iter()
         .filter_map(|o| HeaderValue::from_str(o.trim_end_matches('/')).ok())
         .collect();
-    tower_http::cors::CorsLayer::new()
+    if origins.is_empty() {
+        return None;
+    }
+    let layer = tower_http::cors::CorsLayer::new()
         .allow_origin(origins)
         .allow_methods([Method::GET, Method::POST, Method::PATCH, Method::DELETE])
         .allow_headers([header::AUTHORIZATION, header::CONTENT_TYPE])
@@ -146,7 +151,8 @@ fn cors(origins: &[String]) -> tower_http::cors::CorsLayer {
             HeaderName::from_static("x-request-id"),
             header::LOCATION,
         ])
-        .max_age(std::time::Duration::from_secs(600))
+        .max_age(std::time::Duration::from_secs(600));
+    Some(layer)
 }
 
 /// The layers every route gets: the 404 fallback, panic capture, and the

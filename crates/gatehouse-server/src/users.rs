@@ -86,11 +86,13 @@ async fn create(
     let (Some(email), Some(name), Some(role)) = (email, name, role) else {
         return Err(ApiError::internal());
     };
-    // D11: a new user waits for the invitation to be accepted.
+    // D11: a new user waits for the invitation to be accepted; D30: the
+    // invitation e-mail is queued in the same transaction as the user.
+    let link = invitation(&st, auth.org(), &email, &name, role).await?;
     let new = NewUser::invited(email, name, role, Timestamp::now());
     let user = st
         .store
-        .insert_user(auth.org(), &new)
+        .insert_user_with_link(auth.org(), &new, Some(&link))
         .await
         .map_err(|e| ApiError::from_store(e, "user"))?;
     let location = format!("{}/users/{}", st.config.base_url(), user.id);

@@ -16,6 +16,11 @@ pub fn router() -> Router<AppState> {
 }
 
 async fn jwks(State(st): State<AppState>) -> Response {
+    // D23: a key added by `gatehouse keys rotate` in another process is
+    // published at once; on a storage hiccup the loaded ring still answers.
+    if let Err(e) = st.auth.reload_keys().await {
+        tracing::warn!(error = %e, "could not reload signing keys for the JWKS");
+    }
     let mut res = st.auth.jwks().to_string().into_response();
     let h = res.headers_mut();
     h.insert(
