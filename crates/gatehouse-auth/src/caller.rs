@@ -11,6 +11,16 @@ pub const API_KEY_PREFIX: &str = "gk_live_";
 /// The prefix of staging API keys (D33).
 pub const TEST_API_KEY_PREFIX: &str = "gk_test_";
 
+/// The API-key prefix of an environment: staging keys never work in
+/// production and the other way round (D33).
+pub fn api_key_prefix(staging: bool) -> &'static str {
+    if staging {
+        TEST_API_KEY_PREFIX
+    } else {
+        API_KEY_PREFIX
+    }
+}
+
 /// A verified credential.
 #[derive(Clone, Debug)]
 pub enum Caller {

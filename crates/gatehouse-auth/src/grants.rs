@@ -44,6 +44,8 @@ pub struct AuthConfig {
     pub refresh_grace_secs: i64,
     /// D24 `GATEHOUSE_REFRESH_MAX_DAYS`: a chain ends this long after the authorization.
     pub refresh_max_days: i64,
+    /// D33: the staging environment, whose API keys are `gk_test_…`.
+    pub staging: bool,
 }
 
 impl Default for AuthConfig {
@@ -51,6 +53,7 @@ impl Default for AuthConfig {
         Self {
             refresh_grace_secs: 10,
             refresh_max_days: 90,
+            staging: false,
         }
     }
 }
@@ -187,6 +190,10 @@ impl AuthService {
         bearer: &str,
     ) -> Result<Caller, Result<TokenError, StoreError>> {
         if bearer.starts_with(API_KEY_PREFIX) || bearer.starts_with(TEST_API_KEY_PREFIX) {
+            // D33: a key of the other environment is refused without a look-up.
+            if !bearer.starts_with(crate::caller::api_key_prefix(self.config.staging)) {
+                return Err(Ok(TokenError::Invalid));
+            }
             let digest = secrets::hash_secret(bearer);
             return match self.store.find_api_key_by_digest(&digest).await {
                 Ok(Some(k)) if k.revoked_at.is_none() => Ok(Caller::ApiKey(Arc::new(k))),

@@ -13,9 +13,10 @@ pub fn new_client_secret() -> String {
     random::token("gcs_", SECRET_BITS)
 }
 
-/// A new live API key (D27): `gk_live_` and 256 random bits (shown once).
-pub fn new_api_key() -> String {
-    random::token(crate::caller::API_KEY_PREFIX, SECRET_BITS)
+/// A new API key (D27): `gk_live_` — or `gk_test_` in staging (D33) — and
+/// 256 random bits (shown once).
+pub fn new_api_key(staging: bool) -> String {
+    random::token(crate::caller::api_key_prefix(staging), SECRET_BITS)
 }
 
 /// SHA-256 digest of a secret, the only form that is stored.

@@ -6,6 +6,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::random;
 
+/// The fixed client of `gatehouse mock` (D34); no other environment has a
+/// client by this id, because stored ids are always generated.
+pub const MOCK_CLIENT_ID: &str = "mock_client";
+
 /// Random bits in a generated identifier (D3 asks for at least 80).
 pub const ID_BITS: usize = 128;
 
@@ -26,6 +30,10 @@ macro_rules! id_type {
 
             /// Parses an identifier of this type; `None` when the shape or prefix is wrong.
             pub fn parse(s: &str) -> Option<Self> {
+                // D34: the mock's fixed client keeps its documented name.
+                if $prefix == "app" && s == MOCK_CLIENT_ID {
+                    return Some(Self(s.to_owned()));
+                }
                 let rest = s.strip_prefix(concat!($prefix, "_"))?;
                 (rest.len() <= 64 && random::is_base62(rest)).then(|| Self(s.to_owned()))
             }

@@ -8,6 +8,7 @@
 //! nor tokio, axum, sqlx, rusqlite or any transport or storage library.
 
 pub mod error;
+pub mod fixtures;
 pub mod ids;
 pub mod page;
 pub mod product;
@@ -18,6 +19,7 @@ pub mod user;
 pub mod values;
 
 pub use error::{DomainError, FieldIssue};
+pub use fixtures::{Fixture, FixtureUser};
 pub use ids::{ApiKeyId, ClientId, OrgId, ProductId, RequestId, UserId};
 pub use page::{Listing, Page};
 pub use product::{NewProduct, Product, ProductPatch, ProductStatus};

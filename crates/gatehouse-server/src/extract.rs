@@ -101,6 +101,19 @@ impl<S: RequiredScope> FromRequestParts<AppState> for Authorized<S> {
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
         let caller = authenticate(&parts.headers, state).await?;
         rate_limit(parts, state, &caller).await?;
+        if state.config.mock {
+            // D34: the mock answers the error the client asked for.
+            if let Some(code) = crate::mock::preferred_code(&parts.headers) {
+                let code = code?;
+                let slot = parts.extensions.get::<RateSlot>();
+                let mut info = slot.and_then(RateSlot::peek);
+                let err = crate::mock::simulated(code, S::SCOPE, info.as_mut());
+                if let (Some(slot), Some(info)) = (slot, info) {
+                    slot.set(info);
+                }
+                return Err(err);
+            }
+        }
         if !caller.scopes().satisfies(S::SCOPE) {
             let needed = S::SCOPE.as_str();
             return Err(ApiError::new(

@@ -16,6 +16,7 @@ pub mod extract;
 pub mod health;
 pub mod links;
 pub mod middleware;
+pub mod mock;
 pub mod oauth;
 pub mod openapi;
 pub mod pages;
@@ -52,6 +53,8 @@ pub struct ServerConfig {
     pub cors_origins: Vec<String>,
     /// D28: peers whose `X-Forwarded-For` is believed.
     pub trusted_proxies: Vec<std::net::IpAddr>,
+    /// D34: the mock server, which honours `Prefer: code=NNN`.
+    pub mock: bool,
 }
 
 impl ServerConfig {

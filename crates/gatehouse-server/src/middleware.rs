@@ -23,6 +23,9 @@ impl RateSlot {
     pub fn set(&self, info: gatehouse_auth::ratelimit::RateInfo) {
         *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(info);
     }
+    pub fn peek(&self) -> Option<gatehouse_auth::ratelimit::RateInfo> {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
     fn take(&self) -> Option<gatehouse_auth::ratelimit::RateInfo> {
         self.0.lock().unwrap_or_else(|e| e.into_inner()).take()
     }

@@ -32,6 +32,7 @@ async fn state(dir: &tempfile::TempDir) -> AppState {
             behind_proxy: false,
             cors_origins: vec![],
             trusted_proxies: vec![],
+            mock: false,
         },
     )
 }

@@ -141,7 +141,15 @@ impl Pool {
             .map_err(|_| StoreError::Unavailable("closed".into()))?;
         let inner = self.inner.clone();
         tokio::task::spawn_blocking(move || {
-            let r = inner.with_reader(f);
+            // One read transaction: a list's page and its total come from the
+            // same snapshot, so no answer mixes two states of the data (D33's
+            // atomic reset, and any concurrent write).
+            let r = inner.with_reader(|c| {
+                let tx = c.unchecked_transaction().map_err(crate::db_err)?;
+                let r = f(&tx)?;
+                tx.commit().map_err(crate::db_err)?;
+                Ok(r)
+            });
             drop(permit);
             r
         })

@@ -6,13 +6,13 @@ use std::io::BufRead;
 use anyhow::{Context, bail};
 use gatehouse_auth::{password, secrets};
 use gatehouse_domain::{
-    ApiKey, ApiKeyId, ClientId, Email, Name, NewUser, OrgId, Organization, Plan, RedirectUri, Role,
-    Scope, ScopeSet, Timestamp, UserId, UserStatus,
+    ApiKey, ApiKeyId, ClientId, Email, Fixture, Name, NewUser, OrgId, Organization, Plan,
+    RedirectUri, Role, Scope, ScopeSet, Timestamp, UserId, UserStatus,
 };
 use gatehouse_store::{NewClient, Store, StoreError};
 use serde_json::{Value, json};
 
-use crate::config::{ApiKeyCommand, ClientCommand, OrgCommand, UserCommand};
+use crate::config::{ApiKeyCommand, ClientCommand, Env, OrgCommand, StagingCommand, UserCommand};
 
 /// What a command prints.
 pub struct Output(pub Value);
@@ -46,7 +46,7 @@ async fn existing_org(store: &dyn Store, raw: &str) -> anyhow::Result<OrgId> {
     Ok(id)
 }
 
-pub async fn org(store: &dyn Store, cmd: OrgCommand) -> anyhow::Result<Output> {
+pub async fn org(store: &dyn Store, cmd: OrgCommand, env: Env) -> anyhow::Result<Output> {
     match cmd {
         OrgCommand::Create {
             name,
@@ -78,6 +78,12 @@ pub async fn org(store: &dyn Store, cmd: OrgCommand) -> anyhow::Result<Output> {
                 created_at: Timestamp::now(),
             };
             store.create_org(&org).await?;
+            if env == Env::Staging {
+                // D33: a staging organization starts with the fixture data.
+                store
+                    .reset_to_fixture(Some(&org.id), &Fixture::standard(), Timestamp::now())
+                    .await?;
+            }
             Ok(Output(
                 json!({ "id": org.id, "name": org.name, "plan": org.plan.as_str() }),
             ))
@@ -271,7 +277,7 @@ fn api_key_json(k: &ApiKey) -> Value {
     })
 }
 
-pub async fn apikey(store: &dyn Store, cmd: ApiKeyCommand) -> anyhow::Result<Output> {
+pub async fn apikey(store: &dyn Store, cmd: ApiKeyCommand, env: Env) -> anyhow::Result<Output> {
     match cmd {
         ApiKeyCommand::Create { org, name, scopes } => {
             let org = existing_org(store, &org).await?;
@@ -283,7 +289,8 @@ pub async fn apikey(store: &dyn Store, cmd: ApiKeyCommand) -> anyhow::Result<Out
             let name = Name::parse(&name)
                 .map_err(|e| anyhow::anyhow!("--name {e}"))?
                 .into_string();
-            let key = secrets::new_api_key();
+            // D33: staging keys are gk_test_…
+            let key = secrets::new_api_key(env == Env::Staging);
             let record = ApiKey {
                 id: ApiKeyId::generate(),
                 org,
@@ -326,6 +333,18 @@ pub async fn keys(
             Ok(Output(
                 json!({ "ok": true, "kid": rec.kid, "published_at": rec.created_at, "signs_from": rec.activates_at }),
             ))
+        }
+    }
+}
+
+/// `gatehouse staging reset` (D33): the fixture restored now, atomically.
+pub async fn staging(store: &dyn Store, cmd: StagingCommand) -> anyhow::Result<Output> {
+    match cmd {
+        StagingCommand::Reset => {
+            let n = store
+                .reset_to_fixture(None, &Fixture::standard(), Timestamp::now())
+                .await?;
+            Ok(Output(json!({ "ok": true, "organizations": n })))
         }
     }
 }

@@ -33,8 +33,22 @@ pub struct Cli {
     /// Print exactly one JSON object on stdout.
     #[arg(long, global = true)]
     pub json: bool,
+    /// `production` (default) or `staging` (D33): staging keeps its own
+    /// database (in `<data_dir>/staging/` unless `--database-url` says
+    /// otherwise), fixture data, nightly resets and `gk_test_` API keys.
+    #[arg(long, global = true, env = "GATEHOUSE_ENV", value_enum)]
+    pub env: Option<Env>,
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// The environment a server or command works on (D33).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, clap::ValueEnum, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Env {
+    #[default]
+    Production,
+    Staging,
 }
 
 #[derive(Subcommand, Debug)]
@@ -60,6 +74,23 @@ pub enum Command {
     Keys(KeysCommand),
     /// Print the OpenAPI document (D35).
     Openapi,
+    /// The staging environment (D33); implies `--env staging`.
+    #[command(subcommand)]
+    Staging(StagingCommand),
+    /// Serve the API from memory over plain HTTP with fixture data and the
+    /// fixed client mock_client / mock_secret (D34).
+    Mock {
+        /// Where to listen.
+        #[arg(long, env = "GATEHOUSE_MOCK_ADDR", default_value = "127.0.0.1:4010")]
+        addr: SocketAddr,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum StagingCommand {
+    /// Restore the fixture users and products now, atomically; organizations,
+    /// clients and API keys stay.
+    Reset,
 }
 
 #[derive(Subcommand, Debug)]
@@ -129,6 +160,20 @@ pub struct ServeArgs {
     /// Days after which a refresh chain ends whatever its activity (D24) [default: 90].
     #[arg(long, env = "GATEHOUSE_REFRESH_MAX_DAYS")]
     pub refresh_max_days: Option<i64>,
+    /// Staging: the daily time (UTC, HH:MM) at which the fixture is restored (D33) [default: 02:00].
+    #[arg(long, env = "GATEHOUSE_STAGING_RESET_AT", value_parser = parse_hhmm)]
+    pub staging_reset_at: Option<(u8, u8)>,
+}
+
+/// `HH:MM` (24-hour clock).
+pub fn parse_hhmm(s: &str) -> Result<(u8, u8), String> {
+    let err = || format!("{s:?} is not a time of day as HH:MM");
+    let (h, m) = s.trim().split_once(':').ok_or_else(err)?;
+    let (h, m): (u8, u8) = (h.parse().map_err(|_| err())?, m.parse().map_err(|_| err())?);
+    if h > 23 || m > 59 || s.trim().len() != 5 {
+        return Err(err());
+    }
+    Ok((h, m))
 }
 
 #[derive(Subcommand, Debug)]
@@ -224,6 +269,8 @@ pub struct FileConfig {
     pub refresh_grace_secs: Option<i64>,
     pub refresh_max_days: Option<i64>,
     pub trusted_proxies: Option<Vec<std::net::IpAddr>>,
+    pub env: Option<Env>,
+    pub staging_reset_at: Option<String>,
 }
 
 /// Settings after merging flags, environment, file and defaults.
@@ -246,6 +293,12 @@ pub struct Settings {
     pub refresh_grace_secs: i64,
     pub refresh_max_days: i64,
     pub trusted_proxies: Vec<std::net::IpAddr>,
+    /// D33: production or staging.
+    pub env: Env,
+    /// D33: the daily reset time of staging (UTC hour, minute).
+    pub staging_reset_at: (u8, u8),
+    /// D34: the in-memory mock (`gatehouse mock`).
+    pub mock: bool,
 }
 
 impl Settings {
@@ -268,6 +321,9 @@ impl Settings {
             refresh_grace_secs: 10,
             refresh_max_days: 90,
             trusted_proxies: Vec::new(),
+            env: Env::Production,
+            staging_reset_at: (2, 0),
+            mock: false,
         }
     }
 
@@ -285,7 +341,25 @@ impl Settings {
             .clone()
             .or(file.data_dir)
             .unwrap_or_else(|| PathBuf::from("./data"));
+        let env = if matches!(cli.command, Command::Staging(_)) {
+            Env::Staging
+        } else {
+            cli.env.or(file.env).unwrap_or_default()
+        };
+        // D33: staging keeps its own database, keys and certificate.
+        let data_dir = match env {
+            Env::Production => data_dir,
+            Env::Staging => data_dir.join("staging"),
+        };
         let mut s = Self::with_data_dir(data_dir);
+        s.env = env;
+        s.staging_reset_at = match (serve.staging_reset_at, file.staging_reset_at.as_deref()) {
+            (Some(t), _) => t,
+            (None, Some(t)) => {
+                parse_hhmm(t).map_err(|e| anyhow::anyhow!("staging_reset_at: {e}"))?
+            }
+            (None, None) => (2, 0),
+        };
         if let Some(u) = cli.database_url.clone().or(file.database_url) {
             s.database_url = u;
         }

@@ -50,8 +50,17 @@ async fn dispatch(cli: Cli) -> anyhow::Result<()> {
             commands::Output(serde_json::json!({ "ok": true }))
         }
         Command::Org(cmd) => {
-            commands::org(open_store(&settings.database_url)?.as_ref(), cmd).await?
+            commands::org(
+                open_store(&settings.database_url)?.as_ref(),
+                cmd,
+                settings.env,
+            )
+            .await?
         }
+        Command::Staging(cmd) => {
+            commands::staging(open_store(&settings.database_url)?.as_ref(), cmd).await?
+        }
+        Command::Mock { addr } => return mock(settings, addr, json).await,
         Command::Client(cmd) => {
             commands::client(open_store(&settings.database_url)?.as_ref(), cmd).await?
         }
@@ -59,7 +68,12 @@ async fn dispatch(cli: Cli) -> anyhow::Result<()> {
             commands::user(open_store(&settings.database_url)?.as_ref(), cmd).await?
         }
         Command::Apikey(cmd) => {
-            commands::apikey(open_store(&settings.database_url)?.as_ref(), cmd).await?
+            commands::apikey(
+                open_store(&settings.database_url)?.as_ref(),
+                cmd,
+                settings.env,
+            )
+            .await?
         }
         Command::Keys(cmd) => {
             let store = open_store(&settings.database_url)?;
@@ -69,6 +83,50 @@ async fn dispatch(cli: Cli) -> anyhow::Result<()> {
         }
     };
     out.print(json);
+    Ok(())
+}
+
+/// D34: the mock keeps its database on a memory file system (`/dev/shm`
+/// when there is one) and removes it when it stops: nothing persists.
+async fn mock(settings: Settings, addr: std::net::SocketAddr, json: bool) -> anyhow::Result<()> {
+    let shm = std::path::Path::new("/dev/shm");
+    let dir = if shm.is_dir() {
+        tempfile::Builder::new()
+            .prefix("gatehouse-mock-")
+            .tempdir_in(shm)?
+    } else {
+        tempfile::Builder::new()
+            .prefix("gatehouse-mock-")
+            .tempdir()?
+    };
+    let settings = run::mock_settings(&settings, dir.path(), addr);
+    let running = run::start(&settings).await?;
+    let url = format!("http://{}", running.http_addr);
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({
+                "url": url,
+                "client_id": run::MOCK_CLIENT_ID,
+                "client_secret": run::MOCK_CLIENT_SECRET,
+            })
+        );
+    } else {
+        println!("Gatehouse mock on {url} (data in memory, gone at exit)");
+        println!("  client_id:     {}", run::MOCK_CLIENT_ID);
+        println!("  client_secret: {}", run::MOCK_CLIENT_SECRET);
+        println!(
+            "  every scope; send `Prefer: code=NNN` ({}) to get that error",
+            gatehouse_server::mock::PREFERRED_CODES
+                .iter()
+                .map(u16::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    shutdown_signal().await;
+    running.shutdown().await;
+    drop(dir);
     Ok(())
 }
 

@@ -7,14 +7,14 @@ use std::time::Duration;
 
 use anyhow::Context;
 use gatehouse_auth::{AuthConfig, AuthService, Issuer, KeyRing, secrets};
-use gatehouse_domain::{ClientId, OrgId, Organization, Plan, ScopeSet, Timestamp};
+use gatehouse_domain::{ClientId, Fixture, OrgId, Organization, Plan, ScopeSet, Timestamp};
 use gatehouse_server::{AppState, ServerConfig};
 use gatehouse_store::{NewClient, Store};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-use crate::config::Settings;
+use crate::config::{Env, Settings};
 use crate::tls::{TlsListener, ensure_certificate, server_config};
 
 /// How long shutdown waits for requests in flight (D43).
@@ -64,6 +64,51 @@ impl Running {
     }
 }
 
+/// D34: the mock's fixed client, printed at start and in the README.
+pub const MOCK_CLIENT_ID: &str = gatehouse_domain::ids::MOCK_CLIENT_ID;
+pub const MOCK_CLIENT_SECRET: &str = "mock_secret";
+
+/// D34: settings of `gatehouse mock`: plain HTTP on `addr`, data in `dir`.
+pub fn mock_settings(base: &Settings, dir: &std::path::Path, addr: SocketAddr) -> Settings {
+    let mut s = Settings::with_data_dir(dir.to_path_buf());
+    s.http_addr = addr;
+    s.admin_addr = SocketAddr::from(([127, 0, 0, 1], 0));
+    s.behind_proxy = true;
+    s.public_url = format!("http://{addr}");
+    s.mock = true;
+    s.mail_from = base.mail_from.clone();
+    s
+}
+
+/// D34: the mock's organization (plan pro), its fixed client with every
+/// scope, and the fixture data.
+async fn bootstrap_mock(store: &dyn Store) -> anyhow::Result<()> {
+    let org = Organization {
+        id: OrgId::generate(),
+        name: "Mock".into(),
+        plan: Plan::Pro,
+        per_minute: None,
+        per_second: None,
+        created_at: Timestamp::now(),
+    };
+    let client = NewClient {
+        id: ClientId::parse(MOCK_CLIENT_ID).context("the mock client id")?,
+        name: "Mock client".into(),
+        secret_hash: Some(secrets::hash_secret(MOCK_CLIENT_SECRET)),
+        scopes: ScopeSet::all(),
+        redirect_uris: Vec::new(),
+        admin_approved: true,
+        owner: None,
+        created_at: Timestamp::now(),
+    };
+    if store.bootstrap(&org, &client).await? {
+        store
+            .reset_to_fixture(Some(&org.id), &Fixture::standard(), Timestamp::now())
+            .await?;
+    }
+    Ok(())
+}
+
 /// D41: on an empty database, an organization "Default" (plan pro) and a
 /// client approved for every scope; credentials written to
 /// `<data_dir>/bootstrap-credentials.json` (0600). Runs once: the store
@@ -94,6 +139,12 @@ pub async fn bootstrap(
     if !store.bootstrap(&org, &client).await? {
         return Ok(None);
     }
+    if settings.env == Env::Staging {
+        // D33: staging starts with the fixture data.
+        store
+            .reset_to_fixture(Some(&org.id), &Fixture::standard(), Timestamp::now())
+            .await?;
+    }
     let creds = BootstrapCredentials {
         org: org.id.to_string(),
         client_id: client.id.to_string(),
@@ -117,27 +168,44 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
     let keys = KeyRing::load(store.as_ref(), master)
         .await
         .context("loading signing keys")?;
-    let bootstrap = bootstrap(store.as_ref(), settings).await?;
+    let bootstrap = if settings.mock {
+        bootstrap_mock(store.as_ref()).await?;
+        None
+    } else {
+        bootstrap(store.as_ref(), settings).await?
+    };
+    let http = TcpListener::bind(settings.http_addr)
+        .await
+        .with_context(|| format!("binding {}", settings.http_addr))?;
+    let http_addr = http.local_addr()?;
+    // D34: the mock's links name the address it really listens on.
+    let public_url = if settings.mock {
+        format!("http://{http_addr}")
+    } else {
+        settings.public_url.clone()
+    };
 
     let auth_config = AuthConfig {
         refresh_grace_secs: settings.refresh_grace_secs,
         refresh_max_days: settings.refresh_max_days,
+        staging: settings.env == Env::Staging,
     };
     let auth = Arc::new(AuthService::with_config(
         store.clone(),
         keys,
-        Issuer::new(&settings.public_url),
+        Issuer::new(&public_url),
         auth_config,
     ));
     auth.sync_revocations()
         .await
         .context("loading revocations")?;
     let config = ServerConfig {
-        public_url: settings.public_url.clone(),
-        hsts: true,
+        public_url: public_url.clone(),
+        hsts: !settings.mock,
         behind_proxy: settings.behind_proxy,
         cors_origins: settings.cors_origins.clone(),
         trusted_proxies: settings.trusted_proxies.clone(),
+        mock: settings.mock,
     };
     let transport =
         crate::mail::Transport::from_settings(settings.smtp_url.as_deref(), &settings.data_dir)?;
@@ -160,10 +228,15 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
         stop.subscribe(),
     );
 
-    let http = TcpListener::bind(settings.http_addr)
-        .await
-        .with_context(|| format!("binding {}", settings.http_addr))?;
-    let http_addr = http.local_addr()?;
+    if settings.env == Env::Staging {
+        spawn_staging_reset(
+            &mut tasks,
+            store_for_jobs(&state),
+            auth_for_jobs(&state),
+            settings.staging_reset_at,
+            stop.subscribe(),
+        );
+    }
     let admin = TcpListener::bind(settings.admin_addr)
         .await
         .with_context(|| format!("binding the admin listener {}", settings.admin_addr))?;
@@ -195,7 +268,7 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
         let listener = TlsListener::new(tcp, tls)?;
         let https_addr = axum::serve::Listener::local_addr(&listener)?;
         tasks.spawn(gatehouse_server::serve(listener, app, signal()));
-        let redirect = gatehouse_server::redirect::router(settings.public_url.clone());
+        let redirect = gatehouse_server::redirect::router(public_url.clone());
         let shutdown = signal();
         tasks.spawn(async move {
             axum::serve(http, redirect)
@@ -294,5 +367,63 @@ fn spawn_background(
                 }
             }
         });
+    }
+}
+
+/// Seconds from `now` (Unix seconds) to the next `hh:mm` UTC.
+pub fn seconds_until(now: i64, (hh, mm): (u8, u8)) -> i64 {
+    let day = now.div_euclid(86_400) * 86_400;
+    let mut at = day + i64::from(hh) * 3600 + i64::from(mm) * 60;
+    if at <= now {
+        at += 86_400;
+    }
+    at - now
+}
+
+/// D33: the staging dataset is restored every day at `at` (UTC).
+fn spawn_staging_reset(
+    tasks: &mut JoinSet<std::io::Result<()>>,
+    store: Arc<dyn Store>,
+    auth: Arc<AuthService>,
+    at: (u8, u8),
+    mut stop: watch::Receiver<bool>,
+) {
+    tasks.spawn(async move {
+        loop {
+            let wait = seconds_until(Timestamp::now().unix_seconds(), at);
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_secs(wait as u64)) => {}
+                _ = stop.wait_for(|s| *s) => return Ok(()),
+            }
+            match store
+                .reset_to_fixture(None, &Fixture::standard(), Timestamp::now())
+                .await
+            {
+                Ok(n) => tracing::info!(organizations = n, "staging dataset restored"),
+                Err(e) => tracing::error!(error = %e, "staging reset failed"),
+            }
+            // Removed users' tokens stop at once here; other nodes follow
+            // within their sync interval.
+            if let Err(e) = auth.sync_revocations().await {
+                tracing::warn!(error = %e, "revocation sync failed");
+            }
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::seconds_until;
+
+    #[test]
+    fn next_reset_is_later_today_or_tomorrow() {
+        // 01:00:00 UTC on some day.
+        let one_am = 1_795_305_600 + 3600;
+        assert_eq!(one_am % 86_400, 3600);
+        assert_eq!(seconds_until(one_am, (2, 0)), 3600);
+        // Exactly at the time: the next one is a day later.
+        assert_eq!(seconds_until(one_am + 3600, (2, 0)), 86_400);
+        assert_eq!(seconds_until(one_am + 3601, (2, 0)), 86_399);
+        assert_eq!(seconds_until(one_am, (0, 30)), 86_400 - 1800);
     }
 }

@@ -13,9 +13,9 @@ use tokio::io::AsyncWriteExt;
 
 use crate::common::TestServer;
 
-struct Out {
-    status: ExitStatus,
-    stdout: String,
+pub(crate) struct Out {
+    pub(crate) status: ExitStatus,
+    pub(crate) stdout: String,
     stderr: String,
 }
 
@@ -28,7 +28,7 @@ impl Out {
     }
 
     /// D40: with `--json`, exactly one JSON object on stdout.
-    fn json(&self) -> Value {
+    pub(crate) fn json(&self) -> Value {
         assert!(
             self.status.success(),
             "the command succeeds\n{}",
@@ -101,7 +101,7 @@ async fn run_with_env(args: &[&str], env: &[(&str, &Path)], stdin: Option<&str>)
 }
 
 /// `gatehouse --data-dir DIR <args>`.
-async fn gatehouse(dir: &Path, args: &[&str], stdin: Option<&str>) -> Out {
+pub(crate) async fn gatehouse(dir: &Path, args: &[&str], stdin: Option<&str>) -> Out {
     let dir = dir.to_str().unwrap();
     let mut all = vec!["--data-dir", dir];
     all.extend_from_slice(args);

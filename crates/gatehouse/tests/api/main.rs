@@ -5,6 +5,7 @@
 mod common;
 
 mod cli;
+mod environments;
 mod invitations;
 mod oauth_flow;
 mod products;

@@ -63,10 +63,34 @@ impl TestServer {
         Self::start_in(dir, settings).await
     }
 
+    /// `gatehouse mock` in-process (D34): plain HTTP, fixture data, and the
+    /// fixed client as `creds`.
+    pub async fn start_mock() -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let base = Settings::with_data_dir(dir.path().to_owned());
+        let settings = run::mock_settings(&base, dir.path(), "127.0.0.1:0".parse().unwrap());
+        Self::start_in(dir, settings).await
+    }
+
     async fn start_in(dir: tempfile::TempDir, settings: Settings) -> Self {
         let running = run::start(&settings).await.expect("server starts");
         let creds = match &running.bootstrap {
             Some(c) => c.clone(),
+            None if settings.mock => {
+                let id = ClientId::parse(run::MOCK_CLIENT_ID).unwrap();
+                let client = running
+                    .state
+                    .store
+                    .find_client(&id)
+                    .await
+                    .unwrap()
+                    .expect("the mock client exists");
+                BootstrapCredentials {
+                    org: client.org.to_string(),
+                    client_id: run::MOCK_CLIENT_ID.into(),
+                    client_secret: run::MOCK_CLIENT_SECRET.into(),
+                }
+            }
             None => serde_json::from_slice(
                 &std::fs::read(settings.data_dir.join("bootstrap-credentials.json")).unwrap(),
             )
@@ -218,6 +242,16 @@ impl TestServer {
 
 /// The body of an error response, checked against the envelope of D6.
 pub async fn expect_error(res: Response, status: StatusCode, code: &str) -> Value {
+    expect_error_at(res, status, code, PUBLIC_URL).await
+}
+
+/// [`expect_error`] for a server whose `public_url` is `public_url`.
+pub async fn expect_error_at(
+    res: Response,
+    status: StatusCode,
+    code: &str,
+    public_url: &str,
+) -> Value {
     assert_eq!(res.status(), status, "unexpected status");
     assert_eq!(
         res.headers()
@@ -239,7 +273,7 @@ pub async fn expect_error(res: Response, status: StatusCode, code: &str) -> Valu
     );
     assert_eq!(
         e["docs"],
-        format!("{PUBLIC_URL}/docs/errors#{code}"),
+        format!("{public_url}/docs/errors#{code}"),
         "{body}"
     );
     assert!(e["details"].is_array(), "{body}");
