@@ -328,6 +328,28 @@ fn count(c: &Connection, sql: &str, params: &[rusqlite::types::Value]) -> StoreR
     .map_err(db_err)
 }
 
+/// D9, D14: `q` as a literal, case-insensitive substring of name or e-mail.
+fn and_user_search(w: &mut Where, text: &str) {
+    if text.contains('\0') {
+        // No stored name or e-mail holds a NUL (D8 refuses control
+        // characters), and FTS5 cannot express one: nothing matches.
+        w.and("0", []);
+    } else if text.chars().count() >= 3 {
+        // Trigram index: a quoted phrase is a literal substring.
+        w.and(
+            "seq IN (SELECT rowid FROM users_fts WHERE users_fts MATCH ?)",
+            [fts_phrase(text).into()],
+        );
+    } else {
+        // Too short for trigrams: scan this organization's rows.
+        let lowered = text.to_lowercase();
+        w.and(
+            "(instr(unicode_lower(name), ?) > 0 OR instr(unicode_lower(email), ?) > 0)",
+            [lowered.clone().into(), lowered.into()],
+        );
+    }
+}
+
 /// The `WHERE` of a user list (filters and search), without paging.
 fn user_where(org: &OrgId, f: &UserFilter) -> Where {
     let mut w = Where::new(org);
@@ -338,19 +360,7 @@ fn user_where(org: &OrgId, f: &UserFilter) -> Where {
         w.and("status = ?", [status.as_str().to_owned().into()]);
     }
     if let Some(q) = &f.q {
-        let text = q.as_str();
-        if text.chars().count() >= 3 {
-            w.and(
-                "seq IN (SELECT rowid FROM users_fts WHERE users_fts MATCH ?)",
-                [fts_phrase(text).into()],
-            );
-        } else {
-            let lowered = text.to_lowercase();
-            w.and(
-                "(instr(unicode_lower(name), ?) > 0 OR instr(unicode_lower(email), ?) > 0)",
-                [lowered.clone().into(), lowered.into()],
-            );
-        }
+        and_user_search(&mut w, q.as_str());
     }
     w
 }
@@ -445,21 +455,7 @@ fn list_users_sync(
         };
         return Ok(Listing { items, total });
     };
-    let text = q.as_str();
-    if text.chars().count() >= 3 {
-        // Trigram index: a quoted phrase is a literal substring (D9, D14).
-        w.and(
-            "seq IN (SELECT rowid FROM users_fts WHERE users_fts MATCH ?)",
-            [fts_phrase(text).into()],
-        );
-    } else {
-        // Too short for trigrams: scan this organization's rows.
-        let lowered = text.to_lowercase();
-        w.and(
-            "(instr(unicode_lower(name), ?) > 0 OR instr(unicode_lower(email), ?) > 0)",
-            [lowered.clone().into(), lowered.into()],
-        );
-    }
+    and_user_search(&mut w, q.as_str());
     search_page(c, "users", USER_COLS, &w, page, user_row)
 }
 

@@ -373,6 +373,34 @@ pub async fn user_search_is_substring_and_literal(s: &dyn Store) {
         .unwrap();
     assert_eq!((second.items.len(), second.total), (1, 2));
     assert!(find("\"", None).await.is_empty());
+    // A NUL or other control character cannot be in a stored name or
+    // e-mail (D8): such a search matches nothing and is no storage error.
+    for weird in ["\u{b6}!\0L", "\0", "ab\0", "x\u{1}y"] {
+        let found = s
+            .list_users(
+                &o,
+                &UserFilter {
+                    q: q(weird),
+                    ..Default::default()
+                },
+                Page::default(),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("q={weird:?}: {e:?}"));
+        assert_eq!(found.total, 0, "q={weird:?}");
+        let found = s
+            .list_products(
+                &o,
+                &ProductFilter {
+                    q: q(weird),
+                    ..Default::default()
+                },
+                Page::default(),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("q={weird:?}: {e:?}"));
+        assert_eq!(found.total, 0, "q={weird:?}");
+    }
 }
 
 pub async fn user_update_rules(s: &dyn Store) {
