@@ -4,6 +4,7 @@
 #   scripts/loadtest.sh            # HTTPS: /healthz, authenticated GET /v1/users/{id}, POST /oauth/token;
 #                                  # then --behind-proxy plain HTTP: POST /oauth/token
 #   PEER=1 scripts/loadtest.sh     # also node-oidc-provider (../shared/peers/oidc-provider) side by side
+#   GRANTS=0 scripts/loadtest.sh   # skip the authorization_code / refresh_token runs
 #
 # Settings: DURATION (seconds per run, default 10), CONNECTIONS (default 64), THREADS (default 2).
 # Needs wrk (Debian package `wrk`; installed automatically when apt-get is available).
@@ -105,6 +106,16 @@ CS=$(python3 -c "import json,sys;print(json.load(open(sys.argv[1]))['client_secr
 run "HTTP  GET /healthz (--behind-proxy)" "http://127.0.0.1:$HTTP_PORT/healthz"
 CLIENT_ID=$CID CLIENT_SECRET=$CS run "HTTP  POST /oauth/token (--behind-proxy)" -s "$LUA" "http://127.0.0.1:$HTTP_PORT"
 stop_server
+
+# --- grants with per-request state: authorization_code and refresh_token ----
+# Each code and each refresh token is single-use, so wrk cannot replay one
+# request; the in-process generator (crates/gatehouse/benches/grants.rs)
+# issues fresh ones and drives the real server over loopback.
+if [ "${GRANTS:-1}" = 1 ]; then
+  echo "Token grants (in-process generator, ${DURATION}s each, $CONNECTIONS concurrent):"
+  SECONDS=$DURATION CONCURRENCY=$CONNECTIONS cargo bench -q -p gatehouse --bench grants 2>/dev/null | sed 's/^/  HTTPS /'
+  PROXY=1 SECONDS=$DURATION CONCURRENCY=$CONNECTIONS cargo bench -q -p gatehouse --bench grants 2>/dev/null | sed 's/^/  HTTP (--behind-proxy) /'
+fi
 
 # --- the peer: node-oidc-provider, a cluster of 2 processes -----------------
 if [ "${PEER:-0}" = 1 ]; then
