@@ -10,6 +10,7 @@ mod invitations;
 mod oauth_flow;
 mod products;
 mod profile;
+mod ratelimits;
 mod revocation;
 mod tokens;
 mod transport;
