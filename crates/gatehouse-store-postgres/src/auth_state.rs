@@ -1,0 +1,280 @@
+//! SQL for the authorization server's state (revocations, outbox, links,
+//! sessions, codes, refresh chains), used inside the transactions of the
+//! `Store` impl in `lib.rs`.
+
+use gatehouse_domain::{OrgId, Timestamp, UserId};
+use gatehouse_store::{
+    LinkKind, NewLink, OutboundEmail, RefreshChain, RefreshToken, RevocationKind,
+};
+use sqlx_core::query::query;
+use sqlx_core::query_scalar::query_scalar;
+use sqlx_postgres::PgConnection;
+
+use crate::rows::{CHAIN_COLS, TOKEN_COLS};
+use crate::{StoreError, TxResult};
+
+/// Access tokens live an hour; a revocation is kept a little longer than that.
+pub(crate) const ACCESS_TOKEN_SLACK_SECS: i64 = 3600 + 60;
+
+/// The transaction-level advisory-lock key that orders revocation writers.
+const REVOCATION_LOCK: i64 = 0x6768_7265_766f_6b65; // "ghrevoke"
+
+/// Writes a revocation record and returns its id.
+///
+/// Nodes poll for ids above the highest they have seen (D24, D25, D44). An
+/// identity column alone hands out ids in *allocation* order, but
+/// transactions commit in any order: a poller could see id 10 committed
+/// before id 9 and skip 9 for ever. So writers take a transaction-level
+/// advisory lock before allocating the id and hold it until commit: ids then
+/// become visible in increasing order.
+///
+/// Callers must make this the LAST statement of their transaction: it is the
+/// only lock taken after all row locks, so it can never be part of a
+/// deadlock, and it is held for as short a time as possible.
+pub(crate) async fn insert_revocation(
+    c: &mut PgConnection,
+    kind: RevocationKind,
+    subject: &str,
+    cutoff: i64,
+    expires_at: Timestamp,
+) -> TxResult<i64> {
+    query("SELECT pg_advisory_xact_lock($1)")
+        .bind(REVOCATION_LOCK)
+        .execute(&mut *c)
+        .await?;
+    let id = query_scalar(
+        "INSERT INTO revocations (kind, subject, cutoff, expires_at) VALUES ($1, $2, $3, $4) RETURNING id",
+    )
+    .bind(kind.as_str())
+    .bind(subject)
+    .bind(cutoff)
+    .bind(expires_at.millis())
+    .fetch_one(&mut *c)
+    .await?;
+    Ok(id)
+}
+
+/// The `User` revocation that ends every access token of `user` issued up to
+/// `now` (D11, D13, D19, D29). Last statement of its transaction (see
+/// [`insert_revocation`]).
+pub(crate) async fn revoke_user_tokens(
+    c: &mut PgConnection,
+    user: &UserId,
+    now: Timestamp,
+) -> TxResult<()> {
+    insert_revocation(
+        c,
+        RevocationKind::User,
+        user.as_str(),
+        now.unix_seconds(),
+        now.plus_seconds(ACCESS_TOKEN_SLACK_SECS),
+    )
+    .await?;
+    Ok(())
+}
+
+/// Ends what a user holds in storage: sessions, codes, refresh chains. The
+/// caller adds the `User` revocation with [`revoke_user_tokens`] as the last
+/// statement of the same transaction.
+pub(crate) async fn end_user_sessions(
+    c: &mut PgConnection,
+    user: &UserId,
+    now: Timestamp,
+) -> TxResult<()> {
+    for sql in [
+        "DELETE FROM sessions WHERE user_id = $1",
+        "DELETE FROM auth_codes WHERE user_id = $1",
+    ] {
+        query(sql).bind(user.as_str()).execute(&mut *c).await?;
+    }
+    query("UPDATE refresh_chains SET revoked_at = coalesce(revoked_at, $2) WHERE user_id = $1")
+        .bind(user.as_str())
+        .bind(now.millis())
+        .execute(&mut *c)
+        .await?;
+    Ok(())
+}
+
+pub(crate) async fn enqueue_mail(
+    c: &mut PgConnection,
+    email: &OutboundEmail,
+    now: Timestamp,
+) -> TxResult<()> {
+    query("INSERT INTO outbox (recipient, subject, body, created_at, next_attempt_at) VALUES ($1, $2, $3, $4, $4)")
+        .bind(&email.to)
+        .bind(&email.subject)
+        .bind(&email.body)
+        .bind(now.millis())
+        .execute(&mut *c)
+        .await?;
+    Ok(())
+}
+
+/// Writes a link and its e-mail; any earlier link of the same kind for the
+/// user dies (D19: re-sending invalidates the previous link).
+pub(crate) async fn insert_link(
+    c: &mut PgConnection,
+    kind: LinkKind,
+    org: &OrgId,
+    user: &UserId,
+    link: &NewLink,
+    now: Timestamp,
+) -> TxResult<()> {
+    delete_links(c, kind, user).await?;
+    query("INSERT INTO user_tokens (digest, kind, org_id, user_id, expires_at) VALUES ($1, $2, $3, $4, $5)")
+        .bind(&link.digest[..])
+        .bind(kind.as_str())
+        .bind(org.as_str())
+        .bind(user.as_str())
+        .bind(link.expires_at.millis())
+        .execute(&mut *c)
+        .await?;
+    enqueue_mail(c, &link.email, now).await
+}
+
+pub(crate) async fn delete_links(
+    c: &mut PgConnection,
+    kind: LinkKind,
+    user: &UserId,
+) -> TxResult<()> {
+    query("DELETE FROM user_tokens WHERE user_id = $1 AND kind = $2")
+        .bind(user.as_str())
+        .bind(kind.as_str())
+        .execute(&mut *c)
+        .await?;
+    Ok(())
+}
+
+/// Uses up a usable link atomically (a conditional update: of two
+/// concurrent callers only one gets the row) and returns (org, user). Used,
+/// expired and unknown links are `NotFound`. The caller's transaction rolls
+/// the use back if it fails later.
+pub(crate) async fn use_link(
+    c: &mut PgConnection,
+    kind: LinkKind,
+    digest: &[u8; 32],
+    now: Timestamp,
+) -> TxResult<(OrgId, UserId)> {
+    let row: Option<(String, String)> = sqlx_core::query_as::query_as(
+        "UPDATE user_tokens SET used_at = $3
+         WHERE digest = $1 AND kind = $2 AND used_at IS NULL AND expires_at > $3
+         RETURNING org_id, user_id",
+    )
+    .bind(&digest[..])
+    .bind(kind.as_str())
+    .bind(now.millis())
+    .fetch_optional(&mut *c)
+    .await?;
+    let (org, user) = row.ok_or(StoreError::NotFound)?;
+    Ok((OrgId::from_trusted(org), UserId::from_trusted(user)))
+}
+
+pub(crate) async fn insert_chain(c: &mut PgConnection, ch: &RefreshChain) -> TxResult<()> {
+    query(&format!(
+        "INSERT INTO refresh_chains ({CHAIN_COLS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
+    ))
+    .bind(&ch.id)
+    .bind(ch.org.as_str())
+    .bind(ch.client.as_str())
+    .bind(ch.user.as_str())
+    .bind(ch.scopes.bits() as i16)
+    .bind(ch.created_at.millis())
+    .bind(ch.ends_at.millis())
+    .bind(ch.revoked_at.map(Timestamp::millis))
+    .execute(&mut *c)
+    .await?;
+    Ok(())
+}
+
+pub(crate) async fn insert_token(c: &mut PgConnection, t: &RefreshToken) -> TxResult<()> {
+    query(&format!(
+        "INSERT INTO refresh_tokens ({TOKEN_COLS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
+    ))
+    .bind(&t.digest[..])
+    .bind(&t.chain)
+    .bind(t.issued_at.millis())
+    .bind(t.expires_at.millis())
+    .bind(t.used_at.map(Timestamp::millis))
+    .bind(t.successor_sealed.as_deref())
+    .bind(t.successor_until.map(Timestamp::millis))
+    .bind(t.access_jti.as_deref())
+    .execute(&mut *c)
+    .await?;
+    Ok(())
+}
+
+/// Revokes a chain once (D24, D25): marks it, erases its sealed successors
+/// (a revoked chain never benefits from the grace window) and, the first
+/// time only, writes a `Chain` revocation. The conditional update makes
+/// concurrent revocations write one record.
+pub(crate) async fn revoke_chain(
+    c: &mut PgConnection,
+    chain: &str,
+    now: Timestamp,
+    access_expiry: Timestamp,
+) -> TxResult<()> {
+    let changed =
+        query("UPDATE refresh_chains SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL")
+            .bind(chain)
+            .bind(now.millis())
+            .execute(&mut *c)
+            .await?
+            .rows_affected();
+    query("UPDATE refresh_tokens SET successor_sealed = NULL, successor_until = NULL WHERE chain_id = $1 AND successor_until IS NOT NULL")
+        .bind(chain)
+        .execute(&mut *c)
+        .await?;
+    if changed > 0 {
+        insert_revocation(
+            c,
+            RevocationKind::Chain,
+            chain,
+            now.unix_seconds(),
+            access_expiry,
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// Deletes at most `batch` expired rows from each table (D24). Rows another
+/// node is purging right now are skipped, not waited for.
+pub(crate) async fn purge(c: &mut PgConnection, now: Timestamp, batch: u32) -> TxResult<u64> {
+    let now = now.millis();
+    let hour_ago = now - 3_600_000;
+    // (table, key, condition on $1, the value of $1)
+    let statements: [(&str, &str, &str, i64); 8] = [
+        ("auth_codes", "digest", "expires_at < $1", now),
+        ("refresh_tokens", "digest", "expires_at < $1", now),
+        (
+            "refresh_chains",
+            "id",
+            "ends_at < $1 OR (revoked_at IS NOT NULL AND revoked_at < $1 - 2592000000)",
+            now,
+        ),
+        ("user_tokens", "digest", "expires_at < $1", now),
+        ("sessions", "digest", "expires_at < $1", now),
+        ("revocations", "id", "expires_at < $1", now),
+        ("login_failures", "id", "at < $1", hour_ago),
+        (
+            "outbox",
+            "id",
+            "sent_at IS NOT NULL AND sent_at < $1",
+            hour_ago,
+        ),
+    ];
+    let mut total = 0u64;
+    for (table, key, cond, before) in statements {
+        let sql = format!(
+            "DELETE FROM {table} WHERE {key} IN (
+                SELECT {key} FROM {table} WHERE {cond} LIMIT $2 FOR UPDATE SKIP LOCKED)"
+        );
+        total += query(&sql)
+            .bind(before)
+            .bind(i64::from(batch))
+            .execute(&mut *c)
+            .await?
+            .rows_affected();
+    }
+    Ok(total)
+}

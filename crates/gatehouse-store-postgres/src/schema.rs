@@ -1,0 +1,114 @@
+//! Embedded migrations, applied in order at start (and by `gatehouse
+//! migrate`) under a PostgreSQL advisory lock, so several nodes starting at
+//! once apply each exactly once (D44).
+//!
+//! The SQL files are embedded at compile time, as `sqlx::migrate!` would do;
+//! the macro itself is not used because `sqlx-macros` drags in an optional
+//! `sqlx-sqlite` whose `libsqlite3-sys` clashes with rusqlite's in this
+//! workspace (see Cargo.toml). The bookkeeping is sqlx's own: the
+//! `_sqlx_migrations` table, a checksum per migration (an edited migration
+//! that was already applied is refused), one transaction per migration.
+
+use std::borrow::Cow;
+
+use gatehouse_store::{StoreError, StoreResult};
+use sqlx_core::connection::Connection;
+use sqlx_core::migrate::{MigrateError, Migration, MigrationType, Migrator};
+use sqlx_postgres::{PgConnectOptions, PgConnection};
+
+use crate::db_err;
+
+/// (version, description, SQL), in order. Never edit one that has shipped:
+/// add a new file.
+const MIGRATIONS: &[(i64, &str, &str)] = &[
+    (1, "init", include_str!("../migrations/0001_init.sql")),
+    (2, "auth", include_str!("../migrations/0002_auth.sql")),
+];
+
+/// The advisory-lock key of the migration (`"gatehous"` in ASCII), separate
+/// from the transaction-level keys the store uses.
+pub(crate) const MIGRATION_LOCK: i64 = 0x6761_7465_686f_7573;
+
+fn migrator() -> Migrator {
+    let migrations = MIGRATIONS
+        .iter()
+        .map(|&(version, description, sql)| {
+            Migration::new(
+                version,
+                Cow::Borrowed(description),
+                MigrationType::Simple,
+                Cow::Borrowed(sql),
+                false,
+            )
+        })
+        .collect::<Vec<_>>();
+    Migrator {
+        migrations: Cow::Owned(migrations),
+        ignore_missing: false,
+        // We hold our own lock around the whole run (below).
+        locking: false,
+        no_tx: false,
+    }
+}
+
+fn migrate_err(e: MigrateError) -> StoreError {
+    match e {
+        MigrateError::Execute(e) => db_err(e),
+        other => StoreError::Internal(format!("migration failed: {other}")),
+    }
+}
+
+/// Applies every pending migration on a dedicated connection, holding a
+/// session-level advisory lock for the whole run. The connection is closed
+/// afterwards whatever happened, which also releases the lock if a migration
+/// failed half-way.
+pub(crate) async fn migrate(options: &PgConnectOptions) -> StoreResult<()> {
+    let mut c = PgConnection::connect_with(options).await.map_err(db_err)?;
+    let outcome = run_locked(&mut c).await;
+    let _ = c.close().await;
+    outcome
+}
+
+async fn run_locked(c: &mut PgConnection) -> StoreResult<()> {
+    // Stored strings are UTF-8 text; a SQL_ASCII database would accept
+    // anything and compare bytes, so refuse it up front.
+    let encoding: String = sqlx_core::query_scalar::query_scalar("SHOW server_encoding")
+        .fetch_one(&mut *c)
+        .await
+        .map_err(db_err)?;
+    if !encoding.eq_ignore_ascii_case("UTF8") {
+        return Err(StoreError::Internal(format!(
+            "the database's encoding is {encoding}; Gatehouse needs a UTF8 database \
+             (CREATE DATABASE … ENCODING 'UTF8')"
+        )));
+    }
+    sqlx_core::query::query("SELECT pg_advisory_lock($1)")
+        .bind(MIGRATION_LOCK)
+        .execute(&mut *c)
+        .await
+        .map_err(db_err)?;
+    // `run_direct` rather than `run`: the latter's `Acquire` bound makes the
+    // future not `Send` (a known sqlx limitation), and `connect` must be
+    // usable from spawned tasks.
+    let applied = migrator().run_direct(&mut *c).await.map_err(migrate_err);
+    if applied.is_ok() {
+        tracing::debug!("PostgreSQL schema is up to date");
+    }
+    let unlocked = sqlx_core::query::query("SELECT pg_advisory_unlock($1)")
+        .bind(MIGRATION_LOCK)
+        .execute(&mut *c)
+        .await
+        .map_err(db_err);
+    applied.and(unlocked.map(|_| ()))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn versions_increase_and_files_are_embedded() {
+        let versions: Vec<i64> = super::MIGRATIONS.iter().map(|m| m.0).collect();
+        assert!(versions.windows(2).all(|w| w[0] < w[1]));
+        assert!(super::MIGRATIONS.iter().all(|m| !m.2.trim().is_empty()));
+        assert_eq!(super::migrator().iter().count(), super::MIGRATIONS.len());
+    }
+}

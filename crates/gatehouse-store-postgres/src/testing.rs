@@ -1,0 +1,526 @@
+//! A throwaway PostgreSQL server for tests (feature `testing`).
+//!
+//! [`fresh_store`] gives each test a new, empty, migrated database
+//! (`CREATE DATABASE t_…`) on a server started once per test process
+//! ([`TempCluster::shared`]):
+//!
+//! * With `GATEHOUSE_TEST_POSTGRES_URL` set (an admin URL of a running
+//!   server, allowed to create databases), the databases are created there
+//!   and left behind: point it at a throwaway server.
+//! * Otherwise a temporary cluster: `initdb` into a temporary directory
+//!   (trust authentication, UTF8), then `postgres` listening on 127.0.0.1 at
+//!   a free port and on a Unix socket in that directory, with `fsync` off.
+//!   The binaries are found as `initdb` on `PATH` (with `postgres` beside
+//!   its real location), else in the newest `/usr/lib/postgresql/*/bin`.
+//! * As root (where `initdb` and `postgres` refuse to run), both run as the
+//!   `postgres` user if there is one, else as `nobody`; the directory is
+//!   handed to that user.
+//! * The server is a direct child of the test process (not daemonized by
+//!   `pg_ctl`, which would cut that tie) with a parent-death signal: SIGQUIT,
+//!   PostgreSQL's immediate shutdown, reaches it whenever the test process
+//!   ends, even killed. At a normal exit an `atexit` handler also stops it,
+//!   waits for it and removes the directory. No postgres process outlives
+//!   `cargo test`.
+//! * Without binaries: if `GATEHOUSE_REQUIRE_POSTGRES=1`, tests fail with a
+//!   clear message; otherwise [`fresh_store`] prints "skipped: PostgreSQL
+//!   binaries not found" to stderr and returns `None`, and the test returns.
+
+use std::ffi::CString;
+use std::fs::{self, File};
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock, mpsc};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use sqlx_core::connection::Connection;
+use sqlx_core::executor::Executor;
+use sqlx_core::url::Url;
+use sqlx_postgres::PgConnection;
+
+use crate::{PgOptions, PgStore};
+
+/// Set to `1` to make missing PostgreSQL binaries a test failure.
+pub const REQUIRE_ENV: &str = "GATEHOUSE_REQUIRE_POSTGRES";
+/// An admin URL of an existing server to create the test databases on.
+pub const URL_ENV: &str = "GATEHOUSE_TEST_POSTGRES_URL";
+
+const DIR_PREFIX: &str = "gatehouse-pg-";
+
+/// The server test databases are created on, started once per process.
+#[derive(Debug)]
+pub struct TempCluster {
+    /// An admin URL (database `postgres` on a temporary cluster).
+    admin: Url,
+    /// The temporary cluster's directory and postmaster, if we started one.
+    local: Option<(PathBuf, u32)>,
+}
+
+impl TempCluster {
+    /// The process-wide server, started on first use. `None` when no
+    /// PostgreSQL binaries exist here (and `GATEHOUSE_REQUIRE_POSTGRES` is
+    /// not `1`; then this panics). Panics when a server cannot be started.
+    pub fn shared() -> Option<&'static TempCluster> {
+        static SERVER: OnceLock<Result<Option<TempCluster>, String>> = OnceLock::new();
+        match SERVER.get_or_init(start) {
+            Ok(Some(s)) => Some(s),
+            Ok(None) if required() => panic!(
+                "PostgreSQL binaries not found (initdb and postgres on PATH or in \
+                 /usr/lib/postgresql/*/bin) and {REQUIRE_ENV}=1: install PostgreSQL \
+                 (e.g. apt-get install postgresql) or set {URL_ENV}"
+            ),
+            Ok(None) => {
+                // Once per process, straight to the stderr handle: the test
+                // harness captures `eprintln!` of passing tests.
+                static SAID: std::sync::Once = std::sync::Once::new();
+                SAID.call_once(|| {
+                    let _ = writeln!(
+                        io::stderr(),
+                        "\n*** skipped: PostgreSQL binaries not found (initdb and postgres on \
+                         PATH or in /usr/lib/postgresql/*/bin): the PostgreSQL store tests \
+                         pass without running; set {REQUIRE_ENV}=1 to fail instead ***\n"
+                    );
+                });
+                None
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    /// The URL of `database` on this server.
+    pub fn url(&self, database: &str) -> String {
+        let mut u = self.admin.clone();
+        u.set_path(&format!("/{database}"));
+        u.to_string()
+    }
+
+    /// The port of the temporary cluster (`None` for an external server).
+    pub fn port(&self) -> Option<u16> {
+        self.local.as_ref().and(self.admin.port())
+    }
+
+    /// Creates a new, empty database and returns its URL.
+    pub async fn create_database(&self) -> String {
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        let name = format!(
+            "t_{}_{}_{nanos}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        );
+        let admin = self.admin.to_string();
+        let mut c = PgConnection::connect(&admin)
+            .await
+            .unwrap_or_else(|e| panic!("connecting to the test server {admin}: {e}"));
+        c.execute(format!("CREATE DATABASE {name} ENCODING 'UTF8' TEMPLATE template0").as_str())
+            .await
+            .unwrap_or_else(|e| panic!("creating the test database {name}: {e}"));
+        let _ = c.close().await;
+        self.url(&name)
+    }
+
+    /// A store on a new database, migrated.
+    pub async fn fresh_store(&self) -> PgStore {
+        let url = self.create_database().await;
+        let options = PgOptions {
+            max_connections: 8,
+            ..PgOptions::default()
+        };
+        PgStore::connect_with(&url, options)
+            .await
+            .unwrap_or_else(|e| panic!("opening the test database {url}: {e}"))
+    }
+}
+
+/// A store on a new database of the shared server; `None` (after a loud
+/// message) when the tests must be skipped. See the module docs.
+pub async fn fresh_store() -> Option<PgStore> {
+    Some(TempCluster::shared()?.fresh_store().await)
+}
+
+/// The URL of a new, empty database of the shared server (not migrated).
+pub async fn fresh_database_url() -> Option<String> {
+    Some(TempCluster::shared()?.create_database().await)
+}
+
+fn required() -> bool {
+    std::env::var(REQUIRE_ENV).is_ok_and(|v| v.trim() == "1")
+}
+
+fn start() -> Result<Option<TempCluster>, String> {
+    if let Some(url) = std::env::var(URL_ENV).ok().filter(|u| !u.trim().is_empty()) {
+        let admin = Url::parse(url.trim()).map_err(|e| format!("{URL_ENV}: {e}"))?;
+        return Ok(Some(TempCluster { admin, local: None }));
+    }
+    let Some(bin) = find_bin_dir() else {
+        return Ok(None);
+    };
+    start_cluster(&bin).map(Some)
+}
+
+/// `initdb` on PATH with `postgres` beside it (following symlinks such as
+/// /usr/local/bin/initdb → /usr/lib/postgresql/15/bin/initdb), else the
+/// newest /usr/lib/postgresql/*/bin.
+fn find_bin_dir() -> Option<PathBuf> {
+    let complete = |d: &Path| d.join("initdb").is_file() && d.join("postgres").is_file();
+    if let Some(path) = std::env::var_os("PATH") {
+        for dir in std::env::split_paths(&path) {
+            let initdb = dir.join("initdb");
+            if !initdb.is_file() {
+                continue;
+            }
+            if let Some(real) = fs::canonicalize(&initdb)
+                .ok()
+                .and_then(|p| p.parent().map(Path::to_path_buf))
+                .filter(|d| complete(d))
+            {
+                return Some(real);
+            }
+            if complete(&dir) {
+                return Some(dir);
+            }
+        }
+    }
+    let mut found: Vec<(u32, PathBuf)> = fs::read_dir("/usr/lib/postgresql")
+        .ok()?
+        .filter_map(|e| {
+            let e = e.ok()?;
+            let version = e.file_name().to_str()?.parse::<u32>().ok()?;
+            let bin = e.path().join("bin");
+            complete(&bin).then_some((version, bin))
+        })
+        .collect();
+    found.sort();
+    found.pop().map(|(_, bin)| bin)
+}
+
+/// The user to run PostgreSQL as: `None` (ourselves) unless we are root.
+fn unprivileged_user() -> Result<Option<(u32, u32)>, String> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Ok(None);
+    }
+    for name in ["postgres", "nobody"] {
+        let cname = CString::new(name).expect("no NUL in a user name");
+        // SAFETY: getpwnam_r writes into `pwd` and `buf`, both ours and
+        // alive for the call; `result` points to `pwd` or is null.
+        let found = unsafe {
+            let mut pwd: libc::passwd = std::mem::zeroed();
+            let mut buf = vec![0 as libc::c_char; 4096];
+            let mut result: *mut libc::passwd = std::ptr::null_mut();
+            let rc = libc::getpwnam_r(
+                cname.as_ptr(),
+                &mut pwd,
+                buf.as_mut_ptr(),
+                buf.len(),
+                &mut result,
+            );
+            (rc == 0 && !result.is_null()).then_some((pwd.pw_uid, pwd.pw_gid))
+        };
+        if let Some((uid, gid)) = found.filter(|(uid, _)| *uid != 0) {
+            return Ok(Some((uid, gid)));
+        }
+    }
+    Err(
+        "running as root, where initdb and postgres refuse to run, and there is neither \
+         a `postgres` nor a `nobody` user to run them as"
+            .into(),
+    )
+}
+
+fn as_user(cmd: &mut Command, user: Option<(u32, u32)>) {
+    if let Some((uid, gid)) = user {
+        // std drops the supplementary groups too when root changes uid.
+        cmd.uid(uid).gid(gid);
+    }
+}
+
+/// Removes temporary clusters of earlier runs that were killed before their
+/// exit handler ran (their server is gone: no postmaster.pid left).
+fn remove_stale_dirs(base: &Path) {
+    let Ok(entries) = fs::read_dir(base) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let path = e.path();
+        let is_ours = e
+            .file_name()
+            .to_str()
+            .is_some_and(|n| n.starts_with(DIR_PREFIX));
+        let old = e
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age > Duration::from_secs(3600));
+        if is_ours && old && !path.join("data/postmaster.pid").exists() {
+            let _ = fs::remove_dir_all(&path);
+        }
+    }
+}
+
+fn log_tail(path: &Path) -> String {
+    let mut text = String::new();
+    if let Ok(mut f) = File::open(path) {
+        let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+        let _ = f.seek(SeekFrom::Start(len.saturating_sub(4000)));
+        let _ = f.read_to_string(&mut text);
+    }
+    text
+}
+
+fn free_port() -> Result<u16, String> {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .map_err(|e| format!("finding a free port: {e}"))
+}
+
+fn start_cluster(bin: &Path) -> Result<TempCluster, String> {
+    let user = unprivileged_user()?;
+    // Another user must be able to reach the directory: use /tmp as root
+    // (TMPDIR might be private to root).
+    let base = if user.is_some() {
+        PathBuf::from("/tmp")
+    } else {
+        std::env::temp_dir()
+    };
+    remove_stale_dirs(&base);
+    let dir = tempfile::Builder::new()
+        .prefix(DIR_PREFIX)
+        .tempdir_in(&base)
+        .map_err(|e| format!("creating a directory in {}: {e}", base.display()))?
+        .keep();
+    let cleanup = |msg: String| {
+        let _ = fs::remove_dir_all(&dir);
+        msg
+    };
+    if let Some((uid, gid)) = user {
+        std::os::unix::fs::chown(&dir, Some(uid), Some(gid))
+            .map_err(|e| cleanup(format!("handing {} to uid {uid}: {e}", dir.display())))?;
+    }
+    let data = dir.join("data");
+    let log_path = dir.join("postgres.log");
+    let log = File::create(&log_path)
+        .map_err(|e| cleanup(format!("creating {}: {e}", log_path.display())))?;
+    if let Some((uid, gid)) = user {
+        let _ = std::os::unix::fs::chown(&log_path, Some(uid), Some(gid));
+    }
+    let log_for = |log: &File| {
+        log.try_clone()
+            .map(Stdio::from)
+            .map_err(|e| format!("log file: {e}"))
+    };
+
+    // initdb: UTF8 with the C.UTF-8 locale if the system has it, else the
+    // plain C locale (the store folds case itself, so either works).
+    let mut initialized = false;
+    for locale in ["--locale=C.UTF-8", "--no-locale"] {
+        let mut cmd = Command::new(bin.join("initdb"));
+        cmd.arg("-D")
+            .arg(&data)
+            .args([
+                "-U",
+                "postgres",
+                "--auth=trust",
+                "--encoding=UTF8",
+                "--no-sync",
+                locale,
+            ])
+            .current_dir(&dir)
+            .stdin(Stdio::null())
+            .stdout(log_for(&log).map_err(&cleanup)?)
+            .stderr(log_for(&log).map_err(&cleanup)?);
+        as_user(&mut cmd, user);
+        let status = cmd
+            .status()
+            .map_err(|e| cleanup(format!("running {}: {e}", bin.join("initdb").display())))?;
+        if status.success() {
+            initialized = true;
+            break;
+        }
+        let _ = fs::remove_dir_all(&data);
+    }
+    if !initialized {
+        let tail = log_tail(&log_path);
+        return Err(cleanup(format!("initdb failed:\n{tail}")));
+    }
+
+    // A port picked now may be taken before the server binds it: try again.
+    let mut last_error = String::new();
+    for _ in 0..5 {
+        let port = free_port().map_err(&cleanup)?;
+        match spawn_postgres(bin, &dir, &data, port, user, &log, &log_path) {
+            Ok(pid) => {
+                register_shutdown(pid, dir.clone());
+                let admin = Url::parse(&format!(
+                    "postgres://postgres@127.0.0.1:{port}/postgres?sslmode=disable"
+                ))
+                .expect("a valid URL");
+                return Ok(TempCluster {
+                    admin,
+                    local: Some((dir, pid)),
+                });
+            }
+            Err((retry, e)) => {
+                last_error = e;
+                if !retry {
+                    break;
+                }
+            }
+        }
+    }
+    Err(cleanup(format!(
+        "could not start PostgreSQL ({}): {last_error}",
+        bin.join("postgres").display()
+    )))
+}
+
+/// Starts `postgres` on a thread of its own, which stays blocked waiting
+/// for it: the parent-death signal fires when the thread that forked the
+/// child ends, so that thread must live as long as the server.
+/// Err((whether another port may help, message)).
+fn spawn_postgres(
+    bin: &Path,
+    dir: &Path,
+    data: &Path,
+    port: u16,
+    user: Option<(u32, u32)>,
+    log: &File,
+    log_path: &Path,
+) -> Result<u32, (bool, String)> {
+    let offset = fs::metadata(log_path).map(|m| m.len()).unwrap_or(0);
+    let stdio = || {
+        log.try_clone()
+            .map(Stdio::from)
+            .map_err(|e| (false, format!("log file: {e}")))
+    };
+    let mut cmd = Command::new(bin.join("postgres"));
+    cmd.arg("-D")
+        .arg(data)
+        .arg("-p")
+        .arg(port.to_string())
+        .arg("-c")
+        .arg("listen_addresses=127.0.0.1")
+        .arg("-c")
+        .arg(format!("unix_socket_directories={}", dir.display()))
+        .args([
+            "-c",
+            "fsync=off",
+            "-c",
+            "synchronous_commit=off",
+            "-c",
+            "full_page_writes=off",
+            "-c",
+            "max_connections=200",
+        ])
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(stdio()?)
+        .stderr(stdio()?);
+    as_user(&mut cmd, user);
+    // SAFETY: the closure runs in the child between fork and exec and only
+    // makes a system call (async-signal-safe). It runs after std changed
+    // the uid, which would otherwise clear the setting.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(
+                libc::PR_SET_PDEATHSIG,
+                libc::SIGQUIT as libc::c_ulong,
+                0,
+                0,
+                0,
+            ) != 0
+            {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let exited = Arc::new(AtomicBool::new(false));
+    let (tx, rx) = mpsc::channel();
+    {
+        let exited = exited.clone();
+        std::thread::Builder::new()
+            .name("gatehouse-postgres".into())
+            .spawn(move || match cmd.spawn() {
+                Err(e) => {
+                    let _ = tx.send(Err(e.to_string()));
+                }
+                Ok(mut child) => {
+                    let _ = tx.send(Ok(child.id()));
+                    let _ = child.wait();
+                    exited.store(true, Ordering::SeqCst);
+                }
+            })
+            .map_err(|e| (false, format!("starting a thread: {e}")))?;
+    }
+    let pid = rx
+        .recv()
+        .map_err(|e| (false, e.to_string()))?
+        .map_err(|e| (false, format!("running postgres: {e}")))?;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let log_now = {
+            let mut text = String::new();
+            if let Ok(mut f) = File::open(log_path) {
+                let _ = f.seek(SeekFrom::Start(offset));
+                let _ = f.read_to_string(&mut text);
+            }
+            text
+        };
+        if log_now.contains("ready to accept connections") {
+            return Ok(pid);
+        }
+        if exited.load(Ordering::SeqCst) {
+            let port_taken = log_now.contains("could not bind")
+                || log_now.contains("Address already in use")
+                || log_now.contains("could not create any TCP/IP sockets");
+            return Err((port_taken, format!("postgres exited:\n{log_now}")));
+        }
+        if Instant::now() > deadline {
+            // SAFETY: plain kill(2) of our own child.
+            unsafe { libc::kill(pid as libc::pid_t, libc::SIGQUIT) };
+            return Err((false, format!("postgres not ready after 60 s:\n{log_now}")));
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+}
+
+/// What the exit handler stops and removes.
+static RUNNING: OnceLock<(u32, PathBuf)> = OnceLock::new();
+
+fn register_shutdown(pid: u32, dir: PathBuf) {
+    if RUNNING.set((pid, dir)).is_ok() {
+        // SAFETY: registers a plain `extern "C" fn()`.
+        unsafe { libc::atexit(stop_at_exit) };
+    }
+}
+
+/// At process exit: immediate shutdown of the server (it also stops its
+/// backends), wait until it is gone, remove the directory.
+extern "C" fn stop_at_exit() {
+    let Some((pid, dir)) = RUNNING.get() else {
+        return;
+    };
+    let pid = *pid as libc::pid_t;
+    // SAFETY: kill(2) of our own child; signal 0 only checks it exists (a
+    // zombie counts until the thread waiting for it reaps it).
+    unsafe {
+        libc::kill(pid, libc::SIGQUIT);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while libc::kill(pid, 0) == 0 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        if libc::kill(pid, 0) == 0 {
+            libc::kill(pid, libc::SIGKILL);
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    let _ = fs::remove_dir_all(dir);
+}

@@ -1,0 +1,401 @@
+//! What SQLite's single writer gives for free and PostgreSQL must earn with
+//! locks and conditional updates: races between nodes (D13, D24, D26, D30,
+//! D41, D44). Each test runs the racing calls truly concurrently on one pool.
+
+use std::collections::HashSet;
+
+use gatehouse_domain::{
+    ClientId, DomainError, Email, Name, NewUser, OrgId, Organization, Page, Plan, Role, ScopeSet,
+    Timestamp, UserId, UserPatch, UserStatus,
+};
+use gatehouse_store::{
+    AuthCode, NewClient, NewLink, OutboundEmail, Redeemed, RefreshChain, RefreshToken,
+    RevocationKind, Rotated, Store, StoreError, UserFilter,
+};
+use gatehouse_store_postgres::PgStore;
+use gatehouse_store_postgres::testing::{fresh_database_url, fresh_store};
+
+fn org() -> Organization {
+    Organization {
+        id: OrgId::generate(),
+        name: "Race".into(),
+        plan: Plan::Pro,
+        per_minute: None,
+        per_second: None,
+        created_at: Timestamp::now(),
+    }
+}
+
+fn user(email: &str, role: Role) -> NewUser {
+    NewUser {
+        id: UserId::generate(),
+        email: Email::parse(email).unwrap(),
+        name: Name::parse("Racer").unwrap(),
+        role,
+        status: UserStatus::Active,
+        password_hash: Some("$argon2id$test".into()),
+        created_at: Timestamp::now(),
+    }
+}
+
+fn client() -> NewClient {
+    NewClient {
+        id: ClientId::generate(),
+        name: "app".into(),
+        secret_hash: Some([7; 32]),
+        scopes: ScopeSet::parse("users:read").unwrap(),
+        redirect_uris: vec!["https://app.example.com/cb".into()],
+        admin_approved: false,
+        owner: None,
+        created_at: Timestamp::now(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn last_admin_survives_concurrent_demotions() {
+    let Some(s) = fresh_store().await else { return };
+    for round in 0..10 {
+        let o = org();
+        s.create_org(&o).await.unwrap();
+        let a = s
+            .insert_user(&o.id, &user(&format!("a{round}@example.com"), Role::Admin))
+            .await
+            .unwrap();
+        let b = s
+            .insert_user(&o.id, &user(&format!("b{round}@example.com"), Role::Admin))
+            .await
+            .unwrap();
+        let demote = UserPatch {
+            role: Some(Role::Viewer),
+            ..Default::default()
+        };
+        let off = UserPatch {
+            status: Some(UserStatus::Inactive),
+            ..Default::default()
+        };
+        // One demotion, one deactivation (or deletion), at the same time.
+        let (s1, s2) = (s.clone(), s.clone());
+        let (o1, o2) = (o.id.clone(), o.id.clone());
+        let t1 =
+            tokio::spawn(
+                async move { s1.update_user(&o1, &a.id, &demote, Timestamp::now()).await },
+            );
+        let t2 = tokio::spawn(async move {
+            if round % 2 == 0 {
+                s2.update_user(&o2, &b.id, &off, Timestamp::now())
+                    .await
+                    .map(|_| ())
+            } else {
+                s2.delete_user(&o2, &b.id, None).await
+            }
+        });
+        let (r1, r2) = (t1.await.unwrap(), t2.await.unwrap());
+        let won = [r1.is_ok(), r2.is_ok()];
+        assert_eq!(
+            won.iter().filter(|w| **w).count(),
+            1,
+            "round {round}: {won:?}"
+        );
+        for r in [r1.err(), r2.err()].into_iter().flatten() {
+            assert!(
+                matches!(r, StoreError::Rule(DomainError::LastAdmin)),
+                "{r:?}"
+            );
+        }
+        let admins = s
+            .list_users(
+                &o.id,
+                &UserFilter {
+                    role: Some(Role::Admin),
+                    status: Some(UserStatus::Active),
+                    q: None,
+                },
+                Page::default(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(admins.total, 1, "round {round}");
+        assert_eq!(admins.items.len(), 1, "round {round}");
+    }
+}
+
+async fn chain_with_token(s: &PgStore, chain: &str, byte: u8) -> OrgId {
+    let o = org();
+    s.create_org(&o).await.unwrap();
+    let u = s
+        .insert_user(&o.id, &user(&format!("{chain}@example.com"), Role::Editor))
+        .await
+        .unwrap();
+    let c = s.insert_client(&o.id, &client()).await.unwrap();
+    let now = Timestamp::now();
+    let code = AuthCode {
+        digest: [byte; 32],
+        org: o.id.clone(),
+        client: c.id.clone(),
+        user: u.id.clone(),
+        redirect_uri: "https://app.example.com/cb".into(),
+        scopes: ScopeSet::parse("users:read").unwrap(),
+        code_challenge: "x".into(),
+        created_at: now,
+        expires_at: now.plus_seconds(300),
+        used_at: None,
+        chain: None,
+    };
+    s.insert_auth_code(&code).await.unwrap();
+    let ch = RefreshChain {
+        id: chain.into(),
+        org: o.id.clone(),
+        client: c.id,
+        user: u.id,
+        scopes: ScopeSet::parse("users:read").unwrap(),
+        created_at: now,
+        ends_at: now.plus_seconds(86400),
+        revoked_at: None,
+    };
+    assert_eq!(
+        s.redeem_auth_code(&[byte; 32], now, &ch, &token(byte, chain))
+            .await
+            .unwrap(),
+        Redeemed::Fresh
+    );
+    o.id
+}
+
+fn token(byte: u8, chain: &str) -> RefreshToken {
+    let now = Timestamp::now();
+    RefreshToken {
+        digest: [byte; 32],
+        chain: chain.into(),
+        issued_at: now,
+        expires_at: now.plus_seconds(3600),
+        used_at: None,
+        successor_sealed: None,
+        successor_until: None,
+        access_jti: None,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn refresh_rotation_and_code_redemption_have_one_winner() {
+    let Some(s) = fresh_store().await else { return };
+    chain_with_token(&s, "chain-race", 1).await;
+    let now = Timestamp::now();
+    let mut tasks = Vec::new();
+    for i in 0..8u8 {
+        let s = s.clone();
+        tasks.push(tokio::spawn(async move {
+            let sealed = vec![i; 4];
+            s.rotate_refresh_token(
+                &[1; 32],
+                now,
+                &sealed,
+                now.plus_seconds(10),
+                &token(100 + i, "chain-race"),
+            )
+            .await
+            .unwrap()
+        }));
+    }
+    let mut fresh = 0;
+    let mut sealed = HashSet::new();
+    for t in tasks {
+        match t.await.unwrap() {
+            Rotated::Fresh => fresh += 1,
+            Rotated::AlreadyUsed(t) => {
+                sealed.insert(t.successor_sealed.expect("the winner's pair"));
+            }
+        }
+    }
+    assert_eq!(fresh, 1);
+    assert_eq!(sealed.len(), 1, "every loser sees the one successor pair");
+    let mut successors = 0;
+    for i in 0..8u8 {
+        successors += usize::from(
+            s.find_refresh_token(&[100 + i; 32])
+                .await
+                .unwrap()
+                .is_some(),
+        );
+    }
+    assert_eq!(successors, 1, "only one successor was written");
+
+    // The same for an authorization code presented several times at once.
+    let o = chain_with_token(&s, "chain-first", 2).await;
+    let (u, c) = {
+        let code = s.find_auth_code(&[2; 32]).await.unwrap().unwrap();
+        (code.user, code.client)
+    };
+    let code = AuthCode {
+        digest: [3; 32],
+        org: o.clone(),
+        client: c.clone(),
+        user: u.clone(),
+        redirect_uri: "https://app.example.com/cb".into(),
+        scopes: ScopeSet::parse("users:read").unwrap(),
+        code_challenge: "x".into(),
+        created_at: now,
+        expires_at: now.plus_seconds(300),
+        used_at: None,
+        chain: None,
+    };
+    s.insert_auth_code(&code).await.unwrap();
+    let mut tasks = Vec::new();
+    for i in 0..8u8 {
+        let (s, o, u, c) = (s.clone(), o.clone(), u.clone(), c.clone());
+        tasks.push(tokio::spawn(async move {
+            let id = format!("code-chain-{i}");
+            let ch = RefreshChain {
+                id: id.clone(),
+                org: o,
+                client: c,
+                user: u,
+                scopes: ScopeSet::parse("users:read").unwrap(),
+                created_at: now,
+                ends_at: now.plus_seconds(86400),
+                revoked_at: None,
+            };
+            s.redeem_auth_code(&[3; 32], now, &ch, &token(200 + i, &id))
+                .await
+                .unwrap()
+        }));
+    }
+    let mut outcomes = Vec::new();
+    for t in tasks {
+        outcomes.push(t.await.unwrap());
+    }
+    assert_eq!(
+        outcomes.iter().filter(|r| **r == Redeemed::Fresh).count(),
+        1
+    );
+    let winner = s.find_auth_code(&[3; 32]).await.unwrap().unwrap().chain;
+    assert!(winner.is_some());
+    assert!(
+        outcomes
+            .iter()
+            .all(|r| *r == Redeemed::Fresh || *r == Redeemed::Reused(winner.clone()))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn outbox_claims_never_overlap() {
+    let Some(s) = fresh_store().await else { return };
+    let o = org();
+    s.create_org(&o).await.unwrap();
+    let now = Timestamp::now();
+    for i in 0..40u8 {
+        let mut u = user(&format!("m{i}@example.com"), Role::Viewer);
+        u.status = UserStatus::PendingInvite;
+        u.password_hash = None;
+        let link = NewLink {
+            digest: [i; 32],
+            expires_at: now.plus_seconds(600),
+            email: OutboundEmail {
+                to: format!("m{i}@example.com"),
+                subject: "Hello".into(),
+                body: "link".into(),
+            },
+        };
+        s.insert_user_with_link(&o.id, &u, Some(&link))
+            .await
+            .unwrap();
+    }
+    let mut workers = Vec::new();
+    for _ in 0..4 {
+        let s = s.clone();
+        workers.push(tokio::spawn(async move {
+            let mut mine = Vec::new();
+            loop {
+                // Mail is due from its user's creation on, a little after `now`.
+                let batch = s
+                    .claim_outbox(now.plus_seconds(60), 3, 600_000)
+                    .await
+                    .unwrap();
+                if batch.is_empty() {
+                    break;
+                }
+                mine.extend(batch.iter().map(|m| m.id));
+            }
+            mine
+        }));
+    }
+    let mut all = Vec::new();
+    for w in workers {
+        all.extend(w.await.unwrap());
+    }
+    let distinct: HashSet<i64> = all.iter().copied().collect();
+    assert_eq!(all.len(), 40, "each message claimed once: {all:?}");
+    assert_eq!(distinct.len(), 40);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn revocation_ids_become_visible_in_order() {
+    let Some(s) = fresh_store().await else { return };
+    let now = Timestamp::now();
+    let mut writers = Vec::new();
+    for w in 0..4 {
+        let s = s.clone();
+        writers.push(tokio::spawn(async move {
+            for i in 0..25 {
+                s.insert_revocation(
+                    RevocationKind::Jti,
+                    &format!("jti-{w}-{i}"),
+                    now.unix_seconds(),
+                    now.plus_seconds(600),
+                )
+                .await
+                .unwrap();
+            }
+        }));
+    }
+    // A poller that remembers only the highest id it saw, as a node does.
+    let poller = {
+        let s = s.clone();
+        tokio::spawn(async move {
+            let mut last = 0;
+            let mut seen = Vec::new();
+            while seen.len() < 100 {
+                for r in s.revocations_since(last, now).await.unwrap() {
+                    last = r.id;
+                    seen.push(r.id);
+                }
+                tokio::task::yield_now().await;
+            }
+            seen
+        })
+    };
+    for w in writers {
+        w.await.unwrap();
+    }
+    let seen = tokio::time::timeout(std::time::Duration::from_secs(30), poller)
+        .await
+        .expect("the poller saw every revocation (none was skipped)")
+        .unwrap();
+    assert_eq!(seen.len(), 100);
+    assert!(seen.windows(2).all(|w| w[0] < w[1]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn nodes_starting_together_migrate_and_bootstrap_once() {
+    let Some(url) = fresh_database_url().await else {
+        return;
+    };
+    let mut nodes = Vec::new();
+    for _ in 0..4 {
+        let url = url.clone();
+        nodes.push(tokio::spawn(async move {
+            let s = PgStore::connect(&url).await.unwrap();
+            let created = s.bootstrap(&org(), &client()).await.unwrap();
+            (s, created)
+        }));
+    }
+    let mut created = 0;
+    let mut store = None;
+    for n in nodes {
+        let (s, c) = n.await.unwrap();
+        created += usize::from(c);
+        store = Some(s);
+    }
+    assert_eq!(created, 1, "exactly one node bootstraps (D41, D44)");
+    // Migrating again is a no-op.
+    store.unwrap().migrate().await.unwrap();
+}
