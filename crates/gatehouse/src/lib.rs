@@ -17,15 +17,19 @@ pub mod tls;
 use std::path::Path;
 use std::sync::Arc;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use gatehouse_auth::MasterKey;
 use gatehouse_store::Store;
 
-/// Opens the storage named by `database_url` (D40): SQLite for `sqlite:` URLs
-/// and plain paths.
-pub fn open_store(database_url: &str) -> anyhow::Result<Arc<dyn Store>> {
+/// Opens the storage named by `database_url` (D40, D44): PostgreSQL for
+/// `postgres://` and `postgresql://` URLs, SQLite for `sqlite:` URLs and
+/// plain paths. Migrations are applied on open.
+pub async fn open_store(database_url: &str) -> anyhow::Result<Arc<dyn Store>> {
     if database_url.starts_with("postgres://") || database_url.starts_with("postgresql://") {
-        bail!("this build has no PostgreSQL backend yet; use a sqlite: URL");
+        let store = gatehouse_store_postgres::PgStore::connect(database_url)
+            .await
+            .map_err(|e| anyhow::anyhow!("opening the PostgreSQL database: {e}"))?;
+        return Ok(Arc::new(store));
     }
     let path = database_url
         .strip_prefix("sqlite://")

@@ -46,37 +46,37 @@ async fn dispatch(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Serve(_) => return serve(settings, json).await,
         Command::Migrate => {
-            open_store(&settings.database_url)?;
+            open_store(&settings.database_url).await?;
             commands::Output(serde_json::json!({ "ok": true }))
         }
         Command::Org(cmd) => {
             commands::org(
-                open_store(&settings.database_url)?.as_ref(),
+                open_store(&settings.database_url).await?.as_ref(),
                 cmd,
                 settings.env,
             )
             .await?
         }
         Command::Staging(cmd) => {
-            commands::staging(open_store(&settings.database_url)?.as_ref(), cmd).await?
+            commands::staging(open_store(&settings.database_url).await?.as_ref(), cmd).await?
         }
         Command::Mock { addr } => return mock(settings, addr, json).await,
         Command::Client(cmd) => {
-            commands::client(open_store(&settings.database_url)?.as_ref(), cmd).await?
+            commands::client(open_store(&settings.database_url).await?.as_ref(), cmd).await?
         }
         Command::User(cmd) => {
-            commands::user(open_store(&settings.database_url)?.as_ref(), cmd).await?
+            commands::user(open_store(&settings.database_url).await?.as_ref(), cmd).await?
         }
         Command::Apikey(cmd) => {
             commands::apikey(
-                open_store(&settings.database_url)?.as_ref(),
+                open_store(&settings.database_url).await?.as_ref(),
                 cmd,
                 settings.env,
             )
             .await?
         }
         Command::Keys(cmd) => {
-            let store = open_store(&settings.database_url)?;
+            let store = open_store(&settings.database_url).await?;
             let master =
                 gatehouse::load_master_key(settings.master_key.as_deref(), &settings.data_dir)?;
             commands::keys(store.as_ref(), &master, cmd).await?

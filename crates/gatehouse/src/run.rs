@@ -163,7 +163,7 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
             settings.data_dir.display()
         )
     })?;
-    let store = crate::open_store(&settings.database_url)?;
+    let store = crate::open_store(&settings.database_url).await?;
     let master = crate::load_master_key(settings.master_key.as_deref(), &settings.data_dir)?;
     let keys = KeyRing::load(store.as_ref(), master)
         .await

@@ -102,8 +102,10 @@ async fn run_with_env(args: &[&str], env: &[(&str, &Path)], stdin: Option<&str>)
 
 /// `gatehouse --data-dir DIR <args>`.
 pub(crate) async fn gatehouse(dir: &Path, args: &[&str], stdin: Option<&str>) -> Out {
+    let db = crate::common::db_args(dir);
     let dir = dir.to_str().unwrap();
     let mut all = vec!["--data-dir", dir];
+    all.extend(db.iter().map(String::as_str));
     all.extend_from_slice(args);
     run_with_env(&all, &[], stdin).await
 }
@@ -320,8 +322,13 @@ async fn org_create_refuses_a_bad_plan() {
 
 #[tokio::test]
 async fn data_dir_comes_from_the_environment_and_the_flag_wins() {
-    // D40: flags override GATEHOUSE_* variables.
-    let s = TestServer::start().await;
+    // D40: flags override GATEHOUSE_* variables. The data directory names
+    // the database only for SQLite, so this server is on SQLite on every
+    // backend's run of the suite.
+    let s = TestServer::start_with(|st| {
+        st.database_url = format!("sqlite://{}", st.data_dir.join("gatehouse.db").display());
+    })
+    .await;
     let dir = s.data_dir();
     let v = run_with_env(
         &["org", "create", "--name", "FromEnv", "--json"],

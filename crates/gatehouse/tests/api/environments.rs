@@ -60,7 +60,9 @@ async fn staging_server_in_cli_layout() -> TestServer {
     TestServer::start_with(|s| {
         s.env = Env::Staging;
         s.data_dir = s.data_dir.join("staging");
-        s.database_url = format!("sqlite://{}", s.data_dir.join("gatehouse.db").display());
+        if s.database_url.starts_with("sqlite") {
+            s.database_url = format!("sqlite://{}", s.data_dir.join("gatehouse.db").display());
+        }
     })
     .await
 }

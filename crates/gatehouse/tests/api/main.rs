@@ -4,6 +4,9 @@
 
 mod common;
 
+/// This binary runs the suite on SQLite; `api_postgres` on PostgreSQL.
+pub const BACKEND: common::Backend = common::Backend::Sqlite;
+
 mod cli;
 mod environments;
 mod invitations;

@@ -94,6 +94,7 @@ async fn gatehouse(s: &TestServer, args: &[&str]) -> (bool, String, String) {
     let fut = tokio::process::Command::new(env!("CARGO_BIN_EXE_gatehouse"))
         .arg("--data-dir")
         .arg(s.data_dir())
+        .args(crate::common::db_args(&s.data_dir()))
         .args(args)
         .env_remove("GATEHOUSE_MASTER_KEY")
         .env_remove("GATEHOUSE_DATABASE_URL")

@@ -9,6 +9,7 @@ async fn cli(s: &TestServer, args: &[&str]) -> Value {
     let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_gatehouse"))
         .arg("--data-dir")
         .arg(s.data_dir())
+        .args(crate::common::db_args(&s.data_dir()))
         .arg("--json")
         .args(args)
         .output()

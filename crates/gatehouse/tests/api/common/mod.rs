@@ -20,6 +20,44 @@ use serde_json::Value;
 /// the wrong one.
 pub const PUBLIC_URL: &str = "https://gatehouse.example";
 
+/// The storage backend a test binary runs the suite on (D44): `api` on
+/// SQLite, `api_postgres` on a throwaway PostgreSQL cluster.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+/// Data directories of running test servers and the database URL each uses,
+/// so the CLI run against a server's data directory reaches its database.
+static DATABASES: std::sync::Mutex<Vec<(PathBuf, String)>> = std::sync::Mutex::new(Vec::new());
+
+/// `--database-url URL` when the server on `dir` keeps its data elsewhere
+/// than in the directory (PostgreSQL); empty otherwise.
+pub fn db_args(dir: &std::path::Path) -> Vec<String> {
+    let dbs = DATABASES.lock().unwrap_or_else(|e| e.into_inner());
+    dbs.iter()
+        .find(|(d, _)| d == dir)
+        .map(|(_, url)| vec!["--database-url".to_owned(), url.clone()])
+        .unwrap_or_default()
+}
+
+/// A fresh PostgreSQL database for one test server. Without PostgreSQL
+/// binaries the whole `api_postgres` binary is skipped, loudly — unless
+/// `GATEHOUSE_REQUIRE_POSTGRES=1` (as in CI), where that is a failure.
+async fn postgres_url() -> String {
+    match gatehouse_store_postgres::testing::fresh_database_url().await {
+        Some(url) => url,
+        None => {
+            eprintln!(
+                "\n*** api_postgres SKIPPED: PostgreSQL binaries (initdb, postgres) not found; \
+                 install Debian's postgresql package to run the suite on PostgreSQL ***\n"
+            );
+            std::process::exit(0);
+        }
+    }
+}
+
 pub struct TestServer {
     pub running: Option<Running>,
     /// `https://127.0.0.1:PORT`
@@ -59,6 +97,9 @@ impl TestServer {
         settings.https_addr = "127.0.0.1:0".parse().unwrap();
         settings.http_addr = "127.0.0.1:0".parse().unwrap();
         settings.admin_addr = "127.0.0.1:0".parse().unwrap();
+        if crate::BACKEND == Backend::Postgres {
+            settings.database_url = postgres_url().await;
+        }
         tweak(&mut settings);
         Self::start_in(dir, settings).await
     }
@@ -74,6 +115,12 @@ impl TestServer {
 
     async fn start_in(dir: tempfile::TempDir, settings: Settings) -> Self {
         let running = run::start(&settings).await.expect("server starts");
+        if !settings.database_url.starts_with("sqlite") {
+            let mut dbs = DATABASES.lock().unwrap_or_else(|e| e.into_inner());
+            for d in [dir.path().to_owned(), settings.data_dir.clone()] {
+                dbs.push((d, settings.database_url.clone()));
+            }
+        }
         let creds = match &running.bootstrap {
             Some(c) => c.clone(),
             None if settings.mock => {
