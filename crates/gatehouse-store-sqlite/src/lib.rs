@@ -1463,7 +1463,8 @@ impl Store for SqliteStore {
                     .prepare_cached(
                         "UPDATE refresh_tokens SET used_at = ?2, successor_sealed = ?3, successor_until = ?4
                          WHERE digest = ?1 AND used_at IS NULL
-                           AND chain_id IN (SELECT id FROM refresh_chains WHERE revoked_at IS NULL)",
+                           AND EXISTS (SELECT 1 FROM refresh_chains c
+                                       WHERE c.id = refresh_tokens.chain_id AND c.revoked_at IS NULL)",
                     )
                     .and_then(|mut s| s.execute(params![digest.to_vec(), now.millis(), sealed, successor_until.millis()]))
                     .map_err(db_err)?;
