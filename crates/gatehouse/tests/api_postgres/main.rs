@@ -37,3 +37,6 @@ mod transport;
 mod users;
 #[path = "../api/versions.rs"]
 mod versions;
+
+/// Only here: several nodes on one PostgreSQL database.
+mod multinode;

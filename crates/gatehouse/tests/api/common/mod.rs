@@ -45,7 +45,7 @@ pub fn db_args(dir: &std::path::Path) -> Vec<String> {
 /// A fresh PostgreSQL database for one test server. Without PostgreSQL
 /// binaries the whole `api_postgres` binary is skipped, loudly — unless
 /// `GATEHOUSE_REQUIRE_POSTGRES=1` (as in CI), where that is a failure.
-async fn postgres_url() -> String {
+pub async fn postgres_url() -> String {
     match gatehouse_store_postgres::testing::fresh_database_url().await {
         Some(url) => url,
         None => {
