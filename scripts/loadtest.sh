@@ -5,6 +5,8 @@
 #                                  # then --behind-proxy plain HTTP: POST /oauth/token
 #   PEER=1 scripts/loadtest.sh     # also node-oidc-provider (../shared/peers/oidc-provider) side by side
 #   GRANTS=0 scripts/loadtest.sh   # skip the authorization_code / refresh_token runs
+#   DB=postgres scripts/loadtest.sh # the same runs on PostgreSQL: a throwaway cluster on loopback
+#                                  # (initdb/pg_ctl from Debian's postgresql package), a fresh database per server
 #
 # Settings: DURATION (seconds per run, default 10), CONNECTIONS (default 64), THREADS (default 2).
 # Needs wrk (Debian package `wrk`; installed automatically when apt-get is available).
@@ -26,8 +28,10 @@ BIN=target/release/gatehouse
 WORK=$(mktemp -d)
 SERVER_PID=
 PEER_PID=
+PG_DATA=
 cleanup() {
   [ -n "$SERVER_PID" ] && kill "$SERVER_PID" 2>/dev/null || true
+  [ -n "$PG_DATA" ] && $RUNAS "$PGBIN/pg_ctl" -D "$PG_DATA" -m immediate stop >/dev/null 2>&1 || true
   [ -n "$PEER_PID" ] && kill "$PEER_PID" 2>/dev/null || true
   wait 2>/dev/null || true
   rm -rf "$WORK"
@@ -59,9 +63,29 @@ wrk.headers["Content-Type"] = "application/x-www-form-urlencoded"
 wrk.headers["Authorization"] = "Basic " .. b64(cid .. ":" .. secret)
 LUA
 
+# --- PostgreSQL (DB=postgres) ------------------------------------------------
+DB=${DB:-sqlite}
+RUNAS=
+if [ "$DB" = postgres ]; then
+  PGBIN=$(dirname "$(readlink -f "$(command -v initdb || ls /usr/lib/postgresql/*/bin/initdb | tail -1)")")
+  PG_PORT=${PG_PORT:-25432}
+  PG_DATA="$WORK/pg"
+  chmod 755 "$WORK"
+  if [ "$(id -u)" = 0 ]; then RUNAS="runuser -u postgres --"; mkdir -p "$PG_DATA" && chown postgres "$PG_DATA"; fi
+  $RUNAS "$PGBIN/initdb" -D "$PG_DATA" -A trust -U postgres >/dev/null
+  $RUNAS "$PGBIN/pg_ctl" -D "$PG_DATA" -w -l "$WORK/pg.log" \
+    -o "-p $PG_PORT -k $PG_DATA -c listen_addresses=127.0.0.1 -c max_connections=200 -c shared_buffers=256MB" start >/dev/null
+fi
+db_args() { # $1: database name -> --database-url for PostgreSQL, nothing for SQLite
+  if [ "$DB" = postgres ]; then
+    psql -q -h 127.0.0.1 -p "$PG_PORT" -U postgres -d postgres -c "CREATE DATABASE $1" >/dev/null
+    echo "--database-url postgres://postgres@127.0.0.1:$PG_PORT/$1"
+  fi
+}
+
 start_server() { # $1: data dir, rest: extra serve flags
   local dir=$1; shift
-  GATEHOUSE_LOG=warn "$BIN" --data-dir "$dir" serve --https-addr 127.0.0.1:$HTTPS_PORT --http-addr 127.0.0.1:$HTTP_PORT --admin-addr 127.0.0.1:${ADMIN_PORT:-29090} \
+  GATEHOUSE_LOG=warn "$BIN" --data-dir "$dir" $DBARGS serve --https-addr 127.0.0.1:$HTTPS_PORT --http-addr 127.0.0.1:$HTTP_PORT --admin-addr 127.0.0.1:${ADMIN_PORT:-29090} \
     --public-url "https://localhost:$HTTPS_PORT" "$@" >"$dir.out" 2>"$dir.err" &
   SERVER_PID=$!
   for _ in $(seq 1 100); do
@@ -84,15 +108,16 @@ run() { # label, wrk args…
 
 # --- HTTPS (the default deployment) ---------------------------------------
 D1="$WORK/https"
+DBARGS=$(db_args load_https)
 start_server "$D1"
 CID=$(python3 -c "import json,sys;print(json.load(open(sys.argv[1]))['client_id'])" "$D1/bootstrap-credentials.json")
 CS=$(python3 -c "import json,sys;print(json.load(open(sys.argv[1]))['client_secret'])" "$D1/bootstrap-credentials.json")
 # The read is measured for a credential whose plan does not limit it (D28:
 # an enterprise organization with very high numbers); the bootstrap
 # organization is on pro (600 per minute) and would answer 429.
-LOAD_ORG=$("$BIN" --data-dir "$D1" org create --name Load --plan enterprise --per-minute 1000000000 --per-second 100000000 --json |
+LOAD_ORG=$("$BIN" --data-dir "$D1" $DBARGS org create --name Load --plan enterprise --per-minute 1000000000 --per-second 100000000 --json |
   python3 -c "import json,sys;print(json.load(sys.stdin)['id'])")
-LOAD_CLIENT=$("$BIN" --data-dir "$D1" client create --org "$LOAD_ORG" --name load --scopes "users:read users:write" --json)
+LOAD_CLIENT=$("$BIN" --data-dir "$D1" $DBARGS client create --org "$LOAD_ORG" --name load --scopes "users:read users:write" --json)
 LCID=$(echo "$LOAD_CLIENT" | python3 -c "import json,sys;print(json.load(sys.stdin)['client_id'])")
 LCS=$(echo "$LOAD_CLIENT" | python3 -c "import json,sys;print(json.load(sys.stdin)['client_secret'])")
 TOKEN=$(curl -sk -u "$LCID:$LCS" -d grant_type=client_credentials "https://127.0.0.1:$HTTPS_PORT/oauth/token" | python3 -c "import json,sys;print(json.load(sys.stdin)['access_token'])")
@@ -100,7 +125,7 @@ USER_ID=$(curl -sk -H "Authorization: Bearer $TOKEN" -H 'Content-Type: applicati
   -d '{"email":"load@example.com","name":"Load Test","role":"viewer"}' "https://127.0.0.1:$HTTPS_PORT/v1/users" |
   python3 -c "import json,sys;print(json.load(sys.stdin)['data']['id'])")
 
-echo "Gatehouse load test: ${DURATION}s per run, $CONNECTIONS connections, $THREADS wrk threads, keep-alive, loopback"
+echo "Gatehouse load test ($DB): ${DURATION}s per run, $CONNECTIONS connections, $THREADS wrk threads, keep-alive, loopback"
 run "HTTPS GET /healthz (no token, no storage)" "https://127.0.0.1:$HTTPS_PORT/healthz"
 run "HTTPS GET /v1/users/{id} (bearer token)" -H "Authorization: Bearer $TOKEN" "https://127.0.0.1:$HTTPS_PORT/v1/users/$USER_ID"
 CLIENT_ID=$CID CLIENT_SECRET=$CS run "HTTPS POST /oauth/token (client_credentials)" -s "$LUA" "https://127.0.0.1:$HTTPS_PORT"
@@ -108,6 +133,7 @@ stop_server
 
 # --- behind a TLS-terminating proxy: plain HTTP ----------------------------
 D2="$WORK/proxy"
+DBARGS=$(db_args load_proxy)
 start_server "$D2" --behind-proxy
 CID=$(python3 -c "import json,sys;print(json.load(open(sys.argv[1]))['client_id'])" "$D2/bootstrap-credentials.json")
 CS=$(python3 -c "import json,sys;print(json.load(open(sys.argv[1]))['client_secret'])" "$D2/bootstrap-credentials.json")
@@ -119,7 +145,7 @@ stop_server
 # Each code and each refresh token is single-use, so wrk cannot replay one
 # request; the in-process generator (crates/gatehouse/benches/grants.rs)
 # issues fresh ones and drives the real server over loopback.
-if [ "${GRANTS:-1}" = 1 ]; then
+if [ "${GRANTS:-1}" = 1 ] && [ "$DB" = sqlite ]; then
   echo "Token grants (in-process generator, ${DURATION}s each, $CONNECTIONS concurrent):"
   SECONDS=$DURATION CONCURRENCY=$CONNECTIONS cargo bench -q -p gatehouse --bench grants 2>&1 | grep -v '^Gatehouse' | sed 's/^/  HTTPS /'
   PROXY=1 SECONDS=$DURATION CONCURRENCY=$CONNECTIONS cargo bench -q -p gatehouse --bench grants 2>&1 | grep -v '^Gatehouse' | sed 's/^/  HTTP (--behind-proxy) /'

@@ -39,6 +39,18 @@ pub enum Lineage {
     Other(String),
 }
 
+impl Lineage {
+    /// The lineage as text, the key of the shared windows (D28, D44).
+    pub fn shared_key(&self) -> String {
+        match self {
+            Lineage::Client(c) => format!("client:{c}"),
+            Lineage::UserGrant(c, u) => format!("grant:{c}:{u}"),
+            Lineage::ApiKey(k) => format!("key:{k}"),
+            Lineage::Other(o) => format!("other:{o}"),
+        }
+    }
+}
+
 impl Caller {
     pub fn org(&self) -> &OrgId {
         match self {

@@ -103,8 +103,37 @@ impl AuthService {
     }
 
     /// D28: counts one API request of `caller` against its organization's plan.
-    pub fn rate_check(&self, caller: &Caller, limits: Limits) -> Decision {
-        self.limiter.check(&caller.lineage(), limits, now_ms())
+    /// D28: decides on (and counts) one request of the caller's lineage —
+    /// in memory on a single node, in the shared store when the backend
+    /// serves several nodes (D44).
+    pub async fn rate_check(
+        &self,
+        caller: &Caller,
+        limits: Limits,
+    ) -> Result<Decision, StoreError> {
+        let key = caller.lineage();
+        let now = now_ms();
+        if let Some(retry_after) = self.limiter.suspended(&key, now) {
+            let info = ratelimit::RateInfo {
+                limit: limits.per_minute.max(1),
+                remaining: 0,
+                reset: now.div_ceil(1000) + retry_after,
+            };
+            return Ok(Decision::Limited { info, retry_after });
+        }
+        let shared = self
+            .store
+            .count_request(
+                &key.shared_key(),
+                limits.per_minute.max(1),
+                limits.per_second.max(1),
+                Timestamp::from_millis(now as i64),
+            )
+            .await?;
+        Ok(match shared {
+            None => self.limiter.check(&key, limits, now),
+            Some(w) => self.limiter.decide_shared(&key, limits, &w, now),
+        })
     }
 
     /// D28: `Some(retry_after)` while failed client authentications for this

@@ -94,6 +94,31 @@ impl<V: Default> Sharded<V> {
     }
 }
 
+/// A refused request: sending again before the last `Retry-After` elapsed
+/// is a violation, and ten in a minute suspend the credential (D28).
+fn refuse(w: &mut Window, now_ms: u64, retry_after: u64, info: RateInfo) -> Decision {
+    if now_ms < w.told_until {
+        w.violations.push_back(now_ms);
+        while w
+            .violations
+            .front()
+            .is_some_and(|t| *t + MINUTE_MS <= now_ms)
+        {
+            w.violations.pop_front();
+        }
+        if w.violations.len() >= SUSPEND_AFTER {
+            w.violations.clear();
+            w.suspended_until = now_ms + SUSPENSION_MS;
+            return Decision::Limited {
+                info,
+                retry_after: ceil_secs(SUSPENSION_MS),
+            };
+        }
+    }
+    w.told_until = w.told_until.max(now_ms + retry_after * 1000);
+    Decision::Limited { info, retry_after }
+}
+
 fn ceil_secs(ms: u64) -> u64 {
     ms.div_ceil(1000).max(1)
 }
@@ -157,30 +182,51 @@ impl RateLimiter {
                 at = at.max(w.admitted[in_minute - per_second] + SECOND_MS);
             }
             let retry_after = ceil_secs(at - now_ms);
-            // Sending again before the last Retry-After elapsed is a violation.
-            if now_ms < w.told_until {
-                w.violations.push_back(now_ms);
-                while w
-                    .violations
-                    .front()
-                    .is_some_and(|t| *t + MINUTE_MS <= now_ms)
-                {
-                    w.violations.pop_front();
-                }
-                if w.violations.len() >= SUSPEND_AFTER {
-                    w.violations.clear();
-                    w.suspended_until = now_ms + SUSPENSION_MS;
-                    return Decision::Limited {
-                        info: info(w),
-                        retry_after: ceil_secs(SUSPENSION_MS),
-                    };
-                }
-            }
-            w.told_until = w.told_until.max(now_ms + retry_after * 1000);
-            Decision::Limited {
-                info: info(w),
-                retry_after,
-            }
+            let info = info(w);
+            refuse(w, now_ms, retry_after, info)
+        })
+    }
+
+    /// `Some(retry_after)` while `key` is suspended on this node.
+    pub fn suspended(&self, key: &Lineage, now_ms: u64) -> Option<u64> {
+        self.windows.with(key, |w| {
+            (now_ms < w.suspended_until).then(|| ceil_secs(w.suspended_until - now_ms))
+        })
+    }
+
+    /// The decision for a request the shared store counted (D28 across
+    /// nodes, D44): the windows are shared; the suspension of a credential
+    /// that ignores `Retry-After` is kept by the node that sees it.
+    pub fn decide_shared(
+        &self,
+        key: &Lineage,
+        limits: Limits,
+        shared: &gatehouse_store::SharedWindow,
+        now_ms: u64,
+    ) -> Decision {
+        let per_minute = limits.per_minute.max(1);
+        let per_second = limits.per_second.max(1);
+        let now = now_ms as i64;
+        let info = RateInfo {
+            limit: per_minute,
+            remaining: per_minute.saturating_sub(shared.in_minute),
+            reset: (shared.minute_frees_at.unwrap_or(now).max(now) as u64).div_ceil(1000),
+        };
+        if shared.admitted {
+            self.windows.with(key, |w| w.last_seen = now_ms);
+            return Decision::Allowed(info);
+        }
+        let mut at = now;
+        if shared.in_minute >= per_minute {
+            at = at.max(shared.minute_frees_at.unwrap_or(now));
+        }
+        if shared.in_second >= per_second {
+            at = at.max(shared.second_frees_at.unwrap_or(now));
+        }
+        let retry_after = ceil_secs((at - now).max(0) as u64);
+        self.windows.with(key, |w| {
+            w.last_seen = now_ms;
+            refuse(w, now_ms, retry_after, info)
         })
     }
 

@@ -147,13 +147,17 @@ async fn rate_limit(parts: &Parts, state: &AppState, caller: &Caller) -> Result<
             )
         })?;
     let (per_minute, per_second) = org.limits();
-    let decision = state.auth.rate_check(
-        caller,
-        Limits {
-            per_minute,
-            per_second,
-        },
-    );
+    let decision = state
+        .auth
+        .rate_check(
+            caller,
+            Limits {
+                per_minute,
+                per_second,
+            },
+        )
+        .await
+        .map_err(|e| ApiError::from_store(e, "rate limit"))?;
     let info = match decision {
         Decision::Allowed(i) | Decision::Limited { info: i, .. } => i,
     };

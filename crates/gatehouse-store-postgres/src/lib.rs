@@ -45,8 +45,15 @@ use gatehouse_domain::{
 use gatehouse_store::{
     AuthCode, LinkKind, LinkRecord, NewClient, NewLink, OutboundEmail, OutboxMessage,
     ProductFilter, Redeemed, RefreshChain, RefreshToken, Revocation, RevocationKind, Rotated,
-    Session, SigningKeyRecord, Store, StoreError, StoreResult, UserFilter,
+    Session, SharedWindow, SigningKeyRecord, Store, StoreError, StoreResult, UserFilter,
 };
+
+/// D28's shared windows count admissions in buckets of this many ms
+/// ("counting in sub-second buckets is fine").
+const RATE_BUCKET_MS: i64 = 100;
+/// Buckets in the one-second and one-minute windows.
+const RATE_SECOND_BUCKETS: i64 = 1000 / RATE_BUCKET_MS;
+const RATE_MINUTE_BUCKETS: i64 = 60_000 / RATE_BUCKET_MS;
 use sqlx_core::query::query;
 use sqlx_core::query_as::query_as;
 use sqlx_core::query_scalar::query_scalar;
@@ -1302,7 +1309,82 @@ impl Store for PgStore {
     }
 
     async fn purge_expired(&self, now: Timestamp, batch: u32) -> StoreResult<u64> {
-        write_tx!(self, |tx| auth_state::purge(&mut tx, now, batch).await)
+        let purged = write_tx!(self, |tx| auth_state::purge(&mut tx, now, batch).await)?;
+        // D28: buckets older than the minute window count for nothing.
+        let old = now.millis().div_euclid(RATE_BUCKET_MS) - RATE_MINUTE_BUCKETS;
+        let buckets = write_tx!(self, |tx| {
+            Ok(query(
+                "DELETE FROM rate_buckets WHERE ctid IN (
+                    SELECT ctid FROM rate_buckets WHERE bucket <= $1 LIMIT $2)",
+            )
+            .bind(old)
+            .bind(i64::from(batch) * 20)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected())
+        })?;
+        Ok(purged + buckets)
+    }
+
+    async fn count_request(
+        &self,
+        lineage: &str,
+        per_minute: u32,
+        per_second: u32,
+        now: Timestamp,
+    ) -> StoreResult<Option<SharedWindow>> {
+        let bucket = now.millis().div_euclid(RATE_BUCKET_MS);
+        let window = write_tx!(self, |tx| {
+            // One decision at a time per lineage, on every node: the count
+            // below is read after the lock, so no two requests both take the
+            // last place.
+            query("SELECT pg_advisory_xact_lock(hashtextextended($1, 28))")
+                .bind(lineage)
+                .execute(&mut *tx)
+                .await?;
+            let row = query(
+                "SELECT coalesce(sum(n), 0)::bigint,
+                        coalesce(sum(n) FILTER (WHERE bucket > $2 - $3), 0)::bigint,
+                        min(bucket),
+                        min(bucket) FILTER (WHERE bucket > $2 - $3)
+                 FROM rate_buckets WHERE lineage = $1 AND bucket > $2 - $4",
+            )
+            .bind(lineage)
+            .bind(bucket)
+            .bind(RATE_SECOND_BUCKETS)
+            .bind(RATE_MINUTE_BUCKETS)
+            .fetch_one(&mut *tx)
+            .await?;
+            let minute: i64 = row.try_get(0)?;
+            let second: i64 = row.try_get(1)?;
+            let oldest_minute: Option<i64> = row.try_get(2)?;
+            let oldest_second: Option<i64> = row.try_get(3)?;
+            let admitted = minute < i64::from(per_minute) && second < i64::from(per_second);
+            if admitted {
+                query(
+                    "INSERT INTO rate_buckets (lineage, bucket, n) VALUES ($1, $2, 1)
+                     ON CONFLICT (lineage, bucket) DO UPDATE SET n = rate_buckets.n + 1",
+                )
+                .bind(lineage)
+                .bind(bucket)
+                .execute(&mut *tx)
+                .await?;
+            }
+            let counted = i64::from(admitted);
+            let frees = |oldest: Option<i64>, span: i64| {
+                oldest
+                    .or(admitted.then_some(bucket))
+                    .map(|b| (b + span) * RATE_BUCKET_MS)
+            };
+            Ok(SharedWindow {
+                admitted,
+                in_minute: (minute + counted).clamp(0, i64::from(u32::MAX)) as u32,
+                in_second: (second + counted).clamp(0, i64::from(u32::MAX)) as u32,
+                minute_frees_at: frees(oldest_minute, RATE_MINUTE_BUCKETS),
+                second_frees_at: frees(oldest_second, RATE_SECOND_BUCKETS),
+            })
+        })?;
+        Ok(Some(window))
     }
 
     async fn insert_product(

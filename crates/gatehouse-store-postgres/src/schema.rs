@@ -23,6 +23,11 @@ use crate::db_err;
 const MIGRATIONS: &[(i64, &str, &str)] = &[
     (1, "init", include_str!("../migrations/0001_init.sql")),
     (2, "auth", include_str!("../migrations/0002_auth.sql")),
+    (
+        3,
+        "rate_limits",
+        include_str!("../migrations/0003_rate_limits.sql"),
+    ),
 ];
 
 /// The advisory-lock key of the migration (`"gatehous"` in ASCII), separate

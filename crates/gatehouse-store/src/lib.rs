@@ -118,6 +118,22 @@ pub trait Store: Send + Sync + 'static {
         now: Timestamp,
     ) -> StoreResult<u64>;
 
+    /// D28 across nodes (D44): decides on one request of `lineage` and
+    /// counts it when admitted — fewer than `per_minute` admissions in the
+    /// preceding 60 s and fewer than `per_second` in the preceding second —
+    /// atomically for every node that shares this store. `Ok(None)` from a
+    /// backend that serves one node (SQLite): the in-memory limiter counts.
+    async fn count_request(
+        &self,
+        lineage: &str,
+        per_minute: u32,
+        per_second: u32,
+        now: Timestamp,
+    ) -> StoreResult<Option<SharedWindow>> {
+        let _ = (lineage, per_minute, per_second, now);
+        Ok(None)
+    }
+
     /// D41: creates `org` and `client` only if no organization exists yet, atomically.
     /// Returns whether it did.
     async fn bootstrap(&self, org: &Organization, client: &NewClient) -> StoreResult<bool>;

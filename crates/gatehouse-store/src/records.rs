@@ -169,3 +169,19 @@ pub enum Rotated {
     /// Already used: the stored state, for the grace window or reuse detection.
     AlreadyUsed(RefreshToken),
 }
+
+/// D28 across nodes (D44): one credential lineage's sliding windows as the
+/// shared store counted them, after deciding on one request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SharedWindow {
+    /// Whether the request was admitted (and counted).
+    pub admitted: bool,
+    /// Admissions in the preceding 60 s, this one included when admitted.
+    pub in_minute: u32,
+    /// Admissions in the preceding second, this one included when admitted.
+    pub in_second: u32,
+    /// When the oldest admission of the minute window leaves it (Unix ms).
+    pub minute_frees_at: Option<i64>,
+    /// When the oldest admission of the one-second window leaves it (Unix ms).
+    pub second_frees_at: Option<i64>,
+}

@@ -286,3 +286,103 @@ async fn d44_a_user_deleted_through_one_node_cannot_use_a_token_on_the_other() {
         .unwrap();
     assert_eq!(res.status(), StatusCode::BAD_REQUEST);
 }
+
+/// D28 across nodes: a free-plan client sending through two nodes is limited
+/// at the plan's numbers (10 in any second), not twice them.
+#[tokio::test]
+async fn d44_rate_limits_count_across_nodes() {
+    let (a, b, creds) = two_nodes().await;
+    let org = OrgId::generate();
+    a.running
+        .state
+        .store
+        .create_org(&gatehouse_domain::Organization {
+            id: org.clone(),
+            name: "Free".into(),
+            plan: gatehouse_domain::Plan::Free,
+            per_minute: None,
+            per_second: None,
+            created_at: Timestamp::now(),
+        })
+        .await
+        .unwrap();
+    let _ = creds;
+    let (app, secret) = {
+        let secret = gatehouse_auth::secrets::new_client_secret();
+        let id = gatehouse_domain::ClientId::generate();
+        a.running
+            .state
+            .store
+            .insert_client(
+                &org,
+                &gatehouse_store::NewClient {
+                    id: id.clone(),
+                    name: "free".into(),
+                    secret_hash: Some(gatehouse_auth::secrets::hash_secret(&secret)),
+                    scopes: gatehouse_domain::ScopeSet::parse("users:read").unwrap(),
+                    redirect_uris: vec![],
+                    admin_approved: false,
+                    owner: None,
+                    created_at: Timestamp::now(),
+                },
+            )
+            .await
+            .unwrap();
+        (id.to_string(), secret)
+    };
+    let token = {
+        let res = a
+            .client
+            .post(format!("{}/oauth/token", a.base))
+            .basic_auth(&app, Some(&secret))
+            .form(&[("grant_type", "client_credentials")])
+            .send()
+            .await
+            .unwrap();
+        res.json::<Value>().await.unwrap()["access_token"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    // Start right after a second boundary so the burst fits in one second.
+    let ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_millis();
+    tokio::time::sleep(Duration::from_millis(u64::from(1000 - ms) + 20)).await;
+    let started = Instant::now();
+    let mut admitted = 0;
+    let mut remaining_seen = Vec::new();
+    for i in 0..20 {
+        let n = if i % 2 == 0 { &a } else { &b };
+        let res = n
+            .client
+            .get(format!("{}/v1/users", n.base))
+            .bearer_auth(&token)
+            .send()
+            .await
+            .unwrap();
+        match res.status() {
+            StatusCode::OK => {
+                admitted += 1;
+                remaining_seen.push(
+                    res.headers()["x-ratelimit-remaining"]
+                        .to_str()
+                        .unwrap()
+                        .to_owned(),
+                );
+            }
+            StatusCode::TOO_MANY_REQUESTS => {}
+            other => panic!("unexpected {other}"),
+        }
+    }
+    assert!(
+        started.elapsed() < Duration::from_millis(900),
+        "the burst fits in one second ({:?})",
+        started.elapsed()
+    );
+    assert_eq!(admitted, 10, "the plan's 10 per second, not 20");
+    // One count for both nodes: Remaining falls 59, 58, … across them.
+    let expected: Vec<String> = (50..60).rev().map(|n| n.to_string()).collect();
+    assert_eq!(remaining_seen, expected);
+}
