@@ -1334,42 +1334,31 @@ impl Store for PgStore {
         now: Timestamp,
     ) -> StoreResult<Option<SharedWindow>> {
         let bucket = now.millis().div_euclid(RATE_BUCKET_MS);
-        let window = write_tx!(self, |tx| {
-            // One decision at a time per lineage, on every node: the count
-            // below is read after the lock, so no two requests both take the
-            // last place.
-            query("SELECT pg_advisory_xact_lock(hashtextextended($1, 28))")
-                .bind(lineage)
-                .execute(&mut *tx)
-                .await?;
-            let row = query(
-                "SELECT coalesce(sum(n), 0)::bigint,
-                        coalesce(sum(n) FILTER (WHERE bucket > $2 - $3), 0)::bigint,
-                        min(bucket),
-                        min(bucket) FILTER (WHERE bucket > $2 - $3)
-                 FROM rate_buckets WHERE lineage = $1 AND bucket > $2 - $4",
+        // One round trip: `gatehouse_count_request` (migration 0003) takes
+        // the lineage's advisory lock, reads the windows after it and counts
+        // the request when admitted, so no two nodes both take the last place.
+        let row = typed(async {
+            Ok(query(
+                "SELECT admitted, in_minute, in_second, oldest_minute, oldest_second
+                 FROM gatehouse_count_request($1, $2, $3, $4, $5, $6)",
             )
             .bind(lineage)
             .bind(bucket)
-            .bind(RATE_SECOND_BUCKETS)
+            .bind(i64::from(per_minute))
+            .bind(i64::from(per_second))
             .bind(RATE_MINUTE_BUCKETS)
-            .fetch_one(&mut *tx)
-            .await?;
-            let minute: i64 = row.try_get(0)?;
-            let second: i64 = row.try_get(1)?;
-            let oldest_minute: Option<i64> = row.try_get(2)?;
-            let oldest_second: Option<i64> = row.try_get(3)?;
-            let admitted = minute < i64::from(per_minute) && second < i64::from(per_second);
-            if admitted {
-                query(
-                    "INSERT INTO rate_buckets (lineage, bucket, n) VALUES ($1, $2, 1)
-                     ON CONFLICT (lineage, bucket) DO UPDATE SET n = rate_buckets.n + 1",
-                )
-                .bind(lineage)
-                .bind(bucket)
-                .execute(&mut *tx)
-                .await?;
-            }
+            .bind(RATE_SECOND_BUCKETS)
+            .fetch_one(&self.pool)
+            .await?)
+        })
+        .await
+        .map_err(TxError::into_store)?;
+        let window = typed(async {
+            let admitted: bool = row.try_get(0)?;
+            let minute: i64 = row.try_get(1)?;
+            let second: i64 = row.try_get(2)?;
+            let oldest_minute: Option<i64> = row.try_get(3)?;
+            let oldest_second: Option<i64> = row.try_get(4)?;
             let counted = i64::from(admitted);
             let frees = |oldest: Option<i64>, span: i64| {
                 oldest
@@ -1383,7 +1372,9 @@ impl Store for PgStore {
                 minute_frees_at: frees(oldest_minute, RATE_MINUTE_BUCKETS),
                 second_frees_at: frees(oldest_second, RATE_SECOND_BUCKETS),
             })
-        })?;
+        })
+        .await
+        .map_err(TxError::into_store)?;
         Ok(Some(window))
     }
 
