@@ -73,7 +73,7 @@ if [ "$DB" = postgres ]; then
   chmod 755 "$WORK"
   if [ "$(id -u)" = 0 ]; then RUNAS="runuser -u postgres --"; mkdir -p "$PG_DATA" && chown postgres "$PG_DATA"; fi
   $RUNAS "$PGBIN/initdb" -D "$PG_DATA" -A trust -U postgres >/dev/null
-  $RUNAS "$PGBIN/pg_ctl" -D "$PG_DATA" -w -l "$WORK/pg.log" \
+  $RUNAS "$PGBIN/pg_ctl" -D "$PG_DATA" -w -l "$PG_DATA/server.log" \
     -o "-p $PG_PORT -k $PG_DATA -c listen_addresses=127.0.0.1 -c max_connections=200 -c shared_buffers=256MB" start >/dev/null
 fi
 db_args() { # $1: database name -> --database-url for PostgreSQL, nothing for SQLite
