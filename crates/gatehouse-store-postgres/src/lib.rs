@@ -1326,6 +1326,22 @@ impl Store for PgStore {
         Ok(purged + buckets)
     }
 
+    async fn claim_job(&self, job: &str, run_key: &str, now: Timestamp) -> StoreResult<bool> {
+        write_tx!(self, |tx| {
+            let n = query(
+                "INSERT INTO job_runs (job, run_key, claimed_at) VALUES ($1, $2, $3)
+                 ON CONFLICT (job, run_key) DO NOTHING",
+            )
+            .bind(job)
+            .bind(run_key)
+            .bind(now.millis())
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+            Ok(n == 1)
+        })
+    }
+
     async fn count_request(
         &self,
         lineage: &str,

@@ -28,6 +28,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "rate_limits",
         include_str!("../migrations/0003_rate_limits.sql"),
     ),
+    (4, "jobs", include_str!("../migrations/0004_jobs.sql")),
 ];
 
 /// The advisory-lock key of the migration (`"gatehous"` in ASCII), separate

@@ -595,6 +595,22 @@ impl Store for SqliteStore {
             .await
     }
 
+    async fn claim_job(&self, job: &str, run_key: &str, now: Timestamp) -> StoreResult<bool> {
+        let (job, run_key) = (job.to_owned(), run_key.to_owned());
+        self.pool
+            .write(move |tx| {
+                let n = tx
+                    .prepare_cached(
+                        "INSERT INTO job_runs (job, run_key, claimed_at) VALUES (?1, ?2, ?3)
+                         ON CONFLICT (job, run_key) DO NOTHING",
+                    )
+                    .and_then(|mut st| st.execute(params![job, run_key, now.millis()]))
+                    .map_err(db_err)?;
+                Ok(n == 1)
+            })
+            .await
+    }
+
     async fn bootstrap(&self, org: &Organization, client: &NewClient) -> StoreResult<bool> {
         let (org, client) = (org.clone(), client.clone());
         self.pool

@@ -6,4 +6,5 @@ pub(crate) const MIGRATIONS: &[(i64, &str)] = &[
     (2, include_str!("../migrations/0002_api_keys.sql")),
     (3, include_str!("../migrations/0003_auth.sql")),
     (4, include_str!("../migrations/0004_access_jti.sql")),
+    (5, include_str!("../migrations/0005_jobs.sql")),
 ];

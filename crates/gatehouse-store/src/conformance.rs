@@ -24,7 +24,7 @@ macro_rules! store_conformance_tests {
             invitations_and_outbox, password_resets, revocations_follow_user_changes,
             outbox_claims_and_retries, sessions_and_login_failures, codes_redeem_once,
             refresh_rotation_is_atomic, client_secret_rotation, purge_removes_only_expired, cursor_pages_are_stable_under_inserts, v2_preview_flag,
-            staging_reset_restores_the_fixture, shared_rate_windows);
+            staging_reset_restores_the_fixture, shared_rate_windows, jobs_are_claimed_once);
     };
     (@each $make:expr; $($name:ident),*) => {
         $(
@@ -1803,4 +1803,39 @@ pub async fn shared_rate_windows(s: &dyn Store) {
     assert!(w.admitted, "{w:?}");
     // Those at 1 s left at 61 s; the one at 60 s is still in the window.
     assert_eq!(w.in_minute, 2, "the admission at 60 s survives the purge");
+}
+
+/// D44: a scheduled job's occurrence is claimed by one caller only.
+pub async fn jobs_are_claimed_once(s: &dyn Store) {
+    let now = Timestamp::now();
+    assert!(
+        s.claim_job("staging_reset", "1800000000", now)
+            .await
+            .unwrap()
+    );
+    assert!(
+        !s.claim_job("staging_reset", "1800000000", now)
+            .await
+            .unwrap()
+    );
+    assert!(
+        s.claim_job("staging_reset", "1800086400", now)
+            .await
+            .unwrap()
+    );
+    assert!(s.claim_job("other", "1800000000", now).await.unwrap());
+    // Concurrent claims: exactly one wins.
+    let claims = futures_join8(s, "race").await;
+    assert_eq!(claims.iter().filter(|c| **c).count(), 1, "{claims:?}");
+}
+
+async fn futures_join8(s: &dyn Store, key: &str) -> Vec<bool> {
+    let now = Timestamp::now();
+    let (a, b, c, d) = tokio::join!(
+        s.claim_job("concurrent", key, now),
+        s.claim_job("concurrent", key, now),
+        s.claim_job("concurrent", key, now),
+        s.claim_job("concurrent", key, now),
+    );
+    vec![a.unwrap(), b.unwrap(), c.unwrap(), d.unwrap()]
 }

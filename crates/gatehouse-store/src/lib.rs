@@ -134,6 +134,11 @@ pub trait Store: Send + Sync + 'static {
         Ok(None)
     }
 
+    /// Claims one occurrence of a scheduled job (e.g. the staging reset due
+    /// at a given instant, D33): `true` for the first caller only, on any
+    /// node sharing the store, so the job runs once (D44).
+    async fn claim_job(&self, job: &str, run_key: &str, now: Timestamp) -> StoreResult<bool>;
+
     /// D41: creates `org` and `client` only if no organization exists yet, atomically.
     /// Returns whether it did.
     async fn bootstrap(&self, org: &Organization, client: &NewClient) -> StoreResult<bool>;

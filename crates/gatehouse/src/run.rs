@@ -390,10 +390,27 @@ fn spawn_staging_reset(
 ) {
     tasks.spawn(async move {
         loop {
-            let wait = seconds_until(Timestamp::now().unix_seconds(), at);
+            let now = Timestamp::now().unix_seconds();
+            let wait = seconds_until(now, at);
             tokio::select! {
                 _ = tokio::time::sleep(Duration::from_secs(wait as u64)) => {}
                 _ = stop.wait_for(|s| *s) => return Ok(()),
+            }
+            // D44: one node runs each night's reset; the others find it claimed.
+            let due = (now + wait).to_string();
+            match store
+                .claim_job("staging_reset", &due, Timestamp::now())
+                .await
+            {
+                Ok(true) => {}
+                Ok(false) => {
+                    tracing::info!(due, "staging reset already run by another node");
+                    continue;
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "staging reset: could not claim the job");
+                    continue;
+                }
             }
             match store
                 .reset_to_fixture(None, &Fixture::standard(), Timestamp::now())
