@@ -386,3 +386,198 @@ async fn d44_rate_limits_count_across_nodes() {
     remaining_seen.sort_unstable();
     assert_eq!(remaining_seen, (50..60).collect::<Vec<u32>>());
 }
+
+/// A child process that is killed if the test ends early.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// D44: `kill -9` of one node mid-load loses no acknowledged write, and the
+/// other node keeps serving throughout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn d44_killing_a_node_mid_load_loses_no_acknowledged_write() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    let url = crate::common::postgres_url().await;
+    let key = gatehouse_auth::MasterKey::generate().to_text();
+    let b = Arc::new(node(&url, &key).await);
+    // Node A: a real process, so it can be killed outright.
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_gatehouse"));
+    for (k, _) in std::env::vars() {
+        if k.starts_with("GATEHOUSE_") {
+            cmd.env_remove(k);
+        }
+    }
+    let mut child = KillOnDrop(
+        cmd.arg("--data-dir")
+            .arg(dir.path())
+            .arg("--database-url")
+            .arg(&url)
+            .args(["serve", "--behind-proxy", "--admin-addr", "127.0.0.1:0"])
+            .arg("--http-addr")
+            .arg(format!("127.0.0.1:{port}"))
+            .env("GATEHOUSE_MASTER_KEY", &key)
+            .env("GATEHOUSE_PUBLIC_URL", crate::common::PUBLIC_URL)
+            .env("GATEHOUSE_LOG", "warn")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let a_base = format!("http://127.0.0.1:{port}");
+    let plain = reqwest::Client::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Ok(r) = plain.get(format!("{a_base}/readyz")).send().await {
+            if r.status() == StatusCode::OK {
+                break;
+            }
+        }
+        assert!(Instant::now() < deadline, "node A did not become ready");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // An enterprise organization, so the load meets no rate limit.
+    let org = OrgId::generate();
+    b.running
+        .state
+        .store
+        .create_org(&gatehouse_domain::Organization {
+            id: org.clone(),
+            name: "Load".into(),
+            plan: gatehouse_domain::Plan::Enterprise,
+            per_minute: Some(10_000_000),
+            per_second: Some(1_000_000),
+            created_at: Timestamp::now(),
+        })
+        .await
+        .unwrap();
+    let secret = gatehouse_auth::secrets::new_client_secret();
+    let app = gatehouse_domain::ClientId::generate();
+    b.running
+        .state
+        .store
+        .insert_client(
+            &org,
+            &gatehouse_store::NewClient {
+                id: app.clone(),
+                name: "load".into(),
+                secret_hash: Some(gatehouse_auth::secrets::hash_secret(&secret)),
+                scopes: gatehouse_domain::ScopeSet::parse("users:read users:write").unwrap(),
+                redirect_uris: vec![],
+                admin_approved: false,
+                owner: None,
+                created_at: Timestamp::now(),
+            },
+        )
+        .await
+        .unwrap();
+    let token: String = {
+        let res = b
+            .client
+            .post(format!("{}/oauth/token", b.base))
+            .basic_auth(app.as_str(), Some(&secret))
+            .form(&[("grant_type", "client_credentials")])
+            .send()
+            .await
+            .unwrap();
+        res.json::<Value>().await.unwrap()["access_token"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut writers = Vec::new();
+    for w in 0..4 {
+        let to_a = w % 2 == 0;
+        let (client, base) = if to_a {
+            (plain.clone(), a_base.clone())
+        } else {
+            (b.client.clone(), b.base.clone())
+        };
+        let (token, stop) = (token.clone(), stop.clone());
+        writers.push(tokio::spawn(async move {
+            let mut acknowledged = Vec::new();
+            let mut i = 0;
+            while !stop.load(Ordering::SeqCst) {
+                i += 1;
+                let sent = client
+                    .post(format!("{base}/v1/users"))
+                    .bearer_auth(&token)
+                    .json(&serde_json::json!({
+                        "email": format!("w{w}-{i}@example.com"),
+                        "name": "Load",
+                        "role": "viewer",
+                    }))
+                    .timeout(Duration::from_secs(5))
+                    .send()
+                    .await;
+                match sent {
+                    Ok(res) if res.status() == StatusCode::CREATED => {
+                        let body: Value = res.json().await.unwrap();
+                        acknowledged.push(body["data"]["id"].as_str().unwrap().to_owned());
+                    }
+                    Ok(res) => assert!(to_a, "node B answered {}", res.status()),
+                    // Node A is gone: its connections fail; not acknowledged.
+                    Err(_) => assert!(to_a, "node B stopped answering"),
+                }
+            }
+            (to_a, acknowledged)
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    child.0.kill().unwrap(); // SIGKILL
+    child.0.wait().unwrap();
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    stop.store(true, Ordering::SeqCst);
+    let (mut on_a, mut on_b) = (Vec::new(), Vec::new());
+    for w in writers {
+        let (to_a, ids) = w.await.unwrap();
+        if to_a {
+            on_a.extend(ids);
+        } else {
+            on_b.extend(ids);
+        }
+    }
+    assert!(
+        !on_a.is_empty(),
+        "node A acknowledged writes before it died"
+    );
+    assert!(!on_b.is_empty(), "node B kept serving");
+    // Every acknowledged write, on either node, is there.
+    for id in on_a.iter().chain(&on_b) {
+        let res = b
+            .client
+            .get(format!("{}/v1/users/{id}", b.base))
+            .bearer_auth(&token)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            res.status(),
+            StatusCode::OK,
+            "acknowledged user {id} is kept"
+        );
+    }
+    eprintln!(
+        "acknowledged: {} through A (killed), {} through B",
+        on_a.len(),
+        on_b.len()
+    );
+}
