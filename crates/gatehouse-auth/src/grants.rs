@@ -70,6 +70,9 @@ pub struct AuthService {
     limiter: RateLimiter,
     failed_by_client: FailureGuard,
     failed_by_source: FailureGuard,
+    /// D28: organizations' limits. A plan is fixed when the organization is
+    /// created — no command changes it — so a cached value is never stale.
+    org_limits: quick_cache::sync::Cache<gatehouse_domain::OrgId, Limits>,
 }
 
 impl AuthService {
@@ -95,6 +98,7 @@ impl AuthService {
             // D28: failed client authentications, per client_id and per source address.
             failed_by_client: FailureGuard::new(10),
             failed_by_source: FailureGuard::new(100),
+            org_limits: quick_cache::sync::Cache::new(10_000),
         }
     }
 
@@ -103,6 +107,26 @@ impl AuthService {
     }
 
     /// D28: counts one API request of `caller` against its organization's plan.
+    /// D28: the limits of an organization's plan; `None` when it does not exist.
+    pub async fn org_limits(
+        &self,
+        org: &gatehouse_domain::OrgId,
+    ) -> Result<Option<Limits>, StoreError> {
+        if let Some(l) = self.org_limits.get(org) {
+            return Ok(Some(l));
+        }
+        let Some(o) = self.store.get_org(org).await? else {
+            return Ok(None);
+        };
+        let (per_minute, per_second) = o.limits();
+        let limits = Limits {
+            per_minute,
+            per_second,
+        };
+        self.org_limits.insert(org.clone(), limits);
+        Ok(Some(limits))
+    }
+
     /// D28: decides on (and counts) one request of the caller's lineage —
     /// in memory on a single node, in the shared store when the backend
     /// serves several nodes (D44).

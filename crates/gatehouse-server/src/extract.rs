@@ -11,7 +11,7 @@ use std::marker::PhantomData;
 use axum::extract::{FromRequest, FromRequestParts, Path, Request};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, header};
-use gatehouse_auth::ratelimit::{Decision, Limits};
+use gatehouse_auth::ratelimit::Decision;
 use gatehouse_auth::{Caller, TokenError};
 use gatehouse_domain::{FieldIssue, OrgId, Scope};
 use serde_json::{Map, Value};
@@ -135,9 +135,9 @@ impl<S: RequiredScope> FromRequestParts<AppState> for Authorized<S> {
 /// D28: counts the request against the caller's plan; the headers go on the
 /// response through the request's [`RateSlot`].
 async fn rate_limit(parts: &Parts, state: &AppState, caller: &Caller) -> Result<(), ApiError> {
-    let org = state
-        .store
-        .get_org(caller.org())
+    let limits = state
+        .auth
+        .org_limits(caller.org())
         .await
         .map_err(|e| ApiError::from_store(e, "organization"))?
         .ok_or_else(|| {
@@ -146,16 +146,9 @@ async fn rate_limit(parts: &Parts, state: &AppState, caller: &Caller) -> Result<
                 "the credential's organization no longer exists",
             )
         })?;
-    let (per_minute, per_second) = org.limits();
     let decision = state
         .auth
-        .rate_check(
-            caller,
-            Limits {
-                per_minute,
-                per_second,
-            },
-        )
+        .rate_check(caller, limits)
         .await
         .map_err(|e| ApiError::from_store(e, "rate limit"))?;
     let info = match decision {
