@@ -260,6 +260,29 @@ macro_rules! write_tx {
     }};
 }
 
+/// Runs `$body` in a read-only REPEATABLE READ transaction bound to `$c`:
+/// every statement sees one snapshot, so a list's page and its total agree
+/// even while another transaction (a staging reset, D33) commits between
+/// them. Rolled back if dropped early.
+macro_rules! snapshot_read {
+    ($store:expr, |$c:ident| $body:expr) => {{
+        typed(async {
+            let mut tx = $store.pool.begin().await?;
+            query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                .execute(&mut *tx)
+                .await?;
+            let out = {
+                let $c: &mut PgConnection = &mut tx;
+                $body
+            }?;
+            tx.commit().await?;
+            Ok(out)
+        })
+        .await
+        .map_err(TxError::into_store)
+    }};
+}
+
 /// Runs `$body` on a pooled connection bound to `$c` (reads).
 macro_rules! read {
     ($store:expr, |$c:ident| $body:expr) => {{
@@ -638,7 +661,7 @@ impl Store for PgStore {
         page: Page,
     ) -> StoreResult<Listing<User>> {
         let q = Query::users(filter);
-        read!(self, |c| lists::page(c, &lists::USERS, org, &q, page).await)
+        snapshot_read!(self, |c| lists::page(c, &lists::USERS, org, &q, page).await)
     }
 
     async fn list_users_after(
@@ -1418,7 +1441,7 @@ impl Store for PgStore {
         page: Page,
     ) -> StoreResult<Listing<Product>> {
         let q = Query::products(filter);
-        read!(self, |c| lists::page(c, &lists::PRODUCTS, org, &q, page)
+        snapshot_read!(self, |c| lists::page(c, &lists::PRODUCTS, org, &q, page)
             .await)
     }
 
