@@ -169,7 +169,8 @@ async fn user_refresh_token(n: &Node, org: &OrgId, app_secret: &str, app: &str) 
     (user.id, res.json().await.unwrap())
 }
 
-async fn app_client(n: &Node, org: &OrgId) -> (String, String) {
+/// A confidential client of `org` with `scopes`: (client_id, secret).
+async fn app_client_with(n: &Node, org: &OrgId, scopes: &str) -> (String, String) {
     let secret = gatehouse_auth::secrets::new_client_secret();
     let id = gatehouse_domain::ClientId::generate();
     n.running
@@ -181,7 +182,7 @@ async fn app_client(n: &Node, org: &OrgId) -> (String, String) {
                 id: id.clone(),
                 name: "multi".into(),
                 secret_hash: Some(gatehouse_auth::secrets::hash_secret(&secret)),
-                scopes: gatehouse_domain::ScopeSet::parse("users:read").unwrap(),
+                scopes: gatehouse_domain::ScopeSet::parse(scopes).unwrap(),
                 redirect_uris: vec!["https://app.example/cb".into()],
                 admin_approved: false,
                 owner: None,
@@ -191,6 +192,46 @@ async fn app_client(n: &Node, org: &OrgId) -> (String, String) {
         .await
         .unwrap();
     (id.to_string(), secret)
+}
+
+async fn app_client(n: &Node, org: &OrgId) -> (String, String) {
+    app_client_with(n, org, "users:read").await
+}
+
+/// A new organization on `plan` (enterprise numbers in `limits`).
+async fn new_org(n: &Node, plan: gatehouse_domain::Plan, limits: Option<(u32, u32)>) -> OrgId {
+    let org = OrgId::generate();
+    n.running
+        .state
+        .store
+        .create_org(&gatehouse_domain::Organization {
+            id: org.clone(),
+            name: "Other".into(),
+            plan,
+            per_minute: limits.map(|l| l.0),
+            per_second: limits.map(|l| l.1),
+            created_at: Timestamp::now(),
+        })
+        .await
+        .unwrap();
+    org
+}
+
+/// A client-credentials token for (`app`, `secret`) from node `n`.
+async fn token_from(n: &Node, app: &str, secret: &str) -> String {
+    let res = n
+        .client
+        .post(format!("{}/oauth/token", n.base))
+        .basic_auth(app, Some(secret))
+        .form(&[("grant_type", "client_credentials")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    res.json::<Value>().await.unwrap()["access_token"]
+        .as_str()
+        .unwrap()
+        .to_owned()
 }
 
 #[tokio::test]
@@ -291,59 +332,10 @@ async fn d44_a_user_deleted_through_one_node_cannot_use_a_token_on_the_other() {
 /// at the plan's numbers (10 in any second), not twice them.
 #[tokio::test]
 async fn d44_rate_limits_count_across_nodes() {
-    let (a, b, creds) = two_nodes().await;
-    let org = OrgId::generate();
-    a.running
-        .state
-        .store
-        .create_org(&gatehouse_domain::Organization {
-            id: org.clone(),
-            name: "Free".into(),
-            plan: gatehouse_domain::Plan::Free,
-            per_minute: None,
-            per_second: None,
-            created_at: Timestamp::now(),
-        })
-        .await
-        .unwrap();
-    let _ = creds;
-    let (app, secret) = {
-        let secret = gatehouse_auth::secrets::new_client_secret();
-        let id = gatehouse_domain::ClientId::generate();
-        a.running
-            .state
-            .store
-            .insert_client(
-                &org,
-                &gatehouse_store::NewClient {
-                    id: id.clone(),
-                    name: "free".into(),
-                    secret_hash: Some(gatehouse_auth::secrets::hash_secret(&secret)),
-                    scopes: gatehouse_domain::ScopeSet::parse("users:read").unwrap(),
-                    redirect_uris: vec![],
-                    admin_approved: false,
-                    owner: None,
-                    created_at: Timestamp::now(),
-                },
-            )
-            .await
-            .unwrap();
-        (id.to_string(), secret)
-    };
-    let token = {
-        let res = a
-            .client
-            .post(format!("{}/oauth/token", a.base))
-            .basic_auth(&app, Some(&secret))
-            .form(&[("grant_type", "client_credentials")])
-            .send()
-            .await
-            .unwrap();
-        res.json::<Value>().await.unwrap()["access_token"]
-            .as_str()
-            .unwrap()
-            .to_owned()
-    };
+    let (a, b, _) = two_nodes().await;
+    let org = new_org(&a, gatehouse_domain::Plan::Free, None).await;
+    let (app, secret) = app_client(&a, &org).await;
+    let token = token_from(&a, &app, &secret).await;
     // Start right after a second boundary so the burst fits in one second.
     let ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -453,54 +445,14 @@ async fn d44_killing_a_node_mid_load_loses_no_acknowledged_write() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     // An enterprise organization, so the load meets no rate limit.
-    let org = OrgId::generate();
-    b.running
-        .state
-        .store
-        .create_org(&gatehouse_domain::Organization {
-            id: org.clone(),
-            name: "Load".into(),
-            plan: gatehouse_domain::Plan::Enterprise,
-            per_minute: Some(10_000_000),
-            per_second: Some(1_000_000),
-            created_at: Timestamp::now(),
-        })
-        .await
-        .unwrap();
-    let secret = gatehouse_auth::secrets::new_client_secret();
-    let app = gatehouse_domain::ClientId::generate();
-    b.running
-        .state
-        .store
-        .insert_client(
-            &org,
-            &gatehouse_store::NewClient {
-                id: app.clone(),
-                name: "load".into(),
-                secret_hash: Some(gatehouse_auth::secrets::hash_secret(&secret)),
-                scopes: gatehouse_domain::ScopeSet::parse("users:read users:write").unwrap(),
-                redirect_uris: vec![],
-                admin_approved: false,
-                owner: None,
-                created_at: Timestamp::now(),
-            },
-        )
-        .await
-        .unwrap();
-    let token: String = {
-        let res = b
-            .client
-            .post(format!("{}/oauth/token", b.base))
-            .basic_auth(app.as_str(), Some(&secret))
-            .form(&[("grant_type", "client_credentials")])
-            .send()
-            .await
-            .unwrap();
-        res.json::<Value>().await.unwrap()["access_token"]
-            .as_str()
-            .unwrap()
-            .to_owned()
-    };
+    let org = new_org(
+        &b,
+        gatehouse_domain::Plan::Enterprise,
+        Some((10_000_000, 1_000_000)),
+    )
+    .await;
+    let (app, secret) = app_client_with(&b, &org, "users:read users:write").await;
+    let token = token_from(&b, &app, &secret).await;
 
     let stop = Arc::new(AtomicBool::new(false));
     let mut writers = Vec::new();
