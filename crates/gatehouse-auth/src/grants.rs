@@ -137,6 +137,11 @@ impl AuthService {
     ) -> Result<Decision, StoreError> {
         let key = caller.lineage();
         let now = now_ms();
+        // One node (SQLite): the in-memory limiter decides, with no
+        // allocation or storage call on the request path.
+        if !self.store.shares_rate_limits() {
+            return Ok(self.limiter.check(&key, limits, now));
+        }
         if let Some(retry_after) = self.limiter.suspended(&key, now) {
             let info = ratelimit::RateInfo {
                 limit: limits.per_minute.max(1),
@@ -155,8 +160,9 @@ impl AuthService {
             )
             .await?;
         Ok(match shared {
-            None => self.limiter.check(&key, limits, now),
             Some(w) => self.limiter.decide_shared(&key, limits, &w, now),
+            // A backend that shares limits but answered nothing: count here.
+            None => self.limiter.check(&key, limits, now),
         })
     }
 

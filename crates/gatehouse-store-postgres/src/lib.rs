@@ -1365,6 +1365,10 @@ impl Store for PgStore {
         })
     }
 
+    fn shares_rate_limits(&self) -> bool {
+        true
+    }
+
     async fn count_request(
         &self,
         lineage: &str,

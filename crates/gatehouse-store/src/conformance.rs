@@ -1742,7 +1742,13 @@ pub async fn shared_rate_windows(s: &dyn Store) {
     let t0 = 1_900_000_000_000i64; // on a 100 ms boundary
     let at = |ms: i64| Timestamp::from_millis(t0 + ms);
     let key = format!("client:{}", ClientId::generate());
-    let Some(first) = s.count_request(&key, 5, 3, at(0)).await.unwrap() else {
+    let first = s.count_request(&key, 5, 3, at(0)).await.unwrap();
+    assert_eq!(
+        first.is_some(),
+        s.shares_rate_limits(),
+        "a backend counts shared windows exactly when it says it shares them"
+    );
+    let Some(first) = first else {
         return;
     };
     assert!(first.admitted);

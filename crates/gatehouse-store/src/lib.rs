@@ -123,6 +123,13 @@ pub trait Store: Send + Sync + 'static {
     /// preceding 60 s and fewer than `per_second` in the preceding second —
     /// atomically for every node that shares this store. `Ok(None)` from a
     /// backend that serves one node (SQLite): the in-memory limiter counts.
+    /// Whether this backend counts rate limits for several nodes
+    /// ([`Store::count_request`]); `false` skips that call on the request
+    /// path of a single-node backend.
+    fn shares_rate_limits(&self) -> bool {
+        false
+    }
+
     async fn count_request(
         &self,
         lineage: &str,
