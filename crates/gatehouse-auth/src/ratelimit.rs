@@ -46,9 +46,76 @@ pub enum Decision {
     },
 }
 
+/// The admissions of the last minute, one entry per millisecond that had
+/// any, with running totals for the minute and for the last second. A check
+/// costs O(1) amortized whatever the limit: the previous version kept one
+/// timestamp per request and walked the last second's worth on every check,
+/// which at 20,000 requests/s for an enterprise credential was 20,000 steps.
+#[derive(Default)]
+struct Admissions {
+    /// (Unix ms, requests admitted in that ms), oldest first.
+    entries: VecDeque<(u64, u32)>,
+    /// Index of the first entry inside the last second.
+    second_start: usize,
+    in_minute: u64,
+    in_second: u64,
+}
+
+impl Admissions {
+    /// Drops what left the minute and the second before `now_ms`.
+    fn advance(&mut self, now_ms: u64) {
+        while let Some(&(t, n)) = self.entries.get(self.second_start) {
+            if t + SECOND_MS > now_ms {
+                break;
+            }
+            self.in_second -= u64::from(n);
+            self.second_start += 1;
+        }
+        while let Some(&(t, n)) = self.entries.front() {
+            if t + MINUTE_MS > now_ms {
+                break;
+            }
+            self.in_minute -= u64::from(n);
+            self.entries.pop_front();
+            // An entry out of the minute is out of the second too, so the
+            // cursor is already past it.
+            self.second_start -= 1;
+        }
+    }
+
+    fn push(&mut self, now_ms: u64) {
+        match self.entries.back_mut() {
+            // Same millisecond, or a clock that stepped back: count it with
+            // the newest entry so the deque stays ordered.
+            Some((t, n)) if *t >= now_ms => *n += 1,
+            _ => self.entries.push_back((now_ms, 1)),
+        }
+        self.in_minute += 1;
+        self.in_second += 1;
+    }
+
+    /// The instant at which the count of `from..` entries, now `count`,
+    /// drops below `limit` as the oldest of them leave after `span` ms.
+    fn frees_at(&self, from: usize, count: u64, limit: u64, span: u64) -> u64 {
+        let mut must_leave = count + 1 - limit;
+        for &(t, n) in self.entries.range(from..) {
+            if u64::from(n) >= must_leave {
+                return t + span;
+            }
+            must_leave -= u64::from(n);
+        }
+        0
+    }
+
+    /// When the per-minute count next falls.
+    fn oldest(&self) -> Option<u64> {
+        self.entries.front().map(|&(t, _)| t)
+    }
+}
+
 #[derive(Default)]
 struct Window {
-    admitted: VecDeque<u64>,
+    admitted: Admissions,
     /// Until when the last 429 told the credential to wait.
     told_until: u64,
     violations: VecDeque<u64>,
@@ -139,19 +206,17 @@ impl Default for RateLimiter {
 impl RateLimiter {
     /// Checks and, if admitted, counts one request at `now_ms` (Unix ms).
     pub fn check(&self, key: &Lineage, limits: Limits, now_ms: u64) -> Decision {
-        let per_minute = limits.per_minute.max(1) as usize;
-        let per_second = limits.per_second.max(1) as usize;
+        let per_minute = u64::from(limits.per_minute.max(1));
+        let per_second = u64::from(limits.per_second.max(1));
         self.windows.with(key, |w| {
             w.last_seen = now_ms;
-            while w.admitted.front().is_some_and(|t| *t + MINUTE_MS <= now_ms) {
-                w.admitted.pop_front();
-            }
+            w.admitted.advance(now_ms);
             let info = |w: &Window| RateInfo {
                 limit: per_minute as u32,
-                remaining: per_minute.saturating_sub(w.admitted.len()) as u32,
+                remaining: per_minute.saturating_sub(w.admitted.in_minute) as u32,
                 reset: w
                     .admitted
-                    .front()
+                    .oldest()
                     .map_or(now_ms, |t| t + MINUTE_MS)
                     .div_ceil(1000),
             };
@@ -161,25 +226,19 @@ impl RateLimiter {
                     retry_after: ceil_secs(w.suspended_until - now_ms),
                 };
             }
-            let in_minute = w.admitted.len();
-            let in_second = w
-                .admitted
-                .iter()
-                .rev()
-                .take(per_second)
-                .take_while(|t| **t + SECOND_MS > now_ms)
-                .count();
+            let a = &w.admitted;
+            let (in_minute, in_second) = (a.in_minute, a.in_second);
             if in_minute < per_minute && in_second < per_second {
-                w.admitted.push_back(now_ms);
+                w.admitted.push(now_ms);
                 return Decision::Allowed(info(w));
             }
             // The earliest instant a request would be admitted.
             let mut at = now_ms;
             if in_minute >= per_minute {
-                at = at.max(w.admitted[in_minute - per_minute] + MINUTE_MS);
+                at = at.max(a.frees_at(0, in_minute, per_minute, MINUTE_MS));
             }
             if in_second >= per_second {
-                at = at.max(w.admitted[in_minute - per_second] + SECOND_MS);
+                at = at.max(a.frees_at(a.second_start, in_second, per_second, SECOND_MS));
             }
             let retry_after = ceil_secs(at - now_ms);
             let info = info(w);
@@ -413,6 +472,66 @@ mod tests {
         }
         assert!(matches!(
             l.check(&k, FREE, t0 + 30 + SUSPENSION_MS),
+            Decision::Allowed(_)
+        ));
+    }
+
+    #[test]
+    fn many_requests_in_one_millisecond_count_one_by_one() {
+        let l = RateLimiter::default();
+        let k = key();
+        let big = Limits {
+            per_minute: 5_000,
+            per_second: 1_000,
+        };
+        let t0 = 70_000_000u64;
+        for i in 0..1_000 {
+            match l.check(&k, big, t0 + i / 400) {
+                Decision::Allowed(info) => assert_eq!(info.remaining, 5_000 - (i as u32 + 1)),
+                d => panic!("request {i}: {d:?}"),
+            }
+        }
+        match l.check(&k, big, t0 + 999) {
+            Decision::Limited { retry_after, info } => {
+                assert_eq!(retry_after, 1);
+                assert_eq!(info.remaining, 4_000);
+            }
+            d => panic!("{d:?}"),
+        }
+        // Sends at `at` until the first refusal (fewer than ten refusals, so
+        // no suspension); returns how many were admitted.
+        let fill = |at: u64| {
+            (0..)
+                .take_while(|_| matches!(l.check(&k, big, at), Decision::Allowed(_)))
+                .count()
+        };
+        // The 400 of t0 leave at t0+1000: exactly 400 more fit then.
+        assert_eq!(fill(t0 + 1_000), 400);
+        // Per minute: 1,400 so far, then 1,000 a second until 5,000.
+        assert_eq!(fill(t0 + 2_000), 1_000);
+        assert_eq!(fill(t0 + 3_000), 1_000);
+        assert_eq!(fill(t0 + 4_000), 1_000);
+        assert_eq!(fill(t0 + 5_000), 600);
+        match l.check(&k, big, t0 + 10_000) {
+            Decision::Limited { retry_after, info } => {
+                assert_eq!(info.remaining, 0);
+                assert_eq!(retry_after, 50);
+            }
+            d => panic!("{d:?}"),
+        }
+    }
+
+    #[test]
+    fn a_clock_that_steps_back_neither_panics_nor_frees_the_window() {
+        let l = RateLimiter::default();
+        let k = key();
+        let t0 = 80_000_000u64;
+        for i in 0..10 {
+            l.check(&k, FREE, t0 + 500 + i);
+        }
+        assert!(matches!(l.check(&k, FREE, t0), Decision::Limited { .. }));
+        assert!(matches!(
+            l.check(&k, FREE, t0 + 1_510),
             Decision::Allowed(_)
         ));
     }
