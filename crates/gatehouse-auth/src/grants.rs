@@ -168,26 +168,34 @@ impl AuthService {
 
     /// D28: `Some(retry_after)` while failed client authentications for this
     /// client id or source address are over their limit.
-    pub fn auth_failures_blocked(&self, client_id: Option<&str>, source: &str) -> Option<u64> {
+    pub fn auth_failures_blocked(
+        &self,
+        client_id: Option<&str>,
+        source: std::net::IpAddr,
+    ) -> Option<u64> {
         let now = now_ms();
+        // No key is blocked anywhere (the usual case): no key is built.
+        if !self.failed_by_client.any_blocked(now) && !self.failed_by_source.any_blocked(now) {
+            return None;
+        }
         let by_client = client_id.and_then(|c| {
             self.failed_by_client
                 .blocked(&ratelimit::client_key(c), now)
         });
         let by_source = self
             .failed_by_source
-            .blocked(&ratelimit::source_key(source), now);
+            .blocked(&ratelimit::source_key(&source.to_string()), now);
         by_client.max(by_source)
     }
 
     /// Records a failed client authentication.
-    pub fn record_auth_failure(&self, client_id: Option<&str>, source: &str) {
+    pub fn record_auth_failure(&self, client_id: Option<&str>, source: std::net::IpAddr) {
         let now = now_ms();
         if let Some(c) = client_id {
             self.failed_by_client.record(&ratelimit::client_key(c), now);
         }
         self.failed_by_source
-            .record(&ratelimit::source_key(source), now);
+            .record(&ratelimit::source_key(&source.to_string()), now);
     }
 
     /// Forgets idle rate-limit state (call periodically; keeps memory bounded).

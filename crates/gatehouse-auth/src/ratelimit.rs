@@ -10,6 +10,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::hash::BuildHasher;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::caller::Lineage;
 
@@ -143,6 +144,13 @@ impl<V: Default> Sharded<V> {
             return f(v);
         }
         f(shard.entry(key.clone()).or_default())
+    }
+
+    /// Like [`Sharded::with`] without creating an entry for an unknown key.
+    fn get<R>(&self, key: &Lineage, f: impl FnOnce(&V) -> R) -> Option<R> {
+        let i = (self.hasher.hash_one(key) as usize) % SHARDS;
+        let shard = self.shards[i].lock().unwrap_or_else(|e| e.into_inner());
+        shard.get(key).map(f)
     }
 
     fn retain(&self, mut keep: impl FnMut(&mut V) -> bool) {
@@ -305,6 +313,9 @@ impl RateLimiter {
 pub struct FailureGuard {
     limit: usize,
     failures: Sharded<(VecDeque<u64>, u64)>,
+    /// The latest instant any key is blocked until: while it is past, no key
+    /// is blocked and a check costs one atomic load (no key built, no lock).
+    blocked_until: AtomicU64,
 }
 
 pub const FAILURE_WINDOW_MS: u64 = 5 * 60_000;
@@ -314,14 +325,23 @@ impl FailureGuard {
         Self {
             limit,
             failures: Sharded::new(),
+            blocked_until: AtomicU64::new(0),
         }
+    }
+
+    /// Whether any key may be blocked at `now_ms`; `false` means none is.
+    pub fn any_blocked(&self, now_ms: u64) -> bool {
+        now_ms < self.blocked_until.load(Ordering::Acquire)
     }
 
     /// `Some(retry_after)` while `key` is blocked.
     pub fn blocked(&self, key: &Lineage, now_ms: u64) -> Option<u64> {
-        self.failures.with(key, |(_, until)| {
+        if !self.any_blocked(now_ms) {
+            return None;
+        }
+        self.failures.get(key, |(_, until)| {
             (now_ms < *until).then(|| ceil_secs(*until - now_ms))
-        })
+        })?
     }
 
     /// Records a failure; blocks the key when it reaches the limit.
@@ -338,6 +358,7 @@ impl FailureGuard {
             if times.len() >= limit {
                 *until = now_ms + FAILURE_WINDOW_MS;
                 times.clear();
+                self.blocked_until.fetch_max(*until, Ordering::AcqRel);
             }
         })
     }

@@ -79,8 +79,16 @@ impl Form {
     }
 
     pub async fn read(req: Request) -> Result<Self, OAuthError> {
-        let is_form = req
-            .headers()
+        let (parts, body) = req.into_parts();
+        Self::read_body(&parts.headers, body).await
+    }
+
+    /// Reads the form from a request already split into head and body.
+    pub async fn read_body(
+        headers: &HeaderMap,
+        body: axum::body::Body,
+    ) -> Result<Self, OAuthError> {
+        let is_form = headers
             .get(header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .map(|v| v.split(';').next().unwrap_or("").trim())
@@ -90,7 +98,7 @@ impl Form {
                 "send the parameters as application/x-www-form-urlencoded",
             ));
         }
-        let bytes = axum::body::to_bytes(req.into_body(), MAX_BODY)
+        let bytes = axum::body::to_bytes(body, MAX_BODY)
             .await
             .map_err(|_| OAuthError::invalid_request("the request body is over 64 KiB"))?;
         let pairs: Vec<(String, String)> = serde_urlencoded::from_bytes(&bytes)
@@ -168,19 +176,22 @@ async fn token(
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     req: Request,
 ) -> Response {
-    let headers = req.headers().clone();
-    let source = crate::pages::client_ip(&headers, peer, &st.config.trusted_proxies).to_string();
-    let form = match Form::read(req).await {
+    let (parts, body) = req.into_parts();
+    let headers = &parts.headers;
+    let form = match Form::read_body(headers, body).await {
         Ok(f) => f,
         Err(e) => return OAuthFailure(e).into_response(),
     };
-    let presented = presented_client_id(&headers, &form);
-    if let Some(wait) = st.auth.auth_failures_blocked(presented.as_deref(), &source) {
+    let source = crate::pages::client_ip(headers, peer, &st.config.trusted_proxies);
+    // The client authentication is read once: for D28's guard and for the grant.
+    let auth = client_auth(headers, &form);
+    let presented = presented_client_id(&auth, &form);
+    if let Some(wait) = st.auth.auth_failures_blocked(presented, source) {
         return too_many_failures(wait);
     }
-    let result = issue(&st, &headers, &form).await;
+    let result = issue(&st, &auth, &form).await;
     if matches!(&result, Err(e) if e.kind == OAuthErrorKind::InvalidClient) {
-        st.auth.record_auth_failure(presented.as_deref(), &source);
+        st.auth.record_auth_failure(presented, source);
     }
     match result {
         Ok(tokens) => {
@@ -193,11 +204,14 @@ async fn token(
 }
 
 /// The client id a request names, authenticated or not (for D28's guard).
-fn presented_client_id(headers: &HeaderMap, form: &Form) -> Option<String> {
-    client_auth(headers, form)
-        .ok()
-        .map(|a| a.client_id)
-        .or_else(|| form.get("client_id").map(str::to_owned))
+fn presented_client_id<'a>(
+    auth: &'a Result<ClientAuth, OAuthError>,
+    form: &'a Form,
+) -> Option<&'a str> {
+    match auth {
+        Ok(a) => Some(a.client_id.as_str()),
+        Err(_) => form.get("client_id"),
+    }
 }
 
 /// D28: 429 after too many failed client authentications.
@@ -216,23 +230,22 @@ fn too_many_failures(retry_after: u64) -> Response {
 
 async fn issue(
     st: &AppState,
-    headers: &HeaderMap,
+    auth: &Result<ClientAuth, OAuthError>,
     form: &Form,
 ) -> Result<gatehouse_auth::TokenResponse, OAuthError> {
-    let form = form;
     let grant = form
         .get("grant_type")
         .ok_or_else(|| OAuthError::invalid_request("grant_type is required"))?;
     match grant {
         "client_credentials" => {
-            let auth = client_auth(headers, form)?;
-            st.auth.client_credentials(&auth, form.get("scope")).await
+            let auth = auth.as_ref().map_err(Clone::clone)?;
+            st.auth.client_credentials(auth, form.get("scope")).await
         }
         "authorization_code" => {
-            let auth = client_auth(headers, form)?;
+            let auth = auth.as_ref().map_err(Clone::clone)?;
             st.auth
                 .authorization_code(
-                    &auth,
+                    auth,
                     form.get("code"),
                     form.get("redirect_uri"),
                     form.get("code_verifier"),
@@ -240,9 +253,9 @@ async fn issue(
                 .await
         }
         "refresh_token" => {
-            let auth = client_auth(headers, form)?;
+            let auth = auth.as_ref().map_err(Clone::clone)?;
             st.auth
-                .refresh(&auth, form.get("refresh_token"), form.get("scope"))
+                .refresh(auth, form.get("refresh_token"), form.get("scope"))
                 .await
         }
         other => Err(OAuthError::new(
@@ -259,28 +272,30 @@ async fn revoke(
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     req: Request,
 ) -> Response {
-    let headers = req.headers().clone();
-    let source = crate::pages::client_ip(&headers, peer, &st.config.trusted_proxies).to_string();
-    let form = match Form::read(req).await {
+    let (parts, body) = req.into_parts();
+    let headers = &parts.headers;
+    let form = match Form::read_body(headers, body).await {
         Ok(f) => f,
         Err(e) => return OAuthFailure(e).into_response(),
     };
-    let presented = presented_client_id(&headers, &form);
-    if let Some(wait) = st.auth.auth_failures_blocked(presented.as_deref(), &source) {
+    let source = crate::pages::client_ip(headers, peer, &st.config.trusted_proxies);
+    let auth = client_auth(headers, &form);
+    let presented = presented_client_id(&auth, &form);
+    if let Some(wait) = st.auth.auth_failures_blocked(presented, source) {
         return too_many_failures(wait);
     }
     let result = async {
-        let auth = client_auth(&headers, &form)?;
+        let auth = auth.as_ref().map_err(Clone::clone)?;
         let token = form
             .get("token")
             .ok_or_else(|| OAuthError::invalid_request("token is required"))?;
         st.auth
-            .revoke(&auth, token, form.get("token_type_hint"))
+            .revoke(auth, token, form.get("token_type_hint"))
             .await
     }
     .await;
     if matches!(&result, Err(e) if e.kind == OAuthErrorKind::InvalidClient) {
-        st.auth.record_auth_failure(presented.as_deref(), &source);
+        st.auth.record_auth_failure(presented, source);
     }
     match result {
         Ok(()) => {

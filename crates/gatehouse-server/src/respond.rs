@@ -8,12 +8,28 @@ use serde::Serialize;
 
 use crate::middleware::RequestCtx;
 
-/// `{"data": {...}, "meta": {"request_id", "version"}}`.
+#[derive(Serialize)]
+struct Meta<'a> {
+    request_id: &'a str,
+    version: &'static str,
+}
+
+#[derive(Serialize)]
+struct Single<'a, T> {
+    data: &'a T,
+    meta: Meta<'a>,
+}
+
+/// `{"data": {...}, "meta": {"request_id", "version"}}`, serialized straight
+/// from the record (no intermediate `serde_json::Value` tree).
 pub fn single<T: Serialize>(ctx: &RequestCtx, status: StatusCode, data: &T) -> Response {
-    let body = serde_json::json!({
-        "data": data,
-        "meta": { "request_id": ctx.request_id.as_str(), "version": API_VERSION },
-    });
+    let body = Single {
+        data,
+        meta: Meta {
+            request_id: ctx.request_id.as_str(),
+            version: API_VERSION,
+        },
+    };
     (status, Json(body)).into_response()
 }
 
@@ -26,17 +42,32 @@ pub fn created<T: Serialize>(ctx: &RequestCtx, location: &str, data: &T) -> Resp
     res
 }
 
+#[derive(Serialize)]
+struct ListMeta<'a> {
+    total: u64,
+    limit: u32,
+    offset: u64,
+    request_id: &'a str,
+    version: &'static str,
+}
+
+#[derive(Serialize)]
+struct List<'a, T> {
+    data: &'a [T],
+    meta: ListMeta<'a>,
+}
+
 /// `{"data": [...], "meta": {"total", "limit", "offset", "request_id", "version"}}`.
 pub fn list<T: Serialize>(ctx: &RequestCtx, listing: &Listing<T>, page: Page) -> Response {
-    let body = serde_json::json!({
-        "data": listing.items,
-        "meta": {
-            "total": listing.total,
-            "limit": page.limit,
-            "offset": page.offset,
-            "request_id": ctx.request_id.as_str(),
-            "version": API_VERSION,
+    let body = List {
+        data: &listing.items,
+        meta: ListMeta {
+            total: listing.total,
+            limit: page.limit,
+            offset: page.offset,
+            request_id: ctx.request_id.as_str(),
+            version: API_VERSION,
         },
-    });
+    };
     (StatusCode::OK, Json(body)).into_response()
 }
