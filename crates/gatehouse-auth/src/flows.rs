@@ -436,7 +436,7 @@ impl AuthService {
             .await?
         {
             Redeemed::Fresh => {
-                Self::count_issued("authorization_code");
+                self.count_issued("authorization_code");
                 Ok(self.token_response(&claims, Some(refresh)))
             }
             Redeemed::Reused(first) => {
@@ -518,7 +518,7 @@ impl AuthService {
                     .await?
                 {
                     Rotated::Fresh => {
-                        Self::count_issued("refresh_token");
+                        self.count_issued("refresh_token");
                         // D24: the previous access token of the chain dies with the refresh.
                         if let Some(jti) = &tok_access_jti(&d, &self.store).await {
                             self.revoke_jti_now(jti, now.plus_seconds(ACCESS_TOKEN_TTL_SECS + 60))

@@ -73,6 +73,13 @@ pub struct AuthService {
     /// D28: organizations' limits. A plan is fixed when the organization is
     /// created — no command changes it — so a cached value is never stale.
     org_limits: quick_cache::sync::Cache<gatehouse_domain::OrgId, Limits>,
+    /// Client applications read at the token endpoint, each with the store's
+    /// [`Store::clients_version`] at the time of the read: used only while
+    /// that number is unchanged, so a rotated secret or an approval made by
+    /// any process counts on the next request (D40).
+    clients: quick_cache::sync::Cache<ClientId, (u64, Arc<Client>)>,
+    /// `gatehouse_tokens_issued_total` by grant (D42).
+    issued: [std::sync::OnceLock<metrics::Counter>; 3],
 }
 
 impl AuthService {
@@ -99,6 +106,8 @@ impl AuthService {
             failed_by_client: FailureGuard::new(10),
             failed_by_source: FailureGuard::new(100),
             org_limits: quick_cache::sync::Cache::new(10_000),
+            clients: quick_cache::sync::Cache::new(10_000),
+            issued: Default::default(),
         }
     }
 
@@ -292,11 +301,11 @@ impl AuthService {
 
     /// Authenticates a client (D20). Unknown ids, missing or wrong secrets all
     /// give the same `invalid_client`.
-    pub async fn authenticate_client(&self, auth: &ClientAuth) -> Result<Client, OAuthError> {
+    pub async fn authenticate_client(&self, auth: &ClientAuth) -> Result<Arc<Client>, OAuthError> {
         let Some(id) = ClientId::parse(&auth.client_id) else {
             return Err(OAuthError::invalid_client());
         };
-        let client = self.store.find_client(&id).await?;
+        let client = self.find_client(&id).await?;
         let Some(client) = client else {
             // Spend the same work as a real check.
             let _ = secrets::verify_secret(auth.secret.as_deref().unwrap_or(""), &[0; 32]);
@@ -323,6 +332,26 @@ impl AuthService {
         }
     }
 
+    /// A client application, from memory while the store says no client has
+    /// changed since it was read (see [`Store::clients_version`]).
+    async fn find_client(&self, id: &ClientId) -> Result<Option<Arc<Client>>, StoreError> {
+        let Some(version) = self.store.clients_version() else {
+            return Ok(self.store.find_client(id).await?.map(Arc::new));
+        };
+        if let Some((seen, client)) = self.clients.get(id) {
+            if seen == version {
+                return Ok(Some(client));
+            }
+        }
+        // The version is taken before the read: a change committed meanwhile
+        // moves it on, and the next request reads again.
+        let found = self.store.find_client(id).await?.map(Arc::new);
+        if let Some(c) = &found {
+            self.clients.insert(id.clone(), (version, c.clone()));
+        }
+        Ok(found)
+    }
+
     /// `grant_type=client_credentials` (D20, D22): an access token only.
     pub async fn client_credentials(
         &self,
@@ -339,13 +368,21 @@ impl AuthService {
         let scopes = grant_scopes(&client, scope)?;
         self.refresh_keys_if_due().await?;
         let claims = AccessClaims::issue(client.org.clone(), client.id.clone(), None, scopes);
-        Self::count_issued("client_credentials");
+        self.count_issued("client_credentials");
         Ok(self.token_response(&claims, None))
     }
 
     /// Counts issued tokens by grant (D42).
-    pub(crate) fn count_issued(grant: &'static str) {
-        metrics::counter!("gatehouse_tokens_issued_total", "grant" => grant).increment(1);
+    pub(crate) fn count_issued(&self, grant: &'static str) {
+        // The handle is registered once per grant, on first use (after the
+        // binary installed its recorder), not looked up per token.
+        let slot = match grant {
+            "client_credentials" => &self.issued[0],
+            "authorization_code" => &self.issued[1],
+            _ => &self.issued[2],
+        };
+        slot.get_or_init(|| metrics::counter!("gatehouse_tokens_issued_total", "grant" => grant))
+            .increment(1);
     }
 
     pub(crate) fn token_response(

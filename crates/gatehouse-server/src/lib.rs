@@ -72,6 +72,7 @@ pub struct Inner {
     pub auth: Arc<AuthService>,
     pub config: ServerConfig,
     pub templates: docs::Templates,
+    pub request_metrics: middleware::RequestMetrics,
     shutting_down: AtomicBool,
 }
 
@@ -90,6 +91,7 @@ impl AppState {
             auth,
             config,
             templates: docs::Templates::new(),
+            request_metrics: Default::default(),
             shutting_down: AtomicBool::new(false),
         }))
     }

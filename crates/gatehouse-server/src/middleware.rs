@@ -54,17 +54,88 @@ fn request_id(req: &Request) -> (HeaderValue, RequestId) {
     )
 }
 
+/// The request metrics of D42, with their handles registered once per
+/// (route, method, status) rather than looked up by label strings on every
+/// request.
+#[derive(Default)]
+pub struct RequestMetrics {
+    hasher: std::hash::RandomState,
+    /// Handles by a hash of their labels; a bucket holds every entry with
+    /// that hash, so a collision only costs a comparison.
+    handles: std::sync::RwLock<std::collections::HashMap<u64, Vec<Handles>>>,
+}
+
+struct Handles {
+    route: Box<str>,
+    method: &'static str,
+    status: u16,
+    requests: metrics::Counter,
+    duration: metrics::Histogram,
+}
+
+impl RequestMetrics {
+    fn record(&self, route: &str, method: &'static str, status: u16, seconds: f64) {
+        use std::hash::BuildHasher;
+        let key = self.hasher.hash_one((route, method, status));
+        let hit = |h: &&Handles| &*h.route == route && h.method == method && h.status == status;
+        {
+            let map = self.handles.read().unwrap_or_else(|e| e.into_inner());
+            if let Some(h) = map.get(&key).and_then(|b| b.iter().find(hit)) {
+                h.requests.increment(1);
+                h.duration.record(seconds);
+                return;
+            }
+        }
+        let labels = [
+            ("route", route.to_owned()),
+            ("method", method.to_owned()),
+            ("status", status.to_string()),
+        ];
+        let h = Handles {
+            route: route.into(),
+            method,
+            status,
+            requests: metrics::counter!("gatehouse_http_requests_total", &labels),
+            duration: metrics::histogram!("gatehouse_http_request_duration_seconds", &labels[..2]),
+        };
+        h.requests.increment(1);
+        h.duration.record(seconds);
+        let mut map = self.handles.write().unwrap_or_else(|e| e.into_inner());
+        let bucket = map.entry(key).or_default();
+        if !bucket.iter().any(|b| hit(&b)) {
+            bucket.push(h);
+        }
+    }
+}
+
+/// The method as a metric label: the standard ones by name, anything else as
+/// `OTHER`, so a client cannot grow the label set without bound.
+fn method_label(m: &axum::http::Method) -> &'static str {
+    match m.as_str() {
+        "GET" => "GET",
+        "POST" => "POST",
+        "PUT" => "PUT",
+        "PATCH" => "PATCH",
+        "DELETE" => "DELETE",
+        "HEAD" => "HEAD",
+        "OPTIONS" => "OPTIONS",
+        "TRACE" => "TRACE",
+        "CONNECT" => "CONNECT",
+        _ => "OTHER",
+    }
+}
+
 pub async fn outer(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
     let started = Instant::now();
     let (echo, rid) = request_id(&req);
     let method = req.method().clone();
-    let path = req.uri().path().to_owned();
+    let uri = req.uri().clone();
+    let path = uri.path();
     // Route templates only (never raw paths with ids): no tenant data in labels (D42).
     let route = req
         .extensions()
         .get::<axum::extract::MatchedPath>()
-        .map_or("unmatched", |m| m.as_str())
-        .to_owned();
+        .cloned();
     let span = tracing::info_span!("request", request_id = %rid.as_str(), %method, %path);
 
     let slot = RateSlot::default();
@@ -112,13 +183,10 @@ pub async fn outer(State(state): State<AppState>, mut req: Request, next: Next) 
     let status = res.status().as_u16();
     let elapsed = started.elapsed().as_secs_f64();
     let ms = elapsed * 1000.0;
-    let labels = [
-        ("route", route),
-        ("method", method.as_str().to_owned()),
-        ("status", status.to_string()),
-    ];
-    metrics::counter!("gatehouse_http_requests_total", &labels).increment(1);
-    metrics::histogram!("gatehouse_http_request_duration_seconds", &labels[..2]).record(elapsed);
+    let route = route.as_ref().map_or("unmatched", |m| m.as_str());
+    state
+        .request_metrics
+        .record(route, method_label(&method), status, elapsed);
     if status == 429 {
         metrics::counter!("gatehouse_rate_limit_rejections_total").increment(1);
     }

@@ -13,6 +13,7 @@
 //! auth layer, HTTP types, or anything of another backend.
 
 mod auth_state;
+mod generation;
 mod pool;
 mod schema;
 
@@ -947,6 +948,10 @@ impl Store for SqliteStore {
                 })
             })
             .await
+    }
+
+    fn clients_version(&self) -> Option<u64> {
+        self.pool.clients_version()
     }
 
     async fn find_client(&self, id: &ClientId) -> StoreResult<Option<Client>> {

@@ -1,6 +1,7 @@
 //! A bounded pool of rusqlite connections: many readers, one writer.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use gatehouse_store::{StoreError, StoreResult};
@@ -8,6 +9,7 @@ use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
 use tokio::sync::Semaphore;
 
 use crate::db_err;
+use crate::generation::Generation;
 use crate::schema::MIGRATIONS;
 
 #[derive(Clone)]
@@ -21,6 +23,10 @@ struct Inner {
     read_gate: Arc<Semaphore>,
     writer: Mutex<Connection>,
     write_gate: Arc<Semaphore>,
+    /// Set by the writer's update hook when a transaction touched `clients`.
+    clients_dirty: Arc<AtomicBool>,
+    /// Bumped after each commit that changed a client (see [`Generation`]).
+    generation: Option<Generation>,
 }
 
 /// Readers open at most at once. Reads are short; more connections than this
@@ -72,7 +78,20 @@ impl Pool {
             std::fs::create_dir_all(dir)
                 .map_err(|e| StoreError::Unavailable(format!("{}: {e}", dir.display())))?;
         }
-        let writer = open_conn(path)?;
+        let mut writer = open_conn(path)?;
+        // Every write goes through this one connection, so its update hook
+        // sees every change to a client application, whatever the statement.
+        let clients_dirty = Arc::new(AtomicBool::new(false));
+        let flag = clients_dirty.clone();
+        writer
+            .update_hook(Some(
+                move |_: rusqlite::hooks::Action, _: &str, table: &str, _: i64| {
+                    if table == "clients" {
+                        flag.store(true, Ordering::Release);
+                    }
+                },
+            ))
+            .map_err(db_err)?;
         Ok(Self {
             inner: Arc::new(Inner {
                 path: path.to_owned(),
@@ -80,8 +99,15 @@ impl Pool {
                 read_gate: Arc::new(Semaphore::new(MAX_READERS)),
                 writer: Mutex::new(writer),
                 write_gate: Arc::new(Semaphore::new(1)),
+                clients_dirty,
+                generation: Generation::open(path),
             }),
         })
+    }
+
+    /// The shared client generation (see [`Generation`]); `None` without one.
+    pub(crate) fn clients_version(&self) -> Option<u64> {
+        self.inner.generation.as_ref().map(Generation::load)
     }
 
     pub(crate) fn migrate(&self) -> StoreResult<()> {
@@ -173,14 +199,24 @@ impl Pool {
         let inner = self.inner.clone();
         tokio::task::spawn_blocking(move || {
             let mut c = lock(&inner.writer);
-            let tx = c
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .map_err(db_err)?;
-            let out = f(&tx)?;
-            tx.commit().map_err(db_err)?;
+            let out = (|| {
+                let tx = c
+                    .transaction_with_behavior(TransactionBehavior::Immediate)
+                    .map_err(db_err)?;
+                let out = f(&tx)?;
+                tx.commit().map_err(db_err)?;
+                Ok(out)
+            })();
+            // A change to a client is announced after its commit, never
+            // before: a reader that sees the new generation reads the new row.
+            if inner.clients_dirty.swap(false, Ordering::AcqRel) && out.is_ok() {
+                if let Some(g) = &inner.generation {
+                    g.bump();
+                }
+            }
             drop(c);
             drop(permit);
-            Ok(out)
+            out
         })
         .await
         .map_err(|e| StoreError::Internal(format!("write task failed: {e}")))?

@@ -24,7 +24,8 @@ macro_rules! store_conformance_tests {
             invitations_and_outbox, password_resets, revocations_follow_user_changes,
             outbox_claims_and_retries, sessions_and_login_failures, codes_redeem_once,
             refresh_rotation_is_atomic, client_secret_rotation, purge_removes_only_expired, cursor_pages_are_stable_under_inserts, v2_preview_flag,
-            staging_reset_restores_the_fixture, shared_rate_windows, jobs_are_claimed_once);
+            staging_reset_restores_the_fixture, shared_rate_windows, jobs_are_claimed_once,
+            clients_version_moves_with_every_client_change);
     };
     (@each $make:expr; $($name:ident),*) => {
         $(
@@ -1415,6 +1416,67 @@ pub async fn client_secret_rotation(s: &dyn Store) {
             .await,
         Err(StoreError::NotFound)
     ));
+}
+
+/// [`Store::clients_version`]: a backend that offers it moves it after every
+/// committed change to a client (the auth layer's client cache depends on
+/// it, D40), and leaves it alone for writes that touch no client.
+pub async fn clients_version_moves_with_every_client_change(s: &dyn Store) {
+    let Some(_) = s.clients_version() else {
+        return;
+    };
+    let o = new_org(s).await;
+    let owner = s
+        .insert_user(
+            &o,
+            &user("cv@example.com", Role::Editor, UserStatus::Active, 1),
+        )
+        .await
+        .unwrap();
+    let heir = s
+        .insert_user(
+            &o,
+            &user("cv2@example.com", Role::Editor, UserStatus::Active, 2),
+        )
+        .await
+        .unwrap();
+    let c = s
+        .insert_client(&o, &client(Some(owner.id.clone())))
+        .await
+        .unwrap();
+    let version = || s.clients_version().unwrap();
+
+    let v = version();
+    s.rotate_client_secret(&o, &c.id, &[4; 32], None)
+        .await
+        .unwrap();
+    assert_ne!(version(), v, "a secret rotation moves it");
+
+    let v = version();
+    s.approve_admin(&o, &c.id).await.unwrap();
+    assert_ne!(version(), v, "an admin approval moves it");
+
+    let v = version();
+    s.delete_user(&o, &owner.id, Some(&heir.id)).await.unwrap();
+    assert_ne!(version(), v, "an ownership transfer moves it");
+
+    let v = version();
+    s.insert_user(
+        &o,
+        &user("cv3@example.com", Role::Viewer, UserStatus::Active, 3),
+    )
+    .await
+    .unwrap();
+    assert_eq!(version(), v, "a write that touches no client leaves it");
+
+    // A refused change (unknown client) commits nothing.
+    let v = version();
+    assert!(
+        s.rotate_client_secret(&o, &ClientId::generate(), &[5; 32], None)
+            .await
+            .is_err()
+    );
+    assert_eq!(version(), v, "a failed change leaves it");
 }
 
 pub async fn purge_removes_only_expired(s: &dyn Store) {

@@ -130,6 +130,16 @@ pub trait Store: Send + Sync + 'static {
         false
     }
 
+    /// A number that changes after every committed change to any client
+    /// application, by any process or node using this store, read without a
+    /// storage round trip. The auth layer keeps client records in memory
+    /// only while it is unchanged, so no change is ever missed (D40).
+    /// `None` (the default) when the backend cannot offer one: callers then
+    /// read the record every time.
+    fn clients_version(&self) -> Option<u64> {
+        None
+    }
+
     async fn count_request(
         &self,
         lineage: &str,
