@@ -39,7 +39,10 @@ impl AccessClaims {
             client_id,
             user,
             scopes,
-            jti: random::base62(128),
+            // aws-lc's DRBG: a CSPRNG in user space, no system call per token.
+            jti: random::base62_with(128, |buf| {
+                aws_lc_rs::rand::fill(buf).expect("the CSPRNG failed")
+            }),
             iat,
             exp: iat + ACCESS_TOKEN_TTL_SECS,
             chain: None,

@@ -11,12 +11,21 @@ pub fn bytes<const N: usize>() -> [u8; N] {
 
 /// Base62 text carrying at least `bits` random bits.
 pub fn base62(bits: usize) -> String {
+    base62_with(bits, |buf| *buf = bytes::<32>())
+}
+
+/// [`base62`] with the random bytes from `fill`, a CSPRNG of the caller's
+/// choosing (the auth layer uses its crypto library's user-space generator
+/// for token ids, saving a system call per token).
+pub fn base62_with(bits: usize, mut fill: impl FnMut(&mut [u8; 32])) -> String {
     // log2(62) ≈ 5.954 bits per character.
     let chars = (bits as f64 / 5.954).ceil() as usize;
     let mut out = String::with_capacity(chars);
+    let mut buf = [0u8; 32];
     // Rejection sampling keeps every character uniform.
     while out.len() < chars {
-        for b in bytes::<32>() {
+        fill(&mut buf);
+        for b in buf {
             let v = b & 0x3f;
             if (v as usize) < ALPHABET.len() {
                 out.push(ALPHABET[v as usize] as char);
