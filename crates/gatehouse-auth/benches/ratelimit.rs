@@ -27,6 +27,25 @@ fn bench(c: &mut Criterion) {
         })
     });
 
+    // One enterprise credential at 20,000 requests/s (20 per millisecond)
+    // with limits it never reaches: a minute holds 1.2 million admissions.
+    // The cost must not grow with that number (it once walked the last
+    // second's 20,000 timestamps on every check).
+    let big = Limits {
+        per_minute: 1_000_000_000,
+        per_second: 100_000_000,
+    };
+    let limiter = RateLimiter::default();
+    let key = Lineage::Client(ClientId::generate());
+    let mut n = 0u64;
+    let t0 = 1_800_000_000_000u64;
+    c.bench_function("check: one enterprise credential at 20,000/s", |b| {
+        b.iter(|| {
+            n += 1;
+            black_box(limiter.check(&key, big, t0 + n / 20))
+        })
+    });
+
     // Many credentials: 100,000 lineages, each request to the next one.
     let limiter = RateLimiter::default();
     let keys: Vec<Lineage> = (0..100_000)
