@@ -157,6 +157,10 @@ pub async fn bootstrap(
 
 /// Opens storage, loads keys, bootstraps, binds the listeners and starts serving.
 pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
+    // The Prometheus recorder goes in before anything can record: metric
+    // handles taken earlier (the server caches them per route and status)
+    // would belong to the no-op recorder for the life of the process.
+    let metrics_router = crate::metrics::router();
     std::fs::create_dir_all(&settings.data_dir).with_context(|| {
         format!(
             "creating the data directory {}",
@@ -244,7 +248,7 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
     {
         let shutdown = signal();
         tasks.spawn(async move {
-            axum::serve(admin, crate::metrics::router())
+            axum::serve(admin, metrics_router)
                 .with_graceful_shutdown(shutdown)
                 .await
         });
