@@ -49,11 +49,18 @@ async fn main() {
     let (base, client) = match running.https_addr {
         Some(a) => {
             let pem = std::fs::read(running.cert_path.as_ref().unwrap()).unwrap();
-            let c = reqwest::Client::builder()
+            // HTTP/1.1 keep-alive, one connection per worker, as wrk and
+            // most server-to-server clients do (HTTP2=1 multiplexes every
+            // worker on one connection instead).
+            let mut c = reqwest::Client::builder()
                 .add_root_certificate(reqwest::Certificate::from_pem(&pem).unwrap())
-                .pool_max_idle_per_host(concurrency)
-                .build()
-                .unwrap();
+                .pool_max_idle_per_host(concurrency);
+            if std::env::var("HTTP2").is_ok_and(|v| v == "1") {
+                c = c.http2_prior_knowledge();
+            } else {
+                c = c.http1_only();
+            }
+            let c = c.build().unwrap();
             (format!("https://{a}"), c)
         }
         None => (
@@ -134,7 +141,7 @@ async fn main() {
             let (client, base, id, secret) =
                 (client.clone(), base.clone(), id.clone(), secret.clone());
             async move {
-                client
+                let res = client
                     .post(format!("{base}/oauth/token"))
                     .basic_auth(id, Some(secret))
                     .form(&[
@@ -142,10 +149,11 @@ async fn main() {
                         ("scope", "users:read"),
                     ])
                     .send()
-                    .await
-                    .map(|r| r.status().is_success())
-                    .ok()
-                    .or(Some(false))
+                    .await;
+                Some(match res {
+                    Ok(r) => read_token(r).await,
+                    Err(_) => false,
+                })
             }
         }
     })
@@ -182,7 +190,7 @@ async fn main() {
             async move {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let code = codes.get(i)?;
-                client
+                let res = client
                     .post(format!("{base}/oauth/token"))
                     .basic_auth(id, Some(secret))
                     .form(&[
@@ -192,10 +200,11 @@ async fn main() {
                         ("code_verifier", verifier),
                     ])
                     .send()
-                    .await
-                    .map(|r| r.status().is_success())
-                    .ok()
-                    .or(Some(false))
+                    .await;
+                Some(match res {
+                    Ok(r) => read_token(r).await,
+                    Err(_) => false,
+                })
             }
         }
     })
@@ -278,6 +287,15 @@ async fn main() {
         "POST /oauth/token refresh_token (rotation)"
     );
     running.shutdown().await;
+}
+
+/// Reads the whole response, as a real client does: a response dropped
+/// unread makes the client cancel its HTTP/2 stream (RST_STREAM CANCEL) and
+/// then reset the DATA still on its way, and h2 closes a client connection
+/// after 1,024 such resets (`too_many_internal_resets`).
+async fn read_token(r: reqwest::Response) -> bool {
+    let ok = r.status().is_success();
+    r.bytes().await.is_ok_and(|b| ok && !b.is_empty())
 }
 
 /// Runs `op` from `concurrency` workers for `seconds`; returns successful requests per second.
