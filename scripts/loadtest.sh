@@ -139,8 +139,7 @@ start_server "$D2" --behind-proxy
 CID=$(python3 -c "import json,sys;print(json.load(open(sys.argv[1]))['client_id'])" "$D2/bootstrap-credentials.json")
 CS=$(python3 -c "import json,sys;print(json.load(open(sys.argv[1]))['client_secret'])" "$D2/bootstrap-credentials.json")
 run "HTTP  GET /healthz (--behind-proxy)" "http://127.0.0.1:$HTTP_PORT/healthz"
-PROXY_TOKENS=$(CLIENT_ID=$CID CLIENT_SECRET=$CS run "HTTP  POST /oauth/token (--behind-proxy)" -s "$LUA" "http://127.0.0.1:$HTTP_PORT")
-echo "$PROXY_TOKENS"
+CLIENT_ID=$CID CLIENT_SECRET=$CS run "HTTP  POST /oauth/token (--behind-proxy)" -s "$LUA" "http://127.0.0.1:$HTTP_PORT"
 stop_server
 
 # --- grants with per-request state: authorization_code and refresh_token ----
