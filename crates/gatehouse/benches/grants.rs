@@ -4,6 +4,7 @@
 //!
 //!     cargo bench -p gatehouse --bench grants            # HTTPS
 //!     PROXY=1 cargo bench -p gatehouse --bench grants    # --behind-proxy plain HTTP
+//!     HTTP2=1 cargo bench -p gatehouse --bench grants    # one HTTP/2 connection for all workers
 //!
 //! The server runs in this process on loopback (as the integration tests
 //! start it); codes are issued through the auth layer directly, since the
@@ -46,31 +47,24 @@ async fn main() {
     let running = run::start(&settings).await.unwrap();
     let creds = running.bootstrap.clone().unwrap();
     let state = running.state.clone();
-    let (base, client) = match running.https_addr {
+    // HTTP/1.1 keep-alive, one connection per worker, as wrk and most
+    // server-to-server clients do; HTTP2=1 multiplexes every worker on one
+    // HTTP/2 connection instead (h2 over TLS, h2c in proxy mode).
+    let mut builder = reqwest::Client::builder().pool_max_idle_per_host(concurrency);
+    builder = if std::env::var("HTTP2").is_ok_and(|v| v == "1") {
+        builder.http2_prior_knowledge()
+    } else {
+        builder.http1_only()
+    };
+    let base = match running.https_addr {
         Some(a) => {
             let pem = std::fs::read(running.cert_path.as_ref().unwrap()).unwrap();
-            // HTTP/1.1 keep-alive, one connection per worker, as wrk and
-            // most server-to-server clients do (HTTP2=1 multiplexes every
-            // worker on one connection instead).
-            let mut c = reqwest::Client::builder()
-                .add_root_certificate(reqwest::Certificate::from_pem(&pem).unwrap())
-                .pool_max_idle_per_host(concurrency);
-            if std::env::var("HTTP2").is_ok_and(|v| v == "1") {
-                c = c.http2_prior_knowledge();
-            } else {
-                c = c.http1_only();
-            }
-            let c = c.build().unwrap();
-            (format!("https://{a}"), c)
+            builder = builder.add_root_certificate(reqwest::Certificate::from_pem(&pem).unwrap());
+            format!("https://{a}")
         }
-        None => (
-            format!("http://{}", running.http_addr),
-            reqwest::Client::builder()
-                .pool_max_idle_per_host(concurrency)
-                .build()
-                .unwrap(),
-        ),
+        None => format!("http://{}", running.http_addr),
     };
+    let client = builder.build().unwrap();
     let org = OrgId::parse(&creds.org).unwrap();
     let user = state
         .store
