@@ -29,6 +29,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         include_str!("../migrations/0003_rate_limits.sql"),
     ),
     (4, "jobs", include_str!("../migrations/0004_jobs.sql")),
+    (
+        6,
+        "reset_requests",
+        include_str!("../migrations/0006_reset_requests.sql"),
+    ),
 ];
 
 /// The advisory-lock key of the migration (`"gatehous"` in ASCII), separate

@@ -7,4 +7,5 @@ pub(crate) const MIGRATIONS: &[(i64, &str)] = &[
     (3, include_str!("../migrations/0003_auth.sql")),
     (4, include_str!("../migrations/0004_access_jti.sql")),
     (5, include_str!("../migrations/0005_jobs.sql")),
+    (7, include_str!("../migrations/0007_reset_requests.sql")),
 ];

@@ -121,7 +121,7 @@ pub enum ApiKeyCommand {
 
 #[derive(Args, Debug, Default, Clone)]
 pub struct ServeArgs {
-    /// The public address clients use, for `iss`, links and redirects [default: https://localhost:8443].
+    /// The public address clients use, for `iss`, links and redirects [default: https://localhost:<port of --https-addr>; required with --behind-proxy].
     #[arg(long, env = "GATEHOUSE_PUBLIC_URL")]
     pub public_url: Option<String>,
     /// HTTPS listener [default: 127.0.0.1:8443].
@@ -160,6 +160,12 @@ pub struct ServeArgs {
     /// Days after which a refresh chain ends whatever its activity (D24) [default: 90].
     #[arg(long, env = "GATEHOUSE_REFRESH_MAX_DAYS")]
     pub refresh_max_days: Option<i64>,
+    /// Seconds a client has to send a complete request head after connecting or after the first byte of its next request; slower connections are closed [default: 10].
+    #[arg(long, env = "GATEHOUSE_HEAD_TIMEOUT_SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub head_timeout_secs: Option<u64>,
+    /// Seconds a kept-alive connection may stay without a request before it is closed [default: 60].
+    #[arg(long, env = "GATEHOUSE_IDLE_TIMEOUT_SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub idle_timeout_secs: Option<u64>,
     /// Staging: the daily time (UTC, HH:MM) at which the fixture is restored (D33) [default: 02:00].
     #[arg(long, env = "GATEHOUSE_STAGING_RESET_AT", value_parser = parse_hhmm)]
     pub staging_reset_at: Option<(u8, u8)>,
@@ -271,6 +277,16 @@ pub struct FileConfig {
     pub trusted_proxies: Option<Vec<std::net::IpAddr>>,
     pub env: Option<Env>,
     pub staging_reset_at: Option<String>,
+    pub head_timeout_secs: Option<u64>,
+    pub idle_timeout_secs: Option<u64>,
+}
+
+/// D1 (revised): `https://localhost:<port>` of the HTTPS listener.
+pub fn default_public_url(https_addr: SocketAddr) -> String {
+    match https_addr.port() {
+        443 => "https://localhost".to_owned(),
+        port => format!("https://localhost:{port}"),
+    }
 }
 
 /// Settings after merging flags, environment, file and defaults.
@@ -299,6 +315,14 @@ pub struct Settings {
     pub staging_reset_at: (u8, u8),
     /// D34: the in-memory mock (`gatehouse mock`).
     pub mock: bool,
+    /// D45: time for a complete request head.
+    pub head_timeout: std::time::Duration,
+    /// D45: time a kept-alive connection may stay idle.
+    pub idle_timeout: std::time::Duration,
+    /// D19: a pause before `/password/forgot` looks the address up, for
+    /// tests that show the answer does not wait for it. Not configurable
+    /// outside tests.
+    pub forgot_lookup_delay: std::time::Duration,
 }
 
 impl Settings {
@@ -324,6 +348,9 @@ impl Settings {
             env: Env::Production,
             staging_reset_at: (2, 0),
             mock: false,
+            head_timeout: std::time::Duration::from_secs(10),
+            idle_timeout: std::time::Duration::from_secs(60),
+            forgot_lookup_delay: std::time::Duration::ZERO,
         }
     }
 
@@ -363,11 +390,21 @@ impl Settings {
         if let Some(u) = cli.database_url.clone().or(file.database_url) {
             s.database_url = u;
         }
-        if let Some(u) = serve.public_url.clone().or(file.public_url) {
-            s.public_url = u.trim_end_matches('/').to_owned();
-        }
         if let Some(a) = serve.https_addr.or(file.https_addr) {
             s.https_addr = a;
+        }
+        s.behind_proxy = serve.behind_proxy || file.behind_proxy.unwrap_or(false);
+        match serve.public_url.clone().or(file.public_url) {
+            Some(u) => s.public_url = u.trim_end_matches('/').to_owned(),
+            // D1 (revised): behind a proxy only the operator knows the
+            // address clients use; guessing it would publish a wrong issuer.
+            None if s.behind_proxy && matches!(cli.command, Command::Serve(_)) => {
+                anyhow::bail!(
+                    "--behind-proxy needs --public-url (or GATEHOUSE_PUBLIC_URL): the https:// address clients reach the proxy at, used as the token issuer and in links"
+                )
+            }
+            // D1 (revised): the issuer follows the HTTPS listener's port.
+            None => s.public_url = default_public_url(s.https_addr),
         }
         if let Some(a) = serve.http_addr.or(file.http_addr) {
             s.http_addr = a;
@@ -375,7 +412,6 @@ impl Settings {
         if let Some(a) = serve.admin_addr.or(file.admin_addr) {
             s.admin_addr = a;
         }
-        s.behind_proxy = serve.behind_proxy || file.behind_proxy.unwrap_or(false);
         s.tls_cert = serve.tls_cert.clone().or(file.tls_cert);
         s.tls_key = serve.tls_key.clone().or(file.tls_key);
         if s.tls_cert.is_some() != s.tls_key.is_some() {
@@ -418,6 +454,12 @@ impl Settings {
             .or(file.refresh_max_days)
             .unwrap_or(90)
             .max(1);
+        if let Some(t) = serve.head_timeout_secs.or(file.head_timeout_secs) {
+            s.head_timeout = std::time::Duration::from_secs(t.max(1));
+        }
+        if let Some(t) = serve.idle_timeout_secs.or(file.idle_timeout_secs) {
+            s.idle_timeout = std::time::Duration::from_secs(t.max(1));
+        }
         if !(s.public_url.starts_with("https://") || s.public_url.starts_with("http://")) {
             anyhow::bail!("public_url must start with https:// (got {})", s.public_url);
         }

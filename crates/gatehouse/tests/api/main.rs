@@ -9,6 +9,7 @@ pub const BACKEND: common::Backend = common::Backend::Sqlite;
 
 mod cli;
 mod environments;
+mod hardening;
 mod invitations;
 mod oauth_flow;
 mod products;

@@ -85,6 +85,20 @@ pub fn https_client(cert: &std::path::Path) -> reqwest::Client {
         .expect("client")
 }
 
+/// A client of the test server whose connections come from `source`, a
+/// loopback address other than 127.0.0.1 (for per-address rules, D28).
+pub fn client_from(s: &TestServer, source: std::net::IpAddr) -> reqwest::Client {
+    install_crypto();
+    let mut b = reqwest::Client::builder()
+        .local_address(source)
+        .redirect(reqwest::redirect::Policy::none());
+    if let Some(cert) = s.running.as_ref().and_then(|r| r.cert_path.as_ref()) {
+        let pem = std::fs::read(cert).expect("certificate");
+        b = b.add_root_certificate(reqwest::Certificate::from_pem(&pem).expect("pem"));
+    }
+    b.build().expect("client")
+}
+
 impl TestServer {
     pub async fn start() -> Self {
         Self::start_with(|_| {}).await
