@@ -76,23 +76,14 @@ pub async fn authenticate(headers: &HeaderMap, state: &AppState) -> Result<Calle
                 .with_header(header::WWW_AUTHENTICATE, "Bearer realm=\"gatehouse\""),
         );
     };
+    let token = bearer_token(value)?;
     let invalid = |code, msg: &str| {
         ApiError::new(code, msg)
             .with_header(header::WWW_AUTHENTICATE, "Bearer error=\"invalid_token\"")
     };
-    let text = value
-        .to_str()
-        .map_err(|_| invalid(ErrorCode::InvalidToken, "the bearer token is malformed"))?;
-    let (scheme, token) = text.trim().split_once(' ').unwrap_or((text, ""));
-    if !scheme.eq_ignore_ascii_case("bearer") || token.trim().is_empty() {
-        return Err(invalid(
-            ErrorCode::InvalidToken,
-            "the Authorization header must be `Bearer <token>`",
-        ));
-    }
     state
         .auth
-        .authenticate_bearer(token.trim())
+        .authenticate_bearer(token)
         .await
         .map_err(|e| match e {
             Ok(TokenError::Expired) => invalid(
@@ -104,6 +95,22 @@ pub async fn authenticate(headers: &HeaderMap, state: &AppState) -> Result<Calle
             }
             Err(store) => ApiError::from_store(store, "credential"),
         })
+}
+
+/// The token of an `Authorization: Bearer <token>` value (RFC 6750 §2.1).
+pub fn bearer_token(value: &axum::http::HeaderValue) -> Result<&str, ApiError> {
+    let invalid = |msg: &str| {
+        ApiError::new(ErrorCode::InvalidToken, msg)
+            .with_header(header::WWW_AUTHENTICATE, "Bearer error=\"invalid_token\"")
+    };
+    let text = value
+        .to_str()
+        .map_err(|_| invalid("the bearer token is malformed"))?;
+    let (scheme, token) = text.trim().split_once(' ').unwrap_or((text, ""));
+    if !scheme.eq_ignore_ascii_case("bearer") || token.trim().is_empty() {
+        return Err(invalid("the Authorization header must be `Bearer <token>`"));
+    }
+    Ok(token.trim())
 }
 
 impl<S: RequiredScope> FromRequestParts<AppState> for Authorized<S> {
@@ -258,7 +265,13 @@ impl FromRequestParts<AppState> for Query {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, _: &AppState) -> Result<Self, ApiError> {
-        let raw = parts.uri.query().unwrap_or("");
+        Self::parse(parts.uri.query().unwrap_or(""))
+    }
+}
+
+impl Query {
+    /// Decodes a query string; a parameter given twice is an issue.
+    pub fn parse(raw: &str) -> Result<Self, ApiError> {
         let pairs: Vec<(String, String)> = serde_urlencoded::from_str(raw).map_err(|_| {
             ApiError::validation(vec![FieldIssue::new(
                 "query",

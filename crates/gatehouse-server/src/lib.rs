@@ -22,6 +22,8 @@ pub mod openapi;
 pub mod pages;
 pub mod products;
 pub mod profile;
+#[cfg(test)]
+mod properties;
 pub mod redirect;
 pub mod respond;
 pub mod transport;

@@ -105,7 +105,12 @@ impl Form {
                 _ => "the request body is over 64 KiB",
             })
         })?;
-        let pairs: Vec<(String, String)> = serde_urlencoded::from_bytes(&bytes)
+        Self::parse(&bytes)
+    }
+
+    /// Decodes a form body; a parameter given twice is refused.
+    pub fn parse(bytes: &[u8]) -> Result<Self, OAuthError> {
+        let pairs: Vec<(String, String)> = serde_urlencoded::from_bytes(bytes)
             .map_err(|_| OAuthError::invalid_request("the form body cannot be decoded"))?;
         for (i, (k, _)) in pairs.iter().enumerate() {
             if pairs[..i].iter().any(|(k2, _)| k2 == k) {

@@ -689,7 +689,7 @@ impl<Io: AsyncWrite + Unpin> AsyncWrite for Monitored<Io> {
 /// `414` or `431` head of its own. Every answer of the application carries
 /// `X-Request-ID` (D7), so a head with one of those statuses and without it
 /// is hyper's: the envelope answer (D6, D45) that replaces it, or `None`.
-fn hyper_error_answer(buf: &[u8], config: &TransportConfig) -> Option<Bytes> {
+pub(crate) fn hyper_error_answer(buf: &[u8], config: &TransportConfig) -> Option<Bytes> {
     let end = buf.windows(4).position(|w| w == b"\r\n\r\n")?;
     let head = &buf[..end + 2];
     let proto = head.get(..9)?;

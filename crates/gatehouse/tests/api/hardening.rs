@@ -5,7 +5,6 @@
 //! exactly what these rules are about (it reconnects, retries, and never
 //! sends a malformed request).
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use reqwest::{Method, StatusCode};
@@ -36,24 +35,8 @@ async fn tls(s: &TestServer) -> TlsStream<TcpStream> {
 }
 
 async fn tls_alpn(s: &TestServer, alpn: &[&[u8]]) -> TlsStream<TcpStream> {
-    use rustls::pki_types::pem::PemObject;
-    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
     let cert = s.running.as_ref().unwrap().cert_path.clone().unwrap();
-    let mut roots = rustls::RootCertStore::empty();
-    for c in rustls::pki_types::CertificateDer::pem_file_iter(&cert).unwrap() {
-        roots.add(c.unwrap()).unwrap();
-    }
-    let mut config = rustls::ClientConfig::builder()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
-    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
-    let tcp = TcpStream::connect(("127.0.0.1", port(s))).await.unwrap();
-    tcp.set_nodelay(true).unwrap();
-    connector
-        .connect("localhost".try_into().unwrap(), tcp)
-        .await
-        .expect("TLS handshake")
+    crate::common::raw_tls(port(s), &cert, alpn).await
 }
 
 /// A response read off a raw connection.
