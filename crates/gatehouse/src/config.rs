@@ -9,7 +9,9 @@ use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use serde::Deserialize;
 
-#[derive(Parser, Debug)]
+/// No `Debug`: it holds the database URL, whose password must not reach a
+/// log (see [`Settings`]'s redacted `Debug`).
+#[derive(Parser)]
 #[command(
     name = "gatehouse",
     version,
@@ -51,7 +53,7 @@ pub enum Env {
     Staging,
 }
 
-#[derive(Subcommand, Debug)]
+#[derive(Subcommand)]
 pub enum Command {
     /// Run the server.
     Serve(ServeArgs),
@@ -119,7 +121,8 @@ pub enum ApiKeyCommand {
     Revoke { key_id: String },
 }
 
-#[derive(Args, Debug, Default, Clone)]
+/// No `Debug`: it holds the SMTP URL, whose password must not reach a log.
+#[derive(Args, Default, Clone)]
 pub struct ServeArgs {
     /// The public address clients use, for `iss`, links and redirects [default: https://localhost:<port of --https-addr>; required with --behind-proxy].
     #[arg(long, env = "GATEHOUSE_PUBLIC_URL")]
@@ -257,7 +260,8 @@ pub enum UserCommand {
 }
 
 /// The TOML file: every key optional.
-#[derive(Deserialize, Default, Debug)]
+/// No `Debug`: it holds URLs with passwords.
+#[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 pub struct FileConfig {
     pub data_dir: Option<PathBuf>,
@@ -289,8 +293,10 @@ pub fn default_public_url(https_addr: SocketAddr) -> String {
     }
 }
 
-/// Settings after merging flags, environment, file and defaults.
-#[derive(Clone, Debug)]
+/// Settings after merging flags, environment, file and defaults. Its
+/// `Debug` hides the master key and the passwords of the database and SMTP
+/// URLs.
+#[derive(Clone)]
 pub struct Settings {
     pub data_dir: PathBuf,
     pub database_url: String,
@@ -323,6 +329,62 @@ pub struct Settings {
     /// tests that show the answer does not wait for it. Not configurable
     /// outside tests.
     pub forgot_lookup_delay: std::time::Duration,
+}
+
+/// A URL with its password (and any `password=` parameter) replaced by
+/// `***`, for logs and `Debug`.
+pub fn redact_url(url: &str) -> String {
+    let mut out = url.to_owned();
+    if let Some(scheme_end) = out.find("://") {
+        let rest = &out[scheme_end + 3..];
+        let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+        if let Some(at) = rest[..authority_end].rfind('@') {
+            if let Some(colon) = rest[..at].find(':') {
+                let (start, end) = (scheme_end + 3 + colon + 1, scheme_end + 3 + at);
+                out.replace_range(start..end, "***");
+            }
+        }
+    }
+    if let Some(q) = out.find('?') {
+        let (head, query) = out.split_at(q + 1);
+        let redacted: Vec<String> = query
+            .split('&')
+            .map(|kv| match kv.split_once('=') {
+                Some((k, _)) if k.eq_ignore_ascii_case("password") => format!("{k}=***"),
+                _ => kv.to_owned(),
+            })
+            .collect();
+        out = format!("{head}{}", redacted.join("&"));
+    }
+    out
+}
+
+impl std::fmt::Debug for Settings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Settings")
+            .field("data_dir", &self.data_dir)
+            .field("database_url", &redact_url(&self.database_url))
+            .field("public_url", &self.public_url)
+            .field("https_addr", &self.https_addr)
+            .field("http_addr", &self.http_addr)
+            .field("admin_addr", &self.admin_addr)
+            .field("behind_proxy", &self.behind_proxy)
+            .field("tls_cert", &self.tls_cert)
+            .field("tls_key", &self.tls_key)
+            .field("master_key", &self.master_key.as_ref().map(|_| "***"))
+            .field("smtp_url", &self.smtp_url.as_deref().map(redact_url))
+            .field("mail_from", &self.mail_from)
+            .field("cors_origins", &self.cors_origins)
+            .field("refresh_grace_secs", &self.refresh_grace_secs)
+            .field("refresh_max_days", &self.refresh_max_days)
+            .field("trusted_proxies", &self.trusted_proxies)
+            .field("env", &self.env)
+            .field("staging_reset_at", &self.staging_reset_at)
+            .field("mock", &self.mock)
+            .field("head_timeout", &self.head_timeout)
+            .field("idle_timeout", &self.idle_timeout)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Settings {
@@ -464,5 +526,47 @@ impl Settings {
             anyhow::bail!("public_url must start with https:// (got {})", s.public_url);
         }
         Ok(s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_hides_the_master_key_and_url_passwords() {
+        let mut s = Settings::with_data_dir("/srv/gatehouse".into());
+        s.database_url = "postgres://gatehouse:db-s3cret@db.internal:5432/gh?password=p2".into();
+        s.smtp_url = Some("smtps://mailer:smtp-s3cret@mail.internal:465".into());
+        s.master_key =
+            Some("00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff".into());
+        let text = format!("{s:?}");
+        for secret in ["db-s3cret", "p2", "smtp-s3cret", "00112233445566778899"] {
+            assert!(!text.contains(secret), "{secret} leaked: {text}");
+        }
+        assert!(
+            text.contains("postgres://gatehouse:***@db.internal:5432/gh?password=***"),
+            "{text}"
+        );
+        assert!(
+            text.contains("smtps://mailer:***@mail.internal:465"),
+            "{text}"
+        );
+        assert!(
+            text.contains("/srv/gatehouse"),
+            "the rest stays readable: {text}"
+        );
+    }
+
+    #[test]
+    fn urls_without_passwords_are_unchanged() {
+        for url in [
+            "sqlite:///data/gatehouse.db",
+            "smtp://mail.internal:25",
+            "postgres://gh@db/gh",
+            "https://user@host/a?b=c",
+        ] {
+            assert_eq!(redact_url(url), url);
+        }
     }
 }
