@@ -72,8 +72,12 @@ pub struct PgOptions {
     /// Connections held at most (default 16). Each node holds its own pool,
     /// so the nodes' sum must stay under the server's `max_connections`.
     pub max_connections: u32,
-    /// How long a request waits for a free connection before it fails with
-    /// `Unavailable` (default 5 s).
+    /// How long a request waits for a connection before it fails with
+    /// `Unavailable` (default 2 s). It bounds the connection attempts too:
+    /// while the server refuses connections sqlx keeps retrying until this
+    /// runs out, so it is what a request waits for its 503 during an outage
+    /// (D6: 503 with Retry-After, never a hang; the failure drill holds every
+    /// answer under 5 s). Pool exhaustion under load waits as long.
     pub acquire_timeout: Duration,
 }
 
@@ -81,7 +85,7 @@ impl Default for PgOptions {
     fn default() -> Self {
         Self {
             max_connections: 16,
-            acquire_timeout: Duration::from_secs(5),
+            acquire_timeout: Duration::from_secs(2),
         }
     }
 }
