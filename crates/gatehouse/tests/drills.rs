@@ -430,7 +430,9 @@ struct Outcome {
     /// The D6 `error.code`, the OAuth `error`, or the transport error.
     code: String,
     retry_after: Option<String>,
-    content_type: Option<String>,
+    /// Whether an error response has the shape its endpoint owes (see
+    /// [`error_shape`]); `Ok` for a 2xx.
+    shape: Result<(), String>,
     /// The id of what a 201 created: ("users" | "products", id).
     created: Option<(&'static str, String)>,
     /// The e-mail local part or SKU the request used.
@@ -461,10 +463,7 @@ impl Outcome {
                 .retry_after
                 .as_deref()
                 .is_some_and(|v| v.parse::<u64>().is_ok())
-            && self
-                .content_type
-                .as_deref()
-                .is_some_and(|c| c.starts_with("application/json"))
+            && self.shape.is_ok()
     }
 
     fn label(&self) -> String {
@@ -489,7 +488,7 @@ async fn perform(
     Option<StatusCode>,
     String,
     Option<String>,
-    Option<String>,
+    Result<(), String>,
     Option<(&'static str, String)>,
 ) {
     let req = match op {
@@ -527,7 +526,7 @@ async fn perform(
     };
     let res = match req.send().await {
         Ok(r) => r,
-        Err(e) => return (None, format!("{e:?}"), None, None, None),
+        Err(e) => return (None, format!("{e:?}"), None, Ok(()), None),
     };
     let status = res.status();
     let header = |name: &str| {
@@ -538,9 +537,13 @@ async fn perform(
     };
     let retry_after = header("retry-after");
     let content_type = header("content-type");
+    let cache_control = header("cache-control");
+    let request_id = header("x-request-id");
     let body: Value = match res.bytes().await {
         Ok(b) => serde_json::from_slice(&b).unwrap_or(Value::Null),
-        Err(e) => return (None, format!("reading the body: {e:?}"), None, None, None),
+        Err(e) => {
+            return (None, format!("reading the body: {e:?}"), None, Ok(()), None);
+        }
     };
     let code = match &body["error"] {
         Value::String(s) => s.clone(),
@@ -557,7 +560,57 @@ async fn perform(
             };
             (kind, id)
         });
-    (Some(status), code, retry_after, content_type, created)
+    let shape = if status.is_success() {
+        Ok(())
+    } else {
+        error_shape(op, content_type, cache_control, request_id, &body)
+    };
+    (Some(status), code, retry_after, shape, created)
+}
+
+/// The error body owed: on `/v1` the D6 envelope (JSON, `code`, a message,
+/// `docs` at `{public_url}/docs/errors#CODE`, `details`, an X-Request-ID);
+/// on `/oauth/*` RFC 6749's `error` and `error_description` (D21, D21
+/// revised), with `Cache-Control: no-store` on the token endpoint.
+fn error_shape(
+    op: Op,
+    content_type: Option<String>,
+    cache_control: Option<String>,
+    request_id: Option<String>,
+    body: &Value,
+) -> Result<(), String> {
+    if !content_type
+        .as_deref()
+        .is_some_and(|c| c.starts_with("application/json"))
+    {
+        return Err(format!("Content-Type {content_type:?}"));
+    }
+    if op.is_oauth() {
+        if !body["error"].is_string() || !body["error_description"].is_string() {
+            return Err(format!("not an RFC 6749 error: {body}"));
+        }
+        if op == Op::Token
+            && !cache_control
+                .as_deref()
+                .is_some_and(|c| c.contains("no-store"))
+        {
+            return Err(format!("Cache-Control {cache_control:?} (D21)"));
+        }
+        return Ok(());
+    }
+    let e = &body["error"];
+    let code = e["code"].as_str().unwrap_or_default();
+    if code.is_empty()
+        || !e["message"].as_str().is_some_and(|m| !m.is_empty())
+        || e["docs"] != format!("{PUBLIC_URL}/docs/errors#{code}").as_str()
+        || !e["details"].is_array()
+    {
+        return Err(format!("not the D6 envelope: {body}"));
+    }
+    if request_id.is_none() {
+        return Err("no X-Request-ID".into());
+    }
+    Ok(())
 }
 
 /// Statuses as "label ×count" lines, most frequent first.
@@ -716,7 +769,7 @@ async fn postgres_outage_under_load_through_two_nodes() {
                 let node = (task + k / Op::ALL.len()) % 2;
                 let unique = format!("drill-{task}-{k}");
                 let started = t0.elapsed();
-                let (status, code, retry_after, content_type, created) = perform(
+                let (status, code, retry_after, shape, created) = perform(
                     &client,
                     &bases[node],
                     &tokens[node],
@@ -735,7 +788,7 @@ async fn postgres_outage_under_load_through_two_nodes() {
                     status,
                     code,
                     retry_after,
-                    content_type,
+                    shape,
                     created,
                     unique,
                 });
@@ -1449,7 +1502,7 @@ async fn run_op(
     known_user: &str,
 ) -> Outcome {
     let t0 = Instant::now();
-    let (status, code, retry_after, content_type, created) =
+    let (status, code, retry_after, shape, created) =
         perform(client, &s.url(""), token, creds, op, unique, known_user).await;
     Outcome {
         node: 0,
@@ -1459,7 +1512,7 @@ async fn run_op(
         status,
         code,
         retry_after,
-        content_type,
+        shape,
         created,
         unique: unique.to_owned(),
     }
