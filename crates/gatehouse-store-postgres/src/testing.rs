@@ -24,6 +24,9 @@
 //! * Without binaries: if `GATEHOUSE_REQUIRE_POSTGRES=1`, tests fail with a
 //!   clear message; otherwise [`fresh_store`] prints "skipped: PostgreSQL
 //!   binaries not found" to stderr and returns `None`, and the test returns.
+//! * [`StoppableCluster`] is a cluster of a test's own that it can stop
+//!   (`pg_ctl stop -m fast`) and start again on the same port and data
+//!   directory, for failure drills (`crates/gatehouse/tests/drills.rs`).
 
 use std::ffi::CString;
 use std::fs::{self, File};
