@@ -696,6 +696,14 @@ async fn missing_writes(
     missing
 }
 
+/// Runs `f` (a blocking stop or start) on the cluster off the runtime.
+async fn on_cluster(cluster: &Arc<Mutex<StoppableCluster>>, f: fn(&mut StoppableCluster)) {
+    let cluster = cluster.clone();
+    tokio::task::spawn_blocking(move || f(&mut cluster.lock().unwrap_or_else(|e| e.into_inner())))
+        .await
+        .unwrap();
+}
+
 // ---------------------------------------------------------------------------
 // Drill 1: PostgreSQL stopped for 10 s under load through two nodes
 // ---------------------------------------------------------------------------
@@ -801,31 +809,11 @@ async fn postgres_outage_under_load_through_two_nodes() {
     // Healthy load, then the database goes away for OUTAGE, then returns.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let stop_begun = t0.elapsed();
-    {
-        let cluster = cluster.clone();
-        tokio::task::spawn_blocking(move || {
-            cluster
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .stop_fast()
-        })
-        .await
-        .unwrap();
-    }
+    on_cluster(&cluster, StoppableCluster::stop_fast).await;
     let down = t0.elapsed();
     tokio::time::sleep(OUTAGE).await;
     let restart_begun = t0.elapsed();
-    {
-        let cluster = cluster.clone();
-        tokio::task::spawn_blocking(move || {
-            cluster
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .start_again()
-        })
-        .await
-        .unwrap();
-    }
+    on_cluster(&cluster, StoppableCluster::start_again).await;
     let up = t0.elapsed();
     // Long enough after the return to see the recovery and then steady 2xx.
     tokio::time::sleep(RECOVERY_LIMIT + Duration::from_secs(3)).await;
@@ -921,29 +909,26 @@ async fn postgres_outage_under_load_through_two_nodes() {
     // nodes' pooled connections all died with it; the first requests after
     // its return must not keep meeting them (the background jobs, D30 and
     // D44's revocation sync, use the pool all the time and flush them).
-    {
-        let cluster = cluster.clone();
-        tokio::task::spawn_blocking(move || {
-            cluster
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .stop_fast()
-        })
-        .await
-        .unwrap();
+    on_cluster(&cluster, StoppableCluster::stop_fast).await;
+    // D42: liveness stays up (an orchestrator must not restart the nodes),
+    // readiness goes down (a load balancer stops sending them traffic).
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let mut probes_down = Vec::new();
+    for (i, n) in nodes.iter().enumerate() {
+        for path in ["/healthz", "/readyz"] {
+            let started = Instant::now();
+            let res = client.get(n.url(path)).send().await.unwrap();
+            probes_down.push((
+                ["A", "B"][i],
+                path,
+                res.status(),
+                res.headers().contains_key("retry-after"),
+                started.elapsed(),
+            ));
+        }
     }
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    {
-        let cluster = cluster.clone();
-        tokio::task::spawn_blocking(move || {
-            cluster
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .start_again()
-        })
-        .await
-        .unwrap();
-    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    on_cluster(&cluster, StoppableCluster::start_again).await;
     let quiet_up = Instant::now();
     let mut quiet: Vec<(usize, Duration, Option<StatusCode>)> = Vec::new();
     let mut quiet_first_ok = [None, None];
@@ -970,6 +955,10 @@ async fn postgres_outage_under_load_through_two_nodes() {
         .iter()
         .filter(|(_, _, s)| !s.is_some_and(|s| s.is_success()))
         .count();
+    let mut ready_again = Vec::new();
+    for n in &nodes {
+        ready_again.push(client.get(n.url("/readyz")).send().await.unwrap().status());
+    }
 
     report!(
         "\n=== DRILL postgres outage (two nodes, {TASKS} load tasks, database stopped {} s) ===",
@@ -1049,6 +1038,20 @@ async fn postgres_outage_under_load_through_two_nodes() {
     report!(
         "  server log, WARN/ERROR lines of both nodes:\n{}",
         log_summary(&[&nodes[0], &nodes[1]])
+    );
+    report!(
+        "  quiet outage (3 s, no load), probes 1 s in: {}; /readyz after the return: {:?}",
+        probes_down
+            .iter()
+            .map(|(n, p, st, ra, took)| format!(
+                "{n} {p} {}{} in {}",
+                st.as_u16(),
+                if *ra { " (Retry-After)" } else { "" },
+                ms(*took)
+            ))
+            .collect::<Vec<_>>()
+            .join(", "),
+        ready_again.iter().map(|s| s.as_u16()).collect::<Vec<_>>()
     );
     report!(
         "  quiet outage (3 s, no load): first 2xx after the return: node A {}, node B {}; \
@@ -1146,6 +1149,26 @@ async fn postgres_outage_under_load_through_two_nodes() {
         quiet.iter().all(|(_, took, s)| *took <= MAX_LATENCY
             && s.is_some_and(|s| s.is_success() || s == StatusCode::SERVICE_UNAVAILABLE)),
         "after a quiet outage: 2xx or 503, in time: {quiet:?}"
+    );
+    for (node, path, status, retry_after, took) in &probes_down {
+        let want = if *path == "/healthz" {
+            StatusCode::OK
+        } else {
+            StatusCode::SERVICE_UNAVAILABLE
+        };
+        assert_eq!(
+            *status, want,
+            "D42: {path} of node {node} while the database is away"
+        );
+        assert!(
+            *path == "/healthz" || *retry_after,
+            "D6: /readyz's 503 carries Retry-After"
+        );
+        assert!(*took <= MAX_LATENCY, "{path} answered in {took:?}");
+    }
+    assert!(
+        ready_again.iter().all(|s| *s == StatusCode::OK),
+        "D42: /readyz is 200 again once the database is back: {ready_again:?}"
     );
     assert!(
         revocation_seen.is_some_and(|d| d <= Duration::from_secs(1)),
