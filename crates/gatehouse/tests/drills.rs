@@ -713,12 +713,8 @@ async fn postgres_outage_under_load_through_two_nodes() {
     let Some(cluster) = StoppableCluster::start() else {
         return;
     };
+    let url = cluster.create_database("drill").await;
     let cluster = Arc::new(Mutex::new(cluster));
-    let url = cluster
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .create_database("drill")
-        .await;
     let key = gatehouse_auth::MasterKey::generate().to_text();
     let logs = tempfile::tempdir().unwrap();
     let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
@@ -757,8 +753,8 @@ async fn postgres_outage_under_load_through_two_nodes() {
     }
 
     // The load: a few tasks cycling through the operations and the nodes,
-    // paced to stay well under the pro plan's limits (D28: 600 a minute,
-    // 50 a second per client).
+    // each pausing between requests, so it stays modest (some 30 requests a
+    // second) and what is measured is the database's absence, not overload.
     const TASKS: usize = 4;
     const PAUSE: Duration = Duration::from_millis(120);
     let t0 = Instant::now();
