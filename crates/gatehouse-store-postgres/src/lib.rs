@@ -183,118 +183,6 @@ pub(crate) fn db_err(e: sqlx_core::Error) -> StoreError {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use std::borrow::Cow;
-    use std::error::Error as StdError;
-
-    use sqlx_core::error::{DatabaseError, ErrorKind};
-
-    use super::*;
-
-    /// A server error with only a SQLSTATE, as the driver would report it.
-    #[derive(Debug)]
-    struct Sqlstate(&'static str);
-
-    impl std::fmt::Display for Sqlstate {
-        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            write!(f, "SQLSTATE {}", self.0)
-        }
-    }
-
-    impl StdError for Sqlstate {}
-
-    impl DatabaseError for Sqlstate {
-        fn message(&self) -> &str {
-            self.0
-        }
-        fn code(&self) -> Option<Cow<'_, str>> {
-            Some(Cow::Borrowed(self.0))
-        }
-        fn as_error(&self) -> &(dyn StdError + Send + Sync + 'static) {
-            self
-        }
-        fn as_error_mut(&mut self) -> &mut (dyn StdError + Send + Sync + 'static) {
-            self
-        }
-        fn into_error(self: Box<Self>) -> Box<dyn StdError + Send + Sync + 'static> {
-            self
-        }
-        fn kind(&self) -> ErrorKind {
-            ErrorKind::Other
-        }
-    }
-
-    fn server(code: &'static str) -> sqlx_core::Error {
-        sqlx_core::Error::Database(Box::new(Sqlstate(code)))
-    }
-
-    fn io(kind: std::io::ErrorKind) -> sqlx_core::Error {
-        sqlx_core::Error::Io(std::io::Error::from(kind))
-    }
-
-    #[test]
-    fn an_unreachable_or_stopping_server_is_unavailable() {
-        // D6: 503 with Retry-After while the database is away, never a 500.
-        use std::io::ErrorKind as K;
-        let cases = [
-            io(K::ConnectionRefused),
-            io(K::ConnectionReset),
-            io(K::ConnectionAborted),
-            io(K::BrokenPipe),
-            io(K::UnexpectedEof),
-            io(K::TimedOut),
-            sqlx_core::Error::PoolTimedOut,
-            sqlx_core::Error::PoolClosed,
-            server("57P01"), // admin_shutdown: pg_ctl stop -m fast
-            server("57P02"), // crash_shutdown
-            server("57P03"), // cannot_connect_now: starting up, shutting down
-            server("08006"), // connection_failure
-            server("08001"),
-            server("53300"), // too_many_connections
-            server("53100"), // disk_full
-            server("57014"), // query_canceled
-            server("25006"), // read_only_sql_transaction: a standby
-            server("40001"),
-            server("40P01"),
-            server("55P03"),
-        ];
-        for e in cases {
-            let shown = format!("{e:?}");
-            assert!(
-                matches!(db_err(e), StoreError::Unavailable(_)),
-                "{shown} is Unavailable"
-            );
-        }
-    }
-
-    #[test]
-    fn bugs_stay_internal() {
-        for e in [
-            server("42601"), // syntax_error
-            server("42P01"), // undefined_table
-            server("23502"), // not_null_violation
-            sqlx_core::Error::RowNotFound,
-            sqlx_core::Error::Protocol("unexpected message".into()),
-            sqlx_core::Error::ColumnNotFound("x".into()),
-        ] {
-            let shown = format!("{e:?}");
-            assert!(
-                matches!(db_err(e), StoreError::Internal(_)),
-                "{shown} is Internal"
-            );
-        }
-    }
-
-    #[test]
-    fn a_request_waits_for_a_connection_well_under_five_seconds() {
-        // During an outage sqlx retries refused connections until the
-        // acquire timeout: that is the time to the 503, which must come
-        // within 5 s (the failure drill in crates/gatehouse/tests/drills.rs).
-        assert!(PgOptions::default().acquire_timeout <= Duration::from_secs(2));
-    }
-}
-
 /// An error inside a transaction: a store error (a rule, not found) ends it;
 /// a database error may be retried when it is a deadlock or a
 /// serialization failure.
@@ -1824,5 +1712,117 @@ impl Store for PgStore {
             .await?;
             Ok(())
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::borrow::Cow;
+    use std::error::Error as StdError;
+
+    use sqlx_core::error::{DatabaseError, ErrorKind};
+
+    use super::*;
+
+    /// A server error with only a SQLSTATE, as the driver would report it.
+    #[derive(Debug)]
+    struct Sqlstate(&'static str);
+
+    impl std::fmt::Display for Sqlstate {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "SQLSTATE {}", self.0)
+        }
+    }
+
+    impl StdError for Sqlstate {}
+
+    impl DatabaseError for Sqlstate {
+        fn message(&self) -> &str {
+            self.0
+        }
+        fn code(&self) -> Option<Cow<'_, str>> {
+            Some(Cow::Borrowed(self.0))
+        }
+        fn as_error(&self) -> &(dyn StdError + Send + Sync + 'static) {
+            self
+        }
+        fn as_error_mut(&mut self) -> &mut (dyn StdError + Send + Sync + 'static) {
+            self
+        }
+        fn into_error(self: Box<Self>) -> Box<dyn StdError + Send + Sync + 'static> {
+            self
+        }
+        fn kind(&self) -> ErrorKind {
+            ErrorKind::Other
+        }
+    }
+
+    fn server(code: &'static str) -> sqlx_core::Error {
+        sqlx_core::Error::Database(Box::new(Sqlstate(code)))
+    }
+
+    fn io(kind: std::io::ErrorKind) -> sqlx_core::Error {
+        sqlx_core::Error::Io(std::io::Error::from(kind))
+    }
+
+    #[test]
+    fn an_unreachable_or_stopping_server_is_unavailable() {
+        // D6: 503 with Retry-After while the database is away, never a 500.
+        use std::io::ErrorKind as K;
+        let cases = [
+            io(K::ConnectionRefused),
+            io(K::ConnectionReset),
+            io(K::ConnectionAborted),
+            io(K::BrokenPipe),
+            io(K::UnexpectedEof),
+            io(K::TimedOut),
+            sqlx_core::Error::PoolTimedOut,
+            sqlx_core::Error::PoolClosed,
+            server("57P01"), // admin_shutdown: pg_ctl stop -m fast
+            server("57P02"), // crash_shutdown
+            server("57P03"), // cannot_connect_now: starting up, shutting down
+            server("08006"), // connection_failure
+            server("08001"),
+            server("53300"), // too_many_connections
+            server("53100"), // disk_full
+            server("57014"), // query_canceled
+            server("25006"), // read_only_sql_transaction: a standby
+            server("40001"),
+            server("40P01"),
+            server("55P03"),
+        ];
+        for e in cases {
+            let shown = format!("{e:?}");
+            assert!(
+                matches!(db_err(e), StoreError::Unavailable(_)),
+                "{shown} is Unavailable"
+            );
+        }
+    }
+
+    #[test]
+    fn bugs_stay_internal() {
+        for e in [
+            server("42601"), // syntax_error
+            server("42P01"), // undefined_table
+            server("23502"), // not_null_violation
+            sqlx_core::Error::RowNotFound,
+            sqlx_core::Error::Protocol("unexpected message".into()),
+            sqlx_core::Error::ColumnNotFound("x".into()),
+        ] {
+            let shown = format!("{e:?}");
+            assert!(
+                matches!(db_err(e), StoreError::Internal(_)),
+                "{shown} is Internal"
+            );
+        }
+    }
+
+    #[test]
+    fn a_request_waits_for_a_connection_well_under_five_seconds() {
+        // During an outage sqlx retries refused connections until the
+        // acquire timeout: that is the time to the 503, which must come
+        // within 5 s (the failure drill in crates/gatehouse/tests/drills.rs).
+        assert!(PgOptions::default().acquire_timeout <= Duration::from_secs(2));
     }
 }

@@ -167,10 +167,9 @@ impl Serve {
                 .timeout(Duration::from_secs(2))
                 .send()
                 .await
+                && res.status() == StatusCode::OK
             {
-                if res.status() == StatusCode::OK {
-                    return;
-                }
+                return;
             }
             assert!(
                 Instant::now() < deadline,
@@ -239,7 +238,7 @@ fn log_summary(servers: &[&Serve]) -> String {
             }
         }
     }
-    counts.sort_by(|a, b| b.1.cmp(&a.1));
+    counts.sort_by_key(|c| std::cmp::Reverse(c.1));
     if counts.is_empty() {
         return "      (none)".into();
     }
@@ -601,7 +600,7 @@ fn error_shape(
     let e = &body["error"];
     let code = e["code"].as_str().unwrap_or_default();
     if code.is_empty()
-        || !e["message"].as_str().is_some_and(|m| !m.is_empty())
+        || e["message"].as_str().is_none_or(str::is_empty)
         || e["docs"] != format!("{PUBLIC_URL}/docs/errors#{code}").as_str()
         || !e["details"].is_array()
     {
@@ -1279,7 +1278,7 @@ async fn sqlite_full_disk_refuses_writes_keeps_reads_and_loses_nothing() {
     let mut until_full: Vec<Outcome> = Vec::new();
     let mut k = 0usize;
     loop {
-        let op = if k % 2 == 0 {
+        let op = if k.is_multiple_of(2) {
             Op::CreateUser
         } else {
             Op::CreateProduct
