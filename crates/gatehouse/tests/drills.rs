@@ -1295,7 +1295,8 @@ async fn sqlite_full_disk_refuses_writes_keeps_reads_and_loses_nothing() {
         }
         assert!(
             until_full.last().unwrap().ok(),
-            "a write before the disk is full: {:?}\n{}",
+            "while the disk fills up a write is 201, or 503 once it is full, never a 500 \
+             (D6): {:?}\n{}",
             until_full.last(),
             s.logs()
         );
