@@ -72,8 +72,12 @@ pub struct PgOptions {
     /// Connections held at most (default 16). Each node holds its own pool,
     /// so the nodes' sum must stay under the server's `max_connections`.
     pub max_connections: u32,
-    /// How long a request waits for a free connection before it fails with
-    /// `Unavailable` (default 5 s).
+    /// How long a request waits for a connection before it fails with
+    /// `Unavailable` (default 2 s). It bounds the connection attempts too:
+    /// while the server refuses connections sqlx keeps retrying until this
+    /// runs out, so it is what a request waits for its 503 during an outage
+    /// (D6: 503 with Retry-After, never a hang; the failure drill holds every
+    /// answer under 5 s). Pool exhaustion under load waits as long.
     pub acquire_timeout: Duration,
 }
 
@@ -81,7 +85,7 @@ impl Default for PgOptions {
     fn default() -> Self {
         Self {
             max_connections: 16,
-            acquire_timeout: Duration::from_secs(5),
+            acquire_timeout: Duration::from_secs(2),
         }
     }
 }
@@ -149,12 +153,18 @@ pub(crate) fn db_err(e: sqlx_core::Error) -> StoreError {
                 }
             }
             // 08: connection exceptions; 53: insufficient resources (too many
-            // connections, disk full); 57P0x: shutting down or cannot connect
-            // now; 40001/40P01: serialization failure or deadlock still there
-            // after the retries; 55P03: lock not available.
+            // connections, disk full); 57P0x: shutting down (57P01 is what a
+            // `pg_ctl stop -m fast` sends to every session) or cannot connect
+            // now; 57014: a query cancelled (statement timeout, an operator);
+            // 25006: a write reached a read-only server (a standby during a
+            // failover); 40001/40P01: serialization failure or deadlock still
+            // there after the retries; 55P03: lock not available. All pass
+            // with time: D6's 503 with Retry-After, not a 500.
             if code.starts_with("08")
                 || code.starts_with("53")
                 || code.starts_with("57P")
+                || code == "57014"
+                || code == "25006"
                 || code == "40001"
                 || code == "40P01"
                 || code == "55P03"
@@ -163,6 +173,9 @@ pub(crate) fn db_err(e: sqlx_core::Error) -> StoreError {
             }
             StoreError::Internal(e.to_string())
         }
+        // The server refused, closed or reset the connection, or none could
+        // be had within the acquire timeout (an outage, or every connection
+        // busy).
         E::Io(_) | E::Tls(_) | E::PoolTimedOut | E::PoolClosed | E::WorkerCrashed => {
             StoreError::Unavailable(e.to_string())
         }
@@ -1718,5 +1731,117 @@ impl Store for PgStore {
             .await?;
             Ok(())
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::borrow::Cow;
+    use std::error::Error as StdError;
+
+    use sqlx_core::error::{DatabaseError, ErrorKind};
+
+    use super::*;
+
+    /// A server error with only a SQLSTATE, as the driver would report it.
+    #[derive(Debug)]
+    struct Sqlstate(&'static str);
+
+    impl std::fmt::Display for Sqlstate {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "SQLSTATE {}", self.0)
+        }
+    }
+
+    impl StdError for Sqlstate {}
+
+    impl DatabaseError for Sqlstate {
+        fn message(&self) -> &str {
+            self.0
+        }
+        fn code(&self) -> Option<Cow<'_, str>> {
+            Some(Cow::Borrowed(self.0))
+        }
+        fn as_error(&self) -> &(dyn StdError + Send + Sync + 'static) {
+            self
+        }
+        fn as_error_mut(&mut self) -> &mut (dyn StdError + Send + Sync + 'static) {
+            self
+        }
+        fn into_error(self: Box<Self>) -> Box<dyn StdError + Send + Sync + 'static> {
+            self
+        }
+        fn kind(&self) -> ErrorKind {
+            ErrorKind::Other
+        }
+    }
+
+    fn server(code: &'static str) -> sqlx_core::Error {
+        sqlx_core::Error::Database(Box::new(Sqlstate(code)))
+    }
+
+    fn io(kind: std::io::ErrorKind) -> sqlx_core::Error {
+        sqlx_core::Error::Io(std::io::Error::from(kind))
+    }
+
+    #[test]
+    fn an_unreachable_or_stopping_server_is_unavailable() {
+        // D6: 503 with Retry-After while the database is away, never a 500.
+        use std::io::ErrorKind as K;
+        let cases = [
+            io(K::ConnectionRefused),
+            io(K::ConnectionReset),
+            io(K::ConnectionAborted),
+            io(K::BrokenPipe),
+            io(K::UnexpectedEof),
+            io(K::TimedOut),
+            sqlx_core::Error::PoolTimedOut,
+            sqlx_core::Error::PoolClosed,
+            server("57P01"), // admin_shutdown: pg_ctl stop -m fast
+            server("57P02"), // crash_shutdown
+            server("57P03"), // cannot_connect_now: starting up, shutting down
+            server("08006"), // connection_failure
+            server("08001"),
+            server("53300"), // too_many_connections
+            server("53100"), // disk_full
+            server("57014"), // query_canceled
+            server("25006"), // read_only_sql_transaction: a standby
+            server("40001"),
+            server("40P01"),
+            server("55P03"),
+        ];
+        for e in cases {
+            let shown = format!("{e:?}");
+            assert!(
+                matches!(db_err(e), StoreError::Unavailable(_)),
+                "{shown} is Unavailable"
+            );
+        }
+    }
+
+    #[test]
+    fn bugs_stay_internal() {
+        for e in [
+            server("42601"), // syntax_error
+            server("42P01"), // undefined_table
+            server("23502"), // not_null_violation
+            sqlx_core::Error::RowNotFound,
+            sqlx_core::Error::Protocol("unexpected message".into()),
+            sqlx_core::Error::ColumnNotFound("x".into()),
+        ] {
+            let shown = format!("{e:?}");
+            assert!(
+                matches!(db_err(e), StoreError::Internal(_)),
+                "{shown} is Internal"
+            );
+        }
+    }
+
+    #[test]
+    fn a_request_waits_for_a_connection_well_under_five_seconds() {
+        // During an outage sqlx retries refused connections until the
+        // acquire timeout: that is the time to the 503, which must come
+        // within 5 s (the failure drill in crates/gatehouse/tests/drills.rs).
+        assert!(PgOptions::default().acquire_timeout <= Duration::from_secs(2));
     }
 }

@@ -24,6 +24,9 @@
 //! * Without binaries: if `GATEHOUSE_REQUIRE_POSTGRES=1`, tests fail with a
 //!   clear message; otherwise [`fresh_store`] prints "skipped: PostgreSQL
 //!   binaries not found" to stderr and returns `None`, and the test returns.
+//! * [`StoppableCluster`] is a cluster of a test's own that it can stop
+//!   (`pg_ctl stop -m fast`) and start again on the same port and data
+//!   directory, for failure drills (`crates/gatehouse/tests/drills.rs`).
 
 use std::ffi::CString;
 use std::fs::{self, File};
@@ -146,6 +149,181 @@ pub async fn fresh_store() -> Option<PgStore> {
 /// The URL of a new, empty database of the shared server (not migrated).
 pub async fn fresh_database_url() -> Option<String> {
     Some(TempCluster::shared()?.create_database().await)
+}
+
+/// A temporary cluster of its own that a test can stop and start again on
+/// the same port and data directory: failure drills take the database away
+/// under a running service and give it back. Unlike [`TempCluster::shared`]
+/// it is never pointed at `GATEHOUSE_TEST_POSTGRES_URL` (a drill must not
+/// stop a server it does not own). Dropping it stops the server (immediate
+/// shutdown) and removes the directory; the parent-death signal of
+/// [`spawn_postgres`] covers a test process that is killed.
+#[derive(Debug)]
+pub struct StoppableCluster {
+    bin: PathBuf,
+    dir: PathBuf,
+    data: PathBuf,
+    log_path: PathBuf,
+    user: Option<(u32, u32)>,
+    port: u16,
+    /// The running postmaster, `None` while stopped.
+    pid: Option<u32>,
+}
+
+impl StoppableCluster {
+    /// Initializes and starts a new cluster. `None` (after a loud message)
+    /// without PostgreSQL binaries, unless `GATEHOUSE_REQUIRE_POSTGRES=1`,
+    /// where that panics, as does a cluster that cannot be started.
+    pub fn start() -> Option<Self> {
+        let Some(bin) = find_bin_dir() else {
+            if required() {
+                panic!(
+                    "PostgreSQL binaries not found (initdb and postgres on PATH or in \
+                     /usr/lib/postgresql/*/bin) and {REQUIRE_ENV}=1: install PostgreSQL \
+                     (e.g. apt-get install postgresql)"
+                );
+            }
+            let _ = writeln!(
+                io::stderr(),
+                "\n*** skipped: PostgreSQL binaries not found (initdb and postgres on PATH \
+                 or in /usr/lib/postgresql/*/bin): this test passes without running; set \
+                 {REQUIRE_ENV}=1 to fail instead ***\n"
+            );
+            return None;
+        };
+        let ClusterDir {
+            dir,
+            data,
+            log: _,
+            log_path,
+            user,
+        } = init_cluster(&bin).unwrap_or_else(|e| panic!("{e}"));
+        let mut cluster = Self {
+            bin,
+            dir,
+            data,
+            log_path,
+            user,
+            port: 0,
+            pid: None,
+        };
+        let mut last_error = String::new();
+        for _ in 0..5 {
+            cluster.port = free_port().unwrap_or_else(|e| panic!("{e}"));
+            match cluster.spawn() {
+                Ok(()) => return Some(cluster),
+                Err((retry, e)) => {
+                    last_error = e;
+                    if !retry {
+                        break;
+                    }
+                }
+            }
+        }
+        panic!("could not start PostgreSQL: {last_error}");
+    }
+
+    fn spawn(&mut self) -> Result<(), (bool, String)> {
+        let log = fs::OpenOptions::new()
+            .append(true)
+            .open(&self.log_path)
+            .map_err(|e| (false, format!("{}: {e}", self.log_path.display())))?;
+        let pid = spawn_postgres(
+            &self.bin,
+            &self.dir,
+            &self.data,
+            self.port,
+            self.user,
+            &log,
+            &self.log_path,
+        )?;
+        self.pid = Some(pid);
+        Ok(())
+    }
+
+    /// The URL of `database` on this server.
+    pub fn url(&self, database: &str) -> String {
+        format!(
+            "postgres://postgres@127.0.0.1:{}/{database}?sslmode=disable",
+            self.port
+        )
+    }
+
+    /// The TCP port, the same across restarts.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Creates an empty database `name` and returns its URL.
+    pub async fn create_database(&self, name: &str) -> String {
+        let admin = self.url("postgres");
+        let mut c = PgConnection::connect(&admin)
+            .await
+            .unwrap_or_else(|e| panic!("connecting to {admin}: {e}"));
+        c.execute(format!("CREATE DATABASE {name} ENCODING 'UTF8' TEMPLATE template0").as_str())
+            .await
+            .unwrap_or_else(|e| panic!("creating the database {name}: {e}"));
+        let _ = c.close().await;
+        self.url(name)
+    }
+
+    /// `pg_ctl stop -m fast`: SIGINT to the postmaster, which ends every
+    /// session (SQLSTATE 57P01 to those in a query) and exits after a
+    /// checkpoint. Returns once the process is gone (panics after 30 s).
+    pub fn stop_fast(&mut self) {
+        let Some(pid) = self.pid.take() else {
+            return;
+        };
+        // SAFETY: kill(2) of our own child; signal 0 only checks that it
+        // exists (the thread waiting for it reaps it at once).
+        unsafe {
+            libc::kill(pid as libc::pid_t, libc::SIGINT);
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while libc::kill(pid as libc::pid_t, 0) == 0 {
+                assert!(
+                    Instant::now() < deadline,
+                    "postgres did not stop within 30 s:\n{}",
+                    log_tail(&self.log_path)
+                );
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+    }
+
+    /// Starts the server again on the same port and data directory; returns
+    /// once it accepts connections (panics if it cannot).
+    pub fn start_again(&mut self) {
+        assert!(self.pid.is_none(), "the server is running");
+        if let Err((_, e)) = self.spawn() {
+            panic!("restarting PostgreSQL on port {}: {e}", self.port);
+        }
+    }
+
+    /// The end of the server's log.
+    pub fn log_tail(&self) -> String {
+        log_tail(&self.log_path)
+    }
+}
+
+impl Drop for StoppableCluster {
+    fn drop(&mut self) {
+        if let Some(pid) = self.pid.take() {
+            let pid = pid as libc::pid_t;
+            // SAFETY: as in `stop_at_exit`.
+            unsafe {
+                libc::kill(pid, libc::SIGQUIT);
+                let deadline = Instant::now() + Duration::from_secs(10);
+                while libc::kill(pid, 0) == 0 && Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                if libc::kill(pid, 0) == 0 {
+                    libc::kill(pid, libc::SIGKILL);
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            }
+        }
+        let _ = fs::remove_dir_all(&self.dir);
+    }
 }
 
 fn required() -> bool {
@@ -281,7 +459,17 @@ fn free_port() -> Result<u16, String> {
         .map_err(|e| format!("finding a free port: {e}"))
 }
 
-fn start_cluster(bin: &Path) -> Result<TempCluster, String> {
+/// A fresh cluster directory (`data/` initialized, `postgres.log`), owned
+/// by the user PostgreSQL runs as.
+struct ClusterDir {
+    dir: PathBuf,
+    data: PathBuf,
+    log: File,
+    log_path: PathBuf,
+    user: Option<(u32, u32)>,
+}
+
+fn init_cluster(bin: &Path) -> Result<ClusterDir, String> {
     let user = unprivileged_user()?;
     // Another user must be able to reach the directory: use /tmp as root
     // (TMPDIR might be private to root).
@@ -350,6 +538,27 @@ fn start_cluster(bin: &Path) -> Result<TempCluster, String> {
         let tail = log_tail(&log_path);
         return Err(cleanup(format!("initdb failed:\n{tail}")));
     }
+    Ok(ClusterDir {
+        dir,
+        data,
+        log,
+        log_path,
+        user,
+    })
+}
+
+fn start_cluster(bin: &Path) -> Result<TempCluster, String> {
+    let ClusterDir {
+        dir,
+        data,
+        log,
+        log_path,
+        user,
+    } = init_cluster(bin)?;
+    let cleanup = |msg: String| {
+        let _ = fs::remove_dir_all(&dir);
+        msg
+    };
 
     // A port picked now may be taken before the server binds it: try again.
     let mut last_error = String::new();

@@ -1619,6 +1619,47 @@ impl Store for SqliteStore {
 }
 
 #[cfg(test)]
+mod classification {
+    use gatehouse_store::StoreError;
+    use rusqlite::ffi;
+
+    fn failure(code: i32) -> rusqlite::Error {
+        rusqlite::Error::SqliteFailure(ffi::Error::new(code), None)
+    }
+
+    #[test]
+    fn a_full_or_failing_disk_is_unavailable() {
+        // D6: a full disk answers writes with 503 and Retry-After, not 500
+        // (the disk-full drill in crates/gatehouse/tests/drills.rs).
+        for code in [
+            ffi::SQLITE_FULL,
+            ffi::SQLITE_IOERR,
+            ffi::SQLITE_IOERR_WRITE,
+            ffi::SQLITE_IOERR_FSYNC,
+            ffi::SQLITE_IOERR_SHMSIZE,
+            ffi::SQLITE_CANTOPEN,
+            ffi::SQLITE_BUSY,
+            ffi::SQLITE_LOCKED,
+        ] {
+            assert!(
+                matches!(crate::db_err(failure(code)), StoreError::Unavailable(_)),
+                "code {code} is Unavailable"
+            );
+        }
+    }
+
+    #[test]
+    fn other_failures_stay_internal() {
+        for code in [ffi::SQLITE_ERROR, ffi::SQLITE_MISMATCH, ffi::SQLITE_RANGE] {
+            assert!(
+                matches!(crate::db_err(failure(code)), StoreError::Internal(_)),
+                "code {code} is Internal"
+            );
+        }
+    }
+}
+
+#[cfg(test)]
 mod conformance {
     use super::SqliteStore;
 
