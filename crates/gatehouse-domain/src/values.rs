@@ -69,6 +69,28 @@ string_value!(Email);
 
 impl Email {
     pub fn parse(raw: &str) -> Result<Self, String> {
+        let email = Self::parse_for_lookup(raw)?;
+        let (local, domain) = (email.local_part(), email.domain());
+        // D8 (revised): what the mailer would refuse is refused here, never
+        // left in the outbox. Same rule as lettre's `Address::check_user`.
+        if !EmailAddress::is_valid_local_part(local) {
+            return Err(
+                "the part before @ cannot be delivered: at most 64 bytes of letters, digits, \
+                 and !#$%&'*+-/=?^_`{|}~, with single dots between them"
+                    .into(),
+            );
+        }
+        if deliverable_domain(domain).is_none() {
+            return Err("the domain cannot be delivered: it must be a valid domain name".into());
+        }
+        Ok(email)
+    }
+
+    /// An address as typed to find an account (sign-in): trimmed, NFC and
+    /// D8's shape rules, without the delivery rules of [`Email::parse`], so
+    /// an account whose stored address the mailer refuses (created through
+    /// the CLI with a password) can still sign in. Never for storing.
+    pub fn parse_for_lookup(raw: &str) -> Result<Self, String> {
         const MSG: &str = "must be an e-mail address such as name@example.com";
         // D8 (revised): NFC first, so `jose\u{301}` and `jos\u{e9}` are one
         // stored form, and the checks below see what is stored.
@@ -95,18 +117,6 @@ impl Email {
         {
             return Err(MSG.into());
         }
-        // D8 (revised): what the mailer would refuse is refused here, never
-        // left in the outbox. Same rule as lettre's `Address::check_user`.
-        if !EmailAddress::is_valid_local_part(local) {
-            return Err(
-                "the part before @ cannot be delivered: at most 64 bytes of letters, digits, \
-                 and !#$%&'*+-/=?^_`{|}~, with single dots between them"
-                    .into(),
-            );
-        }
-        if deliverable_domain(domain).is_none() {
-            return Err("the domain cannot be delivered: it must be a valid domain name".into());
-        }
         Ok(Self(s))
     }
 
@@ -121,9 +131,9 @@ impl Email {
     }
 
     /// The domain as the mailer sends it (D8 revised): its lowercase IDNA
-    /// A-label (`bücher.example` → `xn--bcher-kva.example`). Falls back to
-    /// the lower-cased domain for a value read back from storage that
-    /// predates the A-label check (the mailer then refuses it).
+    /// A-label (`bücher.example` → `xn--bcher-kva.example`). The lower-cased
+    /// domain for an address that has none (from [`Email::parse_for_lookup`]
+    /// or [`Email::from_trusted`]; the mailer then refuses it).
     pub fn ascii_domain(&self) -> String {
         let d = self.domain();
         deliverable_domain(d).unwrap_or_else(|| d.to_lowercase())
@@ -329,6 +339,12 @@ mod tests {
         assert!(Email::parse(&format!("{}@x.com", "\u{e9}".repeat(32))).is_ok());
         let long_label = format!("a@{}.com", "b".repeat(64));
         assert!(Email::parse(&long_label).is_err());
+        // Sign-in still finds an account stored with such an address: the
+        // look-up parse keeps only the shape rules, and the key of an ASCII
+        // address is its lower case.
+        let typed = Email::parse_for_lookup(" A..B@X.com ").unwrap();
+        assert_eq!(typed.normalized(), "a..b@x.com");
+        assert!(Email::parse_for_lookup("a@b").is_err());
         for good in [
             "o'brien+tag@x.com",
             "\"quoted\"@x.com",
@@ -385,6 +401,7 @@ mod email_properties {
         #[test]
         fn parse_never_panics(s in any::<String>()) {
             let _ = Email::parse(&s).map(|e| (e.normalized(), e.delivery_form()));
+            let _ = Email::parse_for_lookup(&s).map(|e| (e.normalized(), e.delivery_form()));
         }
 
         #[test]
