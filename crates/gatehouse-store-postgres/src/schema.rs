@@ -129,47 +129,57 @@ async fn run_locked(c: &mut PgConnection) -> StoreResult<()> {
 /// later account can be found only by its old key until an operator resolves
 /// the pair.
 async fn rekey_emails(c: &mut PgConnection) -> StoreResult<()> {
-    let rows: Vec<(String, String, String, String)> = sqlx_core::query_as::query_as(
-        "SELECT id, org_id, email, email_norm FROM users
-         WHERE octet_length(email) <> char_length(email)
-         ORDER BY created_at, id",
-    )
-    .fetch_all(&mut *c)
-    .await
-    .map_err(db_err)?;
     let (mut rekeyed, mut kept) = (0u64, 0u64);
-    for (id, org, email, old) in rows {
-        let new = Email::from_trusted(email).normalized();
-        if new == old {
-            continue;
-        }
-        // The NOT EXISTS keeps a collision from becoming a unique violation;
-        // a violation anyway (a node inserting that address at this moment)
-        // is the same collision, reported the same way.
-        let updated = sqlx_core::query::query(
-            "UPDATE users SET email_norm = $1 WHERE id = $2 AND email_norm = $3
-             AND NOT EXISTS (SELECT 1 FROM users WHERE org_id = $4 AND email_norm = $1)",
+    // Keyset pages of the partial index, so memory does not grow with the
+    // number of non-ASCII rows; updating `email_norm` does not move a row in
+    // the (created_at, id) order.
+    let mut after: (i64, String) = (i64::MIN, String::new());
+    loop {
+        let rows: Vec<(i64, String, String, String, String)> = sqlx_core::query_as::query_as(
+            "SELECT created_at, id, org_id, email, email_norm FROM users
+             WHERE octet_length(email) <> char_length(email) AND (created_at, id) > ($1, $2)
+             ORDER BY created_at, id LIMIT 1000",
         )
-        .bind(&new)
-        .bind(&id)
-        .bind(&old)
-        .bind(&org)
-        .execute(&mut *c)
-        .await;
-        let collided = match updated {
-            Ok(r) => r.rows_affected() == 0,
-            Err(sqlx_core::Error::Database(e)) if e.is_unique_violation() => true,
-            Err(e) => return Err(db_err(e)),
-        };
-        if collided {
-            tracing::warn!(
-                user = %id, org = %org, key = %new,
-                "e-mail re-keying (D8): this user's address is now the same address as an \
-                 earlier user's; its old key is kept, resolve the pair by hand"
-            );
-            kept += 1;
-        } else {
-            rekeyed += 1;
+        .bind(after.0)
+        .bind(&after.1)
+        .fetch_all(&mut *c)
+        .await
+        .map_err(db_err)?;
+        let Some(last) = rows.last() else { break };
+        after = (last.0, last.1.clone());
+        for (_, id, org, email, old) in rows {
+            let new = Email::from_trusted(email).normalized();
+            if new == old {
+                continue;
+            }
+            // The NOT EXISTS keeps a collision from becoming a unique violation;
+            // a violation anyway (a node inserting that address at this moment)
+            // is the same collision, reported the same way.
+            let updated = sqlx_core::query::query(
+                "UPDATE users SET email_norm = $1 WHERE id = $2 AND email_norm = $3
+             AND NOT EXISTS (SELECT 1 FROM users WHERE org_id = $4 AND email_norm = $1)",
+            )
+            .bind(&new)
+            .bind(&id)
+            .bind(&old)
+            .bind(&org)
+            .execute(&mut *c)
+            .await;
+            let collided = match updated {
+                Ok(r) => r.rows_affected() == 0,
+                Err(sqlx_core::Error::Database(e)) if e.is_unique_violation() => true,
+                Err(e) => return Err(db_err(e)),
+            };
+            if collided {
+                tracing::warn!(
+                    user = %id, org = %org, key = %new,
+                    "e-mail re-keying (D8): this user's address is now the same address as an \
+                     earlier user's; its old key is kept, resolve the pair by hand"
+                );
+                kept += 1;
+            } else {
+                rekeyed += 1;
+            }
         }
     }
     if rekeyed + kept > 0 {

@@ -31,25 +31,28 @@ pub(crate) fn rekey_emails(c: &mut Connection) -> StoreResult<()> {
     let tx = c
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(db_err)?;
-    let rows: Vec<(i64, String, String, String, String)> = tx
+    // One streaming pass keeps only the rows whose key changes (none, once
+    // re-keyed), so memory does not grow with the number of non-ASCII rows.
+    let stale: Vec<(i64, String, String, String)> = tx
         .prepare(
             "SELECT seq, id, org_id, email, email_norm FROM users
              WHERE length(email) <> length(CAST(email AS BLOB))
              ORDER BY created_at, seq",
         )
         .and_then(|mut st| {
-            st.query_map([], |r| {
-                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
-            })?
-            .collect()
+            let mut stale = Vec::new();
+            let mut rows = st.query([])?;
+            while let Some(r) = rows.next()? {
+                let new = Email::from_trusted(r.get(3)?).normalized();
+                if new != r.get::<_, String>(4)? {
+                    stale.push((r.get(0)?, r.get(1)?, r.get(2)?, new));
+                }
+            }
+            Ok(stale)
         })
         .map_err(db_err)?;
     let (mut rekeyed, mut kept) = (0u64, 0u64);
-    for (seq, id, org, email, old) in rows {
-        let new = Email::from_trusted(email).normalized();
-        if new == old {
-            continue;
-        }
+    for (seq, id, org, new) in stale {
         let holder: Option<String> = tx
             .prepare_cached("SELECT id FROM users WHERE org_id = ?1 AND email_norm = ?2")
             .and_then(|mut st| st.query_row(params![org, new], |r| r.get(0)).optional())
