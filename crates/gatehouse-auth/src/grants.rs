@@ -70,6 +70,8 @@ pub struct AuthService {
     limiter: RateLimiter,
     failed_by_client: FailureGuard,
     failed_by_source: FailureGuard,
+    /// D19 (revised): password-reset requests per source address.
+    reset_requests: ratelimit::SlidingCounter,
     /// D28: organizations' limits. A plan is fixed when the organization is
     /// created — no command changes it — so a cached value is never stale.
     org_limits: quick_cache::sync::Cache<gatehouse_domain::OrgId, Limits>,
@@ -102,9 +104,11 @@ impl AuthService {
             revocations: RevocationSet::default(),
             config,
             limiter: RateLimiter::default(),
-            // D28: failed client authentications, per client_id and per source address.
+            // D28 (revised): failed client authentications, per (client_id,
+            // source address) and per source address.
             failed_by_client: FailureGuard::new(10),
             failed_by_source: FailureGuard::new(100),
+            reset_requests: ratelimit::SlidingCounter::new(20, 3_600_000),
             org_limits: quick_cache::sync::Cache::new(10_000),
             clients: quick_cache::sync::Cache::new(10_000),
             issued: Default::default(),
@@ -175,8 +179,9 @@ impl AuthService {
         })
     }
 
-    /// D28: `Some(retry_after)` while failed client authentications for this
-    /// client id or source address are over their limit.
+    /// D28 (revised): `Some(retry_after)` while failed client
+    /// authentications from `source` are over their limit, for this client
+    /// id from this address or for this address altogether.
     pub fn auth_failures_blocked(
         &self,
         client_id: Option<&str>,
@@ -187,24 +192,34 @@ impl AuthService {
         if !self.failed_by_client.any_blocked(now) && !self.failed_by_source.any_blocked(now) {
             return None;
         }
+        let addr = source.to_string();
         let by_client = client_id.and_then(|c| {
             self.failed_by_client
-                .blocked(&ratelimit::client_key(c), now)
+                .blocked(&ratelimit::client_source_key(c, &addr), now)
         });
         let by_source = self
             .failed_by_source
-            .blocked(&ratelimit::source_key(&source.to_string()), now);
+            .blocked(&ratelimit::source_key(&addr), now);
         by_client.max(by_source)
     }
 
-    /// Records a failed client authentication.
+    /// Records a failed client authentication from `source`.
     pub fn record_auth_failure(&self, client_id: Option<&str>, source: std::net::IpAddr) {
         let now = now_ms();
+        let addr = source.to_string();
         if let Some(c) = client_id {
-            self.failed_by_client.record(&ratelimit::client_key(c), now);
+            self.failed_by_client
+                .record(&ratelimit::client_source_key(c, &addr), now);
         }
         self.failed_by_source
-            .record(&ratelimit::source_key(&source.to_string()), now);
+            .record(&ratelimit::source_key(&addr), now);
+    }
+
+    /// D19 (revised): counts a password-reset request from `source`; at
+    /// most 20 per address per hour, then `Err(retry_after)`.
+    pub fn admit_reset_request(&self, source: std::net::IpAddr) -> Result<(), u64> {
+        self.reset_requests
+            .admit(&ratelimit::source_key(&source.to_string()), now_ms())
     }
 
     /// Forgets idle rate-limit state (call periodically; keeps memory bounded).
@@ -213,6 +228,7 @@ impl AuthService {
         self.limiter.evict_idle(now);
         self.failed_by_client.evict_idle(now);
         self.failed_by_source.evict_idle(now);
+        self.reset_requests.evict_idle(now);
     }
 
     /// The in-memory revocation set.

@@ -370,9 +370,52 @@ impl FailureGuard {
     }
 }
 
-/// Keys of the failure guard: per `client_id` and per source address.
-pub fn client_key(client_id: &str) -> Lineage {
-    Lineage::Other(format!("client:{client_id}"))
+/// At most `limit` events per key in a sliding `window_ms` (D19 revised:
+/// password-reset requests per source address).
+pub struct SlidingCounter {
+    limit: usize,
+    window_ms: u64,
+    events: Sharded<VecDeque<u64>>,
+}
+
+impl SlidingCounter {
+    pub fn new(limit: usize, window_ms: u64) -> Self {
+        Self {
+            limit,
+            window_ms,
+            events: Sharded::new(),
+        }
+    }
+
+    /// Counts an event for `key` at `now_ms`, or refuses it with the whole
+    /// seconds until one would be admitted (≥ 1). Refused events do not count.
+    pub fn admit(&self, key: &Lineage, now_ms: u64) -> Result<(), u64> {
+        let (limit, window) = (self.limit, self.window_ms);
+        self.events.with(key, |times| {
+            while times.front().is_some_and(|t| t + window <= now_ms) {
+                times.pop_front();
+            }
+            if times.len() >= limit {
+                let frees_at = times.front().map_or(now_ms, |t| t + window);
+                return Err(ceil_secs(frees_at.saturating_sub(now_ms)).max(1));
+            }
+            times.push_back(now_ms);
+            Ok(())
+        })
+    }
+
+    pub fn evict_idle(&self, now_ms: u64) {
+        let window = self.window_ms;
+        self.events
+            .retain(|times| times.back().is_some_and(|t| t + window > now_ms));
+    }
+}
+
+/// Keys of the failure guard (D28 revised): per (`client_id`, source
+/// address) and per source address. A `client_id` is public, so failures
+/// never block a client for every address.
+pub fn client_source_key(client_id: &str, addr: &str) -> Lineage {
+    Lineage::Other(format!("client:{client_id}|addr:{addr}"))
 }
 
 pub fn source_key(addr: &str) -> Lineage {
@@ -567,9 +610,22 @@ mod tests {
     }
 
     #[test]
+    fn sliding_counter_admits_the_limit_per_window() {
+        let c = SlidingCounter::new(20, 3_600_000);
+        let k = source_key("192.0.2.9");
+        for i in 0..20 {
+            assert_eq!(c.admit(&k, 1_000 + i * 1_000), Ok(()), "request {}", i + 1);
+        }
+        // The 21st waits until the first leaves the hour.
+        assert_eq!(c.admit(&k, 30_000), Err(3_600 - 29));
+        assert_eq!(c.admit(&source_key("192.0.2.10"), 30_000), Ok(()));
+        assert_eq!(c.admit(&k, 1_000 + 3_600_000), Ok(()));
+    }
+
+    #[test]
     fn failure_guard_blocks_after_the_limit_for_five_minutes() {
         let g = FailureGuard::new(10);
-        let k = client_key("app_x");
+        let k = client_source_key("app_x", "192.0.2.1");
         for i in 0..9 {
             g.record(&k, 1_000 + i);
             assert_eq!(g.blocked(&k, 1_000 + i), None);
@@ -577,6 +633,14 @@ mod tests {
         g.record(&k, 2_000);
         assert_eq!(g.blocked(&k, 2_000), Some(300));
         assert_eq!(g.blocked(&k, 2_000 + FAILURE_WINDOW_MS), None);
-        assert_eq!(g.blocked(&client_key("app_y"), 2_000), None);
+        assert_eq!(
+            g.blocked(&client_source_key("app_y", "192.0.2.1"), 2_000),
+            None
+        );
+        // D28 (revised): the same client from another address is not blocked.
+        assert_eq!(
+            g.blocked(&client_source_key("app_x", "192.0.2.2"), 2_000),
+            None
+        );
     }
 }

@@ -271,3 +271,40 @@ mod tests {
         );
     }
 }
+
+/// D19 (revised): how far back reset e-mails count against an account.
+pub const RESET_EMAIL_WINDOW_SECS: i64 = 3600;
+
+/// D19 (revised): whether a reset e-mail may go to an account that was sent
+/// the ones at `recent` (any order): at most one per 5 minutes and 5 per hour.
+pub fn reset_email_allowed(recent: &[Timestamp], now: Timestamp) -> bool {
+    let within = |secs: i64| {
+        recent
+            .iter()
+            .filter(|t| now.millis() - t.millis() < secs * 1000)
+            .count()
+    };
+    within(5 * 60) == 0 && within(RESET_EMAIL_WINDOW_SECS) < 5
+}
+
+#[cfg(test)]
+mod reset_limit_tests {
+    use super::*;
+
+    fn at(secs: i64) -> Timestamp {
+        Timestamp::from_unix_seconds(2_000_000 + secs)
+    }
+
+    #[test]
+    fn one_reset_email_per_five_minutes_and_five_per_hour() {
+        assert!(reset_email_allowed(&[], at(0)));
+        assert!(!reset_email_allowed(&[at(0)], at(299)), "within 5 minutes");
+        assert!(reset_email_allowed(&[at(0)], at(300)));
+        let four: Vec<_> = (0..4).map(|i| at(i * 600)).collect();
+        assert!(reset_email_allowed(&four, at(2400)));
+        let five: Vec<_> = (0..5).map(|i| at(i * 600)).collect();
+        assert!(!reset_email_allowed(&five, at(3000)), "five in the hour");
+        // The oldest leaves the hour: room for one more.
+        assert!(reset_email_allowed(&five, at(3600)));
+    }
+}

@@ -63,6 +63,10 @@ codes! {
         "Too many requests for this credential. Wait the number of seconds in Retry-After."),
     InternalError => ("INTERNAL_ERROR", StatusCode::INTERNAL_SERVER_ERROR,
         "An unexpected failure. Retry with exponential back-off (1, 2, 4, 8 s) and report the X-Request-ID."),
+    UriTooLong => ("URI_TOO_LONG", StatusCode::URI_TOO_LONG,
+        "The request target (path and query) is over 8 KiB."),
+    HeadersTooLarge => ("HEADERS_TOO_LARGE", StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+        "The request has more than 100 header fields, or over 64 KiB of them."),
     ServiceUnavailable => ("SERVICE_UNAVAILABLE", StatusCode::SERVICE_UNAVAILABLE,
         "Storage is unreachable, the server is shutting down, or under maintenance. Retry after Retry-After seconds."),
 }

@@ -19,6 +19,7 @@ use serde_json::{Map, Value};
 use crate::AppState;
 use crate::error::{ApiError, ErrorCode};
 use crate::middleware::{RateSlot, RequestCtx};
+use crate::transport::BodyProblem;
 
 /// Largest accepted JSON body (D8).
 pub const MAX_BODY: usize = 64 * 1024;
@@ -59,29 +60,30 @@ impl<S> Authorized<S> {
 /// Verifies the bearer credential of a request: an access token (D6, D23)
 /// or an API key (D27).
 pub async fn authenticate(headers: &HeaderMap, state: &AppState) -> Result<Caller, ApiError> {
-    let Some(value) = headers.get(header::AUTHORIZATION) else {
+    let mut all = headers.get_all(header::AUTHORIZATION).iter();
+    let (first, second) = (all.next(), all.next());
+    if second.is_some() {
+        // D45: with two credentials, which one a proxy or log saw is a guess.
+        return Err(ApiError::new(
+            ErrorCode::InvalidToken,
+            "send exactly one Authorization header",
+        )
+        .with_header(header::WWW_AUTHENTICATE, "Bearer error=\"invalid_token\""));
+    }
+    let Some(value) = first else {
         return Err(
             ApiError::new(ErrorCode::InvalidToken, "a bearer token is required")
                 .with_header(header::WWW_AUTHENTICATE, "Bearer realm=\"gatehouse\""),
         );
     };
+    let token = bearer_token(value)?;
     let invalid = |code, msg: &str| {
         ApiError::new(code, msg)
             .with_header(header::WWW_AUTHENTICATE, "Bearer error=\"invalid_token\"")
     };
-    let text = value
-        .to_str()
-        .map_err(|_| invalid(ErrorCode::InvalidToken, "the bearer token is malformed"))?;
-    let (scheme, token) = text.trim().split_once(' ').unwrap_or((text, ""));
-    if !scheme.eq_ignore_ascii_case("bearer") || token.trim().is_empty() {
-        return Err(invalid(
-            ErrorCode::InvalidToken,
-            "the Authorization header must be `Bearer <token>`",
-        ));
-    }
     state
         .auth
-        .authenticate_bearer(token.trim())
+        .authenticate_bearer(token)
         .await
         .map_err(|e| match e {
             Ok(TokenError::Expired) => invalid(
@@ -93,6 +95,22 @@ pub async fn authenticate(headers: &HeaderMap, state: &AppState) -> Result<Calle
             }
             Err(store) => ApiError::from_store(store, "credential"),
         })
+}
+
+/// The token of an `Authorization: Bearer <token>` value (RFC 6750 §2.1).
+pub fn bearer_token(value: &axum::http::HeaderValue) -> Result<&str, ApiError> {
+    let invalid = |msg: &str| {
+        ApiError::new(ErrorCode::InvalidToken, msg)
+            .with_header(header::WWW_AUTHENTICATE, "Bearer error=\"invalid_token\"")
+    };
+    let text = value
+        .to_str()
+        .map_err(|_| invalid("the bearer token is malformed"))?;
+    let (scheme, token) = text.trim().split_once(' ').unwrap_or((text, ""));
+    if !scheme.eq_ignore_ascii_case("bearer") || token.trim().is_empty() {
+        return Err(invalid("the Authorization header must be `Bearer <token>`"));
+    }
+    Ok(token.trim())
 }
 
 impl<S: RequiredScope> FromRequestParts<AppState> for Authorized<S> {
@@ -247,7 +265,13 @@ impl FromRequestParts<AppState> for Query {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, _: &AppState) -> Result<Self, ApiError> {
-        let raw = parts.uri.query().unwrap_or("");
+        Self::parse(parts.uri.query().unwrap_or(""))
+    }
+}
+
+impl Query {
+    /// Decodes a query string; a parameter given twice is an issue.
+    pub fn parse(raw: &str) -> Result<Self, ApiError> {
         let pairs: Vec<(String, String)> = serde_urlencoded::from_str(raw).map_err(|_| {
             ApiError::validation(vec![FieldIssue::new(
                 "query",
@@ -304,17 +328,129 @@ impl FromRequest<AppState> for JsonObject {
         }
         let bytes = axum::body::to_bytes(req.into_body(), MAX_BODY)
             .await
-            .map_err(|_| too_large())?;
-        match serde_json::from_slice::<Value>(&bytes) {
-            Ok(Value::Object(m)) => Ok(JsonObject(m)),
-            Ok(_) => Err(ApiError::validation(vec![FieldIssue::new(
-                "body",
-                "must be a JSON object",
-            )])),
-            Err(e) => Err(ApiError::validation(vec![FieldIssue::new(
-                "body",
-                format!("is not valid JSON: {e}"),
-            )])),
+            .map_err(|e| match BodyProblem::of(&e) {
+                Some(BodyProblem::Incomplete) => {
+                    ApiError::validation(vec![FieldIssue::new("body", "was not received in full")])
+                }
+                _ => too_large(),
+            })?;
+        parse_json_object(&bytes).map(JsonObject)
+    }
+}
+
+/// Parses a JSON object body. D45: a key given twice in one object is
+/// refused (`field` is its path, issue `duplicate key`) rather than letting
+/// the last copy win, as a proxy reading the first would see another request.
+pub fn parse_json_object(bytes: &[u8]) -> Result<Map<String, Value>, ApiError> {
+    let mut duplicates = Vec::new();
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let parsed = serde::de::DeserializeSeed::deserialize(
+        strict_json::Seed {
+            path: String::new(),
+            duplicates: &mut duplicates,
+        },
+        &mut de,
+    )
+    .and_then(|v| de.end().map(|()| v));
+    match parsed {
+        Err(e) => Err(ApiError::validation(vec![FieldIssue::new(
+            "body",
+            format!("is not valid JSON: {e}"),
+        )])),
+        Ok(_) if !duplicates.is_empty() => Err(ApiError::validation(
+            duplicates
+                .into_iter()
+                .map(|field| FieldIssue::new(field, "duplicate key"))
+                .collect(),
+        )),
+        Ok(Value::Object(m)) => Ok(m),
+        Ok(_) => Err(ApiError::validation(vec![FieldIssue::new(
+            "body",
+            "must be a JSON object",
+        )])),
+    }
+}
+
+/// A `serde_json::Value` reader that notes every key repeated within one
+/// object (serde_json keeps the last copy silently).
+mod strict_json {
+    use serde::de::{DeserializeSeed, MapAccess, SeqAccess, Visitor};
+    use serde_json::{Map, Number, Value};
+
+    pub(super) struct Seed<'a> {
+        pub(super) path: String,
+        pub(super) duplicates: &'a mut Vec<String>,
+    }
+
+    impl<'de> DeserializeSeed<'de> for Seed<'_> {
+        type Value = Value;
+        fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+            d.deserialize_any(self)
+        }
+    }
+
+    impl<'de> Visitor<'de> for Seed<'_> {
+        type Value = Value;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a JSON value")
+        }
+        fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+            Ok(Value::Bool(v))
+        }
+        fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+            Ok(Value::Number(v.into()))
+        }
+        fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+            Ok(Value::Number(v.into()))
+        }
+        fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+            Ok(Number::from_f64(v).map_or(Value::Null, Value::Number))
+        }
+        fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+            Ok(Value::String(v.to_owned()))
+        }
+        fn visit_string<E>(self, v: String) -> Result<Value, E> {
+            Ok(Value::String(v))
+        }
+        fn visit_unit<E>(self) -> Result<Value, E> {
+            Ok(Value::Null)
+        }
+        fn visit_none<E>(self) -> Result<Value, E> {
+            Ok(Value::Null)
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+            let mut out = Vec::new();
+            loop {
+                let path = format!("{}[{}]", self.path, out.len());
+                let seed = Seed {
+                    path,
+                    duplicates: &mut *self.duplicates,
+                };
+                match seq.next_element_seed(seed)? {
+                    Some(v) => out.push(v),
+                    None => return Ok(Value::Array(out)),
+                }
+            }
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+            let mut out = Map::new();
+            while let Some(key) = map.next_key::<String>()? {
+                let path = if self.path.is_empty() {
+                    key.clone()
+                } else {
+                    format!("{}.{key}", self.path)
+                };
+                let seed = Seed {
+                    path: path.clone(),
+                    duplicates: &mut *self.duplicates,
+                };
+                let value = map.next_value_seed(seed)?;
+                if out.insert(key, value).is_some() && !self.duplicates.contains(&path) {
+                    self.duplicates.push(path);
+                }
+            }
+            Ok(Value::Object(out))
         }
     }
 }

@@ -22,15 +22,17 @@ pub mod openapi;
 pub mod pages;
 pub mod products;
 pub mod profile;
+#[cfg(test)]
+mod properties;
 pub mod redirect;
 pub mod respond;
+pub mod transport;
 pub mod users;
 pub mod v2;
 pub mod versions;
 pub mod wellknown;
 
 use std::future::Future;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -55,6 +57,9 @@ pub struct ServerConfig {
     pub trusted_proxies: Vec<std::net::IpAddr>,
     /// D34: the mock server, which honours `Prefer: code=NNN`.
     pub mock: bool,
+    /// D19: a pause before `/password/forgot` looks the address up (tests
+    /// only; zero otherwise).
+    pub forgot_lookup_delay: std::time::Duration,
 }
 
 impl ServerConfig {
@@ -176,22 +181,13 @@ pub fn with_layers(routes: Router<AppState>, state: AppState) -> Router {
 }
 
 /// Serves `app` on `listener` until `shutdown` resolves, then finishes the
-/// requests in flight. The caller owns the socket (tests bind `127.0.0.1:0`).
-pub async fn serve<L>(
-    listener: L,
+/// requests in flight. The caller owns the socket (tests bind `127.0.0.1:0`);
+/// see [`transport`] for the connection deadlines and limits (D45).
+pub async fn serve<A: transport::Accept>(
+    listener: A,
     app: Router,
+    config: transport::TransportConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()>
-where
-    L: axum::serve::Listener<Addr = SocketAddr>,
-{
-    use axum::serve::ListenerExt;
-    // `tap_io` gives any listener axum's `ConnectInfo<SocketAddr>` support.
-    let listener = listener.tap_io(|_| {});
-    axum::serve(
-        listener,
-        app.into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .with_graceful_shutdown(shutdown)
-    .await
+) -> std::io::Result<()> {
+    transport::serve(listener, app, config, shutdown).await
 }

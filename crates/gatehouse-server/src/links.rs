@@ -2,8 +2,10 @@
 //! forgotten password (D19).
 
 use axum::Router;
-use axum::extract::{Path, Request, State};
-use axum::http::{HeaderMap, StatusCode, Uri};
+use std::net::SocketAddr;
+
+use axum::extract::{ConnectInfo, Path, Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::response::Response;
 use axum::routing::get;
 use gatehouse_auth::{AuthService, password};
@@ -196,7 +198,11 @@ async fn forgot_form(State(st): State<AppState>, uri: Uri, headers: HeaderMap) -
     pages::with_csrf(res, &csrf, new)
 }
 
-async fn forgot_submit(State(st): State<AppState>, request: Request) -> Response {
+async fn forgot_submit(
+    State(st): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    request: Request,
+) -> Response {
     let (headers, form) = match pages::read_form(request).await {
         Ok(f) => f,
         Err(m) => return pages::message(&st, StatusCode::BAD_REQUEST, "Something went wrong", m),
@@ -209,15 +215,50 @@ async fn forgot_submit(State(st): State<AppState>, request: Request) -> Response
             "The form expired. Go back and try again.",
         );
     }
-    // D19: the answer is the same whether or not the address has an account.
-    let sent = st.templates.page("forgot.html", context! { sent => true });
-    let client = match form.get("client_id").and_then(|c| ClientId::parse(c)) {
-        Some(id) => st.auth_store().find_client(&id).await,
-        None => Ok(None),
-    };
-    let (Ok(Some(client)), Some(Ok(email))) = (client, form.get("email").map(|e| Email::parse(e)))
-    else {
-        return sent;
+    // D19 (revised): at most 20 requests per source address per hour, the
+    // same answer whatever the address asked about.
+    let source = pages::client_ip(&headers, peer, &st.config.trusted_proxies);
+    if let Err(wait) = st.auth.admit_reset_request(source) {
+        let mut res = pages::message(
+            &st,
+            StatusCode::TOO_MANY_REQUESTS,
+            "Too many requests",
+            &format!(
+                "Too many password resets were asked for from your network. Try again in {} minutes.",
+                wait.div_ceil(60)
+            ),
+        );
+        if let Ok(v) = HeaderValue::from_str(&wait.to_string()) {
+            res.headers_mut().insert(header::RETRY_AFTER, v);
+        }
+        return res;
+    }
+    // D19 (revised): the answer goes out before anything is looked up, so
+    // its timing cannot tell whether the address has an account.
+    let client_id = form.get("client_id").and_then(|c| ClientId::parse(c));
+    let email = form.get("email").and_then(|e| Email::parse(e).ok());
+    if let (Some(client_id), Some(email)) = (client_id, email) {
+        let st = st.clone();
+        tokio::spawn(async move {
+            if !st.config.forgot_lookup_delay.is_zero() {
+                tokio::time::sleep(st.config.forgot_lookup_delay).await;
+            }
+            queue_reset(&st, &client_id, &email).await;
+        });
+    }
+    st.templates.page("forgot.html", context! { sent => true })
+}
+
+/// Queues a reset e-mail when `email` is an active account of the client's
+/// organization (and D19's per-account limits allow one).
+async fn queue_reset(st: &AppState, client_id: &ClientId, email: &Email) {
+    let client = match st.auth_store().find_client(client_id).await {
+        Ok(Some(c)) => c,
+        Ok(None) => return,
+        Err(e) => {
+            tracing::error!(cause = %e, "reset request: reading the client failed");
+            return;
+        }
     };
     let base = st.config.public_url.clone();
     let (_, link) = AuthService::new_link(
@@ -232,12 +273,11 @@ async fn forgot_submit(State(st): State<AppState>, request: Request) -> Response
     );
     if let Err(e) = st
         .auth_store()
-        .request_password_reset(&client.org, &email, &link)
+        .request_password_reset(&client.org, email, &link)
         .await
     {
         tracing::error!(cause = %e, "queuing a reset link failed");
     }
-    sent
 }
 
 async fn reset_form(

@@ -139,7 +139,9 @@ pub async fn outer(State(state): State<AppState>, mut req: Request, next: Next) 
     let span = tracing::info_span!("request", request_id = %rid.as_str(), %method, %path);
 
     let slot = RateSlot::default();
-    let mut res = if state.config.behind_proxy && forwarded_plain_http(&req) {
+    let mut res = if let Some(err) = oversized_head(&req) {
+        err.into_response()
+    } else if state.config.behind_proxy && forwarded_plain_http(&req) {
         crate::redirect::to_https(&state.config.public_url, req.uri())
     } else {
         req.extensions_mut().insert(RequestCtx {
@@ -198,6 +200,41 @@ pub async fn outer(State(state): State<AppState>, mut req: Request, next: Next) 
         }
     });
     res
+}
+
+/// Longest request target (path and query) answered normally (D45).
+pub const MAX_URI_BYTES: usize = 8 * 1024;
+/// Most header bytes (names and values) answered normally (D45).
+pub const MAX_HEADER_BYTES: usize = 64 * 1024;
+
+/// D45: a request whose target or header section is over the limits gets
+/// 414 / 431 with the envelope. (hyper refuses still larger HTTP/1.1 heads
+/// itself; `transport` gives those answers the envelope too.)
+fn oversized_head(req: &Request) -> Option<ApiError> {
+    let uri = req.uri();
+    let target = uri.path_and_query().map_or(0, |p| p.as_str().len());
+    if target > MAX_URI_BYTES {
+        return Some(ApiError::new(
+            ErrorCode::UriTooLong,
+            format!("the request target is {target} bytes; at most {MAX_URI_BYTES} are accepted"),
+        ));
+    }
+    let headers = req.headers();
+    let count = headers.len();
+    let bytes: usize = headers
+        .iter()
+        .map(|(k, v)| k.as_str().len() + v.len())
+        .sum();
+    if count > crate::transport::MAX_HEADERS || bytes > MAX_HEADER_BYTES {
+        return Some(ApiError::new(
+            ErrorCode::HeadersTooLarge,
+            format!(
+                "the request has {count} header fields ({bytes} bytes); at most {} fields and {MAX_HEADER_BYTES} bytes are accepted",
+                crate::transport::MAX_HEADERS
+            ),
+        ));
+    }
+    None
 }
 
 fn forwarded_plain_http(req: &Request) -> bool {

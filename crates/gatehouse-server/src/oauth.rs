@@ -14,6 +14,7 @@ use gatehouse_auth::{ClientAuth, OAuthError, OAuthErrorKind};
 
 use crate::AppState;
 use crate::extract::MAX_BODY;
+use crate::transport::BodyProblem;
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -98,10 +99,18 @@ impl Form {
                 "send the parameters as application/x-www-form-urlencoded",
             ));
         }
-        let bytes = axum::body::to_bytes(body, MAX_BODY)
-            .await
-            .map_err(|_| OAuthError::invalid_request("the request body is over 64 KiB"))?;
-        let pairs: Vec<(String, String)> = serde_urlencoded::from_bytes(&bytes)
+        let bytes = axum::body::to_bytes(body, MAX_BODY).await.map_err(|e| {
+            OAuthError::invalid_request(match BodyProblem::of(&e) {
+                Some(BodyProblem::Incomplete) => "the request body was not received in full",
+                _ => "the request body is over 64 KiB",
+            })
+        })?;
+        Self::parse(&bytes)
+    }
+
+    /// Decodes a form body; a parameter given twice is refused.
+    pub fn parse(bytes: &[u8]) -> Result<Self, OAuthError> {
+        let pairs: Vec<(String, String)> = serde_urlencoded::from_bytes(bytes)
             .map_err(|_| OAuthError::invalid_request("the form body cannot be decoded"))?;
         for (i, (k, _)) in pairs.iter().enumerate() {
             if pairs[..i].iter().any(|(k2, _)| k2 == k) {
@@ -117,7 +126,15 @@ impl Form {
 /// Client credentials from HTTP Basic (RFC 6749 §2.3.1: form-encoded id and
 /// secret) or from the form; never both (D20).
 pub fn client_auth(headers: &HeaderMap, form: &Form) -> Result<ClientAuth, OAuthError> {
-    let basic = match headers.get(header::AUTHORIZATION) {
+    let mut all = headers.get_all(header::AUTHORIZATION).iter();
+    let (first, second) = (all.next(), all.next());
+    if second.is_some() {
+        // D21 (revised): two Authorization headers are ambiguous.
+        return Err(OAuthError::invalid_request(
+            "send at most one Authorization header",
+        ));
+    }
+    let basic = match first {
         None => None,
         Some(v) => {
             let text = v.to_str().map_err(|_| OAuthError::invalid_client())?;
@@ -214,10 +231,11 @@ fn presented_client_id<'a>(
     }
 }
 
-/// D28: 429 after too many failed client authentications.
+/// D28 (revised): 429 `temporarily_unavailable` after too many failed
+/// client authentications (`slow_down` belongs to the device flow).
 fn too_many_failures(retry_after: u64) -> Response {
     let body = serde_json::json!({
-        "error": "slow_down",
+        "error": "temporarily_unavailable",
         "error_description": format!("too many failed client authentications; retry after {retry_after} s"),
     });
     let mut res = (StatusCode::TOO_MANY_REQUESTS, axum::Json(body)).into_response();

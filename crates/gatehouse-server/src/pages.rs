@@ -77,10 +77,20 @@ pub async fn read_form(req: Request) -> Result<(HeaderMap, HashMap<String, Strin
     }
     let bytes = axum::body::to_bytes(req.into_body(), MAX_BODY)
         .await
-        .map_err(|_| "The form is too large.")?;
+        .map_err(|e| match crate::transport::BodyProblem::of(&e) {
+            Some(crate::transport::BodyProblem::Incomplete) => "The form was not received in full.",
+            _ => "The form is too large.",
+        })?;
     let pairs: Vec<(String, String)> =
         serde_urlencoded::from_bytes(&bytes).map_err(|_| "The form cannot be read.")?;
-    Ok((headers, pairs.into_iter().collect()))
+    let mut form = HashMap::with_capacity(pairs.len());
+    for (k, v) in pairs {
+        // D45: a field given twice is ambiguous, never guessed at.
+        if form.insert(k, v).is_some() {
+            return Err("The form has a field twice.");
+        }
+    }
+    Ok((headers, form))
 }
 
 /// A message page (errors included).

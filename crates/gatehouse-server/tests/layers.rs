@@ -33,6 +33,7 @@ async fn state(dir: &tempfile::TempDir) -> AppState {
             cors_origins: vec![],
             trusted_proxies: vec![],
             mock: false,
+            forgot_lookup_delay: std::time::Duration::ZERO,
         },
     )
 }

@@ -243,7 +243,7 @@ pub(crate) async fn purge(c: &mut PgConnection, now: Timestamp, batch: u32) -> T
     let now = now.millis();
     let hour_ago = now - 3_600_000;
     // (table, key, condition on $1, the value of $1)
-    let statements: [(&str, &str, &str, i64); 8] = [
+    let statements: [(&str, &str, &str, i64); 9] = [
         ("auth_codes", "digest", "expires_at < $1", now),
         ("refresh_tokens", "digest", "expires_at < $1", now),
         (
@@ -262,6 +262,7 @@ pub(crate) async fn purge(c: &mut PgConnection, now: Timestamp, batch: u32) -> T
             "sent_at IS NOT NULL AND sent_at < $1",
             hour_ago,
         ),
+        ("reset_requests", "id", "requested_at < $1", hour_ago),
     ];
     let mut total = 0u64;
     for (table, key, cond, before) in statements {

@@ -924,8 +924,27 @@ impl Store for PgStore {
             let Some(id) = id.map(UserId::from_trusted) else {
                 return Ok(false);
             };
-            auth_state::insert_link(&mut tx, LinkKind::Reset, org, &id, link, Timestamp::now())
+            let now = Timestamp::now();
+            // D19 (revised): the rule decides on the sends it reads, in the
+            // transaction that records this one (the user row is locked).
+            let since = now.plus_seconds(-gatehouse_domain::user::RESET_EMAIL_WINDOW_SECS);
+            let recent: Vec<i64> = query_scalar(
+                "SELECT requested_at FROM reset_requests WHERE user_id = $1 AND requested_at > $2",
+            )
+            .bind(id.as_str())
+            .bind(since.millis())
+            .fetch_all(&mut *tx)
+            .await?;
+            let recent: Vec<Timestamp> = recent.into_iter().map(Timestamp::from_millis).collect();
+            if !gatehouse_domain::user::reset_email_allowed(&recent, now) {
+                return Ok(false);
+            }
+            query("INSERT INTO reset_requests (user_id, requested_at) VALUES ($1, $2)")
+                .bind(id.as_str())
+                .bind(now.millis())
+                .execute(&mut *tx)
                 .await?;
+            auth_state::insert_link(&mut tx, LinkKind::Reset, org, &id, link, now).await?;
             Ok(true)
         })
     }

@@ -35,6 +35,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "email_keys",
         include_str!("../migrations/0005_email_keys.sql"),
     ),
+    (
+        6,
+        "reset_requests",
+        include_str!("../migrations/0006_reset_requests.sql"),
+    ),
 ];
 
 /// The advisory-lock key of the migration (`"gatehous"` in ASCII), separate

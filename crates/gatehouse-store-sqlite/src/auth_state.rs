@@ -252,6 +252,7 @@ pub(crate) fn purge(c: &Connection, now: Timestamp, batch: u32) -> StoreResult<u
         ("revocations", "expires_at < ?1"),
         ("login_failures", "at < ?2"),
         ("outbox", "sent_at IS NOT NULL AND sent_at < ?2"),
+        ("reset_requests", "requested_at < ?2"),
     ];
     let mut total = 0u64;
     for (table, cond) in statements {

@@ -1164,7 +1164,24 @@ impl Store for SqliteStore {
                     .and_then(|mut s| s.query_row(params![org.as_str(), norm], |r| r.get(0)).optional())
                     .map_err(db_err)?;
                 let Some(id) = id.map(UserId::from_trusted) else { return Ok(false) };
-                auth_state::insert_link(tx, LinkKind::Reset, &org, &id, &link, Timestamp::now())?;
+                let now = Timestamp::now();
+                // D19 (revised): the rule decides on the sends it reads, in the
+                // transaction that records this one.
+                let since = now.plus_seconds(-gatehouse_domain::user::RESET_EMAIL_WINDOW_SECS);
+                let recent: Vec<Timestamp> = tx
+                    .prepare_cached("SELECT requested_at FROM reset_requests WHERE user_id = ?1 AND requested_at > ?2")
+                    .and_then(|mut s| {
+                        s.query_map(params![id.as_str(), since.millis()], |r| Ok(Timestamp::from_millis(r.get(0)?)))?
+                            .collect::<Result<_, _>>()
+                    })
+                    .map_err(db_err)?;
+                if !gatehouse_domain::user::reset_email_allowed(&recent, now) {
+                    return Ok(false);
+                }
+                tx.prepare_cached("INSERT INTO reset_requests (user_id, requested_at) VALUES (?1, ?2)")
+                    .and_then(|mut s| s.execute(params![id.as_str(), now.millis()]))
+                    .map_err(db_err)?;
+                auth_state::insert_link(tx, LinkKind::Reset, &org, &id, &link, now)?;
                 Ok(true)
             })
             .await

@@ -14,6 +14,7 @@ pub(crate) const MIGRATIONS: &[(i64, &str)] = &[
     (4, include_str!("../migrations/0004_access_jti.sql")),
     (5, include_str!("../migrations/0005_jobs.sql")),
     (6, include_str!("../migrations/0006_email_keys.sql")),
+    (7, include_str!("../migrations/0007_reset_requests.sql")),
 ];
 
 /// D8 (revised): gives every row whose `email_norm` was computed by an older

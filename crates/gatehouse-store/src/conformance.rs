@@ -976,6 +976,18 @@ pub async fn password_resets(s: &dyn Store) {
         .unwrap()
     );
     assert_eq!(s.outbox_backlog().await.unwrap(), before + 1);
+    // D19 (revised): a second request within 5 minutes sends nothing, and
+    // the first link stays the usable one.
+    assert!(
+        !s.request_password_reset(
+            &o,
+            &email,
+            &link(9, now.plus_seconds(3600), "reset@example.com")
+        )
+        .await
+        .unwrap()
+    );
+    assert_eq!(s.outbox_backlog().await.unwrap(), before + 1);
     let nobody = Email::parse("nobody@example.com").unwrap();
     assert!(
         !s.request_password_reset(&o, &nobody, &link(8, now.plus_seconds(3600), "x"))

@@ -241,7 +241,9 @@ pub trait Store: Send + Sync + 'static {
         now: Timestamp,
     ) -> StoreResult<User>;
     /// D19: queues a reset link for an active user with that e-mail; `false`
-    /// (and nothing written) when there is none.
+    /// (and nothing written) when there is none, or when the account was
+    /// sent a reset e-mail too recently (D19 revised,
+    /// [`gatehouse_domain::user::reset_email_allowed`]).
     async fn request_password_reset(
         &self,
         org: &OrgId,

@@ -9,7 +9,9 @@ use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use serde::Deserialize;
 
-#[derive(Parser, Debug)]
+/// No `Debug`: it holds the database URL, whose password must not reach a
+/// log (see [`Settings`]'s redacted `Debug`).
+#[derive(Parser)]
 #[command(
     name = "gatehouse",
     version,
@@ -51,7 +53,7 @@ pub enum Env {
     Staging,
 }
 
-#[derive(Subcommand, Debug)]
+#[derive(Subcommand)]
 pub enum Command {
     /// Run the server.
     Serve(ServeArgs),
@@ -119,9 +121,10 @@ pub enum ApiKeyCommand {
     Revoke { key_id: String },
 }
 
-#[derive(Args, Debug, Default, Clone)]
+/// No `Debug`: it holds the SMTP URL, whose password must not reach a log.
+#[derive(Args, Default, Clone)]
 pub struct ServeArgs {
-    /// The public address clients use, for `iss`, links and redirects [default: https://localhost:8443].
+    /// The public address clients use, for `iss`, links and redirects [default: https://localhost:<port of --https-addr>; required with --behind-proxy].
     #[arg(long, env = "GATEHOUSE_PUBLIC_URL")]
     pub public_url: Option<String>,
     /// HTTPS listener [default: 127.0.0.1:8443].
@@ -160,6 +163,12 @@ pub struct ServeArgs {
     /// Days after which a refresh chain ends whatever its activity (D24) [default: 90].
     #[arg(long, env = "GATEHOUSE_REFRESH_MAX_DAYS")]
     pub refresh_max_days: Option<i64>,
+    /// Seconds a client has to send a complete request head after connecting or after the first byte of its next request; slower connections are closed [default: 10].
+    #[arg(long, env = "GATEHOUSE_HEAD_TIMEOUT_SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub head_timeout_secs: Option<u64>,
+    /// Seconds a kept-alive connection may stay without a request before it is closed [default: 60].
+    #[arg(long, env = "GATEHOUSE_IDLE_TIMEOUT_SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub idle_timeout_secs: Option<u64>,
     /// Staging: the daily time (UTC, HH:MM) at which the fixture is restored (D33) [default: 02:00].
     #[arg(long, env = "GATEHOUSE_STAGING_RESET_AT", value_parser = parse_hhmm)]
     pub staging_reset_at: Option<(u8, u8)>,
@@ -251,7 +260,8 @@ pub enum UserCommand {
 }
 
 /// The TOML file: every key optional.
-#[derive(Deserialize, Default, Debug)]
+/// No `Debug`: it holds URLs with passwords.
+#[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 pub struct FileConfig {
     pub data_dir: Option<PathBuf>,
@@ -271,10 +281,22 @@ pub struct FileConfig {
     pub trusted_proxies: Option<Vec<std::net::IpAddr>>,
     pub env: Option<Env>,
     pub staging_reset_at: Option<String>,
+    pub head_timeout_secs: Option<u64>,
+    pub idle_timeout_secs: Option<u64>,
 }
 
-/// Settings after merging flags, environment, file and defaults.
-#[derive(Clone, Debug)]
+/// D1 (revised): `https://localhost:<port>` of the HTTPS listener.
+pub fn default_public_url(https_addr: SocketAddr) -> String {
+    match https_addr.port() {
+        443 => "https://localhost".to_owned(),
+        port => format!("https://localhost:{port}"),
+    }
+}
+
+/// Settings after merging flags, environment, file and defaults. Its
+/// `Debug` hides the master key and the passwords of the database and SMTP
+/// URLs.
+#[derive(Clone)]
 pub struct Settings {
     pub data_dir: PathBuf,
     pub database_url: String,
@@ -299,6 +321,70 @@ pub struct Settings {
     pub staging_reset_at: (u8, u8),
     /// D34: the in-memory mock (`gatehouse mock`).
     pub mock: bool,
+    /// D45: time for a complete request head.
+    pub head_timeout: std::time::Duration,
+    /// D45: time a kept-alive connection may stay idle.
+    pub idle_timeout: std::time::Duration,
+    /// D19: a pause before `/password/forgot` looks the address up, for
+    /// tests that show the answer does not wait for it. Not configurable
+    /// outside tests.
+    pub forgot_lookup_delay: std::time::Duration,
+}
+
+/// A URL with its password (and any `password=` parameter) replaced by
+/// `***`, for logs and `Debug`.
+pub fn redact_url(url: &str) -> String {
+    let mut out = url.to_owned();
+    if let Some(scheme_end) = out.find("://") {
+        let rest = &out[scheme_end + 3..];
+        let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+        if let Some(at) = rest[..authority_end].rfind('@') {
+            if let Some(colon) = rest[..at].find(':') {
+                let (start, end) = (scheme_end + 3 + colon + 1, scheme_end + 3 + at);
+                out.replace_range(start..end, "***");
+            }
+        }
+    }
+    if let Some(q) = out.find('?') {
+        let (head, query) = out.split_at(q + 1);
+        let redacted: Vec<String> = query
+            .split('&')
+            .map(|kv| match kv.split_once('=') {
+                Some((k, _)) if k.eq_ignore_ascii_case("password") => format!("{k}=***"),
+                _ => kv.to_owned(),
+            })
+            .collect();
+        out = format!("{head}{}", redacted.join("&"));
+    }
+    out
+}
+
+impl std::fmt::Debug for Settings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Settings")
+            .field("data_dir", &self.data_dir)
+            .field("database_url", &redact_url(&self.database_url))
+            .field("public_url", &self.public_url)
+            .field("https_addr", &self.https_addr)
+            .field("http_addr", &self.http_addr)
+            .field("admin_addr", &self.admin_addr)
+            .field("behind_proxy", &self.behind_proxy)
+            .field("tls_cert", &self.tls_cert)
+            .field("tls_key", &self.tls_key)
+            .field("master_key", &self.master_key.as_ref().map(|_| "***"))
+            .field("smtp_url", &self.smtp_url.as_deref().map(redact_url))
+            .field("mail_from", &self.mail_from)
+            .field("cors_origins", &self.cors_origins)
+            .field("refresh_grace_secs", &self.refresh_grace_secs)
+            .field("refresh_max_days", &self.refresh_max_days)
+            .field("trusted_proxies", &self.trusted_proxies)
+            .field("env", &self.env)
+            .field("staging_reset_at", &self.staging_reset_at)
+            .field("mock", &self.mock)
+            .field("head_timeout", &self.head_timeout)
+            .field("idle_timeout", &self.idle_timeout)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Settings {
@@ -324,6 +410,9 @@ impl Settings {
             env: Env::Production,
             staging_reset_at: (2, 0),
             mock: false,
+            head_timeout: std::time::Duration::from_secs(10),
+            idle_timeout: std::time::Duration::from_secs(60),
+            forgot_lookup_delay: std::time::Duration::ZERO,
         }
     }
 
@@ -363,11 +452,21 @@ impl Settings {
         if let Some(u) = cli.database_url.clone().or(file.database_url) {
             s.database_url = u;
         }
-        if let Some(u) = serve.public_url.clone().or(file.public_url) {
-            s.public_url = u.trim_end_matches('/').to_owned();
-        }
         if let Some(a) = serve.https_addr.or(file.https_addr) {
             s.https_addr = a;
+        }
+        s.behind_proxy = serve.behind_proxy || file.behind_proxy.unwrap_or(false);
+        match serve.public_url.clone().or(file.public_url) {
+            Some(u) => s.public_url = u.trim_end_matches('/').to_owned(),
+            // D1 (revised): behind a proxy only the operator knows the
+            // address clients use; guessing it would publish a wrong issuer.
+            None if s.behind_proxy && matches!(cli.command, Command::Serve(_)) => {
+                anyhow::bail!(
+                    "--behind-proxy needs --public-url (or GATEHOUSE_PUBLIC_URL): the https:// address clients reach the proxy at, used as the token issuer and in links"
+                )
+            }
+            // D1 (revised): the issuer follows the HTTPS listener's port.
+            None => s.public_url = default_public_url(s.https_addr),
         }
         if let Some(a) = serve.http_addr.or(file.http_addr) {
             s.http_addr = a;
@@ -375,7 +474,6 @@ impl Settings {
         if let Some(a) = serve.admin_addr.or(file.admin_addr) {
             s.admin_addr = a;
         }
-        s.behind_proxy = serve.behind_proxy || file.behind_proxy.unwrap_or(false);
         s.tls_cert = serve.tls_cert.clone().or(file.tls_cert);
         s.tls_key = serve.tls_key.clone().or(file.tls_key);
         if s.tls_cert.is_some() != s.tls_key.is_some() {
@@ -418,9 +516,57 @@ impl Settings {
             .or(file.refresh_max_days)
             .unwrap_or(90)
             .max(1);
+        if let Some(t) = serve.head_timeout_secs.or(file.head_timeout_secs) {
+            s.head_timeout = std::time::Duration::from_secs(t.max(1));
+        }
+        if let Some(t) = serve.idle_timeout_secs.or(file.idle_timeout_secs) {
+            s.idle_timeout = std::time::Duration::from_secs(t.max(1));
+        }
         if !(s.public_url.starts_with("https://") || s.public_url.starts_with("http://")) {
             anyhow::bail!("public_url must start with https:// (got {})", s.public_url);
         }
         Ok(s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_hides_the_master_key_and_url_passwords() {
+        let mut s = Settings::with_data_dir("/srv/gatehouse".into());
+        s.database_url = "postgres://gatehouse:db-s3cret@db.internal:5432/gh?password=p2".into();
+        s.smtp_url = Some("smtps://mailer:smtp-s3cret@mail.internal:465".into());
+        s.master_key =
+            Some("00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff".into());
+        let text = format!("{s:?}");
+        for secret in ["db-s3cret", "p2", "smtp-s3cret", "00112233445566778899"] {
+            assert!(!text.contains(secret), "{secret} leaked: {text}");
+        }
+        assert!(
+            text.contains("postgres://gatehouse:***@db.internal:5432/gh?password=***"),
+            "{text}"
+        );
+        assert!(
+            text.contains("smtps://mailer:***@mail.internal:465"),
+            "{text}"
+        );
+        assert!(
+            text.contains("/srv/gatehouse"),
+            "the rest stays readable: {text}"
+        );
+    }
+
+    #[test]
+    fn urls_without_passwords_are_unchanged() {
+        for url in [
+            "sqlite:///data/gatehouse.db",
+            "smtp://mail.internal:25",
+            "postgres://gh@db/gh",
+            "https://user@host/a?b=c",
+        ] {
+            assert_eq!(redact_url(url), url);
+        }
     }
 }

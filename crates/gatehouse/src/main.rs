@@ -131,6 +131,12 @@ async fn mock(settings: Settings, addr: std::net::SocketAddr, json: bool) -> any
 }
 
 async fn serve(settings: Settings, json: bool) -> anyhow::Result<()> {
+    // Each connection is a file descriptor: allow as many as the system
+    // lets this process have (slow clients are closed by D45's deadlines).
+    match rlimit::increase_nofile_limit(u64::MAX) {
+        Ok(n) => tracing::debug!(limit = n, "open-file limit"),
+        Err(e) => tracing::warn!(error = %e, "could not raise the open-file limit"),
+    }
     let running = run::start(&settings).await?;
     if let Some(creds) = &running.bootstrap {
         let path = settings.data_dir.join("bootstrap-credentials.json");

@@ -8,6 +8,7 @@ use std::time::Duration;
 use anyhow::Context;
 use gatehouse_auth::{AuthConfig, AuthService, Issuer, KeyRing, secrets};
 use gatehouse_domain::{ClientId, Fixture, OrgId, Organization, Plan, ScopeSet, Timestamp};
+use gatehouse_server::transport::TransportConfig;
 use gatehouse_server::{AppState, ServerConfig};
 use gatehouse_store::{NewClient, Store};
 use tokio::net::TcpListener;
@@ -182,11 +183,29 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
         .await
         .with_context(|| format!("binding {}", settings.http_addr))?;
     let http_addr = http.local_addr()?;
+    let https = if settings.behind_proxy {
+        None
+    } else {
+        Some(
+            TcpListener::bind(settings.https_addr)
+                .await
+                .with_context(|| format!("binding {}", settings.https_addr))?,
+        )
+    };
     // D34: the mock's links name the address it really listens on.
     let public_url = if settings.mock {
         format!("http://{http_addr}")
     } else {
-        settings.public_url.clone()
+        match &https {
+            // D1 (revised): a defaulted public URL names the port really bound.
+            Some(l)
+                if settings.public_url
+                    == crate::config::default_public_url(settings.https_addr) =>
+            {
+                crate::config::default_public_url(l.local_addr()?)
+            }
+            _ => settings.public_url.clone(),
+        }
     };
 
     let auth_config = AuthConfig {
@@ -210,6 +229,7 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
         cors_origins: settings.cors_origins.clone(),
         trusted_proxies: settings.trusted_proxies.clone(),
         mock: settings.mock,
+        forgot_lookup_delay: settings.forgot_lookup_delay,
     };
     let transport =
         crate::mail::Transport::from_settings(settings.smtp_url.as_deref(), &settings.data_dir)?;
@@ -253,10 +273,13 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
                 .await
         });
     }
-    let (https_addr, cert_path) = if settings.behind_proxy {
-        tasks.spawn(gatehouse_server::serve(http, app, signal()));
-        (None, None)
-    } else {
+    let transport_config = || {
+        let mut t = TransportConfig::new(&public_url, !settings.mock);
+        t.head_timeout = settings.head_timeout;
+        t.idle_timeout = settings.idle_timeout;
+        t
+    };
+    let (https_addr, cert_path) = if let Some(tcp) = https {
         let configured = settings
             .tls_cert
             .as_deref()
@@ -266,20 +289,29 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
             tracing::info!(cert = %cert.display(), "generated a self-signed certificate for localhost; configure tls_cert and tls_key for production");
         }
         let tls = server_config(&cert, &key)?;
-        let tcp = TcpListener::bind(settings.https_addr)
-            .await
-            .with_context(|| format!("binding {}", settings.https_addr))?;
-        let listener = TlsListener::new(tcp, tls)?;
-        let https_addr = axum::serve::Listener::local_addr(&listener)?;
-        tasks.spawn(gatehouse_server::serve(listener, app, signal()));
+        let listener = TlsListener::new(tcp, tls, settings.head_timeout)?;
+        let https_addr = listener.local_addr()?;
+        tasks.spawn(gatehouse_server::serve(
+            listener,
+            app,
+            transport_config(),
+            signal(),
+        ));
+        // D31: the 301 listener never reads a body.
         let redirect = gatehouse_server::redirect::router(public_url.clone());
-        let shutdown = signal();
-        tasks.spawn(async move {
-            axum::serve(http, redirect)
-                .with_graceful_shutdown(shutdown)
-                .await
-        });
+        let mut plain = transport_config();
+        plain.read_bodies = false;
+        plain.hsts = false;
+        tasks.spawn(gatehouse_server::serve(http, redirect, plain, signal()));
         (Some(https_addr), Some(cert))
+    } else {
+        tasks.spawn(gatehouse_server::serve(
+            http,
+            app,
+            transport_config(),
+            signal(),
+        ));
+        (None, None)
     };
     Ok(Running {
         https_addr,

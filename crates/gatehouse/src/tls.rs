@@ -5,7 +5,7 @@
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use rustls::pki_types::pem::PemObject;
@@ -14,9 +14,6 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::TlsStream;
-
-/// How long a client may take to finish its handshake.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The server's TLS settings from PEM files.
 pub fn server_config(cert: &Path, key: &Path) -> anyhow::Result<Arc<rustls::ServerConfig>> {
@@ -66,7 +63,7 @@ pub fn ensure_certificate(
 
 /// A listener yielding connections whose TLS handshake is complete.
 pub struct TlsListener {
-    rx: mpsc::Receiver<(TlsStream<TcpStream>, SocketAddr)>,
+    rx: mpsc::Receiver<(TlsStream<TcpStream>, SocketAddr, Instant)>,
     local: SocketAddr,
     accept_task: tokio::task::JoinHandle<()>,
 }
@@ -78,7 +75,13 @@ impl Drop for TlsListener {
 }
 
 impl TlsListener {
-    pub fn new(tcp: TcpListener, config: Arc<rustls::ServerConfig>) -> std::io::Result<Self> {
+    /// `handshake_timeout`: D45's head deadline, which counts from the TCP
+    /// accept and so includes the handshake.
+    pub fn new(
+        tcp: TcpListener,
+        config: Arc<rustls::ServerConfig>,
+        handshake_timeout: Duration,
+    ) -> std::io::Result<Self> {
         let local = tcp.local_addr()?;
         let acceptor = TlsAcceptor::from(config);
         let (tx, rx) = mpsc::channel(256);
@@ -93,13 +96,14 @@ impl TlsListener {
                         continue;
                     }
                 };
+                let accepted_at = Instant::now();
                 let _ = stream.set_nodelay(true);
                 let acceptor = acceptor.clone();
                 let tx = tx.clone();
                 tokio::spawn(async move {
-                    match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+                    match tokio::time::timeout(handshake_timeout, acceptor.accept(stream)).await {
                         Ok(Ok(tls)) => {
-                            let _ = tx.send((tls, peer)).await;
+                            let _ = tx.send((tls, peer, accepted_at)).await;
                         }
                         Ok(Err(e)) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
                         Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
@@ -115,18 +119,19 @@ impl TlsListener {
     }
 }
 
-impl axum::serve::Listener for TlsListener {
-    type Io = TlsStream<TcpStream>;
-    type Addr = SocketAddr;
+impl TlsListener {
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        Ok(self.local)
+    }
+}
 
-    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+impl gatehouse_server::transport::Accept for TlsListener {
+    type Io = TlsStream<TcpStream>;
+
+    async fn accept(&mut self) -> (Self::Io, SocketAddr, Instant) {
         match self.rx.recv().await {
             Some(conn) => conn,
             None => std::future::pending().await,
         }
-    }
-
-    fn local_addr(&self) -> std::io::Result<SocketAddr> {
-        Ok(self.local)
     }
 }

@@ -1169,7 +1169,12 @@ async fn d30_a_reset_email_queued_while_smtp_is_down_survives_a_restart() {
         .await;
     let (st, _) = forgot(&s, "resetlater@example.com").await;
     assert_eq!(st, StatusCode::OK);
-    assert!(s.store().outbox_backlog().await.unwrap() >= 1);
+    // D19 (revised): the reset is queued just after the answer.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while s.store().outbox_backlog().await.unwrap() == 0 {
+        assert!(std::time::Instant::now() < deadline, "the reset was queued");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let_the_outbox_run().await;
     assert!(
         s.store().outbox_backlog().await.unwrap() >= 1,
@@ -1475,4 +1480,104 @@ async fn d19_expired_reset_links_are_dead() {
             .status,
         StatusCode::NOT_FOUND
     );
+}
+
+// ---------------------------------------------------------------------------
+// D19 (revised): the forgot page tells nothing by its timing and floods no
+// inbox
+// ---------------------------------------------------------------------------
+
+#[tokio::test]
+async fn d19_forgot_answers_before_it_looks_the_address_up() {
+    // The look-up is slowed to 3 s: an answer that waited for it would show.
+    let s = TestServer::start_with(|s| s.forgot_lookup_delay = Duration::from_secs(3)).await;
+    let dir = s.data_dir();
+    let email = "slowlookup@example.com";
+    s.new_user(&s.org(), email, Role::Viewer).await;
+    let mut answers = Vec::new();
+    for address in [email, "nobody-here@example.com"] {
+        let started = Instant::now();
+        let answer = forgot(&s, address).await;
+        let took = started.elapsed();
+        assert!(
+            took < Duration::from_millis(1500),
+            "D19: {address} was answered after {took:?}, not before the look-up"
+        );
+        answers.push(answer);
+    }
+    assert_eq!(answers[0], answers[1], "the same answer");
+    // The look-up still happens, after the answer.
+    let mails = wait_for_mails(&dir, email, 1, MAIL_WAIT).await;
+    assert!(mails[0].link_token("/password/reset/").is_some());
+}
+
+#[tokio::test]
+async fn d19_a_second_request_within_five_minutes_sends_no_second_email() {
+    let s = TestServer::start().await;
+    let dir = s.data_dir();
+    let email = "onlyonce@example.com";
+    s.new_user(&s.org(), email, Role::Viewer).await;
+    let first = forgot(&s, email).await;
+    let token = wait_for_mails(&dir, email, 1, MAIL_WAIT).await[0].reset_token();
+    for _ in 0..5 {
+        assert_eq!(forgot(&s, email).await, first, "the same answer");
+    }
+    // Give the look-ups and the outbox time to do what they would do.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let_the_outbox_run().await;
+    assert_eq!(
+        mails_to(&dir, email).len(),
+        1,
+        "D19: one reset e-mail per account per 5 minutes"
+    );
+    // The link that was sent still works.
+    let (st, html) = set_password(
+        &s,
+        &format!("/password/reset/{token}"),
+        GOOD_PASSWORD,
+        GOOD_PASSWORD,
+    )
+    .await;
+    assert_eq!(st, StatusCode::OK, "{html}");
+}
+
+#[tokio::test]
+async fn d19_the_21st_request_from_one_address_in_an_hour_is_429() {
+    let s = TestServer::start().await;
+    let email = "flooded@example.com";
+    s.new_user(&s.org(), email, Role::Viewer).await;
+    for i in 0..20 {
+        let (st, _) = forgot(&s, &format!("someone{i}@example.com")).await;
+        assert_eq!(st, StatusCode::OK, "request {}", i + 1);
+    }
+    let mut pages = Vec::new();
+    for address in [email, "nobody-at-all@example.com"] {
+        let p = get_page(
+            &s,
+            &format!("/password/forgot?client_id={}", s.creds.client_id),
+            None,
+        )
+        .await;
+        let res = s
+            .request(Method::POST, "/password/forgot")
+            .header(header::COOKIE, p.cookie.clone().unwrap())
+            .form(&[
+                ("csrf_token", p.csrf().as_str()),
+                ("client_id", s.creds.client_id.as_str()),
+                ("email", address),
+            ])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), StatusCode::TOO_MANY_REQUESTS, "{address}");
+        let retry: u64 = res.headers()[header::RETRY_AFTER]
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!((3500..=3600).contains(&retry), "Retry-After {retry}");
+        assert_html(&res);
+        pages.push(res.text().await.unwrap());
+    }
+    assert_eq!(pages[0], pages[1], "D19: the same page for every address");
 }

@@ -10,6 +10,7 @@ pub const BACKEND: common::Backend = common::Backend::Sqlite;
 mod cli;
 mod emails;
 mod environments;
+mod hardening;
 mod invitations;
 mod oauth_flow;
 mod products;

@@ -251,7 +251,17 @@ async fn d28_ignoring_retry_after_suspends_the_credential_for_15_minutes() {
 }
 
 async fn token_attempt(s: &TestServer, id: &str, secret: &str) -> Response {
-    s.request(Method::POST, "/oauth/token")
+    token_attempt_with(s, &s.client, id, secret).await
+}
+
+async fn token_attempt_with(
+    s: &TestServer,
+    client: &reqwest::Client,
+    id: &str,
+    secret: &str,
+) -> Response {
+    client
+        .post(s.url("/oauth/token"))
         .basic_auth(id, Some(secret))
         .form(&[("grant_type", "client_credentials")])
         .send()
@@ -259,8 +269,21 @@ async fn token_attempt(s: &TestServer, id: &str, secret: &str) -> Response {
         .unwrap()
 }
 
+/// D28 (revised): the body of a guarded attempt.
+async fn expect_temporarily_unavailable(res: Response) {
+    assert_eq!(res.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(res.headers()["cache-control"], "no-store");
+    let retry = header_u64(res.headers(), "retry-after");
+    assert!((290..=300).contains(&retry), "Retry-After {retry}");
+    let body: Value = res.json().await.unwrap();
+    assert_eq!(body["error"], "temporarily_unavailable", "{body}");
+    assert!(body["error_description"].is_string(), "{body}");
+}
+
+const OTHER_SOURCE: std::net::IpAddr = std::net::IpAddr::V4(std::net::Ipv4Addr::new(127, 0, 0, 2));
+
 #[tokio::test]
-async fn d28_failed_client_authentication_is_limited_per_client_id() {
+async fn d28_failed_client_authentication_blocks_the_client_from_that_address_only() {
     let s = TestServer::start().await;
     let org = s.new_org(Plan::Free).await;
     let (id, secret) = s.new_client(&org, "users:read").await;
@@ -270,12 +293,9 @@ async fn d28_failed_client_authentication_is_limited_per_client_id() {
         let body: Value = res.json().await.unwrap();
         assert_eq!(body["error"], "invalid_client");
     }
-    // Past ten failures, even the right secret waits five minutes.
-    let res = token_attempt(&s, &id, &secret).await;
-    assert_eq!(res.status(), StatusCode::TOO_MANY_REQUESTS);
-    assert_eq!(res.headers()["cache-control"], "no-store");
-    let retry = header_u64(res.headers(), "retry-after");
-    assert!((290..=300).contains(&retry), "Retry-After {retry}");
+    // The 11th attempt from that address waits five minutes, even with the
+    // right secret.
+    expect_temporarily_unavailable(token_attempt(&s, &id, &secret).await).await;
     // Revocation is guarded the same way (D28: /oauth/token and /oauth/revoke).
     let res = s
         .request(Method::POST, "/oauth/revoke")
@@ -284,15 +304,24 @@ async fn d28_failed_client_authentication_is_limited_per_client_id() {
         .send()
         .await
         .unwrap();
-    assert_eq!(res.status(), StatusCode::TOO_MANY_REQUESTS);
-    // Other clients are not affected.
+    expect_temporarily_unavailable(res).await;
+    // The client_id is public: the right secret from another address works.
+    let elsewhere = crate::common::client_from(&s, OTHER_SOURCE);
+    let res = token_attempt_with(&s, &elsewhere, &id, &secret).await;
+    assert_eq!(
+        res.status(),
+        StatusCode::OK,
+        "{}",
+        res.text().await.unwrap()
+    );
+    // Other clients from the same address are not affected.
     let (other, other_secret) = s.new_client(&org, "users:read").await;
     let res = token_attempt(&s, &other, &other_secret).await;
     assert_eq!(res.status(), StatusCode::OK);
 }
 
 #[tokio::test]
-async fn d28_failed_client_authentication_is_limited_per_source_address() {
+async fn d28_a_hundred_failures_from_one_address_block_it_for_every_client() {
     let s = TestServer::start().await;
     let org = s.new_org(Plan::Free).await;
     let (id, secret) = s.new_client(&org, "users:read").await;
@@ -310,8 +339,9 @@ async fn d28_failed_client_authentication_is_limited_per_source_address() {
         let res = token_attempt(&s, cid, "wrong-secret").await;
         assert_eq!(res.status(), StatusCode::UNAUTHORIZED, "attempt {}", i + 1);
     }
-    let res = token_attempt(&s, &id, &secret).await;
-    assert_eq!(res.status(), StatusCode::TOO_MANY_REQUESTS);
-    let retry = header_u64(res.headers(), "retry-after");
-    assert!((290..=300).contains(&retry), "Retry-After {retry}");
+    expect_temporarily_unavailable(token_attempt(&s, &id, &secret).await).await;
+    // Another address is not blocked.
+    let elsewhere = crate::common::client_from(&s, OTHER_SOURCE);
+    let res = token_attempt_with(&s, &elsewhere, &id, &secret).await;
+    assert_eq!(res.status(), StatusCode::OK);
 }

@@ -1311,8 +1311,9 @@ async fn token_endpoint_errors_and_successes_are_never_cached() {
 
 #[tokio::test]
 async fn repeated_failed_client_authentication_is_throttled() {
-    // D28: failed client authentications at /oauth/token are limited to 10 per
-    // client_id in 5 minutes; past that, 429 with Retry-After.
+    // D28 (revised): failed client authentications at /oauth/token are
+    // limited to 10 per (client_id, source address) in 5 minutes; past that,
+    // 429 with Retry-After.
     let s = TestServer::start().await;
     let (id, _secret) = s.new_client(&s.org(), "users:read").await;
     for _ in 0..10 {

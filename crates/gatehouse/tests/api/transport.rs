@@ -998,6 +998,11 @@ impl Drop for ServeProcess {
 
 impl ServeProcess {
     fn spawn(data_dir: &Path, logs: &Path, n: u32) -> Self {
+        Self::spawn_with(data_dir, logs, n, Some(PUBLIC_URL))
+    }
+
+    /// `public_url`: `None` leaves it to the default (D1 revised).
+    fn spawn_with(data_dir: &Path, logs: &Path, n: u32, public_url: Option<&str>) -> Self {
         let https = free_port();
         let http = free_port();
         let admin = free_port();
@@ -1016,12 +1021,14 @@ impl ServeProcess {
             .arg(format!("127.0.0.1:{https}"))
             .arg("--http-addr")
             .arg(format!("127.0.0.1:{http}"))
-            .env("GATEHOUSE_PUBLIC_URL", PUBLIC_URL)
             .env("GATEHOUSE_ADMIN_ADDR", format!("127.0.0.1:{admin}"))
             .env("GATEHOUSE_LOG", "info")
             .stdin(std::process::Stdio::null())
             .stdout(std::fs::File::create(&stdout).unwrap())
             .stderr(std::fs::File::create(&log).unwrap());
+        if let Some(url) = public_url {
+            cmd.env("GATEHOUSE_PUBLIC_URL", url);
+        }
         let child = cmd.spawn().expect("the gatehouse binary starts");
         Self {
             child,
@@ -1521,4 +1528,83 @@ async fn sigterm_finishes_a_request_in_flight_then_exits_0() {
         .unwrap();
     let list: Value = res.json().await.unwrap();
     assert_eq!(list["meta"]["total"], 1, "{list}");
+}
+
+#[tokio::test]
+async fn d1_without_public_url_the_issuer_follows_the_https_port() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs = tempfile::tempdir().unwrap();
+    let mut p = ServeProcess::spawn_with(dir.path(), logs.path(), 1, None);
+    let client = p.ready(dir.path()).await;
+    let meta: Value = client
+        .get(p.url("/.well-known/oauth-authorization-server"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        meta["issuer"],
+        format!("https://localhost:{}", p.https),
+        "D1 (revised): the default public URL names the HTTPS listener's port"
+    );
+    assert_eq!(
+        meta["token_endpoint"],
+        format!("https://localhost:{}/oauth/token", p.https)
+    );
+}
+
+#[tokio::test]
+async fn d1_behind_a_proxy_without_public_url_refuses_to_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_gatehouse"));
+    for (k, _) in std::env::vars() {
+        if k.starts_with("GATEHOUSE_") {
+            cmd.env_remove(k);
+        }
+    }
+    let out = cmd
+        .arg("--data-dir")
+        .arg(dir.path())
+        .args(["serve", "--behind-proxy", "--http-addr"])
+        .arg(format!("127.0.0.1:{}", free_port()))
+        .env("GATEHOUSE_ADMIN_ADDR", format!("127.0.0.1:{}", free_port()))
+        .stdin(std::process::Stdio::null())
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(30), out)
+        .await
+        .expect("it exits at once")
+        .unwrap();
+    assert!(!out.status.success(), "D1 (revised): refused");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--public-url"), "says what is missing: {err}");
+    assert!(
+        !dir.path().join("gatehouse.db").exists(),
+        "nothing was created"
+    );
+}
+
+#[tokio::test]
+async fn d45_sigterm_exits_promptly_with_a_half_sent_request_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs = tempfile::tempdir().unwrap();
+    let mut p = ServeProcess::spawn(dir.path(), logs.path(), 1);
+    p.ready(dir.path()).await;
+    let cert = dir.path().join("tls/cert.pem");
+    let mut half = crate::common::raw_tls(p.https, &cert, &[b"http/1.1"]).await;
+    use tokio::io::AsyncWriteExt;
+    half.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-A: b")
+        .await
+        .unwrap();
+    let mut silent = crate::common::raw_tls(p.https, &cert, &[b"h2"]).await;
+    silent.flush().await.unwrap();
+    let started = Instant::now();
+    let status = p.signal_and_wait("TERM", Duration::from_secs(10)).await;
+    assert!(status.success(), "exit 0 after SIGTERM\n{}", p.logs());
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "D43/D45: SIGTERM waited {:?} on connections without a request",
+        started.elapsed()
+    );
 }

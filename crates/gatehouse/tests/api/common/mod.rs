@@ -85,6 +85,20 @@ pub fn https_client(cert: &std::path::Path) -> reqwest::Client {
         .expect("client")
 }
 
+/// A client of the test server whose connections come from `source`, a
+/// loopback address other than 127.0.0.1 (for per-address rules, D28).
+pub fn client_from(s: &TestServer, source: std::net::IpAddr) -> reqwest::Client {
+    install_crypto();
+    let mut b = reqwest::Client::builder()
+        .local_address(source)
+        .redirect(reqwest::redirect::Policy::none());
+    if let Some(cert) = s.running.as_ref().and_then(|r| r.cert_path.as_ref()) {
+        let pem = std::fs::read(cert).expect("certificate");
+        b = b.add_root_certificate(reqwest::Certificate::from_pem(&pem).expect("pem"));
+    }
+    b.build().expect("client")
+}
+
 impl TestServer {
     pub async fn start() -> Self {
         Self::start_with(|_| {}).await
@@ -340,4 +354,33 @@ pub fn details(body: &Value) -> Vec<(String, String)> {
             )
         })
         .collect()
+}
+
+/// A raw TLS connection to `127.0.0.1:port`, trusting the certificate at
+/// `cert` and offering the ALPN protocols `alpn` (tests of the transport
+/// itself, D45, where an HTTP client library would hide what is tested).
+pub async fn raw_tls(
+    port: u16,
+    cert: &std::path::Path,
+    alpn: &[&[u8]],
+) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
+    use rustls::pki_types::pem::PemObject;
+    install_crypto();
+    let mut roots = rustls::RootCertStore::empty();
+    for c in rustls::pki_types::CertificateDer::pem_file_iter(cert).unwrap() {
+        roots.add(c.unwrap()).unwrap();
+    }
+    let mut config = rustls::ClientConfig::builder()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config));
+    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    tcp.set_nodelay(true).unwrap();
+    connector
+        .connect("localhost".try_into().unwrap(), tcp)
+        .await
+        .expect("TLS handshake")
 }
