@@ -3,7 +3,10 @@
 
 use std::fmt;
 
+use caseless::Caseless;
+use email_address::EmailAddress;
 use serde::Serialize;
+use unicode_normalization::UnicodeNormalization;
 
 macro_rules! string_value {
     ($name:ident) => {
@@ -54,16 +57,44 @@ impl Name {
     }
 }
 
-/// An e-mail address: trimmed, at most 254 characters, one `@`, a dot in the
-/// domain (D8). Compared case-insensitively through [`Email::normalized`].
+/// An e-mail address (D8 revised): Unicode NFC, trimmed, at most 254
+/// characters, one `@`, a dot in the domain, and deliverable: the local part
+/// and the domain's IDNA A-label pass the address rules of the delivery
+/// library (lettre 0.11.23, which checks them with `email_address` and
+/// converts the domain with `idna::domain_to_ascii`). Compared through
+/// [`Email::normalized`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Email(String);
 string_value!(Email);
 
 impl Email {
     pub fn parse(raw: &str) -> Result<Self, String> {
-        let s = raw.trim();
+        let email = Self::parse_for_lookup(raw)?;
+        let (local, domain) = (email.local_part(), email.domain());
+        // D8 (revised): what the mailer would refuse is refused here, never
+        // left in the outbox. Same rule as lettre's `Address::check_user`.
+        if !EmailAddress::is_valid_local_part(local) {
+            return Err(
+                "the part before @ cannot be delivered: at most 64 bytes of letters, digits, \
+                 and !#$%&'*+-/=?^_`{|}~, with single dots between them"
+                    .into(),
+            );
+        }
+        if deliverable_domain(domain).is_none() {
+            return Err("the domain cannot be delivered: it must be a valid domain name".into());
+        }
+        Ok(email)
+    }
+
+    /// An address as typed to find an account (sign-in): trimmed, NFC and
+    /// D8's shape rules, without the delivery rules of [`Email::parse`], so
+    /// an account whose stored address the mailer refuses (created through
+    /// the CLI with a password) can still sign in. Never for storing.
+    pub fn parse_for_lookup(raw: &str) -> Result<Self, String> {
         const MSG: &str = "must be an e-mail address such as name@example.com";
+        // D8 (revised): NFC first, so `jose\u{301}` and `jos\u{e9}` are one
+        // stored form, and the checks below see what is stored.
+        let s: String = raw.trim().nfc().collect();
         if s.is_empty() {
             return Err(MSG.into());
         }
@@ -86,13 +117,73 @@ impl Email {
         {
             return Err(MSG.into());
         }
-        Ok(Self(s.to_owned()))
+        Ok(Self(s))
     }
 
-    /// The form used for uniqueness and look-ups: lower case.
-    pub fn normalized(&self) -> String {
-        self.0.to_lowercase()
+    /// The part before the `@`.
+    pub fn local_part(&self) -> &str {
+        self.0.rsplit_once('@').map_or(&self.0, |(l, _)| l)
     }
+
+    /// The part after the `@`, as stored (Unicode, if it was given so).
+    pub fn domain(&self) -> &str {
+        self.0.rsplit_once('@').map_or("", |(_, d)| d)
+    }
+
+    /// The domain as the mailer sends it (D8 revised): its lowercase IDNA
+    /// A-label (`bücher.example` → `xn--bcher-kva.example`). The lower-cased
+    /// domain for an address that has none (from [`Email::parse_for_lookup`]
+    /// or [`Email::from_trusted`]; the mailer then refuses it).
+    pub fn ascii_domain(&self) -> String {
+        let d = self.domain();
+        deliverable_domain(d).unwrap_or_else(|| d.to_lowercase())
+    }
+
+    /// The address as the mailer sends it (D8 revised, D30): the local part
+    /// unchanged (UTF-8, sent with SMTPUTF8 when not ASCII), `@`, the
+    /// domain's A-label.
+    pub fn delivery_form(&self) -> String {
+        format!("{}@{}", self.local_part(), self.ascii_domain())
+    }
+
+    /// The uniqueness and look-up key (D8 revised, stored as `email_norm`):
+    /// the full Unicode case folding of the local part, compared canonically
+    /// (NFD, fold, then NFC, as Unicode's canonical caseless match does, so
+    /// the key does not depend on the stored form's normalization), `@`, the
+    /// lowercase A-label of the domain. `JOSÉ`, `jose\u{301}` and `josé` have
+    /// one key, and so do `STRASSE` and `straße`. For an ASCII address this
+    /// is plain lower case.
+    pub fn normalized(&self) -> String {
+        let local = fold_case(self.local_part());
+        if self.0.contains('@') {
+            format!("{local}@{}", self.ascii_domain())
+        } else {
+            local
+        }
+    }
+}
+
+/// Full Unicode case folding, compared canonically: NFD, fold, then NFC (as
+/// Unicode's canonical caseless match does), so the result does not depend
+/// on the input's normalization. The fold of an e-mail's local part in
+/// [`Email::normalized`] (D8 revised); for ASCII it is plain lower case.
+pub fn fold_case(s: &str) -> String {
+    s.nfd().default_case_fold().nfc().collect()
+}
+
+/// The lowercase IDNA A-label of `domain` if lettre accepts it as an address
+/// domain (the check its `Address::check_domain` applies after converting).
+/// Domain literals (`[192.0.2.1]`) are not taken: invitations go to names.
+fn deliverable_domain(domain: &str) -> Option<String> {
+    if domain.starts_with('[') {
+        return None;
+    }
+    let ascii = idna::domain_to_ascii(domain).ok()?;
+    (!ascii.is_empty()
+        && ascii.contains('.')
+        && !ascii.starts_with('[')
+        && EmailAddress::is_valid_domain(&ascii))
+    .then_some(ascii)
 }
 
 /// A stock-keeping unit: 1–64 of `A-Z a-z 0-9 - _ .` (D8).
@@ -190,6 +281,82 @@ mod tests {
     }
 
     #[test]
+    fn emails_are_nfc_and_keyed_by_full_case_folding() {
+        // D8 (revised): the stored form is NFC, trimmed.
+        let nfd = Email::parse(" jose\u{301}@b.example.com ").unwrap();
+        assert_eq!(nfd.as_str(), "jos\u{e9}@b.example.com");
+        let key = |s: &str| Email::parse(s).unwrap().normalized();
+        // One key for the composed, decomposed and upper-case forms …
+        assert_eq!(key("jose\u{301}@x.com"), "jos\u{e9}@x.com");
+        assert_eq!(key("JOS\u{c9}@x.com"), key("jos\u{e9}@x.com"));
+        assert_eq!(key("JOSE\u{301}@X.COM"), key("jos\u{e9}@x.com"));
+        // … full folding, not lower-casing: ß and SS are one address …
+        assert_eq!(key("stra\u{df}e@x.com"), "strasse@x.com");
+        assert_eq!(key("STRASSE@x.com"), key("stra\u{df}e@x.com"));
+        // … and the domain compares as its lowercase A-label.
+        assert_eq!(key("a@B\u{dc}CHER.example"), "a@xn--bcher-kva.example");
+        assert_eq!(key("a@b\u{fc}cher.example"), key("a@xn--bcher-kva.example"));
+        assert_ne!(key("jose@x.com"), key("jos\u{e9}@x.com"));
+    }
+
+    #[test]
+    fn delivery_form_has_the_a_label_and_the_local_part_unchanged() {
+        let e = Email::parse("J\u{f6}rg@B\u{fc}cher.Example").unwrap();
+        assert_eq!(e.as_str(), "J\u{f6}rg@B\u{fc}cher.Example");
+        assert_eq!(e.local_part(), "J\u{f6}rg");
+        assert_eq!(e.domain(), "B\u{fc}cher.Example");
+        assert_eq!(e.ascii_domain(), "xn--bcher-kva.example");
+        assert_eq!(e.delivery_form(), "J\u{f6}rg@xn--bcher-kva.example");
+        let ascii = Email::parse("Ada@Example.COM").unwrap();
+        assert_eq!(ascii.delivery_form(), "Ada@example.com");
+    }
+
+    #[test]
+    fn emails_the_mailer_would_refuse_are_invalid() {
+        // D8 (revised): lettre's local-part and domain rules.
+        for bad in [
+            "j\u{301}@x.com", // a combining mark NFC cannot compose
+            "\u{301}a@x.com", // starts with a combining mark
+            "a..b@x.com",     // empty atom
+            ".a@x.com",       // leading dot
+            "a.@x.com",       // trailing dot
+            "a(b)@x.com",     // not atext
+            "a<b@x.com",      // not atext
+            "a\"b@x.com",     // a lone quote
+            "a@-x.com",       // a label starting with '-'
+            "a@x-.com",       // a label ending with '-'
+            "a@x_y.com-",     // ends with '-'
+            "a@[192.0.2.1]",  // domain literal
+            "a@xn--a.com",    // not a valid A-label
+            "a@\u{301}x.com", // a label starting with a combining mark
+        ] {
+            assert!(Email::parse(bad).is_err(), "{bad:?}");
+        }
+        let long_local = format!("{}@x.com", "a".repeat(65));
+        assert!(Email::parse(&long_local).is_err());
+        // 64 bytes, not characters: 33 two-byte letters are too many.
+        assert!(Email::parse(&format!("{}@x.com", "\u{e9}".repeat(33))).is_err());
+        assert!(Email::parse(&format!("{}@x.com", "\u{e9}".repeat(32))).is_ok());
+        let long_label = format!("a@{}.com", "b".repeat(64));
+        assert!(Email::parse(&long_label).is_err());
+        // Sign-in still finds an account stored with such an address: the
+        // look-up parse keeps only the shape rules, and the key of an ASCII
+        // address is its lower case.
+        let typed = Email::parse_for_lookup(" A..B@X.com ").unwrap();
+        assert_eq!(typed.normalized(), "a..b@x.com");
+        assert!(Email::parse_for_lookup("a@b").is_err());
+        for good in [
+            "o'brien+tag@x.com",
+            "\"quoted\"@x.com",
+            "\u{4f8b}\u{5b50}@\u{4f8b}\u{5b50}.\u{6d4b}\u{8bd5}",
+            "user@b\u{fc}cher.example",
+            "1@1.2.3.4",
+        ] {
+            assert!(Email::parse(good).is_ok(), "{good:?}");
+        }
+    }
+
+    #[test]
     fn skus_allow_only_their_alphabet() {
         assert!(Sku::parse("JEANS-BLUE_1.0").is_ok());
         assert!(Sku::parse("").is_err());
@@ -209,6 +376,54 @@ mod tests {
         assert!(parse_amount(MAX_AMOUNT).is_ok());
         assert!(parse_amount(-1).is_err());
         assert!(parse_amount(MAX_AMOUNT + 1).is_err());
+    }
+}
+
+#[cfg(test)]
+mod email_properties {
+    use proptest::prelude::*;
+
+    use super::Email;
+
+    /// Address-like strings: local parts mixing ASCII, composed and
+    /// decomposed accents, ß and dots; Unicode and ASCII domains.
+    fn address_like() -> impl Strategy<Value = String> {
+        (
+            "[a-zA-Z0-9.+_'\u{e9}\u{c9}\u{301}\u{df}\u{130}\u{3a3}\u{3c2}\u{4f8b}\"-]{0,12}",
+            "[a-zA-Z0-9.\u{fc}\u{dc}\u{df}\u{4f8b}\u{301}_-]{0,12}",
+            "[a-z\u{6d4b}]{0,4}",
+        )
+            .prop_map(|(l, d, t)| format!("{l}@{d}.{t}"))
+    }
+
+    // Case count: proptest's default (256) unless PROPTEST_CASES says otherwise.
+    proptest! {
+        #[test]
+        fn parse_never_panics(s in any::<String>()) {
+            let _ = Email::parse(&s).map(|e| (e.normalized(), e.delivery_form()));
+            let _ = Email::parse_for_lookup(&s).map(|e| (e.normalized(), e.delivery_form()));
+        }
+
+        #[test]
+        fn parse_is_idempotent_and_keys_are_stable(s in prop_oneof![any::<String>(), address_like()]) {
+            if let Ok(e) = Email::parse(&s) {
+                let again = Email::parse(e.as_str()).expect("an accepted address parses again");
+                prop_assert_eq!(&again, &e);
+                prop_assert_eq!(again.normalized(), e.normalized());
+                prop_assert!(e.ascii_domain().is_ascii());
+                // The key is a fixed point of case folding: re-keying twice
+                // changes nothing.
+                let key = e.normalized();
+                if let Ok(k) = Email::parse(&key) {
+                    prop_assert_eq!(k.normalized(), key);
+                }
+                // D8 (revised) migration: for ASCII the key is the old
+                // lower-case key, so only non-ASCII rows need re-keying.
+                if e.as_str().is_ascii() {
+                    prop_assert_eq!(e.normalized(), e.as_str().to_lowercase());
+                }
+            }
+        }
     }
 }
 

@@ -1,6 +1,7 @@
 //! Lists, filters, search and paging of users (D14) and products (D17),
 //! with the same semantics as the SQLite backend.
 
+use gatehouse_domain::values::fold_case;
 use gatehouse_domain::{Listing, OrgId, Page, Product, ProductStatus, Role, User, UserStatus};
 use gatehouse_store::{ProductFilter, UserFilter};
 use sqlx_core::query_builder::QueryBuilder;
@@ -87,11 +88,11 @@ impl Filters {
 #[derive(Clone)]
 pub(crate) enum Search {
     /// D14, three characters or more: a trigram-indexed LIKE on both columns.
-    UserLike(String),
+    UserLike { name: String, email: String },
     /// D14, shorter than a trigram (or without a letter or digit): a scan of
     /// the organization's rows, as on SQLite, by position so nothing is a
     /// pattern.
-    UserShort(String),
+    UserShort { name: String, email: String },
     /// D17: the tsquery of the query's words.
     ProductWords(String),
     /// A user search with a control character: no stored name or e-mail
@@ -103,18 +104,18 @@ pub(crate) enum Search {
 impl Search {
     fn push(&self, qb: &mut QueryBuilder<'_, Postgres>) {
         match self {
-            Search::UserLike(pattern) => {
+            Search::UserLike { name, email } => {
                 qb.push(" AND (name_fold LIKE ")
-                    .push_bind(pattern.clone())
+                    .push_bind(name.clone())
                     .push(" ESCAPE '\\' OR email_norm LIKE ")
-                    .push_bind(pattern.clone())
+                    .push_bind(email.clone())
                     .push(" ESCAPE '\\')");
             }
-            Search::UserShort(text) => {
+            Search::UserShort { name, email } => {
                 qb.push(" AND (strpos(name_fold, ")
-                    .push_bind(text.clone())
+                    .push_bind(name.clone())
                     .push(") > 0 OR strpos(email_norm, ")
-                    .push_bind(text.clone())
+                    .push_bind(email.clone())
                     .push(") > 0)");
             }
             Search::Nothing => {
@@ -140,17 +141,27 @@ impl Query {
     pub(crate) fn users(f: &UserFilter) -> Self {
         let search = f.q.as_ref().map(|q| {
             let text = q.as_str();
-            // The same case folding as `name_fold` and `email_norm`.
+            // The same case folding as `name_fold` (lower case) and as
+            // `email_norm`'s local part (full folding, D8 revised). A
+            // domain is keyed by its A-label, so a Unicode domain in `q`
+            // finds no e-mail here (SQLite searches the stored form).
             let folded = text.to_lowercase();
+            let email_folded = fold_case(text);
             if text.chars().any(char::is_control) {
                 return Search::Nothing;
             }
             // A pattern without a letter or digit yields no trigram, and the
             // index would have to be read whole: scan the organization instead.
             if text.chars().count() >= 3 && folded.chars().any(char::is_alphanumeric) {
-                Search::UserLike(contains_pattern(&folded))
+                Search::UserLike {
+                    name: contains_pattern(&folded),
+                    email: contains_pattern(&email_folded),
+                }
             } else {
-                Search::UserShort(folded)
+                Search::UserShort {
+                    name: folded,
+                    email: email_folded,
+                }
             }
         });
         Self {

@@ -11,6 +11,7 @@
 
 use std::borrow::Cow;
 
+use gatehouse_domain::Email;
 use gatehouse_store::{StoreError, StoreResult};
 use sqlx_core::connection::Connection;
 use sqlx_core::migrate::{MigrateError, Migration, MigrationType, Migrator};
@@ -29,6 +30,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         include_str!("../migrations/0003_rate_limits.sql"),
     ),
     (4, "jobs", include_str!("../migrations/0004_jobs.sql")),
+    (
+        5,
+        "email_keys",
+        include_str!("../migrations/0005_email_keys.sql"),
+    ),
     (
         6,
         "reset_requests",
@@ -101,9 +107,10 @@ async fn run_locked(c: &mut PgConnection) -> StoreResult<()> {
     // `run_direct` rather than `run`: the latter's `Acquire` bound makes the
     // future not `Send` (a known sqlx limitation), and `connect` must be
     // usable from spawned tasks.
-    let applied = migrator().run_direct(&mut *c).await.map_err(migrate_err);
+    let mut applied = migrator().run_direct(&mut *c).await.map_err(migrate_err);
     if applied.is_ok() {
         tracing::debug!("PostgreSQL schema is up to date");
+        applied = rekey_emails(&mut *c).await;
     }
     let unlocked = sqlx_core::query::query("SELECT pg_advisory_unlock($1)")
         .bind(MIGRATION_LOCK)
@@ -111,6 +118,83 @@ async fn run_locked(c: &mut PgConnection) -> StoreResult<()> {
         .await
         .map_err(db_err);
     applied.and(unlocked.map(|_| ()))
+}
+
+/// D8 (revised): gives every row whose `email_norm` was computed by an older
+/// rule (plain lower case) the current key, [`Email::normalized`]. Runs at
+/// every start under the migration lock, after the migrations, so rows that
+/// an older node wrote during a rolling upgrade are caught at the next start.
+/// Only non-ASCII addresses can differ, and `users_non_ascii_email`
+/// (migration 5) lists just those.
+///
+/// Rows are taken oldest first, each update on its own (autocommit): a row
+/// whose new key another row already holds (two addresses that were distinct
+/// under the old rule and are one address now) keeps its old key, and a
+/// warning names both; no row is lost and the start does not fail, but the
+/// later account can be found only by its old key until an operator resolves
+/// the pair.
+async fn rekey_emails(c: &mut PgConnection) -> StoreResult<()> {
+    let (mut rekeyed, mut kept) = (0u64, 0u64);
+    // Keyset pages of the partial index, so memory does not grow with the
+    // number of non-ASCII rows; updating `email_norm` does not move a row in
+    // the (created_at, id) order.
+    let mut after: (i64, String) = (i64::MIN, String::new());
+    loop {
+        let rows: Vec<(i64, String, String, String, String)> = sqlx_core::query_as::query_as(
+            "SELECT created_at, id, org_id, email, email_norm FROM users
+             WHERE octet_length(email) <> char_length(email) AND (created_at, id) > ($1, $2)
+             ORDER BY created_at, id LIMIT 1000",
+        )
+        .bind(after.0)
+        .bind(&after.1)
+        .fetch_all(&mut *c)
+        .await
+        .map_err(db_err)?;
+        let Some(last) = rows.last() else { break };
+        after = (last.0, last.1.clone());
+        for (_, id, org, email, old) in rows {
+            let new = Email::from_trusted(email).normalized();
+            if new == old {
+                continue;
+            }
+            // The NOT EXISTS keeps a collision from becoming a unique violation;
+            // a violation anyway (a node inserting that address at this moment)
+            // is the same collision, reported the same way.
+            let updated = sqlx_core::query::query(
+                "UPDATE users SET email_norm = $1 WHERE id = $2 AND email_norm = $3
+             AND NOT EXISTS (SELECT 1 FROM users WHERE org_id = $4 AND email_norm = $1)",
+            )
+            .bind(&new)
+            .bind(&id)
+            .bind(&old)
+            .bind(&org)
+            .execute(&mut *c)
+            .await;
+            let collided = match updated {
+                Ok(r) => r.rows_affected() == 0,
+                Err(sqlx_core::Error::Database(e)) if e.is_unique_violation() => true,
+                Err(e) => return Err(db_err(e)),
+            };
+            if collided {
+                tracing::warn!(
+                    user = %id, org = %org, key = %new,
+                    "e-mail re-keying (D8): this user's address is now the same address as an \
+                     earlier user's; its old key is kept, resolve the pair by hand"
+                );
+                kept += 1;
+            } else {
+                rekeyed += 1;
+            }
+        }
+    }
+    if rekeyed + kept > 0 {
+        tracing::info!(
+            rekeyed,
+            kept,
+            "e-mail keys brought to the D8 (revised) rule"
+        );
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -1749,3 +1749,126 @@ fn reset_org_tx(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod email_rekeying {
+    use gatehouse_domain::{Email, Name, NewUser, OrgId, Organization, Plan, Role, Timestamp};
+    use gatehouse_domain::{UserId, UserStatus};
+    use gatehouse_store::{Store, StoreError};
+    use rusqlite::params;
+
+    use super::SqliteStore;
+
+    fn key_of(db: &std::path::Path, id: &str) -> String {
+        let c = rusqlite::Connection::open(db).unwrap();
+        c.query_row("SELECT email_norm FROM users WHERE id = ?1", [id], |r| {
+            r.get(0)
+        })
+        .unwrap()
+    }
+
+    /// D8 (revised): keys written by the old rule (`to_lowercase()`) are
+    /// re-keyed when the store opens; a pair that is now one address keeps
+    /// both rows, the later one with its old key.
+    #[tokio::test]
+    async fn old_keys_are_rekeyed_at_open_and_collisions_keep_both_rows() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("gatehouse.db");
+        let org = Organization {
+            id: OrgId::generate(),
+            name: "Acme".into(),
+            plan: Plan::Free,
+            per_minute: None,
+            per_second: None,
+            created_at: Timestamp::now(),
+        };
+        {
+            let store = SqliteStore::open(&db).unwrap();
+            store.create_org(&org).await.unwrap();
+        }
+        // Rows as the old code wrote them: the e-mail as given (NFD, upper
+        // case), the key plain lower case.
+        let planted = [
+            ("u-1", "STRASSE@x.com", 1),
+            ("u-2", "Stra\u{df}e@x.com", 2),
+            ("u-3", "JOSE\u{301}@b.example.com", 3),
+            ("u-4", "ana@B\u{dc}CHER.example", 4),
+        ];
+        {
+            let c = rusqlite::Connection::open(&db).unwrap();
+            for (id, email, at) in planted {
+                c.execute(
+                    "INSERT INTO users (id, org_id, email, email_norm, name, role, status, created_at, updated_at)
+                     VALUES (?1, ?2, ?3, ?4, 'n', 'viewer', 'pending_invite', ?5, ?5)",
+                    params![id, org.id.as_str(), email, email.to_lowercase(), at],
+                )
+                .unwrap();
+            }
+            // The re-keying reads only the non-ASCII rows, through the
+            // partial index.
+            let plan: String = c
+                .query_row(
+                    "EXPLAIN QUERY PLAN SELECT seq, id, org_id, email, email_norm FROM users
+                     WHERE length(email) <> length(CAST(email AS BLOB)) ORDER BY created_at, seq",
+                    [],
+                    |r| r.get(3),
+                )
+                .unwrap();
+            assert!(plan.contains("users_non_ascii_email"), "{plan}");
+        }
+        assert_eq!(key_of(&db, "u-2"), "stra\u{df}e@x.com");
+        assert_eq!(key_of(&db, "u-3"), "jose\u{301}@b.example.com");
+
+        let store = SqliteStore::open(&db).unwrap();
+        // ASCII: the old key was already right.
+        assert_eq!(key_of(&db, "u-1"), "strasse@x.com");
+        // `Straße` is now the same address as the earlier `STRASSE`: both
+        // rows stay, the later keeps its old key.
+        assert_eq!(key_of(&db, "u-2"), "stra\u{df}e@x.com");
+        assert_eq!(key_of(&db, "u-3"), "jos\u{e9}@b.example.com");
+        assert_eq!(key_of(&db, "u-4"), "ana@xn--bcher-kva.example");
+
+        // Look-ups find the re-keyed rows by any form of the address …
+        for (email, id) in [
+            ("jos\u{e9}@b.example.com", "u-3"),
+            ("Jose\u{301}@B.EXAMPLE.COM", "u-3"),
+            ("ANA@b\u{fc}cher.example", "u-4"),
+            ("ana@xn--bcher-kva.example", "u-4"),
+            ("stra\u{df}e@x.com", "u-1"),
+        ] {
+            let (u, _) = store
+                .find_user_by_email(&org.id, &Email::parse(email).unwrap())
+                .await
+                .unwrap()
+                .unwrap_or_else(|| panic!("{email} not found"));
+            assert_eq!(u.id.as_str(), id, "{email}");
+        }
+        // … and a new user with one of them is a duplicate.
+        for email in ["jos\u{e9}@b.example.com", "Ana@xn--bcher-kva.example"] {
+            let new = NewUser {
+                id: UserId::generate(),
+                email: Email::parse(email).unwrap(),
+                name: Name::parse("Dup").unwrap(),
+                role: Role::Viewer,
+                status: UserStatus::PendingInvite,
+                password_hash: None,
+                created_at: Timestamp::now(),
+            };
+            match store.insert_user(&org.id, &new).await {
+                Err(StoreError::Duplicate("email")) => {}
+                other => panic!("{email}: {other:?}"),
+            }
+        }
+        drop(store);
+
+        // Opening again changes nothing and loses nothing.
+        let _store = SqliteStore::open(&db).unwrap();
+        assert_eq!(key_of(&db, "u-2"), "stra\u{df}e@x.com");
+        assert_eq!(key_of(&db, "u-3"), "jos\u{e9}@b.example.com");
+        let c = rusqlite::Connection::open(&db).unwrap();
+        let n: i64 = c
+            .query_row("SELECT count(*) FROM users", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(n, 4);
+    }
+}

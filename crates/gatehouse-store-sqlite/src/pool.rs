@@ -136,7 +136,7 @@ impl Pool {
             }
             tx.commit().map_err(db_err)?;
         }
-        Ok(())
+        crate::schema::rekey_emails(&mut c)
     }
 
     /// Runs a short read inline on the calling task.
