@@ -49,7 +49,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto::Builder;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Notify, watch};
+use tokio::sync::watch;
 use tower::ServiceExt;
 
 use crate::error::{ApiError, ErrorCode, envelope};
@@ -205,9 +205,13 @@ impl Conn {
         };
         let mut conn = pin!(builder.serve_connection(io, service));
         let mut stopping = false;
+        // One timer per connection, looked at lazily: it fires at the
+        // deadline, or at least every `period` (a request may have begun or
+        // ended since), and is reset rather than rebuilt. Requests
+        // themselves only touch atomics, so serving costs nothing here.
+        let period = config.head_timeout.min(config.idle_timeout);
+        let mut timer = pin!(tokio::time::sleep_until((accepted_at + period).into()));
         loop {
-            let changed = state.changed.notified();
-            let deadline = state.deadline(&config);
             tokio::select! {
                 result = conn.as_mut() => {
                     if let Err(e) = result {
@@ -215,20 +219,24 @@ impl Conn {
                     }
                     return;
                 }
-                () = changed => {}
-                () = sleep_until(deadline) => {
-                    // The state may have moved since the deadline was read.
-                    if state.expired(&config) {
-                        tracing::debug!(%peer, "closing a connection without a request in time (D45)");
-                        if state.is_h2() {
-                            // HTTP/2: say goodbye (GOAWAY) before closing.
-                            conn.as_mut().graceful_shutdown();
-                            let _ = tokio::time::timeout(Duration::from_secs(1), conn.as_mut()).await;
+                () = timer.as_mut() => {
+                    let now = Instant::now();
+                    let next = match state.deadline(&config) {
+                        Some(at) if now >= at => {
+                            tracing::debug!(%peer, "closing a connection without a request in time (D45)");
+                            if state.is_h2() && !stopping {
+                                // HTTP/2: say goodbye (GOAWAY) before closing.
+                                conn.as_mut().graceful_shutdown();
+                                let _ = tokio::time::timeout(Duration::from_secs(1), conn.as_mut()).await;
+                            }
+                            return;
                         }
-                        return;
-                    }
+                        Some(at) => at.min(now + period),
+                        None => now + period,
+                    };
+                    timer.as_mut().reset(next.into());
                 }
-                _ = stopped(&mut stop), if !stopping => {
+                () = stopped(&mut stop), if !stopping => {
                     stopping = true;
                     // D43, D45: never wait on a connection with no request in flight.
                     if state.quiet() {
@@ -246,13 +254,6 @@ async fn stopped(stop: &mut watch::Receiver<bool>) {
     let _ = stop.wait_for(|s| *s).await;
 }
 
-async fn sleep_until(deadline: Option<Instant>) {
-    match deadline {
-        Some(at) => tokio::time::sleep_until(at.into()).await,
-        None => std::future::pending().await,
-    }
-}
-
 const NONE: u64 = u64::MAX;
 
 /// What a connection's task knows of it: requests in flight, when it went
@@ -268,8 +269,6 @@ struct ConnState {
     /// Bytes written but not yet flushed to the socket.
     unflushed: AtomicBool,
     h2: AtomicBool,
-    /// Wakes the connection task when its deadline may have moved earlier.
-    changed: Notify,
 }
 
 impl ConnState {
@@ -282,7 +281,6 @@ impl ConnState {
             first_byte: AtomicU64::new(NONE),
             unflushed: AtomicBool::new(false),
             h2: AtomicBool::new(false),
-            changed: Notify::new(),
         }
     }
 
@@ -305,7 +303,6 @@ impl ConnState {
             && self.first_byte.load(Ordering::Acquire) == NONE
         {
             self.first_byte.store(self.now(), Ordering::Release);
-            self.changed.notify_one();
         }
     }
 
@@ -342,10 +339,6 @@ impl ConnState {
             config.idle_timeout,
         ))
     }
-
-    fn expired(&self, config: &TransportConfig) -> bool {
-        self.deadline(config).is_some_and(|d| Instant::now() >= d)
-    }
 }
 
 /// A request in flight; dropped with its response body, once that is sent.
@@ -356,9 +349,7 @@ impl Drop for RequestGuard {
         let s = &self.0;
         s.idle_since.store(s.now(), Ordering::Release);
         s.first_byte.store(NONE, Ordering::Release);
-        if s.in_flight.fetch_sub(1, Ordering::AcqRel) == 1 {
-            s.changed.notify_one();
-        }
+        s.in_flight.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
