@@ -459,16 +459,20 @@ async fn read_body(headers: &HeaderMap, mut incoming: Incoming, within: Duration
         };
         return (problem(BodyProblem::TooLarge), rest);
     }
-    let mut buf = BytesMut::new();
+    // The frames as they came: a body in one frame (the usual case) is
+    // handed on without a copy.
+    let mut chunks: Vec<Bytes> = Vec::new();
+    let mut total = 0usize;
     let read = tokio::time::timeout(within, async {
         loop {
             match incoming.frame().await {
                 None => return Ok(true),
                 Some(Err(e)) => return Err(e),
                 Some(Ok(frame)) => {
-                    if let Some(data) = frame.data_ref() {
-                        buf.extend_from_slice(data);
-                        if buf.len() > MAX_BODY {
+                    if let Ok(data) = frame.into_data() {
+                        total += data.len();
+                        chunks.push(data);
+                        if total > MAX_BODY {
                             return Ok(false);
                         }
                     }
@@ -478,7 +482,20 @@ async fn read_body(headers: &HeaderMap, mut incoming: Incoming, within: Duration
     })
     .await;
     match read {
-        Ok(Ok(true)) => (Body::from(buf.freeze()), Rest::Consumed),
+        Ok(Ok(true)) => {
+            let bytes = match chunks.len() {
+                0 => Bytes::new(),
+                1 => chunks.swap_remove(0),
+                _ => {
+                    let mut all = BytesMut::with_capacity(total);
+                    for c in &chunks {
+                        all.extend_from_slice(c);
+                    }
+                    all.freeze()
+                }
+            };
+            (Body::from(bytes), Rest::Consumed)
+        }
         Ok(Ok(false)) => (problem(BodyProblem::TooLarge), Rest::Linger(incoming)),
         // The client broke off its body: nothing more will come.
         Ok(Err(e)) => {
