@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
+use gatehouse_app::App;
 use gatehouse_auth::{AuthConfig, AuthService, Issuer, KeyRing, secrets};
 use gatehouse_domain::{ClientId, Fixture, OrgId, Organization, Plan, ScopeSet, Timestamp};
 use gatehouse_server::transport::TransportConfig;
@@ -30,6 +31,8 @@ pub struct Running {
     /// The admin listener's address (`/metrics`).
     pub admin_addr: SocketAddr,
     pub state: AppState,
+    /// The storage the server runs on, for the background jobs and tests.
+    pub store: Arc<dyn Store>,
     /// Credentials printed at first start (D41), if this start created them.
     pub bootstrap: Option<BootstrapCredentials>,
     /// The certificate in use (tests trust it).
@@ -233,7 +236,7 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
     };
     let transport =
         crate::mail::Transport::from_settings(settings.smtp_url.as_deref(), &settings.data_dir)?;
-    let state = AppState::new(store, auth, config);
+    let state = AppState::new(App::new(store.clone(), auth, &public_url), config);
     let app = gatehouse_server::app(state.clone());
     let (stop, stopped) = watch::channel(false);
     let signal = move || {
@@ -245,7 +248,7 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
     let mut tasks = JoinSet::new();
     spawn_background(
         &mut tasks,
-        store_for_jobs(&state),
+        store.clone(),
         auth_for_jobs(&state),
         transport,
         settings.mail_from.clone(),
@@ -255,7 +258,7 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
     if settings.env == Env::Staging {
         spawn_staging_reset(
             &mut tasks,
-            store_for_jobs(&state),
+            store.clone(),
             auth_for_jobs(&state),
             settings.staging_reset_at,
             stop.subscribe(),
@@ -318,15 +321,12 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
         http_addr,
         admin_addr,
         state,
+        store,
         bootstrap,
         cert_path,
         stop,
         tasks,
     })
-}
-
-fn store_for_jobs(state: &AppState) -> Arc<dyn Store> {
-    state.store.clone()
 }
 
 fn auth_for_jobs(state: &AppState) -> Arc<AuthService> {
