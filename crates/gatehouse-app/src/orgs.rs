@@ -1,6 +1,8 @@
 //! Organizations (D28's plans, D32's v2 preview, D33's staging fixture).
 
-use gatehouse_domain::{Fixture, Name, OrgId, Organization, Plan, Timestamp};
+use gatehouse_domain::{
+    DomainError, FieldIssue, Fixture, Name, OrgId, Organization, Plan, Timestamp,
+};
 
 use crate::App;
 use crate::error::{AppError, AppResult, OrApp};
@@ -34,14 +36,23 @@ impl App {
             None if custom => Plan::Enterprise,
             None => Plan::Free,
         };
+        let mut issues = Vec::new();
         if custom && plan != Plan::Enterprise {
-            return Err(AppError::invalid(
-                "per_minute",
-                "and per_second set an enterprise plan's limits; use plan enterprise",
+            issues.push(FieldIssue::new(
+                "plan",
+                "must be enterprise when custom limits are given (they are an enterprise plan's)",
             ));
         }
-        if new.per_minute == Some(0) || new.per_second == Some(0) {
-            return Err(AppError::invalid("per_minute", "limits must be at least 1"));
+        for (field, limit) in [
+            ("per_minute", new.per_minute),
+            ("per_second", new.per_second),
+        ] {
+            if limit == Some(0) {
+                issues.push(FieldIssue::new(field, "must be at least 1"));
+            }
+        }
+        if !issues.is_empty() {
+            return Err(AppError::Rule(DomainError::Validation(issues)));
         }
         let org = Organization {
             id: OrgId::generate(),
