@@ -23,3 +23,28 @@ impl App {
         Ok(n)
     }
 }
+
+/// What became of a night's reset.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NightlyReset {
+    /// Restored in this many organizations.
+    Done(u64),
+    /// Another node ran it (D44).
+    ClaimedElsewhere,
+}
+
+impl App {
+    /// D33's nightly reset due at `due` (a key naming the night): D44, one
+    /// node runs it, the others find it claimed.
+    pub async fn nightly_staging_reset(&self, due: &str) -> AppResult<NightlyReset> {
+        let claimed = self
+            .store()
+            .claim_job("staging_reset", due, gatehouse_domain::Timestamp::now())
+            .await
+            .or_app("job")?;
+        if !claimed {
+            return Ok(NightlyReset::ClaimedElsewhere);
+        }
+        self.reset_staging().await.map(NightlyReset::Done)
+    }
+}
