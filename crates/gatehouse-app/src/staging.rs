@@ -15,10 +15,12 @@ impl App {
             .reset_to_fixture(None, &Fixture::standard(), Timestamp::now())
             .await
             .or_app("organization")?;
-        if let Some(auth) = self.auth() {
-            if let Err(e) = auth.sync_revocations().await {
-                tracing::warn!(error = %e, "revocation sync failed");
-            }
+        let synced = match self.auth() {
+            Some(auth) => auth.sync_revocations().await.map(drop),
+            None => Ok(()),
+        };
+        if let Err(e) = synced {
+            tracing::warn!(error = %e, "revocation sync failed");
         }
         Ok(n)
     }
