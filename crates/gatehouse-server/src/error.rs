@@ -7,8 +7,8 @@
 
 use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use gatehouse_app::AppError;
 use gatehouse_domain::{DomainError, FieldIssue};
-use gatehouse_store::StoreError;
 
 macro_rules! codes {
     ($($variant:ident => ($text:literal, $status:expr, $summary:literal)),+ $(,)?) => {
@@ -126,21 +126,24 @@ impl ApiError {
         )
         .with_header(header::RETRY_AFTER, &retry_after_secs.to_string())
     }
+}
 
-    /// Maps a storage error; `what` names the resource for 404 and 409 messages.
-    pub fn from_store(e: StoreError, what: &str) -> Self {
+/// The one mapping of the use cases' errors (D6); 500 and 503 causes are
+/// logged, never shown.
+impl From<AppError> for ApiError {
+    fn from(e: AppError) -> Self {
         match e {
-            StoreError::NotFound => Self::not_found(what),
-            StoreError::Duplicate(field) => Self::new(
+            AppError::NotFound(what) => Self::not_found(what),
+            AppError::Duplicate { what, field } => Self::new(
                 ErrorCode::DuplicateResource,
                 format!("a {what} with this {field} already exists"),
             ),
-            StoreError::Rule(d) => d.into(),
-            StoreError::Unavailable(cause) => {
+            AppError::Rule(d) => d.into(),
+            AppError::Unavailable(cause) => {
                 tracing::error!(%cause, "storage unavailable");
                 Self::unavailable(5)
             }
-            StoreError::Internal(cause) => {
+            AppError::Internal(cause) => {
                 tracing::error!(%cause, "storage failure");
                 Self::internal()
             }

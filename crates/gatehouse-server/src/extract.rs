@@ -11,6 +11,7 @@ use std::marker::PhantomData;
 use axum::extract::{FromRequest, FromRequestParts, Path, Request};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, header};
+use gatehouse_app::AppError;
 use gatehouse_auth::ratelimit::Decision;
 use gatehouse_auth::{Caller, TokenError};
 use gatehouse_domain::{FieldIssue, OrgId, Scope};
@@ -93,7 +94,7 @@ pub async fn authenticate(headers: &HeaderMap, state: &AppState) -> Result<Calle
             Ok(TokenError::Invalid) => {
                 invalid(ErrorCode::InvalidToken, "the access token is invalid")
             }
-            Err(store) => ApiError::from_store(store, "credential"),
+            Err(store) => AppError::store(store, "credential").into(),
         })
 }
 
@@ -157,7 +158,7 @@ async fn rate_limit(parts: &Parts, state: &AppState, caller: &Caller) -> Result<
         .auth
         .org_limits(caller.org())
         .await
-        .map_err(|e| ApiError::from_store(e, "organization"))?
+        .map_err(|e| ApiError::from(AppError::store(e, "organization")))?
         .ok_or_else(|| {
             ApiError::new(
                 ErrorCode::InvalidToken,
@@ -168,7 +169,7 @@ async fn rate_limit(parts: &Parts, state: &AppState, caller: &Caller) -> Result<
         .auth
         .rate_check(caller, limits)
         .await
-        .map_err(|e| ApiError::from_store(e, "rate limit"))?;
+        .map_err(|e| ApiError::from(AppError::store(e, "rate limit")))?;
     let info = match decision {
         Decision::Allowed(i) | Decision::Limited { info: i, .. } => i,
     };

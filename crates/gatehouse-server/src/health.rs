@@ -22,7 +22,7 @@ async fn readyz(State(st): State<AppState>) -> Result<Response, ApiError> {
     if st.is_shutting_down() {
         return Err(ApiError::unavailable(5));
     }
-    st.store.ping().await.map_err(|e| {
+    st.app.ready().await.map_err(|e| {
         tracing::error!(cause = %e, "readiness check failed");
         ApiError::unavailable(5)
     })?;

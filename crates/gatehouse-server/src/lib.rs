@@ -5,9 +5,11 @@
 //! auto-escaping templates, and [`serve`], which runs the app on a listener
 //! it is given (it never binds a socket itself).
 //!
-//! Handlers are thin: extract, call the store or the auth layer, map the
-//! result. This crate must not contain SQL or name a storage backend, and must
-//! not do TLS or read configuration files — the `gatehouse` binary does both.
+//! Handlers are thin: extract, call the application layer
+//! ([`gatehouse_app::App`]; the OAuth endpoints reach the auth service
+//! through it), map the result. This crate must not name the store, contain
+//! SQL or name a storage backend, and must not do TLS or read configuration
+//! files — the `gatehouse` binary does both.
 
 pub mod authorize;
 pub mod docs;
@@ -37,8 +39,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use axum::Router;
+use gatehouse_app::App;
 use gatehouse_auth::AuthService;
-use gatehouse_store::Store;
 
 pub use error::{ApiError, ErrorCode};
 
@@ -73,7 +75,10 @@ impl ServerConfig {
 pub struct AppState(Arc<Inner>);
 
 pub struct Inner {
-    pub store: Arc<dyn Store>,
+    /// The use cases.
+    pub app: App,
+    /// The authorization server inside `app`, for the OAuth endpoints,
+    /// pages and extractors.
     pub auth: Arc<AuthService>,
     pub config: ServerConfig,
     pub templates: docs::Templates,
@@ -89,10 +94,16 @@ impl std::ops::Deref for AppState {
 }
 
 impl AppState {
-    pub fn new(store: Arc<dyn Store>, auth: Arc<AuthService>, mut config: ServerConfig) -> Self {
+    /// `app` must be a serving one ([`App::new`]): the server needs its
+    /// auth service.
+    pub fn new(app: App, mut config: ServerConfig) -> Self {
         config.public_url = config.public_url.trim_end_matches('/').to_owned();
+        let auth = app
+            .auth()
+            .cloned()
+            .expect("the server runs on App::new, which has the auth service");
         Self(Arc::new(Inner {
-            store,
+            app,
             auth,
             config,
             templates: docs::Templates::new(),
@@ -108,11 +119,6 @@ impl AppState {
 
     pub fn is_shutting_down(&self) -> bool {
         self.0.shutting_down.load(Ordering::SeqCst)
-    }
-
-    /// The store, for pages that read records directly.
-    pub fn auth_store(&self) -> &dyn Store {
-        self.0.store.as_ref()
     }
 }
 

@@ -8,9 +8,9 @@ use axum::extract::{ConnectInfo, Path, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::response::Response;
 use axum::routing::get;
-use gatehouse_auth::{AuthService, password};
-use gatehouse_domain::{ClientId, Email, Timestamp, UserStatus};
-use gatehouse_store::{LinkKind, StoreError};
+use gatehouse_app::AppError;
+use gatehouse_auth::password;
+use gatehouse_domain::{ClientId, Email};
 use minijinja::context;
 
 use crate::AppState;
@@ -35,7 +35,7 @@ fn dead_link(st: &AppState) -> Response {
     )
 }
 
-fn unavailable(st: &AppState, e: StoreError) -> Response {
+fn unavailable(st: &AppState, e: AppError) -> Response {
     tracing::error!(cause = %e, "link page: storage failed");
     pages::message(
         st,
@@ -43,26 +43,6 @@ fn unavailable(st: &AppState, e: StoreError) -> Response {
         "Try again in a moment",
         "The service is temporarily unavailable.",
     )
-}
-
-/// Whether a link can still be used; for invitations the user must still be pending.
-async fn usable(
-    st: &AppState,
-    kind: LinkKind,
-    token: &str,
-) -> Result<Option<gatehouse_store::LinkRecord>, StoreError> {
-    let rec = st
-        .auth_store()
-        .find_link(kind, &AuthService::link_digest(token))
-        .await?;
-    Ok(rec.filter(|r| {
-        r.used_at.is_none()
-            && r.expires_at > Timestamp::now()
-            && match kind {
-                LinkKind::Invitation => r.user.status == UserStatus::PendingInvite,
-                LinkKind::Reset => r.user.status == UserStatus::Active,
-            }
-    }))
 }
 
 fn password_form(
@@ -105,15 +85,12 @@ async fn invite_form(
     Path(token): Path<String>,
     headers: HeaderMap,
 ) -> Response {
-    match usable(&st, LinkKind::Invitation, &token).await {
-        Ok(Some(rec)) => password_form(
+    match st.app.invitation_user(&token).await {
+        Ok(Some(user)) => password_form(
             &st,
             &headers,
             "Welcome to Gatehouse",
-            &format!(
-                "Choose a password for {} to finish joining.",
-                rec.user.email
-            ),
+            &format!("Choose a password for {} to finish joining.", user.email),
             &format!("/invite/{token}"),
             None,
         ),
@@ -139,18 +116,15 @@ async fn invite_submit(
             "The form expired. Open the link from your e-mail again.",
         );
     }
-    let rec = match usable(&st, LinkKind::Invitation, &token).await {
+    let user = match st.app.invitation_user(&token).await {
         Ok(Some(r)) => r,
         Ok(None) => return dead_link(&st),
         Err(e) => return unavailable(&st, e),
     };
-    let pw = match new_password(&form, rec.user.email.as_str()) {
+    let pw = match new_password(&form, user.email.as_str()) {
         Ok(pw) => pw,
         Err(m) => {
-            let intro = format!(
-                "Choose a password for {} to finish joining.",
-                rec.user.email
-            );
+            let intro = format!("Choose a password for {} to finish joining.", user.email);
             return password_form(
                 &st,
                 &headers,
@@ -161,19 +135,14 @@ async fn invite_submit(
             );
         }
     };
-    let hash = password::hash(pw).await;
-    match st
-        .auth_store()
-        .accept_invitation(&AuthService::link_digest(&token), &hash, Timestamp::now())
-        .await
-    {
+    match st.app.accept_invitation(&token, pw).await {
         Ok(_) => pages::message(
             &st,
             StatusCode::OK,
             "You're in",
             "Your password is set and your account is active. Sign in from the application that invited you.",
         ),
-        Err(StoreError::NotFound) => dead_link(&st),
+        Err(e) if e.is_dead_link() => dead_link(&st),
         Err(e) => unavailable(&st, e),
     }
 }
@@ -238,46 +207,10 @@ async fn forgot_submit(
     let client_id = form.get("client_id").and_then(|c| ClientId::parse(c));
     let email = form.get("email").and_then(|e| Email::parse(e).ok());
     if let (Some(client_id), Some(email)) = (client_id, email) {
-        let st = st.clone();
-        tokio::spawn(async move {
-            if !st.config.forgot_lookup_delay.is_zero() {
-                tokio::time::sleep(st.config.forgot_lookup_delay).await;
-            }
-            queue_reset(&st, &client_id, &email).await;
-        });
+        st.app
+            .request_password_reset(client_id, email, st.config.forgot_lookup_delay);
     }
     st.templates.page("forgot.html", context! { sent => true })
-}
-
-/// Queues a reset e-mail when `email` is an active account of the client's
-/// organization (and D19's per-account limits allow one).
-async fn queue_reset(st: &AppState, client_id: &ClientId, email: &Email) {
-    let client = match st.auth_store().find_client(client_id).await {
-        Ok(Some(c)) => c,
-        Ok(None) => return,
-        Err(e) => {
-            tracing::error!(cause = %e, "reset request: reading the client failed");
-            return;
-        }
-    };
-    let base = st.config.public_url.clone();
-    let (_, link) = AuthService::new_link(
-        LinkKind::Reset,
-        email.as_str(),
-        "Reset your Gatehouse password".into(),
-        |token| {
-            format!(
-                "Someone asked to reset the password of this account.\n\nChoose a new password here (the link works once, for one hour):\n\n{base}/password/reset/{token}\n\nIf it was not you, ignore this message: your password stays as it is.\n"
-            )
-        },
-    );
-    if let Err(e) = st
-        .auth_store()
-        .request_password_reset(&client.org, email, &link)
-        .await
-    {
-        tracing::error!(cause = %e, "queuing a reset link failed");
-    }
 }
 
 async fn reset_form(
@@ -285,12 +218,12 @@ async fn reset_form(
     Path(token): Path<String>,
     headers: HeaderMap,
 ) -> Response {
-    match usable(&st, LinkKind::Reset, &token).await {
-        Ok(Some(rec)) => password_form(
+    match st.app.reset_user(&token).await {
+        Ok(Some(user)) => password_form(
             &st,
             &headers,
             "Choose a new password",
-            &format!("For {}.", rec.user.email),
+            &format!("For {}.", user.email),
             &format!("/password/reset/{token}"),
             None,
         ),
@@ -316,42 +249,34 @@ async fn reset_submit(
             "The form expired. Open the link from your e-mail again.",
         );
     }
-    let rec = match usable(&st, LinkKind::Reset, &token).await {
+    let user = match st.app.reset_user(&token).await {
         Ok(Some(r)) => r,
         Ok(None) => return dead_link(&st),
         Err(e) => return unavailable(&st, e),
     };
-    let pw = match new_password(&form, rec.user.email.as_str()) {
+    let pw = match new_password(&form, user.email.as_str()) {
         Ok(pw) => pw,
         Err(m) => {
             return password_form(
                 &st,
                 &headers,
                 "Choose a new password",
-                &format!("For {}.", rec.user.email),
+                &format!("For {}.", user.email),
                 &format!("/password/reset/{token}"),
                 Some(&m),
             );
         }
     };
-    let hash = password::hash(pw).await;
-    let now = Timestamp::now();
-    match st
-        .auth_store()
-        .reset_password(&AuthService::link_digest(&token), &hash, now)
-        .await
-    {
-        Ok(user) => {
-            // D19: a reset ends every session and token of the user.
-            st.auth.note_user_revoked(&user.id, now);
-            pages::message(
-                &st,
-                StatusCode::OK,
-                "Password changed",
-                "Sign in again with your new password.",
-            )
-        }
-        Err(StoreError::NotFound) => dead_link(&st),
+    // D19: a reset ends every session and token of the user (the app
+    // layer notes the revocation).
+    match st.app.reset_password(&token, pw).await {
+        Ok(_) => pages::message(
+            &st,
+            StatusCode::OK,
+            "Password changed",
+            "Sign in again with your new password.",
+        ),
+        Err(e) if e.is_dead_link() => dead_link(&st),
         Err(e) => unavailable(&st, e),
     }
 }

@@ -5,11 +5,9 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use gatehouse_app::ProductFilter;
 use gatehouse_domain::values::parse_amount;
-use gatehouse_domain::{
-    Name, NewProduct, ProductId, ProductPatch, ProductStatus, SearchText, Sku, Timestamp,
-};
-use gatehouse_store::ProductFilter;
+use gatehouse_domain::{Name, NewProduct, ProductId, ProductPatch, ProductStatus, SearchText, Sku};
 
 use crate::AppState;
 use crate::error::ApiError;
@@ -47,11 +45,7 @@ async fn list(
     let page = query.page();
     let filter = product_filter(&mut query);
     query.finish()?;
-    let listing = st
-        .store
-        .list_products(auth.org(), &filter, page)
-        .await
-        .map_err(|e| ApiError::from_store(e, "product"))?;
+    let listing = st.app.list_products(auth.org(), &filter, page).await?;
     Ok(respond::list(&ctx, &listing, page))
 }
 
@@ -62,12 +56,7 @@ async fn show(
     IdPath(raw): IdPath,
 ) -> Result<Response, ApiError> {
     let id = product_id(&raw)?;
-    let p = st
-        .store
-        .get_product(auth.org(), &id)
-        .await
-        .map_err(|e| ApiError::from_store(e, "product"))?;
-    let p = p.ok_or_else(|| ApiError::not_found("product"))?;
+    let p = st.app.get_product(auth.org(), &id).await?;
     Ok(respond::single(&ctx, StatusCode::OK, &p))
 }
 
@@ -104,11 +93,7 @@ async fn create(
         stock,
         discontinued,
     };
-    let p = st
-        .store
-        .insert_product(auth.org(), &new, Timestamp::now())
-        .await
-        .map_err(|e| ApiError::from_store(e, "product"))?;
+    let p = st.app.create_product(auth.org(), &new).await?;
     let location = format!("{}/products/{}", st.config.base_url(), p.id);
     Ok(respond::created(&ctx, &location, &p))
 }
@@ -130,11 +115,7 @@ async fn update(
     };
     f.finish()?;
     let id = product_id(&raw)?;
-    let p = st
-        .store
-        .update_product(auth.org(), &id, &patch, Timestamp::now())
-        .await
-        .map_err(|e| ApiError::from_store(e, "product"))?;
+    let p = st.app.update_product(auth.org(), &id, &patch).await?;
     Ok(respond::single(&ctx, StatusCode::OK, &p))
 }
 
@@ -144,9 +125,6 @@ async fn remove(
     IdPath(raw): IdPath,
 ) -> Result<Response, ApiError> {
     let id = product_id(&raw)?;
-    st.store
-        .delete_product(auth.org(), &id)
-        .await
-        .map_err(|e| ApiError::from_store(e, "product"))?;
+    st.app.delete_product(auth.org(), &id).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }

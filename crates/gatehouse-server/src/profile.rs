@@ -5,8 +5,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
 use axum::routing::get;
-use gatehouse_domain::user::UserPatch;
-use gatehouse_domain::{Name, Timestamp, UserId};
+use gatehouse_domain::{Name, UserId};
 
 use crate::AppState;
 use crate::error::{ApiError, ErrorCode};
@@ -34,12 +33,7 @@ async fn show(
     State(st): State<AppState>,
 ) -> Result<Response, ApiError> {
     let id = me(&auth)?;
-    let user = st
-        .store
-        .get_user(auth.org(), &id)
-        .await
-        .map_err(|e| ApiError::from_store(e, "user"))?;
-    let user = user.ok_or_else(|| ApiError::not_found("user"))?;
+    let user = st.app.profile(auth.org(), &id).await?;
     Ok(respond::single(&ctx, StatusCode::OK, &user))
 }
 
@@ -50,16 +44,9 @@ async fn update(
     body: JsonObject,
 ) -> Result<Response, ApiError> {
     let mut f = Fields::new(body, &["name"]);
-    let patch = UserPatch {
-        name: f.optional_str("name", Name::parse),
-        ..Default::default()
-    };
+    let name = f.optional_str("name", Name::parse);
     f.finish()?;
     let id = me(&auth)?;
-    let change = st
-        .store
-        .update_user(auth.org(), &id, &patch, Timestamp::now())
-        .await
-        .map_err(|e| ApiError::from_store(e, "user"))?;
-    Ok(respond::single(&ctx, StatusCode::OK, &change.user))
+    let user = st.app.update_profile(auth.org(), &id, name).await?;
+    Ok(respond::single(&ctx, StatusCode::OK, &user))
 }

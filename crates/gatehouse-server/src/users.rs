@@ -5,13 +5,9 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use gatehouse_auth::AuthService;
-use gatehouse_domain::OrgId;
+use gatehouse_app::UserFilter;
 use gatehouse_domain::user::UserPatch;
-use gatehouse_domain::{
-    Email, FieldIssue, Name, NewUser, Role, SearchText, Timestamp, UserId, UserStatus,
-};
-use gatehouse_store::{LinkKind, NewLink, UserFilter};
+use gatehouse_domain::{Email, FieldIssue, Name, Role, SearchText, UserId, UserStatus};
 
 use crate::AppState;
 use crate::error::ApiError;
@@ -48,11 +44,7 @@ async fn list(
     let page = query.page();
     let filter = user_filter(&mut query);
     query.finish()?;
-    let listing = st
-        .store
-        .list_users(auth.org(), &filter, page)
-        .await
-        .map_err(|e| ApiError::from_store(e, "user"))?;
+    let listing = st.app.list_users(auth.org(), &filter, page).await?;
     Ok(respond::list(&ctx, &listing, page))
 }
 
@@ -63,12 +55,7 @@ async fn show(
     IdPath(raw): IdPath,
 ) -> Result<Response, ApiError> {
     let id = user_id(&raw)?;
-    let user = st
-        .store
-        .get_user(auth.org(), &id)
-        .await
-        .map_err(|e| ApiError::from_store(e, "user"))?;
-    let user = user.ok_or_else(|| ApiError::not_found("user"))?;
+    let user = st.app.get_user(auth.org(), &id).await?;
     Ok(respond::single(&ctx, StatusCode::OK, &user))
 }
 
@@ -86,15 +73,7 @@ async fn create(
     let (Some(email), Some(name), Some(role)) = (email, name, role) else {
         return Err(ApiError::internal());
     };
-    // D11: a new user waits for the invitation to be accepted; D30: the
-    // invitation e-mail is queued in the same transaction as the user.
-    let link = invitation(&st, auth.org(), &email, &name, role).await?;
-    let new = NewUser::invited(email, name, role, Timestamp::now());
-    let user = st
-        .store
-        .insert_user_with_link(auth.org(), &new, Some(&link))
-        .await
-        .map_err(|e| ApiError::from_store(e, "user"))?;
+    let user = st.app.invite_user(auth.org(), email, name, role).await?;
     let location = format!("{}/users/{}", st.config.base_url(), user.id);
     Ok(respond::created(&ctx, &location, &user))
 }
@@ -114,17 +93,8 @@ async fn update(
     };
     f.finish()?;
     let id = user_id(&raw)?;
-    let now = Timestamp::now();
-    let change = st
-        .store
-        .update_user(auth.org(), &id, &patch, now)
-        .await
-        .map_err(|e| ApiError::from_store(e, "user"))?;
-    if change.revokes_tokens {
-        // D11, D29: the next request with the user's tokens is refused.
-        st.auth.note_user_revoked(&id, now);
-    }
-    Ok(respond::single(&ctx, StatusCode::OK, &change.user))
+    let user = st.app.update_user(auth.org(), &id, &patch).await?;
+    Ok(respond::single(&ctx, StatusCode::OK, &user))
 }
 
 async fn remove(
@@ -147,44 +117,10 @@ async fn remove(
     };
     query.finish()?;
     let id = user_id(&raw)?;
-    let now = Timestamp::now();
-    st.store
-        .delete_user_at(auth.org(), &id, transfer_to.as_ref(), now)
-        .await
-        .map_err(|e| ApiError::from_store(e, "user"))?;
-    // D13: every token of the user stops working at once.
-    st.auth.note_user_revoked(&id, now);
+    st.app
+        .delete_user(auth.org(), &id, transfer_to.as_ref())
+        .await?;
     Ok(StatusCode::NO_CONTENT.into_response())
-}
-
-/// The invitation link and its e-mail (D11, D30).
-async fn invitation(
-    st: &AppState,
-    org: &OrgId,
-    email: &Email,
-    name: &Name,
-    role: Role,
-) -> Result<NewLink, ApiError> {
-    let org_name = st
-        .store
-        .get_org(org)
-        .await
-        .map_err(|e| ApiError::from_store(e, "organization"))?
-        .map(|o| o.name)
-        .unwrap_or_else(|| "your organization".into());
-    let base = st.config.public_url.clone();
-    let (_, link) = AuthService::new_link(
-        LinkKind::Invitation,
-        email.as_str(),
-        format!("You are invited to {org_name}"),
-        |token| {
-            format!(
-                "Hello {name},\n\nYou have been invited to join {org_name} as {role}.\nChoose your password here to activate your account:\n\n{base}/invite/{token}\n\nThe link works once and expires in 7 days.\n",
-                role = role.as_str()
-            )
-        },
-    );
-    Ok(link)
 }
 
 /// `POST /v1/users/{id}/invitation` (D19): a new invitation link replaces the old one.
@@ -195,16 +131,6 @@ async fn reinvite(
     IdPath(raw): IdPath,
 ) -> Result<Response, ApiError> {
     let id = user_id(&raw)?;
-    let user = st
-        .store
-        .get_user(auth.org(), &id)
-        .await
-        .map_err(|e| ApiError::from_store(e, "user"))?
-        .ok_or_else(|| ApiError::not_found("user"))?;
-    let link = invitation(&st, auth.org(), &user.email, &user.name, user.role).await?;
-    st.store
-        .reissue_invitation(auth.org(), &id, &link)
-        .await
-        .map_err(|e| ApiError::from_store(e, "user"))?;
+    let user = st.app.reinvite_user(auth.org(), &id).await?;
     Ok(respond::single(&ctx, StatusCode::ACCEPTED, &user))
 }

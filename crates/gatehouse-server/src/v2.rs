@@ -24,12 +24,12 @@ pub fn router() -> Router<AppState> {
 }
 
 async fn preview_enabled(st: &AppState, org: &OrgId) -> Result<(), ApiError> {
-    match st.store.v2_preview(org).await {
-        Ok(true) => Ok(()),
-        Ok(false) => Err(ApiError::not_found(
+    if st.app.v2_preview(org).await? {
+        Ok(())
+    } else {
+        Err(ApiError::not_found(
             "resource (the v2 preview is not enabled for this organization)",
-        )),
-        Err(e) => Err(ApiError::from_store(e, "organization")),
+        ))
     }
 }
 
@@ -75,10 +75,9 @@ async fn users(
     let filter = user_filter(&mut query);
     query.finish()?;
     let items = st
-        .store
+        .app
         .list_users_after(auth.org(), &filter, after.as_ref(), limit + 1)
-        .await
-        .map_err(|e| ApiError::from_store(e, "user"))?
+        .await?
         .ok_or_else(unknown_cursor)?;
     Ok(cursor_page(&ctx, items, limit, |u| u.id.to_string()))
 }
@@ -97,10 +96,9 @@ async fn products(
     let filter = product_filter(&mut query);
     query.finish()?;
     let items = st
-        .store
+        .app
         .list_products_after(auth.org(), &filter, after.as_ref(), limit + 1)
-        .await
-        .map_err(|e| ApiError::from_store(e, "product"))?
+        .await?
         .ok_or_else(unknown_cursor)?;
     Ok(cursor_page(&ctx, items, limit, |p| p.id.to_string()))
 }

@@ -7,6 +7,7 @@ use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use axum::routing::get;
+use gatehouse_app::App;
 use gatehouse_auth::{AuthService, Issuer, KeyRing, MasterKey};
 use gatehouse_server::{AppState, ServerConfig, with_layers};
 use gatehouse_store::Store;
@@ -24,8 +25,7 @@ async fn state(dir: &tempfile::TempDir) -> AppState {
         Issuer::new("https://gh.test"),
     ));
     AppState::new(
-        store,
-        auth,
+        App::new(store, auth, "https://gh.test"),
         ServerConfig {
             public_url: "https://gh.test".into(),
             hsts: true,

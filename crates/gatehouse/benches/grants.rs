@@ -66,7 +66,7 @@ async fn main() {
     };
     let client = builder.build().unwrap();
     let org = OrgId::parse(&creds.org).unwrap();
-    let user = state
+    let user = running
         .store
         .insert_user(
             &org,
@@ -84,7 +84,7 @@ async fn main() {
         .unwrap();
     let secret = secrets::new_client_secret();
     let app = ClientId::generate();
-    state
+    running
         .store
         .insert_client(
             &org,

@@ -1,15 +1,17 @@
 //! Operator commands (D40). With `--json` each prints exactly one JSON object
-//! on stdout; without, readable lines.
+//! on stdout; without, readable lines. Each parses its arguments, calls the
+//! application layer ([`App`]) and prints the result.
 
 use std::io::BufRead;
 
-use anyhow::{Context, bail};
-use gatehouse_auth::{password, secrets};
+use anyhow::Context;
+use gatehouse_app::clients::ClientRegistration;
+use gatehouse_app::orgs::NewOrg;
+use gatehouse_app::{App, AppError};
 use gatehouse_domain::{
-    ApiKey, ApiKeyId, ClientId, Email, Fixture, Name, NewUser, OrgId, Organization, Plan,
-    RedirectUri, Role, Scope, ScopeSet, Timestamp, UserId, UserStatus,
+    ApiKey, ApiKeyId, ClientId, DomainError, Email, Name, OrgId, Plan, RedirectUri, Role, Scope,
+    ScopeSet, UserId,
 };
-use gatehouse_store::{NewClient, Store, StoreError};
 use serde_json::{Value, json};
 
 use crate::config::{ApiKeyCommand, ClientCommand, Env, OrgCommand, StagingCommand, UserCommand};
@@ -34,19 +36,55 @@ impl Output {
     }
 }
 
+/// An application error as an operator reads it: invalid fields named by
+/// their flags.
+fn msg(e: AppError) -> anyhow::Error {
+    match e {
+        AppError::Rule(DomainError::Validation(issues)) => anyhow::anyhow!(
+            "{}",
+            issues
+                .iter()
+                .map(|i| format!("{} {}", flag(&i.field), i.issue))
+                .collect::<Vec<_>>()
+                .join("; ")
+        ),
+        AppError::Duplicate { field, .. } => {
+            anyhow::anyhow!("a record with this {field} already exists")
+        }
+        other => other.into(),
+    }
+}
+
+fn flag(field: &str) -> String {
+    match field {
+        "password" => "the password".into(),
+        f => format!("--{}", f.replace('_', "-")),
+    }
+}
+
+/// `msg`, with "no <what> <raw>" for a record the operator named that does not exist.
+fn named(raw: &str) -> impl FnOnce(AppError) -> anyhow::Error + '_ {
+    move |e| match e {
+        AppError::NotFound(what) => anyhow::anyhow!("no {what} {raw}"),
+        other => msg(other),
+    }
+}
+
 fn org_id(raw: &str) -> anyhow::Result<OrgId> {
     OrgId::parse(raw).with_context(|| format!("{raw} is not an organization id (org_…)"))
 }
 
-async fn existing_org(store: &dyn Store, raw: &str) -> anyhow::Result<OrgId> {
+async fn existing_org(app: &App, raw: &str) -> anyhow::Result<OrgId> {
     let id = org_id(raw)?;
-    if store.get_org(&id).await?.is_none() {
-        bail!("no organization {raw}");
-    }
+    app.existing_org(&id).await.map_err(named(raw))?;
     Ok(id)
 }
 
-pub async fn org(store: &dyn Store, cmd: OrgCommand, env: Env) -> anyhow::Result<Output> {
+fn scopes(raw: &str) -> anyhow::Result<ScopeSet> {
+    ScopeSet::parse(raw).map_err(|w| anyhow::anyhow!("--scopes: unknown scope {w}"))
+}
+
+pub async fn org(app: &App, cmd: OrgCommand, env: Env) -> anyhow::Result<Output> {
     match cmd {
         OrgCommand::Create {
             name,
@@ -55,52 +93,36 @@ pub async fn org(store: &dyn Store, cmd: OrgCommand, env: Env) -> anyhow::Result
             per_second,
         } => {
             let name = Name::parse(&name).map_err(|e| anyhow::anyhow!("--name {e}"))?;
-            let custom = per_minute.is_some() || per_second.is_some();
-            let plan = match plan.as_deref() {
-                Some(p) => Plan::parse(p).map_err(|e| anyhow::anyhow!("--plan {e}"))?,
-                None if custom => Plan::Enterprise,
-                None => Plan::Free,
-            };
-            if custom && plan != Plan::Enterprise {
-                bail!(
-                    "--per-minute and --per-second set an enterprise plan's limits; use --plan enterprise"
-                );
-            }
-            if per_minute == Some(0) || per_second == Some(0) {
-                bail!("limits must be at least 1");
-            }
-            let org = Organization {
-                id: OrgId::generate(),
-                name: name.into_string(),
+            let plan = plan
+                .as_deref()
+                .map(Plan::parse)
+                .transpose()
+                .map_err(|e| anyhow::anyhow!("--plan {e}"))?;
+            let new = NewOrg {
+                name,
                 plan,
                 per_minute,
                 per_second,
-                created_at: Timestamp::now(),
             };
-            store.create_org(&org).await?;
-            if env == Env::Staging {
-                // D33: a staging organization starts with the fixture data.
-                store
-                    .reset_to_fixture(Some(&org.id), &Fixture::standard(), Timestamp::now())
-                    .await?;
-            }
+            // D33: a staging organization starts with the fixture data.
+            let org = app
+                .create_org(new, env == Env::Staging)
+                .await
+                .map_err(msg)?;
             Ok(Output(
                 json!({ "id": org.id, "name": org.name, "plan": org.plan.as_str() }),
             ))
         }
         OrgCommand::Set { org, v2_preview } => {
-            let id = existing_org(store, &org).await?;
+            let id = existing_org(app, &org).await?;
             if let Some(v) = v2_preview {
-                store.set_v2_preview(&id, v == "on").await?;
+                app.set_v2_preview(&id, v == "on").await.map_err(msg)?;
             }
-            let o = store
-                .get_org(&id)
-                .await?
-                .with_context(|| format!("no organization {org}"))?;
+            let o = app.existing_org(&id).await.map_err(named(&org))?;
             Ok(Output(json!({
                 "id": o.id, "name": o.name, "plan": o.plan.as_str(),
                 "per_minute": o.limits().0, "per_second": o.limits().1,
-                "v2_preview": store.v2_preview(&id).await?,
+                "v2_preview": app.v2_preview(&id).await.map_err(msg)?,
             })))
         }
     }
@@ -121,100 +143,61 @@ fn client_json(c: &gatehouse_domain::Client, secret: Option<&str>) -> Value {
     })
 }
 
-pub async fn client(store: &dyn Store, cmd: ClientCommand) -> anyhow::Result<Output> {
+fn client_id(raw: &str) -> anyhow::Result<ClientId> {
+    ClientId::parse(raw).with_context(|| format!("{raw} is not a client id (app_…)"))
+}
+
+pub async fn client(app: &App, cmd: ClientCommand) -> anyhow::Result<Output> {
     match cmd {
         ClientCommand::Create {
             org,
             name,
-            scopes,
+            scopes: raw_scopes,
             redirect_uris,
             public,
             owner,
         } => {
-            let org = existing_org(store, &org).await?;
-            let scopes = ScopeSet::parse(&scopes)
-                .map_err(|w| anyhow::anyhow!("--scopes: unknown scope {w}"))?;
-            if scopes.is_empty() {
-                bail!("--scopes must name at least one scope");
-            }
+            let org = existing_org(app, &org).await?;
+            let scopes = scopes(&raw_scopes)?;
             let mut uris = Vec::new();
             for u in &redirect_uris {
                 uris.push(
                     RedirectUri::parse(u)
-                        .map_err(|e| anyhow::anyhow!("--redirect-uri {u}: {e}"))?
-                        .into_string(),
-                );
-            }
-            if public && uris.is_empty() {
-                bail!(
-                    "a public client needs at least one --redirect-uri (it can use only the authorization-code grant)"
+                        .map_err(|e| anyhow::anyhow!("--redirect-uri {u}: {e}"))?,
                 );
             }
             let owner = owner
                 .map(|o| UserId::parse(&o).with_context(|| format!("{o} is not a user id (usr_…)")))
                 .transpose()?;
-            let secret = (!public).then(secrets::new_client_secret);
-            let new = NewClient {
-                id: ClientId::generate(),
-                name: Name::parse(&name)
-                    .map_err(|e| anyhow::anyhow!("--name {e}"))?
-                    .into_string(),
-                secret_hash: secret.as_deref().map(secrets::hash_secret),
+            let name = Name::parse(&name).map_err(|e| anyhow::anyhow!("--name {e}"))?;
+            let reg = ClientRegistration {
+                name,
                 scopes,
                 redirect_uris: uris,
-                // Registering `admin` is not approving it (D22): approve-admin does that.
-                admin_approved: false,
+                public,
                 owner,
-                created_at: Timestamp::now(),
             };
-            let c = store.insert_client(&org, &new).await.map_err(store_msg)?;
-            Ok(Output(client_json(&c, secret.as_deref())))
+            let r = app.register_client(&org, reg).await.map_err(msg)?;
+            Ok(Output(client_json(&r.client, r.secret.as_deref())))
         }
-        ClientCommand::RotateSecret { client_id, grace } => {
-            let id = ClientId::parse(&client_id)
-                .with_context(|| format!("{client_id} is not a client id (app_…)"))?;
-            let c = store
-                .find_client(&id)
-                .await?
-                .with_context(|| format!("no client {client_id}"))?;
-            if c.is_public() {
-                bail!("{client_id} is a public client: it has no secret");
-            }
-            let secret = secrets::new_client_secret();
-            let until = (grace > 0)
-                .then(|| Timestamp::now().plus_seconds(grace.min(i64::MAX as u64 / 2000) as i64));
-            let c = store
-                .rotate_client_secret(&c.org, &id, &secrets::hash_secret(&secret), until)
-                .await?;
-            let mut out = client_json(&c, Some(&secret));
-            out["previous_secret_valid_until"] = json!(until);
+        ClientCommand::RotateSecret {
+            client_id: raw,
+            grace,
+        } => {
+            let id = client_id(&raw)?;
+            let r = app
+                .rotate_client_secret(&id, grace)
+                .await
+                .map_err(named(&raw))?;
+            let mut out = client_json(&r.client, Some(&r.secret));
+            out["previous_secret_valid_until"] = json!(r.previous_valid_until);
             Ok(Output(out))
         }
-        ClientCommand::ApproveAdmin { client_id } => {
-            let id = ClientId::parse(&client_id)
-                .with_context(|| format!("{client_id} is not a client id (app_…)"))?;
-            let c = store
-                .find_client(&id)
-                .await?
-                .with_context(|| format!("no client {client_id}"))?;
-            let c = store.approve_admin(&c.org, &id).await?;
+        ClientCommand::ApproveAdmin { client_id: raw } => {
+            let id = client_id(&raw)?;
+            let c = app.approve_admin(&id).await.map_err(named(&raw))?;
             Ok(Output(client_json(&c, None)))
         }
-    }
-}
-
-fn store_msg(e: StoreError) -> anyhow::Error {
-    match e {
-        StoreError::Rule(gatehouse_domain::DomainError::Validation(issues)) => anyhow::anyhow!(
-            "{}",
-            issues
-                .iter()
-                .map(|i| format!("{} {}", i.field, i.issue))
-                .collect::<Vec<_>>()
-                .join("; ")
-        ),
-        StoreError::Duplicate(f) => anyhow::anyhow!("a record with this {f} already exists"),
-        other => other.into(),
     }
 }
 
@@ -233,7 +216,7 @@ pub fn read_password_line(input: &mut impl BufRead) -> anyhow::Result<String> {
     Ok(line)
 }
 
-pub async fn user(store: &dyn Store, cmd: UserCommand) -> anyhow::Result<Output> {
+pub async fn user(app: &App, cmd: UserCommand) -> anyhow::Result<Output> {
     match cmd {
         UserCommand::Create {
             org,
@@ -242,24 +225,15 @@ pub async fn user(store: &dyn Store, cmd: UserCommand) -> anyhow::Result<Output>
             role,
             password_stdin: _,
         } => {
-            let org = existing_org(store, &org).await?;
+            let org = existing_org(app, &org).await?;
             let email = Email::parse(&email).map_err(|e| anyhow::anyhow!("--email {e}"))?;
             let name = Name::parse(&name).map_err(|e| anyhow::anyhow!("--name {e}"))?;
             let role = Role::parse(&role).map_err(|e| anyhow::anyhow!("--role {e}"))?;
             let pw = read_password_line(&mut std::io::stdin().lock())?;
-            password::check_policy(&pw, email.as_str())
-                .map_err(|e| anyhow::anyhow!("the password {e}"))?;
-            let hash = tokio::task::spawn_blocking(move || password::hash_blocking(&pw)).await?;
-            let new = NewUser {
-                id: UserId::generate(),
-                email,
-                name,
-                role,
-                status: UserStatus::Active,
-                password_hash: Some(hash),
-                created_at: Timestamp::now(),
-            };
-            let u = store.insert_user(&org, &new).await.map_err(store_msg)?;
+            let u = app
+                .create_active_user(&org, email, name, role, pw)
+                .await
+                .map_err(msg)?;
             Ok(Output(serde_json::to_value(&u)?))
         }
     }
@@ -277,31 +251,21 @@ fn api_key_json(k: &ApiKey) -> Value {
     })
 }
 
-pub async fn apikey(store: &dyn Store, cmd: ApiKeyCommand, env: Env) -> anyhow::Result<Output> {
+pub async fn apikey(app: &App, cmd: ApiKeyCommand, env: Env) -> anyhow::Result<Output> {
     match cmd {
-        ApiKeyCommand::Create { org, name, scopes } => {
-            let org = existing_org(store, &org).await?;
-            let scopes = ScopeSet::parse(&scopes)
-                .map_err(|w| anyhow::anyhow!("--scopes: unknown scope {w}"))?;
-            if scopes.is_empty() {
-                bail!("--scopes must name at least one scope");
-            }
-            let name = Name::parse(&name)
-                .map_err(|e| anyhow::anyhow!("--name {e}"))?
-                .into_string();
+        ApiKeyCommand::Create {
+            org,
+            name,
+            scopes: raw_scopes,
+        } => {
+            let org = existing_org(app, &org).await?;
+            let scopes = scopes(&raw_scopes)?;
+            let name = Name::parse(&name).map_err(|e| anyhow::anyhow!("--name {e}"))?;
             // D33: staging keys are gk_test_…
-            let key = secrets::new_api_key(env == Env::Staging);
-            let record = ApiKey {
-                id: ApiKeyId::generate(),
-                org,
-                name,
-                scopes,
-                created_at: Timestamp::now(),
-                revoked_at: None,
-            };
-            store
-                .insert_api_key(&record, &secrets::hash_secret(&key))
-                .await?;
+            let (record, key) = app
+                .create_api_key(&org, name, scopes, env == Env::Staging)
+                .await
+                .map_err(msg)?;
             let scopes: Vec<&str> = record.scopes.iter().map(Scope::as_str).collect();
             // D27: exactly these fields; the key is shown only now.
             Ok(Output(
@@ -311,25 +275,21 @@ pub async fn apikey(store: &dyn Store, cmd: ApiKeyCommand, env: Env) -> anyhow::
         ApiKeyCommand::Revoke { key_id } => {
             let id = ApiKeyId::parse(&key_id)
                 .with_context(|| format!("{key_id} is not an API key id (key_…)"))?;
-            let k = store
-                .find_api_key(&id)
-                .await?
-                .with_context(|| format!("no API key {key_id}"))?;
-            let k = store.revoke_api_key(&k.org, &id, Timestamp::now()).await?;
+            let k = app.revoke_api_key(&id).await.map_err(named(&key_id))?;
             Ok(Output(api_key_json(&k)))
         }
     }
 }
 
 pub async fn keys(
-    store: &dyn Store,
+    app: &App,
     master: &gatehouse_auth::MasterKey,
     cmd: crate::config::KeysCommand,
 ) -> anyhow::Result<Output> {
     match cmd {
         crate::config::KeysCommand::Rotate { publish_delay } => {
             let delay = publish_delay.min(365 * 86400) as i64;
-            let rec = gatehouse_auth::KeyRing::rotate(store, master, delay).await?;
+            let rec = app.rotate_signing_key(master, delay).await.map_err(msg)?;
             Ok(Output(
                 json!({ "ok": true, "kid": rec.kid, "published_at": rec.created_at, "signs_from": rec.activates_at }),
             ))
@@ -338,12 +298,10 @@ pub async fn keys(
 }
 
 /// `gatehouse staging reset` (D33): the fixture restored now, atomically.
-pub async fn staging(store: &dyn Store, cmd: StagingCommand) -> anyhow::Result<Output> {
+pub async fn staging(app: &App, cmd: StagingCommand) -> anyhow::Result<Output> {
     match cmd {
         StagingCommand::Reset => {
-            let n = store
-                .reset_to_fixture(None, &Fixture::standard(), Timestamp::now())
-                .await?;
+            let n = app.reset_staging().await.map_err(msg)?;
             Ok(Output(json!({ "ok": true, "organizations": n })))
         }
     }

@@ -31,6 +31,13 @@ fn main() -> std::process::ExitCode {
     }
 }
 
+/// The application layer of an operator command, over the configured storage.
+async fn operator(settings: &Settings) -> anyhow::Result<gatehouse_app::App> {
+    Ok(gatehouse_app::App::operator(
+        open_store(&settings.database_url).await?,
+    ))
+}
+
 async fn dispatch(cli: Cli) -> anyhow::Result<()> {
     let serve_args = match &cli.command {
         Command::Serve(a) => a.clone(),
@@ -49,37 +56,19 @@ async fn dispatch(cli: Cli) -> anyhow::Result<()> {
             open_store(&settings.database_url).await?;
             commands::Output(serde_json::json!({ "ok": true }))
         }
-        Command::Org(cmd) => {
-            commands::org(
-                open_store(&settings.database_url).await?.as_ref(),
-                cmd,
-                settings.env,
-            )
-            .await?
-        }
-        Command::Staging(cmd) => {
-            commands::staging(open_store(&settings.database_url).await?.as_ref(), cmd).await?
-        }
+        Command::Org(cmd) => commands::org(&operator(&settings).await?, cmd, settings.env).await?,
+        Command::Staging(cmd) => commands::staging(&operator(&settings).await?, cmd).await?,
         Command::Mock { addr } => return mock(settings, addr, json).await,
-        Command::Client(cmd) => {
-            commands::client(open_store(&settings.database_url).await?.as_ref(), cmd).await?
-        }
-        Command::User(cmd) => {
-            commands::user(open_store(&settings.database_url).await?.as_ref(), cmd).await?
-        }
+        Command::Client(cmd) => commands::client(&operator(&settings).await?, cmd).await?,
+        Command::User(cmd) => commands::user(&operator(&settings).await?, cmd).await?,
         Command::Apikey(cmd) => {
-            commands::apikey(
-                open_store(&settings.database_url).await?.as_ref(),
-                cmd,
-                settings.env,
-            )
-            .await?
+            commands::apikey(&operator(&settings).await?, cmd, settings.env).await?
         }
         Command::Keys(cmd) => {
-            let store = open_store(&settings.database_url).await?;
+            let app = operator(&settings).await?;
             let master =
                 gatehouse::load_master_key(settings.master_key.as_deref(), &settings.data_dir)?;
-            commands::keys(store.as_ref(), &master, cmd).await?
+            commands::keys(&app, &master, cmd).await?
         }
     };
     out.print(json);

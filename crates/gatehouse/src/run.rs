@@ -6,11 +6,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
+use gatehouse_app::App;
+use gatehouse_app::bootstrap::Bootstrap;
+use gatehouse_app::staging::NightlyReset;
 use gatehouse_auth::{AuthConfig, AuthService, Issuer, KeyRing, secrets};
-use gatehouse_domain::{ClientId, Fixture, OrgId, Organization, Plan, ScopeSet, Timestamp};
+use gatehouse_domain::{ClientId, Timestamp};
 use gatehouse_server::transport::TransportConfig;
 use gatehouse_server::{AppState, ServerConfig};
-use gatehouse_store::{NewClient, Store};
+use gatehouse_store::Store;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
@@ -30,6 +33,8 @@ pub struct Running {
     /// The admin listener's address (`/metrics`).
     pub admin_addr: SocketAddr,
     pub state: AppState,
+    /// The storage the server runs on, for the background jobs and tests.
+    pub store: Arc<dyn Store>,
     /// Credentials printed at first start (D41), if this start created them.
     pub bootstrap: Option<BootstrapCredentials>,
     /// The certificate in use (tests trust it).
@@ -83,30 +88,15 @@ pub fn mock_settings(base: &Settings, dir: &std::path::Path, addr: SocketAddr) -
 
 /// D34: the mock's organization (plan pro), its fixed client with every
 /// scope, and the fixture data.
-async fn bootstrap_mock(store: &dyn Store) -> anyhow::Result<()> {
-    let org = Organization {
-        id: OrgId::generate(),
-        name: "Mock".into(),
-        plan: Plan::Pro,
-        per_minute: None,
-        per_second: None,
-        created_at: Timestamp::now(),
-    };
-    let client = NewClient {
-        id: ClientId::parse(MOCK_CLIENT_ID).context("the mock client id")?,
-        name: "Mock client".into(),
-        secret_hash: Some(secrets::hash_secret(MOCK_CLIENT_SECRET)),
-        scopes: ScopeSet::all(),
-        redirect_uris: Vec::new(),
-        admin_approved: true,
-        owner: None,
-        created_at: Timestamp::now(),
-    };
-    if store.bootstrap(&org, &client).await? {
-        store
-            .reset_to_fixture(Some(&org.id), &Fixture::standard(), Timestamp::now())
-            .await?;
-    }
+async fn bootstrap_mock(app: &App) -> anyhow::Result<()> {
+    app.bootstrap(Bootstrap {
+        org_name: "Mock",
+        client_id: ClientId::parse(MOCK_CLIENT_ID).context("the mock client id")?,
+        client_name: "Mock client",
+        client_secret: MOCK_CLIENT_SECRET.into(),
+        fixture: true,
+    })
+    .await?;
     Ok(())
 }
 
@@ -115,40 +105,27 @@ async fn bootstrap_mock(store: &dyn Store) -> anyhow::Result<()> {
 /// `<data_dir>/bootstrap-credentials.json` (0600). Runs once: the store
 /// creates them only if no organization exists, atomically.
 pub async fn bootstrap(
-    store: &dyn Store,
+    app: &App,
     settings: &Settings,
 ) -> anyhow::Result<Option<BootstrapCredentials>> {
-    let org = Organization {
-        id: OrgId::generate(),
-        name: "Default".into(),
-        plan: Plan::Pro,
-        per_minute: None,
-        per_second: None,
-        created_at: Timestamp::now(),
-    };
     let secret = secrets::new_client_secret();
-    let client = NewClient {
-        id: ClientId::generate(),
-        name: "Bootstrap client".into(),
-        secret_hash: Some(secrets::hash_secret(&secret)),
-        scopes: ScopeSet::all(),
-        redirect_uris: Vec::new(),
-        admin_approved: true,
-        owner: None,
-        created_at: Timestamp::now(),
-    };
-    if !store.bootstrap(&org, &client).await? {
+    let client_id = ClientId::generate();
+    let created = app
+        .bootstrap(Bootstrap {
+            org_name: "Default",
+            client_id: client_id.clone(),
+            client_name: "Bootstrap client",
+            client_secret: secret.clone(),
+            // D33: staging starts with the fixture data.
+            fixture: settings.env == Env::Staging,
+        })
+        .await?;
+    let Some(org) = created else {
         return Ok(None);
-    }
-    if settings.env == Env::Staging {
-        // D33: staging starts with the fixture data.
-        store
-            .reset_to_fixture(Some(&org.id), &Fixture::standard(), Timestamp::now())
-            .await?;
-    }
+    };
     let creds = BootstrapCredentials {
-        org: org.id.to_string(),
-        client_id: client.id.to_string(),
+        org: org.to_string(),
+        client_id: client_id.to_string(),
         client_secret: secret,
     };
     let path = settings.data_dir.join("bootstrap-credentials.json");
@@ -173,11 +150,13 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
     let keys = KeyRing::load(store.as_ref(), master)
         .await
         .context("loading signing keys")?;
+    // Nothing is in memory yet: the first start's writes need no auth service.
+    let first_start = App::operator(store.clone());
     let bootstrap = if settings.mock {
-        bootstrap_mock(store.as_ref()).await?;
+        bootstrap_mock(&first_start).await?;
         None
     } else {
-        bootstrap(store.as_ref(), settings).await?
+        bootstrap(&first_start, settings).await?
     };
     let http = TcpListener::bind(settings.http_addr)
         .await
@@ -233,7 +212,7 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
     };
     let transport =
         crate::mail::Transport::from_settings(settings.smtp_url.as_deref(), &settings.data_dir)?;
-    let state = AppState::new(store, auth, config);
+    let state = AppState::new(App::new(store.clone(), auth, &public_url), config);
     let app = gatehouse_server::app(state.clone());
     let (stop, stopped) = watch::channel(false);
     let signal = move || {
@@ -245,7 +224,7 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
     let mut tasks = JoinSet::new();
     spawn_background(
         &mut tasks,
-        store_for_jobs(&state),
+        store.clone(),
         auth_for_jobs(&state),
         transport,
         settings.mail_from.clone(),
@@ -255,8 +234,7 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
     if settings.env == Env::Staging {
         spawn_staging_reset(
             &mut tasks,
-            store_for_jobs(&state),
-            auth_for_jobs(&state),
+            state.app.clone(),
             settings.staging_reset_at,
             stop.subscribe(),
         );
@@ -318,15 +296,12 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
         http_addr,
         admin_addr,
         state,
+        store,
         bootstrap,
         cert_path,
         stop,
         tasks,
     })
-}
-
-fn store_for_jobs(state: &AppState) -> Arc<dyn Store> {
-    state.store.clone()
 }
 
 fn auth_for_jobs(state: &AppState) -> Arc<AuthService> {
@@ -419,8 +394,7 @@ pub fn seconds_until(now: i64, (hh, mm): (u8, u8)) -> i64 {
 /// D33: the staging dataset is restored every day at `at` (UTC).
 fn spawn_staging_reset(
     tasks: &mut JoinSet<std::io::Result<()>>,
-    store: Arc<dyn Store>,
-    auth: Arc<AuthService>,
+    app: App,
     at: (u8, u8),
     mut stop: watch::Receiver<bool>,
 ) {
@@ -432,33 +406,15 @@ fn spawn_staging_reset(
                 _ = tokio::time::sleep(Duration::from_secs(wait as u64)) => {}
                 _ = stop.wait_for(|s| *s) => return Ok(()),
             }
-            // D44: one node runs each night's reset; the others find it claimed.
             let due = (now + wait).to_string();
-            match store
-                .claim_job("staging_reset", &due, Timestamp::now())
-                .await
-            {
-                Ok(true) => {}
-                Ok(false) => {
-                    tracing::info!(due, "staging reset already run by another node");
-                    continue;
+            match app.nightly_staging_reset(&due).await {
+                Ok(NightlyReset::Done(n)) => {
+                    tracing::info!(organizations = n, "staging dataset restored")
                 }
-                Err(e) => {
-                    tracing::error!(error = %e, "staging reset: could not claim the job");
-                    continue;
+                Ok(NightlyReset::ClaimedElsewhere) => {
+                    tracing::info!(due, "staging reset already run by another node")
                 }
-            }
-            match store
-                .reset_to_fixture(None, &Fixture::standard(), Timestamp::now())
-                .await
-            {
-                Ok(n) => tracing::info!(organizations = n, "staging dataset restored"),
                 Err(e) => tracing::error!(error = %e, "staging reset failed"),
-            }
-            // Removed users' tokens stop at once here; other nodes follow
-            // within their sync interval.
-            if let Err(e) = auth.sync_revocations().await {
-                tracing::warn!(error = %e, "revocation sync failed");
             }
         }
     });

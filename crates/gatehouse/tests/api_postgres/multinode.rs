@@ -120,7 +120,8 @@ async fn d44_a_revocation_on_one_node_is_enforced_by_the_other_within_a_second()
 /// A user's refresh chain, started through the auth layer of node `n`.
 async fn user_refresh_token(n: &Node, org: &OrgId, app_secret: &str, app: &str) -> (UserId, Value) {
     let state = &n.running.state;
-    let user = state
+    let user = n
+        .running
         .store
         .insert_user(
             org,
@@ -174,7 +175,6 @@ async fn app_client_with(n: &Node, org: &OrgId, scopes: &str) -> (String, String
     let secret = gatehouse_auth::secrets::new_client_secret();
     let id = gatehouse_domain::ClientId::generate();
     n.running
-        .state
         .store
         .insert_client(
             org,
@@ -202,7 +202,6 @@ async fn app_client(n: &Node, org: &OrgId) -> (String, String) {
 async fn new_org(n: &Node, plan: gatehouse_domain::Plan, limits: Option<(u32, u32)>) -> OrgId {
     let org = OrgId::generate();
     n.running
-        .state
         .store
         .create_org(&gatehouse_domain::Organization {
             id: org.clone(),

@@ -140,7 +140,6 @@ impl TestServer {
             None if settings.mock => {
                 let id = ClientId::parse(run::MOCK_CLIENT_ID).unwrap();
                 let client = running
-                    .state
                     .store
                     .find_client(&id)
                     .await
@@ -193,7 +192,7 @@ impl TestServer {
     }
 
     pub fn store(&self) -> &dyn Store {
-        self.running.as_ref().unwrap().state.store.as_ref()
+        self.running.as_ref().unwrap().store.as_ref()
     }
 
     pub fn data_dir(&self) -> PathBuf {

@@ -1,0 +1,61 @@
+//! First start (D41) and the mock's data (D34).
+
+use gatehouse_auth::secrets;
+use gatehouse_domain::{ClientId, Fixture, OrgId, Organization, Plan, ScopeSet, Timestamp};
+use gatehouse_store::NewClient;
+
+use crate::App;
+use crate::error::{AppResult, OrApp};
+
+/// The organization and client to create on an empty database.
+#[derive(Clone, Debug)]
+pub struct Bootstrap {
+    pub org_name: &'static str,
+    pub client_id: ClientId,
+    pub client_name: &'static str,
+    pub client_secret: String,
+    /// D33, D34: start with the fixture data.
+    pub fixture: bool,
+}
+
+impl App {
+    /// On an empty database, an organization (plan pro) and a client
+    /// approved for every scope; the organization's id, or `None` when an
+    /// organization already exists. The store checks and creates atomically,
+    /// so nodes starting together bootstrap once.
+    pub async fn bootstrap(&self, b: Bootstrap) -> AppResult<Option<OrgId>> {
+        let org = Organization {
+            id: OrgId::generate(),
+            name: b.org_name.into(),
+            plan: Plan::Pro,
+            per_minute: None,
+            per_second: None,
+            created_at: Timestamp::now(),
+        };
+        let client = NewClient {
+            id: b.client_id,
+            name: b.client_name.into(),
+            secret_hash: Some(secrets::hash_secret(&b.client_secret)),
+            scopes: ScopeSet::all(),
+            redirect_uris: Vec::new(),
+            admin_approved: true,
+            owner: None,
+            created_at: Timestamp::now(),
+        };
+        if !self
+            .store()
+            .bootstrap(&org, &client)
+            .await
+            .or_app("organization")?
+        {
+            return Ok(None);
+        }
+        if b.fixture {
+            self.store()
+                .reset_to_fixture(Some(&org.id), &Fixture::standard(), Timestamp::now())
+                .await
+                .or_app("organization")?;
+        }
+        Ok(Some(org.id))
+    }
+}

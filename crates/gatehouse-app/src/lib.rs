@@ -1,0 +1,110 @@
+//! `gatehouse-app` owns Gatehouse's use cases: users (with the invitation
+//! e-mail and the revocations their changes cause), the profile, products,
+//! the links sent by e-mail, client registration and rotation, API keys,
+//! organizations, signing keys and the staging dataset.
+//!
+//! HTTP handlers and CLI commands call [`App`] and nothing else: neither
+//! names the store. A use case does the storage call(s) and the side effects
+//! that belong with them — the link and its e-mail, keeping the in-memory
+//! revocation set in step — so no caller can forget one.
+//!
+//! Every use case on tenant data takes the caller's [`OrgId`] (D2). This
+//! crate must not import HTTP types (axum, http, hyper) or name a backend.
+
+pub mod api_keys;
+pub mod bootstrap;
+pub mod clients;
+pub mod error;
+pub mod keys;
+pub mod links;
+pub mod orgs;
+pub mod products;
+pub mod profile;
+pub mod staging;
+pub mod users;
+
+use std::sync::Arc;
+
+use gatehouse_auth::AuthService;
+use gatehouse_domain::OrgId;
+use gatehouse_store::Store;
+
+pub use error::{AppError, AppResult};
+/// The list filters of interface.md §4.3/§4.4, as the handlers build them.
+pub use gatehouse_store::{ProductFilter, UserFilter};
+
+/// The use cases, over one store. Cheap to clone.
+#[derive(Clone)]
+pub struct App(Arc<Inner>);
+
+struct Inner {
+    store: Arc<dyn Store>,
+    /// `None` in an operator command: a short-lived process has no
+    /// revocation set or caches of its own; serving nodes pick its writes up
+    /// from storage (D25, D44).
+    auth: Option<Arc<AuthService>>,
+    /// `https://host[:port]` without a trailing slash (D1), for the links.
+    public_url: String,
+}
+
+impl App {
+    /// The use cases of a serving process: `auth` holds the in-memory state
+    /// (revocation set, caches) they keep in step with storage.
+    pub fn new(store: Arc<dyn Store>, auth: Arc<AuthService>, public_url: &str) -> Self {
+        Self(Arc::new(Inner {
+            store,
+            auth: Some(auth),
+            public_url: public_url.trim_end_matches('/').to_owned(),
+        }))
+    }
+
+    /// The use cases of an operator command (D40), which sends no links.
+    pub fn operator(store: Arc<dyn Store>) -> Self {
+        Self(Arc::new(Inner {
+            store,
+            auth: None,
+            public_url: String::new(),
+        }))
+    }
+
+    /// The authorization server (grants, tokens, rate limits), for the
+    /// OAuth endpoints and the extractors; `None` in an operator command.
+    pub fn auth(&self) -> Option<&Arc<AuthService>> {
+        self.0.auth.as_ref()
+    }
+
+    pub fn public_url(&self) -> &str {
+        &self.0.public_url
+    }
+
+    fn store(&self) -> &dyn Store {
+        self.0.store.as_ref()
+    }
+
+    /// Notes in memory that `user`'s tokens up to `now` are revoked; the
+    /// store wrote the record with the change (D11, D13, D19, D29).
+    fn note_user_revoked(&self, user: &gatehouse_domain::UserId, now: gatehouse_domain::Timestamp) {
+        if let Some(auth) = &self.0.auth {
+            auth.note_user_revoked(user, now);
+        }
+    }
+
+    /// `/readyz` (D42): storage answers.
+    pub async fn ready(&self) -> AppResult<()> {
+        self.store()
+            .ping()
+            .await
+            .map_err(|e| AppError::store(e, "storage"))
+    }
+
+    /// The organization's name for e-mails, or a neutral phrase.
+    async fn org_name(&self, org: &OrgId) -> AppResult<String> {
+        Ok(self
+            .store()
+            .get_org(org)
+            .await
+            .map_err(|e| AppError::store(e, "organization"))?
+            .map(|o| o.name)
+            .unwrap_or_else(|| "your organization".into()))
+    }
+}

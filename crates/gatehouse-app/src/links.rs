@@ -1,0 +1,117 @@
+//! Links sent by e-mail: accepting an invitation (D11) and resetting a
+//! forgotten password (D19).
+
+use std::time::Duration;
+
+use gatehouse_auth::{AuthService, password};
+use gatehouse_domain::{ClientId, Email, Timestamp, User, UserStatus};
+use gatehouse_store::LinkKind;
+
+use crate::App;
+use crate::error::{AppError, AppResult, OrApp};
+
+impl App {
+    /// The user an invitation link is for, while it can still be used (the
+    /// user must still be pending).
+    pub async fn invitation_user(&self, token: &str) -> AppResult<Option<User>> {
+        self.usable(LinkKind::Invitation, token).await
+    }
+
+    /// The user a reset link is for, while it can still be used.
+    pub async fn reset_user(&self, token: &str) -> AppResult<Option<User>> {
+        self.usable(LinkKind::Reset, token).await
+    }
+
+    async fn usable(&self, kind: LinkKind, token: &str) -> AppResult<Option<User>> {
+        let rec = self
+            .store()
+            .find_link(kind, &AuthService::link_digest(token))
+            .await
+            .or_app("link")?;
+        Ok(rec
+            .filter(|r| {
+                r.used_at.is_none()
+                    && r.expires_at > Timestamp::now()
+                    && match kind {
+                        LinkKind::Invitation => r.user.status == UserStatus::PendingInvite,
+                        LinkKind::Reset => r.user.status == UserStatus::Active,
+                    }
+            })
+            .map(|r| r.user))
+    }
+
+    /// D11: the password is set and the user active; `NotFound("link")`
+    /// when the link was used, expired or replaced meanwhile.
+    pub async fn accept_invitation(&self, token: &str, password: String) -> AppResult<User> {
+        let hash = password::hash(password).await;
+        self.store()
+            .accept_invitation(&AuthService::link_digest(token), &hash, Timestamp::now())
+            .await
+            .or_app("link")
+    }
+
+    /// D19: the new password is set and every session and token of the
+    /// user ends.
+    pub async fn reset_password(&self, token: &str, password: String) -> AppResult<User> {
+        let hash = password::hash(password).await;
+        let now = Timestamp::now();
+        let user = self
+            .store()
+            .reset_password(&AuthService::link_digest(token), &hash, now)
+            .await
+            .or_app("link")?;
+        self.note_user_revoked(&user.id, now);
+        Ok(user)
+    }
+
+    /// D19 (revised): returns at once; the look-up runs on its own task
+    /// (after `delay`, tests only), so the answer's timing cannot tell
+    /// whether the address has an account. A reset e-mail is queued when
+    /// `email` is an active account of the client's organization and the
+    /// per-account limits allow one. Needs a Tokio runtime.
+    pub fn request_password_reset(&self, client_id: ClientId, email: Email, delay: Duration) {
+        let app = self.clone();
+        tokio::spawn(async move {
+            if !delay.is_zero() {
+                tokio::time::sleep(delay).await;
+            }
+            app.queue_reset(&client_id, &email).await;
+        });
+    }
+
+    async fn queue_reset(&self, client_id: &ClientId, email: &Email) {
+        let client = match self.store().find_client(client_id).await {
+            Ok(Some(c)) => c,
+            Ok(None) => return,
+            Err(e) => {
+                tracing::error!(cause = %e, "reset request: reading the client failed");
+                return;
+            }
+        };
+        let base = self.public_url();
+        let (_, link) = AuthService::new_link(
+            LinkKind::Reset,
+            email.as_str(),
+            "Reset your Gatehouse password".into(),
+            |token| {
+                format!(
+                    "Someone asked to reset the password of this account.\n\nChoose a new password here (the link works once, for one hour):\n\n{base}/password/reset/{token}\n\nIf it was not you, ignore this message: your password stays as it is.\n"
+                )
+            },
+        );
+        if let Err(e) = self
+            .store()
+            .request_password_reset(&client.org, email, &link)
+            .await
+        {
+            tracing::error!(cause = %e, "queuing a reset link failed");
+        }
+    }
+}
+
+impl AppError {
+    /// A link that was used, expired or replaced.
+    pub fn is_dead_link(&self) -> bool {
+        matches!(self, AppError::NotFound("link"))
+    }
+}

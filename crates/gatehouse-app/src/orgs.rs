@@ -1,0 +1,87 @@
+//! Organizations (D28's plans, D32's v2 preview, D33's staging fixture).
+
+use gatehouse_domain::{
+    DomainError, FieldIssue, Fixture, Name, OrgId, Organization, Plan, Timestamp,
+};
+
+use crate::App;
+use crate::error::{AppError, AppResult, OrApp};
+
+/// An organization to create (D40 `org create`).
+#[derive(Clone, Debug)]
+pub struct NewOrg {
+    pub name: Name,
+    /// `None`: enterprise when limits are given, else free.
+    pub plan: Option<Plan>,
+    pub per_minute: Option<u32>,
+    pub per_second: Option<u32>,
+}
+
+impl App {
+    /// The organization, or `NotFound("organization")`.
+    pub async fn existing_org(&self, org: &OrgId) -> AppResult<Organization> {
+        self.store()
+            .get_org(org)
+            .await
+            .or_app("organization")?
+            .ok_or(AppError::NotFound("organization"))
+    }
+
+    /// D28: custom limits belong to an enterprise plan. With `fixture`
+    /// (staging, D33) the organization starts with the fixture data.
+    pub async fn create_org(&self, new: NewOrg, fixture: bool) -> AppResult<Organization> {
+        let custom = new.per_minute.is_some() || new.per_second.is_some();
+        let plan = match new.plan {
+            Some(p) => p,
+            None if custom => Plan::Enterprise,
+            None => Plan::Free,
+        };
+        let mut issues = Vec::new();
+        if custom && plan != Plan::Enterprise {
+            issues.push(FieldIssue::new(
+                "plan",
+                "must be enterprise when custom limits are given (they are an enterprise plan's)",
+            ));
+        }
+        for (field, limit) in [
+            ("per_minute", new.per_minute),
+            ("per_second", new.per_second),
+        ] {
+            if limit == Some(0) {
+                issues.push(FieldIssue::new(field, "must be at least 1"));
+            }
+        }
+        if !issues.is_empty() {
+            return Err(AppError::Rule(DomainError::Validation(issues)));
+        }
+        let org = Organization {
+            id: OrgId::generate(),
+            name: new.name.into_string(),
+            plan,
+            per_minute: new.per_minute,
+            per_second: new.per_second,
+            created_at: Timestamp::now(),
+        };
+        self.store().create_org(&org).await.or_app("organization")?;
+        if fixture {
+            self.store()
+                .reset_to_fixture(Some(&org.id), &Fixture::standard(), Timestamp::now())
+                .await
+                .or_app("organization")?;
+        }
+        Ok(org)
+    }
+
+    /// D32: whether the v2 preview is on for the organization.
+    pub async fn v2_preview(&self, org: &OrgId) -> AppResult<bool> {
+        self.store().v2_preview(org).await.or_app("organization")
+    }
+
+    /// D32: an operator turns the v2 preview on or off.
+    pub async fn set_v2_preview(&self, org: &OrgId, enabled: bool) -> AppResult<()> {
+        self.store()
+            .set_v2_preview(org, enabled)
+            .await
+            .or_app("organization")
+    }
+}

@@ -1,0 +1,68 @@
+//! Products (interface.md §4.4, D16–D18).
+
+use gatehouse_domain::{
+    Listing, NewProduct, OrgId, Page, Product, ProductId, ProductPatch, Timestamp,
+};
+use gatehouse_store::ProductFilter;
+
+use crate::App;
+use crate::error::{AppError, AppResult, OrApp};
+
+impl App {
+    pub async fn list_products(
+        &self,
+        org: &OrgId,
+        filter: &ProductFilter,
+        page: Page,
+    ) -> AppResult<Listing<Product>> {
+        self.store()
+            .list_products(org, filter, page)
+            .await
+            .or_app("product")
+    }
+
+    /// D32: up to `limit` products after `after`; `None` when `after` is not in the list.
+    pub async fn list_products_after(
+        &self,
+        org: &OrgId,
+        filter: &ProductFilter,
+        after: Option<&ProductId>,
+        limit: u32,
+    ) -> AppResult<Option<Vec<Product>>> {
+        self.store()
+            .list_products_after(org, filter, after, limit)
+            .await
+            .or_app("product")
+    }
+
+    pub async fn get_product(&self, org: &OrgId, id: &ProductId) -> AppResult<Product> {
+        self.store()
+            .get_product(org, id)
+            .await
+            .or_app("product")?
+            .ok_or(AppError::NotFound("product"))
+    }
+
+    pub async fn create_product(&self, org: &OrgId, new: &NewProduct) -> AppResult<Product> {
+        self.store()
+            .insert_product(org, new, Timestamp::now())
+            .await
+            .or_app("product")
+    }
+
+    pub async fn update_product(
+        &self,
+        org: &OrgId,
+        id: &ProductId,
+        patch: &ProductPatch,
+    ) -> AppResult<Product> {
+        self.store()
+            .update_product(org, id, patch, Timestamp::now())
+            .await
+            .or_app("product")
+    }
+
+    pub async fn delete_product(&self, org: &OrgId, id: &ProductId) -> AppResult<()> {
+        self.store().delete_product(org, id).await.or_app("product")
+    }
+}

@@ -1,0 +1,52 @@
+//! The staging dataset (D33).
+
+use gatehouse_domain::{Fixture, Timestamp};
+
+use crate::App;
+use crate::error::{AppResult, OrApp};
+
+impl App {
+    /// Restores the fixture in every organization, atomically; the number
+    /// of organizations. A serving node also drops removed users' tokens at
+    /// once (others follow within their sync interval).
+    pub async fn reset_staging(&self) -> AppResult<u64> {
+        let n = self
+            .store()
+            .reset_to_fixture(None, &Fixture::standard(), Timestamp::now())
+            .await
+            .or_app("organization")?;
+        let synced = match self.auth() {
+            Some(auth) => auth.sync_revocations().await.map(drop),
+            None => Ok(()),
+        };
+        if let Err(e) = synced {
+            tracing::warn!(error = %e, "revocation sync failed");
+        }
+        Ok(n)
+    }
+}
+
+/// What became of a night's reset.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NightlyReset {
+    /// Restored in this many organizations.
+    Done(u64),
+    /// Another node ran it (D44).
+    ClaimedElsewhere,
+}
+
+impl App {
+    /// D33's nightly reset due at `due` (a key naming the night): D44, one
+    /// node runs it, the others find it claimed.
+    pub async fn nightly_staging_reset(&self, due: &str) -> AppResult<NightlyReset> {
+        let claimed = self
+            .store()
+            .claim_job("staging_reset", due, gatehouse_domain::Timestamp::now())
+            .await
+            .or_app("job")?;
+        if !claimed {
+            return Ok(NightlyReset::ClaimedElsewhere);
+        }
+        self.reset_staging().await.map(NightlyReset::Done)
+    }
+}

@@ -1,0 +1,163 @@
+//! Users (interface.md §4.3, D10–D14): the invitation and its e-mail on
+//! creation, the revocations deactivation, demotion and deletion cause.
+
+use gatehouse_auth::{AuthService, password};
+use gatehouse_domain::user::UserPatch;
+use gatehouse_domain::{
+    Email, Listing, Name, NewUser, OrgId, Page, Role, Timestamp, User, UserId, UserStatus,
+};
+use gatehouse_store::{LinkKind, NewLink, UserFilter};
+
+use crate::App;
+use crate::error::{AppError, AppResult, OrApp};
+
+impl App {
+    pub async fn list_users(
+        &self,
+        org: &OrgId,
+        filter: &UserFilter,
+        page: Page,
+    ) -> AppResult<Listing<User>> {
+        self.store()
+            .list_users(org, filter, page)
+            .await
+            .or_app("user")
+    }
+
+    /// D32: up to `limit` users after `after`; `None` when `after` is not in the list.
+    pub async fn list_users_after(
+        &self,
+        org: &OrgId,
+        filter: &UserFilter,
+        after: Option<&UserId>,
+        limit: u32,
+    ) -> AppResult<Option<Vec<User>>> {
+        self.store()
+            .list_users_after(org, filter, after, limit)
+            .await
+            .or_app("user")
+    }
+
+    pub async fn get_user(&self, org: &OrgId, id: &UserId) -> AppResult<User> {
+        self.store()
+            .get_user(org, id)
+            .await
+            .or_app("user")?
+            .ok_or(AppError::NotFound("user"))
+    }
+
+    /// D11: a new user waits for the invitation to be accepted; D30: the
+    /// invitation e-mail is queued in the same transaction as the user.
+    pub async fn invite_user(
+        &self,
+        org: &OrgId,
+        email: Email,
+        name: Name,
+        role: Role,
+    ) -> AppResult<User> {
+        let link = self.invitation(org, &email, &name, role).await?;
+        let new = NewUser::invited(email, name, role, Timestamp::now());
+        self.store()
+            .insert_user_with_link(org, &new, Some(&link))
+            .await
+            .or_app("user")
+    }
+
+    /// An active user with a password, created by an operator (D40).
+    pub async fn create_active_user(
+        &self,
+        org: &OrgId,
+        email: Email,
+        name: Name,
+        role: Role,
+        password: String,
+    ) -> AppResult<User> {
+        password::check_policy(&password, email.as_str())
+            .map_err(|e| AppError::invalid("password", e))?;
+        let hash = tokio::task::spawn_blocking(move || password::hash_blocking(&password))
+            .await
+            .map_err(|e| AppError::Internal(format!("hashing the password: {e}")))?;
+        let new = NewUser {
+            id: UserId::generate(),
+            email,
+            name,
+            role,
+            status: UserStatus::Active,
+            password_hash: Some(hash),
+            created_at: Timestamp::now(),
+        };
+        self.store().insert_user(org, &new).await.or_app("user")
+    }
+
+    pub async fn update_user(
+        &self,
+        org: &OrgId,
+        id: &UserId,
+        patch: &UserPatch,
+    ) -> AppResult<User> {
+        let now = Timestamp::now();
+        let change = self
+            .store()
+            .update_user(org, id, patch, now)
+            .await
+            .or_app("user")?;
+        if change.revokes_tokens {
+            // D11, D29: the next request with the user's tokens is refused.
+            self.note_user_revoked(id, now);
+        }
+        Ok(change.user)
+    }
+
+    pub async fn delete_user(
+        &self,
+        org: &OrgId,
+        id: &UserId,
+        transfer_to: Option<&UserId>,
+    ) -> AppResult<()> {
+        let now = Timestamp::now();
+        self.store()
+            .delete_user_at(org, id, transfer_to, now)
+            .await
+            .or_app("user")?;
+        // D13: every token of the user stops working at once.
+        self.note_user_revoked(id, now);
+        Ok(())
+    }
+
+    /// D19: a new invitation link replaces the old one.
+    pub async fn reinvite_user(&self, org: &OrgId, id: &UserId) -> AppResult<User> {
+        let user = self.get_user(org, id).await?;
+        let link = self
+            .invitation(org, &user.email, &user.name, user.role)
+            .await?;
+        self.store()
+            .reissue_invitation(org, id, &link)
+            .await
+            .or_app("user")?;
+        Ok(user)
+    }
+
+    /// The invitation link and its e-mail (D11, D30).
+    async fn invitation(
+        &self,
+        org: &OrgId,
+        email: &Email,
+        name: &Name,
+        role: Role,
+    ) -> AppResult<NewLink> {
+        let org_name = self.org_name(org).await?;
+        let base = self.public_url();
+        let (_, link) = AuthService::new_link(
+            LinkKind::Invitation,
+            email.as_str(),
+            format!("You are invited to {org_name}"),
+            |token| {
+                format!(
+                    "Hello {name},\n\nYou have been invited to join {org_name} as {role}.\nChoose your password here to activate your account:\n\n{base}/invite/{token}\n\nThe link works once and expires in 7 days.\n",
+                    role = role.as_str()
+                )
+            },
+        );
+        Ok(link)
+    }
+}

@@ -1,0 +1,148 @@
+//! The rules and side effects the application layer owns, without HTTP.
+
+use std::sync::Arc;
+
+use gatehouse_app::clients::ClientRegistration;
+use gatehouse_app::orgs::NewOrg;
+use gatehouse_app::{App, AppError};
+use gatehouse_auth::{AuthService, Issuer, KeyRing, MasterKey};
+use gatehouse_domain::user::UserPatch;
+use gatehouse_domain::{DomainError, Email, Name, Plan, RedirectUri, Role, ScopeSet, UserStatus};
+use gatehouse_store::Store;
+use gatehouse_store_sqlite::SqliteStore;
+
+async fn serving(dir: &tempfile::TempDir) -> (App, Arc<AuthService>) {
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.path().join("db")).unwrap());
+    let keys = KeyRing::load(store.as_ref(), MasterKey::generate())
+        .await
+        .unwrap();
+    let auth = Arc::new(AuthService::new(
+        store.clone(),
+        keys,
+        Issuer::new("https://gh.test"),
+    ));
+    (App::new(store, auth.clone(), "https://gh.test/"), auth)
+}
+
+fn org(name: &str) -> NewOrg {
+    NewOrg {
+        name: Name::parse(name).unwrap(),
+        plan: None,
+        per_minute: None,
+        per_second: None,
+    }
+}
+
+fn fields(e: AppError) -> Vec<String> {
+    match e {
+        AppError::Rule(DomainError::Validation(issues)) => {
+            issues.into_iter().map(|i| i.field).collect()
+        }
+        other => panic!("expected a validation error, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn custom_limits_make_an_enterprise_plan_and_need_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let (app, _) = serving(&dir).await;
+    let mut new = org("Acme");
+    new.per_minute = Some(100);
+    let o = app.create_org(new.clone(), false).await.unwrap();
+    assert_eq!(o.plan, Plan::Enterprise);
+    new.plan = Some(Plan::Pro);
+    new.per_second = Some(0);
+    let e = app.create_org(new, false).await.unwrap_err();
+    assert_eq!(fields(e), ["plan", "per_second"]);
+}
+
+#[tokio::test]
+async fn a_public_client_needs_a_redirect_uri_and_has_no_secret() {
+    let dir = tempfile::tempdir().unwrap();
+    let (app, _) = serving(&dir).await;
+    let o = app.create_org(org("Acme"), false).await.unwrap();
+    let mut reg = ClientRegistration {
+        name: Name::parse("SPA").unwrap(),
+        scopes: ScopeSet::parse("users:read admin").unwrap(),
+        redirect_uris: vec![],
+        public: true,
+        owner: None,
+    };
+    let e = app.register_client(&o.id, reg.clone()).await.unwrap_err();
+    assert_eq!(fields(e), ["redirect_uri"]);
+    reg.redirect_uris = vec![RedirectUri::parse("https://spa.example/cb").unwrap()];
+    let r = app.register_client(&o.id, reg).await.unwrap();
+    assert!(r.secret.is_none());
+    // D22: registering admin is not approving it.
+    assert!(!r.client.admin_approved);
+    let e = app.rotate_client_secret(&r.client.id, 0).await.unwrap_err();
+    assert!(matches!(
+        e,
+        AppError::Rule(DomainError::InvalidStateTransition(_))
+    ));
+    assert!(
+        app.approve_admin(&r.client.id)
+            .await
+            .unwrap()
+            .admin_approved
+    );
+}
+
+#[tokio::test]
+async fn deactivating_a_user_notes_the_revocation_in_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let (app, auth) = serving(&dir).await;
+    let o = app.create_org(org("Acme"), false).await.unwrap();
+    for (email, role) in [
+        ("a@acme.example", Role::Admin),
+        ("b@acme.example", Role::Editor),
+    ] {
+        app.create_active_user(
+            &o.id,
+            Email::parse(email).unwrap(),
+            Name::parse("Someone").unwrap(),
+            role,
+            "a long enough passphrase".into(),
+        )
+        .await
+        .unwrap();
+    }
+    let listing = app
+        .list_users(&o.id, &Default::default(), Default::default())
+        .await
+        .unwrap();
+    let editor = listing
+        .items
+        .iter()
+        .find(|u| u.role == Role::Editor)
+        .unwrap()
+        .clone();
+    let before = auth.revocations().len();
+    let patch = UserPatch {
+        status: Some(UserStatus::Inactive),
+        ..Default::default()
+    };
+    let user = app.update_user(&o.id, &editor.id, &patch).await.unwrap();
+    assert_eq!(user.status, UserStatus::Inactive);
+    assert_eq!(auth.revocations().len(), before + 1);
+}
+
+#[tokio::test]
+async fn another_organizations_user_is_not_found() {
+    let dir = tempfile::tempdir().unwrap();
+    let (app, _) = serving(&dir).await;
+    let a = app.create_org(org("A"), false).await.unwrap();
+    let b = app.create_org(org("B"), false).await.unwrap();
+    let u = app
+        .invite_user(
+            &a.id,
+            Email::parse("x@a.example").unwrap(),
+            Name::parse("X").unwrap(),
+            Role::Viewer,
+        )
+        .await
+        .unwrap();
+    assert_eq!(u.status, UserStatus::PendingInvite);
+    let e = app.get_user(&b.id, &u.id).await.unwrap_err();
+    assert!(matches!(e, AppError::NotFound("user")));
+}
