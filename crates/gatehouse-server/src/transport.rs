@@ -139,8 +139,8 @@ pub async fn serve<A: Accept>(
     builder
         .http1()
         .keep_alive(true)
-        .max_headers(MAX_HEADERS)
-        // The deadlines are this module's (see above).
+        // hyper's own limit is MAX_HEADERS fields; the deadlines are this
+        // module's (see above).
         .header_read_timeout(None);
     builder.http2().max_header_list_size(H2_MAX_HEADER_LIST);
     let builder = Arc::new(builder);
@@ -463,24 +463,47 @@ async fn read_body(headers: &HeaderMap, mut incoming: Incoming, within: Duration
     // handed on without a copy.
     let mut chunks: Vec<Bytes> = Vec::new();
     let mut total = 0usize;
-    let read = tokio::time::timeout(within, async {
-        loop {
-            match incoming.frame().await {
-                None => return Ok(true),
-                Some(Err(e)) => return Err(e),
-                Some(Ok(frame)) => {
-                    if let Ok(data) = frame.into_data() {
-                        total += data.len();
-                        chunks.push(data);
-                        if total > MAX_BODY {
-                            return Ok(false);
-                        }
-                    }
+    let mut take = |frame: Frame<Bytes>, chunks: &mut Vec<Bytes>| {
+        if let Ok(data) = frame.into_data() {
+            total += data.len();
+            chunks.push(data);
+        }
+        total <= MAX_BODY
+    };
+    // A body that has already arrived (the usual small one) is taken without
+    // arming a timer; only a body still on its way is waited for.
+    let mut ready = None;
+    while ready.is_none() {
+        match futures_util::FutureExt::now_or_never(incoming.frame()) {
+            None => break,
+            Some(None) => ready = Some(Ok(true)),
+            Some(Some(Err(e))) => ready = Some(Err(e)),
+            Some(Some(Ok(frame))) => {
+                if !take(frame, &mut chunks) {
+                    ready = Some(Ok(false));
                 }
             }
         }
-    })
-    .await;
+    }
+    let read = match ready {
+        Some(r) => Ok(r),
+        None => {
+            tokio::time::timeout(within, async {
+                loop {
+                    match incoming.frame().await {
+                        None => return Ok(true),
+                        Some(Err(e)) => return Err(e),
+                        Some(Ok(frame)) => {
+                            if !take(frame, &mut chunks) {
+                                return Ok(false);
+                            }
+                        }
+                    }
+                }
+            })
+            .await
+        }
+    };
     match read {
         Ok(Ok(true)) => {
             let bytes = match chunks.len() {
@@ -698,13 +721,12 @@ impl<Io: AsyncWrite + Unpin> AsyncWrite for Monitored<Io> {
 /// `X-Request-ID` (D7), so a head with one of those statuses and without it
 /// is hyper's: the envelope answer (D6, D45) that replaces it, or `None`.
 pub(crate) fn hyper_error_answer(buf: &[u8], config: &TransportConfig) -> Option<Bytes> {
-    let end = buf.windows(4).position(|w| w == b"\r\n\r\n")?;
-    let head = &buf[..end + 2];
-    let proto = head.get(..9)?;
+    // Cheap tests first: every write passes here.
+    let proto = buf.get(..9)?;
     if proto != b"HTTP/1.1 " && proto != b"HTTP/1.0 " {
         return None;
     }
-    let (code, message) = match head.get(9..13)? {
+    let (code, message) = match buf.get(9..13)? {
         b"400 " => (
             ErrorCode::ValidationError,
             "the request line or a header field is malformed",
@@ -716,6 +738,8 @@ pub(crate) fn hyper_error_answer(buf: &[u8], config: &TransportConfig) -> Option
         ),
         _ => return None,
     };
+    let end = buf.windows(4).position(|w| w == b"\r\n\r\n")?;
+    let head = &buf[..end + 2];
     let lower = head.to_ascii_lowercase();
     if lower.windows(15).any(|w| w == b"\r\nx-request-id:") {
         return None;
