@@ -1488,27 +1488,60 @@ impl Store for SqliteStore {
     async fn rotate_refresh_token(
         &self,
         digest: &[u8; 32],
+        client: &ClientId,
         now: Timestamp,
         successor_sealed: &[u8],
         successor_until: Timestamp,
         successor: &RefreshToken,
+        access_expiry: Timestamp,
     ) -> StoreResult<Rotated> {
-        let (digest, sealed, successor) = (*digest, successor_sealed.to_vec(), successor.clone());
+        let (digest, client, sealed, successor) = (
+            *digest,
+            client.clone(),
+            successor_sealed.to_vec(),
+            successor.clone(),
+        );
         self.pool
             .write(move |tx| {
-                // The conditional update is the whole race: exactly one caller sees 1 row.
-                let won = tx
+                // Another client's token is as good as unknown: nothing is
+                // read back for it, nothing written.
+                let owner: Option<String> = tx
+                    .prepare_cached(
+                        "SELECT c.client_id FROM refresh_tokens t JOIN refresh_chains c ON c.id = t.chain_id
+                         WHERE t.digest = ?1",
+                    )
+                    .and_then(|mut s| s.query_row([digest.to_vec()], |r| r.get(0)).optional())
+                    .map_err(db_err)?;
+                if owner.as_deref() != Some(client.as_str()) {
+                    return Err(StoreError::NotFound);
+                }
+                // The conditional update is the whole race: exactly one caller sees a row.
+                let won: Option<Option<String>> = tx
                     .prepare_cached(
                         "UPDATE refresh_tokens SET used_at = ?2, successor_sealed = ?3, successor_until = ?4
                          WHERE digest = ?1 AND used_at IS NULL
                            AND EXISTS (SELECT 1 FROM refresh_chains c
-                                       WHERE c.id = refresh_tokens.chain_id AND c.revoked_at IS NULL)",
+                                       WHERE c.id = refresh_tokens.chain_id AND c.revoked_at IS NULL)
+                         RETURNING access_jti",
                     )
-                    .and_then(|mut s| s.execute(params![digest.to_vec(), now.millis(), sealed, successor_until.millis()]))
+                    .and_then(|mut s| {
+                        s.query_row(params![digest.to_vec(), now.millis(), sealed, successor_until.millis()], |r| r.get(0))
+                            .optional()
+                    })
                     .map_err(db_err)?;
-                if won == 1 {
+                if let Some(jti) = won {
                     auth_state::insert_token(tx, &successor)?;
-                    return Ok(Rotated::Fresh);
+                    // D24: the access token issued with the used refresh token
+                    // dies in the same transaction.
+                    let revoked = match jti {
+                        Some(jti) => {
+                            let cutoff = now.unix_seconds();
+                            let id = auth_state::insert_revocation(tx, RevocationKind::Jti, &jti, cutoff, access_expiry)?;
+                            Some(Revocation { id, kind: RevocationKind::Jti, subject: jti, cutoff, expires_at: access_expiry })
+                        }
+                        None => None,
+                    };
+                    return Ok(Rotated::Fresh(revoked));
                 }
                 let current = tx
                     .prepare_cached(&format!("SELECT {} FROM refresh_tokens WHERE digest = ?1", auth_state::TOKEN_COLS))

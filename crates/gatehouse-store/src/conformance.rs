@@ -23,7 +23,7 @@ macro_rules! store_conformance_tests {
             clients_and_admin_approval, api_keys, signing_keys,
             invitations_and_outbox, password_resets, revocations_follow_user_changes,
             outbox_claims_and_retries, sessions_and_login_failures, codes_redeem_once,
-            refresh_rotation_is_atomic, client_secret_rotation, purge_removes_only_expired, cursor_pages_are_stable_under_inserts, v2_preview_flag,
+            refresh_rotation_is_atomic, refresh_rotation_revokes_the_replaced_access_token, client_secret_rotation, purge_removes_only_expired, cursor_pages_are_stable_under_inserts, v2_preview_flag,
             staging_reset_restores_the_fixture, shared_rate_windows, jobs_are_claimed_once,
             clients_version_moves_with_every_client_change);
     };
@@ -1344,14 +1344,31 @@ pub async fn refresh_rotation_is_atomic(s: &dyn Store) {
         ("ch", u.id.clone(), None, Some("jti-10"))
     );
     let until = now.plus_seconds(10);
-    assert_eq!(
-        s.rotate_refresh_token(&[10; 32], now, b"sealed-pair", until, &rt(11, "ch", now))
-            .await
-            .unwrap(),
-        Rotated::Fresh
-    );
+    let access_expiry = now.plus_seconds(3660);
+    assert!(matches!(
+        s.rotate_refresh_token(
+            &[10; 32],
+            &c.id,
+            now,
+            b"sealed-pair",
+            until,
+            &rt(11, "ch", now),
+            access_expiry
+        )
+        .await
+        .unwrap(),
+        Rotated::Fresh(Some(_))
+    ));
     match s
-        .rotate_refresh_token(&[10; 32], now, b"other", until, &rt(12, "ch", now))
+        .rotate_refresh_token(
+            &[10; 32],
+            &c.id,
+            now,
+            b"other",
+            until,
+            &rt(12, "ch", now),
+            access_expiry,
+        )
         .await
         .unwrap()
     {
@@ -1389,9 +1406,17 @@ pub async fn refresh_rotation_is_atomic(s: &dyn Store) {
         (RevocationKind::Chain, "ch")
     );
     assert!(matches!(
-        s.rotate_refresh_token(&[11; 32], now, b"p", until, &rt(13, "ch", now))
-            .await
-            .unwrap(),
+        s.rotate_refresh_token(
+            &[11; 32],
+            &c.id,
+            now,
+            b"p",
+            until,
+            &rt(13, "ch", now),
+            access_expiry
+        )
+        .await
+        .unwrap(),
         Rotated::AlreadyUsed(_)
     ));
     assert!(
@@ -1406,6 +1431,161 @@ pub async fn refresh_rotation_is_atomic(s: &dyn Store) {
     // Deleting the user removes the chains with them.
     s.delete_user_at(&o, &u.id, None, now).await.unwrap();
     assert!(s.find_refresh_token(&[11; 32]).await.unwrap().is_none());
+}
+
+/// D24: "a refresh makes the previous access token of the chain invalid",
+/// written by the rotation's own transaction, so no crash can leave the
+/// replaced access token alive; a rotation that fails writes nothing.
+pub async fn refresh_rotation_revokes_the_replaced_access_token(s: &dyn Store) {
+    let o = new_org(s).await;
+    let now = Timestamp::now();
+    let u = s
+        .insert_user(
+            &o,
+            &user("rot@example.com", Role::Editor, UserStatus::Active, 1),
+        )
+        .await
+        .unwrap();
+    let c = s.insert_client(&o, &client(None)).await.unwrap();
+    let other = s.insert_client(&o, &client(None)).await.unwrap();
+    let code = AuthCode {
+        digest: [40; 32],
+        org: o.clone(),
+        client: c.id.clone(),
+        user: u.id.clone(),
+        redirect_uri: "https://app.example.com/cb".into(),
+        scopes: ScopeSet::parse("users:read").unwrap(),
+        code_challenge: "x".into(),
+        created_at: now,
+        expires_at: now.plus_seconds(300),
+        used_at: None,
+        chain: None,
+    };
+    s.insert_auth_code(&code).await.unwrap();
+    s.redeem_auth_code(
+        &[40; 32],
+        now,
+        &chain_for(&o, &c.id, &u.id, now, "rot"),
+        &rt(41, "rot", now),
+    )
+    .await
+    .unwrap();
+    let last = |revs: Vec<Revocation>| revs.last().map_or(0, |r| r.id);
+    let before = last(s.revocations_since(0, now).await.unwrap());
+    let until = now.plus_seconds(10);
+    let access_expiry = now.plus_seconds(3660);
+
+    // Another client's rotation: refused, nothing written or changed.
+    assert!(matches!(
+        s.rotate_refresh_token(
+            &[41; 32],
+            &other.id,
+            now,
+            b"pair",
+            until,
+            &rt(42, "rot", now),
+            access_expiry
+        )
+        .await,
+        Err(StoreError::NotFound)
+    ));
+    assert_eq!(s.revocations_since(before, now).await.unwrap(), vec![]);
+    assert!(s.find_refresh_token(&[42; 32]).await.unwrap().is_none());
+    let (t, _) = s.find_refresh_token(&[41; 32]).await.unwrap().unwrap();
+    assert_eq!((t.used_at, t.successor_sealed), (None, None));
+
+    // The winning rotation: the revocation of `jti-41` is committed with it
+    // and returned as written.
+    let written = match s
+        .rotate_refresh_token(
+            &[41; 32],
+            &c.id,
+            now,
+            b"pair",
+            until,
+            &rt(42, "rot", now),
+            access_expiry,
+        )
+        .await
+        .unwrap()
+    {
+        Rotated::Fresh(Some(r)) => r,
+        other => panic!("{other:?}"),
+    };
+    let revs = s.revocations_since(before, now).await.unwrap();
+    assert_eq!(revs, vec![written.clone()]);
+    assert_eq!(
+        (
+            written.kind,
+            written.subject.as_str(),
+            written.cutoff,
+            written.expires_at
+        ),
+        (
+            RevocationKind::Jti,
+            "jti-41",
+            now.unix_seconds(),
+            access_expiry
+        )
+    );
+    let after = written.id;
+
+    // A used token: nothing more is written, the stored state is unchanged.
+    match s
+        .rotate_refresh_token(
+            &[41; 32],
+            &c.id,
+            now,
+            b"second",
+            until,
+            &rt(43, "rot", now),
+            access_expiry,
+        )
+        .await
+        .unwrap()
+    {
+        Rotated::AlreadyUsed(t) => assert_eq!(t.successor_sealed.as_deref(), Some(&b"pair"[..])),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(s.revocations_since(after, now).await.unwrap(), vec![]);
+    assert!(s.find_refresh_token(&[43; 32]).await.unwrap().is_none());
+
+    // A revoked chain: the successor is not rotated and no `Jti` record appears.
+    s.revoke_chain("rot", now, access_expiry).await.unwrap();
+    let after = last(s.revocations_since(0, now).await.unwrap());
+    assert!(matches!(
+        s.rotate_refresh_token(
+            &[42; 32],
+            &c.id,
+            now,
+            b"third",
+            until,
+            &rt(44, "rot", now),
+            access_expiry
+        )
+        .await
+        .unwrap(),
+        Rotated::AlreadyUsed(_)
+    ));
+    assert_eq!(s.revocations_since(after, now).await.unwrap(), vec![]);
+    let (t, _) = s.find_refresh_token(&[42; 32]).await.unwrap().unwrap();
+    assert_eq!(t.used_at, None);
+    assert!(s.find_refresh_token(&[44; 32]).await.unwrap().is_none());
+
+    // An unknown token is `NotFound`.
+    assert!(matches!(
+        s.rotate_refresh_token(
+            &[45; 32],
+            &c.id,
+            now,
+            b"x",
+            until,
+            &rt(46, "rot", now),
+            access_expiry
+        )
+        .await,
+        Err(StoreError::NotFound)
+    ));
 }
 
 pub async fn client_secret_rotation(s: &dyn Store) {
