@@ -969,14 +969,15 @@ impl Store for PgStore {
                 .bind(org.as_str())
                 .execute(&mut *tx)
                 .await?;
+            // The user as updated, as a fresh read returns it.
+            let updated = get_user_tx(&mut tx, &org, &id)
+                .await?
+                .ok_or(StoreError::NotFound)?;
             auth_state::delete_links(&mut tx, LinkKind::Reset, &id).await?;
             // D19: a reset ends the user's sessions and tokens.
             auth_state::end_user_sessions(&mut tx, &id, now).await?;
             auth_state::revoke_user_tokens(&mut tx, &id, now).await?;
-            Ok(User {
-                has_password: true,
-                ..u
-            })
+            Ok(updated)
         })
     }
 

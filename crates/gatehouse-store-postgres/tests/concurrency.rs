@@ -179,7 +179,13 @@ fn token(byte: u8, chain: &str) -> RefreshToken {
 async fn refresh_rotation_and_code_redemption_have_one_winner() {
     let Some(s) = fresh_store().await else { return };
     chain_with_token(&s, "chain-race", 1).await;
-    let client = s.find_refresh_token(&[1; 32]).await.unwrap().unwrap().1.client;
+    let client = s
+        .find_refresh_token(&[1; 32])
+        .await
+        .unwrap()
+        .unwrap()
+        .1
+        .client;
     let now = Timestamp::now();
     let mut tasks = Vec::new();
     for i in 0..8u8 {

@@ -23,7 +23,7 @@ use async_trait::async_trait;
 use gatehouse_domain::{
     ApiKey, ApiKeyId, Client, ClientId, DomainError, FieldIssue, Listing, NewProduct, NewUser,
     OrgId, Organization, Page, Plan, Product, ProductId, ProductPatch, ProductStatus, Role, Scope,
-    ScopeSet, Timestamp, User, UserId, UserPatch, UserStatus, product,
+    ScopeSet, SearchText, Timestamp, User, UserId, UserPatch, UserStatus, product,
     user::{self, UserChange},
     values::{Email, Name, Sku},
 };
@@ -330,10 +330,10 @@ fn count(c: &Connection, sql: &str, params: &[rusqlite::types::Value]) -> StoreR
 }
 
 /// D9, D14: `q` as a literal, case-insensitive substring of name or e-mail.
-fn and_user_search(w: &mut Where, text: &str) {
-    if text.contains('\0') {
-        // No stored name or e-mail holds a NUL (D8 refuses control
-        // characters), and FTS5 cannot express one: nothing matches.
+fn and_user_search(w: &mut Where, q: &SearchText) {
+    let text = q.as_str();
+    if q.matches_nothing() {
+        // D6 (continued).
         w.and("0", []);
     } else if text.chars().count() >= 3 {
         // Trigram index: a quoted phrase is a literal substring.
@@ -361,7 +361,7 @@ fn user_where(org: &OrgId, f: &UserFilter) -> Where {
         w.and("status = ?", [status.as_str().to_owned().into()]);
     }
     if let Some(q) = &f.q {
-        and_user_search(&mut w, q.as_str());
+        and_user_search(&mut w, q);
     }
     w
 }
@@ -371,6 +371,11 @@ fn product_where(org: &OrgId, f: &ProductFilter) -> Where {
     let mut w = Where::new(org);
     if let Some(status) = f.status {
         w.and("status = ?", [status.as_str().to_owned().into()]);
+    }
+    if f.q.as_ref().is_some_and(SearchText::matches_nothing) {
+        // D6 (continued).
+        w.and("0", []);
+        return w;
     }
     let words = f.q.as_ref().map(|q| q.words()).unwrap_or_default();
     if !words.is_empty() {
@@ -456,7 +461,7 @@ fn list_users_sync(
         };
         return Ok(Listing { items, total });
     };
-    and_user_search(&mut w, q.as_str());
+    and_user_search(&mut w, q);
     search_page(c, "users", USER_COLS, &w, page, user_row)
 }
 
@@ -469,6 +474,11 @@ fn list_products_sync(
     let mut w = Where::new(org);
     if let Some(status) = f.status {
         w.and("status = ?", [status.as_str().to_owned().into()]);
+    }
+    if f.q.as_ref().is_some_and(SearchText::matches_nothing) {
+        // D6 (continued).
+        w.and("0", []);
+        return search_page(c, "products", PRODUCT_COLS, &w, page, product_row);
     }
     let words = f.q.as_ref().map(|q| q.words()).unwrap_or_default();
     if words.is_empty() {
@@ -1210,7 +1220,8 @@ impl Store for SqliteStore {
                 auth_state::delete_links(tx, LinkKind::Reset, &id)?;
                 // D19: a reset ends the user's sessions and tokens.
                 auth_state::revoke_user(tx, &id, now)?;
-                Ok(u)
+                // The user as updated, as a fresh read returns it.
+                get_user_tx(tx, &org, &id)?.ok_or(StoreError::NotFound)
             })
             .await
     }

@@ -19,9 +19,9 @@ macro_rules! store_conformance_tests {
             organizations, bootstrap_runs_once, users_roundtrip_and_isolation,
             duplicate_email_is_per_org_and_case_insensitive, user_list_order_filters_and_paging,
             user_search_is_substring_and_literal, user_update_rules, last_admin_rule,
-            delete_with_owned_clients, products_roundtrip_and_rules, product_search_by_word_prefix,
+            delete_with_owned_clients, products_roundtrip_and_rules, product_search_by_word_prefix, control_characters_in_q_match_nothing,
             clients_and_admin_approval, api_keys, signing_keys,
-            invitations_and_outbox, password_resets, revocations_follow_user_changes,
+            invitations_and_outbox, password_resets, reset_password_returns_the_user_as_updated, revocations_follow_user_changes,
             outbox_claims_and_retries, sessions_and_login_failures, codes_redeem_once,
             refresh_rotation_is_atomic, refresh_rotation_revokes_the_replaced_access_token, client_secret_rotation, purge_removes_only_expired, cursor_pages_are_stable_under_inserts, v2_preview_flag,
             staging_reset_restores_the_fixture, shared_rate_windows, jobs_are_claimed_once,
@@ -738,6 +738,83 @@ pub async fn product_search_by_word_prefix(s: &dyn Store) {
     );
 }
 
+/// D6 (continued): a `q` containing a control character matches nothing,
+/// an empty page with `total: 0`, on every list (users and products, offset
+/// and cursor pages), whatever else it holds.
+pub async fn control_characters_in_q_match_nothing(s: &dyn Store) {
+    let o = new_org(s).await;
+    let u = s
+        .insert_user(
+            &o,
+            &user("ada@example.com", Role::Editor, UserStatus::Active, 1),
+        )
+        .await
+        .unwrap();
+    s.insert_product(&o, &product("Ada blue shirt", "ADA-1", 3), Timestamp::now())
+        .await
+        .unwrap();
+    for bad in [
+        "\u{1}",
+        "\t",
+        "\u{7f}",
+        "\0",
+        "\n",
+        "\u{9f}",
+        "ada\u{1}",
+        "ada\t",
+        "a\0da",
+        "ada\u{7f}",
+        "blue\tshirt",
+    ] {
+        let uf = UserFilter {
+            q: q(bad),
+            ..Default::default()
+        };
+        let users = s.list_users(&o, &uf, Page::default()).await.unwrap();
+        assert_eq!((users.items.len(), users.total), (0, 0), "users, q={bad:?}");
+        let after = s.list_users_after(&o, &uf, None, 10).await.unwrap();
+        assert_eq!(after.map(|v| v.len()), Some(0), "users after, q={bad:?}");
+        let after = s.list_users_after(&o, &uf, Some(&u.id), 10).await.unwrap();
+        assert_eq!(
+            after.map(|v| v.len()),
+            Some(0),
+            "users after a cursor, q={bad:?}"
+        );
+        let pf = ProductFilter {
+            q: q(bad),
+            ..Default::default()
+        };
+        let products = s.list_products(&o, &pf, Page::default()).await.unwrap();
+        assert_eq!(
+            (products.items.len(), products.total),
+            (0, 0),
+            "products, q={bad:?}"
+        );
+        let after = s.list_products_after(&o, &pf, None, 10).await.unwrap();
+        assert_eq!(after.map(|v| v.len()), Some(0), "products after, q={bad:?}");
+    }
+    // The same texts without the control character do match.
+    let uf = UserFilter {
+        q: q("ada"),
+        ..Default::default()
+    };
+    assert_eq!(
+        s.list_users(&o, &uf, Page::default()).await.unwrap().total,
+        1
+    );
+    let pf = ProductFilter {
+        q: q("blue shirt"),
+        ..Default::default()
+    };
+    assert_eq!(
+        s.list_products(&o, &pf, Page::default())
+            .await
+            .unwrap()
+            .total,
+        1
+    );
+}
+
 pub async fn clients_and_admin_approval(s: &dyn Store) {
     let o = new_org(s).await;
     let c = s.insert_client(&o, &client(None)).await.unwrap();
@@ -1025,6 +1102,37 @@ pub async fn password_resets(s: &dyn Store) {
             .await
             .unwrap()
             .is_none()
+    );
+}
+
+/// `reset_password` returns the user as updated: what a fresh read returns,
+/// on every backend (here an active user who had no password yet).
+pub async fn reset_password_returns_the_user_as_updated(s: &dyn Store) {
+    let o = new_org(s).await;
+    let now = Timestamp::now();
+    let mut nu = user("fresh@example.com", Role::Editor, UserStatus::Active, 5);
+    nu.password_hash = None;
+    let u = s.insert_user(&o, &nu).await.unwrap();
+    assert!(!u.has_password);
+    assert!(
+        s.request_password_reset(
+            &o,
+            &u.email,
+            &link(21, now.plus_seconds(3600), "fresh@example.com")
+        )
+        .await
+        .unwrap()
+    );
+    let returned = s
+        .reset_password(&[21; 32], "$argon2id$new", now)
+        .await
+        .unwrap();
+    let read = s.get_user(&o, &u.id).await.unwrap().unwrap();
+    assert_eq!(returned, read);
+    assert!(returned.has_password);
+    assert_eq!(
+        (returned.status, returned.updated_at),
+        (read.status, read.updated_at)
     );
 }
 
