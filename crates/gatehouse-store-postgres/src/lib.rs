@@ -995,8 +995,12 @@ impl Store for PgStore {
             .map(|r| {
                 Ok(Revocation {
                     id: r.try_get(0)?,
-                    kind: RevocationKind::parse(r.try_get::<&str, _>(1)?)
-                        .unwrap_or(RevocationKind::Jti),
+                    kind: rows::decode(
+                        r,
+                        1,
+                        ("revocations", "kind", &r.try_get::<i64, _>(0)?.to_string()),
+                        RevocationKind::parse,
+                    )?,
                     subject: r.try_get(2)?,
                     cutoff: r.try_get(3)?,
                     expires_at: Timestamp::from_millis(r.try_get(4)?),
@@ -1750,5 +1754,33 @@ impl Store for PgStore {
             .await?;
             Ok(())
         })
+    }
+}
+
+/// The conformance suite's hook to plant corrupt rows. PostgreSQL cannot skip
+/// CHECK constraints for one statement, so the test database's own CHECK
+/// constraints are dropped first (every test has a fresh database).
+#[cfg(feature = "testing")]
+#[async_trait]
+impl gatehouse_store::conformance::PlantRows for PgStore {
+    async fn plant(&self, sql: &str) {
+        use sqlx_core::executor::Executor;
+        const DROP_CHECKS: &str = "DO $$ DECLARE r record; BEGIN
+            FOR r IN SELECT conrelid::regclass AS t, conname FROM pg_constraint
+                     WHERE contype = 'c' AND conrelid <> 0
+                       AND connamespace = current_schema()::regnamespace LOOP
+                EXECUTE format('ALTER TABLE %s DROP CONSTRAINT %I', r.t, r.conname);
+            END LOOP;
+        END $$";
+        let mut tx = self.pool.begin().await.expect("a connection");
+        (&mut *tx)
+            .execute(DROP_CHECKS)
+            .await
+            .expect("dropping CHECK constraints");
+        (&mut *tx)
+            .execute(sql)
+            .await
+            .unwrap_or_else(|e| panic!("planting {sql:?}: {e}"));
+        tx.commit().await.expect("commit");
     }
 }

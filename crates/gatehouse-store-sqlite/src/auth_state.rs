@@ -8,7 +8,7 @@ use gatehouse_store::{
 };
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
-use crate::db_err;
+use crate::{db_err, digest32};
 
 /// Access tokens live an hour; a revocation is kept a little longer than that.
 pub(crate) const ACCESS_TOKEN_SLACK_SECS: i64 = 3600 + 60;
@@ -115,15 +115,20 @@ pub(crate) fn use_link(c: &Connection, digest: &[u8; 32], now: Timestamp) -> Sto
     Ok(())
 }
 
-fn digest32(v: Vec<u8>) -> [u8; 32] {
-    <[u8; 32]>::try_from(v.as_slice()).unwrap_or([0; 32])
-}
-
 pub(crate) const CODE_COLS: &str = "digest, org_id, client_id, user_id, redirect_uri, scopes, code_challenge, created_at, expires_at, used_at, chain_id";
 
 pub(crate) fn code_row(r: &Row<'_>) -> rusqlite::Result<AuthCode> {
+    let chain: Option<String> = r.get(10)?;
     Ok(AuthCode {
-        digest: digest32(r.get(0)?),
+        // The digest is the row's key: the row is named by its chain.
+        digest: digest32(
+            r.get(0)?,
+            (
+                "auth_codes",
+                "digest",
+                chain.as_deref().unwrap_or("(no chain)"),
+            ),
+        )?,
         org: OrgId::from_trusted(r.get(1)?),
         client: ClientId::from_trusted(r.get(2)?),
         user: UserId::from_trusted(r.get(3)?),
@@ -133,7 +138,7 @@ pub(crate) fn code_row(r: &Row<'_>) -> rusqlite::Result<AuthCode> {
         created_at: Timestamp::from_millis(r.get(7)?),
         expires_at: Timestamp::from_millis(r.get(8)?),
         used_at: r.get::<_, Option<i64>>(9)?.map(Timestamp::from_millis),
-        chain: r.get(10)?,
+        chain,
     })
 }
 
@@ -156,9 +161,11 @@ pub(crate) fn chain_row(r: &Row<'_>, at: usize) -> rusqlite::Result<RefreshChain
 pub(crate) const TOKEN_COLS: &str = "digest, chain_id, issued_at, expires_at, used_at, successor_sealed, successor_until, access_jti";
 
 pub(crate) fn token_row(r: &Row<'_>) -> rusqlite::Result<RefreshToken> {
+    let chain: String = r.get(1)?;
     Ok(RefreshToken {
-        digest: digest32(r.get(0)?),
-        chain: r.get(1)?,
+        // The digest is the row's key: the row is named by its chain.
+        digest: digest32(r.get(0)?, ("refresh_tokens", "digest", &chain))?,
+        chain,
         issued_at: Timestamp::from_millis(r.get(2)?),
         expires_at: Timestamp::from_millis(r.get(3)?),
         used_at: r.get::<_, Option<i64>>(4)?.map(Timestamp::from_millis),

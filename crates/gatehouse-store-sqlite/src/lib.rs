@@ -79,35 +79,87 @@ pub(crate) fn db_err(e: rusqlite::Error) -> StoreError {
     StoreError::Internal(e.to_string())
 }
 
+/// A stored value no row can hold (an unknown enum text, a digest of the
+/// wrong length, an unparsable id) is corrupt storage: the read fails with
+/// `StoreError::Internal` (through `db_err`) naming the table, the column and
+/// the row, logged here at error level. Never a default value.
+pub(crate) fn corrupt(table: &str, column: &str, row: &str, problem: &str) -> rusqlite::Error {
+    tracing::error!(table, column, row, problem, "corrupt row in storage");
+    rusqlite::Error::UserFunctionError(
+        format!("corrupt row: {table}.{column} of row {row:?} {problem}").into(),
+    )
+}
+
+/// Text column `i` through `parse`, or [`corrupt`].
+pub(crate) fn decode<T>(
+    r: &Row<'_>,
+    i: usize,
+    (table, column, row): (&str, &str, &str),
+    parse: impl FnOnce(&str) -> Option<T>,
+) -> rusqlite::Result<T> {
+    let text: String = r.get(i)?;
+    parse(&text).ok_or_else(|| corrupt(table, column, row, &format!("holds {text:?}")))
+}
+
+/// The row's own id (column `i`) through `parse`, or [`corrupt`].
+pub(crate) fn decode_id<T>(
+    r: &Row<'_>,
+    i: usize,
+    table: &str,
+    parse: impl FnOnce(&str) -> Option<T>,
+) -> rusqlite::Result<T> {
+    let text: String = r.get(i)?;
+    parse(&text).ok_or_else(|| corrupt(table, "id", &text, "is not a valid id"))
+}
+
+/// A SHA-256 digest as stored, or [`corrupt`] when it is not 32 bytes.
+pub(crate) fn digest32(
+    v: Vec<u8>,
+    (table, column, row): (&str, &str, &str),
+) -> rusqlite::Result<[u8; 32]> {
+    <[u8; 32]>::try_from(v.as_slice()).map_err(|_| {
+        corrupt(
+            table,
+            column,
+            row,
+            &format!("holds {} bytes, not 32", v.len()),
+        )
+    })
+}
+
 const USER_COLS: &str =
     "id, email, name, role, status, password_hash IS NOT NULL, created_at, updated_at";
 
 fn user_row(r: &Row<'_>) -> rusqlite::Result<User> {
+    let id = decode_id(r, 0, "users", UserId::parse)?;
+    let at = |column| ("users", column, id.as_str());
     Ok(User {
-        id: UserId::from_trusted(r.get(0)?),
         email: Email::from_trusted(r.get(1)?),
         name: Name::from_trusted(r.get(2)?),
-        role: Role::parse(&r.get::<_, String>(3)?).unwrap_or(Role::Viewer),
-        status: UserStatus::parse(&r.get::<_, String>(4)?).unwrap_or(UserStatus::Inactive),
+        role: decode(r, 3, at("role"), |t| Role::parse(t).ok())?,
+        status: decode(r, 4, at("status"), |t| UserStatus::parse(t).ok())?,
         has_password: r.get(5)?,
         created_at: Timestamp::from_millis(r.get(6)?),
         updated_at: Timestamp::from_millis(r.get(7)?),
+        id,
     })
 }
 
 const PRODUCT_COLS: &str = "id, name, sku, price, stock, status, created_at, updated_at";
 
 fn product_row(r: &Row<'_>) -> rusqlite::Result<Product> {
+    let id = decode_id(r, 0, "products", ProductId::parse)?;
     Ok(Product {
-        id: ProductId::from_trusted(r.get(0)?),
         name: Name::from_trusted(r.get(1)?),
         sku: Sku::from_trusted(r.get(2)?),
         price: r.get(3)?,
         stock: r.get(4)?,
-        status: ProductStatus::parse(&r.get::<_, String>(5)?)
-            .unwrap_or(ProductStatus::Discontinued),
+        status: decode(r, 5, ("products", "status", id.as_str()), |t| {
+            ProductStatus::parse(t).ok()
+        })?,
         created_at: Timestamp::from_millis(r.get(6)?),
         updated_at: Timestamp::from_millis(r.get(7)?),
+        id,
     })
 }
 
@@ -115,7 +167,7 @@ const API_KEY_COLS: &str = "id, org_id, name, scopes, created_at, revoked_at";
 
 fn api_key_row(r: &Row<'_>) -> rusqlite::Result<ApiKey> {
     Ok(ApiKey {
-        id: ApiKeyId::from_trusted(r.get(0)?),
+        id: decode_id(r, 0, "api_keys", ApiKeyId::parse)?,
         org: OrgId::from_trusted(r.get(1)?),
         name: r.get(2)?,
         scopes: ScopeSet::from_bits(r.get::<_, i64>(3)? as u8),
@@ -126,19 +178,22 @@ fn api_key_row(r: &Row<'_>) -> rusqlite::Result<ApiKey> {
 
 const CLIENT_COLS: &str = "id, org_id, name, secret_hash, previous_secret_hash, previous_secret_until, scopes, redirect_uris, admin_approved, owner_id, created_at";
 
-fn hash32(v: Option<Vec<u8>>) -> Option<[u8; 32]> {
-    v.and_then(|b| <[u8; 32]>::try_from(b.as_slice()).ok())
-}
-
 fn client_row(r: &Row<'_>) -> rusqlite::Result<Client> {
-    let prev = hash32(r.get(4)?);
+    let id = decode_id(r, 0, "clients", ClientId::parse)?;
+    // A secret digest of the wrong length must not read as "no secret" (a
+    // public client).
+    let hash = |i: usize, column: &str| -> rusqlite::Result<Option<[u8; 32]>> {
+        r.get::<_, Option<Vec<u8>>>(i)?
+            .map(|v| digest32(v, ("clients", column, id.as_str())))
+            .transpose()
+    };
+    let prev = hash(4, "previous_secret_hash")?;
     let prev_until: Option<i64> = r.get(5)?;
     let uris: String = r.get(7)?;
     Ok(Client {
-        id: ClientId::from_trusted(r.get(0)?),
         org: OrgId::from_trusted(r.get(1)?),
         name: r.get(2)?,
-        secret_hash: hash32(r.get(3)?),
+        secret_hash: hash(3, "secret_hash")?,
         previous_secret: prev.zip(prev_until.map(Timestamp::from_millis)),
         scopes: ScopeSet::from_bits(r.get::<_, i64>(6)? as u8),
         redirect_uris: uris
@@ -149,17 +204,21 @@ fn client_row(r: &Row<'_>) -> rusqlite::Result<Client> {
         admin_approved: r.get(8)?,
         owner: r.get::<_, Option<String>>(9)?.map(UserId::from_trusted),
         created_at: Timestamp::from_millis(r.get(10)?),
+        id,
     })
 }
 
 fn org_row(r: &Row<'_>) -> rusqlite::Result<Organization> {
+    let id = decode_id(r, 0, "organizations", OrgId::parse)?;
     Ok(Organization {
-        id: OrgId::from_trusted(r.get(0)?),
         name: r.get(1)?,
-        plan: Plan::parse(&r.get::<_, String>(2)?).unwrap_or(Plan::Free),
+        plan: decode(r, 2, ("organizations", "plan", id.as_str()), |t| {
+            Plan::parse(t).ok()
+        })?,
         per_minute: r.get(3)?,
         per_second: r.get(4)?,
         created_at: Timestamp::from_millis(r.get(5)?),
+        id,
     })
 }
 
@@ -1236,7 +1295,7 @@ impl Store for SqliteStore {
                     .query_map(params![after, now.millis()], |r| {
                         Ok(Revocation {
                             id: r.get(0)?,
-                            kind: RevocationKind::parse(&r.get::<_, String>(1)?).unwrap_or(RevocationKind::Jti),
+                            kind: decode(r, 1, ("revocations", "kind", &r.get::<_, i64>(0)?.to_string()), RevocationKind::parse)?,
                             subject: r.get(2)?,
                             cutoff: r.get(3)?,
                             expires_at: Timestamp::from_millis(r.get(4)?),
@@ -1672,6 +1731,26 @@ mod conformance {
         // The directory must outlive the store; the OS cleans /tmp.
         std::mem::forget(dir);
         store
+    }
+
+    /// SQLite checks CHECK constraints per connection: the writer skips
+    /// them for the planted statement only.
+    #[async_trait::async_trait]
+    impl gatehouse_store::conformance::PlantRows for SqliteStore {
+        async fn plant(&self, sql: &str) {
+            let owned = sql.to_owned();
+            self.pool
+                .write(move |tx| {
+                    tx.execute_batch("PRAGMA ignore_check_constraints = ON")
+                        .map_err(super::db_err)?;
+                    let planted = tx.execute_batch(&owned).map_err(super::db_err);
+                    tx.execute_batch("PRAGMA ignore_check_constraints = OFF")
+                        .map_err(super::db_err)?;
+                    planted
+                })
+                .await
+                .unwrap_or_else(|e| panic!("planting {sql:?}: {e}"));
+        }
     }
 
     gatehouse_store::store_conformance_tests!(fresh());

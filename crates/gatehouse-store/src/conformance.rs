@@ -25,7 +25,7 @@ macro_rules! store_conformance_tests {
             outbox_claims_and_retries, sessions_and_login_failures, codes_redeem_once,
             refresh_rotation_is_atomic, refresh_rotation_revokes_the_replaced_access_token, client_secret_rotation, purge_removes_only_expired, cursor_pages_are_stable_under_inserts, v2_preview_flag,
             staging_reset_restores_the_fixture, shared_rate_windows, jobs_are_claimed_once,
-            clients_version_moves_with_every_client_change);
+            clients_version_moves_with_every_client_change, corrupt_rows_are_internal_errors);
     };
     (@each $make:expr; $($name:ident),*) => {
         $(
@@ -36,6 +36,18 @@ macro_rules! store_conformance_tests {
             }
         )*
     };
+}
+
+/// Test-only access to a backend's own database, for the checks that need
+/// a row no [`Store`] method would write (strict decoding: a corrupt row
+/// must read as `StoreError::Internal`, never as a default value). Each
+/// backend implements it for its tests only.
+#[async_trait::async_trait]
+pub trait PlantRows: Store {
+    /// Runs `sql` (plain SQL both backends accept) as is, with the schema's
+    /// CHECK constraints out of the way, so it can plant a value the schema
+    /// would refuse. Panics when it fails.
+    async fn plant(&self, sql: &str);
 }
 
 fn org(name: &str) -> Organization {
@@ -812,6 +824,152 @@ pub async fn control_characters_in_q_match_nothing(s: &dyn Store) {
             .unwrap()
             .total,
         1
+    );
+}
+
+/// What a corrupt-row read must give: `Internal`, naming the table, the
+/// column and the row.
+fn assert_corrupt<T: std::fmt::Debug>(
+    got: Result<T, StoreError>,
+    table: &str,
+    column: &str,
+    row: &str,
+) {
+    match got {
+        Err(StoreError::Internal(m)) => {
+            for part in [table, column, row] {
+                assert!(m.contains(part), "{m:?} should name {part:?}");
+            }
+        }
+        other => panic!("a corrupt {table}.{column} read as {other:?}"),
+    }
+}
+
+/// A value a row cannot hold (an unknown enum text, a digest of the wrong
+/// length, an unparsable id) reads as `StoreError::Internal` naming the
+/// table, column and row, never as a default value.
+pub async fn corrupt_rows_are_internal_errors<S: PlantRows>(s: &S) {
+    let o = new_org(s).await;
+    let now = Timestamp::now();
+    let owner = s
+        .insert_user(
+            &o,
+            &user("owner@example.com", Role::Editor, UserStatus::Active, 1),
+        )
+        .await
+        .unwrap();
+    s.plant(&format!(
+        "UPDATE users SET role = 'owner' WHERE id = '{}'",
+        owner.id
+    ))
+    .await;
+    assert_corrupt(
+        s.get_user(&o, &owner.id).await,
+        "users",
+        "role",
+        owner.id.as_str(),
+    );
+    assert_corrupt(
+        s.list_users(&o, &UserFilter::default(), Page::default())
+            .await,
+        "users",
+        "role",
+        owner.id.as_str(),
+    );
+    assert_corrupt(
+        s.find_user_by_email(&o, &owner.email).await,
+        "users",
+        "role",
+        owner.id.as_str(),
+    );
+
+    let o = new_org(s).await;
+    let odd = s
+        .insert_user(
+            &o,
+            &user("odd@example.com", Role::Viewer, UserStatus::Active, 2),
+        )
+        .await
+        .unwrap();
+    s.plant(&format!(
+        "UPDATE users SET status = 'suspended' WHERE id = '{}'",
+        odd.id
+    ))
+    .await;
+    assert_corrupt(
+        s.get_user(&o, &odd.id).await,
+        "users",
+        "status",
+        odd.id.as_str(),
+    );
+
+    let p = s
+        .insert_product(&o, &product("Odd socks", "ODD-1", 1), now)
+        .await
+        .unwrap();
+    s.plant(&format!(
+        "UPDATE products SET status = 'bogus' WHERE id = '{}'",
+        p.id
+    ))
+    .await;
+    assert_corrupt(
+        s.get_product(&o, &p.id).await,
+        "products",
+        "status",
+        p.id.as_str(),
+    );
+    // Its own organization, so the list meets only this corrupt row.
+    let o = new_org(s).await;
+    let q = s
+        .insert_product(&o, &product("Odd hat", "ODD-2", 1), now)
+        .await
+        .unwrap();
+    s.plant(&format!(
+        "UPDATE products SET id = 'prod_not-an-id' WHERE id = '{}'",
+        q.id
+    ))
+    .await;
+    assert_corrupt(
+        s.list_products(&o, &ProductFilter::default(), Page::default())
+            .await,
+        "products",
+        "id",
+        "prod_not-an-id",
+    );
+
+    let c = s.insert_client(&o, &client(None)).await.unwrap();
+    s.plant(&format!(
+        "UPDATE clients SET secret_hash = substr(secret_hash, 1, 31) WHERE id = '{}'",
+        c.id
+    ))
+    .await;
+    assert_corrupt(
+        s.find_client(&c.id).await,
+        "clients",
+        "secret_hash",
+        c.id.as_str(),
+    );
+
+    let bad = new_org(s).await;
+    s.plant(&format!(
+        "UPDATE organizations SET plan = 'platinum' WHERE id = '{bad}'"
+    ))
+    .await;
+    assert_corrupt(s.get_org(&bad).await, "organizations", "plan", bad.as_str());
+
+    let id = s
+        .insert_revocation(RevocationKind::Jti, "jti-bogus", 1, now.plus_seconds(60))
+        .await
+        .unwrap();
+    s.plant(&format!(
+        "UPDATE revocations SET kind = 'bogus' WHERE id = {id}"
+    ))
+    .await;
+    assert_corrupt(
+        s.revocations_since(id - 1, now).await,
+        "revocations",
+        "kind",
+        &id.to_string(),
     );
 }
 
