@@ -64,8 +64,21 @@ pub(crate) fn digest32(v: &[u8], (table, column, row): (&str, &str, &str)) -> Ro
     })
 }
 
-fn scopes(bits: i16) -> ScopeSet {
-    ScopeSet::from_bits(bits as u8)
+/// A scope set as stored (its bits), or [`corrupt`] when it holds a bit no
+/// scope has.
+fn scopes(bits: i16, (table, column, row): (&str, &str, &str)) -> RowResult<ScopeSet> {
+    u8::try_from(bits)
+        .ok()
+        .map(ScopeSet::from_bits)
+        .filter(|s| i16::from(s.bits()) == bits)
+        .ok_or_else(|| {
+            corrupt(
+                table,
+                column,
+                row,
+                &format!("holds {bits}, not a set of scopes"),
+            )
+        })
 }
 
 pub(crate) const USER_COLS: &str =
@@ -140,7 +153,7 @@ pub(crate) fn client_row(r: &PgRow) -> RowResult<Client> {
         name: r.try_get(2)?,
         secret_hash: hash(3, "secret_hash")?,
         previous_secret: prev.zip(opt_ts(prev_until)),
-        scopes: scopes(r.try_get(6)?),
+        scopes: scopes(r.try_get(6)?, ("clients", "scopes", id.as_str()))?,
         redirect_uris: r.try_get(7)?,
         admin_approved: r.try_get(8)?,
         owner: r.try_get::<Option<String>, _>(9)?.map(UserId::from_trusted),
@@ -152,13 +165,14 @@ pub(crate) fn client_row(r: &PgRow) -> RowResult<Client> {
 pub(crate) const API_KEY_COLS: &str = "id, org_id, name, scopes, created_at, revoked_at";
 
 pub(crate) fn api_key_row(r: &PgRow) -> RowResult<ApiKey> {
+    let id = decode_id(r, 0, "api_keys", ApiKeyId::parse)?;
     Ok(ApiKey {
-        id: decode_id(r, 0, "api_keys", ApiKeyId::parse)?,
         org: OrgId::from_trusted(r.try_get(1)?),
         name: r.try_get(2)?,
-        scopes: scopes(r.try_get(3)?),
+        scopes: scopes(r.try_get(3)?, ("api_keys", "scopes", id.as_str()))?,
         created_at: ts(r.try_get(4)?),
         revoked_at: opt_ts(r.try_get(5)?),
+        id,
     })
 }
 
@@ -166,21 +180,15 @@ pub(crate) const CODE_COLS: &str = "digest, org_id, client_id, user_id, redirect
 
 pub(crate) fn code_row(r: &PgRow) -> RowResult<AuthCode> {
     let chain: Option<String> = r.try_get(10)?;
+    // The digest is the row's key: the row is named by its chain.
+    let row = chain.as_deref().unwrap_or("(no chain)");
     Ok(AuthCode {
-        // The digest is the row's key: the row is named by its chain.
-        digest: digest32(
-            r.try_get(0)?,
-            (
-                "auth_codes",
-                "digest",
-                chain.as_deref().unwrap_or("(no chain)"),
-            ),
-        )?,
+        digest: digest32(r.try_get(0)?, ("auth_codes", "digest", row))?,
         org: OrgId::from_trusted(r.try_get(1)?),
         client: ClientId::from_trusted(r.try_get(2)?),
         user: UserId::from_trusted(r.try_get(3)?),
         redirect_uri: r.try_get(4)?,
-        scopes: scopes(r.try_get(5)?),
+        scopes: scopes(r.try_get(5)?, ("auth_codes", "scopes", row))?,
         code_challenge: r.try_get(6)?,
         created_at: ts(r.try_get(7)?),
         expires_at: ts(r.try_get(8)?),
@@ -194,15 +202,16 @@ pub(crate) const CHAIN_COLS: &str =
 
 /// A chain from the columns of [`CHAIN_COLS`] starting at `at`.
 pub(crate) fn chain_row(r: &PgRow, at: usize) -> RowResult<RefreshChain> {
+    let id: String = r.try_get(at)?;
     Ok(RefreshChain {
-        id: r.try_get(at)?,
         org: OrgId::from_trusted(r.try_get(at + 1)?),
         client: ClientId::from_trusted(r.try_get(at + 2)?),
         user: UserId::from_trusted(r.try_get(at + 3)?),
-        scopes: scopes(r.try_get(at + 4)?),
+        scopes: scopes(r.try_get(at + 4)?, ("refresh_chains", "scopes", &id))?,
         created_at: ts(r.try_get(at + 5)?),
         ends_at: ts(r.try_get(at + 6)?),
         revoked_at: opt_ts(r.try_get(at + 7)?),
+        id,
     })
 }
 

@@ -127,6 +127,26 @@ pub(crate) fn digest32(
     })
 }
 
+/// A scope set as stored (its bits), or [`corrupt`] when it holds a bit no
+/// scope has.
+pub(crate) fn scopes(
+    bits: i64,
+    (table, column, row): (&str, &str, &str),
+) -> rusqlite::Result<ScopeSet> {
+    u8::try_from(bits)
+        .ok()
+        .map(ScopeSet::from_bits)
+        .filter(|s| i64::from(s.bits()) == bits)
+        .ok_or_else(|| {
+            corrupt(
+                table,
+                column,
+                row,
+                &format!("holds {bits}, not a set of scopes"),
+            )
+        })
+}
+
 const USER_COLS: &str =
     "id, email, name, role, status, password_hash IS NOT NULL, created_at, updated_at";
 
@@ -166,13 +186,14 @@ fn product_row(r: &Row<'_>) -> rusqlite::Result<Product> {
 const API_KEY_COLS: &str = "id, org_id, name, scopes, created_at, revoked_at";
 
 fn api_key_row(r: &Row<'_>) -> rusqlite::Result<ApiKey> {
+    let id = decode_id(r, 0, "api_keys", ApiKeyId::parse)?;
     Ok(ApiKey {
-        id: decode_id(r, 0, "api_keys", ApiKeyId::parse)?,
         org: OrgId::from_trusted(r.get(1)?),
         name: r.get(2)?,
-        scopes: ScopeSet::from_bits(r.get::<_, i64>(3)? as u8),
+        scopes: scopes(r.get(3)?, ("api_keys", "scopes", id.as_str()))?,
         created_at: Timestamp::from_millis(r.get(4)?),
         revoked_at: r.get::<_, Option<i64>>(5)?.map(Timestamp::from_millis),
+        id,
     })
 }
 
@@ -195,7 +216,7 @@ fn client_row(r: &Row<'_>) -> rusqlite::Result<Client> {
         name: r.get(2)?,
         secret_hash: hash(3, "secret_hash")?,
         previous_secret: prev.zip(prev_until.map(Timestamp::from_millis)),
-        scopes: ScopeSet::from_bits(r.get::<_, i64>(6)? as u8),
+        scopes: scopes(r.get(6)?, ("clients", "scopes", id.as_str()))?,
         redirect_uris: uris
             .lines()
             .filter(|l| !l.is_empty())

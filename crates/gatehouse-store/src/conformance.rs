@@ -846,7 +846,7 @@ fn assert_corrupt<T: std::fmt::Debug>(
 }
 
 /// A value a row cannot hold (an unknown enum text, a digest of the wrong
-/// length, an unparsable id) reads as `StoreError::Internal` naming the
+/// length, an unparsable id, an unknown scope bit) reads as `StoreError::Internal` naming the
 /// table, column and row, never as a default value.
 pub async fn corrupt_rows_are_internal_errors<S: PlantRows>(s: &S) {
     let o = new_org(s).await;
@@ -947,6 +947,19 @@ pub async fn corrupt_rows_are_internal_errors<S: PlantRows>(s: &S) {
         s.find_client(&c.id).await,
         "clients",
         "secret_hash",
+        c.id.as_str(),
+    );
+    // A scope bit no scope has: not silently dropped.
+    let c = s.insert_client(&o, &client(None)).await.unwrap();
+    s.plant(&format!(
+        "UPDATE clients SET scopes = 255 WHERE id = '{}'",
+        c.id
+    ))
+    .await;
+    assert_corrupt(
+        s.find_client(&c.id).await,
+        "clients",
+        "scopes",
         c.id.as_str(),
     );
 
