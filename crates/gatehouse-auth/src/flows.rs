@@ -514,21 +514,30 @@ impl AuthService {
                 .expect("pair serializes");
                 let sealed = self.keys.master().encrypt(&sealed, &d);
                 let until = now.plus_seconds(self.config.refresh_grace_secs.max(0));
+                // D24: the previous access token of the chain dies with the
+                // refresh, in the rotation's own transaction.
+                let access_expiry = now.plus_seconds(ACCESS_TOKEN_TTL_SECS + 60);
                 match self
                     .store
-                    .rotate_refresh_token(&d, now, &sealed, until, &next)
-                    .await?
+                    .rotate_refresh_token(&d, &client.id, now, &sealed, until, &next, access_expiry)
+                    .await
                 {
-                    Rotated::Fresh => {
+                    Ok(Rotated::Fresh(revoked)) => {
                         self.count_issued("refresh_token");
-                        // D24: the previous access token of the chain dies with the refresh.
-                        if let Some(jti) = &tok_access_jti(&d, &self.store).await {
-                            self.revoke_jti_now(jti, now.plus_seconds(ACCESS_TOKEN_TTL_SECS + 60))
-                                .await?;
+                        if let Some(r) = revoked {
+                            metrics::counter!("gatehouse_revocations_total", "kind" => "access_token")
+                                .increment(1);
+                            // This node enforces it at once; others poll it.
+                            self.revocations.apply(&[r]);
                         }
                         return Ok(response);
                     }
-                    Rotated::AlreadyUsed(current) => current,
+                    Ok(Rotated::AlreadyUsed(current)) => current,
+                    // Gone since it was read (purged, its user deleted).
+                    Err(StoreError::NotFound) => {
+                        return Err(invalid_grant("the refresh token is invalid"));
+                    }
+                    Err(e) => return Err(e.into()),
                 }
             }
         };
@@ -618,17 +627,4 @@ impl AuthService {
     pub fn link_digest(token: &str) -> [u8; 32] {
         digest(token)
     }
-}
-
-/// The access jti recorded with a refresh token (read after winning the rotation).
-async fn tok_access_jti(
-    d: &[u8; 32],
-    store: &std::sync::Arc<dyn gatehouse_store::Store>,
-) -> Option<String> {
-    store
-        .find_refresh_token(d)
-        .await
-        .ok()
-        .flatten()
-        .and_then(|(t, _)| t.access_jti)
 }

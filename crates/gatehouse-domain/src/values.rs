@@ -229,6 +229,13 @@ impl SearchText {
     pub fn words(&self) -> Vec<String> {
         words(&self.0)
     }
+
+    /// D6 (continued): a `q` containing a control character matches nothing
+    /// (an empty page with `total: 0`) on every backend; no stored name,
+    /// e-mail or SKU holds one (D8). Every list query asks this first.
+    pub fn matches_nothing(&self) -> bool {
+        self.0.chars().any(char::is_control)
+    }
 }
 
 /// Runs of letters and digits, lower-cased (D17).
@@ -253,6 +260,17 @@ pub fn parse_amount(v: i64) -> Result<i64, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_control_character_in_q_matches_nothing() {
+        let q = |s: &str| SearchText::parse(s).unwrap().unwrap();
+        for bad in ["\u{0}", "a\u{1}b", "\t", "ada\n", "\u{7f}", "x\u{9f}"] {
+            assert!(q(bad).matches_nothing(), "{bad:?}");
+        }
+        for good in ["ada", "a b", "é-ü", "100%_"] {
+            assert!(!q(good).matches_nothing(), "{good:?}");
+        }
+    }
 
     #[test]
     fn names_are_trimmed_and_bounded() {

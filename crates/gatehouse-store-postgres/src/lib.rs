@@ -982,14 +982,15 @@ impl Store for PgStore {
                 .bind(org.as_str())
                 .execute(&mut *tx)
                 .await?;
+            // The user as updated, as a fresh read returns it.
+            let updated = get_user_tx(&mut tx, &org, &id)
+                .await?
+                .ok_or(StoreError::NotFound)?;
             auth_state::delete_links(&mut tx, LinkKind::Reset, &id).await?;
             // D19: a reset ends the user's sessions and tokens.
             auth_state::end_user_sessions(&mut tx, &id, now).await?;
             auth_state::revoke_user_tokens(&mut tx, &id, now).await?;
-            Ok(User {
-                has_password: true,
-                ..u
-            })
+            Ok(updated)
         })
     }
 
@@ -1007,8 +1008,12 @@ impl Store for PgStore {
             .map(|r| {
                 Ok(Revocation {
                     id: r.try_get(0)?,
-                    kind: RevocationKind::parse(r.try_get::<&str, _>(1)?)
-                        .unwrap_or(RevocationKind::Jti),
+                    kind: rows::decode(
+                        r,
+                        1,
+                        ("revocations", "kind", &r.try_get::<i64, _>(0)?.to_string()),
+                        RevocationKind::parse,
+                    )?,
                     subject: r.try_get(2)?,
                     cutoff: r.try_get(3)?,
                     expires_at: Timestamp::from_millis(r.try_get(4)?),
@@ -1284,44 +1289,75 @@ impl Store for PgStore {
     async fn rotate_refresh_token(
         &self,
         digest: &[u8; 32],
+        client: &ClientId,
         now: Timestamp,
         successor_sealed: &[u8],
         successor_until: Timestamp,
         successor: &RefreshToken,
+        access_expiry: Timestamp,
     ) -> StoreResult<Rotated> {
         write_tx!(self, |tx| {
             // The chain's row in share mode: a concurrent revocation of the
             // chain (which updates that row) runs wholly before or after
             // this rotation, never in the middle (D24: a revoked chain never
             // gets a successor).
-            let live: Option<bool> = query_scalar(
-                "SELECT c.revoked_at IS NULL FROM refresh_tokens t JOIN refresh_chains c ON c.id = t.chain_id
+            let chain: Option<(bool, String)> = query_as(
+                "SELECT c.revoked_at IS NULL, c.client_id FROM refresh_tokens t JOIN refresh_chains c ON c.id = t.chain_id
                  WHERE t.digest = $1 FOR SHARE OF c",
             )
             .bind(&digest[..])
             .fetch_optional(&mut *tx)
             .await?;
-            let Some(live) = live else {
-                return Err(StoreError::NotFound.into());
+            // Another client's token is as good as unknown: nothing is read
+            // back for it, nothing written.
+            let live = match chain {
+                Some((live, owner)) if owner == client.as_str() => live,
+                _ => return Err(StoreError::NotFound.into()),
             };
             // D24: the conditional update is the whole race: exactly one
-            // caller, on any node, sees one row.
-            let won = live
-                && query(
+            // caller, on any node, sees a row.
+            let won: Option<Option<String>> = if live {
+                query_scalar(
                     "UPDATE refresh_tokens SET used_at = $2, successor_sealed = $3, successor_until = $4
-                     WHERE digest = $1 AND used_at IS NULL",
+                     WHERE digest = $1 AND used_at IS NULL
+                     RETURNING access_jti",
                 )
                 .bind(&digest[..])
                 .bind(now.millis())
                 .bind(successor_sealed)
                 .bind(successor_until.millis())
-                .execute(&mut *tx)
+                .fetch_optional(&mut *tx)
                 .await?
-                .rows_affected()
-                    == 1;
-            if won {
+            } else {
+                None
+            };
+            if let Some(jti) = won {
                 auth_state::insert_token(&mut tx, successor).await?;
-                return Ok(Rotated::Fresh);
+                // D24: the access token issued with the used refresh token
+                // dies in the same transaction (the revocation is its last
+                // statement, see `auth_state::insert_revocation`).
+                let revoked = match jti {
+                    Some(jti) => {
+                        let cutoff = now.unix_seconds();
+                        let id = auth_state::insert_revocation(
+                            &mut tx,
+                            RevocationKind::Jti,
+                            &jti,
+                            cutoff,
+                            access_expiry,
+                        )
+                        .await?;
+                        Some(Revocation {
+                            id,
+                            kind: RevocationKind::Jti,
+                            subject: jti,
+                            cutoff,
+                            expires_at: access_expiry,
+                        })
+                    }
+                    None => None,
+                };
+                return Ok(Rotated::Fresh(revoked));
             }
             let current = query(&format!(
                 "SELECT {TOKEN_COLS} FROM refresh_tokens WHERE digest = $1"
@@ -1843,5 +1879,33 @@ mod tests {
         // acquire timeout: that is the time to the 503, which must come
         // within 5 s (the failure drill in crates/gatehouse/tests/drills.rs).
         assert!(PgOptions::default().acquire_timeout <= Duration::from_secs(2));
+    }
+}
+
+/// The conformance suite's hook to plant corrupt rows. PostgreSQL cannot skip
+/// CHECK constraints for one statement, so the test database's own CHECK
+/// constraints are dropped first (every test has a fresh database).
+#[cfg(feature = "testing")]
+#[async_trait]
+impl gatehouse_store::conformance::PlantRows for PgStore {
+    async fn plant(&self, sql: &str) {
+        use sqlx_core::executor::Executor;
+        const DROP_CHECKS: &str = "DO $$ DECLARE r record; BEGIN
+            FOR r IN SELECT conrelid::regclass AS t, conname FROM pg_constraint
+                     WHERE contype = 'c' AND conrelid <> 0
+                       AND connamespace = current_schema()::regnamespace LOOP
+                EXECUTE format('ALTER TABLE %s DROP CONSTRAINT %I', r.t, r.conname);
+            END LOOP;
+        END $$";
+        let mut tx = self.pool.begin().await.expect("a connection");
+        (&mut *tx)
+            .execute(DROP_CHECKS)
+            .await
+            .expect("dropping CHECK constraints");
+        (&mut *tx)
+            .execute(sql)
+            .await
+            .unwrap_or_else(|e| panic!("planting {sql:?}: {e}"));
+        tx.commit().await.expect("commit");
     }
 }

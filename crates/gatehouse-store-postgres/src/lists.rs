@@ -95,9 +95,9 @@ pub(crate) enum Search {
     UserShort { name: String, email: String },
     /// D17: the tsquery of the query's words.
     ProductWords(String),
-    /// A user search with a control character: no stored name or e-mail
-    /// holds one (D8), so nothing matches. (PostgreSQL text cannot even
-    /// carry a NUL, so such a `q` must not reach the database.)
+    /// A `q` with a control character matches nothing (D6 continued,
+    /// [`gatehouse_domain::SearchText::matches_nothing`]). PostgreSQL text
+    /// cannot even carry a NUL, so such a `q` must not reach the database.
     Nothing,
 }
 
@@ -140,6 +140,9 @@ pub(crate) struct Query {
 impl Query {
     pub(crate) fn users(f: &UserFilter) -> Self {
         let search = f.q.as_ref().map(|q| {
+            if q.matches_nothing() {
+                return Search::Nothing;
+            }
             let text = q.as_str();
             // The same case folding as `name_fold` (lower case) and as
             // `email_norm`'s local part (full folding, D8 revised). A
@@ -147,9 +150,6 @@ impl Query {
             // finds no e-mail here (SQLite searches the stored form).
             let folded = text.to_lowercase();
             let email_folded = fold_case(text);
-            if text.chars().any(char::is_control) {
-                return Search::Nothing;
-            }
             // A pattern without a letter or digit yields no trigram, and the
             // index would have to be read whole: scan the organization instead.
             if text.chars().count() >= 3 && folded.chars().any(char::is_alphanumeric) {
@@ -176,13 +176,18 @@ impl Query {
 
     pub(crate) fn products(f: &ProductFilter) -> Self {
         let words = f.q.as_ref().map(|q| q.words()).unwrap_or_default();
+        let search = if f.q.as_ref().is_some_and(|q| q.matches_nothing()) {
+            Some(Search::Nothing)
+        } else {
+            // A `q` with no words filters nothing (D17, as on SQLite).
+            (!words.is_empty()).then(|| Search::ProductWords(prefix_tsquery(&words)))
+        };
         Self {
             filters: Filters {
                 product_status: f.status,
                 ..Filters::default()
             },
-            // A `q` with no words filters nothing (D17, as on SQLite).
-            search: (!words.is_empty()).then(|| Search::ProductWords(prefix_tsquery(&words))),
+            search,
         }
     }
 

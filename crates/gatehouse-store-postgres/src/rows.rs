@@ -19,17 +19,66 @@ fn opt_ts(v: Option<i64>) -> Option<Timestamp> {
     v.map(Timestamp::from_millis)
 }
 
-/// A 32-byte digest as stored (`bytea`).
-pub(crate) fn digest32(v: &[u8]) -> [u8; 32] {
-    <[u8; 32]>::try_from(v).unwrap_or([0; 32])
+/// A stored value no row can hold (an unknown enum text, a digest of the
+/// wrong length, an unparsable id) is corrupt storage: the read fails with
+/// `StoreError::Internal` (through `db_err`) naming the table, the column and
+/// the row, logged here at error level. Never a default value.
+pub(crate) fn corrupt(table: &str, column: &str, row: &str, problem: &str) -> sqlx_core::Error {
+    tracing::error!(table, column, row, problem, "corrupt row in storage");
+    sqlx_core::Error::Decode(
+        format!("corrupt row: {table}.{column} of row {row:?} {problem}").into(),
+    )
 }
 
-fn hash32(v: Option<Vec<u8>>) -> Option<[u8; 32]> {
-    v.and_then(|b| <[u8; 32]>::try_from(b.as_slice()).ok())
+/// Text column `i` through `parse`, or [`corrupt`].
+pub(crate) fn decode<T>(
+    r: &PgRow,
+    i: usize,
+    (table, column, row): (&str, &str, &str),
+    parse: impl FnOnce(&str) -> Option<T>,
+) -> RowResult<T> {
+    let text: &str = r.try_get(i)?;
+    parse(text).ok_or_else(|| corrupt(table, column, row, &format!("holds {text:?}")))
 }
 
-fn scopes(bits: i16) -> ScopeSet {
-    ScopeSet::from_bits(bits as u8)
+/// The row's own id (column `i`) through `parse`, or [`corrupt`].
+fn decode_id<T>(
+    r: &PgRow,
+    i: usize,
+    table: &str,
+    parse: impl FnOnce(&str) -> Option<T>,
+) -> RowResult<T> {
+    let text: &str = r.try_get(i)?;
+    parse(text).ok_or_else(|| corrupt(table, "id", text, "is not a valid id"))
+}
+
+/// A 32-byte digest as stored (`bytea`), or [`corrupt`].
+pub(crate) fn digest32(v: &[u8], (table, column, row): (&str, &str, &str)) -> RowResult<[u8; 32]> {
+    <[u8; 32]>::try_from(v).map_err(|_| {
+        corrupt(
+            table,
+            column,
+            row,
+            &format!("holds {} bytes, not 32", v.len()),
+        )
+    })
+}
+
+/// A scope set as stored (its bits), or [`corrupt`] when it holds a bit no
+/// scope has.
+fn scopes(bits: i16, (table, column, row): (&str, &str, &str)) -> RowResult<ScopeSet> {
+    u8::try_from(bits)
+        .ok()
+        .map(ScopeSet::from_bits)
+        .filter(|s| i16::from(s.bits()) == bits)
+        .ok_or_else(|| {
+            corrupt(
+                table,
+                column,
+                row,
+                &format!("holds {bits}, not a set of scopes"),
+            )
+        })
 }
 
 pub(crate) const USER_COLS: &str =
@@ -37,31 +86,35 @@ pub(crate) const USER_COLS: &str =
 
 /// A user from the first eight columns ([`USER_COLS`]) of `r`.
 pub(crate) fn user_row(r: &PgRow) -> RowResult<User> {
+    let id = decode_id(r, 0, "users", UserId::parse)?;
+    let at = |column| ("users", column, id.as_str());
     Ok(User {
-        id: UserId::from_trusted(r.try_get(0)?),
         email: Email::from_trusted(r.try_get(1)?),
         name: Name::from_trusted(r.try_get(2)?),
-        role: Role::parse(r.try_get::<&str, _>(3)?).unwrap_or(Role::Viewer),
-        status: UserStatus::parse(r.try_get::<&str, _>(4)?).unwrap_or(UserStatus::Inactive),
+        role: decode(r, 3, at("role"), |t| Role::parse(t).ok())?,
+        status: decode(r, 4, at("status"), |t| UserStatus::parse(t).ok())?,
         has_password: r.try_get(5)?,
         created_at: ts(r.try_get(6)?),
         updated_at: ts(r.try_get(7)?),
+        id,
     })
 }
 
 pub(crate) const PRODUCT_COLS: &str = "id, name, sku, price, stock, status, created_at, updated_at";
 
 pub(crate) fn product_row(r: &PgRow) -> RowResult<Product> {
+    let id = decode_id(r, 0, "products", ProductId::parse)?;
     Ok(Product {
-        id: ProductId::from_trusted(r.try_get(0)?),
         name: Name::from_trusted(r.try_get(1)?),
         sku: Sku::from_trusted(r.try_get(2)?),
         price: r.try_get(3)?,
         stock: r.try_get(4)?,
-        status: ProductStatus::parse(r.try_get::<&str, _>(5)?)
-            .unwrap_or(ProductStatus::Discontinued),
+        status: decode(r, 5, ("products", "status", id.as_str()), |t| {
+            ProductStatus::parse(t).ok()
+        })?,
         created_at: ts(r.try_get(6)?),
         updated_at: ts(r.try_get(7)?),
+        id,
     })
 }
 
@@ -69,63 +122,78 @@ pub(crate) const ORG_COLS: &str = "id, name, plan, per_minute, per_second, creat
 
 pub(crate) fn org_row(r: &PgRow) -> RowResult<Organization> {
     let limit = |v: Option<i64>| v.and_then(|n| u32::try_from(n).ok());
+    let id = decode_id(r, 0, "organizations", OrgId::parse)?;
     Ok(Organization {
-        id: OrgId::from_trusted(r.try_get(0)?),
         name: r.try_get(1)?,
-        plan: Plan::parse(r.try_get::<&str, _>(2)?).unwrap_or(Plan::Free),
+        plan: decode(r, 2, ("organizations", "plan", id.as_str()), |t| {
+            Plan::parse(t).ok()
+        })?,
         per_minute: limit(r.try_get(3)?),
         per_second: limit(r.try_get(4)?),
         created_at: ts(r.try_get(5)?),
+        id,
     })
 }
 
 pub(crate) const CLIENT_COLS: &str = "id, org_id, name, secret_hash, previous_secret_hash, previous_secret_until, scopes, redirect_uris, admin_approved, owner_id, created_at";
 
 pub(crate) fn client_row(r: &PgRow) -> RowResult<Client> {
-    let prev = hash32(r.try_get(4)?);
+    let id = decode_id(r, 0, "clients", ClientId::parse)?;
+    // A secret digest of the wrong length must not read as "no secret" (a
+    // public client).
+    let hash = |i: usize, column: &str| -> RowResult<Option<[u8; 32]>> {
+        r.try_get::<Option<&[u8]>, _>(i)?
+            .map(|v| digest32(v, ("clients", column, id.as_str())))
+            .transpose()
+    };
+    let prev = hash(4, "previous_secret_hash")?;
     let prev_until: Option<i64> = r.try_get(5)?;
     Ok(Client {
-        id: ClientId::from_trusted(r.try_get(0)?),
         org: OrgId::from_trusted(r.try_get(1)?),
         name: r.try_get(2)?,
-        secret_hash: hash32(r.try_get(3)?),
+        secret_hash: hash(3, "secret_hash")?,
         previous_secret: prev.zip(opt_ts(prev_until)),
-        scopes: scopes(r.try_get(6)?),
+        scopes: scopes(r.try_get(6)?, ("clients", "scopes", id.as_str()))?,
         redirect_uris: r.try_get(7)?,
         admin_approved: r.try_get(8)?,
         owner: r.try_get::<Option<String>, _>(9)?.map(UserId::from_trusted),
         created_at: ts(r.try_get(10)?),
+        id,
     })
 }
 
 pub(crate) const API_KEY_COLS: &str = "id, org_id, name, scopes, created_at, revoked_at";
 
 pub(crate) fn api_key_row(r: &PgRow) -> RowResult<ApiKey> {
+    let id = decode_id(r, 0, "api_keys", ApiKeyId::parse)?;
     Ok(ApiKey {
-        id: ApiKeyId::from_trusted(r.try_get(0)?),
         org: OrgId::from_trusted(r.try_get(1)?),
         name: r.try_get(2)?,
-        scopes: scopes(r.try_get(3)?),
+        scopes: scopes(r.try_get(3)?, ("api_keys", "scopes", id.as_str()))?,
         created_at: ts(r.try_get(4)?),
         revoked_at: opt_ts(r.try_get(5)?),
+        id,
     })
 }
 
 pub(crate) const CODE_COLS: &str = "digest, org_id, client_id, user_id, redirect_uri, scopes, code_challenge, created_at, expires_at, used_at, chain_id";
 
 pub(crate) fn code_row(r: &PgRow) -> RowResult<AuthCode> {
+    let chain: Option<String> = r.try_get(10)?;
+    // The digest is the row's key: the row is named by its chain.
+    let row = chain.as_deref().unwrap_or("(no chain)");
     Ok(AuthCode {
-        digest: digest32(r.try_get(0)?),
+        digest: digest32(r.try_get(0)?, ("auth_codes", "digest", row))?,
         org: OrgId::from_trusted(r.try_get(1)?),
         client: ClientId::from_trusted(r.try_get(2)?),
         user: UserId::from_trusted(r.try_get(3)?),
         redirect_uri: r.try_get(4)?,
-        scopes: scopes(r.try_get(5)?),
+        scopes: scopes(r.try_get(5)?, ("auth_codes", "scopes", row))?,
         code_challenge: r.try_get(6)?,
         created_at: ts(r.try_get(7)?),
         expires_at: ts(r.try_get(8)?),
         used_at: opt_ts(r.try_get(9)?),
-        chain: r.try_get(10)?,
+        chain,
     })
 }
 
@@ -134,24 +202,27 @@ pub(crate) const CHAIN_COLS: &str =
 
 /// A chain from the columns of [`CHAIN_COLS`] starting at `at`.
 pub(crate) fn chain_row(r: &PgRow, at: usize) -> RowResult<RefreshChain> {
+    let id: String = r.try_get(at)?;
     Ok(RefreshChain {
-        id: r.try_get(at)?,
         org: OrgId::from_trusted(r.try_get(at + 1)?),
         client: ClientId::from_trusted(r.try_get(at + 2)?),
         user: UserId::from_trusted(r.try_get(at + 3)?),
-        scopes: scopes(r.try_get(at + 4)?),
+        scopes: scopes(r.try_get(at + 4)?, ("refresh_chains", "scopes", &id))?,
         created_at: ts(r.try_get(at + 5)?),
         ends_at: ts(r.try_get(at + 6)?),
         revoked_at: opt_ts(r.try_get(at + 7)?),
+        id,
     })
 }
 
 pub(crate) const TOKEN_COLS: &str = "digest, chain_id, issued_at, expires_at, used_at, successor_sealed, successor_until, access_jti";
 
 pub(crate) fn token_row(r: &PgRow) -> RowResult<RefreshToken> {
+    let chain: String = r.try_get(1)?;
     Ok(RefreshToken {
-        digest: digest32(r.try_get(0)?),
-        chain: r.try_get(1)?,
+        // The digest is the row's key: the row is named by its chain.
+        digest: digest32(r.try_get(0)?, ("refresh_tokens", "digest", &chain))?,
+        chain,
         issued_at: ts(r.try_get(2)?),
         expires_at: ts(r.try_get(3)?),
         used_at: opt_ts(r.try_get(4)?),

@@ -179,18 +179,27 @@ fn token(byte: u8, chain: &str) -> RefreshToken {
 async fn refresh_rotation_and_code_redemption_have_one_winner() {
     let Some(s) = fresh_store().await else { return };
     chain_with_token(&s, "chain-race", 1).await;
+    let client = s
+        .find_refresh_token(&[1; 32])
+        .await
+        .unwrap()
+        .unwrap()
+        .1
+        .client;
     let now = Timestamp::now();
     let mut tasks = Vec::new();
     for i in 0..8u8 {
-        let s = s.clone();
+        let (s, client) = (s.clone(), client.clone());
         tasks.push(tokio::spawn(async move {
             let sealed = vec![i; 4];
             s.rotate_refresh_token(
                 &[1; 32],
+                &client,
                 now,
                 &sealed,
                 now.plus_seconds(10),
                 &token(100 + i, "chain-race"),
+                now.plus_seconds(3660),
             )
             .await
             .unwrap()
@@ -200,7 +209,7 @@ async fn refresh_rotation_and_code_redemption_have_one_winner() {
     let mut sealed = HashSet::new();
     for t in tasks {
         match t.await.unwrap() {
-            Rotated::Fresh => fresh += 1,
+            Rotated::Fresh(_) => fresh += 1,
             Rotated::AlreadyUsed(t) => {
                 sealed.insert(t.successor_sealed.expect("the winner's pair"));
             }

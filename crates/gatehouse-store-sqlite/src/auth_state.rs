@@ -1,14 +1,14 @@
 //! SQL for the authorization server's state (revocations, outbox, links,
 //! sessions, codes, refresh chains), used by the `Store` impl in `lib.rs`.
 
-use gatehouse_domain::{ClientId, OrgId, ScopeSet, Timestamp, UserId};
+use gatehouse_domain::{ClientId, OrgId, Timestamp, UserId};
 use gatehouse_store::{
     AuthCode, LinkKind, NewLink, OutboundEmail, RefreshChain, RefreshToken, RevocationKind,
     StoreError, StoreResult,
 };
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
-use crate::db_err;
+use crate::{db_err, digest32, scopes};
 
 /// Access tokens live an hour; a revocation is kept a little longer than that.
 pub(crate) const ACCESS_TOKEN_SLACK_SECS: i64 = 3600 + 60;
@@ -115,25 +115,24 @@ pub(crate) fn use_link(c: &Connection, digest: &[u8; 32], now: Timestamp) -> Sto
     Ok(())
 }
 
-fn digest32(v: Vec<u8>) -> [u8; 32] {
-    <[u8; 32]>::try_from(v.as_slice()).unwrap_or([0; 32])
-}
-
 pub(crate) const CODE_COLS: &str = "digest, org_id, client_id, user_id, redirect_uri, scopes, code_challenge, created_at, expires_at, used_at, chain_id";
 
 pub(crate) fn code_row(r: &Row<'_>) -> rusqlite::Result<AuthCode> {
+    let chain: Option<String> = r.get(10)?;
+    // The digest is the row's key: the row is named by its chain.
+    let row = chain.as_deref().unwrap_or("(no chain)");
     Ok(AuthCode {
-        digest: digest32(r.get(0)?),
+        digest: digest32(r.get(0)?, ("auth_codes", "digest", row))?,
         org: OrgId::from_trusted(r.get(1)?),
         client: ClientId::from_trusted(r.get(2)?),
         user: UserId::from_trusted(r.get(3)?),
         redirect_uri: r.get(4)?,
-        scopes: ScopeSet::from_bits(r.get::<_, i64>(5)? as u8),
+        scopes: scopes(r.get(5)?, ("auth_codes", "scopes", row))?,
         code_challenge: r.get(6)?,
         created_at: Timestamp::from_millis(r.get(7)?),
         expires_at: Timestamp::from_millis(r.get(8)?),
         used_at: r.get::<_, Option<i64>>(9)?.map(Timestamp::from_millis),
-        chain: r.get(10)?,
+        chain,
     })
 }
 
@@ -141,24 +140,27 @@ pub(crate) const CHAIN_COLS: &str =
     "id, org_id, client_id, user_id, scopes, created_at, ends_at, revoked_at";
 
 pub(crate) fn chain_row(r: &Row<'_>, at: usize) -> rusqlite::Result<RefreshChain> {
+    let id: String = r.get(at)?;
     Ok(RefreshChain {
-        id: r.get(at)?,
         org: OrgId::from_trusted(r.get(at + 1)?),
         client: ClientId::from_trusted(r.get(at + 2)?),
         user: UserId::from_trusted(r.get(at + 3)?),
-        scopes: ScopeSet::from_bits(r.get::<_, i64>(at + 4)? as u8),
+        scopes: scopes(r.get(at + 4)?, ("refresh_chains", "scopes", &id))?,
         created_at: Timestamp::from_millis(r.get(at + 5)?),
         ends_at: Timestamp::from_millis(r.get(at + 6)?),
         revoked_at: r.get::<_, Option<i64>>(at + 7)?.map(Timestamp::from_millis),
+        id,
     })
 }
 
 pub(crate) const TOKEN_COLS: &str = "digest, chain_id, issued_at, expires_at, used_at, successor_sealed, successor_until, access_jti";
 
 pub(crate) fn token_row(r: &Row<'_>) -> rusqlite::Result<RefreshToken> {
+    let chain: String = r.get(1)?;
     Ok(RefreshToken {
-        digest: digest32(r.get(0)?),
-        chain: r.get(1)?,
+        // The digest is the row's key: the row is named by its chain.
+        digest: digest32(r.get(0)?, ("refresh_tokens", "digest", &chain))?,
+        chain,
         issued_at: Timestamp::from_millis(r.get(2)?),
         expires_at: Timestamp::from_millis(r.get(3)?),
         used_at: r.get::<_, Option<i64>>(4)?.map(Timestamp::from_millis),

@@ -23,7 +23,7 @@ use async_trait::async_trait;
 use gatehouse_domain::{
     ApiKey, ApiKeyId, Client, ClientId, DomainError, FieldIssue, Listing, NewProduct, NewUser,
     OrgId, Organization, Page, Plan, Product, ProductId, ProductPatch, ProductStatus, Role, Scope,
-    ScopeSet, Timestamp, User, UserId, UserPatch, UserStatus, product,
+    ScopeSet, SearchText, Timestamp, User, UserId, UserPatch, UserStatus, product,
     user::{self, UserChange},
     values::{Email, Name, Sku},
 };
@@ -79,68 +79,144 @@ pub(crate) fn db_err(e: rusqlite::Error) -> StoreError {
     StoreError::Internal(e.to_string())
 }
 
+/// A stored value no row can hold (an unknown enum text, a digest of the
+/// wrong length, an unparsable id) is corrupt storage: the read fails with
+/// `StoreError::Internal` (through `db_err`) naming the table, the column and
+/// the row, logged here at error level. Never a default value.
+pub(crate) fn corrupt(table: &str, column: &str, row: &str, problem: &str) -> rusqlite::Error {
+    tracing::error!(table, column, row, problem, "corrupt row in storage");
+    rusqlite::Error::UserFunctionError(
+        format!("corrupt row: {table}.{column} of row {row:?} {problem}").into(),
+    )
+}
+
+/// Text column `i` through `parse`, or [`corrupt`].
+pub(crate) fn decode<T>(
+    r: &Row<'_>,
+    i: usize,
+    (table, column, row): (&str, &str, &str),
+    parse: impl FnOnce(&str) -> Option<T>,
+) -> rusqlite::Result<T> {
+    let text: String = r.get(i)?;
+    parse(&text).ok_or_else(|| corrupt(table, column, row, &format!("holds {text:?}")))
+}
+
+/// The row's own id (column `i`) through `parse`, or [`corrupt`].
+pub(crate) fn decode_id<T>(
+    r: &Row<'_>,
+    i: usize,
+    table: &str,
+    parse: impl FnOnce(&str) -> Option<T>,
+) -> rusqlite::Result<T> {
+    let text: String = r.get(i)?;
+    parse(&text).ok_or_else(|| corrupt(table, "id", &text, "is not a valid id"))
+}
+
+/// A SHA-256 digest as stored, or [`corrupt`] when it is not 32 bytes.
+pub(crate) fn digest32(
+    v: Vec<u8>,
+    (table, column, row): (&str, &str, &str),
+) -> rusqlite::Result<[u8; 32]> {
+    <[u8; 32]>::try_from(v.as_slice()).map_err(|_| {
+        corrupt(
+            table,
+            column,
+            row,
+            &format!("holds {} bytes, not 32", v.len()),
+        )
+    })
+}
+
+/// A scope set as stored (its bits), or [`corrupt`] when it holds a bit no
+/// scope has.
+pub(crate) fn scopes(
+    bits: i64,
+    (table, column, row): (&str, &str, &str),
+) -> rusqlite::Result<ScopeSet> {
+    u8::try_from(bits)
+        .ok()
+        .map(ScopeSet::from_bits)
+        .filter(|s| i64::from(s.bits()) == bits)
+        .ok_or_else(|| {
+            corrupt(
+                table,
+                column,
+                row,
+                &format!("holds {bits}, not a set of scopes"),
+            )
+        })
+}
+
 const USER_COLS: &str =
     "id, email, name, role, status, password_hash IS NOT NULL, created_at, updated_at";
 
 fn user_row(r: &Row<'_>) -> rusqlite::Result<User> {
+    let id = decode_id(r, 0, "users", UserId::parse)?;
+    let at = |column| ("users", column, id.as_str());
     Ok(User {
-        id: UserId::from_trusted(r.get(0)?),
         email: Email::from_trusted(r.get(1)?),
         name: Name::from_trusted(r.get(2)?),
-        role: Role::parse(&r.get::<_, String>(3)?).unwrap_or(Role::Viewer),
-        status: UserStatus::parse(&r.get::<_, String>(4)?).unwrap_or(UserStatus::Inactive),
+        role: decode(r, 3, at("role"), |t| Role::parse(t).ok())?,
+        status: decode(r, 4, at("status"), |t| UserStatus::parse(t).ok())?,
         has_password: r.get(5)?,
         created_at: Timestamp::from_millis(r.get(6)?),
         updated_at: Timestamp::from_millis(r.get(7)?),
+        id,
     })
 }
 
 const PRODUCT_COLS: &str = "id, name, sku, price, stock, status, created_at, updated_at";
 
 fn product_row(r: &Row<'_>) -> rusqlite::Result<Product> {
+    let id = decode_id(r, 0, "products", ProductId::parse)?;
     Ok(Product {
-        id: ProductId::from_trusted(r.get(0)?),
         name: Name::from_trusted(r.get(1)?),
         sku: Sku::from_trusted(r.get(2)?),
         price: r.get(3)?,
         stock: r.get(4)?,
-        status: ProductStatus::parse(&r.get::<_, String>(5)?)
-            .unwrap_or(ProductStatus::Discontinued),
+        status: decode(r, 5, ("products", "status", id.as_str()), |t| {
+            ProductStatus::parse(t).ok()
+        })?,
         created_at: Timestamp::from_millis(r.get(6)?),
         updated_at: Timestamp::from_millis(r.get(7)?),
+        id,
     })
 }
 
 const API_KEY_COLS: &str = "id, org_id, name, scopes, created_at, revoked_at";
 
 fn api_key_row(r: &Row<'_>) -> rusqlite::Result<ApiKey> {
+    let id = decode_id(r, 0, "api_keys", ApiKeyId::parse)?;
     Ok(ApiKey {
-        id: ApiKeyId::from_trusted(r.get(0)?),
         org: OrgId::from_trusted(r.get(1)?),
         name: r.get(2)?,
-        scopes: ScopeSet::from_bits(r.get::<_, i64>(3)? as u8),
+        scopes: scopes(r.get(3)?, ("api_keys", "scopes", id.as_str()))?,
         created_at: Timestamp::from_millis(r.get(4)?),
         revoked_at: r.get::<_, Option<i64>>(5)?.map(Timestamp::from_millis),
+        id,
     })
 }
 
 const CLIENT_COLS: &str = "id, org_id, name, secret_hash, previous_secret_hash, previous_secret_until, scopes, redirect_uris, admin_approved, owner_id, created_at";
 
-fn hash32(v: Option<Vec<u8>>) -> Option<[u8; 32]> {
-    v.and_then(|b| <[u8; 32]>::try_from(b.as_slice()).ok())
-}
-
 fn client_row(r: &Row<'_>) -> rusqlite::Result<Client> {
-    let prev = hash32(r.get(4)?);
+    let id = decode_id(r, 0, "clients", ClientId::parse)?;
+    // A secret digest of the wrong length must not read as "no secret" (a
+    // public client).
+    let hash = |i: usize, column: &str| -> rusqlite::Result<Option<[u8; 32]>> {
+        r.get::<_, Option<Vec<u8>>>(i)?
+            .map(|v| digest32(v, ("clients", column, id.as_str())))
+            .transpose()
+    };
+    let prev = hash(4, "previous_secret_hash")?;
     let prev_until: Option<i64> = r.get(5)?;
     let uris: String = r.get(7)?;
     Ok(Client {
-        id: ClientId::from_trusted(r.get(0)?),
         org: OrgId::from_trusted(r.get(1)?),
         name: r.get(2)?,
-        secret_hash: hash32(r.get(3)?),
+        secret_hash: hash(3, "secret_hash")?,
         previous_secret: prev.zip(prev_until.map(Timestamp::from_millis)),
-        scopes: ScopeSet::from_bits(r.get::<_, i64>(6)? as u8),
+        scopes: scopes(r.get(6)?, ("clients", "scopes", id.as_str()))?,
         redirect_uris: uris
             .lines()
             .filter(|l| !l.is_empty())
@@ -149,17 +225,21 @@ fn client_row(r: &Row<'_>) -> rusqlite::Result<Client> {
         admin_approved: r.get(8)?,
         owner: r.get::<_, Option<String>>(9)?.map(UserId::from_trusted),
         created_at: Timestamp::from_millis(r.get(10)?),
+        id,
     })
 }
 
 fn org_row(r: &Row<'_>) -> rusqlite::Result<Organization> {
+    let id = decode_id(r, 0, "organizations", OrgId::parse)?;
     Ok(Organization {
-        id: OrgId::from_trusted(r.get(0)?),
         name: r.get(1)?,
-        plan: Plan::parse(&r.get::<_, String>(2)?).unwrap_or(Plan::Free),
+        plan: decode(r, 2, ("organizations", "plan", id.as_str()), |t| {
+            Plan::parse(t).ok()
+        })?,
         per_minute: r.get(3)?,
         per_second: r.get(4)?,
         created_at: Timestamp::from_millis(r.get(5)?),
+        id,
     })
 }
 
@@ -330,10 +410,10 @@ fn count(c: &Connection, sql: &str, params: &[rusqlite::types::Value]) -> StoreR
 }
 
 /// D9, D14: `q` as a literal, case-insensitive substring of name or e-mail.
-fn and_user_search(w: &mut Where, text: &str) {
-    if text.contains('\0') {
-        // No stored name or e-mail holds a NUL (D8 refuses control
-        // characters), and FTS5 cannot express one: nothing matches.
+fn and_user_search(w: &mut Where, q: &SearchText) {
+    let text = q.as_str();
+    if q.matches_nothing() {
+        // D6 (continued).
         w.and("0", []);
     } else if text.chars().count() >= 3 {
         // Trigram index: a quoted phrase is a literal substring.
@@ -361,7 +441,7 @@ fn user_where(org: &OrgId, f: &UserFilter) -> Where {
         w.and("status = ?", [status.as_str().to_owned().into()]);
     }
     if let Some(q) = &f.q {
-        and_user_search(&mut w, q.as_str());
+        and_user_search(&mut w, q);
     }
     w
 }
@@ -371,6 +451,11 @@ fn product_where(org: &OrgId, f: &ProductFilter) -> Where {
     let mut w = Where::new(org);
     if let Some(status) = f.status {
         w.and("status = ?", [status.as_str().to_owned().into()]);
+    }
+    if f.q.as_ref().is_some_and(SearchText::matches_nothing) {
+        // D6 (continued).
+        w.and("0", []);
+        return w;
     }
     let words = f.q.as_ref().map(|q| q.words()).unwrap_or_default();
     if !words.is_empty() {
@@ -456,7 +541,7 @@ fn list_users_sync(
         };
         return Ok(Listing { items, total });
     };
-    and_user_search(&mut w, q.as_str());
+    and_user_search(&mut w, q);
     search_page(c, "users", USER_COLS, &w, page, user_row)
 }
 
@@ -469,6 +554,11 @@ fn list_products_sync(
     let mut w = Where::new(org);
     if let Some(status) = f.status {
         w.and("status = ?", [status.as_str().to_owned().into()]);
+    }
+    if f.q.as_ref().is_some_and(SearchText::matches_nothing) {
+        // D6 (continued).
+        w.and("0", []);
+        return search_page(c, "products", PRODUCT_COLS, &w, page, product_row);
     }
     let words = f.q.as_ref().map(|q| q.words()).unwrap_or_default();
     if words.is_empty() {
@@ -1210,7 +1300,8 @@ impl Store for SqliteStore {
                 auth_state::delete_links(tx, LinkKind::Reset, &id)?;
                 // D19: a reset ends the user's sessions and tokens.
                 auth_state::revoke_user(tx, &id, now)?;
-                Ok(u)
+                // The user as updated, as a fresh read returns it.
+                get_user_tx(tx, &org, &id)?.ok_or(StoreError::NotFound)
             })
             .await
     }
@@ -1225,7 +1316,7 @@ impl Store for SqliteStore {
                     .query_map(params![after, now.millis()], |r| {
                         Ok(Revocation {
                             id: r.get(0)?,
-                            kind: RevocationKind::parse(&r.get::<_, String>(1)?).unwrap_or(RevocationKind::Jti),
+                            kind: decode(r, 1, ("revocations", "kind", &r.get::<_, i64>(0)?.to_string()), RevocationKind::parse)?,
                             subject: r.get(2)?,
                             cutoff: r.get(3)?,
                             expires_at: Timestamp::from_millis(r.get(4)?),
@@ -1488,27 +1579,60 @@ impl Store for SqliteStore {
     async fn rotate_refresh_token(
         &self,
         digest: &[u8; 32],
+        client: &ClientId,
         now: Timestamp,
         successor_sealed: &[u8],
         successor_until: Timestamp,
         successor: &RefreshToken,
+        access_expiry: Timestamp,
     ) -> StoreResult<Rotated> {
-        let (digest, sealed, successor) = (*digest, successor_sealed.to_vec(), successor.clone());
+        let (digest, client, sealed, successor) = (
+            *digest,
+            client.clone(),
+            successor_sealed.to_vec(),
+            successor.clone(),
+        );
         self.pool
             .write(move |tx| {
-                // The conditional update is the whole race: exactly one caller sees 1 row.
-                let won = tx
+                // Another client's token is as good as unknown: nothing is
+                // read back for it, nothing written.
+                let owner: Option<String> = tx
+                    .prepare_cached(
+                        "SELECT c.client_id FROM refresh_tokens t JOIN refresh_chains c ON c.id = t.chain_id
+                         WHERE t.digest = ?1",
+                    )
+                    .and_then(|mut s| s.query_row([digest.to_vec()], |r| r.get(0)).optional())
+                    .map_err(db_err)?;
+                if owner.as_deref() != Some(client.as_str()) {
+                    return Err(StoreError::NotFound);
+                }
+                // The conditional update is the whole race: exactly one caller sees a row.
+                let won: Option<Option<String>> = tx
                     .prepare_cached(
                         "UPDATE refresh_tokens SET used_at = ?2, successor_sealed = ?3, successor_until = ?4
                          WHERE digest = ?1 AND used_at IS NULL
                            AND EXISTS (SELECT 1 FROM refresh_chains c
-                                       WHERE c.id = refresh_tokens.chain_id AND c.revoked_at IS NULL)",
+                                       WHERE c.id = refresh_tokens.chain_id AND c.revoked_at IS NULL)
+                         RETURNING access_jti",
                     )
-                    .and_then(|mut s| s.execute(params![digest.to_vec(), now.millis(), sealed, successor_until.millis()]))
+                    .and_then(|mut s| {
+                        s.query_row(params![digest.to_vec(), now.millis(), sealed, successor_until.millis()], |r| r.get(0))
+                            .optional()
+                    })
                     .map_err(db_err)?;
-                if won == 1 {
+                if let Some(jti) = won {
                     auth_state::insert_token(tx, &successor)?;
-                    return Ok(Rotated::Fresh);
+                    // D24: the access token issued with the used refresh token
+                    // dies in the same transaction.
+                    let revoked = match jti {
+                        Some(jti) => {
+                            let cutoff = now.unix_seconds();
+                            let id = auth_state::insert_revocation(tx, RevocationKind::Jti, &jti, cutoff, access_expiry)?;
+                            Some(Revocation { id, kind: RevocationKind::Jti, subject: jti, cutoff, expires_at: access_expiry })
+                        }
+                        None => None,
+                    };
+                    return Ok(Rotated::Fresh(revoked));
                 }
                 let current = tx
                     .prepare_cached(&format!("SELECT {} FROM refresh_tokens WHERE digest = ?1", auth_state::TOKEN_COLS))
@@ -1669,6 +1793,26 @@ mod conformance {
         // The directory must outlive the store; the OS cleans /tmp.
         std::mem::forget(dir);
         store
+    }
+
+    /// SQLite checks CHECK constraints per connection: the writer skips
+    /// them for the planted statement only.
+    #[async_trait::async_trait]
+    impl gatehouse_store::conformance::PlantRows for SqliteStore {
+        async fn plant(&self, sql: &str) {
+            let owned = sql.to_owned();
+            self.pool
+                .write(move |tx| {
+                    tx.execute_batch("PRAGMA ignore_check_constraints = ON")
+                        .map_err(super::db_err)?;
+                    let planted = tx.execute_batch(&owned).map_err(super::db_err);
+                    tx.execute_batch("PRAGMA ignore_check_constraints = OFF")
+                        .map_err(super::db_err)?;
+                    planted
+                })
+                .await
+                .unwrap_or_else(|e| panic!("planting {sql:?}: {e}"));
+        }
     }
 
     gatehouse_store::store_conformance_tests!(fresh());

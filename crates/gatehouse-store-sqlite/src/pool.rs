@@ -112,8 +112,9 @@ impl Pool {
 
     pub(crate) fn migrate(&self) -> StoreResult<()> {
         let mut c = lock(&self.inner.writer);
-        c.execute_batch("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)")
+        c.execute_batch("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL, checksum BLOB)")
             .map_err(db_err)?;
+        crate::schema::check_applied(&mut c, &self.inner.path)?;
         for (version, sql) in MIGRATIONS {
             let tx = c
                 .transaction_with_behavior(TransactionBehavior::Immediate)
@@ -128,8 +129,8 @@ impl Pool {
             if !done {
                 tx.execute_batch(sql).map_err(db_err)?;
                 tx.execute(
-                    "INSERT INTO schema_migrations (version, applied_at) VALUES (?1, unixepoch('subsec') * 1000)",
-                    [version],
+                    "INSERT INTO schema_migrations (version, applied_at, checksum) VALUES (?1, unixepoch('subsec') * 1000, ?2)",
+                    rusqlite::params![version, crate::schema::checksum(sql)],
                 )
                 .map_err(db_err)?;
                 tracing::info!(version, "applied SQLite migration");

@@ -1,8 +1,13 @@
 //! Embedded migrations, applied in order inside one `BEGIN IMMEDIATE`
 //! transaction each, so two processes starting at once apply each only once.
+//! Each applied migration's SHA-256 is recorded in `schema_migrations`, and a
+//! database whose applied migration differs from the SQL embedded here is
+//! refused, as the PostgreSQL backend's bookkeeping does.
+
+use std::path::Path;
 
 use gatehouse_domain::Email;
-use gatehouse_store::StoreResult;
+use gatehouse_store::{StoreError, StoreResult};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use crate::db_err;
@@ -81,4 +86,137 @@ pub(crate) fn rekey_emails(c: &mut Connection) -> StoreResult<()> {
         );
     }
     Ok(())
+}
+
+/// The SHA-256 of a migration's SQL, as recorded in
+/// `schema_migrations.checksum`.
+pub(crate) fn checksum(sql: &str) -> Vec<u8> {
+    use sha2::Digest;
+    sha2::Sha256::digest(sql.as_bytes()).to_vec()
+}
+
+/// Brings the checksum bookkeeping up to date, then checks it, in one
+/// `BEGIN IMMEDIATE` transaction: a database made before checksums were
+/// recorded gets the `checksum` column, and its applied migrations the
+/// checksums of the SQL embedded here (they were applied from it); then
+/// every applied migration this build knows must match its embedded SQL,
+/// or the database is refused. Versions this build does not know are left
+/// alone.
+pub(crate) fn check_applied(c: &mut Connection, path: &Path) -> StoreResult<()> {
+    let tx = c
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(db_err)?;
+    let has_column: bool = tx
+        .query_row(
+            "SELECT EXISTS (SELECT 1 FROM pragma_table_info('schema_migrations') WHERE name = 'checksum')",
+            [],
+            |r| r.get(0),
+        )
+        .map_err(db_err)?;
+    if !has_column {
+        tx.execute_batch("ALTER TABLE schema_migrations ADD COLUMN checksum BLOB")
+            .map_err(db_err)?;
+    }
+    for (version, sql) in MIGRATIONS {
+        tx.execute(
+            "UPDATE schema_migrations SET checksum = ?2 WHERE version = ?1 AND checksum IS NULL",
+            params![version, checksum(sql)],
+        )
+        .map_err(db_err)?;
+        let recorded: Option<Vec<u8>> = tx
+            .query_row(
+                "SELECT checksum FROM schema_migrations WHERE version = ?1",
+                [version],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(db_err)?;
+        if recorded.is_some_and(|r| r != checksum(sql)) {
+            return Err(StoreError::Internal(format!(
+                "{}: SQLite migration {version} was applied from different SQL than this \
+                 build embeds (checksum mismatch); refusing to open the database",
+                path.display()
+            )));
+        }
+    }
+    tx.commit().map_err(db_err)
+}
+
+#[cfg(test)]
+mod tests {
+    use rusqlite::Connection;
+
+    use super::{MIGRATIONS, checksum};
+    use crate::SqliteStore;
+    use gatehouse_store::StoreError;
+
+    fn recorded(path: &std::path::Path) -> Vec<(i64, Option<Vec<u8>>)> {
+        let c = Connection::open(path).unwrap();
+        let mut s = c
+            .prepare("SELECT version, checksum FROM schema_migrations ORDER BY version")
+            .unwrap();
+        s.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap()
+    }
+
+    fn embedded() -> Vec<(i64, Option<Vec<u8>>)> {
+        MIGRATIONS
+            .iter()
+            .map(|(v, sql)| (*v, Some(checksum(sql))))
+            .collect()
+    }
+
+    #[test]
+    fn applied_migrations_record_their_checksums() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("gatehouse.db");
+        drop(SqliteStore::open(&path).unwrap());
+        assert_eq!(recorded(&path), embedded());
+        // Opening again checks them and changes nothing.
+        drop(SqliteStore::open(&path).unwrap());
+        assert_eq!(recorded(&path), embedded());
+    }
+
+    #[test]
+    fn a_database_made_before_checksums_opens_and_gets_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("gatehouse.db");
+        drop(SqliteStore::open(&path).unwrap());
+        // The bookkeeping as a build without checksums left it.
+        Connection::open(&path)
+            .unwrap()
+            .execute_batch("ALTER TABLE schema_migrations DROP COLUMN checksum")
+            .unwrap();
+        drop(SqliteStore::open(&path).unwrap());
+        assert_eq!(recorded(&path), embedded());
+    }
+
+    #[test]
+    fn a_tampered_checksum_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("gatehouse.db");
+        drop(SqliteStore::open(&path).unwrap());
+        let version = MIGRATIONS[2].0;
+        Connection::open(&path)
+            .unwrap()
+            .execute(
+                "UPDATE schema_migrations SET checksum = zeroblob(32) WHERE version = ?1",
+                [version],
+            )
+            .unwrap();
+        match SqliteStore::open(&path) {
+            Err(StoreError::Internal(m)) => {
+                assert!(
+                    m.contains(&format!("migration {version} "))
+                        && m.contains("checksum mismatch")
+                        && m.contains(&path.display().to_string()),
+                    "{m}"
+                );
+            }
+            Err(other) => panic!("{other:?}"),
+            Ok(_) => panic!("a database with an edited migration was opened"),
+        }
+    }
 }

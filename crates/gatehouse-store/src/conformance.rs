@@ -19,13 +19,13 @@ macro_rules! store_conformance_tests {
             organizations, bootstrap_runs_once, users_roundtrip_and_isolation,
             duplicate_email_is_per_org_and_case_insensitive, user_list_order_filters_and_paging,
             user_search_is_substring_and_literal, user_update_rules, last_admin_rule,
-            delete_with_owned_clients, products_roundtrip_and_rules, product_search_by_word_prefix,
+            delete_with_owned_clients, products_roundtrip_and_rules, product_search_by_word_prefix, control_characters_in_q_match_nothing,
             clients_and_admin_approval, api_keys, signing_keys,
-            invitations_and_outbox, password_resets, revocations_follow_user_changes,
+            invitations_and_outbox, password_resets, reset_password_returns_the_user_as_updated, revocations_follow_user_changes,
             outbox_claims_and_retries, sessions_and_login_failures, codes_redeem_once,
-            refresh_rotation_is_atomic, client_secret_rotation, purge_removes_only_expired, cursor_pages_are_stable_under_inserts, v2_preview_flag,
+            refresh_rotation_is_atomic, refresh_rotation_revokes_the_replaced_access_token, client_secret_rotation, purge_removes_only_expired, cursor_pages_are_stable_under_inserts, v2_preview_flag,
             staging_reset_restores_the_fixture, shared_rate_windows, jobs_are_claimed_once,
-            clients_version_moves_with_every_client_change);
+            clients_version_moves_with_every_client_change, corrupt_rows_are_internal_errors);
     };
     (@each $make:expr; $($name:ident),*) => {
         $(
@@ -36,6 +36,18 @@ macro_rules! store_conformance_tests {
             }
         )*
     };
+}
+
+/// Test-only access to a backend's own database, for the checks that need
+/// a row no [`Store`] method would write (strict decoding: a corrupt row
+/// must read as `StoreError::Internal`, never as a default value). Each
+/// backend implements it for its tests only.
+#[async_trait::async_trait]
+pub trait PlantRows: Store {
+    /// Runs `sql` (plain SQL both backends accept) as is, with the schema's
+    /// CHECK constraints out of the way, so it can plant a value the schema
+    /// would refuse. Panics when it fails.
+    async fn plant(&self, sql: &str);
 }
 
 fn org(name: &str) -> Organization {
@@ -738,6 +750,242 @@ pub async fn product_search_by_word_prefix(s: &dyn Store) {
     );
 }
 
+/// D6 (continued): a `q` containing a control character matches nothing,
+/// an empty page with `total: 0`, on every list (users and products, offset
+/// and cursor pages), whatever else it holds.
+pub async fn control_characters_in_q_match_nothing(s: &dyn Store) {
+    let o = new_org(s).await;
+    let u = s
+        .insert_user(
+            &o,
+            &user("ada@example.com", Role::Editor, UserStatus::Active, 1),
+        )
+        .await
+        .unwrap();
+    s.insert_product(&o, &product("Ada blue shirt", "ADA-1", 3), Timestamp::now())
+        .await
+        .unwrap();
+    for bad in [
+        "\u{1}",
+        "\t",
+        "\u{7f}",
+        "\0",
+        "\n",
+        "\u{9f}",
+        "ada\u{1}",
+        "ada\t",
+        "a\0da",
+        "ada\u{7f}",
+        "blue\tshirt",
+    ] {
+        let uf = UserFilter {
+            q: q(bad),
+            ..Default::default()
+        };
+        let users = s.list_users(&o, &uf, Page::default()).await.unwrap();
+        assert_eq!((users.items.len(), users.total), (0, 0), "users, q={bad:?}");
+        let after = s.list_users_after(&o, &uf, None, 10).await.unwrap();
+        assert_eq!(after.map(|v| v.len()), Some(0), "users after, q={bad:?}");
+        let after = s.list_users_after(&o, &uf, Some(&u.id), 10).await.unwrap();
+        assert_eq!(
+            after.map(|v| v.len()),
+            Some(0),
+            "users after a cursor, q={bad:?}"
+        );
+        let pf = ProductFilter {
+            q: q(bad),
+            ..Default::default()
+        };
+        let products = s.list_products(&o, &pf, Page::default()).await.unwrap();
+        assert_eq!(
+            (products.items.len(), products.total),
+            (0, 0),
+            "products, q={bad:?}"
+        );
+        let after = s.list_products_after(&o, &pf, None, 10).await.unwrap();
+        assert_eq!(after.map(|v| v.len()), Some(0), "products after, q={bad:?}");
+    }
+    // The same texts without the control character do match.
+    let uf = UserFilter {
+        q: q("ada"),
+        ..Default::default()
+    };
+    assert_eq!(
+        s.list_users(&o, &uf, Page::default()).await.unwrap().total,
+        1
+    );
+    let pf = ProductFilter {
+        q: q("blue shirt"),
+        ..Default::default()
+    };
+    assert_eq!(
+        s.list_products(&o, &pf, Page::default())
+            .await
+            .unwrap()
+            .total,
+        1
+    );
+}
+
+/// What a corrupt-row read must give: `Internal`, naming the table, the
+/// column and the row.
+fn assert_corrupt<T: std::fmt::Debug>(
+    got: Result<T, StoreError>,
+    table: &str,
+    column: &str,
+    row: &str,
+) {
+    match got {
+        Err(StoreError::Internal(m)) => {
+            for part in [table, column, row] {
+                assert!(m.contains(part), "{m:?} should name {part:?}");
+            }
+        }
+        other => panic!("a corrupt {table}.{column} read as {other:?}"),
+    }
+}
+
+/// A value a row cannot hold (an unknown enum text, a digest of the wrong
+/// length, an unparsable id, an unknown scope bit) reads as `StoreError::Internal` naming the
+/// table, column and row, never as a default value.
+pub async fn corrupt_rows_are_internal_errors<S: PlantRows>(s: &S) {
+    let o = new_org(s).await;
+    let now = Timestamp::now();
+    let owner = s
+        .insert_user(
+            &o,
+            &user("owner@example.com", Role::Editor, UserStatus::Active, 1),
+        )
+        .await
+        .unwrap();
+    s.plant(&format!(
+        "UPDATE users SET role = 'owner' WHERE id = '{}'",
+        owner.id
+    ))
+    .await;
+    assert_corrupt(
+        s.get_user(&o, &owner.id).await,
+        "users",
+        "role",
+        owner.id.as_str(),
+    );
+    assert_corrupt(
+        s.list_users(&o, &UserFilter::default(), Page::default())
+            .await,
+        "users",
+        "role",
+        owner.id.as_str(),
+    );
+    assert_corrupt(
+        s.find_user_by_email(&o, &owner.email).await,
+        "users",
+        "role",
+        owner.id.as_str(),
+    );
+
+    let o = new_org(s).await;
+    let odd = s
+        .insert_user(
+            &o,
+            &user("odd@example.com", Role::Viewer, UserStatus::Active, 2),
+        )
+        .await
+        .unwrap();
+    s.plant(&format!(
+        "UPDATE users SET status = 'suspended' WHERE id = '{}'",
+        odd.id
+    ))
+    .await;
+    assert_corrupt(
+        s.get_user(&o, &odd.id).await,
+        "users",
+        "status",
+        odd.id.as_str(),
+    );
+
+    let p = s
+        .insert_product(&o, &product("Odd socks", "ODD-1", 1), now)
+        .await
+        .unwrap();
+    s.plant(&format!(
+        "UPDATE products SET status = 'bogus' WHERE id = '{}'",
+        p.id
+    ))
+    .await;
+    assert_corrupt(
+        s.get_product(&o, &p.id).await,
+        "products",
+        "status",
+        p.id.as_str(),
+    );
+    // Its own organization, so the list meets only this corrupt row.
+    let o = new_org(s).await;
+    let q = s
+        .insert_product(&o, &product("Odd hat", "ODD-2", 1), now)
+        .await
+        .unwrap();
+    s.plant(&format!(
+        "UPDATE products SET id = 'prod_not-an-id' WHERE id = '{}'",
+        q.id
+    ))
+    .await;
+    assert_corrupt(
+        s.list_products(&o, &ProductFilter::default(), Page::default())
+            .await,
+        "products",
+        "id",
+        "prod_not-an-id",
+    );
+
+    let c = s.insert_client(&o, &client(None)).await.unwrap();
+    s.plant(&format!(
+        "UPDATE clients SET secret_hash = substr(secret_hash, 1, 31) WHERE id = '{}'",
+        c.id
+    ))
+    .await;
+    assert_corrupt(
+        s.find_client(&c.id).await,
+        "clients",
+        "secret_hash",
+        c.id.as_str(),
+    );
+    // A scope bit no scope has: not silently dropped.
+    let c = s.insert_client(&o, &client(None)).await.unwrap();
+    s.plant(&format!(
+        "UPDATE clients SET scopes = 255 WHERE id = '{}'",
+        c.id
+    ))
+    .await;
+    assert_corrupt(
+        s.find_client(&c.id).await,
+        "clients",
+        "scopes",
+        c.id.as_str(),
+    );
+
+    let bad = new_org(s).await;
+    s.plant(&format!(
+        "UPDATE organizations SET plan = 'platinum' WHERE id = '{bad}'"
+    ))
+    .await;
+    assert_corrupt(s.get_org(&bad).await, "organizations", "plan", bad.as_str());
+
+    let id = s
+        .insert_revocation(RevocationKind::Jti, "jti-bogus", 1, now.plus_seconds(60))
+        .await
+        .unwrap();
+    s.plant(&format!(
+        "UPDATE revocations SET kind = 'bogus' WHERE id = {id}"
+    ))
+    .await;
+    assert_corrupt(
+        s.revocations_since(id - 1, now).await,
+        "revocations",
+        "kind",
+        &id.to_string(),
+    );
+}
+
 pub async fn clients_and_admin_approval(s: &dyn Store) {
     let o = new_org(s).await;
     let c = s.insert_client(&o, &client(None)).await.unwrap();
@@ -1025,6 +1273,37 @@ pub async fn password_resets(s: &dyn Store) {
             .await
             .unwrap()
             .is_none()
+    );
+}
+
+/// `reset_password` returns the user as updated: what a fresh read returns,
+/// on every backend (here an active user who had no password yet).
+pub async fn reset_password_returns_the_user_as_updated(s: &dyn Store) {
+    let o = new_org(s).await;
+    let now = Timestamp::now();
+    let mut nu = user("fresh@example.com", Role::Editor, UserStatus::Active, 5);
+    nu.password_hash = None;
+    let u = s.insert_user(&o, &nu).await.unwrap();
+    assert!(!u.has_password);
+    assert!(
+        s.request_password_reset(
+            &o,
+            &u.email,
+            &link(21, now.plus_seconds(3600), "fresh@example.com")
+        )
+        .await
+        .unwrap()
+    );
+    let returned = s
+        .reset_password(&[21; 32], "$argon2id$new", now)
+        .await
+        .unwrap();
+    let read = s.get_user(&o, &u.id).await.unwrap().unwrap();
+    assert_eq!(returned, read);
+    assert!(returned.has_password);
+    assert_eq!(
+        (returned.status, returned.updated_at),
+        (read.status, read.updated_at)
     );
 }
 
@@ -1344,14 +1623,31 @@ pub async fn refresh_rotation_is_atomic(s: &dyn Store) {
         ("ch", u.id.clone(), None, Some("jti-10"))
     );
     let until = now.plus_seconds(10);
-    assert_eq!(
-        s.rotate_refresh_token(&[10; 32], now, b"sealed-pair", until, &rt(11, "ch", now))
-            .await
-            .unwrap(),
-        Rotated::Fresh
-    );
+    let access_expiry = now.plus_seconds(3660);
+    assert!(matches!(
+        s.rotate_refresh_token(
+            &[10; 32],
+            &c.id,
+            now,
+            b"sealed-pair",
+            until,
+            &rt(11, "ch", now),
+            access_expiry
+        )
+        .await
+        .unwrap(),
+        Rotated::Fresh(Some(_))
+    ));
     match s
-        .rotate_refresh_token(&[10; 32], now, b"other", until, &rt(12, "ch", now))
+        .rotate_refresh_token(
+            &[10; 32],
+            &c.id,
+            now,
+            b"other",
+            until,
+            &rt(12, "ch", now),
+            access_expiry,
+        )
         .await
         .unwrap()
     {
@@ -1389,9 +1685,17 @@ pub async fn refresh_rotation_is_atomic(s: &dyn Store) {
         (RevocationKind::Chain, "ch")
     );
     assert!(matches!(
-        s.rotate_refresh_token(&[11; 32], now, b"p", until, &rt(13, "ch", now))
-            .await
-            .unwrap(),
+        s.rotate_refresh_token(
+            &[11; 32],
+            &c.id,
+            now,
+            b"p",
+            until,
+            &rt(13, "ch", now),
+            access_expiry
+        )
+        .await
+        .unwrap(),
         Rotated::AlreadyUsed(_)
     ));
     assert!(
@@ -1406,6 +1710,161 @@ pub async fn refresh_rotation_is_atomic(s: &dyn Store) {
     // Deleting the user removes the chains with them.
     s.delete_user_at(&o, &u.id, None, now).await.unwrap();
     assert!(s.find_refresh_token(&[11; 32]).await.unwrap().is_none());
+}
+
+/// D24: "a refresh makes the previous access token of the chain invalid",
+/// written by the rotation's own transaction, so no crash can leave the
+/// replaced access token alive; a rotation that fails writes nothing.
+pub async fn refresh_rotation_revokes_the_replaced_access_token(s: &dyn Store) {
+    let o = new_org(s).await;
+    let now = Timestamp::now();
+    let u = s
+        .insert_user(
+            &o,
+            &user("rot@example.com", Role::Editor, UserStatus::Active, 1),
+        )
+        .await
+        .unwrap();
+    let c = s.insert_client(&o, &client(None)).await.unwrap();
+    let other = s.insert_client(&o, &client(None)).await.unwrap();
+    let code = AuthCode {
+        digest: [40; 32],
+        org: o.clone(),
+        client: c.id.clone(),
+        user: u.id.clone(),
+        redirect_uri: "https://app.example.com/cb".into(),
+        scopes: ScopeSet::parse("users:read").unwrap(),
+        code_challenge: "x".into(),
+        created_at: now,
+        expires_at: now.plus_seconds(300),
+        used_at: None,
+        chain: None,
+    };
+    s.insert_auth_code(&code).await.unwrap();
+    s.redeem_auth_code(
+        &[40; 32],
+        now,
+        &chain_for(&o, &c.id, &u.id, now, "rot"),
+        &rt(41, "rot", now),
+    )
+    .await
+    .unwrap();
+    let last = |revs: Vec<Revocation>| revs.last().map_or(0, |r| r.id);
+    let before = last(s.revocations_since(0, now).await.unwrap());
+    let until = now.plus_seconds(10);
+    let access_expiry = now.plus_seconds(3660);
+
+    // Another client's rotation: refused, nothing written or changed.
+    assert!(matches!(
+        s.rotate_refresh_token(
+            &[41; 32],
+            &other.id,
+            now,
+            b"pair",
+            until,
+            &rt(42, "rot", now),
+            access_expiry
+        )
+        .await,
+        Err(StoreError::NotFound)
+    ));
+    assert_eq!(s.revocations_since(before, now).await.unwrap(), vec![]);
+    assert!(s.find_refresh_token(&[42; 32]).await.unwrap().is_none());
+    let (t, _) = s.find_refresh_token(&[41; 32]).await.unwrap().unwrap();
+    assert_eq!((t.used_at, t.successor_sealed), (None, None));
+
+    // The winning rotation: the revocation of `jti-41` is committed with it
+    // and returned as written.
+    let written = match s
+        .rotate_refresh_token(
+            &[41; 32],
+            &c.id,
+            now,
+            b"pair",
+            until,
+            &rt(42, "rot", now),
+            access_expiry,
+        )
+        .await
+        .unwrap()
+    {
+        Rotated::Fresh(Some(r)) => r,
+        other => panic!("{other:?}"),
+    };
+    let revs = s.revocations_since(before, now).await.unwrap();
+    assert_eq!(revs, vec![written.clone()]);
+    assert_eq!(
+        (
+            written.kind,
+            written.subject.as_str(),
+            written.cutoff,
+            written.expires_at
+        ),
+        (
+            RevocationKind::Jti,
+            "jti-41",
+            now.unix_seconds(),
+            access_expiry
+        )
+    );
+    let after = written.id;
+
+    // A used token: nothing more is written, the stored state is unchanged.
+    match s
+        .rotate_refresh_token(
+            &[41; 32],
+            &c.id,
+            now,
+            b"second",
+            until,
+            &rt(43, "rot", now),
+            access_expiry,
+        )
+        .await
+        .unwrap()
+    {
+        Rotated::AlreadyUsed(t) => assert_eq!(t.successor_sealed.as_deref(), Some(&b"pair"[..])),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(s.revocations_since(after, now).await.unwrap(), vec![]);
+    assert!(s.find_refresh_token(&[43; 32]).await.unwrap().is_none());
+
+    // A revoked chain: the successor is not rotated and no `Jti` record appears.
+    s.revoke_chain("rot", now, access_expiry).await.unwrap();
+    let after = last(s.revocations_since(0, now).await.unwrap());
+    assert!(matches!(
+        s.rotate_refresh_token(
+            &[42; 32],
+            &c.id,
+            now,
+            b"third",
+            until,
+            &rt(44, "rot", now),
+            access_expiry
+        )
+        .await
+        .unwrap(),
+        Rotated::AlreadyUsed(_)
+    ));
+    assert_eq!(s.revocations_since(after, now).await.unwrap(), vec![]);
+    let (t, _) = s.find_refresh_token(&[42; 32]).await.unwrap().unwrap();
+    assert_eq!(t.used_at, None);
+    assert!(s.find_refresh_token(&[44; 32]).await.unwrap().is_none());
+
+    // An unknown token is `NotFound`.
+    assert!(matches!(
+        s.rotate_refresh_token(
+            &[45; 32],
+            &c.id,
+            now,
+            b"x",
+            until,
+            &rt(46, "rot", now),
+            access_expiry
+        )
+        .await,
+        Err(StoreError::NotFound)
+    ));
 }
 
 pub async fn client_secret_rotation(s: &dyn Store) {

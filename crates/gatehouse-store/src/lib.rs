@@ -328,13 +328,23 @@ pub trait Store: Send + Sync + 'static {
     /// Marks `digest` used with its sealed successor pair and writes the
     /// successor token, atomically (a conditional update: only one caller
     /// ever wins). Slides nothing else: the successor carries its own expiry.
+    ///
+    /// D24 ("a refresh makes the previous access token of the chain
+    /// invalid"): the same transaction writes a `Jti` revocation of the
+    /// access token issued with `digest` (cut-off `now`, expiring at
+    /// `access_expiry`), returned in [`Rotated::Fresh`] for the caller's
+    /// in-memory set. A token of another client's chain is `NotFound`; a
+    /// token of a revoked chain is not rotated ([`Rotated::AlreadyUsed`] with
+    /// its stored state). In both cases nothing is written.
     async fn rotate_refresh_token(
         &self,
         digest: &[u8; 32],
+        client: &ClientId,
         now: Timestamp,
         successor_sealed: &[u8],
         successor_until: Timestamp,
         successor: &RefreshToken,
+        access_expiry: Timestamp,
     ) -> StoreResult<Rotated>;
     /// Revokes a chain: marks it revoked and writes a `Chain` revocation so its
     /// access tokens die too. Idempotent.

@@ -164,8 +164,10 @@ pub enum Redeemed {
 /// The outcome of rotating a refresh token atomically.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Rotated {
-    /// First use: the successor was written and this token marked used.
-    Fresh,
+    /// First use: the successor was written and this token marked used, and
+    /// the revocation of the access token issued with it (D24) in the same
+    /// transaction; `None` when the token has no recorded access `jti`.
+    Fresh(Option<Revocation>),
     /// Already used: the stored state, for the grace window or reuse detection.
     AlreadyUsed(RefreshToken),
 }

@@ -1476,3 +1476,28 @@ async fn d22_admin_scope_satisfies_product_scopes() {
         .await;
     assert_eq!(res.status(), StatusCode::NO_CONTENT);
 }
+
+// D6 (continued): a `q` containing a control character matches nothing, an
+// empty page with `total: 0`, on every backend — not the whole list, though
+// product search otherwise reads only the words of `q` (D17).
+#[tokio::test]
+async fn d6_q_with_a_control_character_is_an_empty_page() {
+    let s = TestServer::start().await;
+    let t = s.token(RW).await;
+    create(&s, &t, "Blue shirt", "BLUE-1", 100, 1).await;
+    for q in [
+        "%01",
+        "%09",
+        "%7F",
+        "%00",
+        "blue%01",
+        "blue%09shirt",
+        "shirt%7F",
+        "%00blue",
+    ] {
+        let body = list(&s, &t, &format!("?q={q}")).await;
+        assert_list_envelope(&body, 0, 20, 0);
+        assert_eq!(body["data"], json!([]), "q={q}: {body}");
+    }
+    assert_eq!(found(&s, &t, "blue%20shirt").await.len(), 1);
+}

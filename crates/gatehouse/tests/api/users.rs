@@ -930,6 +930,32 @@ async fn q_with_special_characters_is_plain_text() {
     assert_eq!(ids(&list(&s, &t, "?q=b%20%22t").await), [quoted]);
 }
 
+// D6 (continued): a `q` containing a control character matches nothing, an
+// empty page with `total: 0`, on every backend (SearchText::matches_nothing).
+#[tokio::test]
+async fn d6_q_with_a_control_character_is_an_empty_page() {
+    let s = TestServer::start().await;
+    let t = s.token(RW).await;
+    create(&s, &t, "ada@example.com", "Ada Lovelace", "viewer").await;
+    // \u{1}, \t, \u{7f}, NUL, alone and inside text that would match.
+    for q in [
+        "%01",
+        "%09",
+        "%7F",
+        "%00",
+        "Ada%01",
+        "Ada%09Lovelace",
+        "ada%7F",
+        "Ada%00",
+        "Ada%C2%9F",
+    ] {
+        let body = list(&s, &t, &format!("?q={q}")).await;
+        assert_list_envelope(&body, 0, 20, 0);
+        assert_eq!(body["data"], json!([]), "q={q}: {body}");
+    }
+    assert_eq!(search(&s, &t, "Ada").await["meta"]["total"], 1);
+}
+
 // D8: q at most 200 characters.
 #[tokio::test]
 async fn d8_q_over_200_characters_is_400() {
