@@ -30,15 +30,17 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         include_str!("../migrations/0003_rate_limits.sql"),
     ),
     (4, "jobs", include_str!("../migrations/0004_jobs.sql")),
-    (
-        5,
-        "email_keys",
-        include_str!("../migrations/0005_email_keys.sql"),
-    ),
+    // From version 6 on, a change both backends make has one number on both
+    // (SQLite's 6 and 7 are these); the older ones were numbered apart.
     (
         6,
+        "email_keys",
+        include_str!("../migrations/0006_email_keys.sql"),
+    ),
+    (
+        7,
         "reset_requests",
-        include_str!("../migrations/0006_reset_requests.sql"),
+        include_str!("../migrations/0007_reset_requests.sql"),
     ),
 ];
 
@@ -125,7 +127,7 @@ async fn run_locked(c: &mut PgConnection) -> StoreResult<()> {
 /// every start under the migration lock, after the migrations, so rows that
 /// an older node wrote during a rolling upgrade are caught at the next start.
 /// Only non-ASCII addresses can differ, and `users_non_ascii_email`
-/// (migration 5) lists just those.
+/// (migration 6) lists just those.
 ///
 /// Rows are taken oldest first, each update on its own (autocommit): a row
 /// whose new key another row already holds (two addresses that were distinct
