@@ -42,10 +42,10 @@ async fn old_keys_are_rekeyed_at_start_and_collisions_keep_both_rows() {
         store.close().await;
     }
     let planted = [
-        ("u-1", "STRASSE@x.com", 1i64),
-        ("u-2", "Stra\u{df}e@x.com", 2),
-        ("u-3", "JOSE\u{301}@b.example.com", 3),
-        ("u-4", "ana@B\u{dc}CHER.example", 4),
+        ("usr_rekey1", "STRASSE@x.com", 1i64),
+        ("usr_rekey2", "Stra\u{df}e@x.com", 2),
+        ("usr_rekey3", "JOSE\u{301}@b.example.com", 3),
+        ("usr_rekey4", "ana@B\u{dc}CHER.example", 4),
     ];
     {
         let mut c = PgConnection::connect(&url).await.unwrap();
@@ -67,14 +67,14 @@ async fn old_keys_are_rekeyed_at_start_and_collisions_keep_both_rows() {
     }
 
     let store = PgStore::connect(&url).await.unwrap();
-    assert_eq!(key_of(&url, "u-1").await, "strasse@x.com");
-    assert_eq!(key_of(&url, "u-2").await, "stra\u{df}e@x.com");
-    assert_eq!(key_of(&url, "u-3").await, "jos\u{e9}@b.example.com");
-    assert_eq!(key_of(&url, "u-4").await, "ana@xn--bcher-kva.example");
+    assert_eq!(key_of(&url, "usr_rekey1").await, "strasse@x.com");
+    assert_eq!(key_of(&url, "usr_rekey2").await, "stra\u{df}e@x.com");
+    assert_eq!(key_of(&url, "usr_rekey3").await, "jos\u{e9}@b.example.com");
+    assert_eq!(key_of(&url, "usr_rekey4").await, "ana@xn--bcher-kva.example");
     for (email, id) in [
-        ("Jose\u{301}@B.EXAMPLE.COM", "u-3"),
-        ("ANA@b\u{fc}cher.example", "u-4"),
-        ("stra\u{df}e@x.com", "u-1"),
+        ("Jose\u{301}@B.EXAMPLE.COM", "usr_rekey3"),
+        ("ANA@b\u{fc}cher.example", "usr_rekey4"),
+        ("stra\u{df}e@x.com", "usr_rekey1"),
     ] {
         let (u, _) = store
             .find_user_by_email(&org.id, &Email::parse(email).unwrap())
@@ -100,7 +100,7 @@ async fn old_keys_are_rekeyed_at_start_and_collisions_keep_both_rows() {
 
     // A second start changes nothing and loses nothing.
     let store = PgStore::connect(&url).await.unwrap();
-    assert_eq!(key_of(&url, "u-2").await, "stra\u{df}e@x.com");
+    assert_eq!(key_of(&url, "usr_rekey2").await, "stra\u{df}e@x.com");
     let mut c = PgConnection::connect(&url).await.unwrap();
     let n: i64 = sqlx_core::query_scalar::query_scalar("SELECT count(*) FROM users")
         .fetch_one(&mut c)

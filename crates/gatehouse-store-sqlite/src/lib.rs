@@ -1933,10 +1933,10 @@ mod email_rekeying {
         // Rows as the old code wrote them: the e-mail as given (NFD, upper
         // case), the key plain lower case.
         let planted = [
-            ("u-1", "STRASSE@x.com", 1),
-            ("u-2", "Stra\u{df}e@x.com", 2),
-            ("u-3", "JOSE\u{301}@b.example.com", 3),
-            ("u-4", "ana@B\u{dc}CHER.example", 4),
+            ("usr_rekey1", "STRASSE@x.com", 1),
+            ("usr_rekey2", "Stra\u{df}e@x.com", 2),
+            ("usr_rekey3", "JOSE\u{301}@b.example.com", 3),
+            ("usr_rekey4", "ana@B\u{dc}CHER.example", 4),
         ];
         {
             let c = rusqlite::Connection::open(&db).unwrap();
@@ -1960,25 +1960,25 @@ mod email_rekeying {
                 .unwrap();
             assert!(plan.contains("users_non_ascii_email"), "{plan}");
         }
-        assert_eq!(key_of(&db, "u-2"), "stra\u{df}e@x.com");
-        assert_eq!(key_of(&db, "u-3"), "jose\u{301}@b.example.com");
+        assert_eq!(key_of(&db, "usr_rekey2"), "stra\u{df}e@x.com");
+        assert_eq!(key_of(&db, "usr_rekey3"), "jose\u{301}@b.example.com");
 
         let store = SqliteStore::open(&db).unwrap();
         // ASCII: the old key was already right.
-        assert_eq!(key_of(&db, "u-1"), "strasse@x.com");
+        assert_eq!(key_of(&db, "usr_rekey1"), "strasse@x.com");
         // `Straße` is now the same address as the earlier `STRASSE`: both
         // rows stay, the later keeps its old key.
-        assert_eq!(key_of(&db, "u-2"), "stra\u{df}e@x.com");
-        assert_eq!(key_of(&db, "u-3"), "jos\u{e9}@b.example.com");
-        assert_eq!(key_of(&db, "u-4"), "ana@xn--bcher-kva.example");
+        assert_eq!(key_of(&db, "usr_rekey2"), "stra\u{df}e@x.com");
+        assert_eq!(key_of(&db, "usr_rekey3"), "jos\u{e9}@b.example.com");
+        assert_eq!(key_of(&db, "usr_rekey4"), "ana@xn--bcher-kva.example");
 
         // Look-ups find the re-keyed rows by any form of the address …
         for (email, id) in [
-            ("jos\u{e9}@b.example.com", "u-3"),
-            ("Jose\u{301}@B.EXAMPLE.COM", "u-3"),
-            ("ANA@b\u{fc}cher.example", "u-4"),
-            ("ana@xn--bcher-kva.example", "u-4"),
-            ("stra\u{df}e@x.com", "u-1"),
+            ("jos\u{e9}@b.example.com", "usr_rekey3"),
+            ("Jose\u{301}@B.EXAMPLE.COM", "usr_rekey3"),
+            ("ANA@b\u{fc}cher.example", "usr_rekey4"),
+            ("ana@xn--bcher-kva.example", "usr_rekey4"),
+            ("stra\u{df}e@x.com", "usr_rekey1"),
         ] {
             let (u, _) = store
                 .find_user_by_email(&org.id, &Email::parse(email).unwrap())
@@ -2007,8 +2007,8 @@ mod email_rekeying {
 
         // Opening again changes nothing and loses nothing.
         let _store = SqliteStore::open(&db).unwrap();
-        assert_eq!(key_of(&db, "u-2"), "stra\u{df}e@x.com");
-        assert_eq!(key_of(&db, "u-3"), "jos\u{e9}@b.example.com");
+        assert_eq!(key_of(&db, "usr_rekey2"), "stra\u{df}e@x.com");
+        assert_eq!(key_of(&db, "usr_rekey3"), "jos\u{e9}@b.example.com");
         let c = rusqlite::Connection::open(&db).unwrap();
         let n: i64 = c
             .query_row("SELECT count(*) FROM users", [], |r| r.get(0))
