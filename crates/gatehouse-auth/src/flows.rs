@@ -542,27 +542,23 @@ impl AuthService {
             }
         };
         // Used before: the grace window answers with the very same pair (D24) …
-        if self.config.refresh_grace_secs > 0 {
-            if let (Some(sealed), Some(until)) = (&stored.successor_sealed, stored.successor_until)
-            {
-                if until > now {
-                    if let Some(pair) = self
-                        .keys
-                        .master()
-                        .decrypt(sealed, &d)
-                        .and_then(|p| serde_json::from_slice::<SealedPair>(&p).ok())
-                    {
-                        let elapsed = (now.millis() - pair.issued_at).max(0) / 1000;
-                        return Ok(TokenResponse {
-                            access_token: pair.access_token,
-                            token_type: "Bearer",
-                            expires_in: (ACCESS_TOKEN_TTL_SECS - elapsed).max(1),
-                            refresh_token: Some(pair.refresh_token),
-                            scope: pair.scope,
-                        });
-                    }
-                }
-            }
+        if self.config.refresh_grace_secs > 0
+            && let (Some(sealed), Some(until)) = (&stored.successor_sealed, stored.successor_until)
+            && until > now
+            && let Some(pair) = self
+                .keys
+                .master()
+                .decrypt(sealed, &d)
+                .and_then(|p| serde_json::from_slice::<SealedPair>(&p).ok())
+        {
+            let elapsed = (now.millis() - pair.issued_at).max(0) / 1000;
+            return Ok(TokenResponse {
+                access_token: pair.access_token,
+                token_type: "Bearer",
+                expires_in: (ACCESS_TOKEN_TTL_SECS - elapsed).max(1),
+                refresh_token: Some(pair.refresh_token),
+                scope: pair.scope,
+            });
         }
         // … after it, a replay is reuse: the whole chain is revoked (RFC 9700).
         self.revoke_chain_now(&chain.id).await?;
@@ -580,10 +576,10 @@ impl AuthService {
     ) -> Result<(), OAuthError> {
         let client = self.authenticate_client(auth).await?;
         if token.starts_with("rt_") {
-            if let Some((_, chain)) = self.store.find_refresh_token(&digest(token)).await? {
-                if chain.client == client.id {
-                    self.revoke_chain_now(&chain.id).await?;
-                }
+            if let Some((_, chain)) = self.store.find_refresh_token(&digest(token)).await?
+                && chain.client == client.id
+            {
+                self.revoke_chain_now(&chain.id).await?;
             }
             return Ok(());
         }

@@ -354,10 +354,10 @@ impl AuthService {
         let Some(version) = self.store.clients_version() else {
             return Ok(self.store.find_client(id).await?.map(Arc::new));
         };
-        if let Some((seen, client)) = self.clients.get(id) {
-            if seen == version {
-                return Ok(Some(client));
-            }
+        if let Some((seen, client)) = self.clients.get(id)
+            && seen == version
+        {
+            return Ok(Some(client));
         }
         // The version is taken before the read: a change committed meanwhile
         // moves it on, and the next request reads again.
@@ -446,6 +446,10 @@ pub fn grant_scopes(client: &Client, requested: Option<&str>) -> Result<ScopeSet
     Ok(set)
 }
 
+fn now_ms() -> u64 {
+    Timestamp::now().millis().max(0) as u64
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -491,8 +495,4 @@ mod tests {
             );
         }
     }
-}
-
-fn now_ms() -> u64 {
-    Timestamp::now().millis().max(0) as u64
 }

@@ -173,7 +173,7 @@ pub fn verify(
         .ok_or(Invalid)?;
     let aud_ok = match &w.aud {
         Aud::One(a) => *a == issuer.aud,
-        Aud::Many(v) => v.iter().any(|a| *a == issuer.aud),
+        Aud::Many(v) => v.contains(&issuer.aud),
     };
     if w.iss != issuer.iss || !aud_ok {
         return Err(Invalid);

@@ -177,12 +177,10 @@ impl KeyRing {
 
     /// The keys in force now; rebuilds when a pending key has activated or an old one expired.
     pub fn current(&self) -> Arc<KeySet> {
-        let set = self
-            .current
+        self.current
             .read()
             .unwrap_or_else(|e| e.into_inner())
-            .clone();
-        set
+            .clone()
     }
 
     /// Re-reads the keys from storage (another process may have rotated them).

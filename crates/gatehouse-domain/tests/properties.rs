@@ -86,6 +86,6 @@ proptest! {
     fn numeric_pages_parse(limit in 1u64..10_000, offset in 0u64..1_000_000_000) {
         let p = Page::parse(Some(&limit.to_string()), Some(&offset.to_string())).unwrap();
         prop_assert_eq!(u64::from(p.limit), limit.min(100));
-        prop_assert_eq!(p.offset as u64, offset);
+        prop_assert_eq!(p.offset, offset);
     }
 }

@@ -41,10 +41,10 @@ static X_REQUEST_ID: header::HeaderName = header::HeaderName::from_static("x-req
 
 /// D7: a valid UUID from the client is echoed as-is; otherwise one is made.
 fn request_id(req: &Request) -> (HeaderValue, RequestId) {
-    if let Some(v) = req.headers().get(&X_REQUEST_ID) {
-        if let Some(u) = v.to_str().ok().and_then(|s| uuid::Uuid::try_parse(s).ok()) {
-            return (v.clone(), RequestId::from_uuid_bytes(u.as_bytes()));
-        }
+    if let Some(v) = req.headers().get(&X_REQUEST_ID)
+        && let Some(u) = v.to_str().ok().and_then(|s| uuid::Uuid::try_parse(s).ok())
+    {
+        return (v.clone(), RequestId::from_uuid_bytes(u.as_bytes()));
     }
     let u = uuid::Uuid::new_v4();
     let text = u.hyphenated().to_string();

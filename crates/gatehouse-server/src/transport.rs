@@ -685,13 +685,13 @@ impl<Io: AsyncWrite + Unpin> AsyncWrite for Monitored<Io> {
         let this = self.get_mut();
         ready!(this.poll_pending(cx))?;
         let mut nonempty = bufs.iter().filter(|b| !b.is_empty());
-        if let (Some(first), None) = (nonempty.next(), nonempty.next()) {
-            if let Some(p) = this.replace(cx, first) {
-                if let Poll::Ready(Err(e)) = p {
-                    return Poll::Ready(Err(e));
-                }
-                return Poll::Ready(Ok(first.len()));
+        if let (Some(first), None) = (nonempty.next(), nonempty.next())
+            && let Some(p) = this.replace(cx, first)
+        {
+            if let Poll::Ready(Err(e)) = p {
+                return Poll::Ready(Err(e));
             }
+            return Poll::Ready(Ok(first.len()));
         }
         this.state.unflushed.store(true, Ordering::Release);
         Pin::new(&mut this.io).poll_write_vectored(cx, bufs)

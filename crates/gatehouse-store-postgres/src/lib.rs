@@ -1770,6 +1770,34 @@ impl Store for PgStore {
     }
 }
 
+/// The conformance suite's hook to plant corrupt rows. PostgreSQL cannot skip
+/// CHECK constraints for one statement, so the test database's own CHECK
+/// constraints are dropped first (every test has a fresh database).
+#[cfg(feature = "testing")]
+#[async_trait]
+impl gatehouse_store::conformance::PlantRows for PgStore {
+    async fn plant(&self, sql: &str) {
+        use sqlx_core::executor::Executor;
+        const DROP_CHECKS: &str = "DO $$ DECLARE r record; BEGIN
+            FOR r IN SELECT conrelid::regclass AS t, conname FROM pg_constraint
+                     WHERE contype = 'c' AND conrelid <> 0
+                       AND connamespace = current_schema()::regnamespace LOOP
+                EXECUTE format('ALTER TABLE %s DROP CONSTRAINT %I', r.t, r.conname);
+            END LOOP;
+        END $$";
+        let mut tx = self.pool.begin().await.expect("a connection");
+        (&mut *tx)
+            .execute(DROP_CHECKS)
+            .await
+            .expect("dropping CHECK constraints");
+        (&mut *tx)
+            .execute(sql)
+            .await
+            .unwrap_or_else(|e| panic!("planting {sql:?}: {e}"));
+        tx.commit().await.expect("commit");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::borrow::Cow;
@@ -1879,33 +1907,5 @@ mod tests {
         // acquire timeout: that is the time to the 503, which must come
         // within 5 s (the failure drill in crates/gatehouse/tests/drills.rs).
         assert!(PgOptions::default().acquire_timeout <= Duration::from_secs(2));
-    }
-}
-
-/// The conformance suite's hook to plant corrupt rows. PostgreSQL cannot skip
-/// CHECK constraints for one statement, so the test database's own CHECK
-/// constraints are dropped first (every test has a fresh database).
-#[cfg(feature = "testing")]
-#[async_trait]
-impl gatehouse_store::conformance::PlantRows for PgStore {
-    async fn plant(&self, sql: &str) {
-        use sqlx_core::executor::Executor;
-        const DROP_CHECKS: &str = "DO $$ DECLARE r record; BEGIN
-            FOR r IN SELECT conrelid::regclass AS t, conname FROM pg_constraint
-                     WHERE contype = 'c' AND conrelid <> 0
-                       AND connamespace = current_schema()::regnamespace LOOP
-                EXECUTE format('ALTER TABLE %s DROP CONSTRAINT %I', r.t, r.conname);
-            END LOOP;
-        END $$";
-        let mut tx = self.pool.begin().await.expect("a connection");
-        (&mut *tx)
-            .execute(DROP_CHECKS)
-            .await
-            .expect("dropping CHECK constraints");
-        (&mut *tx)
-            .execute(sql)
-            .await
-            .unwrap_or_else(|e| panic!("planting {sql:?}: {e}"));
-        tx.commit().await.expect("commit");
     }
 }

@@ -28,6 +28,13 @@
 //!   (`pg_ctl stop -m fast`) and start again on the same port and data
 //!   directory, for failure drills (`crates/gatehouse/tests/drills.rs`).
 
+// The one place of the workspace allowed `unsafe` (test support behind the
+// `testing` feature, never in a release build): signals to the server, the
+// parent-death signal set between fork and exec, and an `atexit` hook, so a
+// test process that exits without running destructors still stops its
+// cluster. Each block says why it is sound.
+#![allow(unsafe_code)]
+
 use std::ffi::CString;
 use std::fs::{self, File};
 use std::io::{self, Read, Seek, SeekFrom, Write};

@@ -70,7 +70,10 @@ async fn old_keys_are_rekeyed_at_start_and_collisions_keep_both_rows() {
     assert_eq!(key_of(&url, "usr_rekey1").await, "strasse@x.com");
     assert_eq!(key_of(&url, "usr_rekey2").await, "stra\u{df}e@x.com");
     assert_eq!(key_of(&url, "usr_rekey3").await, "jos\u{e9}@b.example.com");
-    assert_eq!(key_of(&url, "usr_rekey4").await, "ana@xn--bcher-kva.example");
+    assert_eq!(
+        key_of(&url, "usr_rekey4").await,
+        "ana@xn--bcher-kva.example"
+    );
     for (email, id) in [
         ("Jose\u{301}@B.EXAMPLE.COM", "usr_rekey3"),
         ("ANA@b\u{fc}cher.example", "usr_rekey4"),

@@ -26,10 +26,10 @@ fn db_path(users: usize) -> PathBuf {
 
 fn seed(path: &PathBuf, users: usize) -> OrgId {
     let org_file = path.with_extension("org");
-    if path.exists() {
-        if let Ok(id) = std::fs::read_to_string(&org_file) {
-            return OrgId::from_trusted(id);
-        }
+    if path.exists()
+        && let Ok(id) = std::fs::read_to_string(&org_file)
+    {
+        return OrgId::from_trusted(id);
     }
     let _ = std::fs::remove_file(path);
     let rt = tokio::runtime::Runtime::new().unwrap();

@@ -671,11 +671,10 @@ impl Store for SqliteStore {
                         let mut st = tx
                             .prepare("SELECT id FROM organizations ORDER BY id")
                             .map_err(db_err)?;
-                        let ids = st
-                            .query_map([], |r| r.get::<_, String>(0))
+
+                        st.query_map([], |r| r.get::<_, String>(0))
                             .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
-                            .map_err(db_err)?;
-                        ids
+                            .map_err(db_err)?
                     }
                 };
                 for org in &orgs {
@@ -1014,14 +1013,14 @@ impl Store for SqliteStore {
         let (org, client) = (org.clone(), client.clone());
         self.pool
             .write(move |tx| {
-                if let Some(owner) = &client.owner {
-                    if get_user_tx(tx, &org, owner)?.is_none() {
-                        return Err(DomainError::Validation(vec![FieldIssue::new(
-                            "owner",
-                            "must name a user of the client's organization",
-                        )])
-                        .into());
-                    }
+                if let Some(owner) = &client.owner
+                    && get_user_tx(tx, &org, owner)?.is_none()
+                {
+                    return Err(DomainError::Validation(vec![FieldIssue::new(
+                        "owner",
+                        "must name a user of the client's organization",
+                    )])
+                    .into());
                 }
                 insert_client_row(tx, &org, &client)?;
                 Ok(Client {
@@ -1564,11 +1563,9 @@ impl Store for SqliteStore {
     ) -> StoreResult<Option<(RefreshToken, RefreshChain)>> {
         self.pool
             .read(|c| {
-                let sql = format!(
-                    "SELECT t.digest, t.chain_id, t.issued_at, t.expires_at, t.used_at, t.successor_sealed, t.successor_until, t.access_jti,
+                let sql = "SELECT t.digest, t.chain_id, t.issued_at, t.expires_at, t.used_at, t.successor_sealed, t.successor_until, t.access_jti,
                             c.id, c.org_id, c.client_id, c.user_id, c.scopes, c.created_at, c.ends_at, c.revoked_at
-                     FROM refresh_tokens t JOIN refresh_chains c ON c.id = t.chain_id WHERE t.digest = ?1"
-                );
+                     FROM refresh_tokens t JOIN refresh_chains c ON c.id = t.chain_id WHERE t.digest = ?1".to_string();
                 c.prepare_cached(&sql)
                     .and_then(|mut s| s.query_row([digest.to_vec()], |r| Ok((auth_state::token_row(r)?, auth_state::chain_row(r, 8)?))).optional())
                     .map_err(db_err)

@@ -210,10 +210,11 @@ impl Pool {
             })();
             // A change to a client is announced after its commit, never
             // before: a reader that sees the new generation reads the new row.
-            if inner.clients_dirty.swap(false, Ordering::AcqRel) && out.is_ok() {
-                if let Some(g) = &inner.generation {
-                    g.bump();
-                }
+            if inner.clients_dirty.swap(false, Ordering::AcqRel)
+                && out.is_ok()
+                && let Some(g) = &inner.generation
+            {
+                g.bump();
             }
             drop(c);
             drop(permit);

@@ -391,7 +391,7 @@ pub async fn user_search_is_substring_and_literal(s: &dyn Store) {
     for weird in ["\u{b6}!\0L", "\0", "ab\0", "x\u{1}y"] {
         let found = s
             .list_users(
-                &o,
+                o,
                 &UserFilter {
                     q: q(weird),
                     ..Default::default()
@@ -403,7 +403,7 @@ pub async fn user_search_is_substring_and_literal(s: &dyn Store) {
         assert_eq!(found.total, 0, "q={weird:?}");
         let found = s
             .list_products(
-                &o,
+                o,
                 &ProductFilter {
                     q: q(weird),
                     ..Default::default()

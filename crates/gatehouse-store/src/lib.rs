@@ -336,6 +336,7 @@ pub trait Store: Send + Sync + 'static {
     /// in-memory set. A token of another client's chain is `NotFound`; a
     /// token of a revoked chain is not rotated ([`Rotated::AlreadyUsed`] with
     /// its stored state). In both cases nothing is written.
+    #[allow(clippy::too_many_arguments)]
     async fn rotate_refresh_token(
         &self,
         digest: &[u8; 32],

@@ -53,6 +53,8 @@ pub enum Env {
     Staging,
 }
 
+// `ServeArgs` makes `Serve` large; the enum is built once per process.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 pub enum Command {
     /// Run the server.
@@ -338,11 +340,11 @@ pub fn redact_url(url: &str) -> String {
     if let Some(scheme_end) = out.find("://") {
         let rest = &out[scheme_end + 3..];
         let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-        if let Some(at) = rest[..authority_end].rfind('@') {
-            if let Some(colon) = rest[..at].find(':') {
-                let (start, end) = (scheme_end + 3 + colon + 1, scheme_end + 3 + at);
-                out.replace_range(start..end, "***");
-            }
+        if let Some(at) = rest[..authority_end].rfind('@')
+            && let Some(colon) = rest[..at].find(':')
+        {
+            let (start, end) = (scheme_end + 3 + colon + 1, scheme_end + 3 + at);
+            out.replace_range(start..end, "***");
         }
     }
     if let Some(q) = out.find('?') {

@@ -363,13 +363,13 @@ fn spawn_background(
                     tracing::warn!(error = %e, "erasing successor pairs failed");
                 }
                 // Keys: every 30 s, or when one is due to activate or retire.
-                if rounds % 6 == 0 || auth.keys().stale(now) {
-                    if let Err(e) = auth.keys().refresh(store.as_ref()).await {
-                        tracing::warn!(error = %e, "re-reading signing keys failed");
-                    }
+                if (rounds.is_multiple_of(6) || auth.keys().stale(now))
+                    && let Err(e) = auth.keys().refresh(store.as_ref()).await
+                {
+                    tracing::warn!(error = %e, "re-reading signing keys failed");
                 }
                 // Purge in small batches every minute.
-                if rounds % 12 == 0 {
+                if rounds.is_multiple_of(12) {
                     match store.purge_expired(now, 500).await {
                         Ok(n) if n > 0 => tracing::debug!(rows = n, "purged expired rows"),
                         Ok(_) => {}

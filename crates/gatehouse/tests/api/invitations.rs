@@ -17,7 +17,7 @@ use gatehouse_store::{NewLink, OutboundEmail};
 use reqwest::{Method, StatusCode, header};
 use serde_json::{Value, json};
 
-use crate::common::{PUBLIC_URL, TestServer, expect_error};
+use crate::common::{FormPairs, PUBLIC_URL, TestServer, expect_error};
 
 const CSRF_COOKIE: &str = "__Host-gh_csrf";
 /// A password every rule of D19 accepts.
@@ -84,12 +84,13 @@ fn qp_decode(s: &str) -> String {
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
     while i < b.len() {
-        if b[i] == b'=' && i + 2 < b.len() {
-            if let (Some(h), Some(l)) = (hex(b[i + 1]), hex(b[i + 2])) {
-                out.push(h * 16 + l);
-                i += 3;
-                continue;
-            }
+        if b[i] == b'='
+            && i + 2 < b.len()
+            && let (Some(h), Some(l)) = (hex(b[i + 1]), hex(b[i + 2]))
+        {
+            out.push(h * 16 + l);
+            i += 3;
+            continue;
         }
         out.push(b[i]);
         i += 1;
@@ -742,7 +743,7 @@ async fn invitation_form_refuses_a_csrf_mismatch() {
     let cookie = p.cookie.clone().unwrap();
     let csrf = p.csrf();
     let forged = format!("{CSRF_COOKIE}={}", new_token());
-    let attempts: Vec<(&str, Option<&str>, Vec<(&str, &str)>)> = vec![
+    let attempts: Vec<(&str, Option<&str>, FormPairs<'_>)> = vec![
         (
             "a token that is not the cookie's",
             Some(cookie.as_str()),

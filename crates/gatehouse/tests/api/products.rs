@@ -986,15 +986,18 @@ async fn d17_search_is_word_prefix_based() {
 
     assert_eq!(
         found(&s, &t, "blue%20sh").await,
-        [blue_shirt.clone()],
+        std::slice::from_ref(&blue_shirt),
         "q=blue sh"
     );
     assert_eq!(
         found(&s, &t, "jeans-blue").await,
-        [blue_jeans.clone()],
+        std::slice::from_ref(&blue_jeans),
         "q=jeans-blue"
     );
-    assert_eq!(found(&s, &t, "JEANS-BLUE-1").await, [blue_jeans.clone()]);
+    assert_eq!(
+        found(&s, &t, "JEANS-BLUE-1").await,
+        std::slice::from_ref(&blue_jeans)
+    );
     assert_eq!(
         found(&s, &t, "blue").await,
         [blue_jeans.clone(), blue_shirt.clone()],
@@ -1005,7 +1008,10 @@ async fn d17_search_is_word_prefix_based() {
         [blue_jeans.clone(), blue_shirt.clone()],
         "case-insensitive"
     );
-    assert_eq!(found(&s, &t, "bLuE%20ShIrT").await, [blue_shirt.clone()]);
+    assert_eq!(
+        found(&s, &t, "bLuE%20ShIrT").await,
+        std::slice::from_ref(&blue_shirt)
+    );
     assert_eq!(
         found(&s, &t, "sh").await,
         [shoe_horn.clone(), red_shirt.clone(), blue_shirt.clone()]
@@ -1016,10 +1022,14 @@ async fn d17_search_is_word_prefix_based() {
     );
     assert_eq!(
         found(&s, &t, "shirt%20blue").await,
-        [blue_shirt.clone()],
+        std::slice::from_ref(&blue_shirt),
         "word order does not matter"
     );
-    assert_eq!(found(&s, &t, "bs").await, [blue_shirt.clone()], "sku words");
+    assert_eq!(
+        found(&s, &t, "bs").await,
+        std::slice::from_ref(&blue_shirt),
+        "sku words"
+    );
     assert_eq!(
         found(&s, &t, "001").await,
         [red_shirt.clone(), blue_shirt.clone()],
@@ -1027,12 +1037,12 @@ async fn d17_search_is_word_prefix_based() {
     );
     assert_eq!(
         found(&s, &t, "blue-shirt!!").await,
-        [blue_shirt.clone()],
+        std::slice::from_ref(&blue_shirt),
         "punctuation separates words"
     );
     assert_eq!(
         found(&s, &t, "%20%20blue%20%20%20shirt%20").await,
-        [blue_shirt.clone()]
+        std::slice::from_ref(&blue_shirt)
     );
     // prefixes of words, not substrings
     assert_eq!(found(&s, &t, "hirt").await, Vec::<String>::new());
@@ -1040,7 +1050,10 @@ async fn d17_search_is_word_prefix_based() {
     assert_eq!(found(&s, &t, "eans").await, Vec::<String>::new());
     // every word must match
     assert_eq!(found(&s, &t, "blue%20red").await, Vec::<String>::new());
-    assert_eq!(found(&s, &t, "red%20sh").await, [red_shirt.clone()]);
+    assert_eq!(
+        found(&s, &t, "red%20sh").await,
+        std::slice::from_ref(&red_shirt)
+    );
     assert_eq!(found(&s, &t, "shirts").await, Vec::<String>::new());
 }
 
@@ -1060,16 +1073,20 @@ async fn d17_search_words_unicode_and_operators_are_text() {
 
     assert_eq!(
         found(&s, &t, "CR%C3%88ME").await,
-        [creme.clone()],
+        std::slice::from_ref(&creme),
         "q=CRÈME"
     );
-    assert_eq!(found(&s, &t, "br%C3%BB").await, [creme.clone()], "q=brû");
+    assert_eq!(
+        found(&s, &t, "br%C3%BB").await,
+        std::slice::from_ref(&creme),
+        "q=brû"
+    );
     assert_eq!(
         found(&s, &t, "BR%C3%9BL%C3%89E").await,
-        [creme.clone()],
+        std::slice::from_ref(&creme),
         "q=BRÛLÉE"
     );
-    assert_eq!(found(&s, &t, "abc").await, [model.clone()]);
+    assert_eq!(found(&s, &t, "abc").await, std::slice::from_ref(&model));
     assert_eq!(
         found(&s, &t, "123").await,
         Vec::<String>::new(),
@@ -1077,31 +1094,49 @@ async fn d17_search_words_unicode_and_operators_are_text() {
     );
     assert_eq!(
         found(&s, &t, "3000").await,
-        [model.clone()],
+        std::slice::from_ref(&model),
         "sku MDL_3000X: '_' separates words"
     );
-    assert_eq!(found(&s, &t, "mdl%203000x%20v2").await, [model.clone()]);
-    assert_eq!(found(&s, &t, "v2").await, [model.clone()]);
+    assert_eq!(
+        found(&s, &t, "mdl%203000x%20v2").await,
+        std::slice::from_ref(&model)
+    );
+    assert_eq!(found(&s, &t, "v2").await, std::slice::from_ref(&model));
     // Operators of a search engine are words here.
-    assert_eq!(found(&s, &t, "blue%20OR%20red").await, [mix.clone()]);
-    assert_eq!(found(&s, &t, "blue%20OR").await, [mix.clone()]);
+    assert_eq!(
+        found(&s, &t, "blue%20OR%20red").await,
+        std::slice::from_ref(&mix)
+    );
+    assert_eq!(found(&s, &t, "blue%20OR").await, std::slice::from_ref(&mix));
     assert_eq!(
         found(&s, &t, "NOT").await,
-        [note.clone()],
+        std::slice::from_ref(&note),
         "prefix of Notebook"
     );
-    assert_eq!(found(&s, &t, "and").await, [note.clone()]);
-    assert_eq!(found(&s, &t, "AND%20pen").await, [note.clone()]);
+    assert_eq!(found(&s, &t, "and").await, std::slice::from_ref(&note));
+    assert_eq!(
+        found(&s, &t, "AND%20pen").await,
+        std::slice::from_ref(&note)
+    );
     assert_eq!(
         found(&s, &t, "NEAR(blue%20red)").await,
         Vec::<String>::new(),
         "no word starts with near"
     );
-    assert_eq!(found(&s, &t, "(blue%20red)").await, [mix.clone()]);
-    assert_eq!(found(&s, &t, "%22blue%22%20%22red").await, [mix.clone()]);
-    assert_eq!(found(&s, &t, "blue*").await, [mix.clone()]);
-    assert_eq!(found(&s, &t, "-blue").await, [mix.clone()]);
-    assert_eq!(found(&s, &t, "note%5E%3Anb").await, [note.clone()]);
+    assert_eq!(
+        found(&s, &t, "(blue%20red)").await,
+        std::slice::from_ref(&mix)
+    );
+    assert_eq!(
+        found(&s, &t, "%22blue%22%20%22red").await,
+        std::slice::from_ref(&mix)
+    );
+    assert_eq!(found(&s, &t, "blue*").await, std::slice::from_ref(&mix));
+    assert_eq!(found(&s, &t, "-blue").await, std::slice::from_ref(&mix));
+    assert_eq!(
+        found(&s, &t, "note%5E%3Anb").await,
+        std::slice::from_ref(&note)
+    );
 }
 
 // D17: results keep the list order (created_at desc, then id desc) and combine with status and paging.
@@ -1200,7 +1235,7 @@ async fn status_filter() {
     ] {
         let body = list(&s, &t, &format!("?status={status}")).await;
         assert_list_envelope(&body, 1, 20, 0);
-        assert_eq!(ids(&body), [want.clone()], "{status}");
+        assert_eq!(ids(&body), std::slice::from_ref(want), "{status}");
     }
     // Status moves with stock, and the filter follows it.
     patch_ok(&s, &t, &a, json!({"stock": 0})).await;

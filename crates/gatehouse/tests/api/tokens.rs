@@ -15,7 +15,7 @@ use reqwest::header::{CACHE_CONTROL, CONTENT_TYPE, WWW_AUTHENTICATE};
 use reqwest::{Method, Response, StatusCode};
 use serde_json::{Value, json};
 
-use crate::common::{PUBLIC_URL, TestServer, expect_error};
+use crate::common::{FormPairs, PUBLIC_URL, TestServer, expect_error};
 
 /// Every scope but `admin`: what an omitted `scope` yields for the bootstrap client (D22).
 const ALL_BUT_ADMIN: &str =
@@ -1281,7 +1281,7 @@ async fn a_token_from_another_server_is_invalid_token() {
 async fn token_endpoint_errors_and_successes_are_never_cached() {
     // D21: Cache-Control: no-store on every token response.
     let s = TestServer::start().await;
-    let cases: Vec<(Option<(&str, &str)>, Vec<(&str, &str)>)> = vec![
+    let cases: Vec<(Option<(&str, &str)>, FormPairs<'_>)> = vec![
         (
             Some((&s.creds.client_id, &s.creds.client_secret)),
             vec![("grant_type", "client_credentials")],

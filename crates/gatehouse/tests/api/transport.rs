@@ -1062,21 +1062,19 @@ impl ServeProcess {
                 );
             }
             let cert = data_dir.join("tls/cert.pem");
-            if cert.exists() {
-                if let Ok(pem) = std::fs::read(&cert) {
-                    if reqwest::Certificate::from_pem(&pem).is_ok() {
-                        let client = https_client(&cert);
-                        if let Ok(res) = client
-                            .get(self.url("/healthz"))
-                            .timeout(Duration::from_secs(2))
-                            .send()
-                            .await
-                        {
-                            if res.status() == StatusCode::OK {
-                                return client;
-                            }
-                        }
-                    }
+            if cert.exists()
+                && let Ok(pem) = std::fs::read(&cert)
+                && reqwest::Certificate::from_pem(&pem).is_ok()
+            {
+                let client = https_client(&cert);
+                if let Ok(res) = client
+                    .get(self.url("/healthz"))
+                    .timeout(Duration::from_secs(2))
+                    .send()
+                    .await
+                    && res.status() == StatusCode::OK
+                {
+                    return client;
                 }
             }
             assert!(

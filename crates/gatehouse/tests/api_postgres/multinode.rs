@@ -435,10 +435,10 @@ async fn d44_killing_a_node_mid_load_loses_no_acknowledged_write() {
     let plain = reqwest::Client::new();
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        if let Ok(r) = plain.get(format!("{a_base}/readyz")).send().await {
-            if r.status() == StatusCode::OK {
-                break;
-            }
+        if let Ok(r) = plain.get(format!("{a_base}/readyz")).send().await
+            && r.status() == StatusCode::OK
+        {
+            break;
         }
         assert!(Instant::now() < deadline, "node A did not become ready");
         tokio::time::sleep(Duration::from_millis(100)).await;

@@ -18,7 +18,7 @@ use serde_json::Value;
 /// The `public_url` every test server is configured with. Deliberately not
 /// the address the tests connect to, so a test notices when the server uses
 /// the wrong one.
-pub const PUBLIC_URL: &str = "https://gatehouse.example";
+pub(crate) const PUBLIC_URL: &str = "https://gatehouse.example";
 
 /// The storage backend a test binary runs the suite on (D44): `api` on
 /// SQLite, `api_postgres` on a throwaway PostgreSQL cluster.
@@ -34,7 +34,7 @@ static DATABASES: std::sync::Mutex<Vec<(PathBuf, String)>> = std::sync::Mutex::n
 
 /// `--database-url URL` when the server on `dir` keeps its data elsewhere
 /// than in the directory (PostgreSQL); empty otherwise.
-pub fn db_args(dir: &std::path::Path) -> Vec<String> {
+pub(crate) fn db_args(dir: &std::path::Path) -> Vec<String> {
     let dbs = DATABASES.lock().unwrap_or_else(|e| e.into_inner());
     dbs.iter()
         .find(|(d, _)| d == dir)
@@ -45,7 +45,7 @@ pub fn db_args(dir: &std::path::Path) -> Vec<String> {
 /// A fresh PostgreSQL database for one test server. Without PostgreSQL
 /// binaries the whole `api_postgres` binary is skipped, loudly — unless
 /// `GATEHOUSE_REQUIRE_POSTGRES=1` (as in CI), where that is a failure.
-pub async fn postgres_url() -> String {
+pub(crate) async fn postgres_url() -> String {
     match gatehouse_store_postgres::testing::fresh_database_url().await {
         Some(url) => url,
         None => {
@@ -58,7 +58,7 @@ pub async fn postgres_url() -> String {
     }
 }
 
-pub struct TestServer {
+pub(crate) struct TestServer {
     pub running: Option<Running>,
     /// `https://127.0.0.1:PORT`
     pub base: String,
@@ -75,7 +75,7 @@ fn install_crypto() {
 }
 
 /// An HTTPS client trusting the server's self-signed certificate.
-pub fn https_client(cert: &std::path::Path) -> reqwest::Client {
+pub(crate) fn https_client(cert: &std::path::Path) -> reqwest::Client {
     install_crypto();
     let pem = std::fs::read(cert).expect("certificate");
     reqwest::Client::builder()
@@ -87,7 +87,7 @@ pub fn https_client(cert: &std::path::Path) -> reqwest::Client {
 
 /// A client of the test server whose connections come from `source`, a
 /// loopback address other than 127.0.0.1 (for per-address rules, D28).
-pub fn client_from(s: &TestServer, source: std::net::IpAddr) -> reqwest::Client {
+pub(crate) fn client_from(s: &TestServer, source: std::net::IpAddr) -> reqwest::Client {
     install_crypto();
     let mut b = reqwest::Client::builder()
         .local_address(source)
@@ -100,11 +100,11 @@ pub fn client_from(s: &TestServer, source: std::net::IpAddr) -> reqwest::Client 
 }
 
 impl TestServer {
-    pub async fn start() -> Self {
+    pub(crate) async fn start() -> Self {
         Self::start_with(|_| {}).await
     }
 
-    pub async fn start_with(tweak: impl FnOnce(&mut Settings)) -> Self {
+    pub(crate) async fn start_with(tweak: impl FnOnce(&mut Settings)) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
         let mut settings = Settings::with_data_dir(dir.path().to_owned());
         settings.public_url = PUBLIC_URL.into();
@@ -120,7 +120,7 @@ impl TestServer {
 
     /// `gatehouse mock` in-process (D34): plain HTTP, fixture data, and the
     /// fixed client as `creds`.
-    pub async fn start_mock() -> Self {
+    pub(crate) async fn start_mock() -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
         let base = Settings::with_data_dir(dir.path().to_owned());
         let settings = run::mock_settings(&base, dir.path(), "127.0.0.1:0".parse().unwrap());
@@ -182,7 +182,7 @@ impl TestServer {
     }
 
     /// Stops the server gracefully and starts it again on the same data.
-    pub async fn restart(mut self) -> Self {
+    pub(crate) async fn restart(mut self) -> Self {
         self.running.take().unwrap().shutdown().await;
         let mut settings = self.settings.clone();
         settings.https_addr = "127.0.0.1:0".parse().unwrap();
@@ -191,33 +191,33 @@ impl TestServer {
         Self::start_in(self.dir, settings).await
     }
 
-    pub fn store(&self) -> &dyn Store {
+    pub(crate) fn store(&self) -> &dyn Store {
         self.running.as_ref().unwrap().store.as_ref()
     }
 
-    pub fn data_dir(&self) -> PathBuf {
+    pub(crate) fn data_dir(&self) -> PathBuf {
         self.settings.data_dir.clone()
     }
 
-    pub fn org(&self) -> OrgId {
+    pub(crate) fn org(&self) -> OrgId {
         OrgId::parse(&self.creds.org).unwrap()
     }
 
-    pub fn url(&self, path: &str) -> String {
+    pub(crate) fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
     }
 
-    pub fn request(&self, method: Method, path: &str) -> RequestBuilder {
+    pub(crate) fn request(&self, method: Method, path: &str) -> RequestBuilder {
         self.client.request(method, self.url(path))
     }
 
     /// A client-credentials token of the bootstrap client with `scope` (all but admin when empty).
-    pub async fn token(&self, scope: &str) -> String {
+    pub(crate) async fn token(&self, scope: &str) -> String {
         self.token_for(&self.creds.client_id, &self.creds.client_secret, scope)
             .await
     }
 
-    pub async fn token_for(&self, id: &str, secret: &str, scope: &str) -> String {
+    pub(crate) async fn token_for(&self, id: &str, secret: &str, scope: &str) -> String {
         let mut form = vec![("grant_type", "client_credentials")];
         if !scope.is_empty() {
             form.push(("scope", scope));
@@ -240,7 +240,7 @@ impl TestServer {
     }
 
     /// Sends an authenticated JSON request.
-    pub async fn call(
+    pub(crate) async fn call(
         &self,
         method: Method,
         path: &str,
@@ -255,7 +255,7 @@ impl TestServer {
     }
 
     /// A new organization (through the store the server uses).
-    pub async fn new_org(&self, plan: Plan) -> OrgId {
+    pub(crate) async fn new_org(&self, plan: Plan) -> OrgId {
         let org = Organization {
             id: OrgId::generate(),
             name: "Other".into(),
@@ -269,7 +269,7 @@ impl TestServer {
     }
 
     /// A confidential client in `org`; returns (client_id, secret).
-    pub async fn new_client(&self, org: &OrgId, scopes: &str) -> (String, String) {
+    pub(crate) async fn new_client(&self, org: &OrgId, scopes: &str) -> (String, String) {
         let secret = secrets::new_client_secret();
         let c = NewClient {
             id: ClientId::generate(),
@@ -286,7 +286,7 @@ impl TestServer {
     }
 
     /// An active user with a (placeholder) password.
-    pub async fn new_user(&self, org: &OrgId, email: &str, role: Role) -> User {
+    pub(crate) async fn new_user(&self, org: &OrgId, email: &str, role: Role) -> User {
         let u = NewUser {
             id: UserId::generate(),
             email: Email::parse(email).unwrap(),
@@ -300,13 +300,16 @@ impl TestServer {
     }
 }
 
+/// Form fields as (name, value) pairs.
+pub(crate) type FormPairs<'a> = Vec<(&'a str, &'a str)>;
+
 /// The body of an error response, checked against the envelope of D6.
-pub async fn expect_error(res: Response, status: StatusCode, code: &str) -> Value {
+pub(crate) async fn expect_error(res: Response, status: StatusCode, code: &str) -> Value {
     expect_error_at(res, status, code, PUBLIC_URL).await
 }
 
 /// [`expect_error`] for a server whose `public_url` is `public_url`.
-pub async fn expect_error_at(
+pub(crate) async fn expect_error_at(
     res: Response,
     status: StatusCode,
     code: &str,
@@ -341,7 +344,7 @@ pub async fn expect_error_at(
 }
 
 /// The `details` of a validation error as (field, issue) pairs.
-pub fn details(body: &Value) -> Vec<(String, String)> {
+pub(crate) fn details(body: &Value) -> Vec<(String, String)> {
     body["error"]["details"]
         .as_array()
         .unwrap()
@@ -358,7 +361,7 @@ pub fn details(body: &Value) -> Vec<(String, String)> {
 /// A raw TLS connection to `127.0.0.1:port`, trusting the certificate at
 /// `cert` and offering the ALPN protocols `alpn` (tests of the transport
 /// itself, D45, where an HTTP client library would hide what is tested).
-pub async fn raw_tls(
+pub(crate) async fn raw_tls(
     port: u16,
     cert: &std::path::Path,
     alpn: &[&[u8]],
