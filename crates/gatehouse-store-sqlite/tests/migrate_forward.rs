@@ -31,7 +31,7 @@ const KEY_SECRET: &str = "gk_live_10OjMIKdDq8asr2a12o3Hu283hzWMkl2faMskmT8Lmf";
 const SIGNING_KID: &str = "Fhz49dYv4IQ8ajcbW";
 
 /// (org, id, email, role, status, has a password)
-const USERS: [(&str, &str, &str, Role, UserStatus, bool); 7] = [
+const USERS: [(&str, &str, &str, Role, UserStatus, bool); 9] = [
     (
         ORG_A,
         "usr_8Pod6IVZbSdLrbzEdeZQjE",
@@ -87,6 +87,25 @@ const USERS: [(&str, &str, &str, Role, UserStatus, bool); 7] = [
         Role::Editor,
         UserStatus::Inactive,
         false,
+    ),
+    // Added by a second run of the old `user create` (README): their old
+    // keys (plain lower case) differ from D8 (revised)'s, so they must be
+    // re-keyed.
+    (
+        ORG_B,
+        "usr_g6KOS99dt6fCbP3F3TkyoE",
+        "Straße@example.com",
+        Role::Editor,
+        UserStatus::Active,
+        true,
+    ),
+    (
+        ORG_B,
+        "usr_IutBRAAuyMMtU2FF1QcvRY",
+        "ana@BÜCHER.example",
+        Role::Viewer,
+        UserStatus::Active,
+        true,
     ),
 ];
 
@@ -183,6 +202,19 @@ fn the_fixture_is_what_the_old_release_left() {
         )
         .unwrap();
     assert!(!has_checksum);
+    // The keys the old rule (plain lower case) wrote, which opening must
+    // replace.
+    for (id, old_key) in [
+        (USERS[7].1, "stra\u{df}e@example.com"),
+        (USERS[8].1, "ana@b\u{fc}cher.example"),
+    ] {
+        let k: String = c
+            .query_row("SELECT email_norm FROM users WHERE id = ?1", [id], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        assert_eq!(k, old_key);
+    }
 }
 
 #[tokio::test]
@@ -226,7 +258,7 @@ async fn a_database_of_the_last_release_migrates_forward_without_loss() {
         .collect();
         let want: Vec<(String, i64)> = [
             ("organizations", 2),
-            ("users", 7),
+            ("users", 9),
             ("products", 4),
             ("clients", 3),
             ("api_keys", 1),
@@ -239,6 +271,19 @@ async fn a_database_of_the_last_release_migrates_forward_without_loss() {
         .map(|(t, n)| (t.to_string(), *n))
         .collect();
         assert_eq!(counts, want, "no row lost");
+        // D8 (revised): the old keys were re-keyed at open.
+        for (id, key) in [
+            (USERS[7].1, "strasse@example.com"),
+            (USERS[8].1, "ana@xn--bcher-kva.example"),
+            (USERS[1].1, "jos\u{e9}@example.com"),
+        ] {
+            let k: String = c
+                .query_row("SELECT email_norm FROM users WHERE id = ?1", [id], |r| {
+                    r.get(0)
+                })
+                .unwrap();
+            assert_eq!(k, key, "{id}");
+        }
     }
 
     check_contents(&store).await;
@@ -422,6 +467,28 @@ async fn check_email_keys(store: &SqliteStore) {
             .unwrap_or_else(|| panic!("{form} finds nobody"));
         assert_eq!(u.id.as_str(), id, "{form}");
         assert!(hash.is_some(), "{form}: the old password hash is kept");
+    }
+    // The rows whose old key was not D8 (revised)'s are found by any form.
+    for (form, id) in [
+        ("STRASSE@example.com", USERS[7].1),
+        ("strasse@example.com", USERS[7].1),
+        ("ana@bücher.example", USERS[8].1),
+        ("ANA@xn--bcher-kva.example", USERS[8].1),
+    ] {
+        let (u, hash) = store
+            .find_user_by_email(&org(ORG_B), &Email::parse_for_lookup(form).unwrap())
+            .await
+            .unwrap()
+            .unwrap_or_else(|| panic!("{form} finds nobody"));
+        assert_eq!(u.id.as_str(), id, "{form}");
+        assert!(hash.is_some(), "{form}: the old password hash is kept");
+    }
+    for form in ["strasse@example.com", "ANA@bücher.example"] {
+        let r = store.insert_user(&org(ORG_B), &new_user(form)).await;
+        assert!(
+            matches!(r, Err(StoreError::Duplicate("email"))),
+            "{form}: {r:?}"
+        );
     }
     // … and a new user with one of them is a duplicate.
     for form in ["JOSÉ@example.com", "straße@example.com"] {
