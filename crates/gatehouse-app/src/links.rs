@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use gatehouse_auth::{AuthService, password};
-use gatehouse_domain::{ClientId, Email, Timestamp, User, UserStatus};
+use gatehouse_domain::{ClientId, Email, Timestamp, User, link};
 use gatehouse_store::LinkKind;
 
 use crate::App;
@@ -28,15 +28,9 @@ impl App {
             .find_link(kind, &AuthService::link_digest(token))
             .await
             .or_app("link")?;
+        let now = Timestamp::now();
         Ok(rec
-            .filter(|r| {
-                r.used_at.is_none()
-                    && r.expires_at > Timestamp::now()
-                    && match kind {
-                        LinkKind::Invitation => r.user.status == UserStatus::PendingInvite,
-                        LinkKind::Reset => r.user.status == UserStatus::Active,
-                    }
-            })
+            .filter(|r| link::usable(kind, r.used_at, r.expires_at, r.user.status, now))
             .map(|r| r.user))
     }
 

@@ -7,9 +7,11 @@
 //! layers as these types. This crate must not import any other Gatehouse crate,
 //! nor tokio, axum, sqlx, rusqlite or any transport or storage library.
 
+pub mod client;
 pub mod error;
 pub mod fixtures;
 pub mod ids;
+pub mod link;
 pub mod page;
 pub mod product;
 pub mod random;
@@ -21,6 +23,7 @@ pub mod values;
 pub use error::{DomainError, FieldIssue};
 pub use fixtures::{Fixture, FixtureUser};
 pub use ids::{ApiKeyId, ClientId, OrgId, ProductId, RequestId, UserId};
+pub use link::LinkKind;
 pub use page::{Listing, Page};
 pub use product::{NewProduct, Product, ProductPatch, ProductStatus};
 pub use scope::{Scope, ScopeSet};

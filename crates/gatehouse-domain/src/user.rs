@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use crate::error::DomainError;
+use crate::error::{DomainError, FieldIssue};
 use crate::ids::UserId;
 use crate::time::Timestamp;
 use crate::values::{Email, Name};
@@ -189,9 +189,98 @@ pub fn apply_patch(
     })
 }
 
-/// Whether going from `before` to `after` takes away an active admin (D13).
+/// Whether going from `before` to `after` (`None`: deleted) takes away an
+/// active admin (D13). Exactly then the store counts the organization's other
+/// active admins for [`check_change`] or [`check_delete`], in the transaction
+/// that writes the change.
 pub fn removes_active_admin(before: &User, after: Option<&User>) -> bool {
     before.is_active_admin() && !after.is_some_and(User::is_active_admin)
+}
+
+/// D13 (`LAST_ADMIN`): an organization keeps at least one active admin.
+/// `other_active_admins` is the count of active admins besides this user,
+/// taken when [`removes_active_admin`] says so; `None` (not counted) is
+/// treated as none left, so a change that needed the count never passes
+/// without it.
+fn keeps_an_admin(
+    before: &User,
+    after: Option<&User>,
+    other_active_admins: Option<u64>,
+) -> Result<(), DomainError> {
+    if removes_active_admin(before, after) && other_active_admins.unwrap_or(0) == 0 {
+        return Err(DomainError::LastAdmin);
+    }
+    Ok(())
+}
+
+/// Whether `current` may become `updated` (the user of [`apply_patch`]'s
+/// change): D13's last-admin rule. D11's transitions were checked by
+/// `apply_patch`.
+pub fn check_change(
+    current: &User,
+    updated: &User,
+    other_active_admins: Option<u64>,
+) -> Result<(), DomainError> {
+    keeps_an_admin(current, Some(updated), other_active_admins)
+}
+
+/// What deleting a user writes besides removing the user (D13).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Deletion {
+    /// Move the user's client applications to this user first.
+    pub transfer_clients_to: Option<UserId>,
+}
+
+/// D13: whether `current` may be deleted, and what moves with it.
+///
+/// The facts are read in the deleting transaction: the other active admins
+/// (see [`removes_active_admin`]), the number of client applications
+/// `current` owns, the `?transfer_to` id, and `heir`, the user that id names
+/// in the same organization (`None` when there is none). The checks come in
+/// this order: `LAST_ADMIN`; a named heir must be another active user of the
+/// organization (400 on `transfer_to`); owned clients need an heir
+/// (`OWNED_RESOURCES_EXIST`).
+pub fn check_delete(
+    current: &User,
+    other_active_admins: Option<u64>,
+    owned_clients: u64,
+    transfer_to: Option<&UserId>,
+    heir: Option<&User>,
+) -> Result<Deletion, DomainError> {
+    keeps_an_admin(current, None, other_active_admins)?;
+    if let Some(named) = transfer_to {
+        let valid = heir.is_some_and(|h| {
+            h.id == *named && h.id != current.id && h.status == UserStatus::Active
+        });
+        if !valid {
+            return Err(DomainError::Validation(vec![FieldIssue::new(
+                "transfer_to",
+                "must name another active user of this organization",
+            )]));
+        }
+    }
+    if owned_clients == 0 {
+        return Ok(Deletion {
+            transfer_clients_to: None,
+        });
+    }
+    match transfer_to {
+        Some(heir) => Ok(Deletion {
+            transfer_clients_to: Some(heir.clone()),
+        }),
+        None => Err(DomainError::OwnedResourcesExist(owned_clients)),
+    }
+}
+
+/// D19: only a `pending_invite` user is sent a new invitation.
+pub fn check_reinvite(user: &User) -> Result<(), DomainError> {
+    if user.status != UserStatus::PendingInvite {
+        return Err(DomainError::InvalidStateTransition(format!(
+            "only a pending_invite user can be invited again; this user is {}",
+            user.status.as_str()
+        )));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -306,5 +395,184 @@ mod reset_limit_tests {
         assert!(!reset_email_allowed(&five, at(3000)), "five in the hour");
         // The oldest leaves the hour: room for one more.
         assert!(reset_email_allowed(&five, at(3600)));
+    }
+}
+
+#[cfg(test)]
+mod rule_tests {
+    use super::*;
+
+    fn user(role: Role, status: UserStatus) -> User {
+        User {
+            id: UserId::generate(),
+            email: Email::parse("a@b.co").unwrap(),
+            name: Name::parse("A").unwrap(),
+            role,
+            status,
+            created_at: Timestamp::from_millis(1),
+            updated_at: Timestamp::from_millis(1),
+            has_password: status != UserStatus::PendingInvite,
+        }
+    }
+
+    fn with(u: &User, role: Role, status: UserStatus) -> User {
+        User {
+            role,
+            status,
+            ..u.clone()
+        }
+    }
+
+    #[test]
+    fn d13_a_change_keeps_an_active_admin() {
+        use Role::*;
+        use UserStatus::*;
+        let cases = [
+            // (before, after, other active admins, allowed)
+            ((Admin, Active), (Editor, Active), Some(0), false),
+            ((Admin, Active), (Admin, Inactive), Some(0), false),
+            ((Admin, Active), (Viewer, Inactive), Some(0), false),
+            ((Admin, Active), (Editor, Active), Some(1), true),
+            ((Admin, Active), (Admin, Inactive), Some(3), true),
+            // Not counted where a count was needed: refused, never waved through.
+            ((Admin, Active), (Editor, Active), None, false),
+            // Changes that take no active admin away need no count.
+            ((Admin, Active), (Admin, Active), None, true),
+            ((Admin, Inactive), (Viewer, Inactive), None, true),
+            ((Admin, PendingInvite), (Viewer, PendingInvite), None, true),
+            ((Editor, Active), (Admin, Active), None, true),
+            ((Editor, Active), (Viewer, Inactive), None, true),
+        ];
+        for ((r0, s0), (r1, s1), others, allowed) in cases {
+            let before = user(r0, s0);
+            let after = with(&before, r1, s1);
+            let got = check_change(&before, &after, others);
+            if allowed {
+                assert_eq!(got, Ok(()), "{r0:?}/{s0:?} → {r1:?}/{s1:?}, {others:?}");
+            } else {
+                assert_eq!(
+                    got,
+                    Err(DomainError::LastAdmin),
+                    "{r0:?}/{s0:?} → {r1:?}/{s1:?}, {others:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn d13_deletion() {
+        use Role::*;
+        use UserStatus::*;
+        let heir_error = || {
+            Err(DomainError::Validation(vec![FieldIssue::new(
+                "transfer_to",
+                "must name another active user of this organization",
+            )]))
+        };
+        let editor = user(Editor, Active);
+        let admin = user(Admin, Active);
+        let heir = user(Viewer, Active);
+        let pending = user(Viewer, PendingInvite);
+        let inactive = user(Admin, Inactive);
+        let stranger = UserId::generate();
+        let keep = Ok(Deletion {
+            transfer_clients_to: None,
+        });
+        let to_heir = Ok(Deletion {
+            transfer_clients_to: Some(heir.id.clone()),
+        });
+        type Outcome = Result<Deletion, DomainError>;
+        let cases: Vec<(&str, Outcome, Outcome)> = vec![
+            (
+                "plain",
+                check_delete(&editor, None, 0, None, None),
+                keep.clone(),
+            ),
+            (
+                "owns clients, no heir",
+                check_delete(&editor, None, 2, None, None),
+                Err(DomainError::OwnedResourcesExist(2)),
+            ),
+            (
+                "owns clients, heir",
+                check_delete(&editor, None, 2, Some(&heir.id), Some(&heir)),
+                to_heir,
+            ),
+            (
+                "heir named, nothing owned: nothing moves",
+                check_delete(&editor, None, 0, Some(&heir.id), Some(&heir)),
+                keep.clone(),
+            ),
+            (
+                "heir is the user itself",
+                check_delete(&editor, None, 1, Some(&editor.id), Some(&editor)),
+                heir_error(),
+            ),
+            (
+                "heir is pending",
+                check_delete(&editor, None, 1, Some(&pending.id), Some(&pending)),
+                heir_error(),
+            ),
+            (
+                "heir is inactive",
+                check_delete(&editor, None, 0, Some(&inactive.id), Some(&inactive)),
+                heir_error(),
+            ),
+            (
+                "heir not in the organization",
+                check_delete(&editor, None, 1, Some(&stranger), None),
+                heir_error(),
+            ),
+            (
+                "heir row is another user's",
+                check_delete(&editor, None, 1, Some(&stranger), Some(&heir)),
+                heir_error(),
+            ),
+            (
+                "last admin, before anything else",
+                check_delete(&admin, Some(0), 1, Some(&stranger), None),
+                Err(DomainError::LastAdmin),
+            ),
+            (
+                "admin not counted",
+                check_delete(&admin, None, 0, None, None),
+                Err(DomainError::LastAdmin),
+            ),
+            (
+                "another admin remains",
+                check_delete(&admin, Some(1), 0, None, None),
+                keep.clone(),
+            ),
+            (
+                "an inactive admin may go",
+                check_delete(&inactive, None, 0, None, None),
+                keep,
+            ),
+        ];
+        for (case, got, want) in cases {
+            assert_eq!(got, want, "{case}");
+        }
+    }
+
+    #[test]
+    fn d19_only_a_pending_user_is_invited_again() {
+        use UserStatus::*;
+        for (status, allowed) in [(PendingInvite, true), (Active, false), (Inactive, false)] {
+            let got = check_reinvite(&user(Role::Viewer, status));
+            match got {
+                Ok(()) => assert!(allowed, "{status:?}"),
+                Err(DomainError::InvalidStateTransition(m)) => {
+                    assert!(!allowed, "{status:?}");
+                    assert_eq!(
+                        m,
+                        format!(
+                            "only a pending_invite user can be invited again; this user is {}",
+                            status.as_str()
+                        )
+                    );
+                }
+                Err(e) => panic!("{status:?}: {e:?}"),
+            }
+        }
     }
 }

@@ -10,8 +10,8 @@ use sqlx_core::query::query;
 use sqlx_core::query_scalar::query_scalar;
 use sqlx_postgres::PgConnection;
 
+use crate::TxResult;
 use crate::rows::{CHAIN_COLS, TOKEN_COLS};
-use crate::{StoreError, TxResult};
 
 /// Access tokens live an hour; a revocation is kept a little longer than that.
 pub(crate) const ACCESS_TOKEN_SLACK_SECS: i64 = 3600 + 60;
@@ -145,28 +145,46 @@ pub(crate) async fn delete_links(
     Ok(())
 }
 
-/// Uses up a usable link atomically (a conditional update: of two
-/// concurrent callers only one gets the row) and returns (org, user). Used,
-/// expired and unknown links are `NotFound`. The caller's transaction rolls
-/// the use back if it fails later.
-pub(crate) async fn use_link(
+/// A link as stored: (org, user id, expires_at, used_at), locked for the
+/// rest of the transaction (`FOR UPDATE`): of two transactions using one
+/// link, the second reads it as the first left it, so whether it may still be
+/// used (`gatehouse_domain::link::usable`) is decided on what is committed.
+pub(crate) async fn lock_link(
     c: &mut PgConnection,
     kind: LinkKind,
     digest: &[u8; 32],
-    now: Timestamp,
-) -> TxResult<(OrgId, UserId)> {
-    let row: Option<(String, String)> = sqlx_core::query_as::query_as(
-        "UPDATE user_tokens SET used_at = $3
-         WHERE digest = $1 AND kind = $2 AND used_at IS NULL AND expires_at > $3
-         RETURNING org_id, user_id",
+) -> TxResult<Option<(OrgId, UserId, Timestamp, Option<Timestamp>)>> {
+    let row: Option<(String, String, i64, Option<i64>)> = sqlx_core::query_as::query_as(
+        "SELECT org_id, user_id, expires_at, used_at FROM user_tokens
+         WHERE digest = $1 AND kind = $2 FOR UPDATE",
     )
     .bind(&digest[..])
     .bind(kind.as_str())
-    .bind(now.millis())
     .fetch_optional(&mut *c)
     .await?;
-    let (org, user) = row.ok_or(StoreError::NotFound)?;
-    Ok((OrgId::from_trusted(org), UserId::from_trusted(user)))
+    Ok(row.map(|(org, user, expires_at, used_at)| {
+        (
+            OrgId::from_trusted(org),
+            UserId::from_trusted(user),
+            Timestamp::from_millis(expires_at),
+            used_at.map(Timestamp::from_millis),
+        )
+    }))
+}
+
+/// Marks a link used; the caller's transaction rolls this back if it fails
+/// later.
+pub(crate) async fn use_link(
+    c: &mut PgConnection,
+    digest: &[u8; 32],
+    now: Timestamp,
+) -> TxResult<()> {
+    query("UPDATE user_tokens SET used_at = $2 WHERE digest = $1")
+        .bind(&digest[..])
+        .bind(now.millis())
+        .execute(&mut *c)
+        .await?;
+    Ok(())
 }
 
 pub(crate) async fn insert_chain(c: &mut PgConnection, ch: &RefreshChain) -> TxResult<()> {

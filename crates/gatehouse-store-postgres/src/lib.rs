@@ -36,9 +36,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use gatehouse_domain::{
-    ApiKey, ApiKeyId, Client, ClientId, DomainError, FieldIssue, Listing, NewProduct, NewUser,
-    OrgId, Organization, Page, Product, ProductId, ProductPatch, Scope, ScopeSet, Timestamp, User,
-    UserId, UserPatch, UserStatus, product,
+    ApiKey, ApiKeyId, Client, ClientId, DomainError, Listing, NewProduct, NewUser, OrgId,
+    Organization, Page, Product, ProductId, ProductPatch, Scope, ScopeSet, Timestamp, User, UserId,
+    UserPatch, client, link, product,
     user::{self, UserChange},
     values::{Email, words},
 };
@@ -345,11 +345,7 @@ async fn insert_client_row(c: &mut PgConnection, org: &OrgId, n: &NewClient) -> 
     match r {
         Ok(_) => Ok(()),
         Err(sqlx_core::Error::Database(d)) if d.code().as_deref() == Some("23503") => {
-            Err(DomainError::Validation(vec![FieldIssue::new(
-                "owner",
-                "must name a user of the client's organization",
-            )])
-            .into())
+            Err(client::unknown_owner().into())
         }
         Err(e) => Err(e.into()),
     }
@@ -368,8 +364,17 @@ async fn get_user_tx(c: &mut PgConnection, org: &OrgId, id: &UserId) -> TxResult
 
 /// The user, locked for the rest of the transaction (`FOR UPDATE`).
 async fn lock_user(c: &mut PgConnection, org: &OrgId, id: &UserId) -> TxResult<Option<User>> {
+    user_with_lock(c, org, id, "FOR UPDATE").await
+}
+
+async fn user_with_lock(
+    c: &mut PgConnection,
+    org: &OrgId,
+    id: &UserId,
+    lock: &str,
+) -> TxResult<Option<User>> {
     let row = query(&format!(
-        "SELECT {USER_COLS} FROM users WHERE id = $1 AND org_id = $2 FOR UPDATE"
+        "SELECT {USER_COLS} FROM users WHERE id = $1 AND org_id = $2 {lock}"
     ))
     .bind(id.as_str())
     .bind(org.as_str())
@@ -378,25 +383,55 @@ async fn lock_user(c: &mut PgConnection, org: &OrgId, id: &UserId) -> TxResult<O
     Ok(row.as_ref().map(user_row).transpose()?)
 }
 
-/// D13: whether another active admin than `id` remains. Every transaction
-/// that may take away an active admin first locks the organization's row
-/// (`FOR NO KEY UPDATE`, which does not block inserts' foreign-key checks),
-/// so such transactions run one at a time per organization and each counts
-/// what the previous one committed: two concurrent demotions of the last two
-/// admins cannot both succeed.
-async fn other_active_admins(c: &mut PgConnection, org: &OrgId, id: &UserId) -> TxResult<i64> {
+/// D13: the organization's active admins besides `before`, counted when
+/// going to `after` (`None`: deleted) takes an active admin away
+/// (`user::removes_active_admin`). Every transaction that may take away an
+/// active admin first locks the organization's row (`FOR NO KEY UPDATE`,
+/// which does not block inserts' foreign-key checks), so such transactions
+/// run one at a time per organization and each counts what the previous one
+/// committed: two concurrent demotions of the last two admins cannot both
+/// succeed.
+async fn other_active_admins(
+    c: &mut PgConnection,
+    org: &OrgId,
+    before: &User,
+    after: Option<&User>,
+) -> TxResult<Option<u64>> {
+    if !user::removes_active_admin(before, after) {
+        return Ok(None);
+    }
     query("SELECT 1 FROM organizations WHERE id = $1 FOR NO KEY UPDATE")
         .bind(org.as_str())
         .execute(&mut *c)
         .await?;
-    let n = query_scalar(
+    let n: i64 = query_scalar(
         "SELECT count(*) FROM users WHERE org_id = $1 AND role = 'admin' AND status = 'active' AND id <> $2",
     )
     .bind(org.as_str())
-    .bind(id.as_str())
+    .bind(before.id.as_str())
     .fetch_one(&mut *c)
     .await?;
-    Ok(n)
+    Ok(Some(n as u64))
+}
+
+/// The organization and user of a link of `kind` that may be used at `now`
+/// (`link::usable`, D11, D19), both locked; used, expired, replaced and
+/// unknown links, and links whose user is not in the state they are for, are
+/// `NotFound`.
+async fn link_user(
+    c: &mut PgConnection,
+    kind: LinkKind,
+    digest: &[u8; 32],
+    now: Timestamp,
+) -> TxResult<(OrgId, User)> {
+    let (org, id, expires_at, used_at) = auth_state::lock_link(c, kind, digest)
+        .await?
+        .ok_or(StoreError::NotFound)?;
+    let u = lock_user(c, &org, &id).await?.ok_or(StoreError::NotFound)?;
+    if !link::usable(kind, used_at, expires_at, u.status, now) {
+        return Err(StoreError::NotFound.into());
+    }
+    Ok((org, u))
 }
 
 async fn get_product_tx(
@@ -712,11 +747,8 @@ impl Store for PgStore {
             if !change.changed {
                 return Ok(change);
             }
-            if user::removes_active_admin(&current, Some(&change.user))
-                && other_active_admins(&mut tx, org, id).await? == 0
-            {
-                return Err(DomainError::LastAdmin.into());
-            }
+            let others = other_active_admins(&mut tx, org, &current, Some(&change.user)).await?;
+            user::check_change(&current, &change.user, others)?;
             let u = &change.user;
             query(
                 "UPDATE users SET name = $1, name_fold = $2, role = $3, status = $4, updated_at = $5
@@ -753,40 +785,21 @@ impl Store for PgStore {
             let current = lock_user(&mut tx, org, id)
                 .await?
                 .ok_or(StoreError::NotFound)?;
-            if user::removes_active_admin(&current, None)
-                && other_active_admins(&mut tx, org, id).await? == 0
-            {
-                return Err(DomainError::LastAdmin.into());
-            }
-            if let Some(heir) = transfer_to {
-                // The heir stays active until we commit.
-                let status: Option<String> = if heir == id {
-                    None
-                } else {
-                    query_scalar("SELECT status FROM users WHERE id = $1 AND org_id = $2 FOR SHARE")
-                        .bind(heir.as_str())
-                        .bind(org.as_str())
-                        .fetch_optional(&mut *tx)
-                        .await?
-                };
-                if status.as_deref() != Some(UserStatus::Active.as_str()) {
-                    return Err(DomainError::Validation(vec![FieldIssue::new(
-                        "transfer_to",
-                        "must name another active user of this organization",
-                    )])
-                    .into());
-                }
-            }
+            let others = other_active_admins(&mut tx, org, &current, None).await?;
             let owned: i64 =
                 query_scalar("SELECT count(*) FROM clients WHERE org_id = $1 AND owner_id = $2")
                     .bind(org.as_str())
                     .bind(id.as_str())
                     .fetch_one(&mut *tx)
                     .await?;
-            if owned > 0 {
-                let Some(heir) = transfer_to else {
-                    return Err(DomainError::OwnedResourcesExist(owned as u64).into());
-                };
+            // The heir stays active until we commit.
+            let heir = match transfer_to {
+                Some(h) => user_with_lock(&mut tx, org, h, "FOR SHARE").await?,
+                None => None,
+            };
+            let plan =
+                user::check_delete(&current, others, owned as u64, transfer_to, heir.as_ref())?;
+            if let Some(heir) = &plan.transfer_clients_to {
                 query("UPDATE clients SET owner_id = $1 WHERE org_id = $2 AND owner_id = $3")
                     .bind(heir.as_str())
                     .bind(org.as_str())
@@ -835,13 +848,7 @@ impl Store for PgStore {
             let u = lock_user(&mut tx, org, id)
                 .await?
                 .ok_or(StoreError::NotFound)?;
-            if u.status != UserStatus::PendingInvite {
-                return Err(DomainError::InvalidStateTransition(format!(
-                    "only a pending_invite user can be invited again; this user is {}",
-                    u.status.as_str()
-                ))
-                .into());
-            }
+            user::check_reinvite(&u)?;
             auth_state::insert_link(
                 &mut tx,
                 LinkKind::Invitation,
@@ -895,15 +902,9 @@ impl Store for PgStore {
         now: Timestamp,
     ) -> StoreResult<User> {
         write_tx!(self, |tx| {
-            let (org, id) =
-                auth_state::use_link(&mut tx, LinkKind::Invitation, digest, now).await?;
-            let u = lock_user(&mut tx, &org, &id)
-                .await?
-                .ok_or(StoreError::NotFound)?;
-            if u.status != UserStatus::PendingInvite {
-                // Rolls the use of the link back too.
-                return Err(StoreError::NotFound.into());
-            }
+            let (org, u) = link_user(&mut tx, LinkKind::Invitation, digest, now).await?;
+            let id = u.id.clone();
+            auth_state::use_link(&mut tx, digest, now).await?;
             query(
                 "UPDATE users SET status = 'active', password_hash = $1, updated_at = $2
                  WHERE id = $3 AND org_id = $4",
@@ -969,13 +970,9 @@ impl Store for PgStore {
         now: Timestamp,
     ) -> StoreResult<User> {
         write_tx!(self, |tx| {
-            let (org, id) = auth_state::use_link(&mut tx, LinkKind::Reset, digest, now).await?;
-            let u = lock_user(&mut tx, &org, &id)
-                .await?
-                .ok_or(StoreError::NotFound)?;
-            if u.status != UserStatus::Active {
-                return Err(StoreError::NotFound.into());
-            }
+            let (org, u) = link_user(&mut tx, LinkKind::Reset, digest, now).await?;
+            let id = u.id;
+            auth_state::use_link(&mut tx, digest, now).await?;
             query("UPDATE users SET password_hash = $1 WHERE id = $2 AND org_id = $3")
                 .bind(password_hash)
                 .bind(id.as_str())
@@ -1588,15 +1585,11 @@ impl Store for PgStore {
 
     async fn insert_client(&self, org: &OrgId, client: &NewClient) -> StoreResult<Client> {
         write_tx!(self, |tx| {
-            if let Some(owner) = &client.owner
-                && get_user_tx(&mut tx, org, owner).await?.is_none()
-            {
-                return Err(DomainError::Validation(vec![FieldIssue::new(
-                    "owner",
-                    "must name a user of the client's organization",
-                )])
-                .into());
-            }
+            let owner = match &client.owner {
+                Some(id) => get_user_tx(&mut tx, org, id).await?,
+                None => None,
+            };
+            client::check_owner(client.owner.as_ref(), owner.as_ref())?;
             insert_client_row(&mut tx, org, client).await?;
             Ok(Client {
                 id: client.id.clone(),

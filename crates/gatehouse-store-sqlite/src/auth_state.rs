@@ -4,7 +4,7 @@
 use gatehouse_domain::{ClientId, OrgId, Timestamp, UserId};
 use gatehouse_store::{
     AuthCode, LinkKind, NewLink, OutboundEmail, RefreshChain, RefreshToken, RevocationKind,
-    StoreError, StoreResult,
+    StoreResult,
 };
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
@@ -90,22 +90,28 @@ pub(crate) fn delete_links(c: &Connection, kind: LinkKind, user: &UserId) -> Sto
     Ok(())
 }
 
-/// A usable link: (org, user id). Used, expired and unknown links are `NotFound`.
-pub(crate) fn usable_link(
+/// A link as stored: (org, user id, expires_at, used_at). Whether it may be
+/// used is `gatehouse_domain::link::usable`'s decision, not the query's.
+pub(crate) type LinkRow = (OrgId, UserId, Timestamp, Option<Timestamp>);
+
+pub(crate) fn link_row(
     c: &Connection,
     kind: LinkKind,
     digest: &[u8; 32],
-    now: Timestamp,
-) -> StoreResult<(OrgId, UserId)> {
-    c.prepare_cached("SELECT org_id, user_id FROM user_tokens WHERE digest = ?1 AND kind = ?2 AND used_at IS NULL AND expires_at > ?3")
+) -> StoreResult<Option<LinkRow>> {
+    c.prepare_cached("SELECT org_id, user_id, expires_at, used_at FROM user_tokens WHERE digest = ?1 AND kind = ?2")
         .and_then(|mut s| {
-            s.query_row(params![digest.to_vec(), kind.as_str(), now.millis()], |r| {
-                Ok((OrgId::from_trusted(r.get(0)?), UserId::from_trusted(r.get(1)?)))
+            s.query_row(params![digest.to_vec(), kind.as_str()], |r| {
+                Ok((
+                    OrgId::from_trusted(r.get(0)?),
+                    UserId::from_trusted(r.get(1)?),
+                    Timestamp::from_millis(r.get(2)?),
+                    r.get::<_, Option<i64>>(3)?.map(Timestamp::from_millis),
+                ))
             })
             .optional()
         })
-        .map_err(db_err)?
-        .ok_or(StoreError::NotFound)
+        .map_err(db_err)
 }
 
 pub(crate) fn use_link(c: &Connection, digest: &[u8; 32], now: Timestamp) -> StoreResult<()> {

@@ -21,9 +21,9 @@ use std::path::Path;
 
 use async_trait::async_trait;
 use gatehouse_domain::{
-    ApiKey, ApiKeyId, Client, ClientId, DomainError, FieldIssue, Listing, NewProduct, NewUser,
-    OrgId, Organization, Page, Plan, Product, ProductId, ProductPatch, ProductStatus, Role, Scope,
-    ScopeSet, SearchText, Timestamp, User, UserId, UserPatch, UserStatus, product,
+    ApiKey, ApiKeyId, Client, ClientId, Listing, NewProduct, NewUser, OrgId, Organization, Page,
+    Plan, Product, ProductId, ProductPatch, ProductStatus, Role, Scope, ScopeSet, SearchText,
+    Timestamp, User, UserId, UserPatch, UserStatus, client, link, product,
     user::{self, UserChange},
     values::{Email, Name, Sku},
 };
@@ -273,12 +273,28 @@ fn insert_client_row(c: &Connection, org: &OrgId, n: &NewClient) -> StoreResult<
         ])
     })
     .map_err(|e| match db_err(e) {
-        StoreError::Internal(m) if m.contains("FOREIGN KEY") => StoreError::Rule(DomainError::Validation(vec![
-            FieldIssue::new("owner", "must name a user of the client's organization"),
-        ])),
+        StoreError::Internal(m) if m.contains("FOREIGN KEY") => StoreError::Rule(client::unknown_owner()),
         other => other,
     })?;
     Ok(())
+}
+
+/// The organization and user of a link of `kind` that may be used at `now`
+/// (`link::usable`, D11, D19); used, expired, replaced and unknown links, and
+/// links whose user is not in the state they are for, are `NotFound`.
+fn link_user(
+    c: &Connection,
+    kind: LinkKind,
+    digest: &[u8; 32],
+    now: Timestamp,
+) -> StoreResult<(OrgId, User)> {
+    let (org, id, expires_at, used_at) =
+        auth_state::link_row(c, kind, digest)?.ok_or(StoreError::NotFound)?;
+    let u = get_user_tx(c, &org, &id)?.ok_or(StoreError::NotFound)?;
+    if !link::usable(kind, used_at, expires_at, u.status, now) {
+        return Err(StoreError::NotFound);
+    }
+    Ok((org, u))
 }
 
 fn get_user_tx(c: &Connection, org: &OrgId, id: &UserId) -> StoreResult<Option<User>> {
@@ -292,11 +308,16 @@ fn get_user_tx(c: &Connection, org: &OrgId, id: &UserId) -> StoreResult<Option<U
     .map_err(db_err)
 }
 
-fn other_active_admins(c: &Connection, org: &OrgId, id: &UserId) -> StoreResult<i64> {
+/// D13: the organization's active admins besides `id`, counted for
+/// `user::check_change` / `user::check_delete` when the change takes an
+/// active admin away (`user::removes_active_admin`). The single writer makes
+/// the count and the write it guards atomic.
+fn other_active_admins(c: &Connection, org: &OrgId, id: &UserId) -> StoreResult<u64> {
     c.prepare_cached(
         "SELECT count(*) FROM users WHERE org_id = ?1 AND role = 'admin' AND status = 'active' AND id <> ?2",
     )
-    .and_then(|mut s| s.query_row(params![org.as_str(), id.as_str()], |r| r.get(0)))
+    .and_then(|mut s| s.query_row(params![org.as_str(), id.as_str()], |r| r.get::<_, i64>(0)))
+    .map(|n| n as u64)
     .map_err(db_err)
 }
 
@@ -810,9 +831,10 @@ impl Store for SqliteStore {
                 if !change.changed {
                     return Ok(change);
                 }
-                if user::removes_active_admin(&current, Some(&change.user)) && other_active_admins(tx, &org, &id)? == 0 {
-                    return Err(DomainError::LastAdmin.into());
-                }
+                let others = user::removes_active_admin(&current, Some(&change.user))
+                    .then(|| other_active_admins(tx, &org, &id))
+                    .transpose()?;
+                user::check_change(&current, &change.user, others)?;
                 let u = &change.user;
                 tx.prepare_cached(
                     "UPDATE users SET name = ?1, role = ?2, status = ?3, updated_at = ?4 WHERE id = ?5 AND org_id = ?6",
@@ -843,33 +865,27 @@ impl Store for SqliteStore {
         self.pool
             .write(move |tx| {
                 let current = get_user_tx(tx, &org, &id)?.ok_or(StoreError::NotFound)?;
-                if user::removes_active_admin(&current, None)
-                    && other_active_admins(tx, &org, &id)? == 0
-                {
-                    return Err(DomainError::LastAdmin.into());
-                }
-                if let Some(heir) = &heir {
-                    let ok = heir != &id
-                        && get_user_tx(tx, &org, heir)?
-                            .is_some_and(|h| h.status == UserStatus::Active);
-                    if !ok {
-                        return Err(DomainError::Validation(vec![FieldIssue::new(
-                            "transfer_to",
-                            "must name another active user of this organization",
-                        )])
-                        .into());
-                    }
-                }
+                let others = user::removes_active_admin(&current, None)
+                    .then(|| other_active_admins(tx, &org, &id))
+                    .transpose()?;
                 let owned: i64 = tx
                     .prepare_cached(
                         "SELECT count(*) FROM clients WHERE org_id = ?1 AND owner_id = ?2",
                     )
                     .and_then(|mut s| s.query_row(params![org.as_str(), id.as_str()], |r| r.get(0)))
                     .map_err(db_err)?;
-                if owned > 0 {
-                    let Some(heir) = &heir else {
-                        return Err(DomainError::OwnedResourcesExist(owned as u64).into());
-                    };
+                let heir_row = match &heir {
+                    Some(h) => get_user_tx(tx, &org, h)?,
+                    None => None,
+                };
+                let plan = user::check_delete(
+                    &current,
+                    others,
+                    owned as u64,
+                    heir.as_ref(),
+                    heir_row.as_ref(),
+                )?;
+                if let Some(heir) = &plan.transfer_clients_to {
                     tx.prepare_cached(
                         "UPDATE clients SET owner_id = ?1 WHERE org_id = ?2 AND owner_id = ?3",
                     )
@@ -1013,15 +1029,11 @@ impl Store for SqliteStore {
         let (org, client) = (org.clone(), client.clone());
         self.pool
             .write(move |tx| {
-                if let Some(owner) = &client.owner
-                    && get_user_tx(tx, &org, owner)?.is_none()
-                {
-                    return Err(DomainError::Validation(vec![FieldIssue::new(
-                        "owner",
-                        "must name a user of the client's organization",
-                    )])
-                    .into());
-                }
+                let owner = match &client.owner {
+                    Some(id) => get_user_tx(tx, &org, id)?,
+                    None => None,
+                };
+                client::check_owner(client.owner.as_ref(), owner.as_ref())?;
                 insert_client_row(tx, &org, &client)?;
                 Ok(Client {
                     id: client.id,
@@ -1168,13 +1180,7 @@ impl Store for SqliteStore {
         self.pool
             .write(move |tx| {
                 let u = get_user_tx(tx, &org, &id)?.ok_or(StoreError::NotFound)?;
-                if u.status != UserStatus::PendingInvite {
-                    return Err(DomainError::InvalidStateTransition(format!(
-                        "only a pending_invite user can be invited again; this user is {}",
-                        u.status.as_str()
-                    ))
-                    .into());
-                }
+                user::check_reinvite(&u)?;
                 auth_state::insert_link(
                     tx,
                     LinkKind::Invitation,
@@ -1192,26 +1198,22 @@ impl Store for SqliteStore {
         kind: LinkKind,
         digest: &[u8; 32],
     ) -> StoreResult<Option<LinkRecord>> {
-        let kind_str = kind.as_str();
         self.pool
             .read(|c| {
-                let row = c
-                    .prepare_cached("SELECT org_id, user_id, expires_at, used_at FROM user_tokens WHERE digest = ?1 AND kind = ?2")
-                    .and_then(|mut s| {
-                        s.query_row(params![digest.to_vec(), kind_str], |r| {
-                            Ok((
-                                OrgId::from_trusted(r.get(0)?),
-                                UserId::from_trusted(r.get(1)?),
-                                Timestamp::from_millis(r.get(2)?),
-                                r.get::<_, Option<i64>>(3)?.map(Timestamp::from_millis),
-                            ))
-                        })
-                        .optional()
-                    })
-                    .map_err(db_err)?;
-                let Some((org, user, expires_at, used_at)) = row else { return Ok(None) };
-                let Some(user) = get_user_tx(c, &org, &user)? else { return Ok(None) };
-                Ok(Some(LinkRecord { kind, org, user, expires_at, used_at }))
+                let row = auth_state::link_row(c, kind, digest)?;
+                let Some((org, user, expires_at, used_at)) = row else {
+                    return Ok(None);
+                };
+                let Some(user) = get_user_tx(c, &org, &user)? else {
+                    return Ok(None);
+                };
+                Ok(Some(LinkRecord {
+                    kind,
+                    org,
+                    user,
+                    expires_at,
+                    used_at,
+                }))
             })
             .await
     }
@@ -1225,11 +1227,8 @@ impl Store for SqliteStore {
         let (digest, hash) = (*digest, password_hash.to_owned());
         self.pool
             .write(move |tx| {
-                let (org, id) = auth_state::usable_link(tx, LinkKind::Invitation, &digest, now)?;
-                let u = get_user_tx(tx, &org, &id)?.ok_or(StoreError::NotFound)?;
-                if u.status != UserStatus::PendingInvite {
-                    return Err(StoreError::NotFound);
-                }
+                let (org, u) = link_user(tx, LinkKind::Invitation, &digest, now)?;
+                let id = u.id.clone();
                 tx.prepare_cached("UPDATE users SET status = 'active', password_hash = ?1, updated_at = ?2 WHERE id = ?3 AND org_id = ?4")
                     .and_then(|mut s| s.execute(params![hash, now.millis().max(u.updated_at.millis()), id.as_str(), org.as_str()]))
                     .map_err(db_err)?;
@@ -1285,11 +1284,8 @@ impl Store for SqliteStore {
         let (digest, hash) = (*digest, password_hash.to_owned());
         self.pool
             .write(move |tx| {
-                let (org, id) = auth_state::usable_link(tx, LinkKind::Reset, &digest, now)?;
-                let u = get_user_tx(tx, &org, &id)?.ok_or(StoreError::NotFound)?;
-                if u.status != UserStatus::Active {
-                    return Err(StoreError::NotFound);
-                }
+                let (org, u) = link_user(tx, LinkKind::Reset, &digest, now)?;
+                let id = u.id;
                 tx.prepare_cached(
                     "UPDATE users SET password_hash = ?1 WHERE id = ?2 AND org_id = ?3",
                 )

@@ -19,6 +19,7 @@ macro_rules! store_conformance_tests {
             organizations, bootstrap_runs_once, users_roundtrip_and_isolation,
             duplicate_email_is_per_org_and_case_insensitive, user_list_order_filters_and_paging,
             user_search_is_substring_and_literal, user_update_rules, last_admin_rule,
+            concurrent_demotions_keep_an_admin, concurrent_link_uses_succeed_once,
             delete_with_owned_clients, products_roundtrip_and_rules, product_search_by_word_prefix, control_characters_in_q_match_nothing,
             clients_and_admin_approval, api_keys, signing_keys,
             invitations_and_outbox, password_resets, reset_password_returns_the_user_as_updated, revocations_follow_user_changes,
@@ -544,6 +545,79 @@ pub async fn last_admin_rule(s: &dyn Store) {
         .await
         .unwrap();
     s.delete_user(&o, &a2.id, None).await.unwrap();
+}
+
+/// D13: the last-admin rule and the write it guards are one transaction, so
+/// two concurrent changes that each take away one of the last two active
+/// admins (demotion, deactivation, deletion) cannot both succeed.
+pub async fn concurrent_demotions_keep_an_admin(s: &dyn Store) {
+    let demote = UserPatch {
+        role: Some(Role::Viewer),
+        ..Default::default()
+    };
+    let off = UserPatch {
+        status: Some(UserStatus::Inactive),
+        ..Default::default()
+    };
+    for round in 0..6 {
+        let o = new_org(s).await;
+        let a1 = s
+            .insert_user(
+                &o,
+                &user("a1@example.com", Role::Admin, UserStatus::Active, 1),
+            )
+            .await
+            .unwrap();
+        let a2 = s
+            .insert_user(
+                &o,
+                &user("a2@example.com", Role::Admin, UserStatus::Active, 2),
+            )
+            .await
+            .unwrap();
+        let now = Timestamp::now();
+        let outcomes: Vec<Result<(), StoreError>> = match round % 3 {
+            0 => {
+                let (x, y) = tokio::join!(
+                    s.update_user(&o, &a1.id, &demote, now),
+                    s.update_user(&o, &a2.id, &demote, now)
+                );
+                vec![x.map(drop), y.map(drop)]
+            }
+            1 => {
+                let (x, y) = tokio::join!(
+                    s.update_user(&o, &a1.id, &off, now),
+                    s.update_user(&o, &a2.id, &demote, now)
+                );
+                vec![x.map(drop), y.map(drop)]
+            }
+            _ => {
+                let (x, y) = tokio::join!(
+                    s.delete_user(&o, &a1.id, None),
+                    s.update_user(&o, &a2.id, &off, now)
+                );
+                vec![x, y.map(drop)]
+            }
+        };
+        let refused = outcomes
+            .iter()
+            .filter(|r| matches!(r, Err(StoreError::Rule(DomainError::LastAdmin))))
+            .count();
+        assert_eq!(
+            (outcomes.iter().filter(|r| r.is_ok()).count(), refused),
+            (1, 1),
+            "round {round}: {outcomes:?}"
+        );
+        let left = s
+            .list_users(&o, &UserFilter::default(), Page::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter(|u| u.role == Role::Admin && u.status == UserStatus::Active)
+            .count();
+        assert_eq!(left, 1, "round {round}");
+    }
 }
 
 pub async fn delete_with_owned_clients(s: &dyn Store) {
@@ -1200,6 +1274,61 @@ pub async fn invitations_and_outbox(s: &dyn Store) {
         s.get_user(&o, &late.id).await.unwrap().unwrap().status,
         UserStatus::PendingInvite
     );
+}
+
+/// D11, D19: whether a link may be used is decided in the transaction that
+/// uses it, so of two concurrent uses of one link exactly one succeeds.
+pub async fn concurrent_link_uses_succeed_once(s: &dyn Store) {
+    let o = new_org(s).await;
+    let now = Timestamp::now();
+    for round in 0..4u8 {
+        let email = format!("race{round}@example.com");
+        s.insert_user_with_link(
+            &o,
+            &user(
+                &email,
+                Role::Viewer,
+                UserStatus::PendingInvite,
+                i64::from(round),
+            ),
+            Some(&link(100 + round, now.plus_seconds(600), &email)),
+        )
+        .await
+        .unwrap();
+        let digest = [100 + round; 32];
+        let (x, y) = tokio::join!(
+            s.accept_invitation(&digest, "$argon2id$x", now),
+            s.accept_invitation(&digest, "$argon2id$y", now)
+        );
+        let ok = [&x, &y].iter().filter(|r| r.is_ok()).count();
+        let gone = [&x, &y]
+            .iter()
+            .filter(|r| matches!(r, Err(StoreError::NotFound)))
+            .count();
+        assert_eq!((ok, gone), (1, 1), "invitation round {round}: {x:?} {y:?}");
+        // The now active user resets their password: the reset link too is
+        // used once.
+        assert!(
+            s.request_password_reset(
+                &o,
+                &Email::parse(&email).unwrap(),
+                &link(150 + round, now.plus_seconds(600), &email)
+            )
+            .await
+            .unwrap()
+        );
+        let digest = [150 + round; 32];
+        let (x, y) = tokio::join!(
+            s.reset_password(&digest, "$argon2id$p", now),
+            s.reset_password(&digest, "$argon2id$q", now)
+        );
+        let ok = [&x, &y].iter().filter(|r| r.is_ok()).count();
+        let gone = [&x, &y]
+            .iter()
+            .filter(|r| matches!(r, Err(StoreError::NotFound)))
+            .count();
+        assert_eq!((ok, gone), (1, 1), "reset round {round}: {x:?} {y:?}");
+    }
 }
 
 pub async fn password_resets(s: &dyn Store) {

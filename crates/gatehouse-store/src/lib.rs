@@ -184,7 +184,7 @@ pub trait Store: Send + Sync + 'static {
         page: Page,
     ) -> StoreResult<Listing<User>>;
     /// Applies a patch atomically with the D11 and D13 rules (the domain's
-    /// `apply_patch`, then the last-admin check, in one transaction). When the
+    /// `user::apply_patch`, then `user::check_change`, in one transaction). When the
     /// change revokes tokens (deactivation, demotion) it also writes a `User`
     /// revocation with cut-off `now` and ends the user's sessions, codes and
     /// refresh chains; cancelling an invitation kills its link.
@@ -195,10 +195,11 @@ pub trait Store: Send + Sync + 'static {
         patch: &UserPatch,
         now: Timestamp,
     ) -> StoreResult<UserChange>;
-    /// Deletes a user (D13): `LastAdmin`, `OwnedResourcesExist` unless
-    /// `transfer_to` names another active user of the organization (checked
-    /// by the caller for shape; `NotFound`-like problems with the target come
-    /// back as `Rule(Validation)`), ownership moved in the same transaction.
+    /// Deletes a user as `user::check_delete` decides (D13): `LastAdmin`,
+    /// `OwnedResourcesExist` unless `transfer_to` names another active user
+    /// of the organization (checked by the caller for shape; `NotFound`-like
+    /// problems with the target come back as `Rule(Validation)`), ownership
+    /// moved in the same transaction.
     async fn delete_user_at(
         &self,
         org: &OrgId,
@@ -224,7 +225,8 @@ pub trait Store: Send + Sync + 'static {
         email: &Email,
     ) -> StoreResult<Option<(User, Option<String>)>>;
     /// D19: a new invitation link for a `pending_invite` user, replacing the
-    /// previous one (`InvalidStateTransition` otherwise).
+    /// previous one (`user::check_reinvite`: `InvalidStateTransition`
+    /// otherwise).
     async fn reissue_invitation(&self, org: &OrgId, id: &UserId, link: &NewLink)
     -> StoreResult<()>;
 

@@ -63,21 +63,8 @@ pub struct OutboxMessage {
     pub created_at: Timestamp,
 }
 
-/// The kinds of single-use links sent by e-mail.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LinkKind {
-    Invitation,
-    Reset,
-}
-
-impl LinkKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            LinkKind::Invitation => "invitation",
-            LinkKind::Reset => "reset",
-        }
-    }
-}
+/// Defined with its rule in the domain (`gatehouse_domain::link`).
+pub use gatehouse_domain::link::LinkKind;
 
 /// A new single-use link with the e-mail that carries it, written together.
 #[derive(Clone, Debug)]
