@@ -14,6 +14,7 @@
 //! it without changing a caller.
 
 pub mod conformance;
+pub mod migrated;
 pub mod records;
 
 pub use records::*;

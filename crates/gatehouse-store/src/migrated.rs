@@ -1,0 +1,330 @@
+//! Checks shared by both backends' migrate-forward tests (issue 12, item 8):
+//! a database written by the last release (commit c73c7d0) and opened by
+//! today's store still holds every row, readable through the [`Store`] API,
+//! its e-mail keys follow D8 (revised), and new writes work. Each backend's
+//! `tests/migrate_forward.rs` loads its own fixture (the ids differ) and
+//! describes it with a [`Fixture`].
+
+use gatehouse_domain::{
+    ApiKeyId, ClientId, Email, Name, NewUser, OrgId, Page, ProductId, ProductStatus, Role, Scope,
+    Timestamp, UserId, UserStatus,
+};
+
+use crate::{NewLink, OutboundEmail, ProductFilter, Store, StoreError, UserFilter};
+
+/// A user of a fixture: (organization, id, e-mail, role, status, has a password).
+pub type FixtureUser = (
+    &'static str,
+    &'static str,
+    &'static str,
+    Role,
+    UserStatus,
+    bool,
+);
+/// A product of a fixture: (organization, id, sku, price, stock, status).
+pub type FixtureProduct = (
+    &'static str,
+    &'static str,
+    &'static str,
+    i64,
+    i64,
+    ProductStatus,
+);
+
+/// What a fixture holds (`tests/fixtures/README.md` of each backend).
+pub struct Fixture {
+    pub org_a: &'static str,
+    pub org_b: &'static str,
+    pub boot_id: &'static str,
+    pub conf_id: &'static str,
+    pub pub_id: &'static str,
+    pub key_id: &'static str,
+    pub signing_kid: &'static str,
+    /// SHA-256 of the bootstrap client's, the confidential client's and the
+    /// API key's secrets as the old release showed them.
+    pub boot_digest: [u8; 32],
+    pub conf_digest: [u8; 32],
+    pub key_digest: [u8; 32],
+    pub users: &'static [FixtureUser],
+    pub products: &'static [FixtureProduct],
+}
+
+fn org(s: &str) -> OrgId {
+    OrgId::parse(s).unwrap()
+}
+
+/// `added`: users each organization gained since the fixture was opened.
+pub async fn check_contents(store: &dyn Store, f: &Fixture, added: u64) {
+    // Organizations.
+    let a = store.get_org(&org(f.org_a)).await.unwrap().unwrap();
+    assert_eq!(a.name, "Default");
+    let b = store.get_org(&org(f.org_b)).await.unwrap().unwrap();
+    assert_eq!(b.name, "Beta Corp");
+    assert_eq!(b.plan, gatehouse_domain::Plan::Pro);
+
+    // Users: each by id, and the lists with their totals (the count tables
+    // the lists read must have survived too).
+    for (o, id, email, role, status, has_password) in f.users.iter().copied() {
+        let u = store
+            .get_user(&org(o), &UserId::parse(id).unwrap())
+            .await
+            .unwrap()
+            .unwrap_or_else(|| panic!("user {id} is missing"));
+        assert_eq!(u.email.as_str(), email, "{id}");
+        assert_eq!(u.role, role, "{id}");
+        assert_eq!(u.status, status, "{id}");
+        assert_eq!(u.has_password, has_password, "{id}");
+    }
+    for o in [f.org_a, f.org_b] {
+        let want: Vec<&str> = f.users.iter().filter(|u| u.0 == o).map(|u| u.1).collect();
+        let list = store
+            .list_users(&org(o), &UserFilter::default(), Page::default())
+            .await
+            .unwrap();
+        assert_eq!(list.total, want.len() as u64 + added, "users of {o}");
+        let got: Vec<&str> = list.items.iter().map(|u| u.id.as_str()).collect();
+        for id in &want {
+            assert!(got.contains(id), "{id} not listed in {o}");
+        }
+        for (role, status) in f.users.iter().filter(|u| u.0 == o).map(|u| (u.3, u.4)) {
+            let filter = UserFilter {
+                role: Some(role),
+                status: Some(status),
+                q: None,
+            };
+            let n = store
+                .list_users(&org(o), &filter, Page::default())
+                .await
+                .unwrap()
+                .total;
+            assert!(n >= 1, "{o}: no {role:?}/{status:?} user counted");
+        }
+    }
+    let q = UserFilter {
+        q: Some(
+            gatehouse_domain::SearchText::parse("josé")
+                .unwrap()
+                .unwrap(),
+        ),
+        ..UserFilter::default()
+    };
+    let found = store
+        .list_users(&org(f.org_a), &q, Page::default())
+        .await
+        .unwrap();
+    assert_eq!(found.total, 1, "the search index survived");
+    assert_eq!(found.items[0].id.as_str(), f.users[1].1);
+
+    // Products, with their statuses, through lists, counts and search.
+    for (o, id, sku, price, stock, status) in f.products.iter().copied() {
+        let p = store
+            .get_product(&org(o), &ProductId::parse(id).unwrap())
+            .await
+            .unwrap()
+            .unwrap_or_else(|| panic!("product {id} is missing"));
+        assert_eq!(p.sku.as_str(), sku);
+        assert_eq!((p.price, p.stock, p.status), (price, stock, status), "{id}");
+        let filter = ProductFilter {
+            status: Some(status),
+            q: Some(gatehouse_domain::SearchText::parse(sku).unwrap().unwrap()),
+        };
+        let l = store
+            .list_products(&org(o), &filter, Page::default())
+            .await
+            .unwrap();
+        assert!(
+            l.items.iter().any(|x| x.id.as_str() == id),
+            "{id} not found by sku and status"
+        );
+    }
+    for o in [f.org_a, f.org_b] {
+        let want = f.products.iter().filter(|p| p.0 == o).count() as u64;
+        let l = store
+            .list_products(&org(o), &ProductFilter::default(), Page::default())
+            .await
+            .unwrap();
+        assert_eq!(l.total, want, "products of {o}");
+    }
+
+    // Client applications: the bootstrap client, a confidential one with
+    // redirect URIs, a public one; old secrets still match their hashes.
+    let boot = store
+        .find_client(&ClientId::parse(f.boot_id).unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(boot.org.as_str(), f.org_a);
+    assert!(boot.admin_approved);
+    assert_eq!(boot.secret_hash, Some(f.boot_digest));
+    let conf = store
+        .find_client(&ClientId::parse(f.conf_id).unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(conf.org.as_str(), f.org_b);
+    assert_eq!(conf.name, "Beta Backend");
+    assert_eq!(conf.secret_hash, Some(f.conf_digest));
+    assert_eq!(
+        conf.redirect_uris,
+        [
+            "https://beta.example.com/callback",
+            "https://beta.example.com/cb2"
+        ]
+    );
+    assert!(conf.scopes.contains(Scope::UsersWrite) && !conf.scopes.contains(Scope::Admin));
+    let public = store
+        .find_client(&ClientId::parse(f.pub_id).unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(public.org.as_str(), f.org_a);
+    assert_eq!(public.secret_hash, None);
+    assert_eq!(
+        public.redirect_uris,
+        ["http://127.0.0.1/callback", "http://[::1]/callback"]
+    );
+
+    // The API key, by id and by the digest of its secret.
+    let key = store
+        .find_api_key(&ApiKeyId::parse(f.key_id).unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(key.org.as_str(), f.org_a);
+    assert_eq!(key.name, "Alpha CI");
+    assert_eq!(key.revoked_at, None);
+    assert!(key.scopes.contains(Scope::UsersRead) && key.scopes.contains(Scope::ProductsRead));
+    let by_digest = store
+        .find_api_key_by_digest(&f.key_digest)
+        .await
+        .unwrap()
+        .expect("the old API key's secret still finds it");
+    assert_eq!(by_digest.id.as_str(), f.key_id);
+
+    // The signing key made at the first start.
+    let keys = store.signing_keys().await.unwrap();
+    assert_eq!(keys.len(), 1);
+    assert_eq!(keys[0].kid, f.signing_kid);
+    assert_eq!(keys[0].public_key.len(), 65, "uncompressed P-256 point");
+    assert!(!keys[0].private_key_encrypted.is_empty());
+}
+
+pub async fn check_email_keys(store: &dyn Store, f: &Fixture) {
+    let a = org(f.org_a);
+    // D8 (revised): other forms of the stored addresses find the same users …
+    for (form, id) in [
+        ("JOSÉ@example.com", f.users[1].1),
+        ("jose\u{301}@example.com", f.users[1].1),
+        ("straße@example.com", f.users[2].1),
+        ("strasse@EXAMPLE.com", f.users[2].1),
+    ] {
+        let (u, hash) = store
+            .find_user_by_email(&a, &Email::parse_for_lookup(form).unwrap())
+            .await
+            .unwrap()
+            .unwrap_or_else(|| panic!("{form} finds nobody"));
+        assert_eq!(u.id.as_str(), id, "{form}");
+        assert!(hash.is_some(), "{form}: the old password hash is kept");
+    }
+    // The rows whose old key was not D8 (revised)'s are found by any form.
+    for (form, id) in [
+        ("STRASSE@example.com", f.users[7].1),
+        ("strasse@example.com", f.users[7].1),
+        ("ana@bücher.example", f.users[8].1),
+        ("ANA@xn--bcher-kva.example", f.users[8].1),
+    ] {
+        let (u, hash) = store
+            .find_user_by_email(&org(f.org_b), &Email::parse_for_lookup(form).unwrap())
+            .await
+            .unwrap()
+            .unwrap_or_else(|| panic!("{form} finds nobody"));
+        assert_eq!(u.id.as_str(), id, "{form}");
+        assert!(hash.is_some(), "{form}: the old password hash is kept");
+    }
+    for form in ["strasse@example.com", "ANA@bücher.example"] {
+        let r = store.insert_user(&org(f.org_b), &new_user(form)).await;
+        assert!(
+            matches!(r, Err(StoreError::Duplicate("email"))),
+            "{form}: {r:?}"
+        );
+    }
+    // … and a new user with one of them is a duplicate.
+    for form in ["JOSÉ@example.com", "straße@example.com"] {
+        let r = store.insert_user(&a, &new_user(form)).await;
+        assert!(
+            matches!(r, Err(StoreError::Duplicate("email"))),
+            "{form}: {r:?}"
+        );
+    }
+    // Another organization is another namespace.
+    store
+        .insert_user(&org(f.org_b), &new_user("JOSÉ@example.com"))
+        .await
+        .unwrap();
+}
+
+fn new_user(email: &str) -> NewUser {
+    NewUser {
+        id: UserId::generate(),
+        email: Email::parse(email).unwrap(),
+        name: Name::parse("New Person").unwrap(),
+        role: Role::Viewer,
+        status: UserStatus::PendingInvite,
+        password_hash: None,
+        created_at: Timestamp::now(),
+    }
+}
+
+pub async fn check_new_writes(store: &dyn Store, f: &Fixture) {
+    let a = org(f.org_a);
+    let before = store
+        .list_users(&a, &UserFilter::default(), Page::default())
+        .await
+        .unwrap()
+        .total;
+    let u = store
+        .insert_user(&a, &new_user("frank.new@example.com"))
+        .await
+        .unwrap();
+    let after = store
+        .list_users(&a, &UserFilter::default(), Page::default())
+        .await
+        .unwrap()
+        .total;
+    assert_eq!(after, before + 1);
+    assert_eq!(
+        store
+            .get_user(&a, &u.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .email
+            .as_str(),
+        "frank.new@example.com"
+    );
+
+    // A password reset for an old user (migration 7's table), by another
+    // form of the address, queues one e-mail and its link works.
+    let backlog = store.outbox_backlog().await.unwrap();
+    let now = Timestamp::now();
+    let link = NewLink {
+        digest: [42; 32],
+        expires_at: now.plus_seconds(3600),
+        email: OutboundEmail {
+            to: "STRASSE@example.com".into(),
+            subject: "Reset".into(),
+            body: "reset link".into(),
+        },
+    };
+    let sent = store
+        .request_password_reset(&a, &Email::parse("straße@example.com").unwrap(), &link)
+        .await
+        .unwrap();
+    assert!(sent);
+    assert_eq!(store.outbox_backlog().await.unwrap(), backlog + 1);
+    let user = store
+        .reset_password(&[42; 32], "$argon2id$after-migration", now)
+        .await
+        .unwrap();
+    assert_eq!(user.id.as_str(), f.users[2].1);
+}
