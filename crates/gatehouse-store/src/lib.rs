@@ -1,6 +1,7 @@
 //! `gatehouse-store` owns the storage contract of Gatehouse: the [`Store`]
 //! trait every backend implements, the [`StoreError`] they return, and the
-//! conformance suite ([`conformance`]) both backends must pass.
+//! conformance suite both backends must pass (module `conformance`, with the
+//! `testing` feature, which only test builds enable).
 //!
 //! Tenant isolation is part of the types: every method that touches tenant
 //! data takes the [`OrgId`] of the caller, and a record of another
@@ -13,7 +14,9 @@
 //! nothing here may name SQLite or PostgreSQL, so either backend can implement
 //! it without changing a caller.
 
+#[cfg(feature = "testing")]
 pub mod conformance;
+#[cfg(feature = "testing")]
 pub mod migrated;
 pub mod records;
 
