@@ -578,6 +578,13 @@ const API_ERRORS: &[(u16, &str)] = &[
     (503, "Temporarily unavailable; see Retry-After"),
 ];
 
+/// Error answers of every operation, given before routing (D45).
+const TRANSPORT_ERRORS: &[(u16, &str)] = &[
+    (400, "Malformed request line or header fields"),
+    (414, "Request target (path and query) over 8 KiB"),
+    (431, "More than 100 header fields, or over 64 KiB of them"),
+];
+
 fn content(schema: &str, media: &str) -> Value {
     if schema.is_empty() {
         return Value::Null;
@@ -637,6 +644,14 @@ fn operation(op: &Op, public_url: &str) -> Value {
         None => {
             o.insert("security".into(), json!([]));
         }
+    }
+    // D45: any request, to any operation, can be refused before it is
+    // routed: a malformed head, an over-long target, too many or too large
+    // header fields. Those answers carry the API envelope everywhere.
+    for (status, desc) in TRANSPORT_ERRORS {
+        responses
+            .entry(status.to_string())
+            .or_insert_with(|| json!({"description": desc, "content": content("Error", JSON)}));
     }
     o.insert("responses".into(), Value::Object(responses));
     Value::Object(o)
