@@ -23,8 +23,9 @@ if ! command -v wrk >/dev/null; then
   apt-get install -y -qq wrk >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq wrk; }
 fi
 WORK=$(mktemp -d)
-PID=
-cleanup() { [ -n "$PID" ] && kill "$PID" 2>/dev/null; wait 2>/dev/null || true; rm -rf "$WORK"; }
+# `measure` runs in a subshell ($(…)): the server's pid goes to a file, so
+# cleanup finds it even when a round fails half-way.
+cleanup() { [ -s "$WORK/pid" ] && kill "$(cat "$WORK/pid")" 2>/dev/null; wait 2>/dev/null || true; rm -rf "$WORK"; }
 trap cleanup EXIT
 cat > "$WORK/token.lua" <<'LUA'
 wrk.method = "POST"
@@ -40,7 +41,8 @@ measure() { # binary -> "read token"
   local bin=$1 dir="$WORK/d$RANDOM"
   GATEHOUSE_LOG=warn "$bin" --data-dir "$dir" serve --behind-proxy --http-addr 127.0.0.1:$PORT \
     --admin-addr 127.0.0.1:0 --public-url https://localhost >"$dir.out" 2>"$dir.err" &
-  PID=$!
+  local pid=$!
+  echo "$pid" >"$WORK/pid"
   for _ in $(seq 1 100); do curl -s -o /dev/null "http://127.0.0.1:$PORT/healthz" && break; sleep 0.1; done
   # An enterprise organization whose plan does not limit the load (D28).
   local org client cid cs token user
@@ -54,7 +56,7 @@ measure() { # binary -> "read token"
   local read tok
   read=$(rps -H "Authorization: Bearer $token" "http://127.0.0.1:$PORT/v1/users/$user")
   tok=$(BASIC="Basic $(printf '%s:%s' "$cid" "$cs" | base64 -w0)" rps -s "$WORK/token.lua" "http://127.0.0.1:$PORT")
-  kill "$PID"; wait "$PID" 2>/dev/null || true; PID=
+  kill "$pid"; wait "$pid" 2>/dev/null || true; : >"$WORK/pid"
   echo "$read $tok"
 }
 

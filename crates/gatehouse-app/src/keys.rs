@@ -11,9 +11,12 @@ impl App {
     pub async fn rotate_signing_key(
         &self,
         master: &MasterKey,
-        publish_delay_secs: i64,
+        publish_delay_secs: u64,
     ) -> AppResult<SigningKeyRecord> {
-        KeyRing::rotate(self.store(), master, publish_delay_secs)
+        // D23: a key is published first and signs later; a year is as long
+        // as any verifier needs to see it first.
+        let delay = publish_delay_secs.min(365 * 86_400) as i64;
+        KeyRing::rotate(self.store(), master, delay)
             .await
             .map_err(|e| match e {
                 KeyError::Store(e) => AppError::store(e, "signing key"),

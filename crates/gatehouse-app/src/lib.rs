@@ -29,6 +29,8 @@ use gatehouse_auth::AuthService;
 use gatehouse_domain::OrgId;
 use gatehouse_store::Store;
 
+use crate::error::OrApp;
+
 pub use error::{AppError, AppResult};
 /// The list filters of interface.md §4.3/§4.4, as the handlers build them.
 pub use gatehouse_store::{ProductFilter, UserFilter};
@@ -91,10 +93,7 @@ impl App {
 
     /// `/readyz` (D42): storage answers.
     pub async fn ready(&self) -> AppResult<()> {
-        self.store()
-            .ping()
-            .await
-            .map_err(|e| AppError::store(e, "storage"))
+        self.store().ping().await.or_app("storage")
     }
 
     /// The organization's name for e-mails, or a neutral phrase.
@@ -103,7 +102,7 @@ impl App {
             .store()
             .get_org(org)
             .await
-            .map_err(|e| AppError::store(e, "organization"))?
+            .or_app("organization")?
             .map(|o| o.name)
             .unwrap_or_else(|| "your organization".into()))
     }

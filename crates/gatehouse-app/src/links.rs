@@ -1,6 +1,7 @@
 //! Links sent by e-mail: accepting an invitation (D11) and resetting a
 //! forgotten password (D19).
 
+use std::net::IpAddr;
 use std::time::Duration;
 
 use gatehouse_auth::{AuthService, password};
@@ -58,19 +59,36 @@ impl App {
         Ok(user)
     }
 
-    /// D19 (revised): returns at once; the look-up runs on its own task
+    /// D19 (revised): a password reset asked for from `source` for
+    /// `asked` (the client whose page was used, and the address typed; `None`
+    /// when either is malformed). At most 20 requests per source address an
+    /// hour, whatever they ask about: past that, `Err(retry_after)` in
+    /// seconds. Otherwise returns at once; the look-up runs on its own task
     /// (after `delay`, tests only), so the answer's timing cannot tell
-    /// whether the address has an account. A reset e-mail is queued when
-    /// `email` is an active account of the client's organization and the
+    /// whether the address has an account. A reset e-mail is queued when the
+    /// address is an active account of the client's organization and the
     /// per-account limits allow one. Needs a Tokio runtime.
-    pub fn request_password_reset(&self, client_id: ClientId, email: Email, delay: Duration) {
-        let app = self.clone();
-        tokio::spawn(async move {
-            if !delay.is_zero() {
-                tokio::time::sleep(delay).await;
-            }
-            app.queue_reset(&client_id, &email).await;
-        });
+    pub fn request_password_reset(
+        &self,
+        source: IpAddr,
+        asked: Option<(ClientId, Email)>,
+        delay: Duration,
+    ) -> Result<(), u64> {
+        // The per-address count lives with the other throttles, in the
+        // serving process's auth service (an operator `App` serves no page).
+        if let Some(auth) = self.auth() {
+            auth.admit_reset_request(source)?;
+        }
+        if let Some((client_id, email)) = asked {
+            let app = self.clone();
+            tokio::spawn(async move {
+                if !delay.is_zero() {
+                    tokio::time::sleep(delay).await;
+                }
+                app.queue_reset(&client_id, &email).await;
+            });
+        }
+        Ok(())
     }
 
     async fn queue_reset(&self, client_id: &ClientId, email: &Email) {

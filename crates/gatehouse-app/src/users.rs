@@ -74,9 +74,7 @@ impl App {
     ) -> AppResult<User> {
         password::check_policy(&password, email.as_str())
             .map_err(|e| AppError::invalid("password", e))?;
-        let hash = tokio::task::spawn_blocking(move || password::hash_blocking(&password))
-            .await
-            .map_err(|e| AppError::Internal(format!("hashing the password: {e}")))?;
+        let hash = password::hash(password).await;
         let new = NewUser {
             id: UserId::generate(),
             email,

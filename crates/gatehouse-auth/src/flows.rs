@@ -339,7 +339,7 @@ impl AuthService {
     async fn revoke_chain_now(&self, chain: &str) -> Result<(), OAuthError> {
         metrics::counter!("gatehouse_revocations_total", "kind" => "chain").increment(1);
         let now = Timestamp::now();
-        let until = now.plus_seconds(ACCESS_TOKEN_TTL_SECS + 60);
+        let until = crate::access_revocation_expiry(now);
         self.store.revoke_chain(chain, now, until).await?;
         self.revocations.apply(&[gatehouse_store::Revocation {
             id: 0,
@@ -516,7 +516,7 @@ impl AuthService {
                 let until = now.plus_seconds(self.config.refresh_grace_secs.max(0));
                 // D24: the previous access token of the chain dies with the
                 // refresh, in the rotation's own transaction.
-                let access_expiry = now.plus_seconds(ACCESS_TOKEN_TTL_SECS + 60);
+                let access_expiry = crate::access_revocation_expiry(now);
                 match self
                     .store
                     .rotate_refresh_token(&d, &client.id, now, &sealed, until, &next, access_expiry)

@@ -249,7 +249,7 @@ impl AuthService {
             kind: gatehouse_store::RevocationKind::User,
             subject: user.to_string(),
             cutoff: now.unix_seconds(),
-            expires_at: now.plus_seconds(ACCESS_TOKEN_TTL_SECS + 60),
+            expires_at: crate::access_revocation_expiry(now),
         }]);
     }
 

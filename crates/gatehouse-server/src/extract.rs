@@ -347,7 +347,7 @@ pub fn parse_json_object(bytes: &[u8]) -> Result<Map<String, Value>, ApiError> {
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let parsed = serde::de::DeserializeSeed::deserialize(
         strict_json::Seed {
-            path: String::new(),
+            path: strict_json::Path::Root,
             duplicates: &mut duplicates,
         },
         &mut de,
@@ -373,24 +373,46 @@ pub fn parse_json_object(bytes: &[u8]) -> Result<Map<String, Value>, ApiError> {
 }
 
 /// A `serde_json::Value` reader that notes every key repeated within one
-/// object (serde_json keeps the last copy silently).
+/// object (serde_json keeps the last copy silently). A key's path is
+/// written out only for a duplicate: reading a body allocates nothing more
+/// than building the `Value` does.
 mod strict_json {
     use serde::de::{DeserializeSeed, MapAccess, SeqAccess, Visitor};
     use serde_json::{Map, Number, Value};
 
-    pub(super) struct Seed<'a> {
-        pub(super) path: String,
-        pub(super) duplicates: &'a mut Vec<String>,
+    /// Where a value sits, as a chain of borrowed steps back to the root.
+    #[derive(Clone, Copy)]
+    pub(super) enum Path<'p> {
+        Root,
+        Key(&'p Path<'p>, &'p str),
+        Index(&'p Path<'p>, usize),
     }
 
-    impl<'de> DeserializeSeed<'de> for Seed<'_> {
+    impl Path<'_> {
+        /// `a.b[2].c`
+        fn render(&self) -> String {
+            match self {
+                Path::Root => String::new(),
+                Path::Key(Path::Root, k) => (*k).to_owned(),
+                Path::Key(parent, k) => format!("{}.{k}", parent.render()),
+                Path::Index(parent, i) => format!("{}[{i}]", parent.render()),
+            }
+        }
+    }
+
+    pub(super) struct Seed<'p, 'd> {
+        pub(super) path: Path<'p>,
+        pub(super) duplicates: &'d mut Vec<String>,
+    }
+
+    impl<'de> DeserializeSeed<'de> for Seed<'_, '_> {
         type Value = Value;
         fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
             d.deserialize_any(self)
         }
     }
 
-    impl<'de> Visitor<'de> for Seed<'_> {
+    impl<'de> Visitor<'de> for Seed<'_, '_> {
         type Value = Value;
 
         fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -423,9 +445,8 @@ mod strict_json {
         fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
             let mut out = Vec::new();
             loop {
-                let path = format!("{}[{}]", self.path, out.len());
                 let seed = Seed {
-                    path,
+                    path: Path::Index(&self.path, out.len()),
                     duplicates: &mut *self.duplicates,
                 };
                 match seq.next_element_seed(seed)? {
@@ -437,19 +458,17 @@ mod strict_json {
         fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
             let mut out = Map::new();
             while let Some(key) = map.next_key::<String>()? {
-                let path = if self.path.is_empty() {
-                    key.clone()
-                } else {
-                    format!("{}.{key}", self.path)
-                };
-                let seed = Seed {
-                    path: path.clone(),
+                let value = map.next_value_seed(Seed {
+                    path: Path::Key(&self.path, &key),
                     duplicates: &mut *self.duplicates,
-                };
-                let value = map.next_value_seed(seed)?;
-                if out.insert(key, value).is_some() && !self.duplicates.contains(&path) {
-                    self.duplicates.push(path);
+                })?;
+                if out.contains_key(&key) {
+                    let path = Path::Key(&self.path, &key).render();
+                    if !self.duplicates.contains(&path) {
+                        self.duplicates.push(path);
+                    }
                 }
+                out.insert(key, value);
             }
             Ok(Value::Object(out))
         }

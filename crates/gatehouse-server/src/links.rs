@@ -184,10 +184,17 @@ async fn forgot_submit(
             "The form expired. Go back and try again.",
         );
     }
-    // D19 (revised): at most 20 requests per source address per hour, the
-    // same answer whatever the address asked about.
     let source = pages::client_ip(&headers, peer, &st.config.trusted_proxies);
-    if let Err(wait) = st.auth.admit_reset_request(source) {
+    // The address must name an account the mail path can reach; anything
+    // else is looked up as nobody (the answer is the same either way).
+    let asked = form
+        .get("client_id")
+        .and_then(|c| ClientId::parse(c))
+        .zip(form.get("email").and_then(|e| Email::parse(e).ok()));
+    if let Err(wait) = st
+        .app
+        .request_password_reset(source, asked, st.config.forgot_lookup_delay)
+    {
         let mut res = pages::message(
             &st,
             StatusCode::TOO_MANY_REQUESTS,
@@ -201,14 +208,6 @@ async fn forgot_submit(
             res.headers_mut().insert(header::RETRY_AFTER, v);
         }
         return res;
-    }
-    // D19 (revised): the answer goes out before anything is looked up, so
-    // its timing cannot tell whether the address has an account.
-    let client_id = form.get("client_id").and_then(|c| ClientId::parse(c));
-    let email = form.get("email").and_then(|e| Email::parse(e).ok());
-    if let (Some(client_id), Some(email)) = (client_id, email) {
-        st.app
-            .request_password_reset(client_id, email, st.config.forgot_lookup_delay);
     }
     st.templates.page("forgot.html", context! { sent => true })
 }

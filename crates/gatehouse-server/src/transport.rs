@@ -261,8 +261,8 @@ const NONE: u64 = u64::MAX;
 struct ConnState {
     accepted_at: Instant,
     in_flight: AtomicUsize,
-    requests: AtomicU64,
-    /// Milliseconds after `accepted_at`.
+    /// Milliseconds after `accepted_at` when the last request ended, or
+    /// [`NONE`] before the first one has.
     idle_since: AtomicU64,
     /// Milliseconds after `accepted_at`, or [`NONE`].
     first_byte: AtomicU64,
@@ -276,8 +276,7 @@ impl ConnState {
         Self {
             accepted_at,
             in_flight: AtomicUsize::new(0),
-            requests: AtomicU64::new(0),
-            idle_since: AtomicU64::new(0),
+            idle_since: AtomicU64::new(NONE),
             first_byte: AtomicU64::new(NONE),
             unflushed: AtomicBool::new(false),
             h2: AtomicBool::new(false),
@@ -290,8 +289,6 @@ impl ConnState {
 
     fn begin(self: &Arc<Self>) -> RequestGuard {
         self.in_flight.fetch_add(1, Ordering::AcqRel);
-        self.requests.fetch_add(1, Ordering::AcqRel);
-        self.first_byte.store(NONE, Ordering::Release);
         RequestGuard(self.clone())
     }
 
@@ -325,7 +322,10 @@ impl ConnState {
             return None;
         }
         let at = |ms: u64, plus: Duration| self.accepted_at + Duration::from_millis(ms) + plus;
-        if self.requests.load(Ordering::Acquire) == 0 {
+        let idle_since = self.idle_since.load(Ordering::Acquire);
+        if idle_since == NONE {
+            // No request has ended yet, so none has begun: the first head's
+            // clock runs from the accept.
             return Some(at(0, config.head_timeout));
         }
         let first = self.first_byte.load(Ordering::Acquire);
@@ -334,10 +334,7 @@ impl ConnState {
         if first != NONE && !self.is_h2() {
             return Some(at(first, config.head_timeout));
         }
-        Some(at(
-            self.idle_since.load(Ordering::Acquire),
-            config.idle_timeout,
-        ))
+        Some(at(idle_since, config.idle_timeout))
     }
 }
 
@@ -384,10 +381,10 @@ impl HttpBody for Guarded {
 enum Rest {
     /// Read to its end (or there was none).
     Consumed,
-    /// Never touched: with `Expect: 100-continue` the client waits for our
-    /// word before sending it, so the answer goes out and the connection
-    /// closes.
-    Unread(Incoming),
+    /// Never touched, and dropped unread: with `Expect: 100-continue` the
+    /// client waits for our word before sending it, so the answer goes out
+    /// and the connection closes.
+    Unread,
     /// More is coming than will be used: answered with `Connection: close`,
     /// then discarded for a while (D45's lingering close).
     Linger(Incoming),
@@ -415,18 +412,11 @@ async fn handle(
         Ok(res) => res,
         Err(never) => match never {},
     };
-    let leftover = match rest {
-        Rest::Consumed => None,
-        Rest::Unread(incoming) => {
-            drop(incoming);
-            Some(())
-        }
-        Rest::Linger(incoming) => {
-            tokio::spawn(linger(incoming));
-            Some(())
-        }
-    };
-    if leftover.is_some() && version < Version::HTTP_2 {
+    let body_left = !matches!(rest, Rest::Consumed);
+    if let Rest::Linger(incoming) = rest {
+        tokio::spawn(linger(incoming));
+    }
+    if body_left && version < Version::HTTP_2 {
         res.headers_mut()
             .insert(header::CONNECTION, HeaderValue::from_static("close"));
     }
@@ -453,56 +443,34 @@ async fn read_body(headers: &HeaderMap, mut incoming: Incoming, within: Duration
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.trim().eq_ignore_ascii_case("100-continue"));
         let rest = if expects_continue {
-            Rest::Unread(incoming)
+            Rest::Unread
         } else {
             Rest::Linger(incoming)
         };
         return (problem(BodyProblem::TooLarge), rest);
     }
     // The frames as they came: a body in one frame (the usual case) is
-    // handed on without a copy.
+    // handed on without a copy. `Ok(false)`: more than MAX_BODY.
     let mut chunks: Vec<Bytes> = Vec::new();
     let mut total = 0usize;
-    let mut take = |frame: Frame<Bytes>, chunks: &mut Vec<Bytes>| {
-        if let Ok(data) = frame.into_data() {
-            total += data.len();
-            chunks.push(data);
-        }
-        total <= MAX_BODY
-    };
-    // A body that has already arrived (the usual small one) is taken without
-    // arming a timer; only a body still on its way is waited for.
-    let mut ready = None;
-    while ready.is_none() {
-        match futures_util::FutureExt::now_or_never(incoming.frame()) {
-            None => break,
-            Some(None) => ready = Some(Ok(true)),
-            Some(Some(Err(e))) => ready = Some(Err(e)),
-            Some(Some(Ok(frame))) => {
-                if !take(frame, &mut chunks) {
-                    ready = Some(Ok(false));
+    let reading = async {
+        while let Some(frame) = incoming.frame().await {
+            if let Ok(data) = frame?.into_data() {
+                total += data.len();
+                chunks.push(data);
+                if total > MAX_BODY {
+                    return Ok(false);
                 }
             }
         }
-    }
-    let read = match ready {
-        Some(r) => Ok(r),
-        None => {
-            tokio::time::timeout(within, async {
-                loop {
-                    match incoming.frame().await {
-                        None => return Ok(true),
-                        Some(Err(e)) => return Err(e),
-                        Some(Ok(frame)) => {
-                            if !take(frame, &mut chunks) {
-                                return Ok(false);
-                            }
-                        }
-                    }
-                }
-            })
-            .await
-        }
+        Ok::<_, hyper::Error>(true)
+    };
+    let mut reading = pin!(reading);
+    // A body that has already arrived (the usual small one) is taken without
+    // arming a timer; only a body still on its way is waited for.
+    let read = match futures_util::FutureExt::now_or_never(reading.as_mut()) {
+        Some(done) => Ok(done),
+        None => tokio::time::timeout(within, reading).await,
     };
     match read {
         Ok(Ok(true)) => {

@@ -280,7 +280,13 @@ pub(crate) async fn purge(c: &mut PgConnection, now: Timestamp, batch: u32) -> T
             "sent_at IS NOT NULL AND sent_at < $1",
             hour_ago,
         ),
-        ("reset_requests", "id", "requested_at < $1", hour_ago),
+        // D19 (revised): reset e-mails count against an account this long.
+        (
+            "reset_requests",
+            "id",
+            "requested_at < $1",
+            now - gatehouse_domain::user::RESET_EMAIL_WINDOW_SECS * 1000,
+        ),
     ];
     let mut total = 0u64;
     for (table, key, cond, before) in statements {

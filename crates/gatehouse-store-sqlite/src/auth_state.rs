@@ -248,22 +248,26 @@ pub(crate) fn revoke_chain(
 pub(crate) fn purge(c: &Connection, now: Timestamp, batch: u32) -> StoreResult<u64> {
     let now = now.millis();
     let hour_ago = now - 3_600_000;
+    // D19 (revised): reset e-mails count against an account for this long.
+    let resets_before = now - gatehouse_domain::user::RESET_EMAIL_WINDOW_SECS * 1000;
+    // (table, condition on ?1, the value of ?1)
     let statements = [
-        ("auth_codes", "expires_at < ?1"),
-        ("refresh_tokens", "expires_at < ?1"),
+        ("auth_codes", "expires_at < ?1", now),
+        ("refresh_tokens", "expires_at < ?1", now),
         (
             "refresh_chains",
             "ends_at < ?1 OR (revoked_at IS NOT NULL AND revoked_at < ?1 - 2592000000)",
+            now,
         ),
-        ("user_tokens", "expires_at < ?1"),
-        ("sessions", "expires_at < ?1"),
-        ("revocations", "expires_at < ?1"),
-        ("login_failures", "at < ?2"),
-        ("outbox", "sent_at IS NOT NULL AND sent_at < ?2"),
-        ("reset_requests", "requested_at < ?2"),
+        ("user_tokens", "expires_at < ?1", now),
+        ("sessions", "expires_at < ?1", now),
+        ("revocations", "expires_at < ?1", now),
+        ("login_failures", "at < ?1", hour_ago),
+        ("outbox", "sent_at IS NOT NULL AND sent_at < ?1", hour_ago),
+        ("reset_requests", "requested_at < ?1", resets_before),
     ];
     let mut total = 0u64;
-    for (table, cond) in statements {
+    for (table, cond, before) in statements {
         let key = if matches!(
             table,
             "auth_codes" | "refresh_tokens" | "user_tokens" | "sessions"
@@ -275,12 +279,9 @@ pub(crate) fn purge(c: &Connection, now: Timestamp, batch: u32) -> StoreResult<u
         let sql = format!(
             "DELETE FROM {table} WHERE {key} IN (SELECT {key} FROM {table} WHERE {cond} LIMIT {batch})"
         );
-        let mut stmt = c.prepare_cached(&sql).map_err(db_err)?;
-        let n = if cond.contains("?2") {
-            stmt.execute(params![now, hour_ago])
-        } else {
-            stmt.execute(params![now])
-        };
+        let n = c
+            .prepare_cached(&sql)
+            .and_then(|mut stmt| stmt.execute(params![before]));
         total += n.map_err(db_err)? as u64;
     }
     Ok(total)

@@ -288,8 +288,10 @@ pub async fn keys(
 ) -> anyhow::Result<Output> {
     match cmd {
         crate::config::KeysCommand::Rotate { publish_delay } => {
-            let delay = publish_delay.min(365 * 86400) as i64;
-            let rec = app.rotate_signing_key(master, delay).await.map_err(msg)?;
+            let rec = app
+                .rotate_signing_key(master, publish_delay)
+                .await
+                .map_err(msg)?;
             Ok(Output(
                 json!({ "ok": true, "kid": rec.kid, "published_at": rec.created_at, "signs_from": rec.activates_at }),
             ))

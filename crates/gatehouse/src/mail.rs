@@ -105,7 +105,11 @@ async fn deliver(transport: &Transport, m: &OutboxMessage, from: &str) -> Result
         }
         Transport::Smtp(smtp) => match smtp.send(msg).await {
             Ok(_) => Ok(()),
-            Err(e) if e.is_permanent() => Err(Failure::Permanent(e.to_string())),
+            // A 5xx, or a message this client refuses to send as it is (a
+            // non-ASCII local part to a relay without SMTPUTF8, D8 revised):
+            // retrying cannot help, and a message must not sit in the outbox
+            // for ever.
+            Err(e) if e.is_permanent() || e.is_client() => Err(Failure::Permanent(e.to_string())),
             Err(e) => Err(Failure::Retry(e.to_string())),
         },
     }
@@ -147,11 +151,12 @@ pub async fn worker(
                 }
                 Err(Failure::Permanent(e)) => {
                     // Parked, not retried and not deleted: the row keeps the
-                    // error for the operator; the log line and the counter
-                    // say it happened (D8 revised makes this unreachable for
-                    // addresses the API accepted).
+                    // error (and the address) for the operator; the log line
+                    // names only the row, the counter says it happened. D8
+                    // (revised) keeps addresses the API accepted out of
+                    // here; a relay's 5xx or missing SMTPUTF8 still lands here.
                     metrics::counter!("gatehouse_outbox_undeliverable_total").increment(1);
-                    tracing::error!(id = m.id, to = %m.email.to, error = %e, "outbox: undeliverable; parked, not retried");
+                    tracing::error!(id = m.id, error = %e, "outbox: undeliverable; parked, not retried");
                     store
                         .outbox_failed(m.id, &e, Timestamp::from_millis(i64::MAX / 2))
                         .await

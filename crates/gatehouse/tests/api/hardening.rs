@@ -13,7 +13,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 
-use crate::common::{PUBLIC_URL, TestServer, details, expect_error};
+use crate::common::{FormPairs, PUBLIC_URL, TestServer, details, expect_error};
 
 const SHORT: Duration = Duration::from_secs(1);
 
@@ -177,7 +177,7 @@ async fn d45_a_connection_that_never_completes_its_head_is_closed_without_an_ans
         );
         assert!(seen.is_empty(), "{what}: closed without a response");
     }
-    // A byte a second does not keep a head alive either.
+    // A byte every 300 ms does not keep a head alive either.
     let mut drip = tls(&s).await;
     let started = Instant::now();
     let mut closed = false;
@@ -460,56 +460,39 @@ async fn d45_curl_shows_early_error_bodies_over_http2_and_http1() {
     std::fs::write(&big, vec![b' '; 10 * 1024 * 1024]).unwrap();
     let mid = dir.path().join("mid.json");
     std::fs::write(&mid, vec![b' '; 70 * 1024]).unwrap();
-    let auth = format!("Authorization: Bearer {token}");
-    let at = |p: &std::path::Path| format!("@{}", p.display());
+    // curl arguments of a POST of `file` with `content_type`, with the
+    // token or without.
+    let post = |with_token: bool, content_type: &str, file: &std::path::Path| {
+        let mut a = Vec::new();
+        if with_token {
+            a.extend(["-H".to_owned(), format!("Authorization: Bearer {token}")]);
+        }
+        a.extend([
+            "-H".to_owned(),
+            format!("Content-Type: {content_type}"),
+            "--data-binary".to_owned(),
+            format!("@{}", file.display()),
+        ]);
+        a
+    };
+    let json = "application/json";
     let cases: Vec<(&str, Vec<String>, &str, &str)> = vec![
-        (
-            "401",
-            vec![
-                "-H".into(),
-                "Content-Type: application/json".into(),
-                "--data-binary".into(),
-                at(&small),
-            ],
-            "401",
-            "INVALID_TOKEN",
-        ),
+        ("401", post(false, json, &small), "401", "INVALID_TOKEN"),
         (
             "415",
-            vec![
-                "-H".into(),
-                auth.clone(),
-                "-H".into(),
-                "Content-Type: text/plain".into(),
-                "--data-binary".into(),
-                at(&small),
-            ],
+            post(true, "text/plain", &small),
             "415",
             "UNSUPPORTED_MEDIA_TYPE",
         ),
         (
             "413 (70 KiB)",
-            vec![
-                "-H".into(),
-                auth.clone(),
-                "-H".into(),
-                "Content-Type: application/json".into(),
-                "--data-binary".into(),
-                at(&mid),
-            ],
+            post(true, json, &mid),
             "413",
             "PAYLOAD_TOO_LARGE",
         ),
         (
             "413 (10 MiB)",
-            vec![
-                "-H".into(),
-                auth.clone(),
-                "-H".into(),
-                "Content-Type: application/json".into(),
-                "--data-binary".into(),
-                at(&big),
-            ],
+            post(true, json, &big),
             "413",
             "PAYLOAD_TOO_LARGE",
         ),
@@ -625,37 +608,50 @@ async fn d45_two_authorization_headers_are_refused() {
         )
     };
     let good = basic(&s.creds.client_id, &s.creds.client_secret);
-    let res = s
-        .request(Method::POST, "/oauth/token")
-        .header("authorization", &good)
-        .header("authorization", &good)
-        .form(&[("grant_type", "client_credentials")])
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), StatusCode::BAD_REQUEST);
-    let body: Value = res.json().await.unwrap();
-    assert_eq!(body["error"], "invalid_request", "{body}");
-    // Basic together with a form client_secret.
+    let secret = s.creds.client_secret.as_str();
+    // (endpoint, Authorization headers, form): each ambiguous, each refused
+    // at /oauth/token and /oauth/revoke alike.
+    let twice = [good.as_str(), good.as_str()];
+    let once = [good.as_str()];
+    let cases: [(&str, &[&str], FormPairs<'_>); 4] = [
+        (
+            "/oauth/token",
+            &twice,
+            vec![("grant_type", "client_credentials")],
+        ),
+        (
+            "/oauth/token",
+            &once,
+            vec![
+                ("grant_type", "client_credentials"),
+                ("client_secret", secret),
+            ],
+        ),
+        ("/oauth/revoke", &twice, vec![("token", "x")]),
+        (
+            "/oauth/revoke",
+            &once,
+            vec![("token", "x"), ("client_secret", secret)],
+        ),
+    ];
+    for (path, authorizations, form) in cases {
+        let mut rb = s.request(Method::POST, path).form(&form);
+        for a in authorizations {
+            rb = rb.header("authorization", *a);
+        }
+        let res = rb.send().await.unwrap();
+        assert_eq!(res.status(), StatusCode::BAD_REQUEST, "{path} {form:?}");
+        let body: Value = res.json().await.unwrap();
+        assert_eq!(body["error"], "invalid_request", "{path}: {body}");
+    }
+    // A form parameter given twice is refused there too (RFC 6749 §3.2).
     let res = s
         .request(Method::POST, "/oauth/token")
         .header("authorization", &good)
         .form(&[
             ("grant_type", "client_credentials"),
-            ("client_secret", s.creds.client_secret.as_str()),
+            ("grant_type", "client_credentials"),
         ])
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), StatusCode::BAD_REQUEST);
-    let body: Value = res.json().await.unwrap();
-    assert_eq!(body["error"], "invalid_request", "{body}");
-    // The same at /oauth/revoke.
-    let res = s
-        .request(Method::POST, "/oauth/revoke")
-        .header("authorization", &good)
-        .header("authorization", &good)
-        .form(&[("token", "x")])
         .send()
         .await
         .unwrap();
@@ -712,5 +708,20 @@ async fn d45_a_json_key_given_twice_is_refused() {
     assert_eq!(
         details(&body),
         vec![("name".to_owned(), "duplicate key".to_owned())]
+    );
+    // A key repeated inside a nested object is named by its path (and
+    // refused before the unknown field is).
+    let res = s
+        .request(Method::PATCH, &format!("/v1/users/{id}"))
+        .bearer_auth(&token)
+        .header("content-type", "application/json")
+        .body(r#"{"name":"A","x":{"y":[{"a":1,"a":2}]}}"#)
+        .send()
+        .await
+        .unwrap();
+    let body = expect_error(res, StatusCode::BAD_REQUEST, "VALIDATION_ERROR").await;
+    assert_eq!(
+        details(&body),
+        vec![("x.y[0].a".to_owned(), "duplicate key".to_owned())]
     );
 }
