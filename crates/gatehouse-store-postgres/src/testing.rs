@@ -16,11 +16,14 @@
 //!   `postgres` user if there is one, else as `nobody`; the directory is
 //!   handed to that user.
 //! * The server is a direct child of the test process (not daemonized by
-//!   `pg_ctl`, which would cut that tie) with a parent-death signal: SIGQUIT,
-//!   PostgreSQL's immediate shutdown, reaches it whenever the test process
-//!   ends, even killed. At a normal exit an `atexit` handler also stops it,
-//!   waits for it and removes the directory. No postgres process outlives
-//!   `cargo test`.
+//!   `pg_ctl`, which would cut that tie), started through util-linux's
+//!   `setpriv --pdeathsig QUIT`, which sets the parent-death signal and
+//!   execs `postgres` in place (same pid): SIGQUIT, PostgreSQL's immediate
+//!   shutdown, reaches it whenever the test process ends, normally or
+//!   killed. No postgres process outlives `cargo test`. The directory of a
+//!   cluster whose test process and server are both gone is removed by the
+//!   next cluster's start (`remove_stale_dirs`), so at most the last run's
+//!   directory is left in the temporary directory.
 //! * Without binaries: if `GATEHOUSE_REQUIRE_POSTGRES=1`, tests fail with a
 //!   clear message; otherwise [`fresh_store`] prints "skipped: PostgreSQL
 //!   binaries not found" to stderr and returns `None`, and the test returns.
@@ -28,14 +31,10 @@
 //!   (`pg_ctl stop -m fast`) and start again on the same port and data
 //!   directory, for failure drills (`crates/gatehouse/tests/drills.rs`).
 
-// The one place of the workspace allowed `unsafe` (test support behind the
-// `testing` feature, never in a release build): signals to the server, the
-// parent-death signal set between fork and exec, and an `atexit` hook, so a
-// test process that exits without running destructors still stops its
-// cluster. Each block says why it is sound.
-#![allow(unsafe_code)]
+// No `unsafe` here either (the workspace forbids it): signals go through
+// rustix's safe wrappers, the parent-death signal is set by `setpriv` rather
+// than in a `pre_exec` hook, and user look-ups ask `id`.
 
-use std::ffi::CString;
 use std::fs::{self, File};
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::os::unix::process::CommandExt;
@@ -43,6 +42,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, mpsc};
+
+use rustix::process::{Pid, Signal};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use sqlx_core::connection::Connection;
@@ -281,19 +282,17 @@ impl StoppableCluster {
         let Some(pid) = self.pid.take() else {
             return;
         };
-        // SAFETY: kill(2) of our own child; signal 0 only checks that it
-        // exists (the thread waiting for it reaps it at once).
-        unsafe {
-            libc::kill(pid as libc::pid_t, libc::SIGINT);
-            let deadline = Instant::now() + Duration::from_secs(30);
-            while libc::kill(pid as libc::pid_t, 0) == 0 {
-                assert!(
-                    Instant::now() < deadline,
-                    "postgres did not stop within 30 s:\n{}",
-                    log_tail(&self.log_path)
-                );
-                std::thread::sleep(Duration::from_millis(10));
-            }
+        // Our own child: signal 0 only checks that it exists (the thread
+        // waiting for it reaps it at once).
+        signal(pid, Signal::INT);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while exists(pid) {
+            assert!(
+                Instant::now() < deadline,
+                "postgres did not stop within 30 s:\n{}",
+                log_tail(&self.log_path)
+            );
+            std::thread::sleep(Duration::from_millis(10));
         }
     }
 
@@ -315,18 +314,14 @@ impl StoppableCluster {
 impl Drop for StoppableCluster {
     fn drop(&mut self) {
         if let Some(pid) = self.pid.take() {
-            let pid = pid as libc::pid_t;
-            // SAFETY: as in `stop_at_exit`.
-            unsafe {
-                libc::kill(pid, libc::SIGQUIT);
-                let deadline = Instant::now() + Duration::from_secs(10);
-                while libc::kill(pid, 0) == 0 && Instant::now() < deadline {
-                    std::thread::sleep(Duration::from_millis(10));
-                }
-                if libc::kill(pid, 0) == 0 {
-                    libc::kill(pid, libc::SIGKILL);
-                    std::thread::sleep(Duration::from_millis(100));
-                }
+            signal(pid, Signal::QUIT);
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while exists(pid) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            if exists(pid) {
+                signal(pid, Signal::KILL);
+                std::thread::sleep(Duration::from_millis(100));
             }
         }
         let _ = fs::remove_dir_all(&self.dir);
@@ -386,28 +381,13 @@ fn find_bin_dir() -> Option<PathBuf> {
 
 /// The user to run PostgreSQL as: `None` (ourselves) unless we are root.
 fn unprivileged_user() -> Result<Option<(u32, u32)>, String> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
+    if !rustix::process::geteuid().is_root() {
         return Ok(None);
     }
     for name in ["postgres", "nobody"] {
-        let cname = CString::new(name).expect("no NUL in a user name");
-        // SAFETY: getpwnam_r writes into `pwd` and `buf`, both ours and
-        // alive for the call; `result` points to `pwd` or is null.
-        let found = unsafe {
-            let mut pwd: libc::passwd = std::mem::zeroed();
-            let mut buf = vec![0 as libc::c_char; 4096];
-            let mut result: *mut libc::passwd = std::ptr::null_mut();
-            let rc = libc::getpwnam_r(
-                cname.as_ptr(),
-                &mut pwd,
-                buf.as_mut_ptr(),
-                buf.len(),
-                &mut result,
-            );
-            (rc == 0 && !result.is_null()).then_some((pwd.pw_uid, pwd.pw_gid))
-        };
-        if let Some((uid, gid)) = found.filter(|(uid, _)| *uid != 0) {
+        if let (Some(uid), Some(gid)) = (id_of(name, "-u"), id_of(name, "-g"))
+            && uid != 0
+        {
             return Ok(Some((uid, gid)));
         }
     }
@@ -418,6 +398,44 @@ fn unprivileged_user() -> Result<Option<(u32, u32)>, String> {
     )
 }
 
+/// `id -u NAME` / `id -g NAME`: the system's own look-up (NSS included).
+fn id_of(name: &str, which: &str) -> Option<u32> {
+    let out = Command::new("id")
+        .args([which, name])
+        .stderr(Stdio::null())
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    String::from_utf8(out.stdout).ok()?.trim().parse().ok()
+}
+
+/// Sends `sig` to `pid`; a process that is gone already is no error here.
+fn signal(pid: u32, sig: Signal) {
+    if let Some(pid) = i32::try_from(pid).ok().and_then(Pid::from_raw) {
+        let _ = rustix::process::kill_process(pid, sig);
+    }
+}
+
+/// Whether `pid` exists (signal 0), a zombie not yet reaped included.
+fn exists(pid: u32) -> bool {
+    i32::try_from(pid)
+        .ok()
+        .and_then(Pid::from_raw)
+        .is_some_and(|p| rustix::process::test_kill_process(p).is_ok())
+}
+
+/// Whether `pid` is a running process: not gone and not a zombie (PID 1 of
+/// a container may leave an orphan unreaped for a long time).
+fn running(pid: u32) -> bool {
+    fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        // `pid (comm) state …`: the state follows the last `)`.
+        stat.rsplit_once(')')
+            .is_some_and(|(_, rest)| !rest.trim_start().starts_with(['Z', 'X']))
+    })
+}
+
 fn as_user(cmd: &mut Command, user: Option<(u32, u32)>) {
     if let Some((uid, gid)) = user {
         // std drops the supplementary groups too when root changes uid.
@@ -425,11 +443,24 @@ fn as_user(cmd: &mut Command, user: Option<(u32, u32)>) {
     }
 }
 
-/// Removes temporary clusters of earlier runs that were killed before their
-/// exit handler ran (their server is gone: no postmaster.pid left).
+/// The file in a cluster directory naming the test process that owns it.
+const OWNER_FILE: &str = "owner.pid";
+
+/// Removes the directories of earlier clusters whose test process and
+/// server are both gone (their server died with the test process by the
+/// parent-death signal; nothing else removes the directory).
 fn remove_stale_dirs(base: &Path) {
     let Ok(entries) = fs::read_dir(base) else {
         return;
+    };
+    let pid_in = |path: PathBuf| -> Option<u32> {
+        fs::read_to_string(path)
+            .ok()?
+            .lines()
+            .next()?
+            .trim()
+            .parse()
+            .ok()
     };
     for e in entries.flatten() {
         let path = e.path();
@@ -437,13 +468,20 @@ fn remove_stale_dirs(base: &Path) {
             .file_name()
             .to_str()
             .is_some_and(|n| n.starts_with(DIR_PREFIX));
+        if !is_ours {
+            continue;
+        }
+        // No owner file: a directory being set up right now (or one of an
+        // older harness); leave it unless it is an hour old.
         let old = e
             .metadata()
             .and_then(|m| m.modified())
             .ok()
             .and_then(|t| t.elapsed().ok())
             .is_some_and(|age| age > Duration::from_secs(3600));
-        if is_ours && old && !path.join("data/postmaster.pid").exists() {
+        let owner_gone = pid_in(path.join(OWNER_FILE)).map_or(old, |pid| !running(pid));
+        let server_gone = pid_in(path.join("data/postmaster.pid")).is_none_or(|pid| !running(pid));
+        if owner_gone && server_gone {
             let _ = fs::remove_dir_all(&path);
         }
     }
@@ -499,6 +537,8 @@ fn init_cluster(bin: &Path) -> Result<ClusterDir, String> {
         std::os::unix::fs::chown(&dir, Some(uid), Some(gid))
             .map_err(|e| cleanup(format!("handing {} to uid {uid}: {e}", dir.display())))?;
     }
+    fs::write(dir.join(OWNER_FILE), format!("{}\n", std::process::id()))
+        .map_err(|e| cleanup(format!("writing {}: {e}", dir.display())))?;
     let data = dir.join("data");
     let log_path = dir.join("postgres.log");
     let log = File::create(&log_path)
@@ -573,7 +613,6 @@ fn start_cluster(bin: &Path) -> Result<TempCluster, String> {
         let port = free_port().map_err(&cleanup)?;
         match spawn_postgres(bin, &dir, &data, port, user, &log, &log_path) {
             Ok(pid) => {
-                register_shutdown(pid, dir.clone());
                 let admin = Url::parse(&format!(
                     "postgres://postgres@127.0.0.1:{port}/postgres?sslmode=disable"
                 ))
@@ -616,8 +655,12 @@ fn spawn_postgres(
             .map(Stdio::from)
             .map_err(|e| (false, format!("log file: {e}")))
     };
-    let mut cmd = Command::new(bin.join("postgres"));
-    cmd.arg("-D")
+    // setpriv sets the parent-death signal after `as_user` changed the uid
+    // (a uid change would clear it) and execs postgres in its place.
+    let mut cmd = Command::new("setpriv");
+    cmd.args(["--pdeathsig", "QUIT"])
+        .arg(bin.join("postgres"))
+        .arg("-D")
         .arg(data)
         .arg("-p")
         .arg(port.to_string())
@@ -640,24 +683,6 @@ fn spawn_postgres(
         .stdout(stdio()?)
         .stderr(stdio()?);
     as_user(&mut cmd, user);
-    // SAFETY: the closure runs in the child between fork and exec and only
-    // makes a system call (async-signal-safe). It runs after std changed
-    // the uid, which would otherwise clear the setting.
-    unsafe {
-        cmd.pre_exec(|| {
-            if libc::prctl(
-                libc::PR_SET_PDEATHSIG,
-                libc::SIGQUIT as libc::c_ulong,
-                0,
-                0,
-                0,
-            ) != 0
-            {
-                return Err(io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
     let exited = Arc::new(AtomicBool::new(false));
     let (tx, rx) = mpsc::channel();
     {
@@ -700,43 +725,9 @@ fn spawn_postgres(
             return Err((port_taken, format!("postgres exited:\n{log_now}")));
         }
         if Instant::now() > deadline {
-            // SAFETY: plain kill(2) of our own child.
-            unsafe { libc::kill(pid as libc::pid_t, libc::SIGQUIT) };
+            signal(pid, Signal::QUIT);
             return Err((false, format!("postgres not ready after 60 s:\n{log_now}")));
         }
         std::thread::sleep(Duration::from_millis(25));
     }
-}
-
-/// What the exit handler stops and removes.
-static RUNNING: OnceLock<(u32, PathBuf)> = OnceLock::new();
-
-fn register_shutdown(pid: u32, dir: PathBuf) {
-    if RUNNING.set((pid, dir)).is_ok() {
-        // SAFETY: registers a plain `extern "C" fn()`.
-        unsafe { libc::atexit(stop_at_exit) };
-    }
-}
-
-/// At process exit: immediate shutdown of the server (it also stops its
-/// backends), wait until it is gone, remove the directory.
-extern "C" fn stop_at_exit() {
-    let Some((pid, dir)) = RUNNING.get() else {
-        return;
-    };
-    let pid = *pid as libc::pid_t;
-    // SAFETY: kill(2) of our own child; signal 0 only checks it exists (a
-    // zombie counts until the thread waiting for it reaps it).
-    unsafe {
-        libc::kill(pid, libc::SIGQUIT);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while libc::kill(pid, 0) == 0 && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        if libc::kill(pid, 0) == 0 {
-            libc::kill(pid, libc::SIGKILL);
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-    let _ = fs::remove_dir_all(dir);
 }
