@@ -1,0 +1,439 @@
+//! Request and response bodies of the `/v1` and `/v2` operations
+//! (interface.md §2, D11–D17). Timestamps are RFC 3339 strings with
+//! millisecond precision (D4).
+
+use serde::{Deserialize, Serialize};
+
+macro_rules! wire_enum {
+    ($(#[$m:meta])* $name:ident { $($variant:ident => $s:literal,)* }) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        #[non_exhaustive]
+        pub enum $name {
+            $(
+                #[doc = concat!("`", $s, "`")]
+                #[serde(rename = $s)]
+                $variant,
+            )*
+        }
+
+        impl $name {
+            /// The value as it appears on the wire.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$variant => $s,)*
+                }
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+wire_enum!(
+    /// A user's role (D10).
+    Role {
+        Admin => "admin",
+        Editor => "editor",
+        Viewer => "viewer",
+    }
+);
+
+wire_enum!(
+    /// A user's status (D11).
+    UserStatus {
+        Active => "active",
+        Inactive => "inactive",
+        PendingInvite => "pending_invite",
+    }
+);
+
+wire_enum!(
+    /// A product's status.
+    ProductStatus {
+        Available => "available",
+        OutOfStock => "out_of_stock",
+        Discontinued => "discontinued",
+    }
+);
+
+/// A user of the organization (interface.md §2.1); also the profile record
+/// of `GET /v1/me` (D15).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct User {
+    /// `usr_…`
+    pub id: String,
+    /// The e-mail address, unique in the organization.
+    pub email: String,
+    /// The display name.
+    pub name: String,
+    /// The role.
+    pub role: Role,
+    /// The status.
+    pub status: UserStatus,
+    /// Creation time.
+    pub created_at: String,
+    /// Time of the last change.
+    pub updated_at: String,
+}
+
+/// A product of the catalog (interface.md §2.2).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Product {
+    /// `prod_…`
+    pub id: String,
+    /// The product name.
+    pub name: String,
+    /// The stock-keeping unit, unique in the catalog.
+    pub sku: String,
+    /// Unit price in minor units (cents).
+    pub price: u64,
+    /// Units available.
+    pub stock: u64,
+    /// The status.
+    pub status: ProductStatus,
+    /// Time added to the catalog.
+    pub created_at: String,
+}
+
+/// The body of `POST /v1/users`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct NewUser {
+    /// The e-mail address the invitation goes to.
+    pub email: String,
+    /// The display name.
+    pub name: String,
+    /// The role.
+    pub role: Role,
+}
+
+impl NewUser {
+    /// A new user; the server sends the invitation (D11).
+    pub fn new(email: impl Into<String>, name: impl Into<String>, role: Role) -> Self {
+        Self {
+            email: email.into(),
+            name: name.into(),
+            role,
+        }
+    }
+}
+
+/// The body of `PATCH /v1/users/{id}`: only the fields set change.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct UserPatch {
+    /// A new display name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// A new role.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub role: Option<Role>,
+    /// `active` or `inactive` (D11 says which transitions are allowed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<UserStatus>,
+}
+
+impl UserPatch {
+    /// An empty patch.
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Sets the name.
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+    /// Sets the role.
+    pub fn role(mut self, role: Role) -> Self {
+        self.role = Some(role);
+        self
+    }
+    /// Sets the status.
+    pub fn status(mut self, status: UserStatus) -> Self {
+        self.status = Some(status);
+        self
+    }
+}
+
+/// The body of `POST /v1/products` (D16).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct NewProduct {
+    /// The product name.
+    pub name: String,
+    /// The stock-keeping unit.
+    pub sku: String,
+    /// Unit price in minor units.
+    pub price: u64,
+    /// Units available.
+    pub stock: u64,
+    /// Only `discontinued` may be given at creation.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<ProductStatus>,
+}
+
+impl NewProduct {
+    /// A new product.
+    pub fn new(name: impl Into<String>, sku: impl Into<String>, price: u64, stock: u64) -> Self {
+        Self {
+            name: name.into(),
+            sku: sku.into(),
+            price,
+            stock,
+            status: None,
+        }
+    }
+    /// Creates it already discontinued.
+    pub fn discontinued(mut self) -> Self {
+        self.status = Some(ProductStatus::Discontinued);
+        self
+    }
+}
+
+/// The body of `PATCH /v1/products/{id}`: only the fields set change.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct ProductPatch {
+    /// A new name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// A new SKU.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sku: Option<String>,
+    /// A new price.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub price: Option<u64>,
+    /// A new stock count.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stock: Option<u64>,
+    /// A new status.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<ProductStatus>,
+}
+
+impl ProductPatch {
+    /// An empty patch.
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Sets the name.
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+    /// Sets the SKU.
+    pub fn sku(mut self, sku: impl Into<String>) -> Self {
+        self.sku = Some(sku.into());
+        self
+    }
+    /// Sets the price.
+    pub fn price(mut self, price: u64) -> Self {
+        self.price = Some(price);
+        self
+    }
+    /// Sets the stock.
+    pub fn stock(mut self, stock: u64) -> Self {
+        self.stock = Some(stock);
+        self
+    }
+    /// Sets the status.
+    pub fn status(mut self, status: ProductStatus) -> Self {
+        self.status = Some(status);
+        self
+    }
+}
+
+/// The body of `PATCH /v1/me` (D15).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct ProfilePatch {
+    /// A new display name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
+impl ProfilePatch {
+    /// A patch setting the name.
+    pub fn name(name: impl Into<String>) -> Self {
+        Self {
+            name: Some(name.into()),
+        }
+    }
+}
+
+/// Filters of `GET /v1/users` (and `/v2/users`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct UserFilter {
+    /// Only this role.
+    pub role: Option<Role>,
+    /// Only this status.
+    pub status: Option<UserStatus>,
+    /// Substring of name or e-mail.
+    pub q: Option<String>,
+    /// Page size (1–100; the server's default 20 when `None`).
+    pub limit: Option<u32>,
+}
+
+impl UserFilter {
+    /// No filter.
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Only this role.
+    pub fn role(mut self, role: Role) -> Self {
+        self.role = Some(role);
+        self
+    }
+    /// Only this status.
+    pub fn status(mut self, status: UserStatus) -> Self {
+        self.status = Some(status);
+        self
+    }
+    /// Substring search on name and e-mail.
+    pub fn q(mut self, q: impl Into<String>) -> Self {
+        self.q = Some(q.into());
+        self
+    }
+    /// The page size the stream asks for.
+    pub fn limit(mut self, limit: u32) -> Self {
+        self.limit = Some(limit);
+        self
+    }
+    pub(crate) fn pairs(&self) -> Vec<(&'static str, String)> {
+        let mut v = Vec::new();
+        if let Some(r) = self.role {
+            v.push(("role", r.as_str().to_owned()));
+        }
+        if let Some(s) = self.status {
+            v.push(("status", s.as_str().to_owned()));
+        }
+        if let Some(q) = &self.q {
+            v.push(("q", q.clone()));
+        }
+        v
+    }
+}
+
+/// Filters of `GET /v1/products` (and `/v2/products`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ProductFilter {
+    /// Only this status.
+    pub status: Option<ProductStatus>,
+    /// Word-prefix search on name and SKU (D17).
+    pub q: Option<String>,
+    /// Page size (1–100; the server's default 20 when `None`).
+    pub limit: Option<u32>,
+}
+
+impl ProductFilter {
+    /// No filter.
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Only this status.
+    pub fn status(mut self, status: ProductStatus) -> Self {
+        self.status = Some(status);
+        self
+    }
+    /// Search.
+    pub fn q(mut self, q: impl Into<String>) -> Self {
+        self.q = Some(q.into());
+        self
+    }
+    /// The page size the stream asks for.
+    pub fn limit(mut self, limit: u32) -> Self {
+        self.limit = Some(limit);
+        self
+    }
+    pub(crate) fn pairs(&self) -> Vec<(&'static str, String)> {
+        let mut v = Vec::new();
+        if let Some(s) = self.status {
+            v.push(("status", s.as_str().to_owned()));
+        }
+        if let Some(q) = &self.q {
+            v.push(("q", q.clone()));
+        }
+        v
+    }
+}
+
+/// One page of an offset-paged `/v1` list.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[non_exhaustive]
+pub struct Page<T> {
+    /// The records.
+    pub data: Vec<T>,
+    /// Paging information.
+    pub meta: PageMeta,
+}
+
+/// `meta` of a `/v1` list (D5).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[non_exhaustive]
+pub struct PageMeta {
+    /// All matches.
+    pub total: u64,
+    /// The page size used.
+    pub limit: u32,
+    /// The offset of this page.
+    pub offset: u64,
+    /// The request id.
+    #[serde(default)]
+    pub request_id: Option<String>,
+}
+
+/// One page of a cursor-paged `/v2` list (D32).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[non_exhaustive]
+pub struct CursorPage<T> {
+    /// The records.
+    pub data: Vec<T>,
+    /// Paging information.
+    pub meta: CursorMeta,
+}
+
+/// `meta` of a `/v2` list.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[non_exhaustive]
+pub struct CursorMeta {
+    /// The page size used.
+    pub limit: u32,
+    /// Pass as `starting_after` for the next page; `None` on the last.
+    pub next_cursor: Option<String>,
+    /// The request id.
+    #[serde(default)]
+    pub request_id: Option<String>,
+}
+
+/// Records with an id, so that streams can de-duplicate.
+pub trait Identified {
+    /// The record's id.
+    fn id(&self) -> &str;
+}
+
+impl Identified for User {
+    fn id(&self) -> &str {
+        &self.id
+    }
+}
+
+impl Identified for Product {
+    fn id(&self) -> &str {
+        &self.id
+    }
+}
+
+/// The single envelope (D5).
+#[derive(Deserialize)]
+pub(crate) struct Single<T> {
+    pub(crate) data: T,
+}

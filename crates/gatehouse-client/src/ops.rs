@@ -1,0 +1,526 @@
+//! The typed operations of `/v1` (and the cursor lists of `/v2`), the
+//! self-paging streams, and the table of operations.
+
+use std::collections::{HashSet, VecDeque};
+
+use futures_util::Stream;
+use reqwest::Method;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::client::{Body, Client};
+use crate::error::{Error, Result};
+use crate::models::{
+    CursorPage, Identified, NewProduct, NewUser, Page, Product, ProductFilter, ProductPatch,
+    ProfilePatch, Single, User, UserFilter, UserPatch,
+};
+
+/// One operation of the OpenAPI document and the client method that
+/// performs it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Operation {
+    /// The document's `operationId`.
+    pub operation_id: &'static str,
+    /// The HTTP method.
+    pub method: &'static str,
+    /// The path template.
+    pub path: &'static str,
+    /// The [`Client`] method(s).
+    pub client_method: &'static str,
+}
+
+const fn op(
+    operation_id: &'static str,
+    method: &'static str,
+    path: &'static str,
+    client_method: &'static str,
+) -> Operation {
+    Operation {
+        operation_id,
+        method,
+        path,
+        client_method,
+    }
+}
+
+/// Every `/v1` and `/v2` operation of the OpenAPI document and the client
+/// method for it (a test compares this table with `docs/openapi.json`).
+///
+/// ```
+/// let create = gatehouse_client::OPERATIONS
+///     .iter()
+///     .find(|o| o.operation_id == "createProduct")
+///     .unwrap();
+/// assert_eq!((create.method, create.path), ("POST", "/v1/products"));
+/// ```
+pub const OPERATIONS: &[Operation] = &[
+    op("getProfile", "GET", "/v1/me", "get_profile"),
+    op("updateProfile", "PATCH", "/v1/me", "update_profile"),
+    op("openapi", "GET", "/v1/openapi.json", "openapi"),
+    op(
+        "listProducts",
+        "GET",
+        "/v1/products",
+        "list_products, list_products_page",
+    ),
+    op("createProduct", "POST", "/v1/products", "create_product"),
+    op(
+        "getProduct",
+        "GET",
+        "/v1/products/{product_id}",
+        "get_product",
+    ),
+    op(
+        "updateProduct",
+        "PATCH",
+        "/v1/products/{product_id}",
+        "update_product",
+    ),
+    op(
+        "deleteProduct",
+        "DELETE",
+        "/v1/products/{product_id}",
+        "delete_product",
+    ),
+    op(
+        "listUsers",
+        "GET",
+        "/v1/users",
+        "list_users, list_users_page",
+    ),
+    op("createUser", "POST", "/v1/users", "create_user"),
+    op("getUser", "GET", "/v1/users/{user_id}", "get_user"),
+    op("updateUser", "PATCH", "/v1/users/{user_id}", "update_user"),
+    op("deleteUser", "DELETE", "/v1/users/{user_id}", "delete_user"),
+    op(
+        "resendInvitation",
+        "POST",
+        "/v1/users/{user_id}/invitation",
+        "resend_invitation",
+    ),
+    op(
+        "listUsersV2",
+        "GET",
+        "/v2/users",
+        "list_users_v2, list_users_v2_page",
+    ),
+    op(
+        "listProductsV2",
+        "GET",
+        "/v2/products",
+        "list_products_v2, list_products_v2_page",
+    ),
+];
+
+fn json_body<T: Serialize>(body: &T) -> Result<Body> {
+    serde_json::to_vec(body)
+        .map(Body::Json)
+        .map_err(|e| Error::Config(format!("encoding the request body: {e}")))
+}
+
+impl Client {
+    async fn single<T: DeserializeOwned>(
+        &self,
+        method: Method,
+        segments: &[&str],
+        query: &[(&str, String)],
+        body: Body,
+    ) -> Result<T> {
+        let url = self.url(segments, query);
+        let answer = self.api(method, url, body).await?;
+        Ok(answer.json::<Single<T>>()?.data)
+    }
+
+    async fn no_content(&self, segments: &[&str], query: &[(&str, String)]) -> Result<()> {
+        let url = self.url(segments, query);
+        self.api(Method::DELETE, url, Body::Empty).await?;
+        Ok(())
+    }
+
+    // ---- profile (D15) ----
+
+    /// `GET /v1/me` (`profile:read`): the user the token acts for. A token
+    /// that acts for no user (client credentials, API key) gets
+    /// `RESOURCE_NOT_FOUND`.
+    ///
+    /// ```no_run
+    /// # async fn f(client: gatehouse_client::Client) -> gatehouse_client::Result<()> {
+    /// let me = client.get_profile().await?;
+    /// println!("signed in as {} <{}>", me.name, me.email);
+    /// # Ok(()) }
+    /// ```
+    pub async fn get_profile(&self) -> Result<User> {
+        self.single(Method::GET, &["v1", "me"], &[], Body::Empty)
+            .await
+    }
+
+    /// `PATCH /v1/me` (`profile:write`): changes the caller's own name.
+    pub async fn update_profile(&self, patch: &ProfilePatch) -> Result<User> {
+        self.single(Method::PATCH, &["v1", "me"], &[], json_body(patch)?)
+            .await
+    }
+
+    /// `GET /v1/openapi.json`: the OpenAPI document (needs no token).
+    pub async fn openapi(&self) -> Result<serde_json::Value> {
+        self.public(self.url(&["v1", "openapi.json"], &[]))
+            .await?
+            .json()
+    }
+
+    // ---- users ----
+
+    /// `GET /v1/users` (`users:read`), one page at `offset`.
+    pub async fn list_users_page(&self, filter: &UserFilter, offset: u64) -> Result<Page<User>> {
+        self.offset_page(&["v1", "users"], filter.pairs(), filter.limit, offset)
+            .await
+    }
+
+    /// `GET /v1/users` (`users:read`) as a stream of every matching user,
+    /// paging by itself. Offset paging is de-duplicated by id, so users
+    /// created while the stream runs (which shift the newest-first order)
+    /// never make a user appear twice, and every user present at the start
+    /// appears once.
+    ///
+    /// ```no_run
+    /// use futures_util::TryStreamExt;
+    /// use gatehouse_client::{Role, UserFilter};
+    ///
+    /// # async fn f(client: gatehouse_client::Client) -> gatehouse_client::Result<()> {
+    /// let mut admins = client.list_users(UserFilter::new().role(Role::Admin).limit(100));
+    /// while let Some(user) = admins.try_next().await? {
+    ///     println!("{} {}", user.id, user.email);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn list_users(
+        &self,
+        filter: UserFilter,
+    ) -> impl Stream<Item = Result<User>> + Send + use<> {
+        offset_stream(self.clone(), &["v1", "users"], filter.pairs(), filter.limit)
+    }
+
+    /// `GET /v1/users/{id}` (`users:read`).
+    pub async fn get_user(&self, id: &str) -> Result<User> {
+        self.single(Method::GET, &["v1", "users", id], &[], Body::Empty)
+            .await
+    }
+
+    /// `POST /v1/users` (`users:write`): creates the user in
+    /// `pending_invite` and sends the invitation (D11). Sent with an
+    /// `Idempotency-Key`, so the retries never create twice.
+    ///
+    /// ```no_run
+    /// use gatehouse_client::{NewUser, Role};
+    ///
+    /// # async fn f(client: gatehouse_client::Client) -> gatehouse_client::Result<()> {
+    /// let user = client
+    ///     .create_user(&NewUser::new("ada@example.com", "Ada Lovelace", Role::Editor))
+    ///     .await?;
+    /// assert_eq!(user.email, "ada@example.com");
+    /// # Ok(()) }
+    /// ```
+    pub async fn create_user(&self, user: &NewUser) -> Result<User> {
+        self.single(Method::POST, &["v1", "users"], &[], json_body(user)?)
+            .await
+    }
+
+    /// `PATCH /v1/users/{id}` (`users:write`): only the fields set change.
+    pub async fn update_user(&self, id: &str, patch: &UserPatch) -> Result<User> {
+        self.single(Method::PATCH, &["v1", "users", id], &[], json_body(patch)?)
+            .await
+    }
+
+    /// `DELETE /v1/users/{id}` (`users:write`); `transfer_to` names the
+    /// user who takes over the deleted user's applications (D13).
+    pub async fn delete_user(&self, id: &str, transfer_to: Option<&str>) -> Result<()> {
+        let query: Vec<(&str, String)> = transfer_to
+            .map(|t| ("transfer_to", t.to_owned()))
+            .into_iter()
+            .collect();
+        self.no_content(&["v1", "users", id], &query).await
+    }
+
+    /// `POST /v1/users/{id}/invitation` (`users:write`): sends a new
+    /// invitation to a `pending_invite` user (D19).
+    pub async fn resend_invitation(&self, id: &str) -> Result<User> {
+        self.single(
+            Method::POST,
+            &["v1", "users", id, "invitation"],
+            &[],
+            Body::Empty,
+        )
+        .await
+    }
+
+    // ---- products (D16) ----
+
+    /// `GET /v1/products` (`products:read`), one page at `offset`.
+    pub async fn list_products_page(
+        &self,
+        filter: &ProductFilter,
+        offset: u64,
+    ) -> Result<Page<Product>> {
+        self.offset_page(&["v1", "products"], filter.pairs(), filter.limit, offset)
+            .await
+    }
+
+    /// `GET /v1/products` (`products:read`) as a stream that pages by
+    /// itself, de-duplicated by id like [`Client::list_users`].
+    pub fn list_products(
+        &self,
+        filter: ProductFilter,
+    ) -> impl Stream<Item = Result<Product>> + Send + use<> {
+        offset_stream(
+            self.clone(),
+            &["v1", "products"],
+            filter.pairs(),
+            filter.limit,
+        )
+    }
+
+    /// `GET /v1/products/{id}` (`products:read`).
+    pub async fn get_product(&self, id: &str) -> Result<Product> {
+        self.single(Method::GET, &["v1", "products", id], &[], Body::Empty)
+            .await
+    }
+
+    /// `POST /v1/products` (`products:write`), with an `Idempotency-Key`
+    /// kept across the retries of the call.
+    ///
+    /// ```no_run
+    /// use gatehouse_client::{Error, ErrorCode, NewProduct};
+    ///
+    /// # async fn f(client: gatehouse_client::Client) -> gatehouse_client::Result<()> {
+    /// match client.create_product(&NewProduct::new("Blue Shirt", "SHIRT-BLUE-M", 2500, 10)).await {
+    ///     Ok(p) => println!("created {}", p.id),
+    ///     Err(Error::Api { code: ErrorCode::DuplicateResource, .. }) => println!("SKU taken"),
+    ///     Err(e) => return Err(e),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn create_product(&self, product: &NewProduct) -> Result<Product> {
+        self.single(Method::POST, &["v1", "products"], &[], json_body(product)?)
+            .await
+    }
+
+    /// `PATCH /v1/products/{id}` (`products:write`).
+    pub async fn update_product(&self, id: &str, patch: &ProductPatch) -> Result<Product> {
+        self.single(
+            Method::PATCH,
+            &["v1", "products", id],
+            &[],
+            json_body(patch)?,
+        )
+        .await
+    }
+
+    /// `DELETE /v1/products/{id}` (`products:write`).
+    pub async fn delete_product(&self, id: &str) -> Result<()> {
+        self.no_content(&["v1", "products", id], &[]).await
+    }
+
+    // ---- v2 previews (D32) ----
+
+    /// `GET /v2/users` (preview; `users:read`), one page after the cursor.
+    pub async fn list_users_v2_page(
+        &self,
+        filter: &UserFilter,
+        starting_after: Option<&str>,
+    ) -> Result<CursorPage<User>> {
+        self.cursor_page(
+            &["v2", "users"],
+            filter.pairs(),
+            filter.limit,
+            starting_after,
+        )
+        .await
+    }
+
+    /// `GET /v2/users` (preview) as a stream following `next_cursor`.
+    pub fn list_users_v2(
+        &self,
+        filter: UserFilter,
+    ) -> impl Stream<Item = Result<User>> + Send + use<> {
+        cursor_stream(self.clone(), &["v2", "users"], filter.pairs(), filter.limit)
+    }
+
+    /// `GET /v2/products` (preview; `products:read`), one page after the cursor.
+    pub async fn list_products_v2_page(
+        &self,
+        filter: &ProductFilter,
+        starting_after: Option<&str>,
+    ) -> Result<CursorPage<Product>> {
+        self.cursor_page(
+            &["v2", "products"],
+            filter.pairs(),
+            filter.limit,
+            starting_after,
+        )
+        .await
+    }
+
+    /// `GET /v2/products` (preview) as a stream following `next_cursor`.
+    pub fn list_products_v2(
+        &self,
+        filter: ProductFilter,
+    ) -> impl Stream<Item = Result<Product>> + Send + use<> {
+        cursor_stream(
+            self.clone(),
+            &["v2", "products"],
+            filter.pairs(),
+            filter.limit,
+        )
+    }
+
+    async fn offset_page<T: DeserializeOwned>(
+        &self,
+        segments: &[&str],
+        mut query: Vec<(&'static str, String)>,
+        limit: Option<u32>,
+        offset: u64,
+    ) -> Result<Page<T>> {
+        if let Some(l) = limit {
+            query.push(("limit", l.to_string()));
+        }
+        query.push(("offset", offset.to_string()));
+        let url = self.url(segments, &query);
+        self.api(Method::GET, url, Body::Empty).await?.json()
+    }
+
+    async fn cursor_page<T: DeserializeOwned>(
+        &self,
+        segments: &[&str],
+        mut query: Vec<(&'static str, String)>,
+        limit: Option<u32>,
+        starting_after: Option<&str>,
+    ) -> Result<CursorPage<T>> {
+        if let Some(l) = limit {
+            query.push(("limit", l.to_string()));
+        }
+        if let Some(c) = starting_after {
+            query.push(("starting_after", c.to_owned()));
+        }
+        let url = self.url(segments, &query);
+        self.api(Method::GET, url, Body::Empty).await?.json()
+    }
+}
+
+struct OffsetState<T> {
+    client: Client,
+    segments: &'static [&'static str],
+    query: Vec<(&'static str, String)>,
+    limit: Option<u32>,
+    offset: u64,
+    seen: HashSet<String>,
+    buffer: VecDeque<T>,
+    done: bool,
+}
+
+fn offset_stream<T>(
+    client: Client,
+    segments: &'static [&'static str],
+    query: Vec<(&'static str, String)>,
+    limit: Option<u32>,
+) -> impl Stream<Item = Result<T>> + Send + use<T>
+where
+    T: DeserializeOwned + Identified + Send + 'static,
+{
+    let state = OffsetState {
+        client,
+        segments,
+        query,
+        limit,
+        offset: 0,
+        seen: HashSet::new(),
+        buffer: VecDeque::new(),
+        done: false,
+    };
+    futures_util::stream::unfold(state, |mut s| async move {
+        loop {
+            if let Some(item) = s.buffer.pop_front() {
+                return Some((Ok(item), s));
+            }
+            if s.done {
+                return None;
+            }
+            let page: Page<T> = match s
+                .client
+                .offset_page(s.segments, s.query.clone(), s.limit, s.offset)
+                .await
+            {
+                Ok(p) => p,
+                Err(e) => {
+                    s.done = true;
+                    return Some((Err(e), s));
+                }
+            };
+            let n = page.data.len() as u64;
+            s.offset += n;
+            // A short page is the last; records added meanwhile only push
+            // older ones to higher offsets, where the next pages find them.
+            if n == 0 || n < u64::from(page.meta.limit) || s.offset >= page.meta.total {
+                s.done = true;
+            }
+            for item in page.data {
+                if s.seen.insert(item.id().to_owned()) {
+                    s.buffer.push_back(item);
+                }
+            }
+        }
+    })
+}
+
+struct CursorState<T> {
+    client: Client,
+    segments: &'static [&'static str],
+    query: Vec<(&'static str, String)>,
+    limit: Option<u32>,
+    cursor: Option<String>,
+    buffer: VecDeque<T>,
+    done: bool,
+}
+
+fn cursor_stream<T>(
+    client: Client,
+    segments: &'static [&'static str],
+    query: Vec<(&'static str, String)>,
+    limit: Option<u32>,
+) -> impl Stream<Item = Result<T>> + Send + use<T>
+where
+    T: DeserializeOwned + Send + 'static,
+{
+    let state = CursorState {
+        client,
+        segments,
+        query,
+        limit,
+        cursor: None,
+        buffer: VecDeque::new(),
+        done: false,
+    };
+    futures_util::stream::unfold(state, |mut s| async move {
+        loop {
+            if let Some(item) = s.buffer.pop_front() {
+                return Some((Ok(item), s));
+            }
+            if s.done {
+                return None;
+            }
+            let page: CursorPage<T> = match s
+                .client
+                .cursor_page(s.segments, s.query.clone(), s.limit, s.cursor.as_deref())
+                .await
+            {
+                Ok(p) => p,
+                Err(e) => {
+                    s.done = true;
+                    return Some((Err(e), s));
+                }
+            };
+            s.cursor = page.meta.next_cursor;
+            s.done = s.cursor.is_none() || page.data.is_empty();
+            s.buffer.extend(page.data);
+        }
+    })
+}
