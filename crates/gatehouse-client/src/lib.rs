@@ -77,5 +77,5 @@ pub use models::{
     ProductFilter, ProductPatch, ProductStatus, ProfilePatch, Role, User, UserFilter, UserPatch,
     UserStatus,
 };
-pub use ops::{OPERATIONS, Operation};
+pub use ops::{ListStream, OPERATIONS, Operation};
 pub use retry::{RetryDelay, RetryPolicy, RetryReason, SleepFuture};

@@ -3,6 +3,8 @@
 
 use std::collections::{HashSet, VecDeque};
 
+use std::pin::Pin;
+
 use futures_util::Stream;
 use reqwest::Method;
 use serde::Serialize;
@@ -113,6 +115,10 @@ pub const OPERATIONS: &[Operation] = &[
     ),
 ];
 
+/// The stream a list operation returns: every record, the pages fetched as
+/// it is polled; an error ends it.
+pub type ListStream<T> = Pin<Box<dyn Stream<Item = Result<T>> + Send + 'static>>;
+
 fn json_body<T: Serialize>(body: &T) -> Result<Body> {
     serde_json::to_vec(body)
         .map(Body::Json)
@@ -193,10 +199,7 @@ impl Client {
     /// }
     /// # Ok(()) }
     /// ```
-    pub fn list_users(
-        &self,
-        filter: UserFilter,
-    ) -> impl Stream<Item = Result<User>> + Send + use<> {
+    pub fn list_users(&self, filter: UserFilter) -> ListStream<User> {
         offset_stream(self.clone(), &["v1", "users"], filter.pairs(), filter.limit)
     }
 
@@ -267,10 +270,7 @@ impl Client {
 
     /// `GET /v1/products` (`products:read`) as a stream that pages by
     /// itself, de-duplicated by id like [`Client::list_users`].
-    pub fn list_products(
-        &self,
-        filter: ProductFilter,
-    ) -> impl Stream<Item = Result<Product>> + Send + use<> {
+    pub fn list_products(&self, filter: ProductFilter) -> ListStream<Product> {
         offset_stream(
             self.clone(),
             &["v1", "products"],
@@ -338,10 +338,7 @@ impl Client {
     }
 
     /// `GET /v2/users` (preview) as a stream following `next_cursor`.
-    pub fn list_users_v2(
-        &self,
-        filter: UserFilter,
-    ) -> impl Stream<Item = Result<User>> + Send + use<> {
+    pub fn list_users_v2(&self, filter: UserFilter) -> ListStream<User> {
         cursor_stream(self.clone(), &["v2", "users"], filter.pairs(), filter.limit)
     }
 
@@ -361,10 +358,7 @@ impl Client {
     }
 
     /// `GET /v2/products` (preview) as a stream following `next_cursor`.
-    pub fn list_products_v2(
-        &self,
-        filter: ProductFilter,
-    ) -> impl Stream<Item = Result<Product>> + Send + use<> {
+    pub fn list_products_v2(&self, filter: ProductFilter) -> ListStream<Product> {
         cursor_stream(
             self.clone(),
             &["v2", "products"],
@@ -422,7 +416,7 @@ fn offset_stream<T>(
     segments: &'static [&'static str],
     query: Vec<(&'static str, String)>,
     limit: Option<u32>,
-) -> impl Stream<Item = Result<T>> + Send + use<T>
+) -> ListStream<T>
 where
     T: DeserializeOwned + Identified + Send + 'static,
 {
@@ -436,7 +430,7 @@ where
         buffer: VecDeque::new(),
         done: false,
     };
-    futures_util::stream::unfold(state, |mut s| async move {
+    Box::pin(futures_util::stream::unfold(state, |mut s| async move {
         loop {
             if let Some(item) = s.buffer.pop_front() {
                 return Some((Ok(item), s));
@@ -468,7 +462,7 @@ where
                 }
             }
         }
-    })
+    }))
 }
 
 struct CursorState<T> {
@@ -486,7 +480,7 @@ fn cursor_stream<T>(
     segments: &'static [&'static str],
     query: Vec<(&'static str, String)>,
     limit: Option<u32>,
-) -> impl Stream<Item = Result<T>> + Send + use<T>
+) -> ListStream<T>
 where
     T: DeserializeOwned + Send + 'static,
 {
@@ -499,7 +493,7 @@ where
         buffer: VecDeque::new(),
         done: false,
     };
-    futures_util::stream::unfold(state, |mut s| async move {
+    Box::pin(futures_util::stream::unfold(state, |mut s| async move {
         loop {
             if let Some(item) = s.buffer.pop_front() {
                 return Some((Ok(item), s));
@@ -522,5 +516,5 @@ where
             s.done = s.cursor.is_none() || page.data.is_empty();
             s.buffer.extend(page.data);
         }
-    })
+    }))
 }

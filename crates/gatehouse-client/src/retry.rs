@@ -30,7 +30,6 @@ use std::time::Duration;
 /// assert!(none.backoff.is_empty());
 /// ```
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct RetryPolicy {
     /// The delays before each retry of a 500, 503 or transport failure;
     /// their number is the number of retries.
