@@ -8,6 +8,7 @@ mod common;
 pub const BACKEND: common::Backend = common::Backend::Sqlite;
 
 mod cli;
+mod client;
 mod emails;
 mod environments;
 mod hardening;
