@@ -883,3 +883,150 @@ async fn d51_every_openapi_operation_has_a_client_method() {
     assert_eq!(client, documented);
     assert!(OPERATIONS.iter().all(|o| !o.client_method.is_empty()));
 }
+
+/// The authorization-code family: the client exchanges a code with its PKCE
+/// verifier, then every refresh rotates the refresh token (D24); the newest
+/// is handed to the callback and the getter, and 16 tasks whose access
+/// token was refused refresh once between them.
+///
+/// The browser pages are not this test's subject (`oauth_flow.rs` covers
+/// them): the code is issued straight into the store, for the challenge
+/// taken from the client's own authorization URL.
+#[tokio::test]
+async fn d51_authorization_code_and_refresh_token_rotation() {
+    use gatehouse_domain::{ClientId, ScopeSet, Timestamp};
+
+    let s = TestServer::start().await;
+    let org = s.org();
+    let redirect = "http://127.0.0.1/callback";
+    let secret = gatehouse_auth::secrets::new_client_secret();
+    let app = gatehouse_store::NewClient {
+        id: ClientId::generate(),
+        name: "client library".into(),
+        secret_hash: Some(gatehouse_auth::secrets::hash_secret(&secret)),
+        scopes: ScopeSet::parse("profile:read users:read").unwrap(),
+        redirect_uris: vec![redirect.into()],
+        admin_approved: false,
+        owner: None,
+        created_at: Timestamp::now(),
+    };
+    s.store().insert_client(&org, &app).await.unwrap();
+    let user = s
+        .new_user(&org, "pat@example.com", DomainRole::Editor)
+        .await;
+    let app_id = app.id.to_string();
+
+    let req = gatehouse_client::AuthorizationRequest::new(
+        &s.base,
+        &app_id,
+        redirect,
+        ["profile:read", "users:read"],
+    )
+    .unwrap();
+    let q: std::collections::HashMap<_, _> = req.url.query_pairs().into_owned().collect();
+    assert_eq!(
+        q["code_challenge"],
+        gatehouse_auth::pkce::challenge_for(&req.code_verifier),
+        "the client's S256 challenge is the server's"
+    );
+    let code = gatehouse_domain::random::token("ac_", 256);
+    let now = Timestamp::now();
+    s.store()
+        .insert_auth_code(&gatehouse_store::AuthCode {
+            digest: gatehouse_auth::secrets::hash_secret(&code),
+            org: org.clone(),
+            client: app.id.clone(),
+            user: user.id.clone(),
+            redirect_uri: redirect.into(),
+            scopes: ScopeSet::parse("profile:read users:read").unwrap(),
+            code_challenge: q["code_challenge"].clone(),
+            created_at: now,
+            expires_at: now.plus_seconds(60),
+            used_at: None,
+            chain: None,
+        })
+        .await
+        .unwrap();
+
+    let proxy = Proxy::start(&s).await;
+    let rotated: Arc<Mutex<Vec<String>>> = Arc::default();
+    let r = rotated.clone();
+    let c = Client::builder(&proxy.base())
+        .credentials(req.credentials(&app_id, Some(&secret), &code))
+        .on_refresh_token(move |rt| r.lock().unwrap().push(rt.to_owned()))
+        .build()
+        .unwrap();
+    let me = c.get_profile().await.unwrap();
+    assert_eq!(me.id, user.id.to_string());
+    let first = rotated.lock().unwrap().clone();
+    assert_eq!(first.len(), 1, "the code exchange yields a refresh token");
+    assert!(first[0].starts_with("rt_"));
+    assert_eq!(c.refresh_token().as_ref(), Some(&first[0]));
+
+    // Revoke the access token (only it, D25): the next calls get 401
+    // INVALID_TOKEN, and 16 tasks refresh once between them.
+    let access = proxy
+        .seen()
+        .iter()
+        .rev()
+        .find_map(|r| {
+            r.header("authorization")
+                .map(|a| a["Bearer ".len()..].to_owned())
+        })
+        .unwrap();
+    let res = s
+        .request(Method::POST, "/oauth/revoke")
+        .basic_auth(&app_id, Some(&secret))
+        .form(&[
+            ("token", access.as_str()),
+            ("token_type_hint", "access_token"),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    let tokens_before = proxy.count("POST", "/oauth/token");
+    let tasks: Vec<_> = (0..16)
+        .map(|_| {
+            let c = c.clone();
+            tokio::spawn(async move { c.get_profile().await })
+        })
+        .collect();
+    for t in tasks {
+        assert_eq!(t.await.unwrap().unwrap().id, me.id);
+    }
+    assert_eq!(proxy.count("POST", "/oauth/token") - tokens_before, 1);
+    let all = rotated.lock().unwrap().clone();
+    assert_eq!(all.len(), 2, "one rotation: {all:?}");
+    assert_ne!(all[1], all[0], "rotated");
+    assert_eq!(
+        c.refresh_token().as_ref(),
+        Some(&all[1]),
+        "the newest is kept"
+    );
+    let last_refresh = proxy
+        .seen()
+        .into_iter()
+        .rfind(|r| r.path == "/oauth/token")
+        .unwrap();
+    assert!(last_refresh.header("idempotency-key").is_none());
+
+    // A new client from the stored token carries on, and rotates again.
+    let again = Client::builder(&s.base)
+        .root_certificate_file(s.running.as_ref().unwrap().cert_path.as_ref().unwrap())
+        .unwrap()
+        .credentials(Credentials::refresh_token(
+            &app_id,
+            Some(&secret),
+            all[1].clone(),
+        ))
+        .build()
+        .unwrap();
+    assert_eq!(again.get_profile().await.unwrap().id, me.id);
+    let newest = again.refresh_token().unwrap();
+    assert_ne!(newest, all[1]);
+    // The old client's refresh token is now used: within D24's grace window
+    // its presentation would replay, after it the chain is revoked — either
+    // way the library hands back the token to keep, which is `newest`.
+    assert!(newest.starts_with("rt_"));
+}
