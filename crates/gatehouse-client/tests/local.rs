@@ -1,0 +1,258 @@
+//! The client against a scripted HTTP/1.1 server on a loopback port: what
+//! goes on the wire, and the `tracing` events of retries. (The tests
+//! against the real server and `gatehouse mock` live in the `gatehouse`
+//! package, `tests/api/client.rs`.)
+
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+
+use gatehouse_client::{Client, Credentials, Error, ErrorCode, ProductFilter, RetryDelay};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+
+/// One request as the server saw it: request line, headers, body.
+#[derive(Debug, Clone)]
+struct Seen {
+    line: String,
+    headers: Vec<(String, String)>,
+    body: String,
+}
+
+impl Seen {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+type Answer = (u16, Vec<(&'static str, String)>, String);
+
+/// Serves `answers` in order (status, extra headers, body), one per
+/// request, and records the requests.
+async fn scripted(answers: Vec<Answer>) -> (String, Arc<Mutex<Vec<Seen>>>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
+    let answers = Arc::new(Mutex::new(answers.into_iter()));
+    let s = seen.clone();
+    tokio::spawn(async move {
+        while let Ok((conn, _)) = listener.accept().await {
+            let (s, answers) = (s.clone(), answers.clone());
+            tokio::spawn(async move {
+                let (r, mut w) = conn.into_split();
+                let mut r = BufReader::new(r);
+                loop {
+                    let mut line = String::new();
+                    if r.read_line(&mut line).await.unwrap_or(0) == 0 {
+                        return;
+                    }
+                    let mut headers = Vec::new();
+                    let mut len = 0;
+                    loop {
+                        let mut h = String::new();
+                        r.read_line(&mut h).await.unwrap();
+                        let h = h.trim_end();
+                        if h.is_empty() {
+                            break;
+                        }
+                        let (k, v) = h.split_once(':').unwrap();
+                        if k.eq_ignore_ascii_case("content-length") {
+                            len = v.trim().parse().unwrap();
+                        }
+                        headers.push((k.trim().to_owned(), v.trim().to_owned()));
+                    }
+                    let mut body = vec![0; len];
+                    r.read_exact(&mut body).await.unwrap();
+                    s.lock().unwrap().push(Seen {
+                        line: line.trim_end().to_owned(),
+                        headers,
+                        body: String::from_utf8(body).unwrap(),
+                    });
+                    let next = answers.lock().unwrap().next();
+                    let Some((status, extra, body)) = next else {
+                        return;
+                    };
+                    let mut head =
+                        format!("HTTP/1.1 {status} X\r\ncontent-type: application/json\r\n");
+                    for (k, v) in extra {
+                        head.push_str(&format!("{k}: {v}\r\n"));
+                    }
+                    head.push_str(&format!("content-length: {}\r\n\r\n", body.len()));
+                    w.write_all(head.as_bytes()).await.unwrap();
+                    w.write_all(body.as_bytes()).await.unwrap();
+                }
+            });
+        }
+    });
+    (format!("http://{addr}"), seen)
+}
+
+fn token(at: &str) -> Answer {
+    (
+        200,
+        vec![],
+        format!(
+            r#"{{"access_token":"{at}","token_type":"Bearer","expires_in":3600,"scope":"products:read"}}"#
+        ),
+    )
+}
+
+fn error(status: u16, code: &str, request_id: &str) -> Answer {
+    (
+        status,
+        vec![("x-request-id", request_id.to_owned())],
+        format!(r#"{{"error":{{"code":"{code}","message":"m","docs":"d","details":[]}}}}"#),
+    )
+}
+
+fn empty_page() -> Answer {
+    (
+        200,
+        vec![],
+        r#"{"data":[],"meta":{"total":0,"limit":20,"offset":0,"request_id":"req_1","version":"1.2.0"}}"#
+            .into(),
+    )
+}
+
+fn no_wait(b: gatehouse_client::ClientBuilder) -> gatehouse_client::ClientBuilder {
+    b.sleep_hook(|_: RetryDelay| std::future::ready(()))
+}
+
+/// The client-credentials form, the bearer token, and one new token after
+/// a 401 `INVALID_TOKEN`.
+#[tokio::test]
+async fn token_request_and_one_renewal_after_401() {
+    let (base, seen) = scripted(vec![
+        token("at-1"),
+        error(401, "INVALID_TOKEN", "r1"),
+        token("at-2"),
+        empty_page(),
+    ])
+    .await;
+    let c = no_wait(
+        Client::builder(&base).credentials(Credentials::client_credentials(
+            "app_1",
+            "s3cret",
+            ["products:read", "users:read"],
+        )),
+    )
+    .build()
+    .unwrap();
+    let page = c
+        .list_products_page(&ProductFilter::new(), 0)
+        .await
+        .unwrap();
+    assert_eq!(page.meta.total, 0);
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 4, "{seen:#?}");
+    assert_eq!(seen[0].line, "POST /oauth/token HTTP/1.1");
+    let form: std::collections::HashMap<String, String> =
+        url::form_urlencoded::parse(seen[0].body.as_bytes())
+            .into_owned()
+            .collect();
+    assert_eq!(form["grant_type"], "client_credentials");
+    assert_eq!(form["client_id"], "app_1");
+    assert_eq!(form["client_secret"], "s3cret");
+    assert_eq!(form["scope"], "products:read users:read");
+    assert!(seen[0].header("authorization").is_none());
+    assert!(
+        seen[1].line.starts_with("GET /v1/products?offset=0 "),
+        "{}",
+        seen[1].line
+    );
+    assert_eq!(seen[1].header("authorization"), Some("Bearer at-1"));
+    assert_eq!(seen[3].header("authorization"), Some("Bearer at-2"));
+    // Every attempt sends its own request id; GETs no Idempotency-Key.
+    assert!(seen.iter().all(|s| s.header("x-request-id").is_some()));
+    assert!(seen.iter().all(|s| s.header("idempotency-key").is_none()));
+}
+
+/// An API key goes out as the bearer token as is, and a 401 is returned,
+/// not "renewed".
+#[tokio::test]
+async fn api_key_401_is_returned() {
+    let (base, seen) = scripted(vec![error(401, "INVALID_TOKEN", "r1")]).await;
+    let c = Client::builder(&base)
+        .credentials(Credentials::api_key("gk_live_abc"))
+        .build()
+        .unwrap();
+    let e = c
+        .list_products_page(&ProductFilter::new(), 0)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&e, Error::Api { status: 401, code: ErrorCode::InvalidToken, request_id: Some(r), .. } if r == "r1"),
+        "{e:?}"
+    );
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0].header("authorization"), Some("Bearer gk_live_abc"));
+}
+
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Each retry is a `tracing` event naming the request id of the answer
+/// that caused it, a 500's request id is logged as an error, and after the
+/// fourth retry the error is returned.
+#[tokio::test]
+async fn retries_are_traced_with_the_request_id() {
+    let captured = Captured::default();
+    let sink = captured.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || sink.clone())
+        .with_ansi(false)
+        .with_max_level(tracing::Level::DEBUG)
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+
+    let (base, seen) = scripted(
+        (1..=5)
+            .map(|i| error(500, "INTERNAL_ERROR", &format!("req-500-{i}")))
+            .collect(),
+    )
+    .await;
+    let c = no_wait(Client::builder(&base).credentials(Credentials::api_key("gk_live_abc")))
+        .build()
+        .unwrap();
+    let e = c
+        .list_products_page(&ProductFilter::new(), 0)
+        .await
+        .unwrap_err();
+    assert_eq!(e.request_id(), Some("req-500-5"));
+    assert_eq!(e.code(), Some(&ErrorCode::InternalError));
+    assert_eq!(
+        seen.lock().unwrap().len(),
+        5,
+        "the first attempt and four retries"
+    );
+
+    let log = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    let names = |l: &str, i: u32| {
+        l.contains(&format!("request_id=\"req-500-{i}\""))
+            || l.contains(&format!("request_id=req-500-{i}"))
+    };
+    for i in 1..=5 {
+        assert!(
+            log.lines().any(|l| l.contains("ERROR") && names(l, i)),
+            "the 500 {i} is logged with its request id:\n{log}"
+        );
+    }
+    for i in 1..=4 {
+        assert!(
+            log.lines().any(|l| l.contains("retrying") && names(l, i)),
+            "retry {i} names its request id:\n{log}"
+        );
+    }
+}
