@@ -256,3 +256,53 @@ async fn retries_are_traced_with_the_request_id() {
         );
     }
 }
+
+/// A token is replaced before it expires: one that expires within the
+/// margin (here at once) is not sent again.
+#[tokio::test]
+async fn token_replaced_before_expiry() {
+    let expiring = |at: &str| -> Answer {
+        (
+            200,
+            vec![],
+            format!(
+                r#"{{"access_token":"{at}","token_type":"Bearer","expires_in":10,"scope":""}}"#
+            ),
+        )
+    };
+    let (base, seen) = scripted(vec![
+        expiring("at-1"),
+        empty_page(),
+        token("at-2"),
+        empty_page(),
+        empty_page(),
+    ])
+    .await;
+    let c = Client::builder(&base)
+        .credentials(Credentials::client_credentials(
+            "app_1",
+            "s",
+            ["products:read"],
+        ))
+        .token_refresh_margin(std::time::Duration::from_secs(30))
+        .build()
+        .unwrap();
+    for _ in 0..3 {
+        c.list_products_page(&ProductFilter::new(), 0)
+            .await
+            .unwrap();
+    }
+    let seen = seen.lock().unwrap().clone();
+    let auth: Vec<_> = seen.iter().map(|s| s.header("authorization")).collect();
+    assert_eq!(
+        auth,
+        [
+            None,
+            Some("Bearer at-1"),
+            None,
+            Some("Bearer at-2"),
+            Some("Bearer at-2")
+        ],
+        "at-1 (10 s left, margin 30 s) is replaced before its second use; at-2 (3600 s) is kept"
+    );
+}

@@ -1030,3 +1030,72 @@ async fn d51_authorization_code_and_refresh_token_rotation() {
     // way the library hands back the token to keep, which is `newest`.
     assert!(newest.starts_with("rt_"));
 }
+
+/// The `/v2` preview's cursor streams (D32): every record present at the
+/// start exactly once while records are added, users and products.
+#[tokio::test]
+async fn d51_v2_cursor_streams_while_records_are_added() {
+    let s = TestServer::start().await;
+    let org = s.org();
+    s.store().set_v2_preview(&org, true).await.unwrap();
+    for i in 0..20 {
+        s.new_user(&org, &format!("v2seed{i}@example.com"), DomainRole::Viewer)
+            .await;
+    }
+    let c = builder(
+        &s,
+        &s.base,
+        &["users:read", "products:read", "products:write"],
+    )
+    .build()
+    .unwrap();
+    let v1: HashSet<_> = c
+        .list_users(UserFilter::new().limit(100))
+        .map_ok(|u| u.id)
+        .try_collect()
+        .await
+        .unwrap();
+    let mut stream = c.list_users_v2(UserFilter::new().limit(3));
+    let mut got = Vec::new();
+    let mut added = 0;
+    while let Some(u) = stream.try_next().await.unwrap() {
+        got.push(u.id);
+        if got.len() % 2 == 0 {
+            added += 1;
+            s.new_user(
+                &org,
+                &format!("v2late{added}@example.com"),
+                DomainRole::Viewer,
+            )
+            .await;
+        }
+    }
+    let unique: HashSet<_> = got.iter().cloned().collect();
+    assert_eq!(unique.len(), got.len(), "no record twice");
+    assert!(v1.is_subset(&unique), "every user present at the start");
+    assert!(added >= 10);
+
+    for i in 0..7 {
+        c.create_product(&NewProduct::new(
+            format!("Item {i}"),
+            format!("ITEM-{i}"),
+            100,
+            1,
+        ))
+        .await
+        .unwrap();
+    }
+    let first = c
+        .list_products_v2_page(&ProductFilter::new().limit(2), None)
+        .await
+        .unwrap();
+    assert_eq!(first.data.len(), 2);
+    assert!(first.meta.next_cursor.is_some());
+    let all: Vec<_> = c
+        .list_products_v2(ProductFilter::new().limit(2))
+        .try_collect()
+        .await
+        .unwrap();
+    let ids: HashSet<_> = all.iter().map(|p| &p.id).collect();
+    assert_eq!((all.len(), ids.len()), (7, 7));
+}
