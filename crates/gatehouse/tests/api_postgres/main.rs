@@ -15,6 +15,8 @@ pub const BACKEND: common::Backend = common::Backend::Postgres;
 
 #[path = "../api/cli.rs"]
 mod cli;
+#[path = "../api/client.rs"]
+mod client;
 #[path = "../api/emails.rs"]
 mod emails;
 #[path = "../api/environments.rs"]
