@@ -568,6 +568,12 @@ impl Client {
                 },
             };
             if answer.status.is_success() {
+                if answer.headers.contains_key("idempotent-replayed") {
+                    tracing::debug!(
+                        request_id = answer.request_id.as_deref(),
+                        "gatehouse: the server replayed the first answer to this Idempotency-Key"
+                    );
+                }
                 return Ok(answer);
             }
             let err = answer.error();

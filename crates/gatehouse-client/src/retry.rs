@@ -10,7 +10,14 @@ use std::time::Duration;
 /// * 500, 503 and transport failures (connection refused or reset, timeout)
 ///   are retried after the [`backoff`](Self::backoff) delays — 1, 2, 4 and
 ///   8 seconds by default, each lengthened by up to
-///   [`jitter`](Self::jitter) of itself — and then returned as the error.
+///   [`jitter`](Self::jitter) of itself — and then returned as the error
+///   (interface.md §7.2, D51). A 503's `Retry-After` does not change this
+///   schedule; it is in the returned error. A 502 or 504 (from a proxy in
+///   front of the server) is treated like a 503.
+/// * POSTs are retried like the rest: every attempt of one call carries the
+///   same `Idempotency-Key`, so the server answers a repeat with the first
+///   answer instead of acting twice (D50). A refresh-token grant retried
+///   after a lost answer is safe within the server's grace window (D24).
 /// * 429 `RATE_LIMIT_EXCEEDED` and 409 `IDEMPOTENCY_KEY_IN_USE` are waited
 ///   out per `Retry-After`, at most [`max_waits`](Self::max_waits) times per
 ///   call. A `Retry-After` above [`max_retry_after`](Self::max_retry_after) is
