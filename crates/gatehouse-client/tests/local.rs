@@ -306,3 +306,103 @@ async fn token_replaced_before_expiry() {
         "at-1 (10 s left, margin 30 s) is replaced before its second use; at-2 (3600 s) is kept"
     );
 }
+
+/// Every entry of [`gatehouse_client::OPERATIONS`] is performed by the
+/// client method it names, with the method and path it states: each is
+/// called against the recording server (which answers 404 to all) and the
+/// request line compared. With the `gatehouse` test that compares the
+/// table with `docs/openapi.json`, every documented operation is covered.
+#[tokio::test]
+async fn every_operation_of_the_table_sends_its_method_and_path() {
+    use futures_util::StreamExt;
+    use gatehouse_client::{
+        NewProduct, NewUser, OPERATIONS, ProductPatch, ProfilePatch, Role, UserFilter, UserPatch,
+    };
+
+    let (base, seen) = scripted(
+        (0..OPERATIONS.len())
+            .map(|_| error(404, "RESOURCE_NOT_FOUND", "r"))
+            .collect(),
+    )
+    .await;
+    let c = Client::builder(&base)
+        .credentials(Credentials::api_key("gk_live_abc"))
+        .build()
+        .unwrap();
+    for (i, op) in OPERATIONS.iter().enumerate() {
+        let (u, p) = ("usr_1", "prod_1");
+        let r: Result<(), Error> = match op.operation_id {
+            "getProfile" => c.get_profile().await.map(drop),
+            "updateProfile" => c.update_profile(&ProfilePatch::name("n")).await.map(drop),
+            "openapi" => c.openapi().await.map(drop),
+            "listProducts" => c
+                .list_products(ProductFilter::new())
+                .next()
+                .await
+                .unwrap()
+                .map(drop),
+            "createProduct" => c
+                .create_product(&NewProduct::new("n", "S", 1, 1))
+                .await
+                .map(drop),
+            "getProduct" => c.get_product(p).await.map(drop),
+            "updateProduct" => c
+                .update_product(p, &ProductPatch::new().stock(1))
+                .await
+                .map(drop),
+            "deleteProduct" => c.delete_product(p).await,
+            "listUsers" => c
+                .list_users(UserFilter::new())
+                .next()
+                .await
+                .unwrap()
+                .map(drop),
+            "createUser" => c
+                .create_user(&NewUser::new("a@b.c", "n", Role::Viewer))
+                .await
+                .map(drop),
+            "getUser" => c.get_user(u).await.map(drop),
+            "updateUser" => c
+                .update_user(u, &UserPatch::new().name("n"))
+                .await
+                .map(drop),
+            "deleteUser" => c.delete_user(u, None).await,
+            "resendInvitation" => c.resend_invitation(u).await.map(drop),
+            "listUsersV2" => c
+                .list_users_v2(UserFilter::new())
+                .next()
+                .await
+                .unwrap()
+                .map(drop),
+            "listProductsV2" => c
+                .list_products_v2(ProductFilter::new())
+                .next()
+                .await
+                .unwrap()
+                .map(drop),
+            other => panic!("no call written for {other}: add it here"),
+        };
+        assert_eq!(
+            r.unwrap_err().code(),
+            Some(&ErrorCode::ResourceNotFound),
+            "{}",
+            op.operation_id
+        );
+        let got = seen.lock().unwrap()[i].clone();
+        let path = op.path.replace("{user_id}", u).replace("{product_id}", p);
+        let target = got.line.split(' ').nth(1).unwrap();
+        let target_path = target.split('?').next().unwrap();
+        assert_eq!(
+            (got.line.split(' ').next().unwrap(), target_path),
+            (op.method, path.as_str()),
+            "{} is sent as the table says",
+            op.operation_id
+        );
+        assert_eq!(
+            got.header("idempotency-key").is_some(),
+            op.method == "POST",
+            "{}: an Idempotency-Key on POSTs only",
+            op.operation_id
+        );
+    }
+}
