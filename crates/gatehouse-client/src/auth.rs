@@ -136,7 +136,8 @@ pub(crate) struct TokenResponse {
 /// A cached access token.
 pub(crate) struct Cached {
     pub(crate) token: String,
-    pub(crate) expires_at: Option<Instant>,
+    /// When it expires and how long it was issued for (`expires_in`).
+    pub(crate) expires: Option<(Instant, Duration)>,
 }
 
 /// What the token mutex guards. `generation` counts the tokens fetched, so
@@ -153,7 +154,7 @@ impl TokenState {
         let cached = match &credentials {
             Credentials::ApiKey(t) | Credentials::AccessToken(t) => Some(Cached {
                 token: t.clone(),
-                expires_at: None,
+                expires: None,
             }),
             _ => None,
         };
@@ -172,11 +173,17 @@ impl TokenState {
         )
     }
 
-    /// The cached token, unless it expires within `margin`.
+    /// The cached token, unless it expires within `margin` — or within
+    /// half its lifetime, for a token issued for less than twice the margin
+    /// (so that short-lived tokens are not fetched anew for every request).
     pub(crate) fn fresh(&self, margin: Duration) -> Option<&str> {
         let c = self.cached.as_ref()?;
-        match c.expires_at {
-            Some(at) if at.saturating_duration_since(Instant::now()) <= margin => None,
+        match c.expires {
+            Some((at, lifetime))
+                if at.saturating_duration_since(Instant::now()) <= margin.min(lifetime / 2) =>
+            {
+                None
+            }
             _ => Some(&c.token),
         }
     }
@@ -243,9 +250,10 @@ impl TokenState {
     pub(crate) fn accept(&mut self, t: TokenResponse) -> Option<String> {
         self.cached = Some(Cached {
             token: t.access_token,
-            expires_at: t
-                .expires_in
-                .map(|s| Instant::now() + Duration::from_secs(s)),
+            expires: t.expires_in.map(|s| {
+                let lifetime = Duration::from_secs(s);
+                (Instant::now() + lifetime, lifetime)
+            }),
         });
         self.generation += 1;
         let rt = t.refresh_token?;
@@ -381,14 +389,21 @@ mod tests {
         assert_eq!(s.fresh(Duration::from_secs(30)), Some("at"));
         assert_eq!(
             s.fresh(Duration::from_secs(4000)),
-            None,
-            "within the margin"
+            Some("at"),
+            "a margin above the lifetime: kept for half of it"
         );
         assert!(
             s.grant_form()
                 .contains(&("refresh_token", "rt_2".to_owned()))
         );
         assert_eq!(s.generation, 1);
+        // 10 s left of an hour: within a 30 s margin.
+        s.cached.as_mut().unwrap().expires = Some((
+            Instant::now() + Duration::from_secs(10),
+            Duration::from_secs(3600),
+        ));
+        assert_eq!(s.fresh(Duration::from_secs(30)), None, "within the margin");
+        assert_eq!(s.fresh(Duration::from_secs(5)), Some("at"));
     }
 
     #[test]

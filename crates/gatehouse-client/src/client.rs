@@ -164,7 +164,9 @@ impl ClientBuilder {
         self
     }
 
-    /// How long before its expiry an access token is replaced (default 30 s).
+    /// How long before its expiry an access token is replaced (default
+    /// 30 s; for a token issued for less than twice this, after half its
+    /// lifetime).
     pub fn token_refresh_margin(mut self, margin: Duration) -> Self {
         self.token_margin = margin;
         self

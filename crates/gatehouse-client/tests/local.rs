@@ -257,21 +257,21 @@ async fn retries_are_traced_with_the_request_id() {
     }
 }
 
-/// A token is replaced before it expires: one that expires within the
-/// margin (here at once) is not sent again.
+/// A token is replaced before it expires: once within the margin of its
+/// end, or past half its lifetime when that is shorter than twice the
+/// margin (a 2 s token with a 30 s margin is kept for 1 s).
 #[tokio::test]
 async fn token_replaced_before_expiry() {
-    let expiring = |at: &str| -> Answer {
+    let short = |at: &str| -> Answer {
         (
             200,
             vec![],
-            format!(
-                r#"{{"access_token":"{at}","token_type":"Bearer","expires_in":10,"scope":""}}"#
-            ),
+            format!(r#"{{"access_token":"{at}","token_type":"Bearer","expires_in":2,"scope":""}}"#),
         )
     };
     let (base, seen) = scripted(vec![
-        expiring("at-1"),
+        short("at-1"),
+        empty_page(),
         empty_page(),
         token("at-2"),
         empty_page(),
@@ -287,11 +287,19 @@ async fn token_replaced_before_expiry() {
         .token_refresh_margin(std::time::Duration::from_secs(30))
         .build()
         .unwrap();
-    for _ in 0..3 {
-        c.list_products_page(&ProductFilter::new(), 0)
-            .await
-            .unwrap();
-    }
+    c.list_products_page(&ProductFilter::new(), 0)
+        .await
+        .unwrap();
+    c.list_products_page(&ProductFilter::new(), 0)
+        .await
+        .unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    c.list_products_page(&ProductFilter::new(), 0)
+        .await
+        .unwrap();
+    c.list_products_page(&ProductFilter::new(), 0)
+        .await
+        .unwrap();
     let seen = seen.lock().unwrap().clone();
     let auth: Vec<_> = seen.iter().map(|s| s.header("authorization")).collect();
     assert_eq!(
@@ -299,11 +307,12 @@ async fn token_replaced_before_expiry() {
         [
             None,
             Some("Bearer at-1"),
+            Some("Bearer at-1"),
             None,
             Some("Bearer at-2"),
             Some("Bearer at-2")
         ],
-        "at-1 (10 s left, margin 30 s) is replaced before its second use; at-2 (3600 s) is kept"
+        "at-1 is used in its first second and replaced after; at-2 (3600 s) is kept"
     );
 }
 
