@@ -899,7 +899,7 @@ async fn d51_authorization_code_and_refresh_token_rotation() {
         id: ClientId::generate(),
         name: "client library".into(),
         secret_hash: Some(gatehouse_auth::secrets::hash_secret(&secret)),
-        scopes: ScopeSet::parse("profile:read users:read").unwrap(),
+        scopes: ScopeSet::parse("profile:read profile:write users:read").unwrap(),
         redirect_uris: vec![redirect.into()],
         admin_approved: false,
         owner: None,
@@ -915,7 +915,7 @@ async fn d51_authorization_code_and_refresh_token_rotation() {
         &s.base,
         &app_id,
         redirect,
-        ["profile:read", "users:read"],
+        ["profile:read", "profile:write", "users:read"],
     )
     .unwrap();
     let q: std::collections::HashMap<_, _> = req.url.query_pairs().into_owned().collect();
@@ -933,7 +933,7 @@ async fn d51_authorization_code_and_refresh_token_rotation() {
             client: app.id.clone(),
             user: user.id.clone(),
             redirect_uri: redirect.into(),
-            scopes: ScopeSet::parse("profile:read users:read").unwrap(),
+            scopes: ScopeSet::parse("profile:read profile:write users:read").unwrap(),
             code_challenge: q["code_challenge"].clone(),
             created_at: now,
             expires_at: now.plus_seconds(60),
@@ -953,6 +953,14 @@ async fn d51_authorization_code_and_refresh_token_rotation() {
         .unwrap();
     let me = c.get_profile().await.unwrap();
     assert_eq!(me.id, user.id.to_string());
+    let renamed = c
+        .update_profile(&ProfilePatch::name("Pat Renamed"))
+        .await
+        .unwrap();
+    assert_eq!(
+        (renamed.id.as_str(), renamed.name.as_str()),
+        (me.id.as_str(), "Pat Renamed")
+    );
     let first = rotated.lock().unwrap().clone();
     assert_eq!(first.len(), 1, "the code exchange yields a refresh token");
     assert!(first[0].starts_with("rt_"));
