@@ -79,3 +79,8 @@ pub use models::{
 };
 pub use ops::{ListStream, OPERATIONS, Operation};
 pub use retry::{RetryDelay, RetryPolicy, RetryReason, SleepFuture};
+
+/// The README's example compiles (`cargo test --doc`).
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
