@@ -415,3 +415,21 @@ async fn every_operation_of_the_table_sends_its_method_and_path() {
         );
     }
 }
+
+/// D51: the library depends on no server crate — it speaks HTTP only.
+#[test]
+fn depends_on_no_gatehouse_crate() {
+    let manifest = include_str!("../Cargo.toml");
+    let deps: Vec<&str> = manifest
+        .lines()
+        .skip_while(|l| l.trim() != "[dependencies]")
+        .skip(1)
+        .take_while(|l| !l.starts_with('['))
+        .filter_map(|l| l.split_once('=').map(|(k, _)| k.trim()))
+        .collect();
+    assert!(deps.contains(&"reqwest"), "{deps:?}");
+    assert!(
+        deps.iter().all(|d| !d.starts_with("gatehouse")),
+        "a server crate among {deps:?}"
+    );
+}
