@@ -370,29 +370,53 @@ impl Client {
     /// The current access token (fetched when there is none or it is about
     /// to expire) and its generation.
     async fn bearer(&self) -> Result<(String, u64)> {
-        let mut guard = self.inner.tokens.lock().await;
-        let state = guard
-            .as_mut()
-            .ok_or_else(|| Error::Config("no credentials configured".into()))?;
-        if let Some(t) = state.fresh(self.inner.token_margin) {
-            return Ok((t.to_owned(), state.generation));
-        }
-        self.fetch_token(state).await
+        self.token(None).await
     }
 
     /// After the token of generation `seen` was refused: a new one, fetched
     /// only if no other task has fetched one since.
     async fn renew(&self, seen: u64) -> Result<(String, u64)> {
-        let mut guard = self.inner.tokens.lock().await;
-        let state = guard
-            .as_mut()
-            .ok_or_else(|| Error::Config("no credentials configured".into()))?;
-        if state.generation != seen {
-            if let Some(t) = state.fresh(self.inner.token_margin) {
-                return Ok((t.to_owned(), state.generation));
+        self.token(Some(seen)).await
+    }
+
+    /// The cached token if it will do, else a new one. The fetch runs in a
+    /// task of its own under the token mutex, so only one is ever in flight,
+    /// and a caller that gives up half-way (a dropped future, a timeout
+    /// around the call) cannot lose a rotated refresh token (D24): the task
+    /// finishes and stores it.
+    async fn token(&self, refused: Option<u64>) -> Result<(String, u64)> {
+        let margin = self.inner.token_margin;
+        let usable = move |state: &TokenState| -> Option<(String, u64)> {
+            let t = state.fresh(margin)?;
+            let stale = refused == Some(state.generation) && state.renewable();
+            (!stale).then(|| (t.to_owned(), state.generation))
+        };
+        {
+            let guard = self.inner.tokens.lock().await;
+            let state = guard
+                .as_ref()
+                .ok_or_else(|| Error::Config("no credentials configured".into()))?;
+            if let Some(t) = usable(state) {
+                return Ok(t);
             }
         }
-        self.fetch_token(state).await
+        let client = self.clone();
+        let task = tokio::spawn(async move {
+            let mut guard = client.inner.tokens.lock().await;
+            let state = guard
+                .as_mut()
+                .ok_or_else(|| Error::Config("no credentials configured".into()))?;
+            // Another task may have fetched one while this one waited.
+            if let Some(t) = usable(state) {
+                return Ok(t);
+            }
+            client.fetch_token(state).await
+        });
+        match task.await {
+            Ok(r) => r,
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Err(e) => Err(Error::Config(format!("the token task ended early: {e}"))),
+        }
     }
 
     async fn fetch_token(&self, state: &mut TokenState) -> Result<(String, u64)> {

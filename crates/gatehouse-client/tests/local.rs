@@ -76,6 +76,12 @@ async fn scripted(answers: Vec<Answer>) -> (String, Arc<Mutex<Vec<Seen>>>) {
                     let mut head =
                         format!("HTTP/1.1 {status} X\r\ncontent-type: application/json\r\n");
                     for (k, v) in extra {
+                        if k == "x-test-delay-ms" {
+                            // Not a header: answer this late.
+                            let ms = v.parse().unwrap();
+                            tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+                            continue;
+                        }
                         head.push_str(&format!("{k}: {v}\r\n"));
                     }
                     head.push_str(&format!("content-length: {}\r\n\r\n", body.len()));
@@ -432,4 +438,54 @@ fn depends_on_no_gatehouse_crate() {
         deps.iter().all(|d| !d.starts_with("gatehouse")),
         "a server crate among {deps:?}"
     );
+}
+
+/// A caller that gives up while its refresh is in flight does not lose the
+/// rotated refresh token (D24 would revoke the chain when the old one is
+/// presented after the grace window): the refresh finishes in its own task.
+#[tokio::test]
+async fn a_cancelled_refresh_still_keeps_the_rotated_token() {
+    let (base, seen) = scripted(vec![
+        (
+            200,
+            vec![("x-test-delay-ms", "300".into())],
+            r#"{"access_token":"at-2","token_type":"Bearer","expires_in":3600,"refresh_token":"rt_2","scope":""}"#
+                .into(),
+        ),
+        empty_page(),
+    ])
+    .await;
+    let rotated: Arc<Mutex<Vec<String>>> = Arc::default();
+    let r = rotated.clone();
+    let c = Client::builder(&base)
+        .credentials(Credentials::refresh_token("app_1", None, "rt_1"))
+        .on_refresh_token(move |rt| r.lock().unwrap().push(rt.to_owned()))
+        .build()
+        .unwrap();
+    assert_eq!(c.refresh_token().as_deref(), Some("rt_1"));
+    let gave_up = tokio::time::timeout(
+        std::time::Duration::from_millis(50),
+        c.list_products_page(&ProductFilter::new(), 0),
+    )
+    .await;
+    assert!(gave_up.is_err(), "the caller gave up");
+    tokio::time::sleep(std::time::Duration::from_millis(600)).await;
+    assert_eq!(c.refresh_token().as_deref(), Some("rt_2"));
+    assert_eq!(*rotated.lock().unwrap(), ["rt_2"]);
+    c.list_products_page(&ProductFilter::new(), 0)
+        .await
+        .unwrap();
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 2, "no second token request: {seen:#?}");
+    let form: std::collections::HashMap<String, String> =
+        url::form_urlencoded::parse(seen[0].body.as_bytes())
+            .into_owned()
+            .collect();
+    assert_eq!(form["grant_type"], "refresh_token");
+    assert_eq!(form["refresh_token"], "rt_1");
+    assert!(
+        !form.contains_key("client_secret"),
+        "a public client sends none"
+    );
+    assert_eq!(seen[1].header("authorization"), Some("Bearer at-2"));
 }
