@@ -924,6 +924,15 @@ async fn d51_authorization_code_and_refresh_token_rotation() {
         gatehouse_auth::pkce::challenge_for(&req.code_verifier),
         "the client's S256 challenge is the server's"
     );
+    // The server takes the client's authorization URL: its login page, not
+    // an error page or a redirect with an error.
+    let page = s.client.get(req.url.as_str()).send().await.unwrap();
+    assert_eq!(page.status(), StatusCode::OK);
+    let html = page.text().await.unwrap();
+    assert!(
+        html.contains("<form") && html.contains("password"),
+        "{html}"
+    );
     let code = gatehouse_domain::random::token("ac_", 256);
     let now = Timestamp::now();
     s.store()
