@@ -2,9 +2,9 @@
 //! sessions, codes, refresh chains), used inside the transactions of the
 //! `Store` impl in `lib.rs`.
 
-use gatehouse_domain::{OrgId, Timestamp, UserId};
+use gatehouse_domain::{ChainId, Jti, OrgId, Timestamp, UserId};
 use gatehouse_store::{
-    LinkKind, NewLink, OutboundEmail, RefreshChain, RefreshToken, RevocationKind,
+    LinkKind, NewLink, OutboundEmail, RefreshChain, RefreshToken, RevocationKind, StoreError,
 };
 use sqlx_core::query::query;
 use sqlx_core::query_scalar::query_scalar;
@@ -191,7 +191,7 @@ pub(crate) async fn insert_chain(c: &mut PgConnection, ch: &RefreshChain) -> TxR
     query(&format!(
         "INSERT INTO refresh_chains ({CHAIN_COLS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
     ))
-    .bind(&ch.id)
+    .bind(ch.id.as_str())
     .bind(ch.org.as_str())
     .bind(ch.client.as_str())
     .bind(ch.user.as_str())
@@ -209,13 +209,13 @@ pub(crate) async fn insert_token(c: &mut PgConnection, t: &RefreshToken) -> TxRe
         "INSERT INTO refresh_tokens ({TOKEN_COLS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
     ))
     .bind(&t.digest[..])
-    .bind(&t.chain)
+    .bind(t.chain.as_str())
     .bind(t.issued_at.millis())
     .bind(t.expires_at.millis())
     .bind(t.used_at.map(Timestamp::millis))
     .bind(t.successor_sealed.as_deref())
     .bind(t.successor_until.map(Timestamp::millis))
-    .bind(t.access_jti.as_deref())
+    .bind(t.access_jti.as_ref().map(Jti::as_str))
     .execute(&mut *c)
     .await?;
     Ok(())
@@ -227,10 +227,19 @@ pub(crate) async fn insert_token(c: &mut PgConnection, t: &RefreshToken) -> TxRe
 /// concurrent revocations write one record.
 pub(crate) async fn revoke_chain(
     c: &mut PgConnection,
-    chain: &str,
+    org: &OrgId,
+    chain: &ChainId,
     now: Timestamp,
     access_expiry: Timestamp,
 ) -> TxResult<()> {
+    // D2: a chain of another organization is as good as unknown.
+    query_scalar::<_, i32>("SELECT 1 FROM refresh_chains WHERE id = $1 AND org_id = $2")
+        .bind(chain.as_str())
+        .bind(org.as_str())
+        .fetch_optional(&mut *c)
+        .await?
+        .ok_or(StoreError::NotFound)?;
+    let chain = chain.as_str();
     let changed =
         query("UPDATE refresh_chains SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL")
             .bind(chain)

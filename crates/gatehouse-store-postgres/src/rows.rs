@@ -1,8 +1,8 @@
 //! Column lists and row decoding, shared by the `Store` methods.
 
 use gatehouse_domain::{
-    ApiKey, ApiKeyId, Client, ClientId, OrgId, Organization, Plan, Product, ProductId,
-    ProductStatus, Role, ScopeSet, Timestamp, User, UserId, UserStatus,
+    ApiKey, ApiKeyId, ChainId, Client, ClientId, Jti, OrgId, Organization, Plan, Product,
+    ProductId, ProductStatus, Role, ScopeSet, Timestamp, User, UserId, UserStatus,
     values::{Email, Name, Sku},
 };
 use gatehouse_store::{AuthCode, RefreshChain, RefreshToken};
@@ -181,7 +181,8 @@ pub(crate) const CODE_COLS: &str = "digest, org_id, client_id, user_id, redirect
 pub(crate) fn code_row(r: &PgRow) -> RowResult<AuthCode> {
     let chain: Option<String> = r.try_get(10)?;
     // The digest is the row's key: the row is named by its chain.
-    let row = chain.as_deref().unwrap_or("(no chain)");
+    let row = chain.clone().unwrap_or_else(|| "(no chain)".into());
+    let row = row.as_str();
     Ok(AuthCode {
         digest: digest32(r.try_get(0)?, ("auth_codes", "digest", row))?,
         org: OrgId::from_trusted(r.try_get(1)?),
@@ -193,7 +194,7 @@ pub(crate) fn code_row(r: &PgRow) -> RowResult<AuthCode> {
         created_at: ts(r.try_get(7)?),
         expires_at: ts(r.try_get(8)?),
         used_at: opt_ts(r.try_get(9)?),
-        chain,
+        chain: chain.map(ChainId::from_trusted),
     })
 }
 
@@ -211,7 +212,7 @@ pub(crate) fn chain_row(r: &PgRow, at: usize) -> RowResult<RefreshChain> {
         created_at: ts(r.try_get(at + 5)?),
         ends_at: ts(r.try_get(at + 6)?),
         revoked_at: opt_ts(r.try_get(at + 7)?),
-        id,
+        id: ChainId::from_trusted(id),
     })
 }
 
@@ -222,12 +223,12 @@ pub(crate) fn token_row(r: &PgRow) -> RowResult<RefreshToken> {
     Ok(RefreshToken {
         // The digest is the row's key: the row is named by its chain.
         digest: digest32(r.try_get(0)?, ("refresh_tokens", "digest", &chain))?,
-        chain,
+        chain: ChainId::from_trusted(chain),
         issued_at: ts(r.try_get(2)?),
         expires_at: ts(r.try_get(3)?),
         used_at: opt_ts(r.try_get(4)?),
         successor_sealed: r.try_get(5)?,
         successor_until: opt_ts(r.try_get(6)?),
-        access_jti: r.try_get(7)?,
+        access_jti: r.try_get::<Option<String>, _>(7)?.map(Jti::from_trusted),
     })
 }

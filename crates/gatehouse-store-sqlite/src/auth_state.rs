@@ -1,10 +1,10 @@
 //! SQL for the authorization server's state (revocations, outbox, links,
 //! sessions, codes, refresh chains), used by the `Store` impl in `lib.rs`.
 
-use gatehouse_domain::{ClientId, OrgId, Timestamp, UserId};
+use gatehouse_domain::{ChainId, ClientId, Jti, OrgId, Timestamp, UserId};
 use gatehouse_store::{
     AuthCode, LinkKind, NewLink, OutboundEmail, RefreshChain, RefreshToken, RevocationKind,
-    StoreResult,
+    StoreError, StoreResult,
 };
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
@@ -126,7 +126,8 @@ pub(crate) const CODE_COLS: &str = "digest, org_id, client_id, user_id, redirect
 pub(crate) fn code_row(r: &Row<'_>) -> rusqlite::Result<AuthCode> {
     let chain: Option<String> = r.get(10)?;
     // The digest is the row's key: the row is named by its chain.
-    let row = chain.as_deref().unwrap_or("(no chain)");
+    let row = chain.clone().unwrap_or_else(|| "(no chain)".into());
+    let row = row.as_str();
     Ok(AuthCode {
         digest: digest32(r.get(0)?, ("auth_codes", "digest", row))?,
         org: OrgId::from_trusted(r.get(1)?),
@@ -138,7 +139,7 @@ pub(crate) fn code_row(r: &Row<'_>) -> rusqlite::Result<AuthCode> {
         created_at: Timestamp::from_millis(r.get(7)?),
         expires_at: Timestamp::from_millis(r.get(8)?),
         used_at: r.get::<_, Option<i64>>(9)?.map(Timestamp::from_millis),
-        chain,
+        chain: chain.map(ChainId::from_trusted),
     })
 }
 
@@ -155,7 +156,7 @@ pub(crate) fn chain_row(r: &Row<'_>, at: usize) -> rusqlite::Result<RefreshChain
         created_at: Timestamp::from_millis(r.get(at + 5)?),
         ends_at: Timestamp::from_millis(r.get(at + 6)?),
         revoked_at: r.get::<_, Option<i64>>(at + 7)?.map(Timestamp::from_millis),
-        id,
+        id: ChainId::from_trusted(id),
     })
 }
 
@@ -166,13 +167,13 @@ pub(crate) fn token_row(r: &Row<'_>) -> rusqlite::Result<RefreshToken> {
     Ok(RefreshToken {
         // The digest is the row's key: the row is named by its chain.
         digest: digest32(r.get(0)?, ("refresh_tokens", "digest", &chain))?,
-        chain,
+        chain: ChainId::from_trusted(chain),
         issued_at: Timestamp::from_millis(r.get(2)?),
         expires_at: Timestamp::from_millis(r.get(3)?),
         used_at: r.get::<_, Option<i64>>(4)?.map(Timestamp::from_millis),
         successor_sealed: r.get(5)?,
         successor_until: r.get::<_, Option<i64>>(6)?.map(Timestamp::from_millis),
-        access_jti: r.get(7)?,
+        access_jti: r.get::<_, Option<String>>(7)?.map(Jti::from_trusted),
     })
 }
 
@@ -182,7 +183,7 @@ pub(crate) fn insert_chain(c: &Connection, ch: &RefreshChain) -> StoreResult<()>
     ))
     .and_then(|mut s| {
         s.execute(params![
-            ch.id,
+            ch.id.as_str(),
             ch.org.as_str(),
             ch.client.as_str(),
             ch.user.as_str(),
@@ -203,13 +204,13 @@ pub(crate) fn insert_token(c: &Connection, t: &RefreshToken) -> StoreResult<()> 
     .and_then(|mut s| {
         s.execute(params![
             t.digest.to_vec(),
-            t.chain,
+            t.chain.as_str(),
             t.issued_at.millis(),
             t.expires_at.millis(),
             t.used_at.map(Timestamp::millis),
             t.successor_sealed,
             t.successor_until.map(Timestamp::millis),
-            t.access_jti
+            t.access_jti.as_ref().map(Jti::as_str)
         ])
     })
     .map_err(db_err)?;
@@ -218,10 +219,20 @@ pub(crate) fn insert_token(c: &Connection, t: &RefreshToken) -> StoreResult<()> 
 
 pub(crate) fn revoke_chain(
     c: &Connection,
-    chain: &str,
+    org: &OrgId,
+    chain: &ChainId,
     now: Timestamp,
     access_expiry: Timestamp,
 ) -> StoreResult<()> {
+    // D2: a chain of another organization is as good as unknown.
+    c.prepare_cached("SELECT 1 FROM refresh_chains WHERE id = ?1 AND org_id = ?2")
+        .and_then(|mut s| {
+            s.query_row(params![chain.as_str(), org.as_str()], |_| Ok(()))
+                .optional()
+        })
+        .map_err(db_err)?
+        .ok_or(StoreError::NotFound)?;
+    let chain = chain.as_str();
     let changed = c
         .prepare_cached(
             "UPDATE refresh_chains SET revoked_at = ?2 WHERE id = ?1 AND revoked_at IS NULL",

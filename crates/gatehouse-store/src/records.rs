@@ -3,7 +3,7 @@
 //! authorization codes and refresh chains. Secrets appear here only as
 //! SHA-256 digests.
 
-use gatehouse_domain::{ClientId, OrgId, ScopeSet, Timestamp, User, UserId};
+use gatehouse_domain::{ChainId, ClientId, Jti, OrgId, ScopeSet, Timestamp, User, UserId};
 
 /// What a revocation record covers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -107,13 +107,13 @@ pub struct AuthCode {
     pub expires_at: Timestamp,
     pub used_at: Option<Timestamp>,
     /// The chain its exchange created (revoked if the code is used again).
-    pub chain: Option<String>,
+    pub chain: Option<ChainId>,
 }
 
 /// A refresh-token chain: everything descended from one authorization (D24).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RefreshChain {
-    pub id: String,
+    pub id: ChainId,
     pub org: OrgId,
     pub client: ClientId,
     pub user: UserId,
@@ -128,7 +128,7 @@ pub struct RefreshChain {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RefreshToken {
     pub digest: [u8; 32],
-    pub chain: String,
+    pub chain: ChainId,
     pub issued_at: Timestamp,
     pub expires_at: Timestamp,
     pub used_at: Option<Timestamp>,
@@ -136,7 +136,7 @@ pub struct RefreshToken {
     pub successor_sealed: Option<Vec<u8>>,
     pub successor_until: Option<Timestamp>,
     /// The `jti` of the access token issued with this refresh token.
-    pub access_jti: Option<String>,
+    pub access_jti: Option<Jti>,
 }
 
 /// The outcome of redeeming a code atomically.
@@ -145,7 +145,7 @@ pub enum Redeemed {
     /// First use: the chain and its first refresh token were written.
     Fresh,
     /// Used before: the chain the first use created (to revoke), if any.
-    Reused(Option<String>),
+    Reused(Option<ChainId>),
 }
 
 /// The outcome of rotating a refresh token atomically.

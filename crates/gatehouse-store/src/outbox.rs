@@ -1,0 +1,27 @@
+//! The e-mail outbox (D30).
+
+use async_trait::async_trait;
+use gatehouse_domain::Timestamp;
+
+use crate::{OutboxMessage, StoreResult};
+
+/// The e-mail outbox (D30).
+#[async_trait]
+pub trait OutboxStore: Send + Sync {
+    /// Claims up to `limit` due messages for `lease_ms` (another worker skips them).
+    async fn claim_outbox(
+        &self,
+        now: Timestamp,
+        limit: u32,
+        lease_ms: i64,
+    ) -> StoreResult<Vec<OutboxMessage>>;
+    async fn outbox_sent(&self, id: i64, now: Timestamp) -> StoreResult<()>;
+    async fn outbox_failed(
+        &self,
+        id: i64,
+        error: &str,
+        next_attempt_at: Timestamp,
+    ) -> StoreResult<()>;
+    /// Messages not yet delivered.
+    async fn outbox_backlog(&self) -> StoreResult<u64>;
+}
