@@ -14,6 +14,7 @@ mod outbox;
 mod products;
 mod rate;
 mod revocations;
+mod scoping;
 mod signing_keys;
 mod users;
 
@@ -28,6 +29,7 @@ pub use outbox::*;
 pub use products::*;
 pub use rate::*;
 pub use revocations::*;
+pub use scoping::*;
 pub use signing_keys::*;
 pub use users::*;
 
@@ -55,7 +57,8 @@ macro_rules! store_conformance_tests {
             outbox_claims_and_retries, sessions_and_login_failures, codes_redeem_once,
             refresh_rotation_is_atomic, refresh_rotation_revokes_the_replaced_access_token, client_secret_rotation, purge_removes_only_expired, cursor_pages_are_stable_under_inserts, v2_preview_flag,
             staging_reset_restores_the_fixture, shared_rate_windows, jobs_are_claimed_once,
-            clients_version_moves_with_every_client_change, corrupt_rows_are_internal_errors);
+            clients_version_moves_with_every_client_change, corrupt_rows_are_internal_errors,
+            every_tenant_method_is_scoped);
     };
     (@each $make:expr; $($name:ident),*) => {
         $(
