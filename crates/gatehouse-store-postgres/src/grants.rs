@@ -220,22 +220,9 @@ impl GrantStore for PgStore {
                 // statement, see `auth_state::insert_revocation`).
                 let revoked = match jti {
                     Some(jti) => {
-                        let cutoff = now.unix_seconds();
-                        let id = auth_state::insert_revocation(
-                            &mut tx,
-                            RevocationKind::Jti,
-                            &jti,
-                            cutoff,
-                            access_expiry,
-                        )
-                        .await?;
-                        Some(Revocation {
-                            id,
-                            kind: RevocationKind::Jti,
-                            subject: jti,
-                            cutoff,
-                            expires_at: access_expiry,
-                        })
+                        let r = NewRevocation::jti(jti, now, access_expiry);
+                        let id = auth_state::insert_revocation(&mut tx, &r).await?;
+                        Some(r.stored(id))
                     }
                     None => None,
                 };

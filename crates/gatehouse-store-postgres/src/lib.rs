@@ -55,13 +55,13 @@ use gatehouse_domain::{
     user::{self, UserChange},
     values::{Email, words},
 };
-use gatehouse_store::check_org;
 use gatehouse_store::prelude::*;
 use gatehouse_store::{
     AuthCode, LinkKind, LinkRecord, NewClient, NewLink, OutboundEmail, OutboxMessage,
     ProductFilter, Redeemed, RefreshChain, RefreshToken, Revocation, RevocationKind, Rotated,
     Session, SharedWindow, SigningKeyRecord, Store, StoreError, StoreResult, UserFilter,
 };
+use gatehouse_store::{NewRevocation, check_org};
 
 /// D28's shared windows count admissions in buckets of this many ms
 /// ("counting in sub-second buckets is fine").

@@ -68,7 +68,7 @@ impl OutboxStore for PgStore {
         error: &str,
         next_attempt_at: Timestamp,
     ) -> StoreResult<()> {
-        let error = error.chars().take(1000).collect::<String>();
+        let error = gatehouse_store::outbox_error_text(error);
         write_tx!(self, |tx| {
             query("UPDATE outbox SET last_error = $2, next_attempt_at = $3, locked_until = 0 WHERE id = $1")
                 .bind(id)

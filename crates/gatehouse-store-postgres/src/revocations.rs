@@ -39,9 +39,12 @@ impl RevocationStore for PgStore {
         cutoff: i64,
         expires_at: Timestamp,
     ) -> StoreResult<i64> {
-        write_tx!(self, |tx| auth_state::insert_revocation(
-            &mut tx, kind, subject, cutoff, expires_at
-        )
-        .await)
+        let r = NewRevocation {
+            kind,
+            subject: subject.to_owned(),
+            cutoff,
+            expires_at,
+        };
+        write_tx!(self, |tx| auth_state::insert_revocation(&mut tx, &r).await)
     }
 }

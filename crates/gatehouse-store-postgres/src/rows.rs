@@ -54,31 +54,14 @@ fn decode_id<T>(
 
 /// A 32-byte digest as stored (`bytea`), or [`corrupt`].
 pub(crate) fn digest32(v: &[u8], (table, column, row): (&str, &str, &str)) -> RowResult<[u8; 32]> {
-    <[u8; 32]>::try_from(v).map_err(|_| {
-        corrupt(
-            table,
-            column,
-            row,
-            &format!("holds {} bytes, not 32", v.len()),
-        )
-    })
+    gatehouse_store::decode::digest(v).map_err(|problem| corrupt(table, column, row, &problem))
 }
 
 /// A scope set as stored (its bits), or [`corrupt`] when it holds a bit no
 /// scope has.
 fn scopes(bits: i16, (table, column, row): (&str, &str, &str)) -> RowResult<ScopeSet> {
-    u8::try_from(bits)
-        .ok()
-        .map(ScopeSet::from_bits)
-        .filter(|s| i16::from(s.bits()) == bits)
-        .ok_or_else(|| {
-            corrupt(
-                table,
-                column,
-                row,
-                &format!("holds {bits}, not a set of scopes"),
-            )
-        })
+    gatehouse_store::decode::scopes(bits.into())
+        .map_err(|problem| corrupt(table, column, row, &problem))
 }
 
 pub(crate) const USER_COLS: &str =

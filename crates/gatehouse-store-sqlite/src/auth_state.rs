@@ -3,27 +3,25 @@
 
 use gatehouse_domain::{ChainId, ClientId, Jti, OrgId, Timestamp, UserId};
 use gatehouse_store::{
-    AuthCode, LinkKind, NewLink, OutboundEmail, RefreshChain, RefreshToken, RevocationKind,
+    AuthCode, LinkKind, NewLink, NewRevocation, OutboundEmail, RefreshChain, RefreshToken,
     StoreError, StoreResult,
 };
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
 use crate::{db_err, digest32, scopes};
 
-/// Access tokens live an hour; a revocation is kept a little longer than that.
-pub(crate) const ACCESS_TOKEN_SLACK_SECS: i64 = 3600 + 60;
-
-pub(crate) fn insert_revocation(
-    c: &Connection,
-    kind: RevocationKind,
-    subject: &str,
-    cutoff: i64,
-    expires_at: Timestamp,
-) -> StoreResult<i64> {
+pub(crate) fn insert_revocation(c: &Connection, r: &NewRevocation) -> StoreResult<i64> {
     c.prepare_cached(
         "INSERT INTO revocations (kind, subject, cutoff, expires_at) VALUES (?1, ?2, ?3, ?4)",
     )
-    .and_then(|mut s| s.execute(params![kind.as_str(), subject, cutoff, expires_at.millis()]))
+    .and_then(|mut s| {
+        s.execute(params![
+            r.kind.as_str(),
+            r.subject,
+            r.cutoff,
+            r.expires_at.millis()
+        ])
+    })
     .map_err(db_err)?;
     Ok(c.last_insert_rowid())
 }
@@ -32,13 +30,7 @@ pub(crate) fn insert_revocation(
 /// through a `User` revocation at `now`, and their sessions, codes and
 /// refresh chains in storage.
 pub(crate) fn revoke_user(c: &Connection, user: &UserId, now: Timestamp) -> StoreResult<()> {
-    insert_revocation(
-        c,
-        RevocationKind::User,
-        user.as_str(),
-        now.unix_seconds(),
-        now.plus_seconds(ACCESS_TOKEN_SLACK_SECS),
-    )?;
+    insert_revocation(c, &NewRevocation::user(user, now))?;
     for sql in [
         "DELETE FROM sessions WHERE user_id = ?1",
         "DELETE FROM auth_codes WHERE user_id = ?1",
@@ -232,25 +224,18 @@ pub(crate) fn revoke_chain(
         })
         .map_err(db_err)?
         .ok_or(StoreError::NotFound)?;
-    let chain = chain.as_str();
     let changed = c
         .prepare_cached(
             "UPDATE refresh_chains SET revoked_at = ?2 WHERE id = ?1 AND revoked_at IS NULL",
         )
-        .and_then(|mut s| s.execute(params![chain, now.millis()]))
+        .and_then(|mut s| s.execute(params![chain.as_str(), now.millis()]))
         .map_err(db_err)?;
     // Sealed successors must never be handed out for a revoked chain (D24).
     c.prepare_cached("UPDATE refresh_tokens SET successor_sealed = NULL, successor_until = NULL WHERE chain_id = ?1")
-        .and_then(|mut s| s.execute([chain]))
+        .and_then(|mut s| s.execute([chain.as_str()]))
         .map_err(db_err)?;
     if changed > 0 {
-        insert_revocation(
-            c,
-            RevocationKind::Chain,
-            chain,
-            now.unix_seconds(),
-            access_expiry,
-        )?;
+        insert_revocation(c, &NewRevocation::chain(chain, now, access_expiry))?;
     }
     Ok(())
 }

@@ -219,9 +219,8 @@ impl GrantStore for SqliteStore {
                     // dies in the same transaction.
                     let revoked = match jti {
                         Some(jti) => {
-                            let cutoff = now.unix_seconds();
-                            let id = auth_state::insert_revocation(tx, RevocationKind::Jti, &jti, cutoff, access_expiry)?;
-                            Some(Revocation { id, kind: RevocationKind::Jti, subject: jti, cutoff, expires_at: access_expiry })
+                            let r = NewRevocation::jti(jti, now, access_expiry);
+                            Some(r.clone().stored(auth_state::insert_revocation(tx, &r)?))
                         }
                         None => None,
                     };

@@ -40,13 +40,13 @@ use gatehouse_domain::{
     user::{self, UserChange},
     values::{Email, Name, Sku},
 };
-use gatehouse_store::check_org;
 use gatehouse_store::prelude::*;
 use gatehouse_store::{
     AuthCode, LinkKind, LinkRecord, NewClient, NewLink, OutboundEmail, OutboxMessage,
     ProductFilter, Redeemed, RefreshChain, RefreshToken, Revocation, RevocationKind, Rotated,
     Session, SigningKeyRecord, Store, StoreError, StoreResult, UserFilter,
 };
+use gatehouse_store::{NewRevocation, check_org};
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
 use pool::Pool;
@@ -132,14 +132,7 @@ pub(crate) fn digest32(
     v: Vec<u8>,
     (table, column, row): (&str, &str, &str),
 ) -> rusqlite::Result<[u8; 32]> {
-    <[u8; 32]>::try_from(v.as_slice()).map_err(|_| {
-        corrupt(
-            table,
-            column,
-            row,
-            &format!("holds {} bytes, not 32", v.len()),
-        )
-    })
+    gatehouse_store::decode::digest(&v).map_err(|problem| corrupt(table, column, row, &problem))
 }
 
 /// A scope set as stored (its bits), or [`corrupt`] when it holds a bit no
@@ -148,18 +141,7 @@ pub(crate) fn scopes(
     bits: i64,
     (table, column, row): (&str, &str, &str),
 ) -> rusqlite::Result<ScopeSet> {
-    u8::try_from(bits)
-        .ok()
-        .map(ScopeSet::from_bits)
-        .filter(|s| i64::from(s.bits()) == bits)
-        .ok_or_else(|| {
-            corrupt(
-                table,
-                column,
-                row,
-                &format!("holds {bits}, not a set of scopes"),
-            )
-        })
+    gatehouse_store::decode::scopes(bits).map_err(|problem| corrupt(table, column, row, &problem))
 }
 
 const USER_COLS: &str =

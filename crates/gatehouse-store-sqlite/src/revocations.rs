@@ -32,9 +32,14 @@ impl RevocationStore for SqliteStore {
         cutoff: i64,
         expires_at: Timestamp,
     ) -> StoreResult<i64> {
-        let subject = subject.to_owned();
+        let r = NewRevocation {
+            kind,
+            subject: subject.to_owned(),
+            cutoff,
+            expires_at,
+        };
         self.pool
-            .write(move |tx| auth_state::insert_revocation(tx, kind, &subject, cutoff, expires_at))
+            .write(move |tx| auth_state::insert_revocation(tx, &r))
             .await
     }
 }

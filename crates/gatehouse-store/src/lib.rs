@@ -28,6 +28,7 @@ mod api_keys;
 mod clients;
 #[cfg(feature = "testing")]
 pub mod conformance;
+pub mod decode;
 mod grants;
 mod jobs;
 mod links;

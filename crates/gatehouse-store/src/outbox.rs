@@ -5,6 +5,15 @@ use gatehouse_domain::Timestamp;
 
 use crate::{OutboxMessage, StoreResult};
 
+/// How much of a delivery error is kept with the message (for the log and
+/// the operator), in characters.
+pub const OUTBOX_ERROR_CHARS: usize = 1000;
+
+/// The delivery error as [`OutboxStore::outbox_failed`] stores it.
+pub fn outbox_error_text(error: &str) -> String {
+    error.chars().take(OUTBOX_ERROR_CHARS).collect()
+}
+
 /// The e-mail outbox (D30).
 #[async_trait]
 pub trait OutboxStore: Send + Sync {

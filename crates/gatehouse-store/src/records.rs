@@ -46,6 +46,64 @@ pub struct Revocation {
     pub expires_at: Timestamp,
 }
 
+/// Access tokens live an hour; a revocation that covers them is kept a
+/// minute longer, after which no token it names can still be valid (D24).
+pub const ACCESS_TOKEN_SLACK_SECS: i64 = 3600 + 60;
+
+/// A revocation to write; storage assigns its id. The constructors are the
+/// rules of what each kind covers, so every backend writes the same record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewRevocation {
+    pub kind: RevocationKind,
+    pub subject: String,
+    pub cutoff: i64,
+    pub expires_at: Timestamp,
+}
+
+impl NewRevocation {
+    /// Every token of `user` issued up to `now` (D11, D13, D19, D29).
+    pub fn user(user: &UserId, now: Timestamp) -> Self {
+        Self {
+            kind: RevocationKind::User,
+            subject: user.as_str().to_owned(),
+            cutoff: now.unix_seconds(),
+            expires_at: now.plus_seconds(ACCESS_TOKEN_SLACK_SECS),
+        }
+    }
+
+    /// Every access token of a revoked chain (D24, D25), kept until the last
+    /// of them has expired (`access_expiry`).
+    pub fn chain(chain: &ChainId, now: Timestamp, access_expiry: Timestamp) -> Self {
+        Self {
+            kind: RevocationKind::Chain,
+            subject: chain.as_str().to_owned(),
+            cutoff: now.unix_seconds(),
+            expires_at: access_expiry,
+        }
+    }
+
+    /// One access token (D24: the one issued with a rotated refresh token).
+    pub fn jti(jti: String, now: Timestamp, access_expiry: Timestamp) -> Self {
+        Self {
+            kind: RevocationKind::Jti,
+            subject: jti,
+            cutoff: now.unix_seconds(),
+            expires_at: access_expiry,
+        }
+    }
+
+    /// The record as stored under `id`.
+    pub fn stored(self, id: i64) -> Revocation {
+        Revocation {
+            id,
+            kind: self.kind,
+            subject: self.subject,
+            cutoff: self.cutoff,
+            expires_at: self.expires_at,
+        }
+    }
+}
+
 /// An e-mail to send (D30).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OutboundEmail {
