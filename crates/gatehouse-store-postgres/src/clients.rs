@@ -77,3 +77,32 @@ impl ClientStore for PgStore {
         })
     }
 }
+
+pub(crate) async fn insert_client_row(
+    c: &mut PgConnection,
+    org: &OrgId,
+    n: &NewClient,
+) -> TxResult<()> {
+    let r = query(
+        "INSERT INTO clients (id, org_id, name, secret_hash, scopes, redirect_uris, admin_approved, owner_id, created_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+    )
+    .bind(n.id.as_str())
+    .bind(org.as_str())
+    .bind(&n.name)
+    .bind(n.secret_hash.as_ref().map(|h| &h[..]))
+    .bind(bits(n.scopes))
+    .bind(&n.redirect_uris)
+    .bind(n.admin_approved)
+    .bind(n.owner.as_ref().map(UserId::as_str))
+    .bind(n.created_at.millis())
+    .execute(&mut *c)
+    .await;
+    match r {
+        Ok(_) => Ok(()),
+        Err(sqlx_core::Error::Database(d)) if d.code().as_deref() == Some("23503") => {
+            Err(client::unknown_owner().into())
+        }
+        Err(e) => Err(e.into()),
+    }
+}

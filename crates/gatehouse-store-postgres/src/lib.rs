@@ -63,23 +63,21 @@ use gatehouse_store::{
 };
 use gatehouse_store::{NewRevocation, check_org};
 
-/// D28's shared windows count admissions in buckets of this many ms
-/// ("counting in sub-second buckets is fine").
-const RATE_BUCKET_MS: i64 = 100;
-/// Buckets in the one-second and one-minute windows.
-const RATE_SECOND_BUCKETS: i64 = 1000 / RATE_BUCKET_MS;
-const RATE_MINUTE_BUCKETS: i64 = 60_000 / RATE_BUCKET_MS;
 use sqlx_core::query::query;
 use sqlx_core::query_as::query_as;
 use sqlx_core::query_scalar::query_scalar;
 use sqlx_core::row::Row;
 use sqlx_postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
 
+use clients::insert_client_row;
 use lists::Query;
+use products::insert_product_row;
+use rate::{RATE_BUCKET_MS, RATE_MINUTE_BUCKETS};
 use rows::{
     API_KEY_COLS, CLIENT_COLS, CODE_COLS, ORG_COLS, TOKEN_COLS, USER_COLS, api_key_row, chain_row,
     client_row, code_row, org_row, token_row, user_row,
 };
+use users::{get_user_tx, insert_user_row, lock_user};
 
 /// Pool settings.
 #[derive(Clone, Debug)]
@@ -329,250 +327,6 @@ pub(crate) use read;
 
 fn bits(s: ScopeSet) -> i16 {
     i16::from(s.bits())
-}
-
-async fn insert_org(c: &mut PgConnection, o: &Organization) -> TxResult<()> {
-    query("INSERT INTO organizations (id, name, plan, per_minute, per_second, created_at) VALUES ($1, $2, $3, $4, $5, $6)")
-        .bind(o.id.as_str())
-        .bind(&o.name)
-        .bind(o.plan.as_str())
-        .bind(o.per_minute.map(i64::from))
-        .bind(o.per_second.map(i64::from))
-        .bind(o.created_at.millis())
-        .execute(&mut *c)
-        .await?;
-    Ok(())
-}
-
-async fn insert_client_row(c: &mut PgConnection, org: &OrgId, n: &NewClient) -> TxResult<()> {
-    let r = query(
-        "INSERT INTO clients (id, org_id, name, secret_hash, scopes, redirect_uris, admin_approved, owner_id, created_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-    )
-    .bind(n.id.as_str())
-    .bind(org.as_str())
-    .bind(&n.name)
-    .bind(n.secret_hash.as_ref().map(|h| &h[..]))
-    .bind(bits(n.scopes))
-    .bind(&n.redirect_uris)
-    .bind(n.admin_approved)
-    .bind(n.owner.as_ref().map(UserId::as_str))
-    .bind(n.created_at.millis())
-    .execute(&mut *c)
-    .await;
-    match r {
-        Ok(_) => Ok(()),
-        Err(sqlx_core::Error::Database(d)) if d.code().as_deref() == Some("23503") => {
-            Err(client::unknown_owner().into())
-        }
-        Err(e) => Err(e.into()),
-    }
-}
-
-async fn get_user_tx(c: &mut PgConnection, org: &OrgId, id: &UserId) -> TxResult<Option<User>> {
-    let row = query(&format!(
-        "SELECT {USER_COLS} FROM users WHERE id = $1 AND org_id = $2"
-    ))
-    .bind(id.as_str())
-    .bind(org.as_str())
-    .fetch_optional(&mut *c)
-    .await?;
-    Ok(row.as_ref().map(user_row).transpose()?)
-}
-
-/// The user, locked for the rest of the transaction (`FOR UPDATE`).
-async fn lock_user(c: &mut PgConnection, org: &OrgId, id: &UserId) -> TxResult<Option<User>> {
-    user_with_lock(c, org, id, "FOR UPDATE").await
-}
-
-async fn user_with_lock(
-    c: &mut PgConnection,
-    org: &OrgId,
-    id: &UserId,
-    lock: &str,
-) -> TxResult<Option<User>> {
-    let row = query(&format!(
-        "SELECT {USER_COLS} FROM users WHERE id = $1 AND org_id = $2 {lock}"
-    ))
-    .bind(id.as_str())
-    .bind(org.as_str())
-    .fetch_optional(&mut *c)
-    .await?;
-    Ok(row.as_ref().map(user_row).transpose()?)
-}
-
-/// D13: the organization's active admins besides `before`, counted when
-/// going to `after` (`None`: deleted) takes an active admin away
-/// (`user::removes_active_admin`). Every transaction that may take away an
-/// active admin first locks the organization's row (`FOR NO KEY UPDATE`,
-/// which does not block inserts' foreign-key checks), so such transactions
-/// run one at a time per organization and each counts what the previous one
-/// committed: two concurrent demotions of the last two admins cannot both
-/// succeed.
-async fn other_active_admins(
-    c: &mut PgConnection,
-    org: &OrgId,
-    before: &User,
-    after: Option<&User>,
-) -> TxResult<Option<u64>> {
-    if !user::removes_active_admin(before, after) {
-        return Ok(None);
-    }
-    query("SELECT 1 FROM organizations WHERE id = $1 FOR NO KEY UPDATE")
-        .bind(org.as_str())
-        .execute(&mut *c)
-        .await?;
-    let n: i64 = query_scalar(
-        "SELECT count(*) FROM users WHERE org_id = $1 AND role = 'admin' AND status = 'active' AND id <> $2",
-    )
-    .bind(org.as_str())
-    .bind(before.id.as_str())
-    .fetch_one(&mut *c)
-    .await?;
-    Ok(Some(n as u64))
-}
-
-/// The organization and user of a link of `kind` that may be used at `now`
-/// (`link::usable`, D11, D19), both locked; used, expired, replaced and
-/// unknown links, and links whose user is not in the state they are for, are
-/// `NotFound`.
-async fn link_user(
-    c: &mut PgConnection,
-    kind: LinkKind,
-    digest: &[u8; 32],
-    now: Timestamp,
-) -> TxResult<(OrgId, User)> {
-    let (org, id, expires_at, used_at) = auth_state::lock_link(c, kind, digest)
-        .await?
-        .ok_or(StoreError::NotFound)?;
-    let u = lock_user(c, &org, &id).await?.ok_or(StoreError::NotFound)?;
-    if !link::usable(kind, used_at, expires_at, u.status, now) {
-        return Err(StoreError::NotFound.into());
-    }
-    Ok((org, u))
-}
-
-async fn get_product_tx(
-    c: &mut PgConnection,
-    org: &OrgId,
-    id: &ProductId,
-    lock: bool,
-) -> TxResult<Option<Product>> {
-    let row = query(&format!(
-        "SELECT {} FROM products WHERE id = $1 AND org_id = $2{}",
-        rows::PRODUCT_COLS,
-        if lock { " FOR UPDATE" } else { "" }
-    ))
-    .bind(id.as_str())
-    .bind(org.as_str())
-    .fetch_optional(&mut *c)
-    .await?;
-    Ok(row.as_ref().map(rows::product_row).transpose()?)
-}
-
-/// D17: the words a product is found by.
-fn product_words(p: &Product) -> Vec<String> {
-    let mut w = words(p.name.as_str());
-    w.extend(words(p.sku.as_str()));
-    w.sort();
-    w.dedup();
-    w
-}
-
-async fn insert_user_row(
-    c: &mut PgConnection,
-    org: &OrgId,
-    u: &NewUser,
-    updated_at: Timestamp,
-) -> TxResult<()> {
-    query(
-        "INSERT INTO users (id, org_id, email, email_norm, name, name_fold, role, status, password_hash, created_at, updated_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
-    )
-    .bind(u.id.as_str())
-    .bind(org.as_str())
-    .bind(u.email.as_str())
-    .bind(u.email.normalized())
-    .bind(u.name.as_str())
-    .bind(u.name.as_str().to_lowercase())
-    .bind(u.role.as_str())
-    .bind(u.status.as_str())
-    .bind(u.password_hash.as_deref())
-    .bind(u.created_at.millis())
-    .bind(updated_at.millis())
-    .execute(&mut *c)
-    .await?;
-    Ok(())
-}
-
-async fn insert_product_row(c: &mut PgConnection, org: &OrgId, p: &Product) -> TxResult<()> {
-    query(
-        "INSERT INTO products (id, org_id, name, sku, price, stock, status, words, created_at, updated_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, array_to_tsvector($8::text[]), $9, $10)",
-    )
-    .bind(p.id.as_str())
-    .bind(org.as_str())
-    .bind(p.name.as_str())
-    .bind(p.sku.as_str())
-    .bind(p.price)
-    .bind(p.stock)
-    .bind(p.status.as_str())
-    .bind(product_words(p))
-    .bind(p.created_at.millis())
-    .bind(p.updated_at.millis())
-    .execute(&mut *c)
-    .await?;
-    Ok(())
-}
-
-/// D33: one organization's users and products replaced by the fixture,
-/// inside the caller's transaction (which holds the organization's row).
-/// Returns the removed users, whose tokens the caller revokes last.
-async fn reset_org_tx(
-    c: &mut PgConnection,
-    org: &OrgId,
-    fixture: &gatehouse_domain::Fixture,
-    now: Timestamp,
-) -> TxResult<Vec<UserId>> {
-    let removed: Vec<String> =
-        query_scalar("SELECT id FROM users WHERE org_id = $1 ORDER BY id FOR UPDATE")
-            .bind(org.as_str())
-            .fetch_all(&mut *c)
-            .await?;
-    let removed: Vec<UserId> = removed.into_iter().map(UserId::from_trusted).collect();
-    for id in &removed {
-        auth_state::end_user_sessions(c, id, now).await?;
-    }
-    // Client applications stay; an owner who disappears is cleared (D33).
-    query("UPDATE clients SET owner_id = NULL WHERE org_id = $1 AND owner_id IS NOT NULL")
-        .bind(org.as_str())
-        .execute(&mut *c)
-        .await?;
-    for sql in [
-        "DELETE FROM users WHERE org_id = $1",
-        "DELETE FROM products WHERE org_id = $1",
-    ] {
-        query(sql).bind(org.as_str()).execute(&mut *c).await?;
-    }
-    for (i, f) in fixture.users.iter().enumerate() {
-        // Newest first: the first fixture user gets the latest time.
-        let at = now.plus_seconds(-(i as i64));
-        let u = NewUser {
-            id: UserId::generate(),
-            email: f.email.clone(),
-            name: f.name.clone(),
-            role: f.role,
-            status: f.status,
-            password_hash: None,
-            created_at: at,
-        };
-        insert_user_row(c, org, &u, at).await?;
-    }
-    for (i, p) in fixture.products.iter().enumerate() {
-        let p = p.clone().into_product(now.plus_seconds(-(i as i64)));
-        insert_product_row(c, org, &p).await?;
-    }
-    Ok(removed)
 }
 
 #[async_trait]

@@ -131,3 +131,23 @@ impl LinkStore for PgStore {
         })
     }
 }
+
+/// The organization and user of a link of `kind` that may be used at `now`
+/// (`link::usable`, D11, D19), both locked; used, expired, replaced and
+/// unknown links, and links whose user is not in the state they are for, are
+/// `NotFound`.
+pub(crate) async fn link_user(
+    c: &mut PgConnection,
+    kind: LinkKind,
+    digest: &[u8; 32],
+    now: Timestamp,
+) -> TxResult<(OrgId, User)> {
+    let (org, id, expires_at, used_at) = auth_state::lock_link(c, kind, digest)
+        .await?
+        .ok_or(StoreError::NotFound)?;
+    let u = lock_user(c, &org, &id).await?.ok_or(StoreError::NotFound)?;
+    if !link::usable(kind, used_at, expires_at, u.status, now) {
+        return Err(StoreError::NotFound.into());
+    }
+    Ok((org, u))
+}

@@ -98,3 +98,66 @@ impl OrgStore for PgStore {
         })
     }
 }
+
+pub(crate) async fn insert_org(c: &mut PgConnection, o: &Organization) -> TxResult<()> {
+    query("INSERT INTO organizations (id, name, plan, per_minute, per_second, created_at) VALUES ($1, $2, $3, $4, $5, $6)")
+        .bind(o.id.as_str())
+        .bind(&o.name)
+        .bind(o.plan.as_str())
+        .bind(o.per_minute.map(i64::from))
+        .bind(o.per_second.map(i64::from))
+        .bind(o.created_at.millis())
+        .execute(&mut *c)
+        .await?;
+    Ok(())
+}
+
+/// D33: one organization's users and products replaced by the fixture,
+/// inside the caller's transaction (which holds the organization's row).
+/// Returns the removed users, whose tokens the caller revokes last.
+pub(crate) async fn reset_org_tx(
+    c: &mut PgConnection,
+    org: &OrgId,
+    fixture: &gatehouse_domain::Fixture,
+    now: Timestamp,
+) -> TxResult<Vec<UserId>> {
+    let removed: Vec<String> =
+        query_scalar("SELECT id FROM users WHERE org_id = $1 ORDER BY id FOR UPDATE")
+            .bind(org.as_str())
+            .fetch_all(&mut *c)
+            .await?;
+    let removed: Vec<UserId> = removed.into_iter().map(UserId::from_trusted).collect();
+    for id in &removed {
+        auth_state::end_user_sessions(c, id, now).await?;
+    }
+    // Client applications stay; an owner who disappears is cleared (D33).
+    query("UPDATE clients SET owner_id = NULL WHERE org_id = $1 AND owner_id IS NOT NULL")
+        .bind(org.as_str())
+        .execute(&mut *c)
+        .await?;
+    for sql in [
+        "DELETE FROM users WHERE org_id = $1",
+        "DELETE FROM products WHERE org_id = $1",
+    ] {
+        query(sql).bind(org.as_str()).execute(&mut *c).await?;
+    }
+    for (i, f) in fixture.users.iter().enumerate() {
+        // Newest first: the first fixture user gets the latest time.
+        let at = now.plus_seconds(-(i as i64));
+        let u = NewUser {
+            id: UserId::generate(),
+            email: f.email.clone(),
+            name: f.name.clone(),
+            role: f.role,
+            status: f.status,
+            password_hash: None,
+            created_at: at,
+        };
+        insert_user_row(c, org, &u, at).await?;
+    }
+    for (i, p) in fixture.products.iter().enumerate() {
+        let p = p.clone().into_product(now.plus_seconds(-(i as i64)));
+        insert_product_row(c, org, &p).await?;
+    }
+    Ok(removed)
+}

@@ -96,3 +96,54 @@ impl ProductStore for PgStore {
         })
     }
 }
+
+pub(crate) async fn get_product_tx(
+    c: &mut PgConnection,
+    org: &OrgId,
+    id: &ProductId,
+    lock: bool,
+) -> TxResult<Option<Product>> {
+    let row = query(&format!(
+        "SELECT {} FROM products WHERE id = $1 AND org_id = $2{}",
+        rows::PRODUCT_COLS,
+        if lock { " FOR UPDATE" } else { "" }
+    ))
+    .bind(id.as_str())
+    .bind(org.as_str())
+    .fetch_optional(&mut *c)
+    .await?;
+    Ok(row.as_ref().map(rows::product_row).transpose()?)
+}
+
+/// D17: the words a product is found by.
+pub(crate) fn product_words(p: &Product) -> Vec<String> {
+    let mut w = words(p.name.as_str());
+    w.extend(words(p.sku.as_str()));
+    w.sort();
+    w.dedup();
+    w
+}
+
+pub(crate) async fn insert_product_row(
+    c: &mut PgConnection,
+    org: &OrgId,
+    p: &Product,
+) -> TxResult<()> {
+    query(
+        "INSERT INTO products (id, org_id, name, sku, price, stock, status, words, created_at, updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, array_to_tsvector($8::text[]), $9, $10)",
+    )
+    .bind(p.id.as_str())
+    .bind(org.as_str())
+    .bind(p.name.as_str())
+    .bind(p.sku.as_str())
+    .bind(p.price)
+    .bind(p.stock)
+    .bind(p.status.as_str())
+    .bind(product_words(p))
+    .bind(p.created_at.millis())
+    .bind(p.updated_at.millis())
+    .execute(&mut *c)
+    .await?;
+    Ok(())
+}

@@ -2,6 +2,13 @@
 
 use super::*;
 
+/// D28's shared windows count admissions in buckets of this many ms
+/// ("counting in sub-second buckets is fine").
+pub(crate) const RATE_BUCKET_MS: i64 = 100;
+/// Buckets in the one-second and one-minute windows.
+pub(crate) const RATE_SECOND_BUCKETS: i64 = 1000 / RATE_BUCKET_MS;
+pub(crate) const RATE_MINUTE_BUCKETS: i64 = 60_000 / RATE_BUCKET_MS;
+
 #[async_trait]
 impl RateStore for PgStore {
     fn shares_rate_limits(&self) -> bool {

@@ -192,3 +192,100 @@ impl UserStore for PgStore {
         })
     }
 }
+
+pub(crate) async fn get_user_tx(
+    c: &mut PgConnection,
+    org: &OrgId,
+    id: &UserId,
+) -> TxResult<Option<User>> {
+    let row = query(&format!(
+        "SELECT {USER_COLS} FROM users WHERE id = $1 AND org_id = $2"
+    ))
+    .bind(id.as_str())
+    .bind(org.as_str())
+    .fetch_optional(&mut *c)
+    .await?;
+    Ok(row.as_ref().map(user_row).transpose()?)
+}
+
+/// The user, locked for the rest of the transaction (`FOR UPDATE`).
+pub(crate) async fn lock_user(
+    c: &mut PgConnection,
+    org: &OrgId,
+    id: &UserId,
+) -> TxResult<Option<User>> {
+    user_with_lock(c, org, id, "FOR UPDATE").await
+}
+
+pub(crate) async fn user_with_lock(
+    c: &mut PgConnection,
+    org: &OrgId,
+    id: &UserId,
+    lock: &str,
+) -> TxResult<Option<User>> {
+    let row = query(&format!(
+        "SELECT {USER_COLS} FROM users WHERE id = $1 AND org_id = $2 {lock}"
+    ))
+    .bind(id.as_str())
+    .bind(org.as_str())
+    .fetch_optional(&mut *c)
+    .await?;
+    Ok(row.as_ref().map(user_row).transpose()?)
+}
+
+/// D13: the organization's active admins besides `before`, counted when
+/// going to `after` (`None`: deleted) takes an active admin away
+/// (`user::removes_active_admin`). Every transaction that may take away an
+/// active admin first locks the organization's row (`FOR NO KEY UPDATE`,
+/// which does not block inserts' foreign-key checks), so such transactions
+/// run one at a time per organization and each counts what the previous one
+/// committed: two concurrent demotions of the last two admins cannot both
+/// succeed.
+pub(crate) async fn other_active_admins(
+    c: &mut PgConnection,
+    org: &OrgId,
+    before: &User,
+    after: Option<&User>,
+) -> TxResult<Option<u64>> {
+    if !user::removes_active_admin(before, after) {
+        return Ok(None);
+    }
+    query("SELECT 1 FROM organizations WHERE id = $1 FOR NO KEY UPDATE")
+        .bind(org.as_str())
+        .execute(&mut *c)
+        .await?;
+    let n: i64 = query_scalar(
+        "SELECT count(*) FROM users WHERE org_id = $1 AND role = 'admin' AND status = 'active' AND id <> $2",
+    )
+    .bind(org.as_str())
+    .bind(before.id.as_str())
+    .fetch_one(&mut *c)
+    .await?;
+    Ok(Some(n as u64))
+}
+
+pub(crate) async fn insert_user_row(
+    c: &mut PgConnection,
+    org: &OrgId,
+    u: &NewUser,
+    updated_at: Timestamp,
+) -> TxResult<()> {
+    query(
+        "INSERT INTO users (id, org_id, email, email_norm, name, name_fold, role, status, password_hash, created_at, updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+    )
+    .bind(u.id.as_str())
+    .bind(org.as_str())
+    .bind(u.email.as_str())
+    .bind(u.email.normalized())
+    .bind(u.name.as_str())
+    .bind(u.name.as_str().to_lowercase())
+    .bind(u.role.as_str())
+    .bind(u.status.as_str())
+    .bind(u.password_hash.as_deref())
+    .bind(u.created_at.millis())
+    .bind(updated_at.millis())
+    .execute(&mut *c)
+    .await?;
+    Ok(())
+}

@@ -89,3 +89,28 @@ impl ClientStore for SqliteStore {
         self.pool.clients_version()
     }
 }
+
+pub(crate) fn insert_client_row(c: &Connection, org: &OrgId, n: &NewClient) -> StoreResult<()> {
+    c.prepare_cached(
+        "INSERT INTO clients (id, org_id, name, secret_hash, scopes, redirect_uris, admin_approved, owner_id, created_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+    )
+    .and_then(|mut s| {
+        s.execute(params![
+            n.id.as_str(),
+            org.as_str(),
+            n.name,
+            n.secret_hash.map(|h| h.to_vec()),
+            n.scopes.bits() as i64,
+            n.redirect_uris.join("\n"),
+            n.admin_approved,
+            n.owner.as_ref().map(|u| u.as_str().to_owned()),
+            n.created_at.millis(),
+        ])
+    })
+    .map_err(|e| match db_err(e) {
+        StoreError::Internal(m) if m.contains("FOREIGN KEY") => StoreError::Rule(client::unknown_owner()),
+        other => other,
+    })?;
+    Ok(())
+}

@@ -109,3 +109,21 @@ impl LinkStore for SqliteStore {
             .await
     }
 }
+
+/// The organization and user of a link of `kind` that may be used at `now`
+/// (`link::usable`, D11, D19); used, expired, replaced and unknown links, and
+/// links whose user is not in the state they are for, are `NotFound`.
+pub(crate) fn link_user(
+    c: &Connection,
+    kind: LinkKind,
+    digest: &[u8; 32],
+    now: Timestamp,
+) -> StoreResult<(OrgId, User)> {
+    let (org, id, expires_at, used_at) =
+        auth_state::link_row(c, kind, digest)?.ok_or(StoreError::NotFound)?;
+    let u = get_user_tx(c, &org, &id)?.ok_or(StoreError::NotFound)?;
+    if !link::usable(kind, used_at, expires_at, u.status, now) {
+        return Err(StoreError::NotFound);
+    }
+    Ok((org, u))
+}

@@ -105,3 +105,90 @@ impl OrgStore for SqliteStore {
             .await
     }
 }
+
+pub(crate) fn insert_org(c: &Connection, o: &Organization) -> StoreResult<()> {
+    c.prepare_cached(
+        "INSERT INTO organizations (id, name, plan, per_minute, per_second, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )
+    .and_then(|mut s| {
+        s.execute(params![o.id.as_str(), o.name, o.plan.as_str(), o.per_minute, o.per_second, o.created_at.millis()])
+    })
+    .map_err(db_err)?;
+    Ok(())
+}
+
+/// D33: one organization's users and products replaced by the fixture, inside
+/// the caller's transaction.
+pub(crate) fn reset_org_tx(
+    tx: &Connection,
+    org: &str,
+    fixture: &gatehouse_domain::Fixture,
+    now: Timestamp,
+) -> StoreResult<()> {
+    let users: Vec<String> = tx
+        .prepare_cached("SELECT id FROM users WHERE org_id = ?1")
+        .and_then(|mut st| {
+            st.query_map([org], |r| r.get::<_, String>(0))?
+                .collect::<Result<Vec<_>, _>>()
+        })
+        .map_err(db_err)?;
+    for id in &users {
+        // D13: every session, code and token of a removed user dies.
+        auth_state::revoke_user(tx, &UserId::from_trusted(id.clone()), now)?;
+    }
+    // Client applications stay; an owner who disappears is cleared (D33).
+    tx.prepare_cached(
+        "UPDATE clients SET owner_id = NULL WHERE org_id = ?1 AND owner_id IS NOT NULL",
+    )
+    .and_then(|mut st| st.execute([org]))
+    .map_err(db_err)?;
+    for sql in [
+        "DELETE FROM users WHERE org_id = ?1",
+        "DELETE FROM products WHERE org_id = ?1",
+    ] {
+        tx.prepare_cached(sql)
+            .and_then(|mut st| st.execute([org]))
+            .map_err(db_err)?;
+    }
+    for (i, f) in fixture.users.iter().enumerate() {
+        tx.prepare_cached(
+            "INSERT INTO users (id, org_id, email, email_norm, name, role, status, password_hash, created_at, updated_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, NULL, ?8, ?8)",
+        )
+        .and_then(|mut st| {
+            st.execute(params![
+                UserId::generate().as_str(),
+                org,
+                f.email.as_str(),
+                f.email.normalized(),
+                f.name.as_str(),
+                f.role.as_str(),
+                f.status.as_str(),
+                // Newest first: the first fixture user gets the latest time.
+                now.plus_seconds(-(i as i64)).millis(),
+            ])
+        })
+        .map_err(db_err)?;
+    }
+    for (i, p) in fixture.products.iter().enumerate() {
+        let p = p.clone().into_product(now.plus_seconds(-(i as i64)));
+        tx.prepare_cached(
+            "INSERT INTO products (id, org_id, name, sku, price, stock, status, created_at, updated_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8)",
+        )
+        .and_then(|mut st| {
+            st.execute(params![
+                p.id.as_str(),
+                org,
+                p.name.as_str(),
+                p.sku.as_str(),
+                p.price,
+                p.stock,
+                p.status.as_str(),
+                p.created_at.millis(),
+            ])
+        })
+        .map_err(db_err)?;
+    }
+    Ok(())
+}

@@ -122,3 +122,18 @@ impl ProductStore for SqliteStore {
             .await
     }
 }
+
+pub(crate) fn get_product_tx(
+    c: &Connection,
+    org: &OrgId,
+    id: &ProductId,
+) -> StoreResult<Option<Product>> {
+    c.prepare_cached(&format!(
+        "SELECT {PRODUCT_COLS} FROM products WHERE id = ?1 AND org_id = ?2"
+    ))
+    .and_then(|mut s| {
+        s.query_row(params![id.as_str(), org.as_str()], product_row)
+            .optional()
+    })
+    .map_err(db_err)
+}

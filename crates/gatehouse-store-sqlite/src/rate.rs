@@ -1,4 +1,6 @@
-//! SQLite: rate windows shared by the nodes of one store (D28, D44).
+//! SQLite: no shared rate windows. A SQLite database serves one node, so the
+//! in-memory limiter counts (D28) and the trait's defaults answer: nothing
+//! shared, `count_request` → `None`.
 
 use super::*;
 

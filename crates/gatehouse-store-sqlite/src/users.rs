@@ -199,3 +199,27 @@ impl UserStore for SqliteStore {
             .await
     }
 }
+
+pub(crate) fn get_user_tx(c: &Connection, org: &OrgId, id: &UserId) -> StoreResult<Option<User>> {
+    c.prepare_cached(&format!(
+        "SELECT {USER_COLS} FROM users WHERE id = ?1 AND org_id = ?2"
+    ))
+    .and_then(|mut s| {
+        s.query_row(params![id.as_str(), org.as_str()], user_row)
+            .optional()
+    })
+    .map_err(db_err)
+}
+
+/// D13: the organization's active admins besides `id`, counted for
+/// `user::check_change` / `user::check_delete` when the change takes an
+/// active admin away (`user::removes_active_admin`). The single writer makes
+/// the count and the write it guards atomic.
+pub(crate) fn other_active_admins(c: &Connection, org: &OrgId, id: &UserId) -> StoreResult<u64> {
+    c.prepare_cached(
+        "SELECT count(*) FROM users WHERE org_id = ?1 AND role = 'admin' AND status = 'active' AND id <> ?2",
+    )
+    .and_then(|mut s| s.query_row(params![org.as_str(), id.as_str()], |r| r.get::<_, i64>(0)))
+    .map(|n| n as u64)
+    .map_err(db_err)
+}

@@ -19,6 +19,10 @@ pub struct NewClient {
 }
 
 /// Client applications (D20, D22, D40).
+///
+/// [`ClientStore::resolve_client`] is the one unscoped method: a client
+/// authenticating names only its `client_id`, which establishes the
+/// organization. Every change takes the organization.
 #[async_trait]
 pub trait ClientStore: Send + Sync {
     async fn insert_client(&self, org: &OrgId, client: &NewClient) -> StoreResult<Client>;

@@ -6,6 +6,9 @@ use gatehouse_domain::Timestamp;
 use crate::StoreResult;
 
 /// Scheduled work: claiming a job occurrence once (D44) and the expiry sweeps (D24).
+///
+/// Unscoped: these are maintenance over the whole store, run by the
+/// scheduler, never on a tenant's behalf.
 #[async_trait]
 pub trait JobStore: Send + Sync {
     /// Claims one occurrence of a scheduled job (e.g. the staging reset due

@@ -6,6 +6,11 @@ use gatehouse_domain::{Email, OrgId, Timestamp, User};
 use crate::{LinkKind, LinkRecord, NewLink, StoreResult};
 
 /// Single-use links (D11, D19): invitations and password resets.
+///
+/// A link's token is the credential: [`LinkStore::resolve_link`],
+/// `accept_invitation` and `reset_password` find the link by its digest and
+/// take the organization from it (they run on pages a signed-out user
+/// reaches with only the link). Requesting a reset names the organization.
 #[async_trait]
 pub trait LinkStore: Send + Sync {
     /// The tenant-resolving look-up of a link by the digest of its token.

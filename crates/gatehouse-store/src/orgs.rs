@@ -6,6 +6,11 @@ use gatehouse_domain::{OrgId, Organization, Timestamp};
 use crate::{NewClient, StoreResult};
 
 /// Organizations: creating, reading, the `/v2/` preview flag, first-start bootstrap and the staging reset.
+///
+/// An organization is the tenant itself: its methods take its id. The two
+/// exceptions run before or across tenants — `bootstrap` (first start, no
+/// organization yet) and `reset_to_fixture` with `None` (the staging reset
+/// of every organization, D33).
 #[async_trait]
 pub trait OrgStore: Send + Sync {
     async fn create_org(&self, org: &Organization) -> StoreResult<()>;

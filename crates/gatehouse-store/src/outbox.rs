@@ -14,7 +14,11 @@ pub fn outbox_error_text(error: &str) -> String {
     error.chars().take(OUTBOX_ERROR_CHARS).collect()
 }
 
-/// The e-mail outbox (D30).
+/// The e-mail outbox (D30). Unscoped: an operational queue the delivery
+/// worker drains for every organization; messages are written only together
+/// with the tenant change that sends them (an invitation, a reset), by
+/// [`crate::UserStore`] and [`crate::LinkStore`] methods that take the
+/// organization.
 #[async_trait]
 pub trait OutboxStore: Send + Sync {
     /// Claims up to `limit` due messages for `lease_ms` (another worker skips them).

@@ -16,7 +16,8 @@ pub struct ProductFilter {
     pub q: Option<SearchText>,
 }
 
-/// Products of an organization (D17, D18).
+/// Products of an organization (D17, D18). Every method takes the
+/// organization (D2).
 #[async_trait]
 pub trait ProductStore: Send + Sync {
     async fn insert_product(

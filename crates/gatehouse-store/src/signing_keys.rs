@@ -21,6 +21,9 @@ pub struct SigningKeyRecord {
 }
 
 /// Token signing keys (D23).
+///
+/// Unscoped: one key set signs the tokens of every organization and is
+/// published in one JWKS.
 #[async_trait]
 pub trait SigningKeyStore: Send + Sync {
     async fn signing_keys(&self) -> StoreResult<Vec<SigningKeyRecord>>;

@@ -17,7 +17,8 @@ pub struct UserFilter {
     pub q: Option<SearchText>,
 }
 
-/// Users of an organization and the D11/D13 rules applied in their transactions.
+/// Users of an organization and the D11/D13 rules applied in their
+/// transactions. Every method takes the organization (D2).
 #[async_trait]
 pub trait UserStore: Send + Sync {
     /// Inserts a user; `Duplicate("email")` when the e-mail exists in the organization
