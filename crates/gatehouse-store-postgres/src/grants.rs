@@ -220,7 +220,7 @@ impl GrantStore for PgStore {
                 // statement, see `auth_state::insert_revocation`).
                 let revoked = match jti {
                     Some(jti) => {
-                        let r = NewRevocation::jti(jti, now, access_expiry);
+                        let r = NewRevocation::jti(&Jti::from_trusted(jti), now, access_expiry);
                         let id = auth_state::insert_revocation(&mut tx, &r).await?;
                         Some(r.stored(id))
                     }

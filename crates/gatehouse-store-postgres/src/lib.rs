@@ -47,7 +47,6 @@ mod users;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use gatehouse_domain::ChainId;
 use gatehouse_domain::{
     ApiKey, ApiKeyId, Client, ClientId, DomainError, Listing, NewProduct, NewUser, OrgId,
     Organization, Page, Product, ProductId, ProductPatch, Scope, ScopeSet, Timestamp, User, UserId,
@@ -55,6 +54,7 @@ use gatehouse_domain::{
     user::{self, UserChange},
     values::{Email, words},
 };
+use gatehouse_domain::{ChainId, Jti};
 use gatehouse_store::prelude::*;
 use gatehouse_store::{
     AuthCode, LinkKind, LinkRecord, NewClient, NewLink, OutboundEmail, OutboxMessage,

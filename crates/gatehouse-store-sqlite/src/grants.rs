@@ -219,7 +219,7 @@ impl GrantStore for SqliteStore {
                     // dies in the same transaction.
                     let revoked = match jti {
                         Some(jti) => {
-                            let r = NewRevocation::jti(jti, now, access_expiry);
+                            let r = NewRevocation::jti(&Jti::from_trusted(jti), now, access_expiry);
                             Some(r.clone().stored(auth_state::insert_revocation(tx, &r)?))
                         }
                         None => None,

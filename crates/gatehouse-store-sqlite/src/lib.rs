@@ -34,7 +34,6 @@ mod users;
 use std::path::Path;
 
 use async_trait::async_trait;
-use gatehouse_domain::ChainId;
 use gatehouse_domain::{
     ApiKey, ApiKeyId, Client, ClientId, Listing, NewProduct, NewUser, OrgId, Organization, Page,
     Plan, Product, ProductId, ProductPatch, ProductStatus, Role, Scope, ScopeSet, SearchText,
@@ -42,6 +41,7 @@ use gatehouse_domain::{
     user::{self, UserChange},
     values::{Email, Name, Sku},
 };
+use gatehouse_domain::{ChainId, Jti};
 use gatehouse_store::prelude::*;
 use gatehouse_store::{
     AuthCode, LinkKind, LinkRecord, NewClient, NewLink, OutboundEmail, OutboxMessage,

@@ -83,10 +83,10 @@ impl NewRevocation {
     }
 
     /// One access token (D24: the one issued with a rotated refresh token).
-    pub fn jti(jti: String, now: Timestamp, access_expiry: Timestamp) -> Self {
+    pub fn jti(jti: &Jti, now: Timestamp, access_expiry: Timestamp) -> Self {
         Self {
             kind: RevocationKind::Jti,
-            subject: jti,
+            subject: jti.as_str().to_owned(),
             cutoff: now.unix_seconds(),
             expires_at: access_expiry,
         }
