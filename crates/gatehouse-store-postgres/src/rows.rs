@@ -5,7 +5,7 @@ use gatehouse_domain::{
     ProductId, ProductStatus, Role, ScopeSet, Timestamp, User, UserId, UserStatus,
     values::{Email, Name, Sku},
 };
-use gatehouse_store::{AuthCode, RefreshChain, RefreshToken};
+use gatehouse_store::{AuthCode, RefreshChain, RefreshToken, decode};
 use sqlx_core::row::Row;
 use sqlx_postgres::PgRow;
 
@@ -177,7 +177,8 @@ pub(crate) fn code_row(r: &PgRow) -> RowResult<AuthCode> {
         created_at: ts(r.try_get(7)?),
         expires_at: ts(r.try_get(8)?),
         used_at: opt_ts(r.try_get(9)?),
-        chain: chain.map(ChainId::from_trusted),
+        chain: decode::optional(chain.as_deref(), ChainId::parse)
+            .map_err(|p| corrupt("auth_codes", "chain_id", row, &p))?,
     })
 }
 
@@ -186,16 +187,18 @@ pub(crate) const CHAIN_COLS: &str =
 
 /// A chain from the columns of [`CHAIN_COLS`] starting at `at`.
 pub(crate) fn chain_row(r: &PgRow, at: usize) -> RowResult<RefreshChain> {
-    let id: String = r.try_get(at)?;
+    let text: String = r.try_get(at)?;
+    let id = decode::text(&text, ChainId::parse)
+        .map_err(|p| corrupt("refresh_chains", "id", &text, &p))?;
     Ok(RefreshChain {
         org: OrgId::from_trusted(r.try_get(at + 1)?),
         client: ClientId::from_trusted(r.try_get(at + 2)?),
         user: UserId::from_trusted(r.try_get(at + 3)?),
-        scopes: scopes(r.try_get(at + 4)?, ("refresh_chains", "scopes", &id))?,
+        scopes: scopes(r.try_get(at + 4)?, ("refresh_chains", "scopes", &text))?,
         created_at: ts(r.try_get(at + 5)?),
         ends_at: ts(r.try_get(at + 6)?),
         revoked_at: opt_ts(r.try_get(at + 7)?),
-        id: ChainId::from_trusted(id),
+        id,
     })
 }
 
@@ -206,12 +209,14 @@ pub(crate) fn token_row(r: &PgRow) -> RowResult<RefreshToken> {
     Ok(RefreshToken {
         // The digest is the row's key: the row is named by its chain.
         digest: digest32(r.try_get(0)?, ("refresh_tokens", "digest", &chain))?,
-        chain: ChainId::from_trusted(chain),
+        chain: decode::text(&chain, ChainId::parse)
+            .map_err(|p| corrupt("refresh_tokens", "chain_id", &chain, &p))?,
         issued_at: ts(r.try_get(2)?),
         expires_at: ts(r.try_get(3)?),
         used_at: opt_ts(r.try_get(4)?),
         successor_sealed: r.try_get(5)?,
         successor_until: opt_ts(r.try_get(6)?),
-        access_jti: r.try_get::<Option<String>, _>(7)?.map(Jti::from_trusted),
+        access_jti: decode::optional(r.try_get::<Option<String>, _>(7)?.as_deref(), Jti::parse)
+            .map_err(|p| corrupt("refresh_tokens", "access_jti", &chain, &p))?,
     })
 }

@@ -8,7 +8,9 @@ use gatehouse_store::{
 };
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
-use crate::{db_err, digest32, scopes};
+use gatehouse_store::decode;
+
+use crate::{corrupt, db_err, digest32, scopes};
 
 pub(crate) fn insert_revocation(c: &Connection, r: &NewRevocation) -> StoreResult<i64> {
     c.prepare_cached(
@@ -131,7 +133,8 @@ pub(crate) fn code_row(r: &Row<'_>) -> rusqlite::Result<AuthCode> {
         created_at: Timestamp::from_millis(r.get(7)?),
         expires_at: Timestamp::from_millis(r.get(8)?),
         used_at: r.get::<_, Option<i64>>(9)?.map(Timestamp::from_millis),
-        chain: chain.map(ChainId::from_trusted),
+        chain: decode::optional(chain.as_deref(), ChainId::parse)
+            .map_err(|p| corrupt("auth_codes", "chain_id", row, &p))?,
     })
 }
 
@@ -139,16 +142,18 @@ pub(crate) const CHAIN_COLS: &str =
     "id, org_id, client_id, user_id, scopes, created_at, ends_at, revoked_at";
 
 pub(crate) fn chain_row(r: &Row<'_>, at: usize) -> rusqlite::Result<RefreshChain> {
-    let id: String = r.get(at)?;
+    let text: String = r.get(at)?;
+    let id = decode::text(&text, ChainId::parse)
+        .map_err(|p| corrupt("refresh_chains", "id", &text, &p))?;
     Ok(RefreshChain {
         org: OrgId::from_trusted(r.get(at + 1)?),
         client: ClientId::from_trusted(r.get(at + 2)?),
         user: UserId::from_trusted(r.get(at + 3)?),
-        scopes: scopes(r.get(at + 4)?, ("refresh_chains", "scopes", &id))?,
+        scopes: scopes(r.get(at + 4)?, ("refresh_chains", "scopes", &text))?,
         created_at: Timestamp::from_millis(r.get(at + 5)?),
         ends_at: Timestamp::from_millis(r.get(at + 6)?),
         revoked_at: r.get::<_, Option<i64>>(at + 7)?.map(Timestamp::from_millis),
-        id: ChainId::from_trusted(id),
+        id,
     })
 }
 
@@ -159,13 +164,15 @@ pub(crate) fn token_row(r: &Row<'_>) -> rusqlite::Result<RefreshToken> {
     Ok(RefreshToken {
         // The digest is the row's key: the row is named by its chain.
         digest: digest32(r.get(0)?, ("refresh_tokens", "digest", &chain))?,
-        chain: ChainId::from_trusted(chain),
+        chain: decode::text(&chain, ChainId::parse)
+            .map_err(|p| corrupt("refresh_tokens", "chain_id", &chain, &p))?,
         issued_at: Timestamp::from_millis(r.get(2)?),
         expires_at: Timestamp::from_millis(r.get(3)?),
         used_at: r.get::<_, Option<i64>>(4)?.map(Timestamp::from_millis),
         successor_sealed: r.get(5)?,
         successor_until: r.get::<_, Option<i64>>(6)?.map(Timestamp::from_millis),
-        access_jti: r.get::<_, Option<String>>(7)?.map(Jti::from_trusted),
+        access_jti: decode::optional(r.get::<_, Option<String>>(7)?.as_deref(), Jti::parse)
+            .map_err(|p| corrupt("refresh_tokens", "access_jti", &chain, &p))?,
     })
 }
 

@@ -18,3 +18,18 @@ pub fn scopes(bits: i64) -> Result<ScopeSet, String> {
         .filter(|s| i64::from(s.bits()) == bits)
         .ok_or_else(|| format!("holds {bits}, not a set of scopes"))
 }
+
+/// A text column through `parse` (an id's or a token id's own parser); text
+/// it refuses is corrupt.
+pub fn text<T>(text: &str, parse: impl FnOnce(&str) -> Option<T>) -> Result<T, String> {
+    parse(text).ok_or_else(|| format!("holds {text:?}"))
+}
+
+/// A nullable text column through `parse`: NULL is `None`, text `parse`
+/// refuses is corrupt.
+pub fn optional<T>(
+    value: Option<&str>,
+    parse: impl FnOnce(&str) -> Option<T>,
+) -> Result<Option<T>, String> {
+    value.map(|v| text(v, parse)).transpose()
+}

@@ -142,3 +142,48 @@ pub async fn corrupt_rows_are_internal_errors<S: PlantRows>(s: &S) {
         &id.to_string(),
     );
 }
+
+/// A stored `jti` that is not one (chain ids and `jti`s are typed, D24,
+/// D25) reads as `StoreError::Internal`, not as a token id nobody issued.
+pub async fn corrupt_token_ids_are_internal_errors<S: PlantRows>(s: &S) {
+    let o = new_org(s).await;
+    let now = Timestamp::now();
+    let u = s
+        .insert_user(
+            &o,
+            &user("jti@example.com", Role::Editor, UserStatus::Active, 1),
+        )
+        .await
+        .unwrap();
+    let c = s.insert_client(&o, &client(None)).await.unwrap();
+    let code = AuthCode {
+        digest: [80; 32],
+        org: o.clone(),
+        client: c.id.clone(),
+        user: u.id.clone(),
+        redirect_uri: "https://app.example.com/cb".into(),
+        scopes: ScopeSet::parse("users:read").unwrap(),
+        code_challenge: "x".into(),
+        created_at: now,
+        expires_at: now.plus_seconds(300),
+        used_at: None,
+        chain: None,
+    };
+    s.insert_auth_code(&o, &code).await.unwrap();
+    s.redeem_auth_code(
+        &[80; 32],
+        now,
+        &chain_for(&o, &c.id, &u.id, now, "plantjti"),
+        &rt(81, "plantjti", now),
+    )
+    .await
+    .unwrap();
+    s.plant("UPDATE refresh_tokens SET access_jti = 'not-a-jti' WHERE chain_id = 'plantjti'")
+        .await;
+    assert_corrupt(
+        s.resolve_refresh_token(&[81; 32]).await,
+        "refresh_tokens",
+        "access_jti",
+        "plantjti",
+    );
+}

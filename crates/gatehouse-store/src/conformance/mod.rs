@@ -58,7 +58,7 @@ macro_rules! store_conformance_tests {
             refresh_rotation_is_atomic, refresh_rotation_revokes_the_replaced_access_token, client_secret_rotation, purge_removes_only_expired, cursor_pages_are_stable_under_inserts, v2_preview_flag,
             staging_reset_restores_the_fixture, shared_rate_windows, jobs_are_claimed_once,
             clients_version_moves_with_every_client_change, corrupt_rows_are_internal_errors,
-            every_tenant_method_is_scoped);
+            corrupt_token_ids_are_internal_errors, every_tenant_method_is_scoped);
     };
     (@each $make:expr; $($name:ident),*) => {
         $(
