@@ -57,7 +57,7 @@ pub use revocations::*;
 pub use signing_keys::*;
 pub use users::*;
 
-/// The traits a caller needs in scope to use a [`Store`].
+/// The traits a caller needs in scope to call a concrete backend's methods.
 pub mod prelude {
     pub use crate::{
         ApiKeyStore, ClientStore, GrantStore, JobStore, LinkStore, OrgStore, OutboxStore,
@@ -105,8 +105,10 @@ pub fn check_org(org: &OrgId, record_org: &OrgId) -> StoreResult<()> {
 }
 
 /// The storage contract: every aggregate's trait, implemented by every
-/// backend. Callers hold one `Arc<dyn Store>`; the aggregate traits must be
-/// in scope to call their methods (`use gatehouse_store::prelude::*`).
+/// backend. Callers hold one `Arc<dyn Store>`, through which every
+/// aggregate's methods are callable as they are; code holding a concrete
+/// backend (its own tests) brings the traits in scope with
+/// `use gatehouse_store::prelude::*`.
 #[async_trait]
 pub trait Store:
     OrgStore
