@@ -29,7 +29,7 @@ impl App {
             revoked_at: None,
         };
         self.store()
-            .insert_api_key(&record, &secrets::hash_secret(&key))
+            .insert_api_key(org, &record, &secrets::hash_secret(&key))
             .await
             .or_app("API key")?;
         Ok((record, key))
@@ -39,7 +39,7 @@ impl App {
     pub async fn revoke_api_key(&self, id: &ApiKeyId) -> AppResult<ApiKey> {
         let k = self
             .store()
-            .find_api_key(id)
+            .operator_find_api_key(id)
             .await
             .or_app("API key")?
             .ok_or(AppError::NotFound("API key"))?;

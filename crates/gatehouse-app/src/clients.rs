@@ -116,7 +116,7 @@ impl App {
     /// organization, as when the client authenticates.
     async fn find_client(&self, id: &ClientId) -> AppResult<Client> {
         self.store()
-            .find_client(id)
+            .resolve_client(id)
             .await
             .or_app("client")?
             .ok_or(AppError::NotFound("client"))

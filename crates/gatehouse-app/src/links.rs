@@ -26,7 +26,7 @@ impl App {
     async fn usable(&self, kind: LinkKind, token: &str) -> AppResult<Option<User>> {
         let rec = self
             .store()
-            .find_link(kind, &AuthService::link_digest(token))
+            .resolve_link(kind, &AuthService::link_digest(token))
             .await
             .or_app("link")?;
         let now = Timestamp::now();
@@ -92,7 +92,7 @@ impl App {
     }
 
     async fn queue_reset(&self, client_id: &ClientId, email: &Email) {
-        let client = match self.store().find_client(client_id).await {
+        let client = match self.store().resolve_client(client_id).await {
             Ok(Some(c)) => c,
             Ok(None) => return,
             Err(e) => {

@@ -4,8 +4,8 @@
 //! invitations and password resets (D11, D19).
 
 use gatehouse_domain::{
-    Client, ClientId, Email, OrgId, RedirectUri, Role, Scope, ScopeSet, Timestamp, User, UserId,
-    UserStatus, random,
+    ChainId, Client, ClientId, Email, Jti, OrgId, RedirectUri, Role, Scope, ScopeSet, Timestamp,
+    User, UserId, UserStatus, random,
 };
 use gatehouse_store::{
     AuthCode, LinkKind, NewLink, OutboundEmail, Redeemed, RefreshChain, RefreshToken,
@@ -129,7 +129,7 @@ impl AuthService {
             .as_deref()
             .and_then(ClientId::parse)
             .ok_or_else(|| page("The application is unknown."))?;
-        let client = match self.store.find_client(&client_id).await {
+        let client = match self.store.resolve_client(&client_id).await {
             Ok(Some(c)) => c,
             Ok(None) => return Err(page("The application is unknown.")),
             Err(e) => {
@@ -255,7 +255,9 @@ impl AuthService {
             created_at: now,
             expires_at: now.plus_seconds(SESSION_TTL_SECS),
         };
-        self.store.create_session(&digest(&token), &sess).await?;
+        self.store
+            .create_session(org, &digest(&token), &sess)
+            .await?;
         Ok(token)
     }
 
@@ -265,7 +267,7 @@ impl AuthService {
         cookie: &str,
         org: &OrgId,
     ) -> Result<Option<User>, StoreError> {
-        let Some(sess) = self.store.find_session(&digest(cookie)).await? else {
+        let Some(sess) = self.store.resolve_session(&digest(cookie)).await? else {
             return Ok(None);
         };
         if sess.expires_at <= Timestamp::now() || &sess.org != org {
@@ -292,19 +294,22 @@ impl AuthService {
         let code = random::token("ac_", 256);
         let now = Timestamp::now();
         self.store
-            .insert_auth_code(&AuthCode {
-                digest: digest(&code),
-                org: req.client.org.clone(),
-                client: req.client.id.clone(),
-                user: user.id.clone(),
-                redirect_uri: req.redirect_uri.clone(),
-                scopes,
-                code_challenge: req.code_challenge.clone(),
-                created_at: now,
-                expires_at: now.plus_seconds(CODE_TTL_SECS),
-                used_at: None,
-                chain: None,
-            })
+            .insert_auth_code(
+                &req.client.org,
+                &AuthCode {
+                    digest: digest(&code),
+                    org: req.client.org.clone(),
+                    client: req.client.id.clone(),
+                    user: user.id.clone(),
+                    redirect_uri: req.redirect_uri.clone(),
+                    scopes,
+                    code_challenge: req.code_challenge.clone(),
+                    created_at: now,
+                    expires_at: now.plus_seconds(CODE_TTL_SECS),
+                    used_at: None,
+                    chain: None,
+                },
+            )
             .await?;
         Ok(code)
     }
@@ -320,7 +325,7 @@ impl AuthService {
         &self,
         chain: &RefreshChain,
         now: Timestamp,
-        access_jti: &str,
+        access_jti: &Jti,
     ) -> (String, RefreshToken) {
         let token = random::token("rt_", 256);
         let rec = RefreshToken {
@@ -331,29 +336,34 @@ impl AuthService {
             used_at: None,
             successor_sealed: None,
             successor_until: None,
-            access_jti: Some(access_jti.to_owned()),
+            access_jti: Some(access_jti.clone()),
         };
         (token, rec)
     }
 
-    async fn revoke_chain_now(&self, chain: &str) -> Result<(), OAuthError> {
+    async fn revoke_chain_now(&self, org: &OrgId, chain: &ChainId) -> Result<(), OAuthError> {
         metrics::counter!("gatehouse_revocations_total", "kind" => "chain").increment(1);
         let now = Timestamp::now();
         let until = crate::access_revocation_expiry(now);
-        self.store.revoke_chain(chain, now, until).await?;
+        match self.store.revoke_chain(org, chain, now, until).await {
+            // A chain purged after its end has nothing left to revoke.
+            Ok(()) | Err(StoreError::NotFound) => {}
+            Err(e) => return Err(e.into()),
+        }
         self.revocations.apply(&[gatehouse_store::Revocation {
             id: 0,
             kind: RevocationKind::Chain,
-            subject: chain.to_owned(),
+            subject: chain.as_str().to_owned(),
             cutoff: now.unix_seconds(),
             expires_at: until,
         }]);
         Ok(())
     }
 
-    async fn revoke_jti_now(&self, jti: &str, expires_at: Timestamp) -> Result<(), OAuthError> {
+    async fn revoke_jti_now(&self, jti: &Jti, expires_at: Timestamp) -> Result<(), OAuthError> {
         metrics::counter!("gatehouse_revocations_total", "kind" => "access_token").increment(1);
         let now = Timestamp::now();
+        let jti = jti.as_str();
         self.store
             .insert_revocation(RevocationKind::Jti, jti, now.unix_seconds(), expires_at)
             .await?;
@@ -385,7 +395,7 @@ impl AuthService {
         let d = digest(code);
         let rec = self
             .store
-            .find_auth_code(&d)
+            .resolve_auth_code(&d)
             .await?
             .ok_or_else(|| invalid_grant("the code is invalid"))?;
         if rec.client != client.id {
@@ -394,7 +404,7 @@ impl AuthService {
         if rec.used_at.is_some() {
             // D26: a second use revokes what the first issued.
             if let Some(chain) = &rec.chain {
-                self.revoke_chain_now(chain).await?;
+                self.revoke_chain_now(&rec.org, chain).await?;
             }
             return Err(invalid_grant("the code was already used"));
         }
@@ -415,7 +425,7 @@ impl AuthService {
         let user = self.active_user(&rec.org, &rec.user).await?;
         let scopes = rec.scopes.intersect(ScopeSet::for_role(user.role));
         let chain = RefreshChain {
-            id: random::base62(128),
+            id: ChainId::generate(),
             org: rec.org.clone(),
             client: client.id.clone(),
             user: user.id.clone(),
@@ -443,7 +453,7 @@ impl AuthService {
             }
             Redeemed::Reused(first) => {
                 if let Some(chain) = first {
-                    self.revoke_chain_now(&chain).await?;
+                    self.revoke_chain_now(&rec.org, &chain).await?;
                 }
                 Err(invalid_grant("the code was already used"))
             }
@@ -463,7 +473,7 @@ impl AuthService {
         let d = digest(presented);
         let (tok, chain) = self
             .store
-            .find_refresh_token(&d)
+            .resolve_refresh_token(&d)
             .await?
             .ok_or_else(|| invalid_grant("the refresh token is invalid"))?;
         if chain.client != client.id {
@@ -561,7 +571,7 @@ impl AuthService {
             });
         }
         // … after it, a replay is reuse: the whole chain is revoked (RFC 9700).
-        self.revoke_chain_now(&chain.id).await?;
+        self.revoke_chain_now(&chain.org, &chain.id).await?;
         Err(invalid_grant(
             "the refresh token was already used; the session has been revoked",
         ))
@@ -576,10 +586,10 @@ impl AuthService {
     ) -> Result<(), OAuthError> {
         let client = self.authenticate_client(auth).await?;
         if token.starts_with("rt_") {
-            if let Some((_, chain)) = self.store.find_refresh_token(&digest(token)).await?
+            if let Some((_, chain)) = self.store.resolve_refresh_token(&digest(token)).await?
                 && chain.client == client.id
             {
-                self.revoke_chain_now(&chain.id).await?;
+                self.revoke_chain_now(&chain.org, &chain.id).await?;
             }
             return Ok(());
         }

@@ -287,7 +287,7 @@ impl AuthService {
                 return Err(Ok(TokenError::Invalid));
             }
             let digest = secrets::hash_secret(bearer);
-            return match self.store.find_api_key_by_digest(&digest).await {
+            return match self.store.resolve_api_key(&digest).await {
                 Ok(Some(k)) if k.revoked_at.is_none() => Ok(Caller::ApiKey(Arc::new(k))),
                 Ok(_) => Err(Ok(TokenError::Invalid)),
                 Err(e) => Err(Err(e)),
@@ -352,7 +352,7 @@ impl AuthService {
     /// changed since it was read (see [`Store::clients_version`]).
     async fn find_client(&self, id: &ClientId) -> Result<Option<Arc<Client>>, StoreError> {
         let Some(version) = self.store.clients_version() else {
-            return Ok(self.store.find_client(id).await?.map(Arc::new));
+            return Ok(self.store.resolve_client(id).await?.map(Arc::new));
         };
         if let Some((seen, client)) = self.clients.get(id)
             && seen == version
@@ -361,7 +361,7 @@ impl AuthService {
         }
         // The version is taken before the read: a change committed meanwhile
         // moves it on, and the next request reads again.
-        let found = self.store.find_client(id).await?.map(Arc::new);
+        let found = self.store.resolve_client(id).await?.map(Arc::new);
         if let Some(c) = &found {
             self.clients.insert(id.clone(), (version, c.clone()));
         }

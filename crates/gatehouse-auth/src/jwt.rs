@@ -9,7 +9,7 @@
 use aws_lc_rs::rand::SystemRandom;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
-use gatehouse_domain::{ClientId, OrgId, ScopeSet, Timestamp, UserId, random};
+use gatehouse_domain::{ChainId, ClientId, Jti, OrgId, ScopeSet, Timestamp, UserId};
 use serde::{Deserialize, Serialize};
 
 use crate::keys::KeySet;
@@ -23,11 +23,11 @@ pub struct AccessClaims {
     /// The user the token acts for; `None` for client credentials.
     pub user: Option<UserId>,
     pub scopes: ScopeSet,
-    pub jti: String,
+    pub jti: Jti,
     pub iat: i64,
     pub exp: i64,
     /// The refresh chain the token belongs to (`sid`), for grants with a user.
-    pub chain: Option<String>,
+    pub chain: Option<ChainId>,
 }
 
 impl AccessClaims {
@@ -40,17 +40,15 @@ impl AccessClaims {
             user,
             scopes,
             // aws-lc's DRBG: a CSPRNG in user space, no system call per token.
-            jti: random::base62_with(128, |buf| {
-                aws_lc_rs::rand::fill(buf).expect("the CSPRNG failed")
-            }),
+            jti: Jti::generate_with(|buf| aws_lc_rs::rand::fill(buf).expect("the CSPRNG failed")),
             iat,
             exp: iat + ACCESS_TOKEN_TTL_SECS,
             chain: None,
         }
     }
 
-    pub fn in_chain(mut self, chain: &str) -> Self {
-        self.chain = Some(chain.to_owned());
+    pub fn in_chain(mut self, chain: &ChainId) -> Self {
+        self.chain = Some(chain.clone());
         self
     }
 }
@@ -112,10 +110,10 @@ pub fn sign(keys: &KeySet, issuer: &Issuer, rng: &SystemRandom, claims: &AccessC
         client_id: claims.client_id.as_str(),
         org: claims.org.as_str(),
         scope: &scope,
-        jti: &claims.jti,
+        jti: claims.jti.as_str(),
         iat: claims.iat,
         exp: claims.exp,
-        sid: claims.chain.as_deref(),
+        sid: claims.chain.as_ref().map(ChainId::as_str),
     };
     let json = serde_json::to_vec(&payload).expect("claims serialize");
     let key = &keys.signing;
@@ -194,9 +192,10 @@ pub fn verify(
         client_id,
         user,
         scopes,
-        jti: w.jti,
+        // Both were written by this server: the signature vouches for them.
+        jti: Jti::from_trusted(w.jti),
         iat: w.iat,
         exp: w.exp,
-        chain: w.sid,
+        chain: w.sid.map(ChainId::from_trusted),
     })
 }

@@ -37,8 +37,10 @@ impl RevocationSet {
         if s.jtis.is_empty() && s.chains.is_empty() && s.users.is_empty() {
             return false;
         }
-        s.jtis.contains_key(&c.jti)
-            || c.chain.as_ref().is_some_and(|ch| s.chains.contains_key(ch))
+        s.jtis.contains_key(c.jti.as_str())
+            || c.chain
+                .as_ref()
+                .is_some_and(|ch| s.chains.contains_key(ch.as_str()))
             || c.user
                 .as_ref()
                 .and_then(|u| s.users.get(u.as_str()))
@@ -100,7 +102,7 @@ impl RevocationSet {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gatehouse_domain::{ClientId, OrgId, ScopeSet, UserId};
+    use gatehouse_domain::{ChainId, ClientId, Jti, OrgId, ScopeSet, UserId};
 
     fn claims(user: Option<UserId>, iat: i64, chain: Option<&str>) -> AccessClaims {
         AccessClaims {
@@ -108,10 +110,10 @@ mod tests {
             client_id: ClientId::generate(),
             user,
             scopes: ScopeSet::EMPTY,
-            jti: "j1".into(),
+            jti: Jti::parse("j1").unwrap(),
             iat,
             exp: iat + 3600,
-            chain: chain.map(str::to_owned),
+            chain: chain.map(|c| ChainId::parse(c).unwrap()),
         }
     }
 

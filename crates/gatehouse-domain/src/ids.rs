@@ -77,6 +77,66 @@ id_type!(/// A client application; also its `client_id` (`app_`).
 id_type!(/// An API key record (`key_`).
     ApiKeyId, "key");
 
+macro_rules! token_id_type {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        #[serde(transparent)]
+        pub struct $name(String);
+
+        impl $name {
+            /// A fresh identifier: 128 random bits in base62, no prefix (it
+            /// travels inside a signed token, where a prefix would say nothing).
+            pub fn generate() -> Self {
+                Self(random::base62(ID_BITS))
+            }
+
+            /// [`Self::generate`] with the random bytes from `fill`, a CSPRNG
+            /// of the caller's choosing ([`random::base62_with`]).
+            pub fn generate_with(fill: impl FnMut(&mut [u8; 32])) -> Self {
+                Self(random::base62_with(ID_BITS, fill))
+            }
+
+            /// Parses an identifier of this type; `None` unless it is 1 to 64
+            /// base62 characters.
+            pub fn parse(s: &str) -> Option<Self> {
+                (!s.is_empty() && s.len() <= 64 && random::is_base62(s)).then(|| Self(s.to_owned()))
+            }
+
+            /// Wraps a value read back from storage, which was validated when written.
+            pub fn from_trusted(s: String) -> Self {
+                Self(s)
+            }
+
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+
+            pub fn into_string(self) -> String {
+                self.0
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+
+        impl fmt::Debug for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+    };
+}
+
+token_id_type!(/// A refresh-token chain: everything descended from one authorization;
+    /// the `sid` claim of its access tokens (D24, D25).
+    ChainId);
+token_id_type!(/// The id of one access token, its `jti` claim (D25).
+    Jti);
+
 /// A request id as reported in `meta.request_id`: `req_` + 32 hex digits (D7).
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub struct RequestId(String);
@@ -116,6 +176,16 @@ mod tests {
         assert!(UserId::parse("usr_ab-c").is_none());
         assert!(UserId::parse("usrabc").is_none());
         assert!(ProductId::parse("prod_abc").is_some());
+    }
+
+    #[test]
+    fn chain_ids_and_jtis_are_base62_without_prefix() {
+        let c = ChainId::generate();
+        assert_eq!(ChainId::parse(c.as_str()), Some(c.clone()));
+        assert!(Jti::parse(Jti::generate().as_str()).is_some());
+        assert!(Jti::parse("").is_none());
+        assert!(ChainId::parse("a-b").is_none());
+        assert!(ChainId::parse(&"a".repeat(65)).is_none());
     }
 
     #[test]

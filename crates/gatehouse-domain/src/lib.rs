@@ -22,7 +22,7 @@ pub mod values;
 
 pub use error::{DomainError, FieldIssue};
 pub use fixtures::{Fixture, FixtureUser};
-pub use ids::{ApiKeyId, ClientId, OrgId, ProductId, RequestId, UserId};
+pub use ids::{ApiKeyId, ChainId, ClientId, Jti, OrgId, ProductId, RequestId, UserId};
 pub use link::LinkKind;
 pub use page::{Listing, Page};
 pub use product::{NewProduct, Product, ProductPatch, ProductStatus};

@@ -2,9 +2,9 @@
 //! sessions, codes, refresh chains), used inside the transactions of the
 //! `Store` impl in `lib.rs`.
 
-use gatehouse_domain::{OrgId, Timestamp, UserId};
+use gatehouse_domain::{ChainId, Jti, OrgId, Timestamp, UserId};
 use gatehouse_store::{
-    LinkKind, NewLink, OutboundEmail, RefreshChain, RefreshToken, RevocationKind,
+    LinkKind, NewLink, NewRevocation, OutboundEmail, RefreshChain, RefreshToken, StoreError,
 };
 use sqlx_core::query::query;
 use sqlx_core::query_scalar::query_scalar;
@@ -12,9 +12,6 @@ use sqlx_postgres::PgConnection;
 
 use crate::TxResult;
 use crate::rows::{CHAIN_COLS, TOKEN_COLS};
-
-/// Access tokens live an hour; a revocation is kept a little longer than that.
-pub(crate) const ACCESS_TOKEN_SLACK_SECS: i64 = 3600 + 60;
 
 /// The transaction-level advisory-lock key that orders revocation writers.
 const REVOCATION_LOCK: i64 = 0x6768_7265_766f_6b65; // "ghrevoke"
@@ -31,13 +28,7 @@ const REVOCATION_LOCK: i64 = 0x6768_7265_766f_6b65; // "ghrevoke"
 /// Callers must make this the LAST statement of their transaction: it is the
 /// only lock taken after all row locks, so it can never be part of a
 /// deadlock, and it is held for as short a time as possible.
-pub(crate) async fn insert_revocation(
-    c: &mut PgConnection,
-    kind: RevocationKind,
-    subject: &str,
-    cutoff: i64,
-    expires_at: Timestamp,
-) -> TxResult<i64> {
+pub(crate) async fn insert_revocation(c: &mut PgConnection, r: &NewRevocation) -> TxResult<i64> {
     query("SELECT pg_advisory_xact_lock($1)")
         .bind(REVOCATION_LOCK)
         .execute(&mut *c)
@@ -45,10 +36,10 @@ pub(crate) async fn insert_revocation(
     let id = query_scalar(
         "INSERT INTO revocations (kind, subject, cutoff, expires_at) VALUES ($1, $2, $3, $4) RETURNING id",
     )
-    .bind(kind.as_str())
-    .bind(subject)
-    .bind(cutoff)
-    .bind(expires_at.millis())
+    .bind(r.kind.as_str())
+    .bind(&r.subject)
+    .bind(r.cutoff)
+    .bind(r.expires_at.millis())
     .fetch_one(&mut *c)
     .await?;
     Ok(id)
@@ -62,14 +53,7 @@ pub(crate) async fn revoke_user_tokens(
     user: &UserId,
     now: Timestamp,
 ) -> TxResult<()> {
-    insert_revocation(
-        c,
-        RevocationKind::User,
-        user.as_str(),
-        now.unix_seconds(),
-        now.plus_seconds(ACCESS_TOKEN_SLACK_SECS),
-    )
-    .await?;
+    insert_revocation(c, &NewRevocation::user(user, now)).await?;
     Ok(())
 }
 
@@ -191,7 +175,7 @@ pub(crate) async fn insert_chain(c: &mut PgConnection, ch: &RefreshChain) -> TxR
     query(&format!(
         "INSERT INTO refresh_chains ({CHAIN_COLS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
     ))
-    .bind(&ch.id)
+    .bind(ch.id.as_str())
     .bind(ch.org.as_str())
     .bind(ch.client.as_str())
     .bind(ch.user.as_str())
@@ -209,13 +193,13 @@ pub(crate) async fn insert_token(c: &mut PgConnection, t: &RefreshToken) -> TxRe
         "INSERT INTO refresh_tokens ({TOKEN_COLS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
     ))
     .bind(&t.digest[..])
-    .bind(&t.chain)
+    .bind(t.chain.as_str())
     .bind(t.issued_at.millis())
     .bind(t.expires_at.millis())
     .bind(t.used_at.map(Timestamp::millis))
     .bind(t.successor_sealed.as_deref())
     .bind(t.successor_until.map(Timestamp::millis))
-    .bind(t.access_jti.as_deref())
+    .bind(t.access_jti.as_ref().map(Jti::as_str))
     .execute(&mut *c)
     .await?;
     Ok(())
@@ -227,30 +211,31 @@ pub(crate) async fn insert_token(c: &mut PgConnection, t: &RefreshToken) -> TxRe
 /// concurrent revocations write one record.
 pub(crate) async fn revoke_chain(
     c: &mut PgConnection,
-    chain: &str,
+    org: &OrgId,
+    chain: &ChainId,
     now: Timestamp,
     access_expiry: Timestamp,
 ) -> TxResult<()> {
+    // D2: a chain of another organization is as good as unknown.
+    query_scalar::<_, i32>("SELECT 1 FROM refresh_chains WHERE id = $1 AND org_id = $2")
+        .bind(chain.as_str())
+        .bind(org.as_str())
+        .fetch_optional(&mut *c)
+        .await?
+        .ok_or(StoreError::NotFound)?;
     let changed =
         query("UPDATE refresh_chains SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL")
-            .bind(chain)
+            .bind(chain.as_str())
             .bind(now.millis())
             .execute(&mut *c)
             .await?
             .rows_affected();
     query("UPDATE refresh_tokens SET successor_sealed = NULL, successor_until = NULL WHERE chain_id = $1 AND successor_until IS NOT NULL")
-        .bind(chain)
+        .bind(chain.as_str())
         .execute(&mut *c)
         .await?;
     if changed > 0 {
-        insert_revocation(
-            c,
-            RevocationKind::Chain,
-            chain,
-            now.unix_seconds(),
-            access_expiry,
-        )
-        .await?;
+        insert_revocation(c, &NewRevocation::chain(chain, now, access_expiry)).await?;
     }
     Ok(())
 }

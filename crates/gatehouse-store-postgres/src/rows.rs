@@ -1,11 +1,11 @@
 //! Column lists and row decoding, shared by the `Store` methods.
 
 use gatehouse_domain::{
-    ApiKey, ApiKeyId, Client, ClientId, OrgId, Organization, Plan, Product, ProductId,
-    ProductStatus, Role, ScopeSet, Timestamp, User, UserId, UserStatus,
+    ApiKey, ApiKeyId, ChainId, Client, ClientId, Jti, OrgId, Organization, Plan, Product,
+    ProductId, ProductStatus, Role, ScopeSet, Timestamp, User, UserId, UserStatus,
     values::{Email, Name, Sku},
 };
-use gatehouse_store::{AuthCode, RefreshChain, RefreshToken};
+use gatehouse_store::{AuthCode, RefreshChain, RefreshToken, decode};
 use sqlx_core::row::Row;
 use sqlx_postgres::PgRow;
 
@@ -54,31 +54,14 @@ fn decode_id<T>(
 
 /// A 32-byte digest as stored (`bytea`), or [`corrupt`].
 pub(crate) fn digest32(v: &[u8], (table, column, row): (&str, &str, &str)) -> RowResult<[u8; 32]> {
-    <[u8; 32]>::try_from(v).map_err(|_| {
-        corrupt(
-            table,
-            column,
-            row,
-            &format!("holds {} bytes, not 32", v.len()),
-        )
-    })
+    gatehouse_store::decode::digest(v).map_err(|problem| corrupt(table, column, row, &problem))
 }
 
 /// A scope set as stored (its bits), or [`corrupt`] when it holds a bit no
 /// scope has.
 fn scopes(bits: i16, (table, column, row): (&str, &str, &str)) -> RowResult<ScopeSet> {
-    u8::try_from(bits)
-        .ok()
-        .map(ScopeSet::from_bits)
-        .filter(|s| i16::from(s.bits()) == bits)
-        .ok_or_else(|| {
-            corrupt(
-                table,
-                column,
-                row,
-                &format!("holds {bits}, not a set of scopes"),
-            )
-        })
+    gatehouse_store::decode::scopes(bits.into())
+        .map_err(|problem| corrupt(table, column, row, &problem))
 }
 
 pub(crate) const USER_COLS: &str =
@@ -181,7 +164,8 @@ pub(crate) const CODE_COLS: &str = "digest, org_id, client_id, user_id, redirect
 pub(crate) fn code_row(r: &PgRow) -> RowResult<AuthCode> {
     let chain: Option<String> = r.try_get(10)?;
     // The digest is the row's key: the row is named by its chain.
-    let row = chain.as_deref().unwrap_or("(no chain)");
+    let row = chain.clone().unwrap_or_else(|| "(no chain)".into());
+    let row = row.as_str();
     Ok(AuthCode {
         digest: digest32(r.try_get(0)?, ("auth_codes", "digest", row))?,
         org: OrgId::from_trusted(r.try_get(1)?),
@@ -193,7 +177,8 @@ pub(crate) fn code_row(r: &PgRow) -> RowResult<AuthCode> {
         created_at: ts(r.try_get(7)?),
         expires_at: ts(r.try_get(8)?),
         used_at: opt_ts(r.try_get(9)?),
-        chain,
+        chain: decode::optional(chain.as_deref(), ChainId::parse)
+            .map_err(|p| corrupt("auth_codes", "chain_id", row, &p))?,
     })
 }
 
@@ -202,12 +187,14 @@ pub(crate) const CHAIN_COLS: &str =
 
 /// A chain from the columns of [`CHAIN_COLS`] starting at `at`.
 pub(crate) fn chain_row(r: &PgRow, at: usize) -> RowResult<RefreshChain> {
-    let id: String = r.try_get(at)?;
+    let text: String = r.try_get(at)?;
+    let id = decode::text(&text, ChainId::parse)
+        .map_err(|p| corrupt("refresh_chains", "id", &text, &p))?;
     Ok(RefreshChain {
         org: OrgId::from_trusted(r.try_get(at + 1)?),
         client: ClientId::from_trusted(r.try_get(at + 2)?),
         user: UserId::from_trusted(r.try_get(at + 3)?),
-        scopes: scopes(r.try_get(at + 4)?, ("refresh_chains", "scopes", &id))?,
+        scopes: scopes(r.try_get(at + 4)?, ("refresh_chains", "scopes", &text))?,
         created_at: ts(r.try_get(at + 5)?),
         ends_at: ts(r.try_get(at + 6)?),
         revoked_at: opt_ts(r.try_get(at + 7)?),
@@ -222,12 +209,14 @@ pub(crate) fn token_row(r: &PgRow) -> RowResult<RefreshToken> {
     Ok(RefreshToken {
         // The digest is the row's key: the row is named by its chain.
         digest: digest32(r.try_get(0)?, ("refresh_tokens", "digest", &chain))?,
-        chain,
+        chain: decode::text(&chain, ChainId::parse)
+            .map_err(|p| corrupt("refresh_tokens", "chain_id", &chain, &p))?,
         issued_at: ts(r.try_get(2)?),
         expires_at: ts(r.try_get(3)?),
         used_at: opt_ts(r.try_get(4)?),
         successor_sealed: r.try_get(5)?,
         successor_until: opt_ts(r.try_get(6)?),
-        access_jti: r.try_get(7)?,
+        access_jti: decode::optional(r.try_get::<Option<String>, _>(7)?.as_deref(), Jti::parse)
+            .map_err(|p| corrupt("refresh_tokens", "access_jti", &chain, &p))?,
     })
 }

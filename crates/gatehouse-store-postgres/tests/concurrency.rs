@@ -5,12 +5,13 @@
 use std::collections::HashSet;
 
 use gatehouse_domain::{
-    ClientId, DomainError, Email, Name, NewUser, OrgId, Organization, Page, Plan, Role, ScopeSet,
-    Timestamp, UserId, UserPatch, UserStatus,
+    ChainId, ClientId, DomainError, Email, Name, NewUser, OrgId, Organization, Page, Plan, Role,
+    ScopeSet, Timestamp, UserId, UserPatch, UserStatus,
 };
+use gatehouse_store::prelude::*;
 use gatehouse_store::{
     AuthCode, NewClient, NewLink, OutboundEmail, Redeemed, RefreshChain, RefreshToken,
-    RevocationKind, Rotated, Store, StoreError, UserFilter,
+    RevocationKind, Rotated, StoreError, UserFilter,
 };
 use gatehouse_store_postgres::PgStore;
 use gatehouse_store_postgres::testing::{fresh_database_url, fresh_store};
@@ -141,9 +142,9 @@ async fn chain_with_token(s: &PgStore, chain: &str, byte: u8) -> OrgId {
         used_at: None,
         chain: None,
     };
-    s.insert_auth_code(&code).await.unwrap();
+    s.insert_auth_code(&code.org, &code).await.unwrap();
     let ch = RefreshChain {
-        id: chain.into(),
+        id: ChainId::parse(chain).unwrap(),
         org: o.id.clone(),
         client: c.id,
         user: u.id,
@@ -165,7 +166,7 @@ fn token(byte: u8, chain: &str) -> RefreshToken {
     let now = Timestamp::now();
     RefreshToken {
         digest: [byte; 32],
-        chain: chain.into(),
+        chain: ChainId::parse(chain).unwrap(),
         issued_at: now,
         expires_at: now.plus_seconds(3600),
         used_at: None,
@@ -178,9 +179,9 @@ fn token(byte: u8, chain: &str) -> RefreshToken {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn refresh_rotation_and_code_redemption_have_one_winner() {
     let Some(s) = fresh_store().await else { return };
-    chain_with_token(&s, "chain-race", 1).await;
+    chain_with_token(&s, "chainrace", 1).await;
     let client = s
-        .find_refresh_token(&[1; 32])
+        .resolve_refresh_token(&[1; 32])
         .await
         .unwrap()
         .unwrap()
@@ -198,7 +199,7 @@ async fn refresh_rotation_and_code_redemption_have_one_winner() {
                 now,
                 &sealed,
                 now.plus_seconds(10),
-                &token(100 + i, "chain-race"),
+                &token(100 + i, "chainrace"),
                 now.plus_seconds(3660),
             )
             .await
@@ -220,7 +221,7 @@ async fn refresh_rotation_and_code_redemption_have_one_winner() {
     let mut successors = 0;
     for i in 0..8u8 {
         successors += usize::from(
-            s.find_refresh_token(&[100 + i; 32])
+            s.resolve_refresh_token(&[100 + i; 32])
                 .await
                 .unwrap()
                 .is_some(),
@@ -229,9 +230,9 @@ async fn refresh_rotation_and_code_redemption_have_one_winner() {
     assert_eq!(successors, 1, "only one successor was written");
 
     // The same for an authorization code presented several times at once.
-    let o = chain_with_token(&s, "chain-first", 2).await;
+    let o = chain_with_token(&s, "chainfirst", 2).await;
     let (u, c) = {
-        let code = s.find_auth_code(&[2; 32]).await.unwrap().unwrap();
+        let code = s.resolve_auth_code(&[2; 32]).await.unwrap().unwrap();
         (code.user, code.client)
     };
     let code = AuthCode {
@@ -247,14 +248,14 @@ async fn refresh_rotation_and_code_redemption_have_one_winner() {
         used_at: None,
         chain: None,
     };
-    s.insert_auth_code(&code).await.unwrap();
+    s.insert_auth_code(&code.org, &code).await.unwrap();
     let mut tasks = Vec::new();
     for i in 0..8u8 {
         let (s, o, u, c) = (s.clone(), o.clone(), u.clone(), c.clone());
         tasks.push(tokio::spawn(async move {
-            let id = format!("code-chain-{i}");
+            let id = format!("codechain{i}");
             let ch = RefreshChain {
-                id: id.clone(),
+                id: ChainId::parse(&id).unwrap(),
                 org: o,
                 client: c,
                 user: u,
@@ -276,7 +277,7 @@ async fn refresh_rotation_and_code_redemption_have_one_winner() {
         outcomes.iter().filter(|r| **r == Redeemed::Fresh).count(),
         1
     );
-    let winner = s.find_auth_code(&[3; 32]).await.unwrap().unwrap().chain;
+    let winner = s.resolve_auth_code(&[3; 32]).await.unwrap().unwrap().chain;
     assert!(winner.is_some());
     assert!(
         outcomes

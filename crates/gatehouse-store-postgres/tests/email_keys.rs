@@ -6,7 +6,8 @@
 use gatehouse_domain::{
     Email, Name, NewUser, OrgId, Organization, Plan, Role, Timestamp, UserId, UserStatus,
 };
-use gatehouse_store::{Store, StoreError};
+use gatehouse_store::StoreError;
+use gatehouse_store::prelude::*;
 use gatehouse_store_postgres::PgStore;
 use gatehouse_store_postgres::testing::fresh_database_url;
 use sqlx_core::connection::Connection;

@@ -14,7 +14,8 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use gatehouse_domain::{
     OrgId, Organization, Page, Plan, ProductStatus, Role, SearchText, Timestamp, UserStatus,
 };
-use gatehouse_store::{ProductFilter, Store, UserFilter};
+use gatehouse_store::prelude::*;
+use gatehouse_store::{ProductFilter, UserFilter};
 use gatehouse_store_sqlite::SqliteStore;
 
 fn db_path(users: usize) -> PathBuf {

@@ -1,29 +1,29 @@
 //! SQL for the authorization server's state (revocations, outbox, links,
 //! sessions, codes, refresh chains), used by the `Store` impl in `lib.rs`.
 
-use gatehouse_domain::{ClientId, OrgId, Timestamp, UserId};
+use gatehouse_domain::{ChainId, ClientId, Jti, OrgId, Timestamp, UserId};
 use gatehouse_store::{
-    AuthCode, LinkKind, NewLink, OutboundEmail, RefreshChain, RefreshToken, RevocationKind,
-    StoreResult,
+    AuthCode, LinkKind, NewLink, NewRevocation, OutboundEmail, RefreshChain, RefreshToken,
+    StoreError, StoreResult,
 };
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
-use crate::{db_err, digest32, scopes};
+use gatehouse_store::decode;
 
-/// Access tokens live an hour; a revocation is kept a little longer than that.
-pub(crate) const ACCESS_TOKEN_SLACK_SECS: i64 = 3600 + 60;
+use crate::{corrupt, db_err, digest32, scopes};
 
-pub(crate) fn insert_revocation(
-    c: &Connection,
-    kind: RevocationKind,
-    subject: &str,
-    cutoff: i64,
-    expires_at: Timestamp,
-) -> StoreResult<i64> {
+pub(crate) fn insert_revocation(c: &Connection, r: &NewRevocation) -> StoreResult<i64> {
     c.prepare_cached(
         "INSERT INTO revocations (kind, subject, cutoff, expires_at) VALUES (?1, ?2, ?3, ?4)",
     )
-    .and_then(|mut s| s.execute(params![kind.as_str(), subject, cutoff, expires_at.millis()]))
+    .and_then(|mut s| {
+        s.execute(params![
+            r.kind.as_str(),
+            r.subject,
+            r.cutoff,
+            r.expires_at.millis()
+        ])
+    })
     .map_err(db_err)?;
     Ok(c.last_insert_rowid())
 }
@@ -32,13 +32,7 @@ pub(crate) fn insert_revocation(
 /// through a `User` revocation at `now`, and their sessions, codes and
 /// refresh chains in storage.
 pub(crate) fn revoke_user(c: &Connection, user: &UserId, now: Timestamp) -> StoreResult<()> {
-    insert_revocation(
-        c,
-        RevocationKind::User,
-        user.as_str(),
-        now.unix_seconds(),
-        now.plus_seconds(ACCESS_TOKEN_SLACK_SECS),
-    )?;
+    insert_revocation(c, &NewRevocation::user(user, now))?;
     for sql in [
         "DELETE FROM sessions WHERE user_id = ?1",
         "DELETE FROM auth_codes WHERE user_id = ?1",
@@ -126,7 +120,8 @@ pub(crate) const CODE_COLS: &str = "digest, org_id, client_id, user_id, redirect
 pub(crate) fn code_row(r: &Row<'_>) -> rusqlite::Result<AuthCode> {
     let chain: Option<String> = r.get(10)?;
     // The digest is the row's key: the row is named by its chain.
-    let row = chain.as_deref().unwrap_or("(no chain)");
+    let row = chain.clone().unwrap_or_else(|| "(no chain)".into());
+    let row = row.as_str();
     Ok(AuthCode {
         digest: digest32(r.get(0)?, ("auth_codes", "digest", row))?,
         org: OrgId::from_trusted(r.get(1)?),
@@ -138,7 +133,8 @@ pub(crate) fn code_row(r: &Row<'_>) -> rusqlite::Result<AuthCode> {
         created_at: Timestamp::from_millis(r.get(7)?),
         expires_at: Timestamp::from_millis(r.get(8)?),
         used_at: r.get::<_, Option<i64>>(9)?.map(Timestamp::from_millis),
-        chain,
+        chain: decode::optional(chain.as_deref(), ChainId::parse)
+            .map_err(|p| corrupt("auth_codes", "chain_id", row, &p))?,
     })
 }
 
@@ -146,12 +142,14 @@ pub(crate) const CHAIN_COLS: &str =
     "id, org_id, client_id, user_id, scopes, created_at, ends_at, revoked_at";
 
 pub(crate) fn chain_row(r: &Row<'_>, at: usize) -> rusqlite::Result<RefreshChain> {
-    let id: String = r.get(at)?;
+    let text: String = r.get(at)?;
+    let id = decode::text(&text, ChainId::parse)
+        .map_err(|p| corrupt("refresh_chains", "id", &text, &p))?;
     Ok(RefreshChain {
         org: OrgId::from_trusted(r.get(at + 1)?),
         client: ClientId::from_trusted(r.get(at + 2)?),
         user: UserId::from_trusted(r.get(at + 3)?),
-        scopes: scopes(r.get(at + 4)?, ("refresh_chains", "scopes", &id))?,
+        scopes: scopes(r.get(at + 4)?, ("refresh_chains", "scopes", &text))?,
         created_at: Timestamp::from_millis(r.get(at + 5)?),
         ends_at: Timestamp::from_millis(r.get(at + 6)?),
         revoked_at: r.get::<_, Option<i64>>(at + 7)?.map(Timestamp::from_millis),
@@ -166,13 +164,15 @@ pub(crate) fn token_row(r: &Row<'_>) -> rusqlite::Result<RefreshToken> {
     Ok(RefreshToken {
         // The digest is the row's key: the row is named by its chain.
         digest: digest32(r.get(0)?, ("refresh_tokens", "digest", &chain))?,
-        chain,
+        chain: decode::text(&chain, ChainId::parse)
+            .map_err(|p| corrupt("refresh_tokens", "chain_id", &chain, &p))?,
         issued_at: Timestamp::from_millis(r.get(2)?),
         expires_at: Timestamp::from_millis(r.get(3)?),
         used_at: r.get::<_, Option<i64>>(4)?.map(Timestamp::from_millis),
         successor_sealed: r.get(5)?,
         successor_until: r.get::<_, Option<i64>>(6)?.map(Timestamp::from_millis),
-        access_jti: r.get(7)?,
+        access_jti: decode::optional(r.get::<_, Option<String>>(7)?.as_deref(), Jti::parse)
+            .map_err(|p| corrupt("refresh_tokens", "access_jti", &chain, &p))?,
     })
 }
 
@@ -182,7 +182,7 @@ pub(crate) fn insert_chain(c: &Connection, ch: &RefreshChain) -> StoreResult<()>
     ))
     .and_then(|mut s| {
         s.execute(params![
-            ch.id,
+            ch.id.as_str(),
             ch.org.as_str(),
             ch.client.as_str(),
             ch.user.as_str(),
@@ -203,13 +203,13 @@ pub(crate) fn insert_token(c: &Connection, t: &RefreshToken) -> StoreResult<()> 
     .and_then(|mut s| {
         s.execute(params![
             t.digest.to_vec(),
-            t.chain,
+            t.chain.as_str(),
             t.issued_at.millis(),
             t.expires_at.millis(),
             t.used_at.map(Timestamp::millis),
             t.successor_sealed,
             t.successor_until.map(Timestamp::millis),
-            t.access_jti
+            t.access_jti.as_ref().map(Jti::as_str)
         ])
     })
     .map_err(db_err)?;
@@ -218,28 +218,31 @@ pub(crate) fn insert_token(c: &Connection, t: &RefreshToken) -> StoreResult<()> 
 
 pub(crate) fn revoke_chain(
     c: &Connection,
-    chain: &str,
+    org: &OrgId,
+    chain: &ChainId,
     now: Timestamp,
     access_expiry: Timestamp,
 ) -> StoreResult<()> {
+    // D2: a chain of another organization is as good as unknown.
+    c.prepare_cached("SELECT 1 FROM refresh_chains WHERE id = ?1 AND org_id = ?2")
+        .and_then(|mut s| {
+            s.query_row(params![chain.as_str(), org.as_str()], |_| Ok(()))
+                .optional()
+        })
+        .map_err(db_err)?
+        .ok_or(StoreError::NotFound)?;
     let changed = c
         .prepare_cached(
             "UPDATE refresh_chains SET revoked_at = ?2 WHERE id = ?1 AND revoked_at IS NULL",
         )
-        .and_then(|mut s| s.execute(params![chain, now.millis()]))
+        .and_then(|mut s| s.execute(params![chain.as_str(), now.millis()]))
         .map_err(db_err)?;
     // Sealed successors must never be handed out for a revoked chain (D24).
     c.prepare_cached("UPDATE refresh_tokens SET successor_sealed = NULL, successor_until = NULL WHERE chain_id = ?1")
-        .and_then(|mut s| s.execute([chain]))
+        .and_then(|mut s| s.execute([chain.as_str()]))
         .map_err(db_err)?;
     if changed > 0 {
-        insert_revocation(
-            c,
-            RevocationKind::Chain,
-            chain,
-            now.unix_seconds(),
-            access_expiry,
-        )?;
+        insert_revocation(c, &NewRevocation::chain(chain, now, access_expiry))?;
     }
     Ok(())
 }

@@ -149,7 +149,7 @@ pub async fn check_contents(store: &dyn Store, f: &Fixture, added: u64) {
     // Client applications: the bootstrap client, a confidential one with
     // redirect URIs, a public one; old secrets still match their hashes.
     let boot = store
-        .find_client(&ClientId::parse(f.boot_id).unwrap())
+        .resolve_client(&ClientId::parse(f.boot_id).unwrap())
         .await
         .unwrap()
         .unwrap();
@@ -157,7 +157,7 @@ pub async fn check_contents(store: &dyn Store, f: &Fixture, added: u64) {
     assert!(boot.admin_approved);
     assert_eq!(boot.secret_hash, Some(f.boot_digest));
     let conf = store
-        .find_client(&ClientId::parse(f.conf_id).unwrap())
+        .resolve_client(&ClientId::parse(f.conf_id).unwrap())
         .await
         .unwrap()
         .unwrap();
@@ -173,7 +173,7 @@ pub async fn check_contents(store: &dyn Store, f: &Fixture, added: u64) {
     );
     assert!(conf.scopes.contains(Scope::UsersWrite) && !conf.scopes.contains(Scope::Admin));
     let public = store
-        .find_client(&ClientId::parse(f.pub_id).unwrap())
+        .resolve_client(&ClientId::parse(f.pub_id).unwrap())
         .await
         .unwrap()
         .unwrap();
@@ -186,7 +186,7 @@ pub async fn check_contents(store: &dyn Store, f: &Fixture, added: u64) {
 
     // The API key, by id and by the digest of its secret.
     let key = store
-        .find_api_key(&ApiKeyId::parse(f.key_id).unwrap())
+        .operator_find_api_key(&ApiKeyId::parse(f.key_id).unwrap())
         .await
         .unwrap()
         .unwrap();
@@ -195,7 +195,7 @@ pub async fn check_contents(store: &dyn Store, f: &Fixture, added: u64) {
     assert_eq!(key.revoked_at, None);
     assert!(key.scopes.contains(Scope::UsersRead) && key.scopes.contains(Scope::ProductsRead));
     let by_digest = store
-        .find_api_key_by_digest(&f.key_digest)
+        .resolve_api_key(&f.key_digest)
         .await
         .unwrap()
         .expect("the old API key's secret still finds it");

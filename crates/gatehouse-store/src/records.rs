@@ -3,7 +3,7 @@
 //! authorization codes and refresh chains. Secrets appear here only as
 //! SHA-256 digests.
 
-use gatehouse_domain::{ClientId, OrgId, ScopeSet, Timestamp, User, UserId};
+use gatehouse_domain::{ChainId, ClientId, Jti, OrgId, ScopeSet, Timestamp, User, UserId};
 
 /// What a revocation record covers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,6 +44,64 @@ pub struct Revocation {
     pub cutoff: i64,
     /// After this no token it covers can still be valid; then it is purged.
     pub expires_at: Timestamp,
+}
+
+/// Access tokens live an hour; a revocation that covers them is kept a
+/// minute longer, after which no token it names can still be valid (D24).
+pub const ACCESS_TOKEN_SLACK_SECS: i64 = 3600 + 60;
+
+/// A revocation to write; storage assigns its id. The constructors are the
+/// rules of what each kind covers, so every backend writes the same record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewRevocation {
+    pub kind: RevocationKind,
+    pub subject: String,
+    pub cutoff: i64,
+    pub expires_at: Timestamp,
+}
+
+impl NewRevocation {
+    /// Every token of `user` issued up to `now` (D11, D13, D19, D29).
+    pub fn user(user: &UserId, now: Timestamp) -> Self {
+        Self {
+            kind: RevocationKind::User,
+            subject: user.as_str().to_owned(),
+            cutoff: now.unix_seconds(),
+            expires_at: now.plus_seconds(ACCESS_TOKEN_SLACK_SECS),
+        }
+    }
+
+    /// Every access token of a revoked chain (D24, D25), kept until the last
+    /// of them has expired (`access_expiry`).
+    pub fn chain(chain: &ChainId, now: Timestamp, access_expiry: Timestamp) -> Self {
+        Self {
+            kind: RevocationKind::Chain,
+            subject: chain.as_str().to_owned(),
+            cutoff: now.unix_seconds(),
+            expires_at: access_expiry,
+        }
+    }
+
+    /// One access token (D24: the one issued with a rotated refresh token).
+    pub fn jti(jti: &Jti, now: Timestamp, access_expiry: Timestamp) -> Self {
+        Self {
+            kind: RevocationKind::Jti,
+            subject: jti.as_str().to_owned(),
+            cutoff: now.unix_seconds(),
+            expires_at: access_expiry,
+        }
+    }
+
+    /// The record as stored under `id`.
+    pub fn stored(self, id: i64) -> Revocation {
+        Revocation {
+            id,
+            kind: self.kind,
+            subject: self.subject,
+            cutoff: self.cutoff,
+            expires_at: self.expires_at,
+        }
+    }
 }
 
 /// An e-mail to send (D30).
@@ -107,13 +165,13 @@ pub struct AuthCode {
     pub expires_at: Timestamp,
     pub used_at: Option<Timestamp>,
     /// The chain its exchange created (revoked if the code is used again).
-    pub chain: Option<String>,
+    pub chain: Option<ChainId>,
 }
 
 /// A refresh-token chain: everything descended from one authorization (D24).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RefreshChain {
-    pub id: String,
+    pub id: ChainId,
     pub org: OrgId,
     pub client: ClientId,
     pub user: UserId,
@@ -128,7 +186,7 @@ pub struct RefreshChain {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RefreshToken {
     pub digest: [u8; 32],
-    pub chain: String,
+    pub chain: ChainId,
     pub issued_at: Timestamp,
     pub expires_at: Timestamp,
     pub used_at: Option<Timestamp>,
@@ -136,7 +194,7 @@ pub struct RefreshToken {
     pub successor_sealed: Option<Vec<u8>>,
     pub successor_until: Option<Timestamp>,
     /// The `jti` of the access token issued with this refresh token.
-    pub access_jti: Option<String>,
+    pub access_jti: Option<Jti>,
 }
 
 /// The outcome of redeeming a code atomically.
@@ -145,7 +203,7 @@ pub enum Redeemed {
     /// First use: the chain and its first refresh token were written.
     Fresh,
     /// Used before: the chain the first use created (to revoke), if any.
-    Reused(Option<String>),
+    Reused(Option<ChainId>),
 }
 
 /// The outcome of rotating a refresh token atomically.

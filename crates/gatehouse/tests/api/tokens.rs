@@ -185,7 +185,7 @@ fn mint(s: &TestServer, issuer: &Issuer, scope: &str, iat: i64, exp: i64) -> Str
         client_id: ClientId::parse(&s.creds.client_id).unwrap(),
         user: None,
         scopes: ScopeSet::parse(scope).unwrap(),
-        jti: format!("test{}", now()),
+        jti: gatehouse_domain::Jti::parse(&format!("test{}", now())).unwrap(),
         iat,
         exp,
         chain: None,

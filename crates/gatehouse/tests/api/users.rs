@@ -2297,7 +2297,12 @@ async fn d13_owned_resources_block_delete_until_transferred() {
     assert_eq!(body["error"]["details"], json!([]));
     get_user(&s, &t, owner.id.as_str()).await;
     assert_eq!(
-        s.store().find_client(&app1).await.unwrap().unwrap().owner,
+        s.store()
+            .resolve_client(&app1)
+            .await
+            .unwrap()
+            .unwrap()
+            .owner,
         Some(owner.id.clone())
     );
 
@@ -2337,7 +2342,12 @@ async fn d13_owned_resources_block_delete_until_transferred() {
     }
     get_user(&s, &t, owner.id.as_str()).await;
     assert_eq!(
-        s.store().find_client(&app2).await.unwrap().unwrap().owner,
+        s.store()
+            .resolve_client(&app2)
+            .await
+            .unwrap()
+            .unwrap()
+            .owner,
         Some(owner.id.clone())
     );
 
@@ -2355,7 +2365,7 @@ async fn d13_owned_resources_block_delete_until_transferred() {
     expect_error(res, StatusCode::NOT_FOUND, "RESOURCE_NOT_FOUND").await;
     for app in [&app1, &app2] {
         assert_eq!(
-            s.store().find_client(app).await.unwrap().unwrap().owner,
+            s.store().resolve_client(app).await.unwrap().unwrap().owner,
             Some(heir.id.clone()),
             "ownership moved"
         );
@@ -2417,7 +2427,7 @@ async fn d2_cross_org_delete_with_transfer_is_404() {
     expect_error(res, StatusCode::NOT_FOUND, "RESOURCE_NOT_FOUND").await;
     get_user(&s, &t, owner.id.as_str()).await;
     assert_eq!(
-        s.store().find_client(&app).await.unwrap().unwrap().owner,
+        s.store().resolve_client(&app).await.unwrap().unwrap().owner,
         Some(owner.id.clone())
     );
 }

@@ -141,7 +141,7 @@ impl TestServer {
                 let id = ClientId::parse(run::MOCK_CLIENT_ID).unwrap();
                 let client = running
                     .store
-                    .find_client(&id)
+                    .resolve_client(&id)
                     .await
                     .unwrap()
                     .expect("the mock client exists");

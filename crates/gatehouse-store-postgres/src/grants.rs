@@ -1,0 +1,257 @@
+//! PostgreSQL: what the authorization server grants: sessions and login throttling (D26), authorization codes and refresh chains (D24, D26).
+
+use super::*;
+
+#[async_trait]
+impl GrantStore for PgStore {
+    async fn create_session(
+        &self,
+        org: &OrgId,
+        digest: &[u8; 32],
+        sess: &Session,
+    ) -> StoreResult<()> {
+        check_org(org, &sess.org)?;
+        write_tx!(self, |tx| {
+            query("INSERT INTO sessions (digest, org_id, user_id, created_at, expires_at) VALUES ($1, $2, $3, $4, $5)")
+                .bind(&digest[..])
+                .bind(sess.org.as_str())
+                .bind(sess.user.as_str())
+                .bind(sess.created_at.millis())
+                .bind(sess.expires_at.millis())
+                .execute(&mut *tx)
+                .await?;
+            Ok(())
+        })
+    }
+    async fn resolve_session(&self, digest: &[u8; 32]) -> StoreResult<Option<Session>> {
+        let row: Option<(String, String, i64, i64)> = query_as(
+            "SELECT org_id, user_id, created_at, expires_at FROM sessions WHERE digest = $1",
+        )
+        .bind(&digest[..])
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(db_err)?;
+        Ok(row.map(|(org, user, created, expires)| Session {
+            org: OrgId::from_trusted(org),
+            user: UserId::from_trusted(user),
+            created_at: Timestamp::from_millis(created),
+            expires_at: Timestamp::from_millis(expires),
+        }))
+    }
+    async fn delete_session(&self, digest: &[u8; 32]) -> StoreResult<()> {
+        write_tx!(self, |tx| {
+            query("DELETE FROM sessions WHERE digest = $1")
+                .bind(&digest[..])
+                .execute(&mut *tx)
+                .await?;
+            Ok(())
+        })
+    }
+    async fn record_login_failure(
+        &self,
+        org: &OrgId,
+        email_norm: &str,
+        source: &str,
+        at: Timestamp,
+    ) -> StoreResult<()> {
+        write_tx!(self, |tx| {
+            query("INSERT INTO login_failures (org_id, email_norm, source, at) VALUES ($1, $2, $3, $4)")
+                .bind(org.as_str())
+                .bind(email_norm)
+                .bind(source)
+                .bind(at.millis())
+                .execute(&mut *tx)
+                .await?;
+            Ok(())
+        })
+    }
+    async fn login_failures(
+        &self,
+        org: &OrgId,
+        email_norm: &str,
+        since: Timestamp,
+    ) -> StoreResult<Vec<(String, Timestamp)>> {
+        let rows: Vec<(String, i64)> = query_as(
+            "SELECT source, at FROM login_failures
+             WHERE org_id = $1 AND email_norm = $2 AND at >= $3 ORDER BY at, id LIMIT 5000",
+        )
+        .bind(org.as_str())
+        .bind(email_norm)
+        .bind(since.millis())
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db_err)?;
+        Ok(rows
+            .into_iter()
+            .map(|(s, at)| (s, Timestamp::from_millis(at)))
+            .collect())
+    }
+    async fn insert_auth_code(&self, org: &OrgId, code: &AuthCode) -> StoreResult<()> {
+        check_org(org, &code.org)?;
+        write_tx!(self, |tx| {
+            query(&format!(
+                "INSERT INTO auth_codes ({CODE_COLS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
+            ))
+            .bind(&code.digest[..])
+            .bind(code.org.as_str())
+            .bind(code.client.as_str())
+            .bind(code.user.as_str())
+            .bind(&code.redirect_uri)
+            .bind(bits(code.scopes))
+            .bind(&code.code_challenge)
+            .bind(code.created_at.millis())
+            .bind(code.expires_at.millis())
+            .bind(code.used_at.map(Timestamp::millis))
+            .bind(code.chain.as_ref().map(ChainId::as_str))
+            .execute(&mut *tx)
+            .await?;
+            Ok(())
+        })
+    }
+    async fn resolve_auth_code(&self, digest: &[u8; 32]) -> StoreResult<Option<AuthCode>> {
+        let row = query(&format!(
+            "SELECT {CODE_COLS} FROM auth_codes WHERE digest = $1"
+        ))
+        .bind(&digest[..])
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(db_err)?;
+        row.as_ref().map(code_row).transpose().map_err(db_err)
+    }
+    async fn redeem_auth_code(
+        &self,
+        digest: &[u8; 32],
+        now: Timestamp,
+        chain: &RefreshChain,
+        token: &RefreshToken,
+    ) -> StoreResult<Redeemed> {
+        write_tx!(self, |tx| {
+            // D26: the conditional update is the whole race; one caller wins.
+            let won = query(
+                "UPDATE auth_codes SET used_at = $2, chain_id = $3 WHERE digest = $1 AND used_at IS NULL",
+            )
+            .bind(&digest[..])
+            .bind(now.millis())
+            .bind(chain.id.as_str())
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+            if won == 0 {
+                let previous: Option<Option<String>> =
+                    query_scalar("SELECT chain_id FROM auth_codes WHERE digest = $1")
+                        .bind(&digest[..])
+                        .fetch_optional(&mut *tx)
+                        .await?;
+                return Ok(Redeemed::Reused(
+                    previous.flatten().map(ChainId::from_trusted),
+                ));
+            }
+            auth_state::insert_chain(&mut tx, chain).await?;
+            auth_state::insert_token(&mut tx, token).await?;
+            Ok(Redeemed::Fresh)
+        })
+    }
+    async fn resolve_refresh_token(
+        &self,
+        digest: &[u8; 32],
+    ) -> StoreResult<Option<(RefreshToken, RefreshChain)>> {
+        let row = query(
+            "SELECT t.digest, t.chain_id, t.issued_at, t.expires_at, t.used_at, t.successor_sealed, t.successor_until, t.access_jti,
+                    c.id, c.org_id, c.client_id, c.user_id, c.scopes, c.created_at, c.ends_at, c.revoked_at
+             FROM refresh_tokens t JOIN refresh_chains c ON c.id = t.chain_id WHERE t.digest = $1",
+        )
+        .bind(&digest[..])
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(db_err)?;
+        row.map(|r| Ok((token_row(&r)?, chain_row(&r, 8)?)))
+            .transpose()
+            .map_err(db_err)
+    }
+    async fn rotate_refresh_token(
+        &self,
+        digest: &[u8; 32],
+        client: &ClientId,
+        now: Timestamp,
+        successor_sealed: &[u8],
+        successor_until: Timestamp,
+        successor: &RefreshToken,
+        access_expiry: Timestamp,
+    ) -> StoreResult<Rotated> {
+        write_tx!(self, |tx| {
+            // The chain's row in share mode: a concurrent revocation of the
+            // chain (which updates that row) runs wholly before or after
+            // this rotation, never in the middle (D24: a revoked chain never
+            // gets a successor).
+            let chain: Option<(bool, String)> = query_as(
+                "SELECT c.revoked_at IS NULL, c.client_id FROM refresh_tokens t JOIN refresh_chains c ON c.id = t.chain_id
+                 WHERE t.digest = $1 FOR SHARE OF c",
+            )
+            .bind(&digest[..])
+            .fetch_optional(&mut *tx)
+            .await?;
+            // Another client's token is as good as unknown: nothing is read
+            // back for it, nothing written.
+            let live = match chain {
+                Some((live, owner)) if owner == client.as_str() => live,
+                _ => return Err(StoreError::NotFound.into()),
+            };
+            // D24: the conditional update is the whole race: exactly one
+            // caller, on any node, sees a row.
+            let won: Option<Option<String>> = if live {
+                query_scalar(
+                    "UPDATE refresh_tokens SET used_at = $2, successor_sealed = $3, successor_until = $4
+                     WHERE digest = $1 AND used_at IS NULL
+                     RETURNING access_jti",
+                )
+                .bind(&digest[..])
+                .bind(now.millis())
+                .bind(successor_sealed)
+                .bind(successor_until.millis())
+                .fetch_optional(&mut *tx)
+                .await?
+            } else {
+                None
+            };
+            if let Some(jti) = won {
+                auth_state::insert_token(&mut tx, successor).await?;
+                // D24: the access token issued with the used refresh token
+                // dies in the same transaction (the revocation is its last
+                // statement, see `auth_state::insert_revocation`).
+                let revoked = match jti {
+                    Some(jti) => {
+                        let r = NewRevocation::jti(&Jti::from_trusted(jti), now, access_expiry);
+                        let id = auth_state::insert_revocation(&mut tx, &r).await?;
+                        Some(r.stored(id))
+                    }
+                    None => None,
+                };
+                return Ok(Rotated::Fresh(revoked));
+            }
+            let current = query(&format!(
+                "SELECT {TOKEN_COLS} FROM refresh_tokens WHERE digest = $1"
+            ))
+            .bind(&digest[..])
+            .fetch_optional(&mut *tx)
+            .await?
+            .ok_or(StoreError::NotFound)?;
+            Ok(Rotated::AlreadyUsed(token_row(&current)?))
+        })
+    }
+    async fn revoke_chain(
+        &self,
+        org: &OrgId,
+        chain: &ChainId,
+        now: Timestamp,
+        access_expiry: Timestamp,
+    ) -> StoreResult<()> {
+        write_tx!(self, |tx| auth_state::revoke_chain(
+            &mut tx,
+            org,
+            chain,
+            now,
+            access_expiry
+        )
+        .await)
+    }
+}

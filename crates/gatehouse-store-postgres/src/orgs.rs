@@ -1,0 +1,163 @@
+//! PostgreSQL: organizations: creating, reading, the `/v2/` preview flag, first-start bootstrap and the staging reset.
+
+use super::*;
+
+#[async_trait]
+impl OrgStore for PgStore {
+    async fn create_org(&self, org: &Organization) -> StoreResult<()> {
+        write_tx!(self, |tx| insert_org(&mut tx, org).await)
+    }
+    async fn get_org(&self, org: &OrgId) -> StoreResult<Option<Organization>> {
+        let row = query(&format!(
+            "SELECT {ORG_COLS} FROM organizations WHERE id = $1"
+        ))
+        .bind(org.as_str())
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(db_err)?;
+        row.as_ref().map(org_row).transpose().map_err(db_err)
+    }
+    async fn v2_preview(&self, org: &OrgId) -> StoreResult<bool> {
+        let v: Option<bool> = query_scalar("SELECT v2_preview FROM organizations WHERE id = $1")
+            .bind(org.as_str())
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db_err)?;
+        Ok(v.unwrap_or(false))
+    }
+    async fn set_v2_preview(&self, org: &OrgId, enabled: bool) -> StoreResult<()> {
+        write_tx!(self, |tx| {
+            let n = query("UPDATE organizations SET v2_preview = $1 WHERE id = $2")
+                .bind(enabled)
+                .bind(org.as_str())
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            if n == 0 {
+                return Err(StoreError::NotFound.into());
+            }
+            Ok(())
+        })
+    }
+    async fn bootstrap(&self, org: &Organization, client: &NewClient) -> StoreResult<bool> {
+        write_tx!(self, |tx| {
+            // D41, D44: nodes starting together on an empty database create
+            // one organization. The table lock (which blocks writers of
+            // organizations, not readers) makes "none exists yet" and the
+            // insert one step.
+            query("LOCK TABLE organizations IN SHARE ROW EXCLUSIVE MODE")
+                .execute(&mut *tx)
+                .await?;
+            let any: bool = query_scalar("SELECT EXISTS (SELECT 1 FROM organizations)")
+                .fetch_one(&mut *tx)
+                .await?;
+            if any {
+                return Ok(false);
+            }
+            insert_org(&mut tx, org).await?;
+            insert_client_row(&mut tx, &org.id, client).await?;
+            Ok(true)
+        })
+    }
+    async fn reset_to_fixture(
+        &self,
+        org: Option<&OrgId>,
+        fixture: &gatehouse_domain::Fixture,
+        now: Timestamp,
+    ) -> StoreResult<u64> {
+        write_tx!(self, |tx| {
+            // The organizations' rows, locked in id order: a concurrent
+            // reset (another node) waits and then sees this one's result,
+            // and so does a last-admin check (D13).
+            let orgs: Vec<String> = match org {
+                Some(o) => {
+                    query_scalar("SELECT id FROM organizations WHERE id = $1 FOR NO KEY UPDATE")
+                        .bind(o.as_str())
+                        .fetch_all(&mut *tx)
+                        .await?
+                }
+                None => {
+                    query_scalar("SELECT id FROM organizations ORDER BY id FOR NO KEY UPDATE")
+                        .fetch_all(&mut *tx)
+                        .await?
+                }
+            };
+            if org.is_some() && orgs.is_empty() {
+                return Err(StoreError::NotFound.into());
+            }
+            let mut removed = Vec::new();
+            for o in &orgs {
+                let o = OrgId::from_trusted(o.clone());
+                removed.extend(reset_org_tx(&mut tx, &o, fixture, now).await?);
+            }
+            // D13: the removed users' tokens die; revocations last.
+            for id in &removed {
+                auth_state::revoke_user_tokens(&mut tx, id, now).await?;
+            }
+            Ok(orgs.len() as u64)
+        })
+    }
+}
+
+pub(crate) async fn insert_org(c: &mut PgConnection, o: &Organization) -> TxResult<()> {
+    query("INSERT INTO organizations (id, name, plan, per_minute, per_second, created_at) VALUES ($1, $2, $3, $4, $5, $6)")
+        .bind(o.id.as_str())
+        .bind(&o.name)
+        .bind(o.plan.as_str())
+        .bind(o.per_minute.map(i64::from))
+        .bind(o.per_second.map(i64::from))
+        .bind(o.created_at.millis())
+        .execute(&mut *c)
+        .await?;
+    Ok(())
+}
+
+/// D33: one organization's users and products replaced by the fixture,
+/// inside the caller's transaction (which holds the organization's row).
+/// Returns the removed users, whose tokens the caller revokes last.
+pub(crate) async fn reset_org_tx(
+    c: &mut PgConnection,
+    org: &OrgId,
+    fixture: &gatehouse_domain::Fixture,
+    now: Timestamp,
+) -> TxResult<Vec<UserId>> {
+    let removed: Vec<String> =
+        query_scalar("SELECT id FROM users WHERE org_id = $1 ORDER BY id FOR UPDATE")
+            .bind(org.as_str())
+            .fetch_all(&mut *c)
+            .await?;
+    let removed: Vec<UserId> = removed.into_iter().map(UserId::from_trusted).collect();
+    for id in &removed {
+        auth_state::end_user_sessions(c, id, now).await?;
+    }
+    // Client applications stay; an owner who disappears is cleared (D33).
+    query("UPDATE clients SET owner_id = NULL WHERE org_id = $1 AND owner_id IS NOT NULL")
+        .bind(org.as_str())
+        .execute(&mut *c)
+        .await?;
+    for sql in [
+        "DELETE FROM users WHERE org_id = $1",
+        "DELETE FROM products WHERE org_id = $1",
+    ] {
+        query(sql).bind(org.as_str()).execute(&mut *c).await?;
+    }
+    for (i, f) in fixture.users.iter().enumerate() {
+        // Newest first: the first fixture user gets the latest time.
+        let at = now.plus_seconds(-(i as i64));
+        let u = NewUser {
+            id: UserId::generate(),
+            email: f.email.clone(),
+            name: f.name.clone(),
+            role: f.role,
+            status: f.status,
+            password_hash: None,
+            created_at: at,
+        };
+        insert_user_row(c, org, &u, at).await?;
+    }
+    for (i, p) in fixture.products.iter().enumerate() {
+        let p = p.clone().into_product(now.plus_seconds(-(i as i64)));
+        insert_product_row(c, org, &p).await?;
+    }
+    Ok(removed)
+}

@@ -1,0 +1,149 @@
+//! PostgreSQL: products of an organization (D17, D18).
+
+use super::*;
+
+#[async_trait]
+impl ProductStore for PgStore {
+    async fn insert_product(
+        &self,
+        org: &OrgId,
+        p: &NewProduct,
+        now: Timestamp,
+    ) -> StoreResult<Product> {
+        let p = p.clone().into_product(now);
+        write_tx!(self, |tx| {
+            insert_product_row(&mut tx, org, &p).await?;
+            Ok(p.clone())
+        })
+    }
+    async fn get_product(&self, org: &OrgId, id: &ProductId) -> StoreResult<Option<Product>> {
+        read!(self, |c| get_product_tx(c, org, id, false).await)
+    }
+    async fn list_products(
+        &self,
+        org: &OrgId,
+        filter: &ProductFilter,
+        page: Page,
+    ) -> StoreResult<Listing<Product>> {
+        let q = Query::products(filter);
+        snapshot_read!(self, |c| lists::page(c, &lists::PRODUCTS, org, &q, page)
+            .await)
+    }
+    async fn list_products_after(
+        &self,
+        org: &OrgId,
+        filter: &ProductFilter,
+        after: Option<&ProductId>,
+        limit: u32,
+    ) -> StoreResult<Option<Vec<Product>>> {
+        let q = Query::products(filter);
+        let after = after.map(ProductId::as_str);
+        read!(self, |c| lists::after(
+            c,
+            &lists::PRODUCTS,
+            org,
+            &q,
+            after,
+            limit
+        )
+        .await)
+    }
+    async fn update_product(
+        &self,
+        org: &OrgId,
+        id: &ProductId,
+        patch: &ProductPatch,
+        now: Timestamp,
+    ) -> StoreResult<Product> {
+        write_tx!(self, |tx| {
+            let current = get_product_tx(&mut tx, org, id, true)
+                .await?
+                .ok_or(StoreError::NotFound)?;
+            let (next, changed) = product::apply_patch(&current, patch, now)?;
+            if changed {
+                query(
+                    "UPDATE products SET name = $1, sku = $2, price = $3, stock = $4, status = $5,
+                         words = array_to_tsvector($6::text[]), updated_at = $7
+                     WHERE id = $8 AND org_id = $9",
+                )
+                .bind(next.name.as_str())
+                .bind(next.sku.as_str())
+                .bind(next.price)
+                .bind(next.stock)
+                .bind(next.status.as_str())
+                .bind(product_words(&next))
+                .bind(next.updated_at.millis())
+                .bind(id.as_str())
+                .bind(org.as_str())
+                .execute(&mut *tx)
+                .await?;
+            }
+            Ok(next)
+        })
+    }
+    async fn delete_product(&self, org: &OrgId, id: &ProductId) -> StoreResult<()> {
+        write_tx!(self, |tx| {
+            let n = query("DELETE FROM products WHERE id = $1 AND org_id = $2")
+                .bind(id.as_str())
+                .bind(org.as_str())
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            if n == 0 {
+                return Err(StoreError::NotFound.into());
+            }
+            Ok(())
+        })
+    }
+}
+
+pub(crate) async fn get_product_tx(
+    c: &mut PgConnection,
+    org: &OrgId,
+    id: &ProductId,
+    lock: bool,
+) -> TxResult<Option<Product>> {
+    let row = query(&format!(
+        "SELECT {} FROM products WHERE id = $1 AND org_id = $2{}",
+        rows::PRODUCT_COLS,
+        if lock { " FOR UPDATE" } else { "" }
+    ))
+    .bind(id.as_str())
+    .bind(org.as_str())
+    .fetch_optional(&mut *c)
+    .await?;
+    Ok(row.as_ref().map(rows::product_row).transpose()?)
+}
+
+/// D17: the words a product is found by.
+pub(crate) fn product_words(p: &Product) -> Vec<String> {
+    let mut w = words(p.name.as_str());
+    w.extend(words(p.sku.as_str()));
+    w.sort();
+    w.dedup();
+    w
+}
+
+pub(crate) async fn insert_product_row(
+    c: &mut PgConnection,
+    org: &OrgId,
+    p: &Product,
+) -> TxResult<()> {
+    query(
+        "INSERT INTO products (id, org_id, name, sku, price, stock, status, words, created_at, updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, array_to_tsvector($8::text[]), $9, $10)",
+    )
+    .bind(p.id.as_str())
+    .bind(org.as_str())
+    .bind(p.name.as_str())
+    .bind(p.sku.as_str())
+    .bind(p.price)
+    .bind(p.stock)
+    .bind(p.status.as_str())
+    .bind(product_words(p))
+    .bind(p.created_at.millis())
+    .bind(p.updated_at.millis())
+    .execute(&mut *c)
+    .await?;
+    Ok(())
+}

@@ -1,0 +1,291 @@
+//! PostgreSQL: users of an organization and the D11/D13 rules applied in their transactions.
+
+use super::*;
+
+#[async_trait]
+impl UserStore for PgStore {
+    async fn insert_user_with_link(
+        &self,
+        org: &OrgId,
+        u: &NewUser,
+        invitation: Option<&NewLink>,
+    ) -> StoreResult<User> {
+        write_tx!(self, |tx| {
+            insert_user_row(&mut tx, org, u, u.created_at).await?;
+            if let Some(link) = invitation {
+                auth_state::insert_link(
+                    &mut tx,
+                    LinkKind::Invitation,
+                    org,
+                    &u.id,
+                    link,
+                    u.created_at,
+                )
+                .await?;
+            }
+            Ok(User {
+                id: u.id.clone(),
+                email: u.email.clone(),
+                name: u.name.clone(),
+                role: u.role,
+                status: u.status,
+                created_at: u.created_at,
+                updated_at: u.created_at,
+                has_password: u.password_hash.is_some(),
+            })
+        })
+    }
+    async fn get_user(&self, org: &OrgId, id: &UserId) -> StoreResult<Option<User>> {
+        read!(self, |c| get_user_tx(c, org, id).await)
+    }
+    async fn list_users(
+        &self,
+        org: &OrgId,
+        filter: &UserFilter,
+        page: Page,
+    ) -> StoreResult<Listing<User>> {
+        let q = Query::users(filter);
+        snapshot_read!(self, |c| lists::page(c, &lists::USERS, org, &q, page).await)
+    }
+    async fn list_users_after(
+        &self,
+        org: &OrgId,
+        filter: &UserFilter,
+        after: Option<&UserId>,
+        limit: u32,
+    ) -> StoreResult<Option<Vec<User>>> {
+        let q = Query::users(filter);
+        let after = after.map(UserId::as_str);
+        read!(self, |c| lists::after(
+            c,
+            &lists::USERS,
+            org,
+            &q,
+            after,
+            limit
+        )
+        .await)
+    }
+    async fn update_user(
+        &self,
+        org: &OrgId,
+        id: &UserId,
+        patch: &UserPatch,
+        now: Timestamp,
+    ) -> StoreResult<UserChange> {
+        write_tx!(self, |tx| {
+            let current = lock_user(&mut tx, org, id)
+                .await?
+                .ok_or(StoreError::NotFound)?;
+            let change = user::apply_patch(&current, patch, now)?;
+            if !change.changed {
+                return Ok(change);
+            }
+            let others = other_active_admins(&mut tx, org, &current, Some(&change.user)).await?;
+            user::check_change(&current, &change.user, others)?;
+            let u = &change.user;
+            query(
+                "UPDATE users SET name = $1, name_fold = $2, role = $3, status = $4, updated_at = $5
+                 WHERE id = $6 AND org_id = $7",
+            )
+            .bind(u.name.as_str())
+            .bind(u.name.as_str().to_lowercase())
+            .bind(u.role.as_str())
+            .bind(u.status.as_str())
+            .bind(u.updated_at.millis())
+            .bind(id.as_str())
+            .bind(org.as_str())
+            .execute(&mut *tx)
+            .await?;
+            if change.cancels_invitation {
+                auth_state::delete_links(&mut tx, LinkKind::Invitation, id).await?;
+            }
+            if change.revokes_tokens {
+                auth_state::end_user_sessions(&mut tx, id, now).await?;
+                auth_state::revoke_user_tokens(&mut tx, id, now).await?;
+            }
+            Ok(change)
+        })
+    }
+    async fn delete_user_at(
+        &self,
+        org: &OrgId,
+        id: &UserId,
+        transfer_to: Option<&UserId>,
+        now: Timestamp,
+    ) -> StoreResult<()> {
+        write_tx!(self, |tx| {
+            let current = lock_user(&mut tx, org, id)
+                .await?
+                .ok_or(StoreError::NotFound)?;
+            let others = other_active_admins(&mut tx, org, &current, None).await?;
+            let owned: i64 =
+                query_scalar("SELECT count(*) FROM clients WHERE org_id = $1 AND owner_id = $2")
+                    .bind(org.as_str())
+                    .bind(id.as_str())
+                    .fetch_one(&mut *tx)
+                    .await?;
+            // The heir stays active until we commit.
+            let heir = match transfer_to {
+                Some(h) => user_with_lock(&mut tx, org, h, "FOR SHARE").await?,
+                None => None,
+            };
+            let plan =
+                user::check_delete(&current, others, owned as u64, transfer_to, heir.as_ref())?;
+            if let Some(heir) = &plan.transfer_clients_to {
+                query("UPDATE clients SET owner_id = $1 WHERE org_id = $2 AND owner_id = $3")
+                    .bind(heir.as_str())
+                    .bind(org.as_str())
+                    .bind(id.as_str())
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            // D13: every session, link, code and refresh chain goes with the
+            // user (ON DELETE CASCADE); its access tokens through the
+            // revocation, written last.
+            query("DELETE FROM users WHERE id = $1 AND org_id = $2")
+                .bind(id.as_str())
+                .bind(org.as_str())
+                .execute(&mut *tx)
+                .await?;
+            auth_state::revoke_user_tokens(&mut tx, id, now).await?;
+            Ok(())
+        })
+    }
+    async fn find_user_by_email(
+        &self,
+        org: &OrgId,
+        email: &Email,
+    ) -> StoreResult<Option<(User, Option<String>)>> {
+        let row = query(&format!(
+            "SELECT {USER_COLS}, password_hash FROM users WHERE org_id = $1 AND email_norm = $2"
+        ))
+        .bind(org.as_str())
+        .bind(email.normalized())
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(db_err)?;
+        row.map(|r| Ok((user_row(&r)?, r.try_get::<Option<String>, _>(8)?)))
+            .transpose()
+            .map_err(db_err)
+    }
+    async fn reissue_invitation(
+        &self,
+        org: &OrgId,
+        id: &UserId,
+        link: &NewLink,
+    ) -> StoreResult<()> {
+        write_tx!(self, |tx| {
+            let u = lock_user(&mut tx, org, id)
+                .await?
+                .ok_or(StoreError::NotFound)?;
+            user::check_reinvite(&u)?;
+            auth_state::insert_link(
+                &mut tx,
+                LinkKind::Invitation,
+                org,
+                id,
+                link,
+                Timestamp::now(),
+            )
+            .await
+        })
+    }
+}
+
+pub(crate) async fn get_user_tx(
+    c: &mut PgConnection,
+    org: &OrgId,
+    id: &UserId,
+) -> TxResult<Option<User>> {
+    let row = query(&format!(
+        "SELECT {USER_COLS} FROM users WHERE id = $1 AND org_id = $2"
+    ))
+    .bind(id.as_str())
+    .bind(org.as_str())
+    .fetch_optional(&mut *c)
+    .await?;
+    Ok(row.as_ref().map(user_row).transpose()?)
+}
+
+/// The user, locked for the rest of the transaction (`FOR UPDATE`).
+pub(crate) async fn lock_user(
+    c: &mut PgConnection,
+    org: &OrgId,
+    id: &UserId,
+) -> TxResult<Option<User>> {
+    user_with_lock(c, org, id, "FOR UPDATE").await
+}
+
+pub(crate) async fn user_with_lock(
+    c: &mut PgConnection,
+    org: &OrgId,
+    id: &UserId,
+    lock: &str,
+) -> TxResult<Option<User>> {
+    let row = query(&format!(
+        "SELECT {USER_COLS} FROM users WHERE id = $1 AND org_id = $2 {lock}"
+    ))
+    .bind(id.as_str())
+    .bind(org.as_str())
+    .fetch_optional(&mut *c)
+    .await?;
+    Ok(row.as_ref().map(user_row).transpose()?)
+}
+
+/// D13: the organization's active admins besides `before`, counted when
+/// going to `after` (`None`: deleted) takes an active admin away
+/// (`user::removes_active_admin`). Every transaction that may take away an
+/// active admin first locks the organization's row (`FOR NO KEY UPDATE`,
+/// which does not block inserts' foreign-key checks), so such transactions
+/// run one at a time per organization and each counts what the previous one
+/// committed: two concurrent demotions of the last two admins cannot both
+/// succeed.
+pub(crate) async fn other_active_admins(
+    c: &mut PgConnection,
+    org: &OrgId,
+    before: &User,
+    after: Option<&User>,
+) -> TxResult<Option<u64>> {
+    if !user::removes_active_admin(before, after) {
+        return Ok(None);
+    }
+    query("SELECT 1 FROM organizations WHERE id = $1 FOR NO KEY UPDATE")
+        .bind(org.as_str())
+        .execute(&mut *c)
+        .await?;
+    let n: i64 = query_scalar(
+        "SELECT count(*) FROM users WHERE org_id = $1 AND role = 'admin' AND status = 'active' AND id <> $2",
+    )
+    .bind(org.as_str())
+    .bind(before.id.as_str())
+    .fetch_one(&mut *c)
+    .await?;
+    Ok(Some(n as u64))
+}
+
+pub(crate) async fn insert_user_row(
+    c: &mut PgConnection,
+    org: &OrgId,
+    u: &NewUser,
+    updated_at: Timestamp,
+) -> TxResult<()> {
+    query(
+        "INSERT INTO users (id, org_id, email, email_norm, name, name_fold, role, status, password_hash, created_at, updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+    )
+    .bind(u.id.as_str())
+    .bind(org.as_str())
+    .bind(u.email.as_str())
+    .bind(u.email.normalized())
+    .bind(u.name.as_str())
+    .bind(u.name.as_str().to_lowercase())
+    .bind(u.role.as_str())
+    .bind(u.status.as_str())
+    .bind(u.password_hash.as_deref())
+    .bind(u.created_at.millis())
+    .bind(updated_at.millis())
+    .execute(&mut *c)
+    .await?;
+    Ok(())
+}

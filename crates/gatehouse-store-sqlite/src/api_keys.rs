@@ -1,0 +1,72 @@
+//! SQLite: aPI keys (D27).
+
+use super::*;
+
+#[async_trait]
+impl ApiKeyStore for SqliteStore {
+    async fn insert_api_key(&self, org: &OrgId, k: &ApiKey, digest: &[u8; 32]) -> StoreResult<()> {
+        check_org(org, &k.org)?;
+        let (k, digest) = (k.clone(), *digest);
+        self.pool
+            .write(move |tx| {
+                tx.prepare_cached(
+                    "INSERT INTO api_keys (id, org_id, name, digest, scopes, created_at, revoked_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                )
+                .and_then(|mut s| {
+                    s.execute(params![
+                        k.id.as_str(),
+                        k.org.as_str(),
+                        k.name,
+                        digest.to_vec(),
+                        k.scopes.bits() as i64,
+                        k.created_at.millis(),
+                        k.revoked_at.map(Timestamp::millis)
+                    ])
+                })
+                .map_err(db_err)?;
+                Ok(())
+            })
+            .await
+    }
+    async fn resolve_api_key(&self, digest: &[u8; 32]) -> StoreResult<Option<ApiKey>> {
+        self.pool
+            .read(|c| {
+                c.prepare_cached(&format!(
+                    "SELECT {API_KEY_COLS} FROM api_keys WHERE digest = ?1"
+                ))
+                .and_then(|mut s| s.query_row([digest.as_slice()], api_key_row).optional())
+                .map_err(db_err)
+            })
+            .await
+    }
+    async fn operator_find_api_key(&self, id: &ApiKeyId) -> StoreResult<Option<ApiKey>> {
+        self.pool
+            .read(|c| {
+                c.prepare_cached(&format!(
+                    "SELECT {API_KEY_COLS} FROM api_keys WHERE id = ?1"
+                ))
+                .and_then(|mut s| s.query_row([id.as_str()], api_key_row).optional())
+                .map_err(db_err)
+            })
+            .await
+    }
+    async fn revoke_api_key(
+        &self,
+        org: &OrgId,
+        id: &ApiKeyId,
+        at: Timestamp,
+    ) -> StoreResult<ApiKey> {
+        let (org, id) = (org.clone(), id.clone());
+        self.pool
+            .write(move |tx| {
+                tx.prepare_cached("UPDATE api_keys SET revoked_at = coalesce(revoked_at, ?1) WHERE id = ?2 AND org_id = ?3")
+                    .and_then(|mut s| s.execute(params![at.millis(), id.as_str(), org.as_str()]))
+                    .map_err(db_err)?;
+                tx.prepare_cached(&format!("SELECT {API_KEY_COLS} FROM api_keys WHERE id = ?1 AND org_id = ?2"))
+                    .and_then(|mut s| s.query_row(params![id.as_str(), org.as_str()], api_key_row).optional())
+                    .map_err(db_err)?
+                    .ok_or(StoreError::NotFound)
+            })
+            .await
+    }
+}

@@ -1,0 +1,116 @@
+//! SQLite: client applications (D20, D22, D40).
+
+use super::*;
+
+#[async_trait]
+impl ClientStore for SqliteStore {
+    async fn insert_client(&self, org: &OrgId, client: &NewClient) -> StoreResult<Client> {
+        let (org, client) = (org.clone(), client.clone());
+        self.pool
+            .write(move |tx| {
+                let owner = match &client.owner {
+                    Some(id) => get_user_tx(tx, &org, id)?,
+                    None => None,
+                };
+                client::check_owner(client.owner.as_ref(), owner.as_ref())?;
+                insert_client_row(tx, &org, &client)?;
+                Ok(Client {
+                    id: client.id,
+                    org,
+                    name: client.name,
+                    secret_hash: client.secret_hash,
+                    previous_secret: None,
+                    scopes: client.scopes,
+                    redirect_uris: client.redirect_uris,
+                    admin_approved: client.admin_approved,
+                    owner: client.owner,
+                    created_at: client.created_at,
+                })
+            })
+            .await
+    }
+    async fn resolve_client(&self, id: &ClientId) -> StoreResult<Option<Client>> {
+        self.pool
+            .read(|c| {
+                c.prepare_cached(&format!("SELECT {CLIENT_COLS} FROM clients WHERE id = ?1"))
+                    .and_then(|mut s| s.query_row([id.as_str()], client_row).optional())
+                    .map_err(db_err)
+            })
+            .await
+    }
+    async fn approve_admin(&self, org: &OrgId, id: &ClientId) -> StoreResult<Client> {
+        let (org, id) = (org.clone(), id.clone());
+        self.pool
+            .write(move |tx| {
+                let admin = ScopeSet::EMPTY.with(Scope::Admin).bits() as i64;
+                let n = tx
+                    .prepare_cached("UPDATE clients SET admin_approved = 1, scopes = scopes | ?1 WHERE id = ?2 AND org_id = ?3")
+                    .and_then(|mut s| s.execute(params![admin, id.as_str(), org.as_str()]))
+                    .map_err(db_err)?;
+                if n == 0 {
+                    return Err(StoreError::NotFound);
+                }
+                tx.prepare_cached(&format!("SELECT {CLIENT_COLS} FROM clients WHERE id = ?1"))
+                    .and_then(|mut s| s.query_row([id.as_str()], client_row))
+                    .map_err(db_err)
+            })
+            .await
+    }
+    async fn rotate_client_secret(
+        &self,
+        org: &OrgId,
+        id: &ClientId,
+        secret_hash: &[u8; 32],
+        previous_until: Option<Timestamp>,
+    ) -> StoreResult<Client> {
+        let (org, id, hash) = (org.clone(), id.clone(), *secret_hash);
+        self.pool
+            .write(move |tx| {
+                let n = tx
+                    .prepare_cached(
+                        "UPDATE clients SET
+                            previous_secret_hash = CASE WHEN ?3 IS NULL THEN NULL ELSE secret_hash END,
+                            previous_secret_until = ?3,
+                            secret_hash = ?4
+                         WHERE id = ?1 AND org_id = ?2 AND secret_hash IS NOT NULL",
+                    )
+                    .and_then(|mut s| s.execute(params![id.as_str(), org.as_str(), previous_until.map(Timestamp::millis), hash.to_vec()]))
+                    .map_err(db_err)?;
+                if n == 0 {
+                    return Err(StoreError::NotFound);
+                }
+                tx.prepare_cached(&format!("SELECT {CLIENT_COLS} FROM clients WHERE id = ?1"))
+                    .and_then(|mut s| s.query_row([id.as_str()], client_row))
+                    .map_err(db_err)
+            })
+            .await
+    }
+    fn clients_version(&self) -> Option<u64> {
+        self.pool.clients_version()
+    }
+}
+
+pub(crate) fn insert_client_row(c: &Connection, org: &OrgId, n: &NewClient) -> StoreResult<()> {
+    c.prepare_cached(
+        "INSERT INTO clients (id, org_id, name, secret_hash, scopes, redirect_uris, admin_approved, owner_id, created_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+    )
+    .and_then(|mut s| {
+        s.execute(params![
+            n.id.as_str(),
+            org.as_str(),
+            n.name,
+            n.secret_hash.map(|h| h.to_vec()),
+            n.scopes.bits() as i64,
+            n.redirect_uris.join("\n"),
+            n.admin_approved,
+            n.owner.as_ref().map(|u| u.as_str().to_owned()),
+            n.created_at.millis(),
+        ])
+    })
+    .map_err(|e| match db_err(e) {
+        StoreError::Internal(m) if m.contains("FOREIGN KEY") => StoreError::Rule(client::unknown_owner()),
+        other => other,
+    })?;
+    Ok(())
+}

@@ -1,0 +1,250 @@
+//! SQLite: what the authorization server grants: sessions and login throttling (D26), authorization codes and refresh chains (D24, D26).
+
+use super::*;
+
+#[async_trait]
+impl GrantStore for SqliteStore {
+    async fn create_session(
+        &self,
+        org: &OrgId,
+        digest: &[u8; 32],
+        sess: &Session,
+    ) -> StoreResult<()> {
+        check_org(org, &sess.org)?;
+        let (digest, sess) = (*digest, sess.clone());
+        self.pool
+            .write(move |tx| {
+                tx.prepare_cached("INSERT INTO sessions (digest, org_id, user_id, created_at, expires_at) VALUES (?1, ?2, ?3, ?4, ?5)")
+                    .and_then(|mut s| s.execute(params![digest.to_vec(), sess.org.as_str(), sess.user.as_str(), sess.created_at.millis(), sess.expires_at.millis()]))
+                    .map_err(db_err)?;
+                Ok(())
+            })
+            .await
+    }
+    async fn resolve_session(&self, digest: &[u8; 32]) -> StoreResult<Option<Session>> {
+        self.pool
+            .read(|c| {
+                c.prepare_cached("SELECT org_id, user_id, created_at, expires_at FROM sessions WHERE digest = ?1")
+                    .and_then(|mut s| {
+                        s.query_row([digest.to_vec()], |r| {
+                            Ok(Session {
+                                org: OrgId::from_trusted(r.get(0)?),
+                                user: UserId::from_trusted(r.get(1)?),
+                                created_at: Timestamp::from_millis(r.get(2)?),
+                                expires_at: Timestamp::from_millis(r.get(3)?),
+                            })
+                        })
+                        .optional()
+                    })
+                    .map_err(db_err)
+            })
+            .await
+    }
+    async fn delete_session(&self, digest: &[u8; 32]) -> StoreResult<()> {
+        let digest = *digest;
+        self.pool
+            .write(move |tx| {
+                tx.prepare_cached("DELETE FROM sessions WHERE digest = ?1")
+                    .and_then(|mut s| s.execute([digest.to_vec()]))
+                    .map_err(db_err)?;
+                Ok(())
+            })
+            .await
+    }
+    async fn record_login_failure(
+        &self,
+        org: &OrgId,
+        email_norm: &str,
+        source: &str,
+        at: Timestamp,
+    ) -> StoreResult<()> {
+        let (org, email, source) = (org.clone(), email_norm.to_owned(), source.to_owned());
+        self.pool
+            .write(move |tx| {
+                tx.prepare_cached("INSERT INTO login_failures (org_id, email_norm, source, at) VALUES (?1, ?2, ?3, ?4)")
+                    .and_then(|mut s| s.execute(params![org.as_str(), email, source, at.millis()]))
+                    .map_err(db_err)?;
+                Ok(())
+            })
+            .await
+    }
+    async fn login_failures(
+        &self,
+        org: &OrgId,
+        email_norm: &str,
+        since: Timestamp,
+    ) -> StoreResult<Vec<(String, Timestamp)>> {
+        self.pool
+            .read(|c| {
+                let mut s = c
+                    .prepare_cached("SELECT source, at FROM login_failures WHERE org_id = ?1 AND email_norm = ?2 AND at >= ?3 ORDER BY at LIMIT 5000")
+                    .map_err(db_err)?;
+                let rows = s
+                    .query_map(params![org.as_str(), email_norm, since.millis()], |r| Ok((r.get(0)?, Timestamp::from_millis(r.get(1)?))))
+                    .map_err(db_err)?;
+                rows.collect::<rusqlite::Result<Vec<_>>>().map_err(db_err)
+            })
+            .await
+    }
+    async fn insert_auth_code(&self, org: &OrgId, code: &AuthCode) -> StoreResult<()> {
+        check_org(org, &code.org)?;
+        let code = code.clone();
+        self.pool
+            .write(move |tx| {
+                tx.prepare_cached(&format!("INSERT INTO auth_codes ({}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)", auth_state::CODE_COLS))
+                    .and_then(|mut s| {
+                        s.execute(params![
+                            code.digest.to_vec(),
+                            code.org.as_str(),
+                            code.client.as_str(),
+                            code.user.as_str(),
+                            code.redirect_uri,
+                            code.scopes.bits() as i64,
+                            code.code_challenge,
+                            code.created_at.millis(),
+                            code.expires_at.millis(),
+                            code.used_at.map(Timestamp::millis),
+                            code.chain.as_ref().map(ChainId::as_str)
+                        ])
+                    })
+                    .map_err(db_err)?;
+                Ok(())
+            })
+            .await
+    }
+    async fn resolve_auth_code(&self, digest: &[u8; 32]) -> StoreResult<Option<AuthCode>> {
+        self.pool
+            .read(|c| {
+                c.prepare_cached(&format!(
+                    "SELECT {} FROM auth_codes WHERE digest = ?1",
+                    auth_state::CODE_COLS
+                ))
+                .and_then(|mut s| {
+                    s.query_row([digest.to_vec()], auth_state::code_row)
+                        .optional()
+                })
+                .map_err(db_err)
+            })
+            .await
+    }
+    async fn redeem_auth_code(
+        &self,
+        digest: &[u8; 32],
+        now: Timestamp,
+        chain: &RefreshChain,
+        token: &RefreshToken,
+    ) -> StoreResult<Redeemed> {
+        let (digest, chain, token) = (*digest, chain.clone(), token.clone());
+        self.pool
+            .write(move |tx| {
+                let won = tx
+                    .prepare_cached("UPDATE auth_codes SET used_at = ?2, chain_id = ?3 WHERE digest = ?1 AND used_at IS NULL")
+                    .and_then(|mut s| s.execute(params![digest.to_vec(), now.millis(), chain.id.as_str()]))
+                    .map_err(db_err)?;
+                if won == 0 {
+                    let previous: Option<Option<String>> = tx
+                        .prepare_cached("SELECT chain_id FROM auth_codes WHERE digest = ?1")
+                        .and_then(|mut s| s.query_row([digest.to_vec()], |r| r.get(0)).optional())
+                        .map_err(db_err)?;
+                    return Ok(Redeemed::Reused(previous.flatten().map(ChainId::from_trusted)));
+                }
+                auth_state::insert_chain(tx, &chain)?;
+                auth_state::insert_token(tx, &token)?;
+                Ok(Redeemed::Fresh)
+            })
+            .await
+    }
+    async fn resolve_refresh_token(
+        &self,
+        digest: &[u8; 32],
+    ) -> StoreResult<Option<(RefreshToken, RefreshChain)>> {
+        self.pool
+            .read(|c| {
+                let sql = "SELECT t.digest, t.chain_id, t.issued_at, t.expires_at, t.used_at, t.successor_sealed, t.successor_until, t.access_jti,
+                            c.id, c.org_id, c.client_id, c.user_id, c.scopes, c.created_at, c.ends_at, c.revoked_at
+                     FROM refresh_tokens t JOIN refresh_chains c ON c.id = t.chain_id WHERE t.digest = ?1";
+                c.prepare_cached(sql)
+                    .and_then(|mut s| s.query_row([digest.to_vec()], |r| Ok((auth_state::token_row(r)?, auth_state::chain_row(r, 8)?))).optional())
+                    .map_err(db_err)
+            })
+            .await
+    }
+    async fn rotate_refresh_token(
+        &self,
+        digest: &[u8; 32],
+        client: &ClientId,
+        now: Timestamp,
+        successor_sealed: &[u8],
+        successor_until: Timestamp,
+        successor: &RefreshToken,
+        access_expiry: Timestamp,
+    ) -> StoreResult<Rotated> {
+        let (digest, client, sealed, successor) = (
+            *digest,
+            client.clone(),
+            successor_sealed.to_vec(),
+            successor.clone(),
+        );
+        self.pool
+            .write(move |tx| {
+                // Another client's token is as good as unknown: nothing is
+                // read back for it, nothing written.
+                let owner: Option<String> = tx
+                    .prepare_cached(
+                        "SELECT c.client_id FROM refresh_tokens t JOIN refresh_chains c ON c.id = t.chain_id
+                         WHERE t.digest = ?1",
+                    )
+                    .and_then(|mut s| s.query_row([digest.to_vec()], |r| r.get(0)).optional())
+                    .map_err(db_err)?;
+                if owner.as_deref() != Some(client.as_str()) {
+                    return Err(StoreError::NotFound);
+                }
+                // The conditional update is the whole race: exactly one caller sees a row.
+                let won: Option<Option<String>> = tx
+                    .prepare_cached(
+                        "UPDATE refresh_tokens SET used_at = ?2, successor_sealed = ?3, successor_until = ?4
+                         WHERE digest = ?1 AND used_at IS NULL
+                           AND EXISTS (SELECT 1 FROM refresh_chains c
+                                       WHERE c.id = refresh_tokens.chain_id AND c.revoked_at IS NULL)
+                         RETURNING access_jti",
+                    )
+                    .and_then(|mut s| {
+                        s.query_row(params![digest.to_vec(), now.millis(), sealed, successor_until.millis()], |r| r.get(0))
+                            .optional()
+                    })
+                    .map_err(db_err)?;
+                if let Some(jti) = won {
+                    auth_state::insert_token(tx, &successor)?;
+                    // D24: the access token issued with the used refresh token
+                    // dies in the same transaction.
+                    let revoked = match jti {
+                        Some(jti) => {
+                            let r = NewRevocation::jti(&Jti::from_trusted(jti), now, access_expiry);
+                            Some(r.clone().stored(auth_state::insert_revocation(tx, &r)?))
+                        }
+                        None => None,
+                    };
+                    return Ok(Rotated::Fresh(revoked));
+                }
+                let current = tx
+                    .prepare_cached(&format!("SELECT {} FROM refresh_tokens WHERE digest = ?1", auth_state::TOKEN_COLS))
+                    .and_then(|mut s| s.query_row([digest.to_vec()], auth_state::token_row).optional())
+                    .map_err(db_err)?
+                    .ok_or(StoreError::NotFound)?;
+                Ok(Rotated::AlreadyUsed(current))
+            })
+            .await
+    }
+    async fn revoke_chain(
+        &self,
+        org: &OrgId,
+        chain: &ChainId,
+        now: Timestamp,
+        access_expiry: Timestamp,
+    ) -> StoreResult<()> {
+        let (org, chain) = (org.clone(), chain.clone());
+        self.pool
+            .write(move |tx| auth_state::revoke_chain(tx, &org, &chain, now, access_expiry))
+            .await
+    }
+}

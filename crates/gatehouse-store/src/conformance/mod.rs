@@ -1,0 +1,218 @@
+//! The store conformance suite: behaviour every backend must show. A backend
+//! runs it with [`store_conformance_tests!`](crate::store_conformance_tests),
+//! giving an async expression that yields a fresh, empty, migrated store.
+//! One module per aggregate, like the traits; the helpers below are shared.
+
+mod api_keys;
+mod clients;
+mod decoding;
+mod grants;
+mod jobs;
+mod links;
+mod orgs;
+mod outbox;
+mod products;
+mod rate;
+mod revocations;
+mod scoping;
+mod signing_keys;
+mod users;
+
+pub use api_keys::*;
+pub use clients::*;
+pub use decoding::*;
+pub use grants::*;
+pub use jobs::*;
+pub use links::*;
+pub use orgs::*;
+pub use outbox::*;
+pub use products::*;
+pub use rate::*;
+pub use revocations::*;
+pub use scoping::*;
+pub use signing_keys::*;
+pub use users::*;
+
+use gatehouse_domain::{
+    ApiKey, ApiKeyId, ChainId, ClientId, DomainError, Email, Jti, Name, NewProduct, NewUser, OrgId,
+    Organization, Page, Plan, ProductPatch, ProductStatus, Role, Scope, ScopeSet, SearchText, Sku,
+    Timestamp, UserId, UserPatch, UserStatus,
+};
+
+use crate::records::*;
+use crate::{NewClient, ProductFilter, SigningKeyRecord, Store, StoreError, UserFilter};
+
+/// Generates one `#[tokio::test]` per conformance check for a backend.
+#[macro_export]
+macro_rules! store_conformance_tests {
+    ($make:expr) => {
+        $crate::store_conformance_tests!(@each $make;
+            organizations, bootstrap_runs_once, users_roundtrip_and_isolation,
+            duplicate_email_is_per_org_and_case_insensitive, user_list_order_filters_and_paging,
+            user_search_is_substring_and_literal, user_update_rules, last_admin_rule,
+            concurrent_demotions_keep_an_admin, concurrent_link_uses_succeed_once,
+            delete_with_owned_clients, products_roundtrip_and_rules, product_search_by_word_prefix, control_characters_in_q_match_nothing,
+            clients_and_admin_approval, api_keys, signing_keys,
+            invitations_and_outbox, password_resets, reset_password_returns_the_user_as_updated, revocations_follow_user_changes,
+            outbox_claims_and_retries, sessions_and_login_failures, codes_redeem_once,
+            refresh_rotation_is_atomic, refresh_rotation_revokes_the_replaced_access_token, client_secret_rotation, purge_removes_only_expired, cursor_pages_are_stable_under_inserts, v2_preview_flag,
+            staging_reset_restores_the_fixture, shared_rate_windows, jobs_are_claimed_once,
+            clients_version_moves_with_every_client_change, corrupt_rows_are_internal_errors,
+            corrupt_token_ids_are_internal_errors, every_tenant_method_is_scoped);
+    };
+    (@each $make:expr; $($name:ident),*) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                let store = $make;
+                $crate::conformance::$name(&store).await;
+            }
+        )*
+    };
+}
+
+/// Test-only access to a backend's own database, for the checks that need
+/// a row no [`Store`] method would write (strict decoding: a corrupt row
+/// must read as `StoreError::Internal`, never as a default value). Each
+/// backend implements it for its tests only.
+#[async_trait::async_trait]
+pub trait PlantRows: Store {
+    /// Runs `sql` (plain SQL both backends accept) as is, with the schema's
+    /// CHECK constraints out of the way, so it can plant a value the schema
+    /// would refuse. Panics when it fails.
+    async fn plant(&self, sql: &str);
+}
+
+pub(crate) fn org(name: &str) -> Organization {
+    Organization {
+        id: OrgId::generate(),
+        name: name.into(),
+        plan: Plan::Free,
+        per_minute: None,
+        per_second: None,
+        created_at: Timestamp::now(),
+    }
+}
+
+pub(crate) async fn new_org(s: &dyn Store) -> OrgId {
+    let o = org("Acme");
+    s.create_org(&o).await.unwrap();
+    o.id
+}
+
+pub(crate) fn user(email: &str, role: Role, status: UserStatus, at: i64) -> NewUser {
+    NewUser {
+        id: UserId::generate(),
+        email: Email::parse(email).unwrap(),
+        name: Name::parse(&email.replace('@', " at ")).unwrap(),
+        role,
+        status,
+        password_hash: (status == UserStatus::Active).then(|| "$argon2id$test".to_owned()),
+        created_at: Timestamp::from_millis(at),
+    }
+}
+
+pub(crate) fn client(owner: Option<UserId>) -> NewClient {
+    NewClient {
+        id: ClientId::generate(),
+        name: "app".into(),
+        secret_hash: Some([7; 32]),
+        scopes: ScopeSet::parse("users:read products:read").unwrap(),
+        redirect_uris: vec!["https://app.example.com/cb".into()],
+        admin_approved: false,
+        owner,
+        created_at: Timestamp::now(),
+    }
+}
+
+pub(crate) fn q(s: &str) -> Option<SearchText> {
+    SearchText::parse(s).unwrap()
+}
+
+pub(crate) fn product(name: &str, sku: &str, stock: i64) -> NewProduct {
+    NewProduct {
+        name: Name::parse(name).unwrap(),
+        sku: Sku::parse(sku).unwrap(),
+        price: 1999,
+        stock,
+        discontinued: false,
+    }
+}
+
+/// What a corrupt-row read must give: `Internal`, naming the table, the
+/// column and the row.
+pub(crate) fn assert_corrupt<T: std::fmt::Debug>(
+    got: Result<T, StoreError>,
+    table: &str,
+    column: &str,
+    row: &str,
+) {
+    match got {
+        Err(StoreError::Internal(m)) => {
+            for part in [table, column, row] {
+                assert!(m.contains(part), "{m:?} should name {part:?}");
+            }
+        }
+        other => panic!("a corrupt {table}.{column} read as {other:?}"),
+    }
+}
+
+pub(crate) fn link(byte: u8, expires_at: Timestamp, to: &str) -> NewLink {
+    NewLink {
+        digest: [byte; 32],
+        expires_at,
+        email: OutboundEmail {
+            to: to.into(),
+            subject: "Hello".into(),
+            body: format!("link {byte}"),
+        },
+    }
+}
+
+/// A chain id of a test, which must have the shape of a real one.
+pub(crate) fn cid(id: &str) -> ChainId {
+    ChainId::parse(id).expect("a chain id")
+}
+
+pub(crate) fn chain_for(
+    o: &OrgId,
+    client: &ClientId,
+    u: &UserId,
+    now: Timestamp,
+    id: &str,
+) -> RefreshChain {
+    RefreshChain {
+        id: cid(id),
+        org: o.clone(),
+        client: client.clone(),
+        user: u.clone(),
+        scopes: ScopeSet::parse("users:read").unwrap(),
+        created_at: now,
+        ends_at: now.plus_seconds(90 * 86400),
+        revoked_at: None,
+    }
+}
+
+pub(crate) fn rt(byte: u8, chain: &str, now: Timestamp) -> RefreshToken {
+    RefreshToken {
+        digest: [byte; 32],
+        chain: cid(chain),
+        issued_at: now,
+        expires_at: now.plus_seconds(30 * 86400),
+        used_at: None,
+        successor_sealed: None,
+        successor_until: None,
+        access_jti: Some(Jti::parse(&format!("jti{byte}")).unwrap()),
+    }
+}
+
+pub(crate) async fn futures_join8(s: &dyn Store, key: &str) -> Vec<bool> {
+    let now = Timestamp::now();
+    let (a, b, c, d) = tokio::join!(
+        s.claim_job("concurrent", key, now),
+        s.claim_job("concurrent", key, now),
+        s.claim_job("concurrent", key, now),
+        s.claim_job("concurrent", key, now),
+    );
+    vec![a.unwrap(), b.unwrap(), c.unwrap(), d.unwrap()]
+}

@@ -1,0 +1,95 @@
+//! What the authorization server grants: sessions and login throttling (D26), authorization codes and refresh chains (D24, D26).
+
+use async_trait::async_trait;
+use gatehouse_domain::{ChainId, ClientId, OrgId, Timestamp};
+
+use crate::{AuthCode, Redeemed, RefreshChain, RefreshToken, Rotated, Session, StoreResult};
+
+/// What the authorization server grants: sessions and login throttling
+/// (D26), authorization codes and refresh chains (D24, D26).
+///
+/// Writes and reads of tenant data take the organization (D2): a code,
+/// chain or session of another organization is never written, read or
+/// revoked through it. The `resolve_*` look-ups and the methods keyed by a
+/// secret's digest (`redeem_auth_code`, `rotate_refresh_token`,
+/// `delete_session`) take no organization: holding the secret is what
+/// establishes the tenant, and the record they return names it.
+#[async_trait]
+pub trait GrantStore: Send + Sync {
+    /// Stores a session of `org` under the digest of its cookie; a session
+    /// naming another organization is refused ([`crate::check_org`]).
+    async fn create_session(
+        &self,
+        org: &OrgId,
+        digest: &[u8; 32],
+        session: &Session,
+    ) -> StoreResult<()>;
+    /// The tenant-resolving look-up of a session by the digest of its cookie.
+    async fn resolve_session(&self, digest: &[u8; 32]) -> StoreResult<Option<Session>>;
+    async fn delete_session(&self, digest: &[u8; 32]) -> StoreResult<()>;
+    async fn record_login_failure(
+        &self,
+        org: &OrgId,
+        email_norm: &str,
+        source: &str,
+        at: Timestamp,
+    ) -> StoreResult<()>;
+    /// Failures for one account since `since`: (source, when), oldest first.
+    async fn login_failures(
+        &self,
+        org: &OrgId,
+        email_norm: &str,
+        since: Timestamp,
+    ) -> StoreResult<Vec<(String, Timestamp)>>;
+    /// Stores a code of `org`; a code naming another organization is refused
+    /// ([`crate::check_org`]).
+    async fn insert_auth_code(&self, org: &OrgId, code: &AuthCode) -> StoreResult<()>;
+    /// The tenant-resolving look-up of a code by digest.
+    async fn resolve_auth_code(&self, digest: &[u8; 32]) -> StoreResult<Option<AuthCode>>;
+    /// Marks the code used and writes `chain` with its first refresh `token`,
+    /// atomically; if the code was used already, nothing is written.
+    async fn redeem_auth_code(
+        &self,
+        digest: &[u8; 32],
+        now: Timestamp,
+        chain: &RefreshChain,
+        token: &RefreshToken,
+    ) -> StoreResult<Redeemed>;
+    /// The tenant-resolving look-up of a refresh token and its chain, by digest.
+    async fn resolve_refresh_token(
+        &self,
+        digest: &[u8; 32],
+    ) -> StoreResult<Option<(RefreshToken, RefreshChain)>>;
+    /// Marks `digest` used with its sealed successor pair and writes the
+    /// successor token, atomically (a conditional update: only one caller
+    /// ever wins). Slides nothing else: the successor carries its own expiry.
+    ///
+    /// D24 ("a refresh makes the previous access token of the chain
+    /// invalid"): the same transaction writes a `Jti` revocation of the
+    /// access token issued with `digest` (cut-off `now`, expiring at
+    /// `access_expiry`), returned in [`Rotated::Fresh`] for the caller's
+    /// in-memory set. A token of another client's chain is `NotFound`; a
+    /// token of a revoked chain is not rotated ([`Rotated::AlreadyUsed`] with
+    /// its stored state). In both cases nothing is written.
+    #[allow(clippy::too_many_arguments)]
+    async fn rotate_refresh_token(
+        &self,
+        digest: &[u8; 32],
+        client: &ClientId,
+        now: Timestamp,
+        successor_sealed: &[u8],
+        successor_until: Timestamp,
+        successor: &RefreshToken,
+        access_expiry: Timestamp,
+    ) -> StoreResult<Rotated>;
+    /// Revokes a chain: marks it revoked and writes a `Chain` revocation so its
+    /// access tokens die too. Idempotent.
+    /// `NotFound` (nothing written) for a chain of another organization.
+    async fn revoke_chain(
+        &self,
+        org: &OrgId,
+        chain: &ChainId,
+        now: Timestamp,
+        access_expiry: Timestamp,
+    ) -> StoreResult<()>;
+}

@@ -1,0 +1,52 @@
+//! Products of an organization (D17, D18).
+
+use async_trait::async_trait;
+use gatehouse_domain::{
+    Listing, NewProduct, OrgId, Page, Product, ProductId, ProductPatch, ProductStatus, SearchText,
+    Timestamp,
+};
+
+use crate::StoreResult;
+
+/// Filters for the product list (interface.md §4.4, D17).
+#[derive(Clone, Debug, Default)]
+pub struct ProductFilter {
+    pub status: Option<ProductStatus>,
+    /// Every word must be a prefix of a word of `name` or `sku`.
+    pub q: Option<SearchText>,
+}
+
+/// Products of an organization (D17, D18). Every method takes the
+/// organization (D2).
+#[async_trait]
+pub trait ProductStore: Send + Sync {
+    async fn insert_product(
+        &self,
+        org: &OrgId,
+        product: &NewProduct,
+        now: Timestamp,
+    ) -> StoreResult<Product>;
+    async fn get_product(&self, org: &OrgId, id: &ProductId) -> StoreResult<Option<Product>>;
+    async fn list_products(
+        &self,
+        org: &OrgId,
+        filter: &ProductFilter,
+        page: Page,
+    ) -> StoreResult<Listing<Product>>;
+    /// D32 cursor paging for products, like [`UserStore::list_users_after`].
+    async fn list_products_after(
+        &self,
+        org: &OrgId,
+        filter: &ProductFilter,
+        after: Option<&ProductId>,
+        limit: u32,
+    ) -> StoreResult<Option<Vec<Product>>>;
+    async fn update_product(
+        &self,
+        org: &OrgId,
+        id: &ProductId,
+        patch: &ProductPatch,
+        now: Timestamp,
+    ) -> StoreResult<Product>;
+    async fn delete_product(&self, org: &OrgId, id: &ProductId) -> StoreResult<()>;
+}

@@ -1,0 +1,100 @@
+//! Users of an organization and the D11/D13 rules applied in their transactions.
+
+use async_trait::async_trait;
+use gatehouse_domain::{
+    Email, Listing, NewUser, OrgId, Page, Role, SearchText, Timestamp, User, UserId, UserPatch,
+    UserStatus, user::UserChange,
+};
+
+use crate::{NewLink, StoreResult};
+
+/// Filters for the user list (interface.md §4.3, D14).
+#[derive(Clone, Debug, Default)]
+pub struct UserFilter {
+    pub role: Option<Role>,
+    pub status: Option<UserStatus>,
+    /// Case-insensitive substring of `name` or `email`.
+    pub q: Option<SearchText>,
+}
+
+/// Users of an organization and the D11/D13 rules applied in their
+/// transactions. Every method takes the organization (D2).
+#[async_trait]
+pub trait UserStore: Send + Sync {
+    /// Inserts a user; `Duplicate("email")` when the e-mail exists in the organization
+    /// (case-insensitively).
+    /// With `invitation`, the invitation link and its e-mail (outbox) are
+    /// written in the same transaction (D11, D30).
+    async fn insert_user_with_link(
+        &self,
+        org: &OrgId,
+        user: &NewUser,
+        invitation: Option<&NewLink>,
+    ) -> StoreResult<User>;
+    /// [`UserStore::insert_user_with_link`] without an invitation.
+    async fn insert_user(&self, org: &OrgId, user: &NewUser) -> StoreResult<User> {
+        self.insert_user_with_link(org, user, None).await
+    }
+    async fn get_user(&self, org: &OrgId, id: &UserId) -> StoreResult<Option<User>>;
+    async fn list_users(
+        &self,
+        org: &OrgId,
+        filter: &UserFilter,
+        page: Page,
+    ) -> StoreResult<Listing<User>>;
+    /// D32 cursor paging: up to `limit` users after the user `after` in the
+    /// list order (`created_at` descending, then `id`). `Ok(None)` when
+    /// `after` is not a user of the organization.
+    async fn list_users_after(
+        &self,
+        org: &OrgId,
+        filter: &UserFilter,
+        after: Option<&UserId>,
+        limit: u32,
+    ) -> StoreResult<Option<Vec<User>>>;
+    /// Applies a patch atomically with the D11 and D13 rules (the domain's
+    /// `user::apply_patch`, then `user::check_change`, in one transaction). When the
+    /// change revokes tokens (deactivation, demotion) it also writes a `User`
+    /// revocation with cut-off `now` and ends the user's sessions, codes and
+    /// refresh chains; cancelling an invitation kills its link.
+    async fn update_user(
+        &self,
+        org: &OrgId,
+        id: &UserId,
+        patch: &UserPatch,
+        now: Timestamp,
+    ) -> StoreResult<UserChange>;
+    /// Deletes a user as `user::check_delete` decides (D13): `LastAdmin`,
+    /// `OwnedResourcesExist` unless `transfer_to` names another active user
+    /// of the organization (checked by the caller for shape; `NotFound`-like
+    /// problems with the target come back as `Rule(Validation)`), ownership
+    /// moved in the same transaction.
+    async fn delete_user_at(
+        &self,
+        org: &OrgId,
+        id: &UserId,
+        transfer_to: Option<&UserId>,
+        now: Timestamp,
+    ) -> StoreResult<()>;
+    /// [`UserStore::delete_user_at`] now.
+    async fn delete_user(
+        &self,
+        org: &OrgId,
+        id: &UserId,
+        transfer_to: Option<&UserId>,
+    ) -> StoreResult<()> {
+        self.delete_user_at(org, id, transfer_to, Timestamp::now())
+            .await
+    }
+    /// A user and their password hash, by e-mail (case-insensitive), for login.
+    async fn find_user_by_email(
+        &self,
+        org: &OrgId,
+        email: &Email,
+    ) -> StoreResult<Option<(User, Option<String>)>>;
+    /// D19: a new invitation link for a `pending_invite` user, replacing the
+    /// previous one (`user::check_reinvite`: `InvalidStateTransition`
+    /// otherwise).
+    async fn reissue_invitation(&self, org: &OrgId, id: &UserId, link: &NewLink)
+    -> StoreResult<()>;
+}
