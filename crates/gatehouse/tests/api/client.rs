@@ -936,19 +936,22 @@ async fn d51_authorization_code_and_refresh_token_rotation() {
     let code = gatehouse_domain::random::token("ac_", 256);
     let now = Timestamp::now();
     s.store()
-        .insert_auth_code(&gatehouse_store::AuthCode {
-            digest: gatehouse_auth::secrets::hash_secret(&code),
-            org: org.clone(),
-            client: app.id.clone(),
-            user: user.id.clone(),
-            redirect_uri: redirect.into(),
-            scopes: ScopeSet::parse("profile:read profile:write users:read").unwrap(),
-            code_challenge: q["code_challenge"].clone(),
-            created_at: now,
-            expires_at: now.plus_seconds(60),
-            used_at: None,
-            chain: None,
-        })
+        .insert_auth_code(
+            &org,
+            &gatehouse_store::AuthCode {
+                digest: gatehouse_auth::secrets::hash_secret(&code),
+                org: org.clone(),
+                client: app.id.clone(),
+                user: user.id.clone(),
+                redirect_uri: redirect.into(),
+                scopes: ScopeSet::parse("profile:read profile:write users:read").unwrap(),
+                code_challenge: q["code_challenge"].clone(),
+                created_at: now,
+                expires_at: now.plus_seconds(60),
+                used_at: None,
+                chain: None,
+            },
+        )
         .await
         .unwrap();
 
