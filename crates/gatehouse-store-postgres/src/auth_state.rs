@@ -246,7 +246,7 @@ pub(crate) async fn purge(c: &mut PgConnection, now: Timestamp, batch: u32) -> T
     let now = now.millis();
     let hour_ago = now - 3_600_000;
     // (table, key, condition on $1, the value of $1)
-    let statements: [(&str, &str, &str, i64); 9] = [
+    let statements: [(&str, &str, &str, i64); 10] = [
         ("auth_codes", "digest", "expires_at < $1", now),
         ("refresh_tokens", "digest", "expires_at < $1", now),
         (
@@ -272,6 +272,8 @@ pub(crate) async fn purge(c: &mut PgConnection, now: Timestamp, batch: u32) -> T
             "requested_at < $1",
             now - gatehouse_domain::user::RESET_EMAIL_WINDOW_SECS * 1000,
         ),
+        // D50: kept responses (and claims) past their retention.
+        ("idempotency_keys", "id", "expires_at < $1", now),
     ];
     let mut total = 0u64;
     for (table, key, cond, before) in statements {

@@ -29,6 +29,7 @@ mod api_keys;
 mod auth_state;
 mod clients;
 mod grants;
+mod idempotency;
 mod jobs;
 mod links;
 mod lists;

@@ -42,6 +42,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "reset_requests",
         include_str!("../migrations/0007_reset_requests.sql"),
     ),
+    (
+        8,
+        "idempotency",
+        include_str!("../migrations/0008_idempotency.sql"),
+    ),
 ];
 
 /// The advisory-lock key of the migration (`"gatehous"` in ASCII), separate

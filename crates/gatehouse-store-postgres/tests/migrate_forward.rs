@@ -272,7 +272,8 @@ async fn a_database_of_the_last_release_migrates_forward_without_loss() {
             (3, true),
             (4, true),
             (6, true),
-            (7, true)
+            (7, true),
+            (8, true)
         ]
     );
     assert_eq!(
@@ -298,6 +299,11 @@ async fn a_database_of_the_last_release_migrates_forward_without_loss() {
             7,
             "reset_requests",
             include_str!("../migrations/0007_reset_requests.sql"),
+        ),
+        (
+            8,
+            "idempotency",
+            include_str!("../migrations/0008_idempotency.sql"),
         ),
     ];
     for ((v, d, sql), row) in files.into_iter().zip(&after) {

@@ -268,6 +268,8 @@ pub(crate) fn purge(c: &Connection, now: Timestamp, batch: u32) -> StoreResult<u
         ("login_failures", "at < ?1", hour_ago),
         ("outbox", "sent_at IS NOT NULL AND sent_at < ?1", hour_ago),
         ("reset_requests", "requested_at < ?1", resets_before),
+        // D50: kept responses (and claims) past their retention.
+        ("idempotency_keys", "expires_at < ?1", now),
     ];
     let mut total = 0u64;
     for (table, cond, before) in statements {

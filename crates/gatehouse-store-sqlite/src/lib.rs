@@ -17,6 +17,7 @@ mod auth_state;
 mod clients;
 mod generation;
 mod grants;
+mod idempotency;
 mod jobs;
 mod links;
 mod lists;

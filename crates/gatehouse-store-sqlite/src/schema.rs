@@ -20,6 +20,7 @@ pub(crate) const MIGRATIONS: &[(i64, &str)] = &[
     (5, include_str!("../migrations/0005_jobs.sql")),
     (6, include_str!("../migrations/0006_email_keys.sql")),
     (7, include_str!("../migrations/0007_reset_requests.sql")),
+    (8, include_str!("../migrations/0008_idempotency.sql")),
 ];
 
 /// D8 (revised): gives every row whose `email_norm` was computed by an older

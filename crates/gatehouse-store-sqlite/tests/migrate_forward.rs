@@ -144,7 +144,7 @@ const PRODUCTS: [FixtureProduct; 4] = [
 
 /// The migrations this build embeds, as `schema.rs` lists them: the
 /// checksums recorded for an old database must be these files' SHA-256.
-const MIGRATIONS: [(i64, &str); 7] = [
+const MIGRATIONS: [(i64, &str); 8] = [
     (1, include_str!("../migrations/0001_init.sql")),
     (2, include_str!("../migrations/0002_api_keys.sql")),
     (3, include_str!("../migrations/0003_auth.sql")),
@@ -152,6 +152,7 @@ const MIGRATIONS: [(i64, &str); 7] = [
     (5, include_str!("../migrations/0005_jobs.sql")),
     (6, include_str!("../migrations/0006_email_keys.sql")),
     (7, include_str!("../migrations/0007_reset_requests.sql")),
+    (8, include_str!("../migrations/0008_idempotency.sql")),
 ];
 
 fn fixture() -> PathBuf {

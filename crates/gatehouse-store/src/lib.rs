@@ -30,6 +30,7 @@ mod clients;
 pub mod conformance;
 pub mod decode;
 mod grants;
+mod idempotency;
 mod jobs;
 mod links;
 #[cfg(feature = "testing")]
@@ -46,6 +47,7 @@ mod users;
 pub use api_keys::*;
 pub use clients::*;
 pub use grants::*;
+pub use idempotency::*;
 pub use jobs::*;
 pub use links::*;
 pub use orgs::*;
@@ -60,8 +62,8 @@ pub use users::*;
 /// The traits a caller needs in scope to call a concrete backend's methods.
 pub mod prelude {
     pub use crate::{
-        ApiKeyStore, ClientStore, GrantStore, JobStore, LinkStore, OrgStore, OutboxStore,
-        ProductStore, RateStore, RevocationStore, SigningKeyStore, Store, UserStore,
+        ApiKeyStore, ClientStore, GrantStore, IdempotencyStore, JobStore, LinkStore, OrgStore,
+        OutboxStore, ProductStore, RateStore, RevocationStore, SigningKeyStore, Store, UserStore,
     };
 }
 
@@ -123,6 +125,7 @@ pub trait Store:
     + RateStore
     + JobStore
     + SigningKeyStore
+    + IdempotencyStore
     + Send
     + Sync
     + 'static

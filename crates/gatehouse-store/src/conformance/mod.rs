@@ -7,6 +7,7 @@ mod api_keys;
 mod clients;
 mod decoding;
 mod grants;
+mod idempotency;
 mod jobs;
 mod links;
 mod orgs;
@@ -22,6 +23,7 @@ pub use api_keys::*;
 pub use clients::*;
 pub use decoding::*;
 pub use grants::*;
+pub use idempotency::*;
 pub use jobs::*;
 pub use links::*;
 pub use orgs::*;
@@ -58,7 +60,10 @@ macro_rules! store_conformance_tests {
             refresh_rotation_is_atomic, refresh_rotation_revokes_the_replaced_access_token, client_secret_rotation, purge_removes_only_expired, cursor_pages_are_stable_under_inserts, v2_preview_flag,
             staging_reset_restores_the_fixture, shared_rate_windows, jobs_are_claimed_once,
             clients_version_moves_with_every_client_change, corrupt_rows_are_internal_errors,
-            corrupt_token_ids_are_internal_errors, every_tenant_method_is_scoped);
+            corrupt_token_ids_are_internal_errors, every_tenant_method_is_scoped,
+            idempotency_claims_and_keeps, concurrent_idempotent_claims_win_once,
+            stale_idempotent_claims_are_taken_over, expired_idempotency_keys_are_purged,
+            idempotency_keys_are_scoped);
     };
     (@each $make:expr; $($name:ident),*) => {
         $(
