@@ -15,6 +15,7 @@ pub mod api_keys;
 pub mod bootstrap;
 pub mod clients;
 pub mod error;
+pub mod idempotency;
 pub mod keys;
 pub mod links;
 pub mod orgs;
@@ -47,6 +48,8 @@ struct Inner {
     auth: Option<Arc<AuthService>>,
     /// `https://host[:port]` without a trailing slash (D1), for the links.
     public_url: String,
+    /// D50: how long a kept response to an `Idempotency-Key` lives.
+    idempotency_retention_secs: i64,
 }
 
 impl App {
@@ -57,6 +60,7 @@ impl App {
             store,
             auth: Some(auth),
             public_url: public_url.trim_end_matches('/').to_owned(),
+            idempotency_retention_secs: idempotency::DEFAULT_RETENTION_SECS,
         }))
     }
 
@@ -66,6 +70,7 @@ impl App {
             store,
             auth: None,
             public_url: String::new(),
+            idempotency_retention_secs: idempotency::DEFAULT_RETENTION_SECS,
         }))
     }
 

@@ -146,3 +146,82 @@ async fn another_organizations_user_is_not_found() {
     let e = app.get_user(&b.id, &u.id).await.unwrap_err();
     assert!(matches!(e, AppError::NotFound("user")));
 }
+
+/// D50: a kept body holding a secret is stored sealed under the master key
+/// (like D24's successor pair) and replayed as it was; other bodies are kept
+/// as they are.
+#[tokio::test]
+async fn idempotent_bodies_with_secrets_are_kept_sealed() {
+    use gatehouse_app::idempotency::{Idempotent, StoredResponse, request_digest};
+    use gatehouse_auth::Lineage;
+    use gatehouse_domain::{ClientId, OrgId, Timestamp};
+    use gatehouse_store::{Begun, IdempotencyKey};
+
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.path().join("db")).unwrap());
+    let keys = KeyRing::load(store.as_ref(), MasterKey::generate())
+        .await
+        .unwrap();
+    let auth = Arc::new(AuthService::new(
+        store.clone(),
+        keys,
+        Issuer::new("https://gh.test"),
+    ));
+    let app = App::new(store.clone(), auth, "https://gh.test/");
+    let org = OrgId::generate();
+    let lineage = Lineage::Client(ClientId::generate());
+    let digest = request_digest("POST", "/v1/clients", None, b"{}");
+    let secret = br#"{"data":{"client_id":"app_1","client_secret":"very-secret-value"}}"#;
+    let response = |body: &[u8]| StoredResponse {
+        status: 201,
+        location: Some("/v1/clients/app_1".into()),
+        content_type: Some("application/json".into()),
+        body: body.to_vec(),
+    };
+    for (key, body) in [("sealed", &secret[..]), ("plain", &br#"{"data":{}}"#[..])] {
+        let Idempotent::Run(claim) = app
+            .begin_idempotent(&org, &lineage, key, &digest)
+            .await
+            .unwrap()
+        else {
+            panic!("the first request runs");
+        };
+        app.finish_idempotent(claim, response(body)).await.unwrap();
+        // The row as stored.
+        let raw = store
+            .begin_idempotent(
+                &org,
+                &IdempotencyKey {
+                    lineage: lineage.shared_key(),
+                    key: key.into(),
+                },
+                &digest,
+                "probe",
+                Timestamp::now(),
+                Timestamp::now().plus_seconds(60),
+            )
+            .await
+            .unwrap();
+        let Begun::Done(kept) = raw else {
+            panic!("kept: {raw:?}")
+        };
+        let leaks = kept
+            .body
+            .windows(b"very-secret-value".len())
+            .any(|w| w == b"very-secret-value");
+        if key == "sealed" {
+            assert!(kept.sealed && !leaks && kept.body != body);
+        } else {
+            assert!(!kept.sealed && kept.body == body);
+        }
+        // The replay is the original, byte for byte.
+        match app
+            .begin_idempotent(&org, &lineage, key, &digest)
+            .await
+            .unwrap()
+        {
+            Idempotent::Replay(r) => assert_eq!(r, response(body)),
+            other => panic!("{other:?}"),
+        }
+    }
+}

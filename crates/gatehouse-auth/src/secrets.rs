@@ -27,6 +27,19 @@ pub fn hash_secret(secret: &str) -> [u8; 32] {
     out
 }
 
+/// SHA-256 over `parts`, each preceded by its length (8 bytes, big-endian),
+/// so no two different lists of parts share a digest (D50's request digest).
+pub fn digest_parts(parts: &[&[u8]]) -> [u8; 32] {
+    let mut ctx = aws_lc_rs::digest::Context::new(&SHA256);
+    for p in parts {
+        ctx.update(&(p.len() as u64).to_be_bytes());
+        ctx.update(p);
+    }
+    let mut out = [0u8; 32];
+    out.copy_from_slice(ctx.finish().as_ref());
+    out
+}
+
 /// Whether `secret` hashes to `expected`, in constant time.
 pub fn verify_secret(secret: &str, expected: &[u8; 32]) -> bool {
     hash_secret(secret).ct_eq(expected).into()

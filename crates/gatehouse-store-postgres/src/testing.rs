@@ -731,3 +731,18 @@ fn spawn_postgres(
         std::thread::sleep(Duration::from_millis(25));
     }
 }
+
+/// One `bigint` a test reads straight from the database at `url` (`sql`
+/// selects exactly one row of one `bigint` column), for checks of what is
+/// stored that no store method shows.
+pub async fn query_i64(url: &str, sql: &str) -> i64 {
+    let mut c = PgConnection::connect(url)
+        .await
+        .unwrap_or_else(|e| panic!("connecting to {url}: {e}"));
+    let v: i64 = sqlx_core::query_scalar::query_scalar(sql)
+        .fetch_one(&mut c)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    let _ = c.close().await;
+    v
+}

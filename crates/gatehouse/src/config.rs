@@ -165,6 +165,9 @@ pub struct ServeArgs {
     /// Days after which a refresh chain ends whatever its activity (D24) [default: 90].
     #[arg(long, env = "GATEHOUSE_REFRESH_MAX_DAYS")]
     pub refresh_max_days: Option<i64>,
+    /// Seconds a response to an `Idempotency-Key` is kept and replayed (D50) [default: 86400].
+    #[arg(long, env = "GATEHOUSE_IDEMPOTENCY_RETENTION_SECS", value_parser = clap::value_parser!(i64).range(1..))]
+    pub idempotency_retention_secs: Option<i64>,
     /// Seconds a client has to send a complete request head after connecting or after the first byte of its next request; slower connections are closed [default: 10].
     #[arg(long, env = "GATEHOUSE_HEAD_TIMEOUT_SECS", value_parser = clap::value_parser!(u64).range(1..))]
     pub head_timeout_secs: Option<u64>,
@@ -280,6 +283,7 @@ pub struct FileConfig {
     pub cors_origins: Option<Vec<String>>,
     pub refresh_grace_secs: Option<i64>,
     pub refresh_max_days: Option<i64>,
+    pub idempotency_retention_secs: Option<i64>,
     pub trusted_proxies: Option<Vec<std::net::IpAddr>>,
     pub env: Option<Env>,
     pub staging_reset_at: Option<String>,
@@ -316,6 +320,8 @@ pub struct Settings {
     pub cors_origins: Vec<String>,
     pub refresh_grace_secs: i64,
     pub refresh_max_days: i64,
+    /// D50: how long a kept idempotent response lives.
+    pub idempotency_retention_secs: i64,
     pub trusted_proxies: Vec<std::net::IpAddr>,
     /// D33: production or staging.
     pub env: Env,
@@ -379,6 +385,10 @@ impl std::fmt::Debug for Settings {
             .field("cors_origins", &self.cors_origins)
             .field("refresh_grace_secs", &self.refresh_grace_secs)
             .field("refresh_max_days", &self.refresh_max_days)
+            .field(
+                "idempotency_retention_secs",
+                &self.idempotency_retention_secs,
+            )
             .field("trusted_proxies", &self.trusted_proxies)
             .field("env", &self.env)
             .field("staging_reset_at", &self.staging_reset_at)
@@ -408,6 +418,7 @@ impl Settings {
             cors_origins: Vec::new(),
             refresh_grace_secs: 10,
             refresh_max_days: 90,
+            idempotency_retention_secs: 86_400,
             trusted_proxies: Vec::new(),
             env: Env::Production,
             staging_reset_at: (2, 0),
@@ -517,6 +528,11 @@ impl Settings {
             .refresh_max_days
             .or(file.refresh_max_days)
             .unwrap_or(90)
+            .max(1);
+        s.idempotency_retention_secs = serve
+            .idempotency_retention_secs
+            .or(file.idempotency_retention_secs)
+            .unwrap_or(86_400)
             .max(1);
         if let Some(t) = serve.head_timeout_secs.or(file.head_timeout_secs) {
             s.head_timeout = std::time::Duration::from_secs(t.max(1));

@@ -212,7 +212,11 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
     };
     let transport =
         crate::mail::Transport::from_settings(settings.smtp_url.as_deref(), &settings.data_dir)?;
-    let state = AppState::new(App::new(store.clone(), auth, &public_url), config);
+    let state = AppState::new(
+        App::new(store.clone(), auth, &public_url)
+            .with_idempotency_retention_secs(settings.idempotency_retention_secs),
+        config,
+    );
     let app = gatehouse_server::app(state.clone());
     let (stop, stopped) = watch::channel(false);
     let signal = move || {
@@ -228,6 +232,7 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
         auth_for_jobs(&state),
         transport,
         settings.mail_from.clone(),
+        settings.idempotency_retention_secs,
         stop.subscribe(),
     );
 
@@ -310,15 +315,24 @@ fn auth_for_jobs(state: &AppState) -> Arc<AuthService> {
 
 /// Background jobs: e-mail delivery (D30), the revocation set kept in step
 /// with storage (D25, D44), signing keys re-read when one activates or is
-/// rotated elsewhere (D23), and the purge of expired rows (D24).
+/// rotated elsewhere (D23), and the purge of expired rows (D24) and kept
+/// idempotent responses (D50).
 fn spawn_background(
     tasks: &mut JoinSet<std::io::Result<()>>,
     store: Arc<dyn Store>,
     auth: Arc<AuthService>,
     transport: crate::mail::Transport,
     mail_from: String,
+    idempotency_retention_secs: i64,
     stop: watch::Receiver<bool>,
 ) {
+    // Purge every minute (every 12th round of 5 s), or every round when
+    // D50's retention is set shorter than a minute (tests shorten it).
+    let purge_every = if idempotency_retention_secs < 60 {
+        1
+    } else {
+        12
+    };
     {
         let (store, stop) = (store.clone(), stop.clone());
         tasks.spawn(async move {
@@ -369,7 +383,7 @@ fn spawn_background(
                     tracing::warn!(error = %e, "re-reading signing keys failed");
                 }
                 // Purge in small batches every minute.
-                if rounds.is_multiple_of(12) {
+                if rounds.is_multiple_of(purge_every) {
                     match store.purge_expired(now, 500).await {
                         Ok(n) if n > 0 => tracing::debug!(rows = n, "purged expired rows"),
                         Ok(_) => {}
