@@ -770,11 +770,9 @@ async fn d51_idempotency_key_on_posts_same_across_retries() {
 }
 
 /// A POST whose answer was lost after the server acted, retried with the
-/// same key, creates exactly one record — once D50 (the server half of
-/// issue 15) replays the kept answer. Until then the retry meets its own
-/// record as 409 `DUPLICATE_RESOURCE`.
+/// same key, creates exactly one record: the server replays the kept
+/// answer (D50).
 #[tokio::test]
-#[ignore = "needs D50 (server-side Idempotency-Key), not built yet"]
 async fn d50_d51_post_retried_after_a_lost_answer_creates_once() {
     let s = TestServer::start().await;
     let proxy = Proxy::start(&s).await;

@@ -12,6 +12,7 @@ mod client;
 mod emails;
 mod environments;
 mod hardening;
+mod idempotency;
 mod invitations;
 mod oauth_flow;
 mod products;

@@ -21,6 +21,8 @@ mod client;
 mod emails;
 #[path = "../api/environments.rs"]
 mod environments;
+#[path = "../api/idempotency.rs"]
+mod idempotency;
 #[path = "../api/invitations.rs"]
 mod invitations;
 #[path = "../api/oauth_flow.rs"]

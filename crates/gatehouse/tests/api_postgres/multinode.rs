@@ -532,3 +532,65 @@ async fn d44_killing_a_node_mid_load_loses_no_acknowledged_write() {
         on_b.len()
     );
 }
+
+/// D50 across nodes: the same POST with one `Idempotency-Key`, sent to two
+/// nodes at once (several rounds), runs once; the other answer is 409
+/// `IDEMPOTENCY_KEY_IN_USE` with `Retry-After: 1`, or the replay.
+#[tokio::test]
+async fn d50_two_nodes_racing_one_idempotency_key_create_once() {
+    let (a, b, _) = two_nodes().await;
+    let org = new_org(
+        &a,
+        gatehouse_domain::Plan::Enterprise,
+        Some((100_000, 10_000)),
+    )
+    .await;
+    let (app, secret) = app_client_with(&a, &org, "users:read users:write").await;
+    let ta = token_from(&a, &app, &secret).await;
+    let tb = token_from(&b, &app, &secret).await;
+    for round in 0..8 {
+        let body = serde_json::json!({
+            "email": format!("race{round}@example.com"), "name": "Race", "role": "viewer"
+        });
+        let key = format!("race-{round}");
+        let send = |n: &Node, t: &str| {
+            n.client
+                .post(format!("{}/v1/users", n.base))
+                .bearer_auth(t)
+                .header("idempotency-key", &key)
+                .json(&body)
+                .send()
+        };
+        let (ra, rb) = tokio::join!(send(&a, &ta), send(&b, &tb));
+        let mut ran = 0;
+        for res in [ra.unwrap(), rb.unwrap()] {
+            let replayed = res.headers().contains_key("idempotent-replayed");
+            let retry = res
+                .headers()
+                .get("retry-after")
+                .map(|v| v.to_str().unwrap().to_owned());
+            match res.status() {
+                StatusCode::CREATED if !replayed => ran += 1,
+                StatusCode::CREATED => {}
+                StatusCode::CONFLICT => {
+                    assert_eq!(retry.as_deref(), Some("1"));
+                    let v: Value = res.json().await.unwrap();
+                    assert_eq!(v["error"]["code"], "IDEMPOTENCY_KEY_IN_USE");
+                }
+                other => panic!("round {round}: {other}"),
+            }
+        }
+        assert_eq!(ran, 1, "round {round}: exactly one node ran the request");
+        let listed: Value = a
+            .client
+            .get(format!("{}/v1/users?q=race{round}@example.com", a.base))
+            .bearer_auth(&ta)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(listed["meta"]["total"], 1, "round {round}");
+    }
+}
