@@ -20,6 +20,7 @@ pub mod links;
 pub mod orgs;
 pub mod products;
 pub mod profile;
+pub mod resource;
 pub mod staging;
 pub mod users;
 
@@ -34,6 +35,7 @@ use crate::error::OrApp;
 pub use error::{AppError, AppResult};
 /// The list filters of interface.md §4.3/§4.4, as the handlers build them.
 pub use gatehouse_store::{ProductFilter, UserFilter};
+pub use resource::Resource;
 
 /// The use cases, over one store. Cheap to clone.
 #[derive(Clone)]

@@ -8,6 +8,7 @@
 use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use gatehouse_app::AppError;
+pub use gatehouse_app::Resource;
 use gatehouse_domain::{DomainError, FieldIssue};
 
 macro_rules! codes {
@@ -108,7 +109,11 @@ impl ApiError {
         }
     }
 
-    pub fn not_found(what: &str) -> Self {
+    pub fn not_found(what: Resource) -> Self {
+        Self::missing(what.as_str())
+    }
+
+    fn missing(what: &str) -> Self {
         Self::new(ErrorCode::ResourceNotFound, format!("{what} not found"))
     }
 
@@ -133,7 +138,7 @@ impl ApiError {
 impl From<AppError> for ApiError {
     fn from(e: AppError) -> Self {
         match e {
-            AppError::NotFound(what) => Self::not_found(what),
+            AppError::NotFound(what) => Self::missing(what),
             AppError::Duplicate { what, field } => Self::new(
                 ErrorCode::DuplicateResource,
                 format!("a {what} with this {field} already exists"),

@@ -27,7 +27,9 @@ pub mod profile;
 #[cfg(test)]
 mod properties;
 pub mod redirect;
+pub mod requests;
 pub mod respond;
+pub mod responses;
 pub mod transport;
 pub mod users;
 pub mod v2;

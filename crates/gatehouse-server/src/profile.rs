@@ -5,13 +5,15 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
 use axum::routing::get;
-use gatehouse_domain::{Name, UserId};
+use gatehouse_domain::UserId;
 
 use crate::AppState;
 use crate::error::{ApiError, ErrorCode};
-use crate::extract::{Authorized, Fields, JsonObject, ProfileRead, ProfileWrite};
+use crate::extract::{Authorized, Body, ProfileRead, ProfileWrite};
 use crate::middleware::RequestCtx;
+use crate::requests::UpdateProfileRequest;
 use crate::respond;
+use crate::responses::UserResponse;
 
 pub fn router() -> Router<AppState> {
     Router::new().route("/me", get(show).patch(update))
@@ -34,19 +36,24 @@ async fn show(
 ) -> Result<Response, ApiError> {
     let id = me(&auth)?;
     let user = st.app.profile(auth.org(), &id).await?;
-    Ok(respond::single(&ctx, StatusCode::OK, &user))
+    Ok(respond::single(
+        &ctx,
+        StatusCode::OK,
+        &UserResponse::from(&user),
+    ))
 }
 
 async fn update(
     auth: Authorized<ProfileWrite>,
     ctx: RequestCtx,
     State(st): State<AppState>,
-    body: JsonObject,
+    Body(name): Body<UpdateProfileRequest>,
 ) -> Result<Response, ApiError> {
-    let mut f = Fields::new(body, &["name"]);
-    let name = f.optional_str("name", Name::parse);
-    f.finish()?;
     let id = me(&auth)?;
     let user = st.app.update_profile(auth.org(), &id, name).await?;
-    Ok(respond::single(&ctx, StatusCode::OK, &user))
+    Ok(respond::single(
+        &ctx,
+        StatusCode::OK,
+        &UserResponse::from(&user),
+    ))
 }

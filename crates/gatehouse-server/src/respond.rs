@@ -57,10 +57,15 @@ struct List<'a, T> {
     meta: ListMeta<'a>,
 }
 
-/// `{"data": [...], "meta": {"total", "limit", "offset", "request_id", "version"}}`.
-pub fn list<T: Serialize>(ctx: &RequestCtx, listing: &Listing<T>, page: Page) -> Response {
+/// `{"data": [...], "meta": {"total", "limit", "offset", "request_id", "version"}}`,
+/// each item shown as its response type `R`.
+pub fn list<'a, T, R>(ctx: &RequestCtx, listing: &'a Listing<T>, page: Page) -> Response
+where
+    R: Serialize + From<&'a T>,
+{
+    let items: Vec<R> = listing.items.iter().map(R::from).collect();
     let body = List {
-        data: &listing.items,
+        data: &items,
         meta: ListMeta {
             total: listing.total,
             limit: page.limit,

@@ -1,29 +1,28 @@
 //! `/v1/users` (interface.md §4.3, D10–D14).
 
 use axum::Router;
+use axum::extract::FromRequestParts;
 use axum::extract::State;
 use axum::http::StatusCode;
+use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use gatehouse_app::UserFilter;
-use gatehouse_domain::user::UserPatch;
-use gatehouse_domain::{Email, FieldIssue, Name, Role, SearchText, UserId, UserStatus};
+use gatehouse_domain::{Role, SearchText, UserId, UserStatus};
 
 use crate::AppState;
 use crate::error::ApiError;
-use crate::extract::{Authorized, Fields, IdPath, JsonObject, Query, UsersRead, UsersWrite};
+use crate::extract::{Authorized, Body, Id, IdBody, Query, UsersRead, UsersWrite};
 use crate::middleware::RequestCtx;
+use crate::requests::{CreateUserRequest, Invitation, UpdateUserRequest};
 use crate::respond;
+use crate::responses::UserResponse;
 
 pub fn router() -> Router<AppState> {
     Router::new()
         .route("/users", get(list).post(create))
         .route("/users/{user_id}", get(show).patch(update).delete(remove))
         .route("/users/{user_id}/invitation", post(reinvite))
-}
-
-fn user_id(raw: &str) -> Result<UserId, ApiError> {
-    UserId::parse(raw).ok_or_else(|| ApiError::not_found("user"))
 }
 
 /// The list filters (interface.md §4.3), shared by v1 and v2.
@@ -45,78 +44,76 @@ async fn list(
     let filter = user_filter(&mut query);
     query.finish()?;
     let listing = st.app.list_users(auth.org(), &filter, page).await?;
-    Ok(respond::list(&ctx, &listing, page))
+    Ok(respond::list::<_, UserResponse<'_>>(&ctx, &listing, page))
 }
 
 async fn show(
     auth: Authorized<UsersRead>,
     ctx: RequestCtx,
     State(st): State<AppState>,
-    IdPath(raw): IdPath,
+    Id(id): Id<UserId>,
 ) -> Result<Response, ApiError> {
-    let id = user_id(&raw)?;
     let user = st.app.get_user(auth.org(), &id).await?;
-    Ok(respond::single(&ctx, StatusCode::OK, &user))
+    Ok(respond::single(
+        &ctx,
+        StatusCode::OK,
+        &UserResponse::from(&user),
+    ))
 }
 
 async fn create(
     auth: Authorized<UsersWrite>,
     ctx: RequestCtx,
     State(st): State<AppState>,
-    body: JsonObject,
+    Body(new): Body<CreateUserRequest>,
 ) -> Result<Response, ApiError> {
-    let mut f = Fields::new(body, &["email", "name", "role"]);
-    let email = f.required_str("email", Email::parse);
-    let name = f.required_str("name", Name::parse);
-    let role = f.required_str("role", Role::parse);
-    f.finish()?;
-    let (Some(email), Some(name), Some(role)) = (email, name, role) else {
-        return Err(ApiError::internal());
-    };
+    let Invitation { email, name, role } = new;
     let user = st.app.invite_user(auth.org(), email, name, role).await?;
     let location = format!("{}/users/{}", st.config.base_url(), user.id);
-    Ok(respond::created(&ctx, &location, &user))
+    Ok(respond::created(
+        &ctx,
+        &location,
+        &UserResponse::from(&user),
+    ))
 }
 
 async fn update(
     auth: Authorized<UsersWrite>,
     ctx: RequestCtx,
     State(st): State<AppState>,
-    IdPath(raw): IdPath,
-    body: JsonObject,
+    req: IdBody<UserId, UpdateUserRequest>,
 ) -> Result<Response, ApiError> {
-    let mut f = Fields::new(body, &["name", "role", "status"]);
-    let patch = UserPatch {
-        name: f.optional_str("name", Name::parse),
-        role: f.optional_str("role", Role::parse),
-        status: f.optional_str("status", UserStatus::parse_patch),
-    };
-    f.finish()?;
-    let id = user_id(&raw)?;
-    let user = st.app.update_user(auth.org(), &id, &patch).await?;
-    Ok(respond::single(&ctx, StatusCode::OK, &user))
+    let user = st.app.update_user(auth.org(), &req.id, &req.body).await?;
+    Ok(respond::single(
+        &ctx,
+        StatusCode::OK,
+        &UserResponse::from(&user),
+    ))
+}
+
+/// `?transfer_to=usr_…` of a deletion (D13).
+struct TransferTo(Option<UserId>);
+
+impl FromRequestParts<AppState> for TransferTo {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, st: &AppState) -> Result<Self, ApiError> {
+        let mut query = Query::from_request_parts(parts, st).await?;
+        let to = query.field("transfer_to", |t| {
+            UserId::parse(t).ok_or_else(|| "must be a user id (usr_…)".to_owned())
+        });
+        query.finish()?;
+        Ok(Self(to))
+    }
 }
 
 async fn remove(
     auth: Authorized<UsersWrite>,
     State(st): State<AppState>,
-    IdPath(raw): IdPath,
-    mut query: Query,
+    // D9: the query's 400 before the id's 404.
+    TransferTo(transfer_to): TransferTo,
+    Id(id): Id<UserId>,
 ) -> Result<Response, ApiError> {
-    let transfer_to = match query.get("transfer_to") {
-        None => None,
-        Some(t) => match UserId::parse(t) {
-            Some(u) => Some(u),
-            None => {
-                query
-                    .issues()
-                    .push(FieldIssue::new("transfer_to", "must be a user id (usr_…)"));
-                None
-            }
-        },
-    };
-    query.finish()?;
-    let id = user_id(&raw)?;
     st.app
         .delete_user(auth.org(), &id, transfer_to.as_ref())
         .await?;
@@ -128,9 +125,12 @@ async fn reinvite(
     auth: Authorized<UsersWrite>,
     ctx: RequestCtx,
     State(st): State<AppState>,
-    IdPath(raw): IdPath,
+    Id(id): Id<UserId>,
 ) -> Result<Response, ApiError> {
-    let id = user_id(&raw)?;
     let user = st.app.reinvite_user(auth.org(), &id).await?;
-    Ok(respond::single(&ctx, StatusCode::ACCEPTED, &user))
+    Ok(respond::single(
+        &ctx,
+        StatusCode::ACCEPTED,
+        &UserResponse::from(&user),
+    ))
 }

@@ -11,10 +11,11 @@ use gatehouse_domain::{API_VERSION, FieldIssue, OrgId, ProductId, UserId};
 use serde::Serialize;
 
 use crate::AppState;
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorCode};
 use crate::extract::{Authorized, ProductsRead, Query, UsersRead};
 use crate::middleware::RequestCtx;
 use crate::products::product_filter;
+use crate::responses::{ProductResponse, UserResponse};
 use crate::users::user_filter;
 
 pub fn router() -> Router<AppState> {
@@ -27,8 +28,9 @@ async fn preview_enabled(st: &AppState, org: &OrgId) -> Result<(), ApiError> {
     if st.app.v2_preview(org).await? {
         Ok(())
     } else {
-        Err(ApiError::not_found(
-            "resource (the v2 preview is not enabled for this organization)",
+        Err(ApiError::new(
+            ErrorCode::ResourceNotFound,
+            "resource (the v2 preview is not enabled for this organization) not found",
         ))
     }
 }
@@ -79,7 +81,8 @@ async fn users(
         .list_users_after(auth.org(), &filter, after.as_ref(), limit + 1)
         .await?
         .ok_or_else(unknown_cursor)?;
-    Ok(cursor_page(&ctx, items, limit, |u| u.id.to_string()))
+    let items: Vec<UserResponse<'_>> = items.iter().map(UserResponse::from).collect();
+    Ok(cursor_page(&ctx, items, limit, |u| u.id.to_owned()))
 }
 
 async fn products(
@@ -100,5 +103,6 @@ async fn products(
         .list_products_after(auth.org(), &filter, after.as_ref(), limit + 1)
         .await?
         .ok_or_else(unknown_cursor)?;
-    Ok(cursor_page(&ctx, items, limit, |p| p.id.to_string()))
+    let items: Vec<ProductResponse<'_>> = items.iter().map(ProductResponse::from).collect();
+    Ok(cursor_page(&ctx, items, limit, |p| p.id.to_owned()))
 }

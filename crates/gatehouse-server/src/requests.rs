@@ -1,0 +1,364 @@
+//! The JSON request bodies of the API, one type each, and their conversion
+//! into domain values.
+//!
+//! Each field is an [`Input`]: it accepts any JSON value and records a wrong
+//! type instead of failing deserialization, and the fields a type does not
+//! name land in its `unknown` map. The conversion then reports every problem
+//! of the body at once (D6), unknown fields first (D12), then the named
+//! fields in order — the `details` of today's answers.
+
+use gatehouse_domain::user::UserPatch;
+use gatehouse_domain::values::parse_amount;
+use gatehouse_domain::{
+    Email, FieldIssue, Name, ProductPatch, ProductStatus, Role, Sku, UserStatus,
+};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Deserializer};
+use serde_json::{Map, Value};
+
+/// A JSON body type and the domain value it converts into.
+pub trait RequestBody: DeserializeOwned + Send {
+    type Domain: Send;
+    /// The domain value, or every problem of the body.
+    fn into_domain(self) -> Result<Self::Domain, Vec<FieldIssue>>;
+}
+
+/// One body field as sent: absent, of the wrong JSON type (the issue), or a
+/// value of the expected type still to be checked. `null` is a wrong type,
+/// so a PATCH tells an absent field (no change) from `null` (refused).
+#[derive(Debug, Default)]
+pub enum Input<T> {
+    #[default]
+    Absent,
+    Wrong(&'static str),
+    Given(T),
+}
+
+/// A JSON type a body field may have.
+pub trait JsonType: Sized {
+    fn from_json(v: Value) -> Result<Self, &'static str>;
+}
+
+impl JsonType for String {
+    fn from_json(v: Value) -> Result<Self, &'static str> {
+        match v {
+            Value::String(s) => Ok(s),
+            _ => Err("must be a string"),
+        }
+    }
+}
+
+impl JsonType for i64 {
+    fn from_json(v: Value) -> Result<Self, &'static str> {
+        match v.as_i64() {
+            Some(n) => Ok(n),
+            None if v.is_u64() => Err("must be an integer from 0 to 9007199254740991"),
+            None => Err("must be an integer"),
+        }
+    }
+}
+
+impl<'de, T: JsonType> Deserialize<'de> for Input<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(match T::from_json(Value::deserialize(d)?) {
+            Ok(v) => Input::Given(v),
+            Err(issue) => Input::Wrong(issue),
+        })
+    }
+}
+
+/// The problems of one body, in the order they are reported.
+pub struct Issues(Vec<FieldIssue>);
+
+impl Issues {
+    /// Starts with the unknown fields (D12).
+    pub fn unknown(fields: &Map<String, Value>) -> Self {
+        Self(
+            fields
+                .keys()
+                .map(|k| FieldIssue::new(k.clone(), "is not a known field"))
+                .collect(),
+        )
+    }
+
+    fn check<T, U>(
+        &mut self,
+        name: &str,
+        input: Input<T>,
+        required: bool,
+        parse: impl FnOnce(T) -> Result<U, String>,
+    ) -> Option<U> {
+        let issue = match input {
+            Input::Absent if required => "is required".to_owned(),
+            Input::Absent => return None,
+            Input::Wrong(issue) => issue.to_owned(),
+            Input::Given(v) => match parse(v) {
+                Ok(u) => return Some(u),
+                Err(issue) => issue,
+            },
+        };
+        self.0.push(FieldIssue::new(name, issue));
+        None
+    }
+
+    pub fn required_text<U>(
+        &mut self,
+        name: &str,
+        input: Input<String>,
+        parse: impl FnOnce(&str) -> Result<U, String>,
+    ) -> Option<U> {
+        self.check(name, input, true, |s| parse(&s))
+    }
+
+    pub fn optional_text<U>(
+        &mut self,
+        name: &str,
+        input: Input<String>,
+        parse: impl FnOnce(&str) -> Result<U, String>,
+    ) -> Option<U> {
+        self.check(name, input, false, |s| parse(&s))
+    }
+
+    pub fn required_int<U>(
+        &mut self,
+        name: &str,
+        input: Input<i64>,
+        parse: impl FnOnce(i64) -> Result<U, String>,
+    ) -> Option<U> {
+        self.check(name, input, true, parse)
+    }
+
+    pub fn optional_int<U>(
+        &mut self,
+        name: &str,
+        input: Input<i64>,
+        parse: impl FnOnce(i64) -> Result<U, String>,
+    ) -> Option<U> {
+        self.check(name, input, false, parse)
+    }
+
+    /// `value` when no problem was found.
+    pub fn finish<T>(self, value: T) -> Result<T, Vec<FieldIssue>> {
+        if self.0.is_empty() {
+            Ok(value)
+        } else {
+            Err(self.0)
+        }
+    }
+
+    /// The problems found; only called once one is known (a required
+    /// field's `None` always recorded its issue).
+    pub fn into_vec(self) -> Vec<FieldIssue> {
+        self.0
+    }
+}
+
+/// `POST /v1/users` (interface.md §4.3, D11, D12).
+#[derive(Deserialize)]
+pub struct CreateUserRequest {
+    #[serde(default)]
+    pub email: Input<String>,
+    #[serde(default)]
+    pub name: Input<String>,
+    #[serde(default)]
+    pub role: Input<String>,
+    #[serde(flatten)]
+    pub unknown: Map<String, Value>,
+}
+
+/// The user an administrator invites.
+pub struct Invitation {
+    pub email: Email,
+    pub name: Name,
+    pub role: Role,
+}
+
+impl RequestBody for CreateUserRequest {
+    type Domain = Invitation;
+    fn into_domain(self) -> Result<Invitation, Vec<FieldIssue>> {
+        let mut issues = Issues::unknown(&self.unknown);
+        let email = issues.required_text("email", self.email, Email::parse);
+        let name = issues.required_text("name", self.name, Name::parse);
+        let role = issues.required_text("role", self.role, Role::parse);
+        match (email, name, role) {
+            (Some(email), Some(name), Some(role)) => {
+                issues.finish(Invitation { email, name, role })
+            }
+            _ => Err(issues.into_vec()),
+        }
+    }
+}
+
+/// `PATCH /v1/users/{user_id}`: absent fields stay as they are (D9, D11).
+#[derive(Deserialize)]
+pub struct UpdateUserRequest {
+    #[serde(default)]
+    pub name: Input<String>,
+    #[serde(default)]
+    pub role: Input<String>,
+    #[serde(default)]
+    pub status: Input<String>,
+    #[serde(flatten)]
+    pub unknown: Map<String, Value>,
+}
+
+impl RequestBody for UpdateUserRequest {
+    type Domain = UserPatch;
+    fn into_domain(self) -> Result<UserPatch, Vec<FieldIssue>> {
+        let mut issues = Issues::unknown(&self.unknown);
+        let patch = UserPatch {
+            name: issues.optional_text("name", self.name, Name::parse),
+            role: issues.optional_text("role", self.role, Role::parse),
+            status: issues.optional_text("status", self.status, UserStatus::parse_patch),
+        };
+        issues.finish(patch)
+    }
+}
+
+/// `POST /v1/products` (interface.md §4.4, D16).
+#[derive(Deserialize)]
+pub struct CreateProductRequest {
+    #[serde(default)]
+    pub name: Input<String>,
+    #[serde(default)]
+    pub sku: Input<String>,
+    #[serde(default)]
+    pub price: Input<i64>,
+    #[serde(default)]
+    pub stock: Input<i64>,
+    #[serde(default)]
+    pub status: Input<String>,
+    #[serde(flatten)]
+    pub unknown: Map<String, Value>,
+}
+
+/// D16: only `discontinued` may be chosen at creation; otherwise stock decides (D18).
+fn creation_status(s: &str) -> Result<bool, String> {
+    match s {
+        "discontinued" => Ok(true),
+        _ => Err(
+            "may only be discontinued at creation; otherwise the status follows the stock".into(),
+        ),
+    }
+}
+
+impl RequestBody for CreateProductRequest {
+    type Domain = gatehouse_domain::NewProduct;
+    fn into_domain(self) -> Result<Self::Domain, Vec<FieldIssue>> {
+        let mut issues = Issues::unknown(&self.unknown);
+        let name = issues.required_text("name", self.name, Name::parse);
+        let sku = issues.required_text("sku", self.sku, Sku::parse);
+        let price = issues.required_int("price", self.price, parse_amount);
+        let stock = issues.required_int("stock", self.stock, parse_amount);
+        let discontinued = issues
+            .optional_text("status", self.status, creation_status)
+            .unwrap_or(false);
+        match (name, sku, price, stock) {
+            (Some(name), Some(sku), Some(price), Some(stock)) => {
+                issues.finish(gatehouse_domain::NewProduct {
+                    name,
+                    sku,
+                    price,
+                    stock,
+                    discontinued,
+                })
+            }
+            _ => Err(issues.into_vec()),
+        }
+    }
+}
+
+/// `PATCH /v1/products/{product_id}`: absent fields stay as they are.
+#[derive(Deserialize)]
+pub struct UpdateProductRequest {
+    #[serde(default)]
+    pub name: Input<String>,
+    #[serde(default)]
+    pub sku: Input<String>,
+    #[serde(default)]
+    pub price: Input<i64>,
+    #[serde(default)]
+    pub stock: Input<i64>,
+    #[serde(default)]
+    pub status: Input<String>,
+    #[serde(flatten)]
+    pub unknown: Map<String, Value>,
+}
+
+impl RequestBody for UpdateProductRequest {
+    type Domain = ProductPatch;
+    fn into_domain(self) -> Result<ProductPatch, Vec<FieldIssue>> {
+        let mut issues = Issues::unknown(&self.unknown);
+        let patch = ProductPatch {
+            name: issues.optional_text("name", self.name, Name::parse),
+            sku: issues.optional_text("sku", self.sku, Sku::parse),
+            price: issues.optional_int("price", self.price, parse_amount),
+            stock: issues.optional_int("stock", self.stock, parse_amount),
+            status: issues.optional_text("status", self.status, ProductStatus::parse),
+        };
+        issues.finish(patch)
+    }
+}
+
+/// `PATCH /v1/me` (D15): only the name can be changed.
+#[derive(Deserialize)]
+pub struct UpdateProfileRequest {
+    #[serde(default)]
+    pub name: Input<String>,
+    #[serde(flatten)]
+    pub unknown: Map<String, Value>,
+}
+
+impl RequestBody for UpdateProfileRequest {
+    type Domain = Option<Name>;
+    fn into_domain(self) -> Result<Option<Name>, Vec<FieldIssue>> {
+        let mut issues = Issues::unknown(&self.unknown);
+        let name = issues.optional_text("name", self.name, Name::parse);
+        issues.finish(name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn issues<B: RequestBody>(json: &str) -> Vec<(String, String)> {
+        let body: B = serde_json::from_str(json).expect("any object reads");
+        match body.into_domain() {
+            Ok(_) => Vec::new(),
+            Err(v) => v.into_iter().map(|i| (i.field, i.issue)).collect(),
+        }
+    }
+
+    #[test]
+    fn every_problem_is_reported_unknown_fields_first() {
+        let got = issues::<CreateProductRequest>(
+            r#"{"zz": 1, "name": 5, "price": -1, "stock": 1.5, "aa": null}"#,
+        );
+        let fields: Vec<&str> = got.iter().map(|(f, _)| f.as_str()).collect();
+        assert_eq!(fields, ["aa", "zz", "name", "sku", "price", "stock"]);
+        assert_eq!(got[2].1, "must be a string");
+        assert_eq!(got[3].1, "is required");
+        assert_eq!(got[5].1, "must be an integer");
+    }
+
+    #[test]
+    fn a_patch_tells_absent_from_null() {
+        assert!(issues::<UpdateUserRequest>("{}").is_empty());
+        assert_eq!(
+            issues::<UpdateUserRequest>(r#"{"name": null}"#),
+            [("name".to_owned(), "must be a string".to_owned())]
+        );
+    }
+
+    #[test]
+    fn an_integer_beyond_i64_names_the_range() {
+        assert_eq!(
+            issues::<UpdateProductRequest>(r#"{"price": 18446744073709551615}"#),
+            [(
+                "price".to_owned(),
+                "must be an integer from 0 to 9007199254740991".to_owned()
+            )]
+        );
+    }
+}
