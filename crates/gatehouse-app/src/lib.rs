@@ -95,7 +95,7 @@ impl App {
 
     /// `/readyz` (D42): storage answers.
     pub async fn ready(&self) -> AppResult<()> {
-        self.store().ping().await.or_app("storage")
+        self.store().ping().await.or_app(Resource::Storage)
     }
 
     /// The organization's name for e-mails, or a neutral phrase.
@@ -104,7 +104,7 @@ impl App {
             .store()
             .get_org(org)
             .await
-            .or_app("organization")?
+            .or_app(Resource::Organization)?
             .map(|o| o.name)
             .unwrap_or_else(|| "your organization".into()))
     }

@@ -110,10 +110,6 @@ impl ApiError {
     }
 
     pub fn not_found(what: Resource) -> Self {
-        Self::missing(what.as_str())
-    }
-
-    fn missing(what: &str) -> Self {
         Self::new(ErrorCode::ResourceNotFound, format!("{what} not found"))
     }
 
@@ -138,7 +134,7 @@ impl ApiError {
 impl From<AppError> for ApiError {
     fn from(e: AppError) -> Self {
         match e {
-            AppError::NotFound(what) => Self::missing(what),
+            AppError::NotFound(what) => Self::not_found(what),
             AppError::Duplicate { what, field } => Self::new(
                 ErrorCode::DuplicateResource,
                 format!("a {what} with this {field} already exists"),

@@ -95,7 +95,7 @@ pub async fn authenticate(headers: &HeaderMap, state: &AppState) -> Result<Calle
             Ok(TokenError::Invalid) => {
                 invalid(ErrorCode::InvalidToken, "the access token is invalid")
             }
-            Err(store) => AppError::store(store, Resource::Credential.as_str()).into(),
+            Err(store) => AppError::store(store, Resource::Credential).into(),
         })
 }
 
@@ -159,7 +159,7 @@ async fn rate_limit(parts: &Parts, state: &AppState, caller: &Caller) -> Result<
         .auth
         .org_limits(caller.org())
         .await
-        .map_err(|e| ApiError::from(AppError::store(e, Resource::Organization.as_str())))?
+        .map_err(|e| ApiError::from(AppError::store(e, Resource::Organization)))?
         .ok_or_else(|| {
             ApiError::new(
                 ErrorCode::InvalidToken,
@@ -170,7 +170,7 @@ async fn rate_limit(parts: &Parts, state: &AppState, caller: &Caller) -> Result<
         .auth
         .rate_check(caller, limits)
         .await
-        .map_err(|e| ApiError::from(AppError::store(e, Resource::RateLimit.as_str())))?;
+        .map_err(|e| ApiError::from(AppError::store(e, Resource::RateLimit)))?;
     let info = match decision {
         Decision::Allowed(i) | Decision::Limited { info: i, .. } => i,
     };

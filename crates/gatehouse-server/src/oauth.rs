@@ -10,11 +10,11 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use base64::Engine;
-use gatehouse_auth::{ClientAuth, OAuthError, OAuthErrorKind};
+use gatehouse_auth::{ClientAuth, IssuedTokens, OAuthError, OAuthErrorKind};
 
 use crate::AppState;
-use crate::extract::MAX_BODY;
-use crate::transport::BodyProblem;
+use crate::form::{Form, FormProblem};
+use crate::oauth_wire::{RevokeRequest, TokenRequest, TokenResponse};
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -67,60 +67,19 @@ pub(crate) fn no_store(h: &mut HeaderMap) {
     h.insert(header::PRAGMA, HeaderValue::from_static("no-cache"));
 }
 
-/// A form body: `application/x-www-form-urlencoded`, every parameter at most once.
-pub struct Form(Vec<(String, String)>);
-
-impl Form {
-    pub fn get(&self, name: &str) -> Option<&str> {
-        self.0
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
-            .filter(|v| !v.is_empty())
-    }
-
-    pub async fn read(req: Request) -> Result<Self, OAuthError> {
-        let (parts, body) = req.into_parts();
-        Self::read_body(&parts.headers, body).await
-    }
-
-    /// Reads the form from a request already split into head and body.
-    pub async fn read_body(
-        headers: &HeaderMap,
-        body: axum::body::Body,
-    ) -> Result<Self, OAuthError> {
-        let is_form = headers
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .map(|v| v.split(';').next().unwrap_or("").trim())
-            .is_some_and(|m| m.eq_ignore_ascii_case("application/x-www-form-urlencoded"));
-        if !is_form {
-            return Err(OAuthError::invalid_request(
-                "send the parameters as application/x-www-form-urlencoded",
-            ));
-        }
-        let bytes = axum::body::to_bytes(body, MAX_BODY).await.map_err(|e| {
-            OAuthError::invalid_request(match BodyProblem::of(&e) {
-                Some(BodyProblem::Incomplete) => "the request body was not received in full",
-                _ => "the request body is over 64 KiB",
-            })
-        })?;
-        Self::parse(&bytes)
-    }
-
-    /// Decodes a form body; a parameter given twice is refused.
-    pub fn parse(bytes: &[u8]) -> Result<Self, OAuthError> {
-        let pairs: Vec<(String, String)> = serde_urlencoded::from_bytes(bytes)
-            .map_err(|_| OAuthError::invalid_request("the form body cannot be decoded"))?;
-        for (i, (k, _)) in pairs.iter().enumerate() {
-            if pairs[..i].iter().any(|(k2, _)| k2 == k) {
-                return Err(OAuthError::invalid_request(format!(
-                    "the parameter {k} is given more than once"
-                )));
+/// Reads the form of an OAuth endpoint; a problem is `invalid_request`.
+async fn read_form(headers: &HeaderMap, body: axum::body::Body) -> Result<Form, OAuthError> {
+    Form::read(headers, body).await.map_err(|p| {
+        OAuthError::invalid_request(match p {
+            FormProblem::NotAForm => {
+                "send the parameters as application/x-www-form-urlencoded".to_owned()
             }
-        }
-        Ok(Self(pairs))
-    }
+            FormProblem::Incomplete => "the request body was not received in full".to_owned(),
+            FormProblem::TooLarge => "the request body is over 64 KiB".to_owned(),
+            FormProblem::Undecodable => "the form body cannot be decoded".to_owned(),
+            FormProblem::Repeated(k) => format!("the parameter {k} is given more than once"),
+        })
+    })
 }
 
 /// Client credentials from HTTP Basic (RFC 6749 §2.3.1: form-encoded id and
@@ -195,7 +154,7 @@ async fn token(
 ) -> Response {
     let (parts, body) = req.into_parts();
     let headers = &parts.headers;
-    let form = match Form::read_body(headers, body).await {
+    let form = match read_form(headers, body).await {
         Ok(f) => f,
         Err(e) => return OAuthFailure(e).into_response(),
     };
@@ -212,7 +171,7 @@ async fn token(
     }
     match result {
         Ok(tokens) => {
-            let mut res = (StatusCode::OK, axum::Json(tokens)).into_response();
+            let mut res = (StatusCode::OK, axum::Json(TokenResponse::from(tokens))).into_response();
             no_store(res.headers_mut());
             res
         }
@@ -235,7 +194,7 @@ fn presented_client_id<'a>(
 /// client authentications (`slow_down` belongs to the device flow).
 fn too_many_failures(retry_after: u64) -> Response {
     let body = serde_json::json!({
-        "error": "temporarily_unavailable",
+        "error": OAuthErrorKind::Unavailable.as_str(),
         "error_description": format!("too many failed client authentications; retry after {retry_after} s"),
     });
     let mut res = (StatusCode::TOO_MANY_REQUESTS, axum::Json(body)).into_response();
@@ -250,33 +209,29 @@ async fn issue(
     st: &AppState,
     auth: &Result<ClientAuth, OAuthError>,
     form: &Form,
-) -> Result<gatehouse_auth::TokenResponse, OAuthError> {
-    let grant = form
-        .get("grant_type")
+) -> Result<IssuedTokens, OAuthError> {
+    let grant = TokenRequest::of(form)
         .ok_or_else(|| OAuthError::invalid_request("grant_type is required"))?;
+    // An unsupported grant is answered as such whatever the credentials.
+    let client = || auth.as_ref().map_err(Clone::clone);
     match grant {
-        "client_credentials" => {
-            let auth = auth.as_ref().map_err(Clone::clone)?;
-            st.auth.client_credentials(auth, form.get("scope")).await
+        TokenRequest::ClientCredentials { scope } => {
+            st.auth.client_credentials(client()?, scope).await
         }
-        "authorization_code" => {
-            let auth = auth.as_ref().map_err(Clone::clone)?;
+        TokenRequest::AuthorizationCode {
+            code,
+            redirect_uri,
+            code_verifier,
+        } => {
             st.auth
-                .authorization_code(
-                    auth,
-                    form.get("code"),
-                    form.get("redirect_uri"),
-                    form.get("code_verifier"),
-                )
+                .authorization_code(client()?, code, redirect_uri, code_verifier)
                 .await
         }
-        "refresh_token" => {
-            let auth = auth.as_ref().map_err(Clone::clone)?;
-            st.auth
-                .refresh(auth, form.get("refresh_token"), form.get("scope"))
-                .await
-        }
-        other => Err(OAuthError::new(
+        TokenRequest::RefreshToken {
+            refresh_token,
+            scope,
+        } => st.auth.refresh(client()?, refresh_token, scope).await,
+        TokenRequest::Unsupported(other) => Err(OAuthError::new(
             OAuthErrorKind::UnsupportedGrantType,
             format!("grant_type {other} is not supported"),
         )),
@@ -292,7 +247,7 @@ async fn revoke(
 ) -> Response {
     let (parts, body) = req.into_parts();
     let headers = &parts.headers;
-    let form = match Form::read_body(headers, body).await {
+    let form = match read_form(headers, body).await {
         Ok(f) => f,
         Err(e) => return OAuthFailure(e).into_response(),
     };
@@ -304,12 +259,11 @@ async fn revoke(
     }
     let result = async {
         let auth = auth.as_ref().map_err(Clone::clone)?;
-        let token = form
-            .get("token")
+        let req = RevokeRequest::from(&form);
+        let token = req
+            .token
             .ok_or_else(|| OAuthError::invalid_request("token is required"))?;
-        st.auth
-            .revoke(auth, token, form.get("token_type_hint"))
-            .await
+        st.auth.revoke(auth, token, req.token_type_hint).await
     }
     .await;
     if matches!(&result, Err(e) if e.kind == OAuthErrorKind::InvalidClient) {
