@@ -508,15 +508,9 @@ impl<B: RequestBody> FromRequest<AppState> for Body<B> {
 
     async fn from_request(req: Request, state: &AppState) -> Result<Self, ApiError> {
         let JsonObject(map) = JsonObject::from_request(req, state).await?;
-        // Every field of a request type reads any JSON value and the rest
-        // land in its catch-all map, so this fails only on a bug in one.
-        let body: B = serde_json::from_value(Value::Object(map)).map_err(|e| {
-            ApiError::validation(vec![FieldIssue::new(
-                "body",
-                format!("cannot be read: {e}"),
-            )])
-        })?;
-        body.into_domain().map(Body).map_err(ApiError::validation)
+        crate::requests::read::<B>(map)
+            .map(Body)
+            .map_err(ApiError::validation)
     }
 }
 

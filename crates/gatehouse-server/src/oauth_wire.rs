@@ -7,16 +7,20 @@
 use gatehouse_auth::IssuedTokens;
 use gatehouse_auth::flows::AuthorizeParams;
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
 use crate::form::Form;
 
 /// The token response of interface.md §2.4 (RFC 6749 §5.1).
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, ToSchema)]
 pub struct TokenResponse {
     pub access_token: String,
+    #[schema(schema_with = crate::openapi::schemas::bearer)]
     pub token_type: &'static str,
     pub expires_in: i64,
+    /// Absent for client credentials; never `null`.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = String)]
     pub refresh_token: Option<String>,
     pub scope: String,
 }

@@ -1,11 +1,70 @@
-//! The OpenAPI 3.1 document (D35), generated from this table of operations —
-//! the same table the route-coverage test checks against the routers — and
-//! served at `/v1/openapi.json` (no token needed).
+//! The OpenAPI 3.1 document (D35), served at `/v1/openapi.json` (no token
+//! needed). The schemas of request bodies, resources and the token response
+//! are generated (utoipa `ToSchema`) from the very types the handlers read
+//! and write (`requests`, `responses`, `oauth_wire`); the operations come
+//! from this table — the same table the route-coverage test checks against
+//! the routers.
 
 use gatehouse_domain::{API_VERSION, Scope};
 use serde_json::{Map, Value, json};
 
+use utoipa::ToSchema;
+
 use crate::error::ErrorCode;
+use crate::oauth_wire::TokenResponse;
+use crate::requests::{
+    CreateProductRequest, CreateUserRequest, UpdateProductRequest, UpdateProfileRequest,
+    UpdateUserRequest,
+};
+use crate::responses::{ProductResponse, UserResponse};
+
+/// Schemas of fields whose Rust type says less than the wire does.
+pub mod schemas {
+    use utoipa::openapi::schema::{KnownFormat, Object, ObjectBuilder, SchemaFormat, Type};
+
+    fn one_of(values: &[&'static str]) -> Object {
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .enum_values(Some(values.iter().copied()))
+            .build()
+    }
+
+    /// D10.
+    pub fn role() -> Object {
+        one_of(&["admin", "editor", "viewer"])
+    }
+    pub fn user_status() -> Object {
+        one_of(&["active", "inactive", "pending_invite"])
+    }
+    /// D11: a PATCH may only activate or deactivate.
+    pub fn patch_user_status() -> Object {
+        one_of(&["active", "inactive"])
+    }
+    pub fn product_status() -> Object {
+        one_of(&["available", "out_of_stock", "discontinued"])
+    }
+    /// D16: otherwise the stock decides.
+    pub fn creation_status() -> Object {
+        one_of(&["discontinued"])
+    }
+    pub fn bearer() -> Object {
+        one_of(&["Bearer"])
+    }
+    /// D4.
+    pub fn timestamp() -> Object {
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .format(Some(SchemaFormat::KnownFormat(KnownFormat::DateTime)))
+            .description(Some("RFC 3339 UTC with milliseconds (D4)."))
+            .build()
+    }
+}
+
+/// A schema generated from a type, under its name.
+fn generated<T: ToSchema>() -> (String, Value) {
+    let schema = serde_json::to_value(T::schema()).expect("a schema serializes");
+    (T::name().into_owned(), schema)
+}
 
 /// A query or path parameter.
 pub struct Param {
@@ -42,13 +101,13 @@ fn s_q() -> Value {
     json!({"type": "string", "maxLength": 200})
 }
 fn s_role() -> Value {
-    json!({"type": "string", "enum": ["admin", "editor", "viewer"]})
+    json!(schemas::role())
 }
 fn s_user_status() -> Value {
-    json!({"type": "string", "enum": ["active", "inactive", "pending_invite"]})
+    json!(schemas::user_status())
 }
 fn s_product_status() -> Value {
-    json!({"type": "string", "enum": ["available", "out_of_stock", "discontinued"]})
+    json!(schemas::product_status())
 }
 fn s_user_id() -> Value {
     json!({"type": "string", "pattern": "^usr_[A-Za-z0-9]+$"})
@@ -507,8 +566,7 @@ fn schema_ref(name: &str) -> Value {
     json!({"$ref": format!("#/components/schemas/{name}")})
 }
 
-fn schemas() -> Value {
-    let ts = json!({"type": "string", "format": "date-time", "description": "RFC 3339 UTC with milliseconds (D4)."});
+fn components() -> Value {
     let meta = json!({"type": "object", "required": ["request_id", "version"], "properties": {
         "request_id": {"type": "string", "pattern": "^req_[0-9a-f]{32}$"}, "version": {"type": "string", "const": API_VERSION}}});
     let list_meta = json!({"type": "object", "required": ["total", "limit", "offset", "request_id", "version"], "properties": {
@@ -517,18 +575,8 @@ fn schemas() -> Value {
     let cursor_meta = json!({"type": "object", "required": ["limit", "next_cursor", "request_id", "version"], "properties": {
         "limit": {"type": "integer", "minimum": 1, "maximum": 100}, "next_cursor": {"type": ["string", "null"]},
         "request_id": {"type": "string"}, "version": {"type": "string"}}});
-    let amount = json!({"type": "integer", "minimum": 0, "maximum": 9007199254740991i64});
-    let name = json!({"type": "string", "minLength": 1, "maxLength": 200});
-    let sku = json!({"type": "string", "pattern": "^[A-Za-z0-9._-]{1,64}$"});
-    let email = json!({"type": "string", "format": "email", "maxLength": 254});
     let codes: Vec<&str> = ErrorCode::ALL.iter().map(|c| c.as_str()).collect();
-    json!({
-        "User": {"type": "object", "required": ["id", "email", "name", "role", "status", "created_at", "updated_at"], "properties": {
-            "id": s_user_id(), "email": {"type": "string"}, "name": {"type": "string"}, "role": s_role(),
-            "status": s_user_status(), "created_at": ts, "updated_at": ts}},
-        "Product": {"type": "object", "required": ["id", "name", "sku", "price", "stock", "status", "created_at"], "properties": {
-            "id": s_product_id(), "name": {"type": "string"}, "sku": {"type": "string"}, "price": amount, "stock": amount,
-            "status": s_product_status(), "created_at": ts}},
+    let mut all = json!({
         "Meta": meta,
         "UserEnvelope": {"type": "object", "required": ["data", "meta"], "properties": {"data": schema_ref("User"), "meta": schema_ref("Meta")}},
         "ProductEnvelope": {"type": "object", "required": ["data", "meta"], "properties": {"data": schema_ref("Product"), "meta": schema_ref("Meta")}},
@@ -536,15 +584,6 @@ fn schemas() -> Value {
         "ProductList": {"type": "object", "required": ["data", "meta"], "properties": {"data": {"type": "array", "items": schema_ref("Product")}, "meta": list_meta}},
         "UserCursorList": {"type": "object", "required": ["data", "meta"], "properties": {"data": {"type": "array", "items": schema_ref("User")}, "meta": cursor_meta}},
         "ProductCursorList": {"type": "object", "required": ["data", "meta"], "properties": {"data": {"type": "array", "items": schema_ref("Product")}, "meta": cursor_meta}},
-        "NewUser": {"type": "object", "additionalProperties": false, "required": ["email", "name", "role"], "properties": {
-            "email": email, "name": name, "role": s_role()}},
-        "UserPatch": {"type": "object", "additionalProperties": false, "properties": {
-            "name": name, "role": s_role(), "status": {"type": "string", "enum": ["active", "inactive"]}}},
-        "ProfilePatch": {"type": "object", "additionalProperties": false, "properties": {"name": name}},
-        "NewProduct": {"type": "object", "additionalProperties": false, "required": ["name", "sku", "price", "stock"], "properties": {
-            "name": name, "sku": sku, "price": amount, "stock": amount, "status": {"type": "string", "enum": ["discontinued"]}}},
-        "ProductPatch": {"type": "object", "additionalProperties": false, "properties": {
-            "name": name, "sku": sku, "price": amount, "stock": amount, "status": s_product_status()}},
         "Error": {"type": "object", "required": ["error"], "properties": {"error": {"type": "object",
             "required": ["code", "message", "docs", "details"], "properties": {
                 "code": {"type": "string", "enum": codes}, "message": {"type": "string"}, "docs": {"type": "string", "format": "uri"},
@@ -558,15 +597,27 @@ fn schemas() -> Value {
         "RevokeRequest": {"type": "object", "required": ["token"], "properties": {
             "token": {"type": "string"}, "token_type_hint": {"type": "string", "enum": ["access_token", "refresh_token"]},
             "client_id": {"type": "string"}, "client_secret": {"type": "string"}}},
-        "TokenResponse": {"type": "object", "required": ["access_token", "token_type", "expires_in", "scope"], "properties": {
-            "access_token": {"type": "string"}, "token_type": {"type": "string", "const": "Bearer"},
-            "expires_in": {"type": "integer"}, "refresh_token": {"type": "string"}, "scope": {"type": "string"}}},
         "OAuthError": {"type": "object", "required": ["error"], "properties": {"error": {"type": "string"}, "error_description": {"type": "string"}}},
         "Jwks": {"type": "object", "required": ["keys"], "properties": {"keys": {"type": "array", "items": {"type": "object"}}}},
         "Status": {"type": "object", "required": ["status"], "properties": {"status": {"type": "string"}}},
         "Object": {"type": "object"},
         "Html": {"type": "string"},
-    })
+    });
+    let types = [
+        generated::<UserResponse<'static>>(),
+        generated::<ProductResponse<'static>>(),
+        generated::<CreateUserRequest>(),
+        generated::<UpdateUserRequest>(),
+        generated::<UpdateProfileRequest>(),
+        generated::<CreateProductRequest>(),
+        generated::<UpdateProductRequest>(),
+        generated::<TokenResponse>(),
+    ];
+    let map = all.as_object_mut().expect("an object");
+    for (name, schema) in types {
+        map.insert(name, schema);
+    }
+    all
 }
 
 /// Standard error answers of every authenticated API operation.
@@ -682,7 +733,7 @@ pub fn document(public_url: &str) -> Value {
         "tags": [{"name": "Users"}, {"name": "Profile"}, {"name": "Products"}, {"name": "Preview (v2)"}, {"name": "OAuth"}, {"name": "Discovery"}, {"name": "Operations"}, {"name": "Versions"}],
         "paths": paths,
         "components": {
-            "schemas": schemas(),
+            "schemas": components(),
             "securitySchemes": {
                 "bearer": {"type": "http", "scheme": "bearer", "bearerFormat": "JWT or API key (gk_live_…)"},
                 "oauth2": {"type": "oauth2", "flows": {

@@ -2,25 +2,83 @@
 //! into domain values.
 //!
 //! Each field is an [`Input`]: it accepts any JSON value and records a wrong
-//! type instead of failing deserialization, and the fields a type does not
-//! name land in its `unknown` map. The conversion then reports every problem
-//! of the body at once (D6), unknown fields first (D12), then the named
-//! fields in order — the `details` of today's answers.
+//! type instead of failing deserialization. [`read`] takes the fields a type
+//! does not name out of the body first (serde's own list of the type's
+//! fields), so the conversion reports every problem of the body at once
+//! (D6): unknown fields first (D12), then the named fields in order. The
+//! same types describe the bodies in the OpenAPI document (`ToSchema`;
+//! `deny_unknown_fields` makes it say `additionalProperties: false`).
 
 use gatehouse_domain::user::UserPatch;
 use gatehouse_domain::values::parse_amount;
 use gatehouse_domain::{
     Email, FieldIssue, Name, ProductPatch, ProductStatus, Role, Sku, UserStatus,
 };
-use serde::de::DeserializeOwned;
+use serde::de::{self, DeserializeOwned, Visitor};
 use serde::{Deserialize, Deserializer};
 use serde_json::{Map, Value};
+use utoipa::ToSchema;
+
+use crate::openapi::schemas;
 
 /// A JSON body type and the domain value it converts into.
 pub trait RequestBody: DeserializeOwned + Send {
     type Domain: Send;
-    /// The domain value, or every problem of the body.
-    fn into_domain(self) -> Result<Self::Domain, Vec<FieldIssue>>;
+    /// The domain value, or every problem of the body: those already
+    /// found (unknown fields) and this type's own.
+    fn into_domain(self, issues: Issues) -> Result<Self::Domain, Vec<FieldIssue>>;
+}
+
+/// Reads a JSON object into `B` and on into its domain value.
+pub fn read<B: RequestBody>(mut map: Map<String, Value>) -> Result<B::Domain, Vec<FieldIssue>> {
+    let known = field_names::<B>();
+    let unknown: Vec<String> = map
+        .keys()
+        .filter(|k| !known.contains(&k.as_str()))
+        .cloned()
+        .collect();
+    for k in &unknown {
+        map.remove(k);
+    }
+    // Every field reads any JSON value and the unknown ones are gone, so
+    // this fails only on a bug in a request type.
+    let body = B::deserialize(Value::Object(map))
+        .map_err(|e| vec![FieldIssue::new("body", format!("cannot be read: {e}"))])?;
+    body.into_domain(Issues::unknown(unknown))
+}
+
+/// The field names serde's derived `Deserialize` of `T` expects: what it
+/// passes to `deserialize_struct`.
+fn field_names<T: DeserializeOwned>() -> &'static [&'static str] {
+    struct Names<'n>(&'n mut &'static [&'static str]);
+
+    impl<'de> Deserializer<'de> for Names<'_> {
+        type Error = de::value::Error;
+
+        fn deserialize_any<V: Visitor<'de>>(self, _: V) -> Result<V::Value, Self::Error> {
+            Err(de::Error::custom("not a struct"))
+        }
+
+        fn deserialize_struct<V: Visitor<'de>>(
+            self,
+            _: &'static str,
+            fields: &'static [&'static str],
+            _: V,
+        ) -> Result<V::Value, Self::Error> {
+            *self.0 = fields;
+            Err(de::Error::custom("field names read"))
+        }
+
+        serde::forward_to_deserialize_any! {
+            bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
+            bytes byte_buf option unit unit_struct newtype_struct seq tuple
+            tuple_struct map enum identifier ignored_any
+        }
+    }
+
+    let mut names: &'static [&'static str] = &[];
+    let _ = T::deserialize(Names(&mut names));
+    names
 }
 
 /// One body field as sent: absent, of the wrong JSON type (the issue), or a
@@ -72,11 +130,11 @@ pub struct Issues(Vec<FieldIssue>);
 
 impl Issues {
     /// Starts with the unknown fields (D12).
-    pub fn unknown(fields: &Map<String, Value>) -> Self {
+    pub fn unknown(fields: Vec<String>) -> Self {
         Self(
             fields
-                .keys()
-                .map(|k| FieldIssue::new(k.clone(), "is not a known field"))
+                .into_iter()
+                .map(|k| FieldIssue::new(k, "is not a known field"))
                 .collect(),
         )
     }
@@ -154,16 +212,19 @@ impl Issues {
 }
 
 /// `POST /v1/users` (interface.md §4.3, D11, D12).
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(as = NewUser)]
 pub struct CreateUserRequest {
     #[serde(default)]
+    #[schema(value_type = String, format = "email", max_length = 254, required = true)]
     pub email: Input<String>,
     #[serde(default)]
+    #[schema(value_type = String, min_length = 1, max_length = 200, required = true)]
     pub name: Input<String>,
     #[serde(default)]
+    #[schema(schema_with = schemas::role, required = true)]
     pub role: Input<String>,
-    #[serde(flatten)]
-    pub unknown: Map<String, Value>,
 }
 
 /// The user an administrator invites.
@@ -175,8 +236,7 @@ pub struct Invitation {
 
 impl RequestBody for CreateUserRequest {
     type Domain = Invitation;
-    fn into_domain(self) -> Result<Invitation, Vec<FieldIssue>> {
-        let mut issues = Issues::unknown(&self.unknown);
+    fn into_domain(self, mut issues: Issues) -> Result<Invitation, Vec<FieldIssue>> {
         let email = issues.required_text("email", self.email, Email::parse);
         let name = issues.required_text("name", self.name, Name::parse);
         let role = issues.required_text("role", self.role, Role::parse);
@@ -190,22 +250,24 @@ impl RequestBody for CreateUserRequest {
 }
 
 /// `PATCH /v1/users/{user_id}`: absent fields stay as they are (D9, D11).
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(as = UserPatch)]
 pub struct UpdateUserRequest {
     #[serde(default)]
+    #[schema(value_type = String, min_length = 1, max_length = 200)]
     pub name: Input<String>,
     #[serde(default)]
+    #[schema(schema_with = schemas::role)]
     pub role: Input<String>,
     #[serde(default)]
+    #[schema(schema_with = schemas::patch_user_status)]
     pub status: Input<String>,
-    #[serde(flatten)]
-    pub unknown: Map<String, Value>,
 }
 
 impl RequestBody for UpdateUserRequest {
     type Domain = UserPatch;
-    fn into_domain(self) -> Result<UserPatch, Vec<FieldIssue>> {
-        let mut issues = Issues::unknown(&self.unknown);
+    fn into_domain(self, mut issues: Issues) -> Result<UserPatch, Vec<FieldIssue>> {
         let patch = UserPatch {
             name: issues.optional_text("name", self.name, Name::parse),
             role: issues.optional_text("role", self.role, Role::parse),
@@ -216,20 +278,25 @@ impl RequestBody for UpdateUserRequest {
 }
 
 /// `POST /v1/products` (interface.md §4.4, D16).
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(as = NewProduct)]
 pub struct CreateProductRequest {
     #[serde(default)]
+    #[schema(value_type = String, min_length = 1, max_length = 200, required = true)]
     pub name: Input<String>,
     #[serde(default)]
+    #[schema(value_type = String, pattern = "^[A-Za-z0-9._-]{1,64}$", required = true)]
     pub sku: Input<String>,
     #[serde(default)]
+    #[schema(value_type = i64, minimum = 0, maximum = 9007199254740991_i64, required = true)]
     pub price: Input<i64>,
     #[serde(default)]
+    #[schema(value_type = i64, minimum = 0, maximum = 9007199254740991_i64, required = true)]
     pub stock: Input<i64>,
     #[serde(default)]
+    #[schema(schema_with = schemas::creation_status)]
     pub status: Input<String>,
-    #[serde(flatten)]
-    pub unknown: Map<String, Value>,
 }
 
 /// D16: only `discontinued` may be chosen at creation; otherwise stock decides (D18).
@@ -244,8 +311,7 @@ fn creation_status(s: &str) -> Result<bool, String> {
 
 impl RequestBody for CreateProductRequest {
     type Domain = gatehouse_domain::NewProduct;
-    fn into_domain(self) -> Result<Self::Domain, Vec<FieldIssue>> {
-        let mut issues = Issues::unknown(&self.unknown);
+    fn into_domain(self, mut issues: Issues) -> Result<Self::Domain, Vec<FieldIssue>> {
         let name = issues.required_text("name", self.name, Name::parse);
         let sku = issues.required_text("sku", self.sku, Sku::parse);
         let price = issues.required_int("price", self.price, parse_amount);
@@ -269,26 +335,30 @@ impl RequestBody for CreateProductRequest {
 }
 
 /// `PATCH /v1/products/{product_id}`: absent fields stay as they are.
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(as = ProductPatch)]
 pub struct UpdateProductRequest {
     #[serde(default)]
+    #[schema(value_type = String, min_length = 1, max_length = 200)]
     pub name: Input<String>,
     #[serde(default)]
+    #[schema(value_type = String, pattern = "^[A-Za-z0-9._-]{1,64}$")]
     pub sku: Input<String>,
     #[serde(default)]
+    #[schema(value_type = i64, minimum = 0, maximum = 9007199254740991_i64)]
     pub price: Input<i64>,
     #[serde(default)]
+    #[schema(value_type = i64, minimum = 0, maximum = 9007199254740991_i64)]
     pub stock: Input<i64>,
     #[serde(default)]
+    #[schema(schema_with = schemas::product_status)]
     pub status: Input<String>,
-    #[serde(flatten)]
-    pub unknown: Map<String, Value>,
 }
 
 impl RequestBody for UpdateProductRequest {
     type Domain = ProductPatch;
-    fn into_domain(self) -> Result<ProductPatch, Vec<FieldIssue>> {
-        let mut issues = Issues::unknown(&self.unknown);
+    fn into_domain(self, mut issues: Issues) -> Result<ProductPatch, Vec<FieldIssue>> {
         let patch = ProductPatch {
             name: issues.optional_text("name", self.name, Name::parse),
             sku: issues.optional_text("sku", self.sku, Sku::parse),
@@ -301,18 +371,18 @@ impl RequestBody for UpdateProductRequest {
 }
 
 /// `PATCH /v1/me` (D15): only the name can be changed.
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(as = ProfilePatch)]
 pub struct UpdateProfileRequest {
     #[serde(default)]
+    #[schema(value_type = String, min_length = 1, max_length = 200)]
     pub name: Input<String>,
-    #[serde(flatten)]
-    pub unknown: Map<String, Value>,
 }
 
 impl RequestBody for UpdateProfileRequest {
     type Domain = Option<Name>;
-    fn into_domain(self) -> Result<Option<Name>, Vec<FieldIssue>> {
-        let mut issues = Issues::unknown(&self.unknown);
+    fn into_domain(self, mut issues: Issues) -> Result<Option<Name>, Vec<FieldIssue>> {
         let name = issues.optional_text("name", self.name, Name::parse);
         issues.finish(name)
     }
@@ -323,8 +393,8 @@ mod tests {
     use super::*;
 
     fn issues<B: RequestBody>(json: &str) -> Vec<(String, String)> {
-        let body: B = serde_json::from_str(json).expect("any object reads");
-        match body.into_domain() {
+        let map = serde_json::from_str(json).expect("an object");
+        match read::<B>(map) {
             Ok(_) => Vec::new(),
             Err(v) => v.into_iter().map(|i| (i.field, i.issue)).collect(),
         }

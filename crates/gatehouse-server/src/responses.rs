@@ -4,16 +4,27 @@
 
 use gatehouse_domain::{Product, ProductStatus, Role, Timestamp, User, UserStatus};
 use serde::Serialize;
+use utoipa::ToSchema;
+
+use crate::openapi::schemas;
 
 /// The User schema (interface.md §2.1).
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
+#[schema(as = User)]
 pub struct UserResponse<'a> {
+    #[schema(value_type = String, pattern = "^usr_[A-Za-z0-9]+$")]
     pub id: &'a str,
+    #[schema(value_type = String)]
     pub email: &'a str,
+    #[schema(value_type = String)]
     pub name: &'a str,
+    #[schema(schema_with = schemas::role)]
     pub role: Role,
+    #[schema(schema_with = schemas::user_status)]
     pub status: UserStatus,
+    #[schema(schema_with = schemas::timestamp)]
     pub created_at: Timestamp,
+    #[schema(schema_with = schemas::timestamp)]
     pub updated_at: Timestamp,
 }
 
@@ -33,14 +44,22 @@ impl<'a> From<&'a User> for UserResponse<'a> {
 
 /// The Product schema (interface.md §2.2); `updated_at` is kept for
 /// auditing, not shown.
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
+#[schema(as = Product)]
 pub struct ProductResponse<'a> {
+    #[schema(value_type = String, pattern = "^prod_[A-Za-z0-9]+$")]
     pub id: &'a str,
+    #[schema(value_type = String)]
     pub name: &'a str,
+    #[schema(value_type = String)]
     pub sku: &'a str,
+    #[schema(minimum = 0, maximum = 9007199254740991_i64)]
     pub price: i64,
+    #[schema(minimum = 0, maximum = 9007199254740991_i64)]
     pub stock: i64,
+    #[schema(schema_with = schemas::product_status)]
     pub status: ProductStatus,
+    #[schema(schema_with = schemas::timestamp)]
     pub created_at: Timestamp,
 }
 
