@@ -14,7 +14,7 @@ use gatehouse_auth::{ClientAuth, IssuedTokens, OAuthError, OAuthErrorKind};
 
 use crate::AppState;
 use crate::form::{Form, FormProblem};
-use crate::oauth_wire::{RevokeRequest, TokenRequest, TokenResponse};
+use crate::oauth_wire::{OAuthErrorBody, RevokeRequest, TokenRequest, TokenResponse};
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -41,8 +41,10 @@ impl IntoResponse for OAuthFailure {
             }
             _ => e.description,
         };
-        let body =
-            serde_json::json!({ "error": e.kind.as_str(), "error_description": description });
+        let body = OAuthErrorBody {
+            error: e.kind.as_str(),
+            error_description: description,
+        };
         let mut res = (status, axum::Json(body)).into_response();
         let h = res.headers_mut();
         no_store(h);
@@ -193,10 +195,12 @@ fn presented_client_id<'a>(
 /// D28 (revised): 429 `temporarily_unavailable` after too many failed
 /// client authentications (`slow_down` belongs to the device flow).
 fn too_many_failures(retry_after: u64) -> Response {
-    let body = serde_json::json!({
-        "error": OAuthErrorKind::Unavailable.as_str(),
-        "error_description": format!("too many failed client authentications; retry after {retry_after} s"),
-    });
+    let body = OAuthErrorBody {
+        error: OAuthErrorKind::Unavailable.as_str(),
+        error_description: format!(
+            "too many failed client authentications; retry after {retry_after} s"
+        ),
+    };
     let mut res = (StatusCode::TOO_MANY_REQUESTS, axum::Json(body)).into_response();
     no_store(res.headers_mut());
     if let Ok(v) = HeaderValue::from_str(&retry_after.to_string()) {

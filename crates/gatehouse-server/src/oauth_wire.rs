@@ -37,6 +37,15 @@ impl From<IssuedTokens> for TokenResponse {
     }
 }
 
+/// An error answer of the token and revocation endpoints (RFC 6749 §5.2).
+#[derive(Clone, Debug, Serialize, ToSchema)]
+#[schema(as = OAuthError)]
+pub struct OAuthErrorBody {
+    #[schema(value_type = String)]
+    pub error: &'static str,
+    pub error_description: String,
+}
+
 /// The grant a `POST /oauth/token` asks for (D20–D24).
 pub enum TokenRequest<'a> {
     ClientCredentials {

@@ -10,8 +10,8 @@ use serde_json::{Map, Value, json};
 
 use utoipa::ToSchema;
 
-use crate::error::ErrorCode;
-use crate::oauth_wire::TokenResponse;
+use crate::error::ErrorEnvelope;
+use crate::oauth_wire::{OAuthErrorBody, TokenResponse};
 use crate::requests::{
     CreateProductRequest, CreateUserRequest, UpdateProductRequest, UpdateProfileRequest,
     UpdateUserRequest,
@@ -20,9 +20,11 @@ use crate::responses::{ProductResponse, UserResponse};
 
 /// Schemas of fields whose Rust type says less than the wire does.
 pub mod schemas {
-    use utoipa::openapi::schema::{KnownFormat, Object, ObjectBuilder, SchemaFormat, Type};
+    use utoipa::openapi::schema::{
+        Array, ArrayBuilder, KnownFormat, Object, ObjectBuilder, SchemaFormat, Type,
+    };
 
-    fn one_of(values: &[&'static str]) -> Object {
+    fn one_of(values: &[&str]) -> Object {
         ObjectBuilder::new()
             .schema_type(Type::String)
             .enum_values(Some(values.iter().copied()))
@@ -46,6 +48,23 @@ pub mod schemas {
     /// D16: otherwise the stock decides.
     pub fn creation_status() -> Object {
         one_of(&["discontinued"])
+    }
+    /// interface.md §7.3.
+    pub fn error_code() -> Object {
+        let codes: Vec<&str> = crate::error::ErrorCode::ALL
+            .iter()
+            .map(|c| c.as_str())
+            .collect();
+        one_of(&codes)
+    }
+    /// D6: every problem of the request, `{field, issue}`.
+    pub fn details() -> Array {
+        let issue = ObjectBuilder::new()
+            .property("field", ObjectBuilder::new().schema_type(Type::String))
+            .required("field")
+            .property("issue", ObjectBuilder::new().schema_type(Type::String))
+            .required("issue");
+        ArrayBuilder::new().items(issue).build()
     }
     pub fn bearer() -> Object {
         one_of(&["Bearer"])
@@ -575,7 +594,6 @@ fn components() -> Value {
     let cursor_meta = json!({"type": "object", "required": ["limit", "next_cursor", "request_id", "version"], "properties": {
         "limit": {"type": "integer", "minimum": 1, "maximum": 100}, "next_cursor": {"type": ["string", "null"]},
         "request_id": {"type": "string"}, "version": {"type": "string"}}});
-    let codes: Vec<&str> = ErrorCode::ALL.iter().map(|c| c.as_str()).collect();
     let mut all = json!({
         "Meta": meta,
         "UserEnvelope": {"type": "object", "required": ["data", "meta"], "properties": {"data": schema_ref("User"), "meta": schema_ref("Meta")}},
@@ -584,11 +602,6 @@ fn components() -> Value {
         "ProductList": {"type": "object", "required": ["data", "meta"], "properties": {"data": {"type": "array", "items": schema_ref("Product")}, "meta": list_meta}},
         "UserCursorList": {"type": "object", "required": ["data", "meta"], "properties": {"data": {"type": "array", "items": schema_ref("User")}, "meta": cursor_meta}},
         "ProductCursorList": {"type": "object", "required": ["data", "meta"], "properties": {"data": {"type": "array", "items": schema_ref("Product")}, "meta": cursor_meta}},
-        "Error": {"type": "object", "required": ["error"], "properties": {"error": {"type": "object",
-            "required": ["code", "message", "docs", "details"], "properties": {
-                "code": {"type": "string", "enum": codes}, "message": {"type": "string"}, "docs": {"type": "string", "format": "uri"},
-                "details": {"type": "array", "items": {"type": "object", "required": ["field", "issue"], "properties": {
-                    "field": {"type": "string"}, "issue": {"type": "string"}}}}}}}},
         "TokenRequest": {"type": "object", "required": ["grant_type"], "properties": {
             "grant_type": {"type": "string", "enum": ["client_credentials", "authorization_code", "refresh_token"]},
             "client_id": {"type": "string"}, "client_secret": {"type": "string"}, "scope": {"type": "string"},
@@ -597,7 +610,6 @@ fn components() -> Value {
         "RevokeRequest": {"type": "object", "required": ["token"], "properties": {
             "token": {"type": "string"}, "token_type_hint": {"type": "string", "enum": ["access_token", "refresh_token"]},
             "client_id": {"type": "string"}, "client_secret": {"type": "string"}}},
-        "OAuthError": {"type": "object", "required": ["error"], "properties": {"error": {"type": "string"}, "error_description": {"type": "string"}}},
         "Jwks": {"type": "object", "required": ["keys"], "properties": {"keys": {"type": "array", "items": {"type": "object"}}}},
         "Status": {"type": "object", "required": ["status"], "properties": {"status": {"type": "string"}}},
         "Object": {"type": "object"},
@@ -612,6 +624,8 @@ fn components() -> Value {
         generated::<CreateProductRequest>(),
         generated::<UpdateProductRequest>(),
         generated::<TokenResponse>(),
+        generated::<ErrorEnvelope<'static>>(),
+        generated::<OAuthErrorBody>(),
     ];
     let map = all.as_object_mut().expect("an object");
     for (name, schema) in types {
