@@ -5,6 +5,7 @@
 
 use axum::body::Body;
 use axum::http::{HeaderMap, header};
+use serde::de::DeserializeOwned;
 
 use crate::extract::MAX_BODY;
 use crate::transport::BodyProblem;
@@ -40,6 +41,19 @@ impl Form {
             .iter()
             .find(|(k, _)| k == name)
             .map(|(_, v)| v.as_str())
+    }
+
+    /// The form as the parameter type `T` (unknown parameters ignored, RFC
+    /// 6749 §3.1); an empty value reads as absent, as with [`Form::get`].
+    pub fn decode<T: DeserializeOwned>(&self) -> Result<T, FormProblem> {
+        let given: Vec<(&str, &str)> = self
+            .0
+            .iter()
+            .filter(|(_, v)| !v.is_empty())
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        let encoded = serde_urlencoded::to_string(given).map_err(|_| FormProblem::Undecodable)?;
+        serde_urlencoded::from_str(&encoded).map_err(|_| FormProblem::Undecodable)
     }
 
     /// Reads the form from a request already split into head and body.

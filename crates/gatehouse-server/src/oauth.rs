@@ -14,7 +14,7 @@ use gatehouse_auth::{ClientAuth, IssuedTokens, OAuthError, OAuthErrorKind};
 
 use crate::AppState;
 use crate::form::{Form, FormProblem};
-use crate::oauth_wire::{OAuthErrorBody, RevokeRequest, TokenRequest, TokenResponse};
+use crate::oauth_wire::{OAuthErrorBody, RevokeForm, TokenForm, TokenRequest, TokenResponse};
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -67,6 +67,10 @@ impl IntoResponse for OAuthFailure {
 pub(crate) fn no_store(h: &mut HeaderMap) {
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     h.insert(header::PRAGMA, HeaderValue::from_static("no-cache"));
+}
+
+fn undecodable(_: FormProblem) -> OAuthError {
+    OAuthError::invalid_request("the form body cannot be decoded")
 }
 
 /// Reads the form of an OAuth endpoint; a problem is `invalid_request`.
@@ -214,7 +218,8 @@ async fn issue(
     auth: &Result<ClientAuth, OAuthError>,
     form: &Form,
 ) -> Result<IssuedTokens, OAuthError> {
-    let grant = TokenRequest::of(form)
+    let params: TokenForm = form.decode().map_err(undecodable)?;
+    let grant = TokenRequest::of(&params)
         .ok_or_else(|| OAuthError::invalid_request("grant_type is required"))?;
     // An unsupported grant is answered as such whatever the credentials.
     let client = || auth.as_ref().map_err(Clone::clone);
@@ -263,11 +268,14 @@ async fn revoke(
     }
     let result = async {
         let auth = auth.as_ref().map_err(Clone::clone)?;
-        let req = RevokeRequest::from(&form);
+        let req: RevokeForm = form.decode().map_err(undecodable)?;
         let token = req
             .token
+            .as_deref()
             .ok_or_else(|| OAuthError::invalid_request("token is required"))?;
-        st.auth.revoke(auth, token, req.token_type_hint).await
+        st.auth
+            .revoke(auth, token, req.token_type_hint.as_deref())
+            .await
     }
     .await;
     if matches!(&result, Err(e) if e.kind == OAuthErrorKind::InvalidClient) {

@@ -46,7 +46,39 @@ pub struct OAuthErrorBody {
     pub error_description: String,
 }
 
-/// The grant a `POST /oauth/token` asks for (D20–D24).
+/// The form of `POST /oauth/token` (RFC 6749 §4.1.3, §4.4.2, §6). The
+/// client may authenticate with HTTP Basic instead of `client_id` and
+/// `client_secret` (D20).
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[schema(as = TokenRequest)]
+pub struct TokenForm {
+    #[serde(default)]
+    #[schema(schema_with = crate::openapi::schemas::grant_type, required = true)]
+    pub grant_type: Option<String>,
+    #[serde(default)]
+    #[schema(value_type = String)]
+    pub client_id: Option<String>,
+    #[serde(default)]
+    #[schema(value_type = String)]
+    pub client_secret: Option<String>,
+    #[serde(default)]
+    #[schema(value_type = String)]
+    pub scope: Option<String>,
+    #[serde(default)]
+    #[schema(value_type = String)]
+    pub code: Option<String>,
+    #[serde(default)]
+    #[schema(value_type = String)]
+    pub redirect_uri: Option<String>,
+    #[serde(default)]
+    #[schema(value_type = String)]
+    pub code_verifier: Option<String>,
+    #[serde(default)]
+    #[schema(value_type = String)]
+    pub refresh_token: Option<String>,
+}
+
+/// The grant a token form asks for (D20–D24).
 pub enum TokenRequest<'a> {
     ClientCredentials {
         scope: Option<&'a str>,
@@ -67,38 +99,42 @@ pub enum TokenRequest<'a> {
 impl<'a> TokenRequest<'a> {
     /// The grant of a token form; `None` without `grant_type`. Parameters a
     /// grant does not use are ignored (RFC 6749 §3.2).
-    pub fn of(form: &'a Form) -> Option<Self> {
-        Some(match form.get("grant_type")? {
+    pub fn of(form: &'a TokenForm) -> Option<Self> {
+        Some(match form.grant_type.as_deref()? {
             "client_credentials" => Self::ClientCredentials {
-                scope: form.get("scope"),
+                scope: form.scope.as_deref(),
             },
             "authorization_code" => Self::AuthorizationCode {
-                code: form.get("code"),
-                redirect_uri: form.get("redirect_uri"),
-                code_verifier: form.get("code_verifier"),
+                code: form.code.as_deref(),
+                redirect_uri: form.redirect_uri.as_deref(),
+                code_verifier: form.code_verifier.as_deref(),
             },
             "refresh_token" => Self::RefreshToken {
-                refresh_token: form.get("refresh_token"),
-                scope: form.get("scope"),
+                refresh_token: form.refresh_token.as_deref(),
+                scope: form.scope.as_deref(),
             },
             other => Self::Unsupported(other),
         })
     }
 }
 
-/// The form of `POST /oauth/revoke` (RFC 7009 §2.1).
-pub struct RevokeRequest<'a> {
-    pub token: Option<&'a str>,
-    pub token_type_hint: Option<&'a str>,
-}
-
-impl<'a> From<&'a Form> for RevokeRequest<'a> {
-    fn from(form: &'a Form) -> Self {
-        Self {
-            token: form.get("token"),
-            token_type_hint: form.get("token_type_hint"),
-        }
-    }
+/// The form of `POST /oauth/revoke` (RFC 7009 §2.1); client authentication
+/// as at the token endpoint.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[schema(as = RevokeRequest)]
+pub struct RevokeForm {
+    #[serde(default)]
+    #[schema(value_type = String, required = true)]
+    pub token: Option<String>,
+    #[serde(default)]
+    #[schema(schema_with = crate::openapi::schemas::token_type_hint)]
+    pub token_type_hint: Option<String>,
+    #[serde(default)]
+    #[schema(value_type = String)]
+    pub client_id: Option<String>,
+    #[serde(default)]
+    #[schema(value_type = String)]
+    pub client_secret: Option<String>,
 }
 
 /// The parameters of an authorization request (RFC 6749 §4.1.1, RFC 7636

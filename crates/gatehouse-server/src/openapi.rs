@@ -11,7 +11,7 @@ use serde_json::{Map, Value, json};
 use utoipa::ToSchema;
 
 use crate::error::ErrorEnvelope;
-use crate::oauth_wire::{OAuthErrorBody, TokenResponse};
+use crate::oauth_wire::{OAuthErrorBody, RevokeForm, TokenForm, TokenResponse};
 use crate::requests::{
     CreateProductRequest, CreateUserRequest, UpdateProductRequest, UpdateProfileRequest,
     UpdateUserRequest,
@@ -65,6 +65,14 @@ pub mod schemas {
             .property("issue", ObjectBuilder::new().schema_type(Type::String))
             .required("issue");
         ArrayBuilder::new().items(issue).build()
+    }
+    /// D20–D24.
+    pub fn grant_type() -> Object {
+        one_of(&["client_credentials", "authorization_code", "refresh_token"])
+    }
+    /// RFC 7009 §2.1.
+    pub fn token_type_hint() -> Object {
+        one_of(&["access_token", "refresh_token"])
     }
     pub fn bearer() -> Object {
         one_of(&["Bearer"])
@@ -602,14 +610,6 @@ fn components() -> Value {
         "ProductList": {"type": "object", "required": ["data", "meta"], "properties": {"data": {"type": "array", "items": schema_ref("Product")}, "meta": list_meta}},
         "UserCursorList": {"type": "object", "required": ["data", "meta"], "properties": {"data": {"type": "array", "items": schema_ref("User")}, "meta": cursor_meta}},
         "ProductCursorList": {"type": "object", "required": ["data", "meta"], "properties": {"data": {"type": "array", "items": schema_ref("Product")}, "meta": cursor_meta}},
-        "TokenRequest": {"type": "object", "required": ["grant_type"], "properties": {
-            "grant_type": {"type": "string", "enum": ["client_credentials", "authorization_code", "refresh_token"]},
-            "client_id": {"type": "string"}, "client_secret": {"type": "string"}, "scope": {"type": "string"},
-            "code": {"type": "string"}, "redirect_uri": {"type": "string"}, "code_verifier": {"type": "string"},
-            "refresh_token": {"type": "string"}}},
-        "RevokeRequest": {"type": "object", "required": ["token"], "properties": {
-            "token": {"type": "string"}, "token_type_hint": {"type": "string", "enum": ["access_token", "refresh_token"]},
-            "client_id": {"type": "string"}, "client_secret": {"type": "string"}}},
         "Jwks": {"type": "object", "required": ["keys"], "properties": {"keys": {"type": "array", "items": {"type": "object"}}}},
         "Status": {"type": "object", "required": ["status"], "properties": {"status": {"type": "string"}}},
         "Object": {"type": "object"},
@@ -626,6 +626,8 @@ fn components() -> Value {
         generated::<TokenResponse>(),
         generated::<ErrorEnvelope<'static>>(),
         generated::<OAuthErrorBody>(),
+        generated::<TokenForm>(),
+        generated::<RevokeForm>(),
     ];
     let map = all.as_object_mut().expect("an object");
     for (name, schema) in types {
