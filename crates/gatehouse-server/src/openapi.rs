@@ -16,6 +16,7 @@ use crate::requests::{
     CreateProductRequest, CreateUserRequest, UpdateProductRequest, UpdateProfileRequest,
     UpdateUserRequest,
 };
+use crate::respond::{List, ListMeta, Meta, Single};
 use crate::responses::{ProductResponse, UserResponse};
 
 /// Schemas of fields whose Rust type says less than the wire does.
@@ -74,6 +75,9 @@ pub mod schemas {
     pub fn token_type_hint() -> Object {
         one_of(&["access_token", "refresh_token"])
     }
+    pub fn api_version() -> Object {
+        one_of(&[gatehouse_domain::API_VERSION])
+    }
     pub fn bearer() -> Object {
         one_of(&["Bearer"])
     }
@@ -85,6 +89,12 @@ pub mod schemas {
             .description(Some("RFC 3339 UTC with milliseconds (D4)."))
             .build()
     }
+}
+
+/// A schema generated from a type, under `name` (a generic type's own name
+/// does not say what it holds).
+fn named<T: ToSchema>(name: &str) -> (String, Value) {
+    (name.to_owned(), generated::<T>().1)
 }
 
 /// A schema generated from a type, under its name.
@@ -593,21 +603,15 @@ fn schema_ref(name: &str) -> Value {
     json!({"$ref": format!("#/components/schemas/{name}")})
 }
 
+/// The schemas: generated from the types below, and written out for the
+/// answers no type of ours writes field by field — the v2 cursor pages
+/// (written through `serde_json::Value`, keys sorted), the JWK set, the
+/// health status, HTML pages.
 fn components() -> Value {
-    let meta = json!({"type": "object", "required": ["request_id", "version"], "properties": {
-        "request_id": {"type": "string", "pattern": "^req_[0-9a-f]{32}$"}, "version": {"type": "string", "const": API_VERSION}}});
-    let list_meta = json!({"type": "object", "required": ["total", "limit", "offset", "request_id", "version"], "properties": {
-        "total": {"type": "integer", "minimum": 0}, "limit": {"type": "integer", "minimum": 1, "maximum": 100},
-        "offset": {"type": "integer", "minimum": 0}, "request_id": {"type": "string"}, "version": {"type": "string"}}});
     let cursor_meta = json!({"type": "object", "required": ["limit", "next_cursor", "request_id", "version"], "properties": {
         "limit": {"type": "integer", "minimum": 1, "maximum": 100}, "next_cursor": {"type": ["string", "null"]},
         "request_id": {"type": "string"}, "version": {"type": "string"}}});
     let mut all = json!({
-        "Meta": meta,
-        "UserEnvelope": {"type": "object", "required": ["data", "meta"], "properties": {"data": schema_ref("User"), "meta": schema_ref("Meta")}},
-        "ProductEnvelope": {"type": "object", "required": ["data", "meta"], "properties": {"data": schema_ref("Product"), "meta": schema_ref("Meta")}},
-        "UserList": {"type": "object", "required": ["data", "meta"], "properties": {"data": {"type": "array", "items": schema_ref("User")}, "meta": list_meta}},
-        "ProductList": {"type": "object", "required": ["data", "meta"], "properties": {"data": {"type": "array", "items": schema_ref("Product")}, "meta": list_meta}},
         "UserCursorList": {"type": "object", "required": ["data", "meta"], "properties": {"data": {"type": "array", "items": schema_ref("User")}, "meta": cursor_meta}},
         "ProductCursorList": {"type": "object", "required": ["data", "meta"], "properties": {"data": {"type": "array", "items": schema_ref("Product")}, "meta": cursor_meta}},
         "Jwks": {"type": "object", "required": ["keys"], "properties": {"keys": {"type": "array", "items": {"type": "object"}}}},
@@ -628,6 +632,12 @@ fn components() -> Value {
         generated::<OAuthErrorBody>(),
         generated::<TokenForm>(),
         generated::<RevokeForm>(),
+        generated::<Meta<'static>>(),
+        generated::<ListMeta<'static>>(),
+        named::<Single<'static, UserResponse<'static>>>("UserEnvelope"),
+        named::<Single<'static, ProductResponse<'static>>>("ProductEnvelope"),
+        named::<List<'static, UserResponse<'static>>>("UserList"),
+        named::<List<'static, ProductResponse<'static>>>("ProductList"),
     ];
     let map = all.as_object_mut().expect("an object");
     for (name, schema) in types {
