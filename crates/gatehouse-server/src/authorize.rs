@@ -123,7 +123,19 @@ async fn session_user(st: &AppState, headers: &HeaderMap, req: &AuthorizeRequest
         .flatten()
 }
 
-async fn start(State(st): State<AppState>, headers: HeaderMap, uri: Uri) -> Response {
+#[utoipa::path(
+    get,
+    path = "/oauth/authorize",
+    operation_id = "authorize",
+    tag = "OAuth",
+    summary = "Start the authorization-code flow in a browser (sign-in and consent pages)",
+    responses(
+        (status = 200, description = "Sign-in or consent page (HTML)", body = crate::openapi::Html, content_type = "text/html"),
+        (status = 303, description = "Back to the redirect URI"),
+        (status = 400, description = "Unknown client or redirect URI (HTML)", body = crate::openapi::Html, content_type = "text/html"),
+    ),
+)]
+pub(crate) async fn start(State(st): State<AppState>, headers: HeaderMap, uri: Uri) -> Response {
     let p: AuthorizeParameters =
         serde_urlencoded::from_str(uri.query().unwrap_or("")).unwrap_or_default();
     let req = match st.auth.check_authorize(&p.to_params()).await {

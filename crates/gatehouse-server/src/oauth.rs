@@ -153,7 +153,21 @@ pub fn client_auth(headers: &HeaderMap, form: &Form) -> Result<ClientAuth, OAuth
     }
 }
 
-async fn token(
+#[utoipa::path(
+    post,
+    path = "/oauth/token",
+    operation_id = "token",
+    tag = "OAuth",
+    summary = "Issue tokens (client_credentials, authorization_code with PKCE, refresh_token)",
+    request_body(content = crate::oauth_wire::TokenForm, content_type = "application/x-www-form-urlencoded"),
+    responses(
+        (status = 200, description = "Tokens", body = crate::oauth_wire::TokenResponse),
+        (status = 400, description = "OAuth error", body = crate::oauth_wire::OAuthErrorBody),
+        (status = 401, description = "Client authentication failed", body = crate::oauth_wire::OAuthErrorBody),
+        (status = 429, description = "Too many failed client authentications", body = crate::oauth_wire::OAuthErrorBody),
+    ),
+)]
+pub(crate) async fn token(
     State(st): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     req: Request,
@@ -249,7 +263,21 @@ async fn issue(
 
 /// `POST /oauth/revoke` (RFC 7009, D25): 200 with an empty body for any token,
 /// valid or not; 401 `invalid_client` for bad client credentials.
-async fn revoke(
+#[utoipa::path(
+    post,
+    path = "/oauth/revoke",
+    operation_id = "revoke",
+    tag = "OAuth",
+    summary = "Revoke a token (RFC 7009)",
+    request_body(content = crate::oauth_wire::RevokeForm, content_type = "application/x-www-form-urlencoded"),
+    responses(
+        (status = 200, description = "Revoked, or already invalid"),
+        (status = 400, description = "OAuth error", body = crate::oauth_wire::OAuthErrorBody),
+        (status = 401, description = "Client authentication failed", body = crate::oauth_wire::OAuthErrorBody),
+        (status = 429, description = "Too many failed client authentications", body = crate::oauth_wire::OAuthErrorBody),
+    ),
+)]
+pub(crate) async fn revoke(
     State(st): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     req: Request,

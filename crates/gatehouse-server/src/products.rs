@@ -33,7 +33,25 @@ pub(crate) fn product_filter(query: &mut Query) -> ProductFilter {
     }
 }
 
-async fn list(
+#[utoipa::path(
+    get,
+    path = "/v1/products",
+    operation_id = "listProducts",
+    tag = "Products",
+    summary = "List the catalog, newest first",
+    params(
+        ("limit" = Option<u32>, Query, minimum = 1, description = "Page size (default 20, at most 100); values above 100 are clamped to 100."),
+        ("offset" = Option<u64>, Query, description = "Items to skip."),
+        ("status" = Option<crate::openapi::ProductStatusName>, Query, description = "Only products with this status."),
+        ("q" = Option<String>, Query, max_length = 200, description = "Search text."),
+    ),
+    responses(
+        (status = 200, description = "A page of products", body = crate::respond::List<'static, crate::responses::ProductResponse<'static>>),
+        (status = 400, description = "Invalid query parameter", body = crate::error::ErrorEnvelope<'static>),
+    ),
+    security(("bearer" = ["products:read"]), ("oauth2" = ["products:read"])),
+)]
+pub(crate) async fn list(
     auth: Authorized<ProductsRead>,
     ctx: RequestCtx,
     State(st): State<AppState>,
@@ -48,7 +66,22 @@ async fn list(
     ))
 }
 
-async fn show(
+#[utoipa::path(
+    get,
+    path = "/v1/products/{product_id}",
+    operation_id = "getProduct",
+    tag = "Products",
+    summary = "Get a product",
+    params(
+        ("product_id" = String, Path, pattern = "^prod_[A-Za-z0-9]+$", description = "A product id (`prod_…`)."),
+    ),
+    responses(
+        (status = 200, description = "The product", body = crate::respond::Single<'static, crate::responses::ProductResponse<'static>>),
+        (status = 404, description = "No such product", body = crate::error::ErrorEnvelope<'static>),
+    ),
+    security(("bearer" = ["products:read"]), ("oauth2" = ["products:read"])),
+)]
+pub(crate) async fn show(
     auth: Authorized<ProductsRead>,
     ctx: RequestCtx,
     State(st): State<AppState>,
@@ -62,7 +95,23 @@ async fn show(
     ))
 }
 
-async fn create(
+#[utoipa::path(
+    post,
+    path = "/v1/products",
+    operation_id = "createProduct",
+    tag = "Products",
+    summary = "Add a product",
+    request_body(content = crate::requests::CreateProductRequest, content_type = "application/json"),
+    responses(
+        (status = 201, description = "The new product; Location names it", body = crate::respond::Single<'static, crate::responses::ProductResponse<'static>>),
+        (status = 400, description = "Invalid fields", body = crate::error::ErrorEnvelope<'static>),
+        (status = 409, description = "The sku exists in the catalog", body = crate::error::ErrorEnvelope<'static>),
+        (status = 413, description = "Body over 64 KiB", body = crate::error::ErrorEnvelope<'static>),
+        (status = 415, description = "Not JSON", body = crate::error::ErrorEnvelope<'static>),
+    ),
+    security(("bearer" = ["products:write"]), ("oauth2" = ["products:write"])),
+)]
+pub(crate) async fn create(
     auth: Authorized<ProductsWrite>,
     ctx: RequestCtx,
     State(st): State<AppState>,
@@ -77,7 +126,28 @@ async fn create(
     ))
 }
 
-async fn update(
+#[utoipa::path(
+    patch,
+    path = "/v1/products/{product_id}",
+    operation_id = "updateProduct",
+    tag = "Products",
+    summary = "Change a product (status follows stock unless discontinued)",
+    params(
+        ("product_id" = String, Path, pattern = "^prod_[A-Za-z0-9]+$", description = "A product id (`prod_…`)."),
+    ),
+    request_body(content = crate::requests::UpdateProductRequest, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The updated product", body = crate::respond::Single<'static, crate::responses::ProductResponse<'static>>),
+        (status = 400, description = "Invalid fields", body = crate::error::ErrorEnvelope<'static>),
+        (status = 404, description = "No such product", body = crate::error::ErrorEnvelope<'static>),
+        (status = 409, description = "The sku exists in the catalog", body = crate::error::ErrorEnvelope<'static>),
+        (status = 413, description = "Body over 64 KiB", body = crate::error::ErrorEnvelope<'static>),
+        (status = 415, description = "Not JSON", body = crate::error::ErrorEnvelope<'static>),
+        (status = 422, description = "Status disagrees with stock", body = crate::error::ErrorEnvelope<'static>),
+    ),
+    security(("bearer" = ["products:write"]), ("oauth2" = ["products:write"])),
+)]
+pub(crate) async fn update(
     auth: Authorized<ProductsWrite>,
     ctx: RequestCtx,
     State(st): State<AppState>,
@@ -94,7 +164,22 @@ async fn update(
     ))
 }
 
-async fn remove(
+#[utoipa::path(
+    delete,
+    path = "/v1/products/{product_id}",
+    operation_id = "deleteProduct",
+    tag = "Products",
+    summary = "Remove a product",
+    params(
+        ("product_id" = String, Path, pattern = "^prod_[A-Za-z0-9]+$", description = "A product id (`prod_…`)."),
+    ),
+    responses(
+        (status = 204, description = "Deleted"),
+        (status = 404, description = "No such product", body = crate::error::ErrorEnvelope<'static>),
+    ),
+    security(("bearer" = ["products:write"]), ("oauth2" = ["products:write"])),
+)]
+pub(crate) async fn remove(
     auth: Authorized<ProductsWrite>,
     State(st): State<AppState>,
     Id(id): Id<ProductId>,

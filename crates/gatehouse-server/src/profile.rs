@@ -29,7 +29,19 @@ fn me<S>(auth: &Authorized<S>) -> Result<UserId, ApiError> {
     })
 }
 
-async fn show(
+#[utoipa::path(
+    get,
+    path = "/v1/me",
+    operation_id = "getProfile",
+    tag = "Profile",
+    summary = "The profile of the user the token acts for",
+    responses(
+        (status = 200, description = "The user", body = crate::respond::Single<'static, crate::responses::UserResponse<'static>>),
+        (status = 404, description = "The token acts for no user", body = crate::error::ErrorEnvelope<'static>),
+    ),
+    security(("bearer" = ["profile:read"]), ("oauth2" = ["profile:read"])),
+)]
+pub(crate) async fn show(
     auth: Authorized<ProfileRead>,
     ctx: RequestCtx,
     State(st): State<AppState>,
@@ -43,7 +55,23 @@ async fn show(
     ))
 }
 
-async fn update(
+#[utoipa::path(
+    patch,
+    path = "/v1/me",
+    operation_id = "updateProfile",
+    tag = "Profile",
+    summary = "Change your own name",
+    request_body(content = crate::requests::UpdateProfileRequest, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The user", body = crate::respond::Single<'static, crate::responses::UserResponse<'static>>),
+        (status = 400, description = "Invalid fields", body = crate::error::ErrorEnvelope<'static>),
+        (status = 404, description = "The token acts for no user", body = crate::error::ErrorEnvelope<'static>),
+        (status = 413, description = "Body over 64 KiB", body = crate::error::ErrorEnvelope<'static>),
+        (status = 415, description = "Not JSON", body = crate::error::ErrorEnvelope<'static>),
+    ),
+    security(("bearer" = ["profile:write"]), ("oauth2" = ["profile:write"])),
+)]
+pub(crate) async fn update(
     auth: Authorized<ProfileWrite>,
     ctx: RequestCtx,
     State(st): State<AppState>,

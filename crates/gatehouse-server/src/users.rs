@@ -34,7 +34,26 @@ pub(crate) fn user_filter(query: &mut Query) -> UserFilter {
     }
 }
 
-async fn list(
+#[utoipa::path(
+    get,
+    path = "/v1/users",
+    operation_id = "listUsers",
+    tag = "Users",
+    summary = "List the organization's users, newest first",
+    params(
+        ("limit" = Option<u32>, Query, minimum = 1, description = "Page size (default 20, at most 100); values above 100 are clamped to 100."),
+        ("offset" = Option<u64>, Query, description = "Items to skip."),
+        ("role" = Option<crate::openapi::RoleName>, Query, description = "Only users with this role."),
+        ("status" = Option<crate::openapi::UserStatusName>, Query, description = "Only users with this status."),
+        ("q" = Option<String>, Query, max_length = 200, description = "Search text."),
+    ),
+    responses(
+        (status = 200, description = "A page of users", body = crate::respond::List<'static, crate::responses::UserResponse<'static>>),
+        (status = 400, description = "Invalid query parameter", body = crate::error::ErrorEnvelope<'static>),
+    ),
+    security(("bearer" = ["users:read"]), ("oauth2" = ["users:read"])),
+)]
+pub(crate) async fn list(
     auth: Authorized<UsersRead>,
     ctx: RequestCtx,
     State(st): State<AppState>,
@@ -47,7 +66,22 @@ async fn list(
     Ok(respond::list::<_, UserResponse<'_>>(&ctx, &listing, page))
 }
 
-async fn show(
+#[utoipa::path(
+    get,
+    path = "/v1/users/{user_id}",
+    operation_id = "getUser",
+    tag = "Users",
+    summary = "Get a user",
+    params(
+        ("user_id" = String, Path, pattern = "^usr_[A-Za-z0-9]+$", description = "A user id (`usr_…`)."),
+    ),
+    responses(
+        (status = 200, description = "The user", body = crate::respond::Single<'static, crate::responses::UserResponse<'static>>),
+        (status = 404, description = "No such user in the organization", body = crate::error::ErrorEnvelope<'static>),
+    ),
+    security(("bearer" = ["users:read"]), ("oauth2" = ["users:read"])),
+)]
+pub(crate) async fn show(
     auth: Authorized<UsersRead>,
     ctx: RequestCtx,
     State(st): State<AppState>,
@@ -61,7 +95,23 @@ async fn show(
     ))
 }
 
-async fn create(
+#[utoipa::path(
+    post,
+    path = "/v1/users",
+    operation_id = "createUser",
+    tag = "Users",
+    summary = "Invite a user (created as pending_invite; an invitation e-mail is sent)",
+    request_body(content = crate::requests::CreateUserRequest, content_type = "application/json"),
+    responses(
+        (status = 201, description = "The new user; Location names it", body = crate::respond::Single<'static, crate::responses::UserResponse<'static>>),
+        (status = 400, description = "Invalid fields", body = crate::error::ErrorEnvelope<'static>),
+        (status = 409, description = "The e-mail exists in the organization", body = crate::error::ErrorEnvelope<'static>),
+        (status = 413, description = "Body over 64 KiB", body = crate::error::ErrorEnvelope<'static>),
+        (status = 415, description = "Not JSON", body = crate::error::ErrorEnvelope<'static>),
+    ),
+    security(("bearer" = ["users:write"]), ("oauth2" = ["users:write"])),
+)]
+pub(crate) async fn create(
     auth: Authorized<UsersWrite>,
     ctx: RequestCtx,
     State(st): State<AppState>,
@@ -77,7 +127,27 @@ async fn create(
     ))
 }
 
-async fn update(
+#[utoipa::path(
+    patch,
+    path = "/v1/users/{user_id}",
+    operation_id = "updateUser",
+    tag = "Users",
+    summary = "Change a user's name, role or status (all or nothing)",
+    params(
+        ("user_id" = String, Path, pattern = "^usr_[A-Za-z0-9]+$", description = "A user id (`usr_…`)."),
+    ),
+    request_body(content = crate::requests::UpdateUserRequest, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The updated user", body = crate::respond::Single<'static, crate::responses::UserResponse<'static>>),
+        (status = 400, description = "Invalid fields", body = crate::error::ErrorEnvelope<'static>),
+        (status = 404, description = "No such user", body = crate::error::ErrorEnvelope<'static>),
+        (status = 413, description = "Body over 64 KiB", body = crate::error::ErrorEnvelope<'static>),
+        (status = 415, description = "Not JSON", body = crate::error::ErrorEnvelope<'static>),
+        (status = 422, description = "Forbidden state change or last admin", body = crate::error::ErrorEnvelope<'static>),
+    ),
+    security(("bearer" = ["users:write"]), ("oauth2" = ["users:write"])),
+)]
+pub(crate) async fn update(
     auth: Authorized<UsersWrite>,
     ctx: RequestCtx,
     State(st): State<AppState>,
@@ -92,7 +162,7 @@ async fn update(
 }
 
 /// `?transfer_to=usr_…` of a deletion (D13).
-struct TransferTo(Option<UserId>);
+pub(crate) struct TransferTo(Option<UserId>);
 
 impl FromRequestParts<AppState> for TransferTo {
     type Rejection = ApiError;
@@ -107,7 +177,25 @@ impl FromRequestParts<AppState> for TransferTo {
     }
 }
 
-async fn remove(
+#[utoipa::path(
+    delete,
+    path = "/v1/users/{user_id}",
+    operation_id = "deleteUser",
+    tag = "Users",
+    summary = "Delete a user; their sessions and tokens stop working at once",
+    params(
+        ("user_id" = String, Path, pattern = "^usr_[A-Za-z0-9]+$", description = "A user id (`usr_…`)."),
+        ("transfer_to" = Option<String>, Query, pattern = "^usr_[A-Za-z0-9]+$", description = "An active user of the organization who takes over the deleted user's client applications (D13)."),
+    ),
+    responses(
+        (status = 204, description = "Deleted"),
+        (status = 400, description = "Invalid transfer_to", body = crate::error::ErrorEnvelope<'static>),
+        (status = 404, description = "No such user", body = crate::error::ErrorEnvelope<'static>),
+        (status = 422, description = "Owned client applications or last admin", body = crate::error::ErrorEnvelope<'static>),
+    ),
+    security(("bearer" = ["users:write"]), ("oauth2" = ["users:write"])),
+)]
+pub(crate) async fn remove(
     auth: Authorized<UsersWrite>,
     State(st): State<AppState>,
     // D9: the query's 400 before the id's 404.
@@ -121,7 +209,23 @@ async fn remove(
 }
 
 /// `POST /v1/users/{id}/invitation` (D19): a new invitation link replaces the old one.
-async fn reinvite(
+#[utoipa::path(
+    post,
+    path = "/v1/users/{user_id}/invitation",
+    operation_id = "resendInvitation",
+    tag = "Users",
+    summary = "Send a new invitation (the previous link stops working)",
+    params(
+        ("user_id" = String, Path, pattern = "^usr_[A-Za-z0-9]+$", description = "A user id (`usr_…`)."),
+    ),
+    responses(
+        (status = 202, description = "A new invitation is queued", body = crate::respond::Single<'static, crate::responses::UserResponse<'static>>),
+        (status = 404, description = "No such user", body = crate::error::ErrorEnvelope<'static>),
+        (status = 422, description = "The user is not pending_invite", body = crate::error::ErrorEnvelope<'static>),
+    ),
+    security(("bearer" = ["users:write"]), ("oauth2" = ["users:write"])),
+)]
+pub(crate) async fn reinvite(
     auth: Authorized<UsersWrite>,
     ctx: RequestCtx,
     State(st): State<AppState>,
