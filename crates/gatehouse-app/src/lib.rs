@@ -15,6 +15,7 @@ pub mod api_keys;
 pub mod bootstrap;
 pub mod clients;
 pub mod error;
+mod grants;
 pub mod keys;
 pub mod links;
 pub mod orgs;

@@ -116,7 +116,7 @@ fn consent_page(
 
 async fn session_user(st: &AppState, headers: &HeaderMap, req: &AuthorizeRequest) -> Option<User> {
     let cookie = pages::cookie(headers, SESSION_COOKIE)?;
-    st.auth
+    st.app
         .session_user(&cookie, &req.client.org)
         .await
         .ok()
@@ -138,7 +138,7 @@ async fn session_user(st: &AppState, headers: &HeaderMap, req: &AuthorizeRequest
 pub(crate) async fn start(State(st): State<AppState>, headers: HeaderMap, uri: Uri) -> Response {
     let p: AuthorizeParameters =
         serde_urlencoded::from_str(uri.query().unwrap_or("")).unwrap_or_default();
-    let req = match st.auth.check_authorize(&p.to_params()).await {
+    let req = match st.app.check_authorize(&p.to_params()).await {
         Ok(r) => r,
         Err(e) => return refuse(&st, e),
     };
@@ -168,7 +168,7 @@ async fn login(
         );
     }
     let p = AuthorizeParameters::from_form(&form);
-    let req = match st.auth.check_authorize(&p.to_params()).await {
+    let req = match st.app.check_authorize(&p.to_params()).await {
         Ok(r) => r,
         Err(e) => return refuse(&st, e),
     };
@@ -176,12 +176,12 @@ async fn login(
     let password = form.value("password").unwrap_or("");
     let source = pages::client_ip(&headers, peer, &st.config.trusted_proxies).to_string();
     match st
-        .auth
+        .app
         .login(&req.client.org, email, password, &source)
         .await
     {
         Ok(user) => {
-            let Ok(token) = st.auth.create_session(&user, &req.client.org).await else {
+            let Ok(token) = st.app.create_session(&user, &req.client.org).await else {
                 return pages::message(
                     &st,
                     StatusCode::SERVICE_UNAVAILABLE,
@@ -220,7 +220,7 @@ async fn decide(State(st): State<AppState>, request: Request) -> Response {
         );
     }
     let p = AuthorizeParameters::from_form(&form);
-    let req = match st.auth.check_authorize(&p.to_params()).await {
+    let req = match st.app.check_authorize(&p.to_params()).await {
         Ok(r) => r,
         Err(e) => return refuse(&st, e),
     };
@@ -246,7 +246,7 @@ async fn decide(State(st): State<AppState>, request: Request) -> Response {
                     ),
                 );
             }
-            match st.auth.issue_code(&req, &user, granted).await {
+            match st.app.issue_code(&req, &user, granted).await {
                 Ok(code) => {
                     let pairs = with_state(vec![("code", code)]);
                     let refs: Vec<(&str, &str)> =

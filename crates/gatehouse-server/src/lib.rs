@@ -81,8 +81,9 @@ pub struct AppState(Arc<Inner>);
 pub struct Inner {
     /// The use cases.
     pub app: App,
-    /// The authorization server inside `app`, for the OAuth endpoints,
-    /// pages and extractors.
+    /// The authorization server inside `app`, for the extractors (bearer
+    /// tokens, rate limits) and the JWKS endpoint; the OAuth endpoints and
+    /// pages go through `app`.
     pub auth: Arc<AuthService>,
     pub config: ServerConfig,
     pub templates: docs::Templates,

@@ -182,12 +182,12 @@ pub(crate) async fn token(
     // The client authentication is read once: for D28's guard and for the grant.
     let auth = client_auth(headers, &form);
     let presented = presented_client_id(&auth, &form);
-    if let Some(wait) = st.auth.auth_failures_blocked(presented, source) {
+    if let Some(wait) = st.app.auth_failures_blocked(presented, source) {
         return too_many_failures(wait);
     }
     let result = issue(&st, &auth, &form).await;
     if matches!(&result, Err(e) if e.kind == OAuthErrorKind::InvalidClient) {
-        st.auth.record_auth_failure(presented, source);
+        st.app.record_auth_failure(presented, source);
     }
     match result {
         Ok(tokens) => {
@@ -239,21 +239,21 @@ async fn issue(
     let client = || auth.as_ref().map_err(Clone::clone);
     match grant {
         TokenRequest::ClientCredentials { scope } => {
-            st.auth.client_credentials(client()?, scope).await
+            st.app.client_credentials(client()?, scope).await
         }
         TokenRequest::AuthorizationCode {
             code,
             redirect_uri,
             code_verifier,
         } => {
-            st.auth
+            st.app
                 .authorization_code(client()?, code, redirect_uri, code_verifier)
                 .await
         }
         TokenRequest::RefreshToken {
             refresh_token,
             scope,
-        } => st.auth.refresh(client()?, refresh_token, scope).await,
+        } => st.app.refresh(client()?, refresh_token, scope).await,
         TokenRequest::Unsupported(other) => Err(OAuthError::new(
             OAuthErrorKind::UnsupportedGrantType,
             format!("grant_type {other} is not supported"),
@@ -291,7 +291,7 @@ pub(crate) async fn revoke(
     let source = crate::pages::client_ip(headers, peer, &st.config.trusted_proxies);
     let auth = client_auth(headers, &form);
     let presented = presented_client_id(&auth, &form);
-    if let Some(wait) = st.auth.auth_failures_blocked(presented, source) {
+    if let Some(wait) = st.app.auth_failures_blocked(presented, source) {
         return too_many_failures(wait);
     }
     let result = async {
@@ -301,13 +301,13 @@ pub(crate) async fn revoke(
             .token
             .as_deref()
             .ok_or_else(|| OAuthError::invalid_request("token is required"))?;
-        st.auth
+        st.app
             .revoke(auth, token, req.token_type_hint.as_deref())
             .await
     }
     .await;
     if matches!(&result, Err(e) if e.kind == OAuthErrorKind::InvalidClient) {
-        st.auth.record_auth_failure(presented, source);
+        st.app.record_auth_failure(presented, source);
     }
     match result {
         Ok(()) => {
