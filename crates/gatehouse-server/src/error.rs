@@ -184,7 +184,8 @@ impl IntoResponse for ApiError {
     }
 }
 
-/// The error envelope of D6, as written and as documented.
+// D6: one envelope for every error of every route.
+/// Every error answer of the API.
 #[derive(Serialize, ToSchema)]
 #[schema(as = Error)]
 pub struct ErrorEnvelope<'a> {

@@ -11,7 +11,8 @@ use utoipa::ToSchema;
 
 use crate::form::Form;
 
-/// The token response of interface.md §2.4 (RFC 6749 §5.1).
+// interface.md §2.4.
+/// Issued tokens (RFC 6749 §5.1).
 #[derive(Clone, Debug, Serialize, ToSchema)]
 pub struct TokenResponse {
     pub access_token: String,
@@ -46,9 +47,9 @@ pub struct OAuthErrorBody {
     pub error_description: String,
 }
 
-/// The form of `POST /oauth/token` (RFC 6749 §4.1.3, §4.4.2, §6). The
-/// client may authenticate with HTTP Basic instead of `client_id` and
-/// `client_secret` (D20).
+// D20: HTTP Basic or the form's client_id and client_secret, never both.
+/// A token request (RFC 6749 §4.1.3, §4.4.2, §6). The client authenticates
+/// with HTTP Basic or with `client_id` and `client_secret`.
 #[derive(Debug, Default, Deserialize, ToSchema)]
 #[schema(as = TokenRequest)]
 pub struct TokenForm {
@@ -118,8 +119,8 @@ impl<'a> TokenRequest<'a> {
     }
 }
 
-/// The form of `POST /oauth/revoke` (RFC 7009 §2.1); client authentication
-/// as at the token endpoint.
+/// A revocation request (RFC 7009 §2.1); the client authenticates as at
+/// the token endpoint.
 #[derive(Debug, Default, Deserialize, ToSchema)]
 #[schema(as = RevokeRequest)]
 pub struct RevokeForm {

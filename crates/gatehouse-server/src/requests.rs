@@ -211,7 +211,8 @@ impl Issues {
     }
 }
 
-/// `POST /v1/users` (interface.md §4.3, D11, D12).
+// interface.md §4.3, D11, D12.
+/// A user to invite: created `pending_invite`, an invitation e-mail is sent.
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(as = NewUser)]
@@ -249,7 +250,8 @@ impl RequestBody for CreateUserRequest {
     }
 }
 
-/// `PATCH /v1/users/{user_id}`: absent fields stay as they are (D9, D11).
+// D9 (all or nothing), D11 (status transitions).
+/// Changes to a user; absent fields stay as they are.
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(as = UserPatch)]
@@ -277,7 +279,8 @@ impl RequestBody for UpdateUserRequest {
     }
 }
 
-/// `POST /v1/products` (interface.md §4.4, D16).
+// interface.md §4.4, D16.
+/// A new product; its status follows the stock unless `discontinued`.
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(as = NewProduct)]
@@ -334,7 +337,7 @@ impl RequestBody for CreateProductRequest {
     }
 }
 
-/// `PATCH /v1/products/{product_id}`: absent fields stay as they are.
+/// Changes to a product; absent fields stay as they are.
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(as = ProductPatch)]
@@ -370,7 +373,8 @@ impl RequestBody for UpdateProductRequest {
     }
 }
 
-/// `PATCH /v1/me` (D15): only the name can be changed.
+// D15.
+/// Changes to your own profile: only the name.
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(as = ProfilePatch)]

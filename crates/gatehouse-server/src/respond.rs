@@ -61,7 +61,8 @@ pub struct ListMeta<'a> {
     version: &'static str,
 }
 
-/// One page of a list (interface.md §4.2).
+// interface.md §4.2.
+/// One page of a list.
 #[derive(Serialize, ToSchema)]
 pub struct List<'a, T> {
     data: &'a [T],

@@ -8,7 +8,8 @@ use utoipa::ToSchema;
 
 use crate::openapi::schemas;
 
-/// The User schema (interface.md §2.1).
+// interface.md §2.1.
+/// A user of the organization.
 #[derive(Serialize, ToSchema)]
 #[schema(as = User)]
 pub struct UserResponse<'a> {
@@ -42,8 +43,8 @@ impl<'a> From<&'a User> for UserResponse<'a> {
     }
 }
 
-/// The Product schema (interface.md §2.2); `updated_at` is kept for
-/// auditing, not shown.
+// interface.md §2.2; `updated_at` is kept for auditing, not shown.
+/// A product of the catalog.
 #[derive(Serialize, ToSchema)]
 #[schema(as = Product)]
 pub struct ProductResponse<'a> {
