@@ -223,16 +223,30 @@ impl PathId for ProductId {
     }
 }
 
+impl<I: PathId> Id<I> {
+    /// The path's id segment as sent: a path that cannot be decoded is a
+    /// 404 before anything else about the request is looked at.
+    pub(crate) async fn segment(parts: &mut Parts, state: &AppState) -> Result<String, ApiError> {
+        Path::<String>::from_request_parts(parts, state)
+            .await
+            .map(|Path(raw)| raw)
+            .map_err(|_| ApiError::not_found(Resource::Any))
+    }
+
+    /// The id in a decoded segment; one of the wrong shape or prefix is a 404.
+    pub(crate) fn parse(raw: &str) -> Result<Self, ApiError> {
+        I::parse(raw)
+            .map(Id)
+            .ok_or_else(|| ApiError::not_found(I::RESOURCE))
+    }
+}
+
 impl<I: PathId> FromRequestParts<AppState> for Id<I> {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let Path(raw) = Path::<String>::from_request_parts(parts, state)
-            .await
-            .map_err(|_| ApiError::not_found(Resource::Any))?;
-        I::parse(&raw)
-            .map(Id)
-            .ok_or_else(|| ApiError::not_found(I::RESOURCE))
+        let raw = Self::segment(parts, state).await?;
+        Self::parse(&raw)
     }
 }
 
@@ -515,7 +529,8 @@ impl<B: RequestBody> FromRequest<AppState> for Body<B> {
 }
 
 /// A request addressing one resource by path id with a JSON body. D9: the
-/// body's 415/413/400 come before the id's 404, so the id is checked last.
+/// body's 415/413/400 come before the id's 404, so the id is checked last
+/// (a path that cannot be decoded at all is a 404 first).
 pub struct IdBody<I, B: RequestBody> {
     pub id: I,
     pub body: B::Domain,
@@ -526,9 +541,9 @@ impl<I: PathId, B: RequestBody> FromRequest<AppState> for IdBody<I, B> {
 
     async fn from_request(req: Request, state: &AppState) -> Result<Self, ApiError> {
         let (mut parts, body) = req.into_parts();
-        let id = Id::<I>::from_request_parts(&mut parts, state).await;
+        let raw = Id::<I>::segment(&mut parts, state).await?;
         let Body(body) = Body::<B>::from_request(Request::from_parts(parts, body), state).await?;
-        let Id(id) = id?;
+        let Id(id) = Id::parse(&raw)?;
         Ok(Self { id, body })
     }
 }

@@ -161,19 +161,26 @@ pub(crate) async fn update(
     ))
 }
 
-/// `?transfer_to=usr_…` of a deletion (D13).
-pub(crate) struct TransferTo(Option<UserId>);
+/// A deletion: the user and `?transfer_to=usr_…`, the heir of their client
+/// applications (D13). D9: the query's 400 comes before the id's 404 (a path
+/// that cannot be decoded at all is a 404 first).
+pub(crate) struct Deletion {
+    id: UserId,
+    transfer_to: Option<UserId>,
+}
 
-impl FromRequestParts<AppState> for TransferTo {
+impl FromRequestParts<AppState> for Deletion {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, st: &AppState) -> Result<Self, ApiError> {
+        let raw = Id::<UserId>::segment(parts, st).await?;
         let mut query = Query::from_request_parts(parts, st).await?;
-        let to = query.field("transfer_to", |t| {
+        let transfer_to = query.field("transfer_to", |t| {
             UserId::parse(t).ok_or_else(|| "must be a user id (usr_…)".to_owned())
         });
         query.finish()?;
-        Ok(Self(to))
+        let Id(id) = Id::parse(&raw)?;
+        Ok(Self { id, transfer_to })
     }
 }
 
@@ -198,9 +205,7 @@ impl FromRequestParts<AppState> for TransferTo {
 pub(crate) async fn remove(
     auth: Authorized<UsersWrite>,
     State(st): State<AppState>,
-    // D9: the query's 400 before the id's 404.
-    TransferTo(transfer_to): TransferTo,
-    Id(id): Id<UserId>,
+    Deletion { id, transfer_to }: Deletion,
 ) -> Result<Response, ApiError> {
     st.app
         .delete_user(auth.org(), &id, transfer_to.as_ref())
