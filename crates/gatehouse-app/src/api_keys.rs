@@ -4,6 +4,7 @@ use gatehouse_auth::secrets;
 use gatehouse_domain::{ApiKey, ApiKeyId, Name, OrgId, ScopeSet, Timestamp};
 
 use crate::App;
+use crate::Resource;
 use crate::error::{AppError, AppResult, OrApp};
 
 impl App {
@@ -31,7 +32,7 @@ impl App {
         self.store()
             .insert_api_key(org, &record, &secrets::hash_secret(&key))
             .await
-            .or_app("API key")?;
+            .or_app(Resource::ApiKey)?;
         Ok((record, key))
     }
 
@@ -41,11 +42,11 @@ impl App {
             .store()
             .operator_find_api_key(id)
             .await
-            .or_app("API key")?
-            .ok_or(AppError::NotFound("API key"))?;
+            .or_app(Resource::ApiKey)?
+            .ok_or(AppError::NotFound(Resource::ApiKey))?;
         self.store()
             .revoke_api_key(&k.org, id, Timestamp::now())
             .await
-            .or_app("API key")
+            .or_app(Resource::ApiKey)
     }
 }

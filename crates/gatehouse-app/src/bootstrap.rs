@@ -5,6 +5,7 @@ use gatehouse_domain::{ClientId, Fixture, OrgId, Organization, Plan, ScopeSet, T
 use gatehouse_store::NewClient;
 
 use crate::App;
+use crate::Resource;
 use crate::error::{AppResult, OrApp};
 
 /// The organization and client to create on an empty database.
@@ -46,7 +47,7 @@ impl App {
             .store()
             .bootstrap(&org, &client)
             .await
-            .or_app("organization")?
+            .or_app(Resource::Organization)?
         {
             return Ok(None);
         }
@@ -54,7 +55,7 @@ impl App {
             self.store()
                 .reset_to_fixture(Some(&org.id), &Fixture::standard(), Timestamp::now())
                 .await
-                .or_app("organization")?;
+                .or_app(Resource::Organization)?;
         }
         Ok(Some(org.id))
     }

@@ -8,6 +8,7 @@ use gatehouse_domain::{
 use gatehouse_store::NewClient;
 
 use crate::App;
+use crate::Resource;
 use crate::error::{AppError, AppResult, OrApp};
 
 /// A client application to register.
@@ -72,7 +73,7 @@ impl App {
             .store()
             .insert_client(org, &new)
             .await
-            .or_app("client")?;
+            .or_app(Resource::Client)?;
         Ok(Registered { client, secret })
     }
 
@@ -95,7 +96,7 @@ impl App {
             .store()
             .rotate_client_secret(&c.org, id, &secrets::hash_secret(&secret), until)
             .await
-            .or_app("client")?;
+            .or_app(Resource::Client)?;
         Ok(RotatedSecret {
             client,
             secret,
@@ -109,7 +110,7 @@ impl App {
         self.store()
             .approve_admin(&c.org, id)
             .await
-            .or_app("client")
+            .or_app(Resource::Client)
     }
 
     /// An operator names a client by its id alone; the id establishes the
@@ -118,7 +119,7 @@ impl App {
         self.store()
             .resolve_client(id)
             .await
-            .or_app("client")?
-            .ok_or(AppError::NotFound("client"))
+            .or_app(Resource::Client)?
+            .ok_or(AppError::NotFound(Resource::Client))
     }
 }

@@ -4,6 +4,8 @@
 use gatehouse_domain::DomainError;
 use gatehouse_store::StoreError;
 
+use crate::Resource;
+
 /// Why a use case failed. 404 and 409 name the resource they concern, so
 /// the answer says "user not found", not "not found".
 #[derive(Debug, thiserror::Error)]
@@ -11,13 +13,10 @@ pub enum AppError {
     /// No such resource in the caller's organization (D2: another tenant's
     /// record is indistinguishable from a missing one).
     #[error("{0} not found")]
-    NotFound(&'static str),
+    NotFound(Resource),
     /// A unique attribute already exists (`email`, `sku`).
     #[error("a {what} with this {field} already exists")]
-    Duplicate {
-        what: &'static str,
-        field: &'static str,
-    },
+    Duplicate { what: Resource, field: &'static str },
     /// A business rule or a validation refused the request.
     #[error(transparent)]
     Rule(#[from] DomainError),
@@ -30,8 +29,8 @@ pub enum AppError {
 }
 
 impl AppError {
-    /// A storage error of a use case acting on `what` (`"user"`, `"product"` …).
-    pub fn store(e: StoreError, what: &'static str) -> Self {
+    /// A storage error of a use case acting on `what`.
+    pub fn store(e: StoreError, what: Resource) -> Self {
         match e {
             StoreError::NotFound => Self::NotFound(what),
             StoreError::Duplicate(field) => Self::Duplicate { what, field },
@@ -51,13 +50,13 @@ impl AppError {
 
 pub type AppResult<T> = Result<T, AppError>;
 
-/// `.or_app("user")` on a storage result.
+/// `.or_app(Resource::User)` on a storage result.
 pub(crate) trait OrApp<T> {
-    fn or_app(self, what: &'static str) -> AppResult<T>;
+    fn or_app(self, what: Resource) -> AppResult<T>;
 }
 
 impl<T> OrApp<T> for Result<T, StoreError> {
-    fn or_app(self, what: &'static str) -> AppResult<T> {
+    fn or_app(self, what: Resource) -> AppResult<T> {
         self.map_err(|e| AppError::store(e, what))
     }
 }

@@ -14,7 +14,7 @@ use gatehouse_domain::{OrgId, Timestamp, random};
 use gatehouse_store::{Begun, IdempotencyKey, KeptResponse};
 
 use crate::error::OrApp;
-use crate::{App, AppError, AppResult};
+use crate::{App, AppError, AppResult, Resource};
 
 /// D50's default retention of a kept response (`GATEHOUSE_IDEMPOTENCY_RETENTION_SECS`).
 pub const DEFAULT_RETENTION_SECS: i64 = 24 * 3600;
@@ -135,7 +135,7 @@ impl App {
             .store()
             .begin_idempotent(org, &key, digest, &claim, now, expires)
             .await
-            .or_app("idempotency key")?;
+            .or_app(Resource::IdempotencyKey)?;
         Ok(match begun {
             Begun::Claimed => Idempotent::Run(Claim {
                 org: org.clone(),
@@ -191,7 +191,7 @@ impl App {
             .store()
             .finish_idempotent(&claim.org, &claim.key, &claim.claim, &kept, expires)
             .await
-            .or_app("idempotency key")?;
+            .or_app(Resource::IdempotencyKey)?;
         if !mine {
             tracing::warn!(
                 key = %claim.key.key,
@@ -206,7 +206,7 @@ impl App {
         self.store()
             .abandon_idempotent(&claim.org, &claim.key, &claim.claim)
             .await
-            .or_app("idempotency key")
+            .or_app(Resource::IdempotencyKey)
     }
 }
 

@@ -4,6 +4,7 @@ use gatehouse_auth::{KeyRing, MasterKey, keys::KeyError};
 use gatehouse_store::SigningKeyRecord;
 
 use crate::App;
+use crate::Resource;
 use crate::error::{AppError, AppResult};
 
 impl App {
@@ -19,7 +20,7 @@ impl App {
         KeyRing::rotate(self.store(), master, delay)
             .await
             .map_err(|e| match e {
-                KeyError::Store(e) => AppError::store(e, "signing key"),
+                KeyError::Store(e) => AppError::store(e, Resource::SigningKey),
                 other => AppError::Internal(other.to_string()),
             })
     }

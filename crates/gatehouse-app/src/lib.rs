@@ -15,12 +15,14 @@ pub mod api_keys;
 pub mod bootstrap;
 pub mod clients;
 pub mod error;
+mod grants;
 pub mod idempotency;
 pub mod keys;
 pub mod links;
 pub mod orgs;
 pub mod products;
 pub mod profile;
+pub mod resource;
 pub mod staging;
 pub mod users;
 
@@ -35,6 +37,7 @@ use crate::error::OrApp;
 pub use error::{AppError, AppResult};
 /// The list filters of interface.md §4.3/§4.4, as the handlers build them.
 pub use gatehouse_store::{ProductFilter, UserFilter};
+pub use resource::Resource;
 
 /// The use cases, over one store. Cheap to clone.
 #[derive(Clone)]
@@ -98,7 +101,7 @@ impl App {
 
     /// `/readyz` (D42): storage answers.
     pub async fn ready(&self) -> AppResult<()> {
-        self.store().ping().await.or_app("storage")
+        self.store().ping().await.or_app(Resource::Storage)
     }
 
     /// The organization's name for e-mails, or a neutral phrase.
@@ -107,7 +110,7 @@ impl App {
             .store()
             .get_org(org)
             .await
-            .or_app("organization")?
+            .or_app(Resource::Organization)?
             .map(|o| o.name)
             .unwrap_or_else(|| "your organization".into()))
     }

@@ -9,6 +9,7 @@ use gatehouse_domain::{ClientId, Email, Timestamp, User, link};
 use gatehouse_store::LinkKind;
 
 use crate::App;
+use crate::Resource;
 use crate::error::{AppError, AppResult, OrApp};
 
 impl App {
@@ -28,21 +29,21 @@ impl App {
             .store()
             .resolve_link(kind, &AuthService::link_digest(token))
             .await
-            .or_app("link")?;
+            .or_app(Resource::Link)?;
         let now = Timestamp::now();
         Ok(rec
             .filter(|r| link::usable(kind, r.used_at, r.expires_at, r.user.status, now))
             .map(|r| r.user))
     }
 
-    /// D11: the password is set and the user active; `NotFound("link")`
+    /// D11: the password is set and the user active; `NotFound(Resource::Link)`
     /// when the link was used, expired or replaced meanwhile.
     pub async fn accept_invitation(&self, token: &str, password: String) -> AppResult<User> {
         let hash = password::hash(password).await;
         self.store()
             .accept_invitation(&AuthService::link_digest(token), &hash, Timestamp::now())
             .await
-            .or_app("link")
+            .or_app(Resource::Link)
     }
 
     /// D19: the new password is set and every session and token of the
@@ -54,7 +55,7 @@ impl App {
             .store()
             .reset_password(&AuthService::link_digest(token), &hash, now)
             .await
-            .or_app("link")?;
+            .or_app(Resource::Link)?;
         self.note_user_revoked(&user.id, now);
         Ok(user)
     }
@@ -124,6 +125,6 @@ impl App {
 impl AppError {
     /// A link that was used, expired or replaced.
     pub fn is_dead_link(&self) -> bool {
-        matches!(self, AppError::NotFound("link"))
+        matches!(self, AppError::NotFound(Resource::Link))
     }
 }

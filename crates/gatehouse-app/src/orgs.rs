@@ -5,6 +5,7 @@ use gatehouse_domain::{
 };
 
 use crate::App;
+use crate::Resource;
 use crate::error::{AppError, AppResult, OrApp};
 
 /// An organization to create (D40 `org create`).
@@ -18,13 +19,13 @@ pub struct NewOrg {
 }
 
 impl App {
-    /// The organization, or `NotFound("organization")`.
+    /// The organization, or `NotFound(Resource::Organization)`.
     pub async fn existing_org(&self, org: &OrgId) -> AppResult<Organization> {
         self.store()
             .get_org(org)
             .await
-            .or_app("organization")?
-            .ok_or(AppError::NotFound("organization"))
+            .or_app(Resource::Organization)?
+            .ok_or(AppError::NotFound(Resource::Organization))
     }
 
     /// D28: custom limits belong to an enterprise plan. With `fixture`
@@ -62,19 +63,25 @@ impl App {
             per_second: new.per_second,
             created_at: Timestamp::now(),
         };
-        self.store().create_org(&org).await.or_app("organization")?;
+        self.store()
+            .create_org(&org)
+            .await
+            .or_app(Resource::Organization)?;
         if fixture {
             self.store()
                 .reset_to_fixture(Some(&org.id), &Fixture::standard(), Timestamp::now())
                 .await
-                .or_app("organization")?;
+                .or_app(Resource::Organization)?;
         }
         Ok(org)
     }
 
     /// D32: whether the v2 preview is on for the organization.
     pub async fn v2_preview(&self, org: &OrgId) -> AppResult<bool> {
-        self.store().v2_preview(org).await.or_app("organization")
+        self.store()
+            .v2_preview(org)
+            .await
+            .or_app(Resource::Organization)
     }
 
     /// D32: an operator turns the v2 preview on or off.
@@ -82,6 +89,6 @@ impl App {
         self.store()
             .set_v2_preview(org, enabled)
             .await
-            .or_app("organization")
+            .or_app(Resource::Organization)
     }
 }

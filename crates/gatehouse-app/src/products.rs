@@ -6,6 +6,7 @@ use gatehouse_domain::{
 use gatehouse_store::ProductFilter;
 
 use crate::App;
+use crate::Resource;
 use crate::error::{AppError, AppResult, OrApp};
 
 impl App {
@@ -18,7 +19,7 @@ impl App {
         self.store()
             .list_products(org, filter, page)
             .await
-            .or_app("product")
+            .or_app(Resource::Product)
     }
 
     /// D32: up to `limit` products after `after`; `None` when `after` is not in the list.
@@ -32,22 +33,22 @@ impl App {
         self.store()
             .list_products_after(org, filter, after, limit)
             .await
-            .or_app("product")
+            .or_app(Resource::Product)
     }
 
     pub async fn get_product(&self, org: &OrgId, id: &ProductId) -> AppResult<Product> {
         self.store()
             .get_product(org, id)
             .await
-            .or_app("product")?
-            .ok_or(AppError::NotFound("product"))
+            .or_app(Resource::Product)?
+            .ok_or(AppError::NotFound(Resource::Product))
     }
 
     pub async fn create_product(&self, org: &OrgId, new: &NewProduct) -> AppResult<Product> {
         self.store()
             .insert_product(org, new, Timestamp::now())
             .await
-            .or_app("product")
+            .or_app(Resource::Product)
     }
 
     pub async fn update_product(
@@ -59,10 +60,13 @@ impl App {
         self.store()
             .update_product(org, id, patch, Timestamp::now())
             .await
-            .or_app("product")
+            .or_app(Resource::Product)
     }
 
     pub async fn delete_product(&self, org: &OrgId, id: &ProductId) -> AppResult<()> {
-        self.store().delete_product(org, id).await.or_app("product")
+        self.store()
+            .delete_product(org, id)
+            .await
+            .or_app(Resource::Product)
     }
 }

@@ -4,6 +4,7 @@ use gatehouse_domain::user::UserPatch;
 use gatehouse_domain::{Name, OrgId, Timestamp, User, UserId};
 
 use crate::App;
+use crate::Resource;
 use crate::error::{AppResult, OrApp};
 
 impl App {
@@ -26,7 +27,7 @@ impl App {
             .store()
             .update_user(org, me, &patch, Timestamp::now())
             .await
-            .or_app("user")?;
+            .or_app(Resource::User)?;
         Ok(change.user)
     }
 }

@@ -3,6 +3,7 @@
 use gatehouse_domain::{Fixture, Timestamp};
 
 use crate::App;
+use crate::Resource;
 use crate::error::{AppResult, OrApp};
 
 impl App {
@@ -14,7 +15,7 @@ impl App {
             .store()
             .reset_to_fixture(None, &Fixture::standard(), Timestamp::now())
             .await
-            .or_app("organization")?;
+            .or_app(Resource::Organization)?;
         let synced = match self.auth() {
             Some(auth) => auth.sync_revocations().await.map(drop),
             None => Ok(()),
@@ -43,7 +44,7 @@ impl App {
             .store()
             .claim_job("staging_reset", due, gatehouse_domain::Timestamp::now())
             .await
-            .or_app("job")?;
+            .or_app(Resource::Job)?;
         if !claimed {
             return Ok(NightlyReset::ClaimedElsewhere);
         }

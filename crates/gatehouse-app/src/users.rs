@@ -9,6 +9,7 @@ use gatehouse_domain::{
 use gatehouse_store::{LinkKind, NewLink, UserFilter};
 
 use crate::App;
+use crate::Resource;
 use crate::error::{AppError, AppResult, OrApp};
 
 impl App {
@@ -21,7 +22,7 @@ impl App {
         self.store()
             .list_users(org, filter, page)
             .await
-            .or_app("user")
+            .or_app(Resource::User)
     }
 
     /// D32: up to `limit` users after `after`; `None` when `after` is not in the list.
@@ -35,15 +36,15 @@ impl App {
         self.store()
             .list_users_after(org, filter, after, limit)
             .await
-            .or_app("user")
+            .or_app(Resource::User)
     }
 
     pub async fn get_user(&self, org: &OrgId, id: &UserId) -> AppResult<User> {
         self.store()
             .get_user(org, id)
             .await
-            .or_app("user")?
-            .ok_or(AppError::NotFound("user"))
+            .or_app(Resource::User)?
+            .ok_or(AppError::NotFound(Resource::User))
     }
 
     /// D11: a new user waits for the invitation to be accepted; D30: the
@@ -60,7 +61,7 @@ impl App {
         self.store()
             .insert_user_with_link(org, &new, Some(&link))
             .await
-            .or_app("user")
+            .or_app(Resource::User)
     }
 
     /// An active user with a password, created by an operator (D40).
@@ -84,7 +85,10 @@ impl App {
             password_hash: Some(hash),
             created_at: Timestamp::now(),
         };
-        self.store().insert_user(org, &new).await.or_app("user")
+        self.store()
+            .insert_user(org, &new)
+            .await
+            .or_app(Resource::User)
     }
 
     pub async fn update_user(
@@ -98,7 +102,7 @@ impl App {
             .store()
             .update_user(org, id, patch, now)
             .await
-            .or_app("user")?;
+            .or_app(Resource::User)?;
         if change.revokes_tokens {
             // D11, D29: the next request with the user's tokens is refused.
             self.note_user_revoked(id, now);
@@ -116,7 +120,7 @@ impl App {
         self.store()
             .delete_user_at(org, id, transfer_to, now)
             .await
-            .or_app("user")?;
+            .or_app(Resource::User)?;
         // D13: every token of the user stops working at once.
         self.note_user_revoked(id, now);
         Ok(())
@@ -131,7 +135,7 @@ impl App {
         self.store()
             .reissue_invitation(org, id, &link)
             .await
-            .or_app("user")?;
+            .or_app(Resource::User)?;
         Ok(user)
     }
 

@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use gatehouse_app::Resource;
 use gatehouse_app::clients::ClientRegistration;
 use gatehouse_app::orgs::NewOrg;
 use gatehouse_app::{App, AppError};
@@ -144,7 +145,7 @@ async fn another_organizations_user_is_not_found() {
         .unwrap();
     assert_eq!(u.status, UserStatus::PendingInvite);
     let e = app.get_user(&b.id, &u.id).await.unwrap_err();
-    assert!(matches!(e, AppError::NotFound("user")));
+    assert!(matches!(e, AppError::NotFound(Resource::User)));
 }
 
 /// D50: a kept body holding a secret is stored sealed under the master key

@@ -11,6 +11,10 @@ pub enum OAuthErrorKind {
     UnauthorizedClient,
     UnsupportedGrantType,
     InvalidScope,
+    /// Authorization endpoint only (RFC 6749 §4.1.2.1).
+    UnsupportedResponseType,
+    /// Authorization endpoint only: the person chose Deny.
+    AccessDenied,
     /// Storage failed: the server answers 500/503, never an OAuth code.
     Unavailable,
     Internal,
@@ -25,6 +29,8 @@ impl OAuthErrorKind {
             OAuthErrorKind::UnauthorizedClient => "unauthorized_client",
             OAuthErrorKind::UnsupportedGrantType => "unsupported_grant_type",
             OAuthErrorKind::InvalidScope => "invalid_scope",
+            OAuthErrorKind::UnsupportedResponseType => "unsupported_response_type",
+            OAuthErrorKind::AccessDenied => "access_denied",
             OAuthErrorKind::Unavailable => "temporarily_unavailable",
             OAuthErrorKind::Internal => "server_error",
         }

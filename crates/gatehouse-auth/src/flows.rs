@@ -14,7 +14,7 @@ use gatehouse_store::{
 use serde::{Deserialize, Serialize};
 
 use crate::error::{OAuthError, OAuthErrorKind};
-use crate::grants::{AuthService, ClientAuth, TokenResponse};
+use crate::grants::{AuthService, ClientAuth, IssuedTokens};
 use crate::jwt::{self, AccessClaims};
 use crate::{ACCESS_TOKEN_TTL_SECS, password, pkce, secrets, throttle};
 
@@ -28,8 +28,9 @@ pub const SESSION_TTL_SECS: i64 = 12 * 3600;
 pub const INVITATION_TTL_SECS: i64 = 7 * 86400;
 pub const RESET_TTL_SECS: i64 = 3600;
 
-/// The query of `GET /oauth/authorize`.
-#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+/// The parameters of an authorization request (`GET /oauth/authorize`, and
+/// the sign-in and consent forms that carry them on).
+#[derive(Clone, Debug, Default)]
 pub struct AuthorizeParams {
     pub response_type: Option<String>,
     pub client_id: Option<String>,
@@ -48,7 +49,7 @@ pub enum AuthorizeError {
     /// Sent back to the client at its redirect URI.
     Redirect {
         redirect_uri: String,
-        error: &'static str,
+        error: OAuthErrorKind,
         description: String,
         state: Option<String>,
     },
@@ -82,7 +83,7 @@ impl AuthorizeRequest {
             .intersect(ScopeSet::for_role(role))
     }
 
-    pub fn error(&self, error: &'static str, description: &str) -> AuthorizeError {
+    pub fn error(&self, error: OAuthErrorKind, description: &str) -> AuthorizeError {
         AuthorizeError::Redirect {
             redirect_uri: self.redirect_uri.clone(),
             error,
@@ -165,10 +166,12 @@ impl AuthService {
         };
         match p.response_type.as_deref() {
             Some("code") => {}
-            None => return Err(req.error("invalid_request", "response_type is required")),
+            None => {
+                return Err(req.error(OAuthErrorKind::InvalidRequest, "response_type is required"));
+            }
             Some(_) => {
                 return Err(req.error(
-                    "unsupported_response_type",
+                    OAuthErrorKind::UnsupportedResponseType,
                     "only response_type=code is supported",
                 ));
             }
@@ -177,7 +180,7 @@ impl AuthService {
             Some("S256") => {}
             _ => {
                 return Err(req.error(
-                    "invalid_request",
+                    OAuthErrorKind::InvalidRequest,
                     "PKCE with code_challenge_method=S256 is required",
                 ));
             }
@@ -186,7 +189,7 @@ impl AuthService {
             Some(c) if pkce::valid_challenge(c) => req.code_challenge = c.to_owned(),
             _ => {
                 return Err(req.error(
-                    "invalid_request",
+                    OAuthErrorKind::InvalidRequest,
                     "code_challenge must be the base64url SHA-256 of the verifier",
                 ));
             }
@@ -385,7 +388,7 @@ impl AuthService {
         code: Option<&str>,
         redirect_uri: Option<&str>,
         verifier: Option<&str>,
-    ) -> Result<TokenResponse, OAuthError> {
+    ) -> Result<IssuedTokens, OAuthError> {
         let client = self.authenticate_client(auth).await?;
         let code = code.ok_or_else(|| OAuthError::invalid_request("code is required"))?;
         let redirect_uri =
@@ -466,7 +469,7 @@ impl AuthService {
         auth: &ClientAuth,
         refresh_token: Option<&str>,
         scope: Option<&str>,
-    ) -> Result<TokenResponse, OAuthError> {
+    ) -> Result<IssuedTokens, OAuthError> {
         let client = self.authenticate_client(auth).await?;
         let presented = refresh_token
             .ok_or_else(|| OAuthError::invalid_request("refresh_token is required"))?;
@@ -562,9 +565,8 @@ impl AuthService {
                 .and_then(|p| serde_json::from_slice::<SealedPair>(&p).ok())
         {
             let elapsed = (now.millis() - pair.issued_at).max(0) / 1000;
-            return Ok(TokenResponse {
+            return Ok(IssuedTokens {
                 access_token: pair.access_token,
-                token_type: "Bearer",
                 expires_in: (ACCESS_TOKEN_TTL_SECS - elapsed).max(1),
                 refresh_token: Some(pair.refresh_token),
                 scope: pair.scope,

@@ -5,7 +5,6 @@ use std::sync::Arc;
 use aws_lc_rs::rand::SystemRandom;
 use gatehouse_domain::{Client, ClientId, Scope, ScopeSet, Timestamp};
 use gatehouse_store::{Store, StoreError};
-use serde::Serialize;
 
 use crate::caller::{API_KEY_PREFIX, Caller, TEST_API_KEY_PREFIX};
 use crate::error::{OAuthError, OAuthErrorKind};
@@ -25,14 +24,15 @@ pub struct ClientAuth {
     pub secret: Option<String>,
 }
 
-/// The token response of interface.md §2.4.
-#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
-pub struct TokenResponse {
+/// The tokens a grant issued; the HTTP layer writes them as the token
+/// response of interface.md §2.4 (always of type `Bearer`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IssuedTokens {
     pub access_token: String,
-    pub token_type: &'static str,
+    /// Seconds until the access token expires.
     pub expires_in: i64,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub refresh_token: Option<String>,
+    /// The granted scopes, space-separated.
     pub scope: String,
 }
 
@@ -373,7 +373,7 @@ impl AuthService {
         &self,
         auth: &ClientAuth,
         scope: Option<&str>,
-    ) -> Result<TokenResponse, OAuthError> {
+    ) -> Result<IssuedTokens, OAuthError> {
         let client = self.authenticate_client(auth).await?;
         if client.is_public() {
             return Err(OAuthError::new(
@@ -405,11 +405,10 @@ impl AuthService {
         &self,
         claims: &AccessClaims,
         refresh_token: Option<String>,
-    ) -> TokenResponse {
+    ) -> IssuedTokens {
         let access_token = jwt::sign(&self.keys.current(), &self.issuer, &self.rng, claims);
-        TokenResponse {
+        IssuedTokens {
             access_token,
-            token_type: "Bearer",
             expires_in: ACCESS_TOKEN_TTL_SECS,
             refresh_token,
             scope: claims.scopes.to_string(),

@@ -23,7 +23,7 @@ pub mod verifier;
 
 pub use caller::{Caller, Lineage};
 pub use error::{OAuthError, OAuthErrorKind, TokenError};
-pub use grants::{AuthConfig, AuthService, ClientAuth, TokenResponse};
+pub use grants::{AuthConfig, AuthService, ClientAuth, IssuedTokens};
 pub use jwt::AccessClaims;
 pub use keys::{KeyRing, MasterKey};
 pub use verifier::TokenVerifier;

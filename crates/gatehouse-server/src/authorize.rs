@@ -5,60 +5,19 @@ use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use gatehouse_auth::flows::{
-    AuthorizeError, AuthorizeParams, AuthorizeRequest, LoginError, SESSION_TTL_SECS,
-};
+use gatehouse_auth::OAuthErrorKind;
+use gatehouse_auth::flows::{AuthorizeError, AuthorizeRequest, LoginError, SESSION_TTL_SECS};
 use gatehouse_domain::{Scope, User};
 use minijinja::context;
 
 use crate::AppState;
+use crate::oauth_wire::AuthorizeParameters;
 use crate::pages::{self, SESSION_COOKIE};
 
 pub fn router() -> Router<AppState> {
     Router::new()
         .route("/oauth/authorize", get(start).post(login))
         .route("/oauth/authorize/decision", post(decide))
-}
-
-const PARAM_NAMES: [&str; 7] = [
-    "response_type",
-    "client_id",
-    "redirect_uri",
-    "scope",
-    "state",
-    "code_challenge",
-    "code_challenge_method",
-];
-
-fn params_from(map: &std::collections::HashMap<String, String>) -> AuthorizeParams {
-    let get = |k: &str| map.get(k).cloned();
-    AuthorizeParams {
-        response_type: get("response_type"),
-        client_id: get("client_id"),
-        redirect_uri: get("redirect_uri"),
-        scope: get("scope"),
-        state: get("state"),
-        code_challenge: get("code_challenge"),
-        code_challenge_method: get("code_challenge_method"),
-    }
-}
-
-/// The request's parameters as hidden form fields.
-fn hidden(p: &AuthorizeParams) -> Vec<(&'static str, String)> {
-    let values = [
-        &p.response_type,
-        &p.client_id,
-        &p.redirect_uri,
-        &p.scope,
-        &p.state,
-        &p.code_challenge,
-        &p.code_challenge_method,
-    ];
-    PARAM_NAMES
-        .iter()
-        .zip(values)
-        .filter_map(|(k, v)| v.clone().map(|v| (*k, v)))
-        .collect()
 }
 
 /// `redirect_uri` with `pairs` added to its query.
@@ -90,7 +49,7 @@ fn refuse(st: &AppState, e: AuthorizeError) -> Response {
             state,
         } => {
             let mut pairs = vec![
-                ("error", error),
+                ("error", error.as_str()),
                 ("error_description", description.as_str()),
             ];
             if let Some(s) = &state {
@@ -104,7 +63,7 @@ fn refuse(st: &AppState, e: AuthorizeError) -> Response {
 fn login_page(
     st: &AppState,
     req: &AuthorizeRequest,
-    p: &AuthorizeParams,
+    p: &AuthorizeParameters,
     headers: &HeaderMap,
     error: Option<&str>,
     email: &str,
@@ -120,7 +79,7 @@ fn login_page(
         "login.html",
         context! {
             client_name => &req.client.name, client_id => req.client.id.as_str(), csrf => &csrf,
-            params => hidden(p), error => error, email => email,
+            params => p.hidden(), error => error, email => email,
         },
     );
     pages::with_csrf(res, &csrf, new)
@@ -129,7 +88,7 @@ fn login_page(
 fn consent_page(
     st: &AppState,
     req: &AuthorizeRequest,
-    p: &AuthorizeParams,
+    p: &AuthorizeParameters,
     headers: &HeaderMap,
     user: &User,
 ) -> Response {
@@ -138,7 +97,7 @@ fn consent_page(
         return refuse(
             st,
             req.error(
-                "invalid_scope",
+                OAuthErrorKind::InvalidScope,
                 "none of the requested scopes can be granted to this user",
             ),
         );
@@ -150,24 +109,36 @@ fn consent_page(
     let (csrf, new) = pages::csrf_token(headers);
     let res = st.templates.page(
         "consent.html",
-        context! { client_name => &req.client.name, user_email => user.email.as_str(), scopes, csrf => &csrf, params => hidden(p) },
+        context! { client_name => &req.client.name, user_email => user.email.as_str(), scopes, csrf => &csrf, params => p.hidden() },
     );
     pages::with_csrf(res, &csrf, new)
 }
 
 async fn session_user(st: &AppState, headers: &HeaderMap, req: &AuthorizeRequest) -> Option<User> {
     let cookie = pages::cookie(headers, SESSION_COOKIE)?;
-    st.auth
+    st.app
         .session_user(&cookie, &req.client.org)
         .await
         .ok()
         .flatten()
 }
 
-async fn start(State(st): State<AppState>, headers: HeaderMap, uri: Uri) -> Response {
-    let p: AuthorizeParams =
+#[utoipa::path(
+    get,
+    path = "/oauth/authorize",
+    operation_id = "authorize",
+    tag = "OAuth",
+    summary = "Start the authorization-code flow in a browser (sign-in and consent pages)",
+    responses(
+        (status = 200, description = "Sign-in or consent page (HTML)", body = crate::openapi::Html, content_type = "text/html"),
+        (status = 303, description = "Back to the redirect URI"),
+        (status = 400, description = "Unknown client or redirect URI (HTML)", body = crate::openapi::Html, content_type = "text/html"),
+    ),
+)]
+pub(crate) async fn start(State(st): State<AppState>, headers: HeaderMap, uri: Uri) -> Response {
+    let p: AuthorizeParameters =
         serde_urlencoded::from_str(uri.query().unwrap_or("")).unwrap_or_default();
-    let req = match st.auth.check_authorize(&p).await {
+    let req = match st.app.check_authorize(&p.to_params()).await {
         Ok(r) => r,
         Err(e) => return refuse(&st, e),
     };
@@ -196,21 +167,21 @@ async fn login(
             "The form expired or came from another site. Go back and sign in again.",
         );
     }
-    let p = params_from(&form);
-    let req = match st.auth.check_authorize(&p).await {
+    let p = AuthorizeParameters::from_form(&form);
+    let req = match st.app.check_authorize(&p.to_params()).await {
         Ok(r) => r,
         Err(e) => return refuse(&st, e),
     };
-    let email = form.get("email").map(String::as_str).unwrap_or("");
-    let password = form.get("password").map(String::as_str).unwrap_or("");
+    let email = form.value("email").unwrap_or("");
+    let password = form.value("password").unwrap_or("");
     let source = pages::client_ip(&headers, peer, &st.config.trusted_proxies).to_string();
     match st
-        .auth
+        .app
         .login(&req.client.org, email, password, &source)
         .await
     {
         Ok(user) => {
-            let Ok(token) = st.auth.create_session(&user, &req.client.org).await else {
+            let Ok(token) = st.app.create_session(&user, &req.client.org).await else {
                 return pages::message(
                     &st,
                     StatusCode::SERVICE_UNAVAILABLE,
@@ -248,8 +219,8 @@ async fn decide(State(st): State<AppState>, request: Request) -> Response {
             "The form expired or came from another site. Go back and try again.",
         );
     }
-    let p = params_from(&form);
-    let req = match st.auth.check_authorize(&p).await {
+    let p = AuthorizeParameters::from_form(&form);
+    let req = match st.app.check_authorize(&p.to_params()).await {
         Ok(r) => r,
         Err(e) => return refuse(&st, e),
     };
@@ -263,19 +234,19 @@ async fn decide(State(st): State<AppState>, request: Request) -> Response {
         }
         pairs
     };
-    match form.get("decision").map(String::as_str) {
+    match form.value("decision") {
         Some("allow") => {
             let granted = req.grantable(user.role);
             if granted.is_empty() {
                 return refuse(
                     &st,
                     req.error(
-                        "invalid_scope",
+                        OAuthErrorKind::InvalidScope,
                         "none of the requested scopes can be granted to this user",
                     ),
                 );
             }
-            match st.auth.issue_code(&req, &user, granted).await {
+            match st.app.issue_code(&req, &user, granted).await {
                 Ok(code) => {
                     let pairs = with_state(vec![("code", code)]);
                     let refs: Vec<(&str, &str)> =
@@ -286,13 +257,16 @@ async fn decide(State(st): State<AppState>, request: Request) -> Response {
                     tracing::error!(cause = %e, "issuing a code failed");
                     refuse(
                         &st,
-                        req.error("temporarily_unavailable", "try again in a moment"),
+                        req.error(OAuthErrorKind::Unavailable, "try again in a moment"),
                     )
                 }
             }
         }
         Some("deny") => {
-            let pairs = with_state(vec![("error", "access_denied".to_owned())]);
+            let pairs = with_state(vec![(
+                "error",
+                OAuthErrorKind::AccessDenied.as_str().to_owned(),
+            )]);
             let refs: Vec<(&str, &str)> = pairs.iter().map(|(k, v)| (*k, v.as_str())).collect();
             redirect_to(&req.redirect_uri, &refs)
         }

@@ -109,7 +109,17 @@ pub fn router() -> Router<AppState> {
 }
 
 /// D35: the OpenAPI document, no token needed.
-async fn openapi(State(st): State<AppState>) -> Response {
+#[utoipa::path(
+    get,
+    path = "/v1/openapi.json",
+    operation_id = "openapi",
+    tag = "Discovery",
+    summary = "This document",
+    responses(
+        (status = 200, description = "OpenAPI 3.1", body = crate::openapi::AnyObject),
+    ),
+)]
+pub(crate) async fn openapi(State(st): State<AppState>) -> Response {
     axum::Json(crate::openapi::document(&st.config.public_url)).into_response()
 }
 
@@ -118,8 +128,8 @@ async fn index(State(st): State<AppState>) -> Response {
         .iter()
         .map(|s| context! { name => s.as_str(), description => s.description() })
         .collect();
-    let endpoints: Vec<_> = crate::openapi::OPERATIONS
-        .iter()
+    let endpoints: Vec<_> = crate::openapi::operations()
+        .into_iter()
         .map(|o| {
             context! {
                 method => o.method.to_uppercase(), path => o.path, summary => o.summary,

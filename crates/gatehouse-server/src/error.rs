@@ -8,7 +8,10 @@
 use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use gatehouse_app::AppError;
+pub use gatehouse_app::Resource;
 use gatehouse_domain::{DomainError, FieldIssue};
+use serde::Serialize;
+use utoipa::ToSchema;
 
 macro_rules! codes {
     ($($variant:ident => ($text:literal, $status:expr, $summary:literal)),+ $(,)?) => {
@@ -67,6 +70,10 @@ codes! {
         "The request target (path and query) is over 8 KiB."),
     HeadersTooLarge => ("HEADERS_TOO_LARGE", StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
         "The request has more than 100 header fields, or over 64 KiB of them."),
+    IdempotencyKeyReused => ("IDEMPOTENCY_KEY_REUSED", StatusCode::UNPROCESSABLE_ENTITY,
+        "The Idempotency-Key was already used with a different request (method, path, query or body) by this credential within 24 hours. Use a new key for a new request."),
+    IdempotencyKeyInUse => ("IDEMPOTENCY_KEY_IN_USE", StatusCode::CONFLICT,
+        "A request with this Idempotency-Key is still running. Retry after Retry-After (1 s) to get its answer."),
     ServiceUnavailable => ("SERVICE_UNAVAILABLE", StatusCode::SERVICE_UNAVAILABLE,
         "Storage is unreachable, the server is shutting down, or under maintenance. Retry after Retry-After seconds."),
 }
@@ -108,7 +115,7 @@ impl ApiError {
         }
     }
 
-    pub fn not_found(what: &str) -> Self {
+    pub fn not_found(what: Resource) -> Self {
         Self::new(ErrorCode::ResourceNotFound, format!("{what} not found"))
     }
 
@@ -181,16 +188,41 @@ impl IntoResponse for ApiError {
     }
 }
 
+// D6: one envelope for every error of every route.
+/// Every error answer of the API.
+#[derive(Serialize, ToSchema)]
+#[schema(as = Error)]
+pub struct ErrorEnvelope<'a> {
+    #[schema(inline)]
+    pub error: ErrorBody<'a>,
+}
+
+/// What went wrong: the code, every problem of the request (`details`),
+/// the reference page's entry for the code and a message for people.
+// The fields are declared in alphabetical order: the order of the keys in
+// every answer, which clients may have pinned byte for byte.
+#[derive(Serialize, ToSchema)]
+pub struct ErrorBody<'a> {
+    #[schema(schema_with = crate::openapi::schemas::error_code)]
+    pub code: &'static str,
+    #[schema(schema_with = crate::openapi::schemas::details)]
+    pub details: &'a [FieldIssue],
+    #[schema(value_type = String, format = "uri")]
+    pub docs: String,
+    #[schema(value_type = String)]
+    pub message: &'a str,
+}
+
 /// The envelope body (D6); `docs` points at the error reference page.
 pub(crate) fn envelope(e: &ApiError, public_url: &str) -> Vec<u8> {
     let code = e.code.as_str();
-    serde_json::to_vec(&serde_json::json!({
-        "error": {
-            "code": code,
-            "message": e.message,
-            "docs": format!("{public_url}/docs/errors#{code}"),
-            "details": e.details,
-        }
-    }))
+    serde_json::to_vec(&ErrorEnvelope {
+        error: ErrorBody {
+            code,
+            details: &e.details,
+            docs: format!("{public_url}/docs/errors#{code}"),
+            message: &e.message,
+        },
+    })
     .expect("the envelope serializes")
 }

@@ -14,12 +14,13 @@ use axum::http::{HeaderMap, header};
 use gatehouse_app::AppError;
 use gatehouse_auth::ratelimit::Decision;
 use gatehouse_auth::{Caller, TokenError};
-use gatehouse_domain::{FieldIssue, OrgId, Scope};
+use gatehouse_domain::{FieldIssue, OrgId, ProductId, Scope, UserId};
 use serde_json::{Map, Value};
 
 use crate::AppState;
-use crate::error::{ApiError, ErrorCode};
+use crate::error::{ApiError, ErrorCode, Resource};
 use crate::middleware::{RateSlot, RequestCtx};
+use crate::requests::RequestBody;
 use crate::transport::BodyProblem;
 
 /// Largest accepted JSON body (D8).
@@ -94,7 +95,7 @@ pub async fn authenticate(headers: &HeaderMap, state: &AppState) -> Result<Calle
             Ok(TokenError::Invalid) => {
                 invalid(ErrorCode::InvalidToken, "the access token is invalid")
             }
-            Err(store) => AppError::store(store, "credential").into(),
+            Err(store) => AppError::store(store, Resource::Credential).into(),
         })
 }
 
@@ -144,6 +145,9 @@ impl<S: RequiredScope> FromRequestParts<AppState> for Authorized<S> {
                 &format!("Bearer error=\"insufficient_scope\", scope=\"{needed}\""),
             ));
         }
+        // D50: the key is checked and claimed here, after 401, 429 and 403
+        // and before the request itself is read (D9).
+        crate::idempotency::claim(parts, state, &caller).await?;
         Ok(Self {
             caller,
             _scope: PhantomData,
@@ -158,7 +162,7 @@ async fn rate_limit(parts: &Parts, state: &AppState, caller: &Caller) -> Result<
         .auth
         .org_limits(caller.org())
         .await
-        .map_err(|e| ApiError::from(AppError::store(e, "organization")))?
+        .map_err(|e| ApiError::from(AppError::store(e, Resource::Organization)))?
         .ok_or_else(|| {
             ApiError::new(
                 ErrorCode::InvalidToken,
@@ -169,7 +173,7 @@ async fn rate_limit(parts: &Parts, state: &AppState, caller: &Caller) -> Result<
         .auth
         .rate_check(caller, limits)
         .await
-        .map_err(|e| ApiError::from(AppError::store(e, "rate limit")))?;
+        .map_err(|e| ApiError::from(AppError::store(e, Resource::RateLimit)))?;
     let info = match decision {
         Decision::Allowed(i) | Decision::Limited { info: i, .. } => i,
     };
@@ -198,17 +202,54 @@ impl FromRequestParts<AppState> for RequestCtx {
     }
 }
 
-/// A path id as text; a path that cannot be decoded is a 404 like any unknown id.
-pub struct IdPath(pub String);
+/// A path id of type `I`: a path that cannot be decoded, or an id of the
+/// wrong shape or prefix, is a 404 like any unknown id (D6).
+pub struct Id<I>(pub I);
 
-impl FromRequestParts<AppState> for IdPath {
+/// An id type a path segment names.
+pub trait PathId: Sized + Send {
+    const RESOURCE: Resource;
+    fn parse(raw: &str) -> Option<Self>;
+}
+
+impl PathId for UserId {
+    const RESOURCE: Resource = Resource::User;
+    fn parse(raw: &str) -> Option<Self> {
+        UserId::parse(raw)
+    }
+}
+
+impl PathId for ProductId {
+    const RESOURCE: Resource = Resource::Product;
+    fn parse(raw: &str) -> Option<Self> {
+        ProductId::parse(raw)
+    }
+}
+
+impl<I: PathId> Id<I> {
+    /// The path's id segment as sent: a path that cannot be decoded is a
+    /// 404 before anything else about the request is looked at.
+    pub(crate) async fn segment(parts: &mut Parts, state: &AppState) -> Result<String, ApiError> {
+        Path::<String>::from_request_parts(parts, state)
+            .await
+            .map(|Path(raw)| raw)
+            .map_err(|_| ApiError::not_found(Resource::Any))
+    }
+
+    /// The id in a decoded segment; one of the wrong shape or prefix is a 404.
+    pub(crate) fn parse(raw: &str) -> Result<Self, ApiError> {
+        I::parse(raw)
+            .map(Id)
+            .ok_or_else(|| ApiError::not_found(I::RESOURCE))
+    }
+}
+
+impl<I: PathId> FromRequestParts<AppState> for Id<I> {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        Path::<String>::from_request_parts(parts, state)
-            .await
-            .map(|Path(s)| IdPath(s))
-            .map_err(|_| ApiError::not_found("resource"))
+        let raw = Self::segment(parts, state).await?;
+        Self::parse(&raw)
     }
 }
 
@@ -475,98 +516,37 @@ mod strict_json {
     }
 }
 
-/// Reads the fields of a JSON object, collecting every problem (D6: all at
-/// once) and refusing unknown fields (D12).
-pub struct Fields {
-    map: Map<String, Value>,
-    issues: Vec<FieldIssue>,
+/// A JSON body read into the request type `B` and converted to its domain
+/// value, every problem of the body in one `VALIDATION_ERROR` (D6, D12).
+pub struct Body<B: RequestBody>(pub B::Domain);
+
+impl<B: RequestBody> FromRequest<AppState> for Body<B> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &AppState) -> Result<Self, ApiError> {
+        let JsonObject(map) = JsonObject::from_request(req, state).await?;
+        crate::requests::read::<B>(map)
+            .map(Body)
+            .map_err(ApiError::validation)
+    }
 }
 
-impl Fields {
-    pub fn new(JsonObject(map): JsonObject, known: &[&str]) -> Self {
-        let mut issues = Vec::new();
-        for k in map.keys() {
-            if !known.contains(&k.as_str()) {
-                issues.push(FieldIssue::new(k.clone(), "is not a known field"));
-            }
-        }
-        Self { map, issues }
-    }
+/// A request addressing one resource by path id with a JSON body. D9: the
+/// body's 415/413/400 come before the id's 404, so the id is checked last
+/// (a path that cannot be decoded at all is a 404 first).
+pub struct IdBody<I, B: RequestBody> {
+    pub id: I,
+    pub body: B::Domain,
+}
 
-    fn take<T>(
-        &mut self,
-        name: &str,
-        required: bool,
-        read: impl FnOnce(&Value) -> Result<T, String>,
-    ) -> Option<T> {
-        match self.map.get(name) {
-            None if required => {
-                self.issues.push(FieldIssue::new(name, "is required"));
-                None
-            }
-            None => None,
-            Some(v) => match read(v) {
-                Ok(t) => Some(t),
-                Err(issue) => {
-                    self.issues.push(FieldIssue::new(name, issue));
-                    None
-                }
-            },
-        }
-    }
+impl<I: PathId, B: RequestBody> FromRequest<AppState> for IdBody<I, B> {
+    type Rejection = ApiError;
 
-    fn string<T>(v: &Value, parse: impl FnOnce(&str) -> Result<T, String>) -> Result<T, String> {
-        v.as_str()
-            .ok_or_else(|| "must be a string".to_owned())
-            .and_then(parse)
-    }
-
-    fn integer<T>(v: &Value, parse: impl FnOnce(i64) -> Result<T, String>) -> Result<T, String> {
-        match v.as_i64() {
-            Some(n) => parse(n),
-            None if v.is_u64() => Err("must be an integer from 0 to 9007199254740991".to_owned()),
-            None => Err("must be an integer".to_owned()),
-        }
-    }
-
-    pub fn required_str<T>(
-        &mut self,
-        name: &str,
-        parse: impl FnOnce(&str) -> Result<T, String>,
-    ) -> Option<T> {
-        self.take(name, true, |v| Self::string(v, parse))
-    }
-
-    pub fn optional_str<T>(
-        &mut self,
-        name: &str,
-        parse: impl FnOnce(&str) -> Result<T, String>,
-    ) -> Option<T> {
-        self.take(name, false, |v| Self::string(v, parse))
-    }
-
-    pub fn required_int<T>(
-        &mut self,
-        name: &str,
-        parse: impl FnOnce(i64) -> Result<T, String>,
-    ) -> Option<T> {
-        self.take(name, true, |v| Self::integer(v, parse))
-    }
-
-    pub fn optional_int<T>(
-        &mut self,
-        name: &str,
-        parse: impl FnOnce(i64) -> Result<T, String>,
-    ) -> Option<T> {
-        self.take(name, false, |v| Self::integer(v, parse))
-    }
-
-    /// `Ok` when every field was fine.
-    pub fn finish(self) -> Result<(), ApiError> {
-        if self.issues.is_empty() {
-            Ok(())
-        } else {
-            Err(ApiError::validation(self.issues))
-        }
+    async fn from_request(req: Request, state: &AppState) -> Result<Self, ApiError> {
+        let (mut parts, body) = req.into_parts();
+        let raw = Id::<I>::segment(&mut parts, state).await?;
+        let Body(body) = Body::<B>::from_request(Request::from_parts(parts, body), state).await?;
+        let Id(id) = Id::parse(&raw)?;
+        Ok(Self { id, body })
     }
 }

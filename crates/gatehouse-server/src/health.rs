@@ -14,11 +14,32 @@ pub fn router() -> Router<AppState> {
         .route("/readyz", get(readyz))
 }
 
-async fn healthz() -> Response {
+#[utoipa::path(
+    get,
+    path = "/healthz",
+    operation_id = "healthz",
+    tag = "Operations",
+    summary = "The process is up",
+    responses(
+        (status = 200, description = "Up", body = crate::openapi::Status),
+    ),
+)]
+pub(crate) async fn healthz() -> Response {
     axum::Json(serde_json::json!({ "status": "ok" })).into_response()
 }
 
-async fn readyz(State(st): State<AppState>) -> Result<Response, ApiError> {
+#[utoipa::path(
+    get,
+    path = "/readyz",
+    operation_id = "readyz",
+    tag = "Operations",
+    summary = "Storage answers and the server is not shutting down",
+    responses(
+        (status = 200, description = "Ready", body = crate::openapi::Status),
+        (status = 503, description = "Not ready", body = crate::error::ErrorEnvelope<'static>),
+    ),
+)]
+pub(crate) async fn readyz(State(st): State<AppState>) -> Result<Response, ApiError> {
     if st.is_shutting_down() {
         return Err(ApiError::unavailable(5));
     }

@@ -15,11 +15,14 @@ pub mod authorize;
 pub mod docs;
 pub mod error;
 pub mod extract;
+pub mod form;
 pub mod health;
+pub mod idempotency;
 pub mod links;
 pub mod middleware;
 pub mod mock;
 pub mod oauth;
+pub mod oauth_wire;
 pub mod openapi;
 pub mod pages;
 pub mod products;
@@ -27,7 +30,9 @@ pub mod profile;
 #[cfg(test)]
 mod properties;
 pub mod redirect;
+pub mod requests;
 pub mod respond;
+pub mod responses;
 pub mod transport;
 pub mod users;
 pub mod v2;
@@ -77,8 +82,9 @@ pub struct AppState(Arc<Inner>);
 pub struct Inner {
     /// The use cases.
     pub app: App,
-    /// The authorization server inside `app`, for the OAuth endpoints,
-    /// pages and extractors.
+    /// The authorization server inside `app`, for the extractors (bearer
+    /// tokens, rate limits) and the JWKS endpoint; the OAuth endpoints and
+    /// pages go through `app`.
     pub auth: Arc<AuthService>,
     pub config: ServerConfig,
     pub templates: docs::Templates,
@@ -131,6 +137,11 @@ pub fn app(state: AppState) -> Router {
         .merge(users::router())
         .merge(products::router())
         .merge(profile::router())
+        // D50: `Idempotency-Key` on the POSTs under /v1.
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            idempotency::layer,
+        ))
         .layer(cors.clone());
     let routes = Router::new()
         .nest("/v1", v1)

@@ -14,6 +14,7 @@ use gatehouse_domain::{ClientId, Email};
 use minijinja::context;
 
 use crate::AppState;
+use crate::form::Form;
 use crate::pages;
 
 pub fn router() -> Router<AppState> {
@@ -68,12 +69,9 @@ fn password_form(
 }
 
 /// Reads and checks the new password of a form; `Err` is the message to show.
-fn new_password(
-    form: &std::collections::HashMap<String, String>,
-    email: &str,
-) -> Result<String, String> {
-    let pw = form.get("password").cloned().unwrap_or_default();
-    if form.get("confirm").is_some_and(|c| c != &pw) {
+fn new_password(form: &Form, email: &str) -> Result<String, String> {
+    let pw = form.value("password").unwrap_or_default().to_owned();
+    if form.value("confirm").is_some_and(|c| c != pw) {
         return Err("The two passwords differ.".into());
     }
     password::check_policy(&pw, email).map_err(|e| format!("The password {e}."))?;
@@ -188,9 +186,9 @@ async fn forgot_submit(
     // The address must name an account the mail path can reach; anything
     // else is looked up as nobody (the answer is the same either way).
     let asked = form
-        .get("client_id")
-        .and_then(|c| ClientId::parse(c))
-        .zip(form.get("email").and_then(|e| Email::parse(e).ok()));
+        .value("client_id")
+        .and_then(ClientId::parse)
+        .zip(form.value("email").and_then(|e| Email::parse(e).ok()));
     if let Err(wait) = st
         .app
         .request_password_reset(source, asked, st.config.forgot_lookup_delay)

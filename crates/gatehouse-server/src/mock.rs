@@ -70,7 +70,7 @@ pub fn simulated(code: u16, scope: Scope, rate: Option<&mut RateInfo>) -> ApiErr
                 &format!("Bearer error=\"insufficient_scope\", scope=\"{needed}\""),
             )
         }
-        404 => ApiError::not_found("resource"),
+        404 => ApiError::not_found(crate::error::Resource::Any),
         409 => ApiError::new(
             ErrorCode::DuplicateResource,
             "a user with this email already exists",

@@ -10,11 +10,11 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use base64::Engine;
-use gatehouse_auth::{ClientAuth, OAuthError, OAuthErrorKind};
+use gatehouse_auth::{ClientAuth, IssuedTokens, OAuthError, OAuthErrorKind};
 
 use crate::AppState;
-use crate::extract::MAX_BODY;
-use crate::transport::BodyProblem;
+use crate::form::{Form, FormProblem};
+use crate::oauth_wire::{OAuthErrorBody, RevokeForm, TokenForm, TokenRequest, TokenResponse};
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -41,8 +41,10 @@ impl IntoResponse for OAuthFailure {
             }
             _ => e.description,
         };
-        let body =
-            serde_json::json!({ "error": e.kind.as_str(), "error_description": description });
+        let body = OAuthErrorBody {
+            error: e.kind.as_str(),
+            error_description: description,
+        };
         let mut res = (status, axum::Json(body)).into_response();
         let h = res.headers_mut();
         no_store(h);
@@ -67,60 +69,23 @@ pub(crate) fn no_store(h: &mut HeaderMap) {
     h.insert(header::PRAGMA, HeaderValue::from_static("no-cache"));
 }
 
-/// A form body: `application/x-www-form-urlencoded`, every parameter at most once.
-pub struct Form(Vec<(String, String)>);
+fn undecodable(_: FormProblem) -> OAuthError {
+    OAuthError::invalid_request("the form body cannot be decoded")
+}
 
-impl Form {
-    pub fn get(&self, name: &str) -> Option<&str> {
-        self.0
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
-            .filter(|v| !v.is_empty())
-    }
-
-    pub async fn read(req: Request) -> Result<Self, OAuthError> {
-        let (parts, body) = req.into_parts();
-        Self::read_body(&parts.headers, body).await
-    }
-
-    /// Reads the form from a request already split into head and body.
-    pub async fn read_body(
-        headers: &HeaderMap,
-        body: axum::body::Body,
-    ) -> Result<Self, OAuthError> {
-        let is_form = headers
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .map(|v| v.split(';').next().unwrap_or("").trim())
-            .is_some_and(|m| m.eq_ignore_ascii_case("application/x-www-form-urlencoded"));
-        if !is_form {
-            return Err(OAuthError::invalid_request(
-                "send the parameters as application/x-www-form-urlencoded",
-            ));
-        }
-        let bytes = axum::body::to_bytes(body, MAX_BODY).await.map_err(|e| {
-            OAuthError::invalid_request(match BodyProblem::of(&e) {
-                Some(BodyProblem::Incomplete) => "the request body was not received in full",
-                _ => "the request body is over 64 KiB",
-            })
-        })?;
-        Self::parse(&bytes)
-    }
-
-    /// Decodes a form body; a parameter given twice is refused.
-    pub fn parse(bytes: &[u8]) -> Result<Self, OAuthError> {
-        let pairs: Vec<(String, String)> = serde_urlencoded::from_bytes(bytes)
-            .map_err(|_| OAuthError::invalid_request("the form body cannot be decoded"))?;
-        for (i, (k, _)) in pairs.iter().enumerate() {
-            if pairs[..i].iter().any(|(k2, _)| k2 == k) {
-                return Err(OAuthError::invalid_request(format!(
-                    "the parameter {k} is given more than once"
-                )));
+/// Reads the form of an OAuth endpoint; a problem is `invalid_request`.
+async fn read_form(headers: &HeaderMap, body: axum::body::Body) -> Result<Form, OAuthError> {
+    Form::read(headers, body).await.map_err(|p| {
+        OAuthError::invalid_request(match p {
+            FormProblem::NotAForm => {
+                "send the parameters as application/x-www-form-urlencoded".to_owned()
             }
-        }
-        Ok(Self(pairs))
-    }
+            FormProblem::Incomplete => "the request body was not received in full".to_owned(),
+            FormProblem::TooLarge => "the request body is over 64 KiB".to_owned(),
+            FormProblem::Undecodable => "the form body cannot be decoded".to_owned(),
+            FormProblem::Repeated(k) => format!("the parameter {k} is given more than once"),
+        })
+    })
 }
 
 /// Client credentials from HTTP Basic (RFC 6749 §2.3.1: form-encoded id and
@@ -188,14 +153,28 @@ pub fn client_auth(headers: &HeaderMap, form: &Form) -> Result<ClientAuth, OAuth
     }
 }
 
-async fn token(
+#[utoipa::path(
+    post,
+    path = "/oauth/token",
+    operation_id = "token",
+    tag = "OAuth",
+    summary = "Issue tokens (client_credentials, authorization_code with PKCE, refresh_token)",
+    request_body(content = crate::oauth_wire::TokenForm, content_type = "application/x-www-form-urlencoded"),
+    responses(
+        (status = 200, description = "Tokens", body = crate::oauth_wire::TokenResponse),
+        (status = 400, description = "OAuth error", body = crate::oauth_wire::OAuthErrorBody),
+        (status = 401, description = "Client authentication failed", body = crate::oauth_wire::OAuthErrorBody),
+        (status = 429, description = "Too many failed client authentications", body = crate::oauth_wire::OAuthErrorBody),
+    ),
+)]
+pub(crate) async fn token(
     State(st): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     req: Request,
 ) -> Response {
     let (parts, body) = req.into_parts();
     let headers = &parts.headers;
-    let form = match Form::read_body(headers, body).await {
+    let form = match read_form(headers, body).await {
         Ok(f) => f,
         Err(e) => return OAuthFailure(e).into_response(),
     };
@@ -203,16 +182,16 @@ async fn token(
     // The client authentication is read once: for D28's guard and for the grant.
     let auth = client_auth(headers, &form);
     let presented = presented_client_id(&auth, &form);
-    if let Some(wait) = st.auth.auth_failures_blocked(presented, source) {
+    if let Some(wait) = st.app.auth_failures_blocked(presented, source) {
         return too_many_failures(wait);
     }
     let result = issue(&st, &auth, &form).await;
     if matches!(&result, Err(e) if e.kind == OAuthErrorKind::InvalidClient) {
-        st.auth.record_auth_failure(presented, source);
+        st.app.record_auth_failure(presented, source);
     }
     match result {
         Ok(tokens) => {
-            let mut res = (StatusCode::OK, axum::Json(tokens)).into_response();
+            let mut res = (StatusCode::OK, axum::Json(TokenResponse::from(tokens))).into_response();
             no_store(res.headers_mut());
             res
         }
@@ -234,10 +213,12 @@ fn presented_client_id<'a>(
 /// D28 (revised): 429 `temporarily_unavailable` after too many failed
 /// client authentications (`slow_down` belongs to the device flow).
 fn too_many_failures(retry_after: u64) -> Response {
-    let body = serde_json::json!({
-        "error": "temporarily_unavailable",
-        "error_description": format!("too many failed client authentications; retry after {retry_after} s"),
-    });
+    let body = OAuthErrorBody {
+        error: OAuthErrorKind::Unavailable.as_str(),
+        error_description: format!(
+            "too many failed client authentications; retry after {retry_after} s"
+        ),
+    };
     let mut res = (StatusCode::TOO_MANY_REQUESTS, axum::Json(body)).into_response();
     no_store(res.headers_mut());
     if let Ok(v) = HeaderValue::from_str(&retry_after.to_string()) {
@@ -250,33 +231,30 @@ async fn issue(
     st: &AppState,
     auth: &Result<ClientAuth, OAuthError>,
     form: &Form,
-) -> Result<gatehouse_auth::TokenResponse, OAuthError> {
-    let grant = form
-        .get("grant_type")
+) -> Result<IssuedTokens, OAuthError> {
+    let params: TokenForm = form.decode().map_err(undecodable)?;
+    let grant = TokenRequest::of(&params)
         .ok_or_else(|| OAuthError::invalid_request("grant_type is required"))?;
+    // An unsupported grant is answered as such whatever the credentials.
+    let client = || auth.as_ref().map_err(Clone::clone);
     match grant {
-        "client_credentials" => {
-            let auth = auth.as_ref().map_err(Clone::clone)?;
-            st.auth.client_credentials(auth, form.get("scope")).await
+        TokenRequest::ClientCredentials { scope } => {
+            st.app.client_credentials(client()?, scope).await
         }
-        "authorization_code" => {
-            let auth = auth.as_ref().map_err(Clone::clone)?;
-            st.auth
-                .authorization_code(
-                    auth,
-                    form.get("code"),
-                    form.get("redirect_uri"),
-                    form.get("code_verifier"),
-                )
+        TokenRequest::AuthorizationCode {
+            code,
+            redirect_uri,
+            code_verifier,
+        } => {
+            st.app
+                .authorization_code(client()?, code, redirect_uri, code_verifier)
                 .await
         }
-        "refresh_token" => {
-            let auth = auth.as_ref().map_err(Clone::clone)?;
-            st.auth
-                .refresh(auth, form.get("refresh_token"), form.get("scope"))
-                .await
-        }
-        other => Err(OAuthError::new(
+        TokenRequest::RefreshToken {
+            refresh_token,
+            scope,
+        } => st.app.refresh(client()?, refresh_token, scope).await,
+        TokenRequest::Unsupported(other) => Err(OAuthError::new(
             OAuthErrorKind::UnsupportedGrantType,
             format!("grant_type {other} is not supported"),
         )),
@@ -285,35 +263,51 @@ async fn issue(
 
 /// `POST /oauth/revoke` (RFC 7009, D25): 200 with an empty body for any token,
 /// valid or not; 401 `invalid_client` for bad client credentials.
-async fn revoke(
+#[utoipa::path(
+    post,
+    path = "/oauth/revoke",
+    operation_id = "revoke",
+    tag = "OAuth",
+    summary = "Revoke a token (RFC 7009)",
+    request_body(content = crate::oauth_wire::RevokeForm, content_type = "application/x-www-form-urlencoded"),
+    responses(
+        (status = 200, description = "Revoked, or already invalid"),
+        (status = 400, description = "OAuth error", body = crate::oauth_wire::OAuthErrorBody),
+        (status = 401, description = "Client authentication failed", body = crate::oauth_wire::OAuthErrorBody),
+        (status = 429, description = "Too many failed client authentications", body = crate::oauth_wire::OAuthErrorBody),
+    ),
+)]
+pub(crate) async fn revoke(
     State(st): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     req: Request,
 ) -> Response {
     let (parts, body) = req.into_parts();
     let headers = &parts.headers;
-    let form = match Form::read_body(headers, body).await {
+    let form = match read_form(headers, body).await {
         Ok(f) => f,
         Err(e) => return OAuthFailure(e).into_response(),
     };
     let source = crate::pages::client_ip(headers, peer, &st.config.trusted_proxies);
     let auth = client_auth(headers, &form);
     let presented = presented_client_id(&auth, &form);
-    if let Some(wait) = st.auth.auth_failures_blocked(presented, source) {
+    if let Some(wait) = st.app.auth_failures_blocked(presented, source) {
         return too_many_failures(wait);
     }
     let result = async {
         let auth = auth.as_ref().map_err(Clone::clone)?;
-        let token = form
-            .get("token")
+        let req: RevokeForm = form.decode().map_err(undecodable)?;
+        let token = req
+            .token
+            .as_deref()
             .ok_or_else(|| OAuthError::invalid_request("token is required"))?;
-        st.auth
-            .revoke(auth, token, form.get("token_type_hint"))
+        st.app
+            .revoke(auth, token, req.token_type_hint.as_deref())
             .await
     }
     .await;
     if matches!(&result, Err(e) if e.kind == OAuthErrorKind::InvalidClient) {
-        st.auth.record_auth_failure(presented, source);
+        st.app.record_auth_failure(presented, source);
     }
     match result {
         Ok(()) => {

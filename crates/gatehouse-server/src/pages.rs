@@ -1,8 +1,6 @@
 //! Helpers for the server-rendered pages: cookies, CSRF (double submit), form
 //! bodies, the peer address.
 
-use std::collections::HashMap;
-
 use axum::extract::Request;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::Response;
@@ -11,7 +9,7 @@ use minijinja::context;
 use subtle::ConstantTimeEq;
 
 use crate::AppState;
-use crate::extract::MAX_BODY;
+use crate::form::{Form, FormProblem};
 
 pub const CSRF_COOKIE: &str = "__Host-gh_csrf";
 pub const SESSION_COOKIE: &str = "__Host-gh_session";
@@ -57,40 +55,27 @@ pub fn with_csrf(mut res: Response, token: &str, is_new: bool) -> Response {
 }
 
 /// Whether the form's token matches the cookie (double submit).
-pub fn csrf_ok(headers: &HeaderMap, form: &HashMap<String, String>) -> bool {
-    match (cookie(headers, CSRF_COOKIE), form.get("csrf_token")) {
+pub fn csrf_ok(headers: &HeaderMap, form: &Form) -> bool {
+    match (cookie(headers, CSRF_COOKIE), form.value("csrf_token")) {
         (Some(c), Some(f)) if c.len() >= 32 => c.as_bytes().ct_eq(f.as_bytes()).into(),
         _ => false,
     }
 }
 
-/// A form body (`application/x-www-form-urlencoded`), at most 64 KiB.
-pub async fn read_form(req: Request) -> Result<(HeaderMap, HashMap<String, String>), &'static str> {
-    let headers = req.headers().clone();
-    let is_form = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .map(|v| v.split(';').next().unwrap_or("").trim())
-        .is_some_and(|m| m.eq_ignore_ascii_case("application/x-www-form-urlencoded"));
-    if !is_form {
-        return Err("The form was not sent as a form.");
-    }
-    let bytes = axum::body::to_bytes(req.into_body(), MAX_BODY)
+/// The form of a page's POST (the one form reader, [`Form`]); `Err` is the
+/// message to show.
+pub async fn read_form(req: Request) -> Result<(HeaderMap, Form), &'static str> {
+    let (parts, body) = req.into_parts();
+    let form = Form::read(&parts.headers, body)
         .await
-        .map_err(|e| match crate::transport::BodyProblem::of(&e) {
-            Some(crate::transport::BodyProblem::Incomplete) => "The form was not received in full.",
-            _ => "The form is too large.",
+        .map_err(|p| match p {
+            FormProblem::NotAForm => "The form was not sent as a form.",
+            FormProblem::Incomplete => "The form was not received in full.",
+            FormProblem::TooLarge => "The form is too large.",
+            FormProblem::Undecodable => "The form cannot be read.",
+            FormProblem::Repeated(_) => "The form has a field twice.",
         })?;
-    let pairs: Vec<(String, String)> =
-        serde_urlencoded::from_bytes(&bytes).map_err(|_| "The form cannot be read.")?;
-    let mut form = HashMap::with_capacity(pairs.len());
-    for (k, v) in pairs {
-        // D45: a field given twice is ambiguous, never guessed at.
-        if form.insert(k, v).is_some() {
-            return Err("The form has a field twice.");
-        }
-    }
-    Ok((headers, form))
+    Ok((parts.headers, form))
 }
 
 /// A message page (errors included).

@@ -6,14 +6,15 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use gatehouse_app::ProductFilter;
-use gatehouse_domain::values::parse_amount;
-use gatehouse_domain::{Name, NewProduct, ProductId, ProductPatch, ProductStatus, SearchText, Sku};
+use gatehouse_domain::{ProductId, ProductStatus, SearchText};
 
 use crate::AppState;
 use crate::error::ApiError;
-use crate::extract::{Authorized, Fields, IdPath, JsonObject, ProductsRead, ProductsWrite, Query};
+use crate::extract::{Authorized, Body, Id, IdBody, ProductsRead, ProductsWrite, Query};
 use crate::middleware::RequestCtx;
+use crate::requests::{CreateProductRequest, UpdateProductRequest};
 use crate::respond;
+use crate::responses::ProductResponse;
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -24,10 +25,6 @@ pub fn router() -> Router<AppState> {
         )
 }
 
-fn product_id(raw: &str) -> Result<ProductId, ApiError> {
-    ProductId::parse(raw).ok_or_else(|| ApiError::not_found("product"))
-}
-
 /// The list filters (interface.md §4.4), shared by v1 and v2.
 pub(crate) fn product_filter(query: &mut Query) -> ProductFilter {
     ProductFilter {
@@ -36,7 +33,25 @@ pub(crate) fn product_filter(query: &mut Query) -> ProductFilter {
     }
 }
 
-async fn list(
+#[utoipa::path(
+    get,
+    path = "/v1/products",
+    operation_id = "listProducts",
+    tag = "Products",
+    summary = "List the catalog, newest first",
+    params(
+        ("limit" = Option<u32>, Query, minimum = 1, description = "Page size (default 20, at most 100); values above 100 are clamped to 100."),
+        ("offset" = Option<u64>, Query, description = "Items to skip."),
+        ("status" = Option<crate::openapi::ProductStatusName>, Query, description = "Only products with this status."),
+        ("q" = Option<String>, Query, max_length = 200, description = "Search text."),
+    ),
+    responses(
+        (status = 200, description = "A page of products", body = crate::respond::List<'static, crate::responses::ProductResponse<'static>>),
+        (status = 400, description = "Invalid query parameter", body = crate::error::ErrorEnvelope<'static>),
+    ),
+    security(("bearer" = ["products:read"]), ("oauth2" = ["products:read"])),
+)]
+pub(crate) async fn list(
     auth: Authorized<ProductsRead>,
     ctx: RequestCtx,
     State(st): State<AppState>,
@@ -46,85 +61,129 @@ async fn list(
     let filter = product_filter(&mut query);
     query.finish()?;
     let listing = st.app.list_products(auth.org(), &filter, page).await?;
-    Ok(respond::list(&ctx, &listing, page))
+    Ok(respond::list::<_, ProductResponse<'_>>(
+        &ctx, &listing, page,
+    ))
 }
 
-async fn show(
+#[utoipa::path(
+    get,
+    path = "/v1/products/{product_id}",
+    operation_id = "getProduct",
+    tag = "Products",
+    summary = "Get a product",
+    params(
+        ("product_id" = String, Path, pattern = "^prod_[A-Za-z0-9]+$", description = "A product id (`prod_…`)."),
+    ),
+    responses(
+        (status = 200, description = "The product", body = crate::respond::Single<'static, crate::responses::ProductResponse<'static>>),
+        (status = 404, description = "No such product", body = crate::error::ErrorEnvelope<'static>),
+    ),
+    security(("bearer" = ["products:read"]), ("oauth2" = ["products:read"])),
+)]
+pub(crate) async fn show(
     auth: Authorized<ProductsRead>,
     ctx: RequestCtx,
     State(st): State<AppState>,
-    IdPath(raw): IdPath,
+    Id(id): Id<ProductId>,
 ) -> Result<Response, ApiError> {
-    let id = product_id(&raw)?;
     let p = st.app.get_product(auth.org(), &id).await?;
-    Ok(respond::single(&ctx, StatusCode::OK, &p))
+    Ok(respond::single(
+        &ctx,
+        StatusCode::OK,
+        &ProductResponse::from(&p),
+    ))
 }
 
-/// D16: only `discontinued` may be chosen at creation; otherwise stock decides (D18).
-fn creation_status(s: &str) -> Result<bool, String> {
-    match s {
-        "discontinued" => Ok(true),
-        _ => Err(
-            "may only be discontinued at creation; otherwise the status follows the stock".into(),
-        ),
-    }
-}
-
-async fn create(
+#[utoipa::path(
+    post,
+    path = "/v1/products",
+    operation_id = "createProduct",
+    tag = "Products",
+    summary = "Add a product",
+    request_body(content = crate::requests::CreateProductRequest, content_type = "application/json"),
+    responses(
+        (status = 201, description = "The new product; Location names it", body = crate::respond::Single<'static, crate::responses::ProductResponse<'static>>),
+        (status = 400, description = "Invalid fields", body = crate::error::ErrorEnvelope<'static>),
+        (status = 409, description = "The sku exists in the catalog", body = crate::error::ErrorEnvelope<'static>),
+        (status = 413, description = "Body over 64 KiB", body = crate::error::ErrorEnvelope<'static>),
+        (status = 415, description = "Not JSON", body = crate::error::ErrorEnvelope<'static>),
+    ),
+    security(("bearer" = ["products:write"]), ("oauth2" = ["products:write"])),
+)]
+pub(crate) async fn create(
     auth: Authorized<ProductsWrite>,
     ctx: RequestCtx,
     State(st): State<AppState>,
-    body: JsonObject,
+    Body(new): Body<CreateProductRequest>,
 ) -> Result<Response, ApiError> {
-    let mut f = Fields::new(body, &["name", "sku", "price", "stock", "status"]);
-    let name = f.required_str("name", Name::parse);
-    let sku = f.required_str("sku", Sku::parse);
-    let price = f.required_int("price", parse_amount);
-    let stock = f.required_int("stock", parse_amount);
-    let discontinued = f.optional_str("status", creation_status).unwrap_or(false);
-    f.finish()?;
-    let (Some(name), Some(sku), Some(price), Some(stock)) = (name, sku, price, stock) else {
-        return Err(ApiError::internal());
-    };
-    let new = NewProduct {
-        name,
-        sku,
-        price,
-        stock,
-        discontinued,
-    };
     let p = st.app.create_product(auth.org(), &new).await?;
     let location = format!("{}/products/{}", st.config.base_url(), p.id);
-    Ok(respond::created(&ctx, &location, &p))
+    Ok(respond::created(
+        &ctx,
+        &location,
+        &ProductResponse::from(&p),
+    ))
 }
 
-async fn update(
+#[utoipa::path(
+    patch,
+    path = "/v1/products/{product_id}",
+    operation_id = "updateProduct",
+    tag = "Products",
+    summary = "Change a product (status follows stock unless discontinued)",
+    params(
+        ("product_id" = String, Path, pattern = "^prod_[A-Za-z0-9]+$", description = "A product id (`prod_…`)."),
+    ),
+    request_body(content = crate::requests::UpdateProductRequest, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The updated product", body = crate::respond::Single<'static, crate::responses::ProductResponse<'static>>),
+        (status = 400, description = "Invalid fields", body = crate::error::ErrorEnvelope<'static>),
+        (status = 404, description = "No such product", body = crate::error::ErrorEnvelope<'static>),
+        (status = 409, description = "The sku exists in the catalog", body = crate::error::ErrorEnvelope<'static>),
+        (status = 413, description = "Body over 64 KiB", body = crate::error::ErrorEnvelope<'static>),
+        (status = 415, description = "Not JSON", body = crate::error::ErrorEnvelope<'static>),
+        (status = 422, description = "Status disagrees with stock", body = crate::error::ErrorEnvelope<'static>),
+    ),
+    security(("bearer" = ["products:write"]), ("oauth2" = ["products:write"])),
+)]
+pub(crate) async fn update(
     auth: Authorized<ProductsWrite>,
     ctx: RequestCtx,
     State(st): State<AppState>,
-    IdPath(raw): IdPath,
-    body: JsonObject,
+    req: IdBody<ProductId, UpdateProductRequest>,
 ) -> Result<Response, ApiError> {
-    let mut f = Fields::new(body, &["name", "sku", "price", "stock", "status"]);
-    let patch = ProductPatch {
-        name: f.optional_str("name", Name::parse),
-        sku: f.optional_str("sku", Sku::parse),
-        price: f.optional_int("price", parse_amount),
-        stock: f.optional_int("stock", parse_amount),
-        status: f.optional_str("status", ProductStatus::parse),
-    };
-    f.finish()?;
-    let id = product_id(&raw)?;
-    let p = st.app.update_product(auth.org(), &id, &patch).await?;
-    Ok(respond::single(&ctx, StatusCode::OK, &p))
+    let p = st
+        .app
+        .update_product(auth.org(), &req.id, &req.body)
+        .await?;
+    Ok(respond::single(
+        &ctx,
+        StatusCode::OK,
+        &ProductResponse::from(&p),
+    ))
 }
 
-async fn remove(
+#[utoipa::path(
+    delete,
+    path = "/v1/products/{product_id}",
+    operation_id = "deleteProduct",
+    tag = "Products",
+    summary = "Remove a product",
+    params(
+        ("product_id" = String, Path, pattern = "^prod_[A-Za-z0-9]+$", description = "A product id (`prod_…`)."),
+    ),
+    responses(
+        (status = 204, description = "Deleted"),
+        (status = 404, description = "No such product", body = crate::error::ErrorEnvelope<'static>),
+    ),
+    security(("bearer" = ["products:write"]), ("oauth2" = ["products:write"])),
+)]
+pub(crate) async fn remove(
     auth: Authorized<ProductsWrite>,
     State(st): State<AppState>,
-    IdPath(raw): IdPath,
+    Id(id): Id<ProductId>,
 ) -> Result<Response, ApiError> {
-    let id = product_id(&raw)?;
     st.app.delete_product(auth.org(), &id).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }

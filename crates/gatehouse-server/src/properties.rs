@@ -10,7 +10,8 @@ use proptest::prelude::*;
 use serde_json::{Map, Value};
 
 use crate::extract::{Query, bearer_token, parse_json_object};
-use crate::oauth::{Form, client_auth};
+use crate::form::Form;
+use crate::oauth::client_auth;
 
 /// JSON values without floats (they do not round-trip through text exactly).
 fn json_value() -> impl Strategy<Value = Value> {

@@ -5,17 +5,23 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use gatehouse_domain::{API_VERSION, Listing, Page};
 use serde::Serialize;
+use utoipa::ToSchema;
 
 use crate::middleware::RequestCtx;
+use crate::openapi::schemas;
 
-#[derive(Serialize)]
-struct Meta<'a> {
+/// The request id and the API version of an answer.
+#[derive(Serialize, ToSchema)]
+pub struct Meta<'a> {
+    #[schema(value_type = String, pattern = "^req_[0-9a-f]{32}$")]
     request_id: &'a str,
+    #[schema(schema_with = schemas::api_version)]
     version: &'static str,
 }
 
-#[derive(Serialize)]
-struct Single<'a, T> {
+/// One resource and the answer's meta.
+#[derive(Serialize, ToSchema)]
+pub struct Single<'a, T> {
     data: &'a T,
     meta: Meta<'a>,
 }
@@ -42,25 +48,36 @@ pub fn created<T: Serialize>(ctx: &RequestCtx, location: &str, data: &T) -> Resp
     res
 }
 
-#[derive(Serialize)]
-struct ListMeta<'a> {
+/// A page's place in the whole list and the answer's meta.
+#[derive(Serialize, ToSchema)]
+pub struct ListMeta<'a> {
     total: u64,
+    #[schema(minimum = 1, maximum = 100)]
     limit: u32,
     offset: u64,
+    #[schema(value_type = String)]
     request_id: &'a str,
+    #[schema(value_type = String)]
     version: &'static str,
 }
 
-#[derive(Serialize)]
-struct List<'a, T> {
+// interface.md §4.2.
+/// One page of a list.
+#[derive(Serialize, ToSchema)]
+pub struct List<'a, T> {
     data: &'a [T],
     meta: ListMeta<'a>,
 }
 
-/// `{"data": [...], "meta": {"total", "limit", "offset", "request_id", "version"}}`.
-pub fn list<T: Serialize>(ctx: &RequestCtx, listing: &Listing<T>, page: Page) -> Response {
+/// `{"data": [...], "meta": {"total", "limit", "offset", "request_id", "version"}}`,
+/// each item shown as its response type `R`.
+pub fn list<'a, T, R>(ctx: &RequestCtx, listing: &'a Listing<T>, page: Page) -> Response
+where
+    R: Serialize + From<&'a T>,
+{
+    let items: Vec<R> = listing.items.iter().map(R::from).collect();
     let body = List {
-        data: &listing.items,
+        data: &items,
         meta: ListMeta {
             total: listing.total,
             limit: page.limit,

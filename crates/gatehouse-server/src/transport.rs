@@ -537,7 +537,7 @@ impl BodyProblem {
     }
 }
 
-fn problem(p: BodyProblem) -> Body {
+pub(crate) fn problem(p: BodyProblem) -> Body {
     Body::new(ProblemBody(Some(p)))
 }
 

@@ -1,29 +1,28 @@
 //! `/v1/users` (interface.md §4.3, D10–D14).
 
 use axum::Router;
+use axum::extract::FromRequestParts;
 use axum::extract::State;
 use axum::http::StatusCode;
+use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use gatehouse_app::UserFilter;
-use gatehouse_domain::user::UserPatch;
-use gatehouse_domain::{Email, FieldIssue, Name, Role, SearchText, UserId, UserStatus};
+use gatehouse_domain::{Role, SearchText, UserId, UserStatus};
 
 use crate::AppState;
 use crate::error::ApiError;
-use crate::extract::{Authorized, Fields, IdPath, JsonObject, Query, UsersRead, UsersWrite};
+use crate::extract::{Authorized, Body, Id, IdBody, Query, UsersRead, UsersWrite};
 use crate::middleware::RequestCtx;
+use crate::requests::{CreateUserRequest, Invitation, UpdateUserRequest};
 use crate::respond;
+use crate::responses::UserResponse;
 
 pub fn router() -> Router<AppState> {
     Router::new()
         .route("/users", get(list).post(create))
         .route("/users/{user_id}", get(show).patch(update).delete(remove))
         .route("/users/{user_id}/invitation", post(reinvite))
-}
-
-fn user_id(raw: &str) -> Result<UserId, ApiError> {
-    UserId::parse(raw).ok_or_else(|| ApiError::not_found("user"))
 }
 
 /// The list filters (interface.md §4.3), shared by v1 and v2.
@@ -35,7 +34,26 @@ pub(crate) fn user_filter(query: &mut Query) -> UserFilter {
     }
 }
 
-async fn list(
+#[utoipa::path(
+    get,
+    path = "/v1/users",
+    operation_id = "listUsers",
+    tag = "Users",
+    summary = "List the organization's users, newest first",
+    params(
+        ("limit" = Option<u32>, Query, minimum = 1, description = "Page size (default 20, at most 100); values above 100 are clamped to 100."),
+        ("offset" = Option<u64>, Query, description = "Items to skip."),
+        ("role" = Option<crate::openapi::RoleName>, Query, description = "Only users with this role."),
+        ("status" = Option<crate::openapi::UserStatusName>, Query, description = "Only users with this status."),
+        ("q" = Option<String>, Query, max_length = 200, description = "Search text."),
+    ),
+    responses(
+        (status = 200, description = "A page of users", body = crate::respond::List<'static, crate::responses::UserResponse<'static>>),
+        (status = 400, description = "Invalid query parameter", body = crate::error::ErrorEnvelope<'static>),
+    ),
+    security(("bearer" = ["users:read"]), ("oauth2" = ["users:read"])),
+)]
+pub(crate) async fn list(
     auth: Authorized<UsersRead>,
     ctx: RequestCtx,
     State(st): State<AppState>,
@@ -45,78 +63,150 @@ async fn list(
     let filter = user_filter(&mut query);
     query.finish()?;
     let listing = st.app.list_users(auth.org(), &filter, page).await?;
-    Ok(respond::list(&ctx, &listing, page))
+    Ok(respond::list::<_, UserResponse<'_>>(&ctx, &listing, page))
 }
 
-async fn show(
+#[utoipa::path(
+    get,
+    path = "/v1/users/{user_id}",
+    operation_id = "getUser",
+    tag = "Users",
+    summary = "Get a user",
+    params(
+        ("user_id" = String, Path, pattern = "^usr_[A-Za-z0-9]+$", description = "A user id (`usr_…`)."),
+    ),
+    responses(
+        (status = 200, description = "The user", body = crate::respond::Single<'static, crate::responses::UserResponse<'static>>),
+        (status = 404, description = "No such user in the organization", body = crate::error::ErrorEnvelope<'static>),
+    ),
+    security(("bearer" = ["users:read"]), ("oauth2" = ["users:read"])),
+)]
+pub(crate) async fn show(
     auth: Authorized<UsersRead>,
     ctx: RequestCtx,
     State(st): State<AppState>,
-    IdPath(raw): IdPath,
+    Id(id): Id<UserId>,
 ) -> Result<Response, ApiError> {
-    let id = user_id(&raw)?;
     let user = st.app.get_user(auth.org(), &id).await?;
-    Ok(respond::single(&ctx, StatusCode::OK, &user))
+    Ok(respond::single(
+        &ctx,
+        StatusCode::OK,
+        &UserResponse::from(&user),
+    ))
 }
 
-async fn create(
+#[utoipa::path(
+    post,
+    path = "/v1/users",
+    operation_id = "createUser",
+    tag = "Users",
+    summary = "Invite a user (created as pending_invite; an invitation e-mail is sent)",
+    request_body(content = crate::requests::CreateUserRequest, content_type = "application/json"),
+    responses(
+        (status = 201, description = "The new user; Location names it", body = crate::respond::Single<'static, crate::responses::UserResponse<'static>>),
+        (status = 400, description = "Invalid fields", body = crate::error::ErrorEnvelope<'static>),
+        (status = 409, description = "The e-mail exists in the organization", body = crate::error::ErrorEnvelope<'static>),
+        (status = 413, description = "Body over 64 KiB", body = crate::error::ErrorEnvelope<'static>),
+        (status = 415, description = "Not JSON", body = crate::error::ErrorEnvelope<'static>),
+    ),
+    security(("bearer" = ["users:write"]), ("oauth2" = ["users:write"])),
+)]
+pub(crate) async fn create(
     auth: Authorized<UsersWrite>,
     ctx: RequestCtx,
     State(st): State<AppState>,
-    body: JsonObject,
+    Body(new): Body<CreateUserRequest>,
 ) -> Result<Response, ApiError> {
-    let mut f = Fields::new(body, &["email", "name", "role"]);
-    let email = f.required_str("email", Email::parse);
-    let name = f.required_str("name", Name::parse);
-    let role = f.required_str("role", Role::parse);
-    f.finish()?;
-    let (Some(email), Some(name), Some(role)) = (email, name, role) else {
-        return Err(ApiError::internal());
-    };
+    let Invitation { email, name, role } = new;
     let user = st.app.invite_user(auth.org(), email, name, role).await?;
     let location = format!("{}/users/{}", st.config.base_url(), user.id);
-    Ok(respond::created(&ctx, &location, &user))
+    Ok(respond::created(
+        &ctx,
+        &location,
+        &UserResponse::from(&user),
+    ))
 }
 
-async fn update(
+#[utoipa::path(
+    patch,
+    path = "/v1/users/{user_id}",
+    operation_id = "updateUser",
+    tag = "Users",
+    summary = "Change a user's name, role or status (all or nothing)",
+    params(
+        ("user_id" = String, Path, pattern = "^usr_[A-Za-z0-9]+$", description = "A user id (`usr_…`)."),
+    ),
+    request_body(content = crate::requests::UpdateUserRequest, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The updated user", body = crate::respond::Single<'static, crate::responses::UserResponse<'static>>),
+        (status = 400, description = "Invalid fields", body = crate::error::ErrorEnvelope<'static>),
+        (status = 404, description = "No such user", body = crate::error::ErrorEnvelope<'static>),
+        (status = 413, description = "Body over 64 KiB", body = crate::error::ErrorEnvelope<'static>),
+        (status = 415, description = "Not JSON", body = crate::error::ErrorEnvelope<'static>),
+        (status = 422, description = "Forbidden state change or last admin", body = crate::error::ErrorEnvelope<'static>),
+    ),
+    security(("bearer" = ["users:write"]), ("oauth2" = ["users:write"])),
+)]
+pub(crate) async fn update(
     auth: Authorized<UsersWrite>,
     ctx: RequestCtx,
     State(st): State<AppState>,
-    IdPath(raw): IdPath,
-    body: JsonObject,
+    req: IdBody<UserId, UpdateUserRequest>,
 ) -> Result<Response, ApiError> {
-    let mut f = Fields::new(body, &["name", "role", "status"]);
-    let patch = UserPatch {
-        name: f.optional_str("name", Name::parse),
-        role: f.optional_str("role", Role::parse),
-        status: f.optional_str("status", UserStatus::parse_patch),
-    };
-    f.finish()?;
-    let id = user_id(&raw)?;
-    let user = st.app.update_user(auth.org(), &id, &patch).await?;
-    Ok(respond::single(&ctx, StatusCode::OK, &user))
+    let user = st.app.update_user(auth.org(), &req.id, &req.body).await?;
+    Ok(respond::single(
+        &ctx,
+        StatusCode::OK,
+        &UserResponse::from(&user),
+    ))
 }
 
-async fn remove(
+/// A deletion: the user and `?transfer_to=usr_…`, the heir of their client
+/// applications (D13). D9: the query's 400 comes before the id's 404 (a path
+/// that cannot be decoded at all is a 404 first).
+pub(crate) struct Deletion {
+    id: UserId,
+    transfer_to: Option<UserId>,
+}
+
+impl FromRequestParts<AppState> for Deletion {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, st: &AppState) -> Result<Self, ApiError> {
+        let raw = Id::<UserId>::segment(parts, st).await?;
+        let mut query = Query::from_request_parts(parts, st).await?;
+        let transfer_to = query.field("transfer_to", |t| {
+            UserId::parse(t).ok_or_else(|| "must be a user id (usr_…)".to_owned())
+        });
+        query.finish()?;
+        let Id(id) = Id::parse(&raw)?;
+        Ok(Self { id, transfer_to })
+    }
+}
+
+#[utoipa::path(
+    delete,
+    path = "/v1/users/{user_id}",
+    operation_id = "deleteUser",
+    tag = "Users",
+    summary = "Delete a user; their sessions and tokens stop working at once",
+    params(
+        ("user_id" = String, Path, pattern = "^usr_[A-Za-z0-9]+$", description = "A user id (`usr_…`)."),
+        ("transfer_to" = Option<String>, Query, pattern = "^usr_[A-Za-z0-9]+$", description = "An active user of the organization who takes over the deleted user's client applications (D13)."),
+    ),
+    responses(
+        (status = 204, description = "Deleted"),
+        (status = 400, description = "Invalid transfer_to", body = crate::error::ErrorEnvelope<'static>),
+        (status = 404, description = "No such user", body = crate::error::ErrorEnvelope<'static>),
+        (status = 422, description = "Owned client applications or last admin", body = crate::error::ErrorEnvelope<'static>),
+    ),
+    security(("bearer" = ["users:write"]), ("oauth2" = ["users:write"])),
+)]
+pub(crate) async fn remove(
     auth: Authorized<UsersWrite>,
     State(st): State<AppState>,
-    IdPath(raw): IdPath,
-    mut query: Query,
+    Deletion { id, transfer_to }: Deletion,
 ) -> Result<Response, ApiError> {
-    let transfer_to = match query.get("transfer_to") {
-        None => None,
-        Some(t) => match UserId::parse(t) {
-            Some(u) => Some(u),
-            None => {
-                query
-                    .issues()
-                    .push(FieldIssue::new("transfer_to", "must be a user id (usr_…)"));
-                None
-            }
-        },
-    };
-    query.finish()?;
-    let id = user_id(&raw)?;
     st.app
         .delete_user(auth.org(), &id, transfer_to.as_ref())
         .await?;
@@ -124,13 +214,32 @@ async fn remove(
 }
 
 /// `POST /v1/users/{id}/invitation` (D19): a new invitation link replaces the old one.
-async fn reinvite(
+#[utoipa::path(
+    post,
+    path = "/v1/users/{user_id}/invitation",
+    operation_id = "resendInvitation",
+    tag = "Users",
+    summary = "Send a new invitation (the previous link stops working)",
+    params(
+        ("user_id" = String, Path, pattern = "^usr_[A-Za-z0-9]+$", description = "A user id (`usr_…`)."),
+    ),
+    responses(
+        (status = 202, description = "A new invitation is queued", body = crate::respond::Single<'static, crate::responses::UserResponse<'static>>),
+        (status = 404, description = "No such user", body = crate::error::ErrorEnvelope<'static>),
+        (status = 422, description = "The user is not pending_invite", body = crate::error::ErrorEnvelope<'static>),
+    ),
+    security(("bearer" = ["users:write"]), ("oauth2" = ["users:write"])),
+)]
+pub(crate) async fn reinvite(
     auth: Authorized<UsersWrite>,
     ctx: RequestCtx,
     State(st): State<AppState>,
-    IdPath(raw): IdPath,
+    Id(id): Id<UserId>,
 ) -> Result<Response, ApiError> {
-    let id = user_id(&raw)?;
     let user = st.app.reinvite_user(auth.org(), &id).await?;
-    Ok(respond::single(&ctx, StatusCode::ACCEPTED, &user))
+    Ok(respond::single(
+        &ctx,
+        StatusCode::ACCEPTED,
+        &UserResponse::from(&user),
+    ))
 }

@@ -11,10 +11,11 @@ use gatehouse_domain::{API_VERSION, FieldIssue, OrgId, ProductId, UserId};
 use serde::Serialize;
 
 use crate::AppState;
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorCode};
 use crate::extract::{Authorized, ProductsRead, Query, UsersRead};
 use crate::middleware::RequestCtx;
 use crate::products::product_filter;
+use crate::responses::{ProductResponse, UserResponse};
 use crate::users::user_filter;
 
 pub fn router() -> Router<AppState> {
@@ -27,8 +28,9 @@ async fn preview_enabled(st: &AppState, org: &OrgId) -> Result<(), ApiError> {
     if st.app.v2_preview(org).await? {
         Ok(())
     } else {
-        Err(ApiError::not_found(
-            "resource (the v2 preview is not enabled for this organization)",
+        Err(ApiError::new(
+            ErrorCode::ResourceNotFound,
+            "resource (the v2 preview is not enabled for this organization) not found",
         ))
     }
 }
@@ -61,7 +63,27 @@ fn unknown_cursor() -> ApiError {
     )])
 }
 
-async fn users(
+#[utoipa::path(
+    get,
+    path = "/v2/users",
+    operation_id = "listUsersV2",
+    tag = "Preview (v2)",
+    summary = "Preview: users with cursor pagination",
+    params(
+        ("limit" = Option<u32>, Query, minimum = 1, description = "Page size (default 20, at most 100); values above 100 are clamped to 100."),
+        ("starting_after" = Option<String>, Query, pattern = "^usr_[A-Za-z0-9]+$", description = "The cursor: the last id of the previous page (`meta.next_cursor`)."),
+        ("role" = Option<crate::openapi::RoleName>, Query, description = "Only users with this role."),
+        ("status" = Option<crate::openapi::UserStatusName>, Query, description = "Only users with this status."),
+        ("q" = Option<String>, Query, max_length = 200, description = "Search text."),
+    ),
+    responses(
+        (status = 200, description = "A page of users", body = crate::openapi::UserCursorList),
+        (status = 400, description = "Invalid query parameter or cursor", body = crate::error::ErrorEnvelope<'static>),
+        (status = 404, description = "The preview is not enabled for the organization", body = crate::error::ErrorEnvelope<'static>),
+    ),
+    security(("bearer" = ["users:read"]), ("oauth2" = ["users:read"])),
+)]
+pub(crate) async fn users(
     auth: Authorized<UsersRead>,
     ctx: RequestCtx,
     State(st): State<AppState>,
@@ -79,10 +101,30 @@ async fn users(
         .list_users_after(auth.org(), &filter, after.as_ref(), limit + 1)
         .await?
         .ok_or_else(unknown_cursor)?;
-    Ok(cursor_page(&ctx, items, limit, |u| u.id.to_string()))
+    let items: Vec<UserResponse<'_>> = items.iter().map(UserResponse::from).collect();
+    Ok(cursor_page(&ctx, items, limit, |u| u.id.to_owned()))
 }
 
-async fn products(
+#[utoipa::path(
+    get,
+    path = "/v2/products",
+    operation_id = "listProductsV2",
+    tag = "Preview (v2)",
+    summary = "Preview: products with cursor pagination",
+    params(
+        ("limit" = Option<u32>, Query, minimum = 1, description = "Page size (default 20, at most 100); values above 100 are clamped to 100."),
+        ("starting_after" = Option<String>, Query, pattern = "^prod_[A-Za-z0-9]+$", description = "The cursor: the last id of the previous page (`meta.next_cursor`)."),
+        ("status" = Option<crate::openapi::ProductStatusName>, Query, description = "Only products with this status."),
+        ("q" = Option<String>, Query, max_length = 200, description = "Search text."),
+    ),
+    responses(
+        (status = 200, description = "A page of products", body = crate::openapi::ProductCursorList),
+        (status = 400, description = "Invalid query parameter or cursor", body = crate::error::ErrorEnvelope<'static>),
+        (status = 404, description = "The preview is not enabled for the organization", body = crate::error::ErrorEnvelope<'static>),
+    ),
+    security(("bearer" = ["products:read"]), ("oauth2" = ["products:read"])),
+)]
+pub(crate) async fn products(
     auth: Authorized<ProductsRead>,
     ctx: RequestCtx,
     State(st): State<AppState>,
@@ -100,5 +142,6 @@ async fn products(
         .list_products_after(auth.org(), &filter, after.as_ref(), limit + 1)
         .await?
         .ok_or_else(unknown_cursor)?;
-    Ok(cursor_page(&ctx, items, limit, |p| p.id.to_string()))
+    let items: Vec<ProductResponse<'_>> = items.iter().map(ProductResponse::from).collect();
+    Ok(cursor_page(&ctx, items, limit, |p| p.id.to_owned()))
 }

@@ -14,7 +14,20 @@ pub fn router() -> Router<AppState> {
         .route("/v0/{*rest}", any(sunset))
 }
 
-async fn sunset(State(st): State<AppState>, uri: Uri) -> ApiError {
+#[utoipa::path(
+    get,
+    path = "/v0/{path}",
+    operation_id = "v0Sunset",
+    tag = "Versions",
+    summary = "API v0 was removed on 2026-09-01",
+    params(
+        ("path" = String, Path, description = "Any path under /v0."),
+    ),
+    responses(
+        (status = 410, description = "Gone; Link names the v1 successor", body = crate::error::ErrorEnvelope<'static>),
+    ),
+)]
+pub(crate) async fn sunset(State(st): State<AppState>, uri: Uri) -> ApiError {
     let rest = uri.path().strip_prefix("/v0").unwrap_or("");
     let query = uri.query().map(|q| format!("?{q}")).unwrap_or_default();
     let successor = format!("{}/v1{rest}{query}", st.config.public_url);

@@ -15,7 +15,17 @@ pub fn router() -> Router<AppState> {
         .route("/.well-known/oauth-authorization-server", get(metadata))
 }
 
-async fn jwks(State(st): State<AppState>) -> Response {
+#[utoipa::path(
+    get,
+    path = "/.well-known/jwks.json",
+    operation_id = "jwks",
+    tag = "Discovery",
+    summary = "Public keys that verify access tokens",
+    responses(
+        (status = 200, description = "A JWK set", body = crate::openapi::Jwks),
+    ),
+)]
+pub(crate) async fn jwks(State(st): State<AppState>) -> Response {
     // D23: a key added by `gatehouse keys rotate` in another process is
     // published at once; on a storage hiccup the loaded ring still answers.
     if let Err(e) = st.auth.reload_keys().await {
@@ -35,7 +45,17 @@ async fn jwks(State(st): State<AppState>) -> Response {
     res
 }
 
-async fn metadata(State(st): State<AppState>) -> Response {
+#[utoipa::path(
+    get,
+    path = "/.well-known/oauth-authorization-server",
+    operation_id = "metadata",
+    tag = "Discovery",
+    summary = "Authorization server metadata (RFC 8414)",
+    responses(
+        (status = 200, description = "Metadata", body = crate::openapi::AnyObject),
+    ),
+)]
+pub(crate) async fn metadata(State(st): State<AppState>) -> Response {
     let base = &st.config.public_url;
     let scopes: Vec<&str> = Scope::ALL.iter().map(|s| s.as_str()).collect();
     axum::Json(serde_json::json!({

@@ -2466,3 +2466,32 @@ async fn d14_pages_with_equal_timestamps_neither_overlap_nor_skip() {
     dedup.dedup();
     assert_eq!(dedup.len(), 30, "pages neither overlap nor skip");
 }
+
+// D6, D9: a path id that cannot be decoded at all is a 404 before the body
+// or the query is read; an id of the wrong shape comes after them.
+#[tokio::test]
+async fn d9_undecodable_id_is_404_before_body_and_query() {
+    let s = TestServer::start().await;
+    let t = s.token(RW).await;
+    let res = s
+        .call(
+            Method::PATCH,
+            "/v1/users/%FF",
+            &t,
+            Some(json!({"role": "owner"})),
+        )
+        .await;
+    let body = expect_error(res, StatusCode::NOT_FOUND, "RESOURCE_NOT_FOUND").await;
+    assert_eq!(body["error"]["message"], "resource not found", "{body}");
+    let res = s
+        .call(Method::DELETE, "/v1/users/%FF?transfer_to=bad", &t, None)
+        .await;
+    expect_error(res, StatusCode::NOT_FOUND, "RESOURCE_NOT_FOUND").await;
+    let res = s
+        .call(Method::DELETE, "/v1/users/prod_1?transfer_to=bad", &t, None)
+        .await;
+    expect_one_issue(res, "transfer_to").await;
+    let res = s.call(Method::DELETE, "/v1/users/prod_1", &t, None).await;
+    let body = expect_error(res, StatusCode::NOT_FOUND, "RESOURCE_NOT_FOUND").await;
+    assert_eq!(body["error"]["message"], "user not found", "{body}");
+}

@@ -1,0 +1,49 @@
+//! The kinds of resource a use case acts on, named in 404 and 409 answers
+//! ("user not found", "a product with this sku already exists").
+
+use std::fmt;
+
+/// A resource a use case or the HTTP edge can fail to find.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Resource {
+    /// A path that names nothing the caller can tell apart (D6).
+    Any,
+    User,
+    Product,
+    Client,
+    ApiKey,
+    Organization,
+    Link,
+    Job,
+    Storage,
+    SigningKey,
+    Credential,
+    RateLimit,
+    IdempotencyKey,
+}
+
+impl Resource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Resource::Any => "resource",
+            Resource::User => "user",
+            Resource::Product => "product",
+            Resource::Client => "client",
+            Resource::ApiKey => "API key",
+            Resource::Organization => "organization",
+            Resource::Link => "link",
+            Resource::Job => "job",
+            Resource::Storage => "storage",
+            Resource::SigningKey => "signing key",
+            Resource::Credential => "credential",
+            Resource::RateLimit => "rate limit",
+            Resource::IdempotencyKey => "idempotency key",
+        }
+    }
+}
+
+impl fmt::Display for Resource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
