@@ -327,6 +327,72 @@ fn complete(op: &mut Map<String, Value>, public_url: &str) {
     op.insert("responses".into(), Value::Object(responses));
 }
 
+/// D50: every POST under `/v1` takes an `Idempotency-Key`; the answers it
+/// adds (a malformed key, a key in use, a key reused) and the header of a
+/// replay are documented on each.
+fn idempotent(op: &mut Map<String, Value>) {
+    let parameter = json!({
+        "name": "Idempotency-Key",
+        "in": "header",
+        "required": false,
+        "description": "Makes the POST safe to retry (D50): the first answer (2xx, 404, 409 or 422) is kept for 24 hours per organization, credential and key, and the same request with the same key gets it again, with `Idempotent-Replayed: true`. The same key with another request (method, path, query or body) is 422 `IDEMPOTENCY_KEY_REUSED`; while the first request runs, 409 `IDEMPOTENCY_KEY_IN_USE` with `Retry-After: 1`.",
+        "schema": {"type": "string", "minLength": 1, "maxLength": 255, "pattern": "^[ -~]+$"},
+    });
+    match op.get_mut("parameters") {
+        Some(Value::Array(params)) => params.push(parameter),
+        _ => {
+            op.insert("parameters".into(), json!([parameter]));
+        }
+    }
+    let Some(Value::Object(responses)) = op.get_mut("responses") else {
+        return;
+    };
+    let replayed = json!({
+        "description": "`true` when this is the kept answer to an earlier request with the same Idempotency-Key (D50).",
+        "schema": {"type": "string", "enum": ["true"]},
+    });
+    for (status, answer) in responses.iter_mut() {
+        if status.starts_with('2')
+            && let Value::Object(answer) = answer
+        {
+            let headers = answer.entry("headers").or_insert_with(|| json!({}));
+            if let Value::Object(h) = headers {
+                h.insert("Idempotent-Replayed".into(), replayed.clone());
+            }
+        }
+    }
+    for (status, desc) in [
+        (
+            "400",
+            "a malformed Idempotency-Key (field `Idempotency-Key`)",
+        ),
+        (
+            "409",
+            "IDEMPOTENCY_KEY_IN_USE: a request with this Idempotency-Key is still running; see Retry-After",
+        ),
+        (
+            "422",
+            "IDEMPOTENCY_KEY_REUSED: the Idempotency-Key was used with another request",
+        ),
+    ] {
+        match responses.get_mut(status) {
+            Some(Value::Object(answer)) => {
+                let before = answer
+                    .get("description")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned();
+                answer.insert("description".into(), json!(format!("{before}; or {desc}")));
+            }
+            _ => {
+                let mut first = desc.to_owned();
+                first[..1].make_ascii_uppercase();
+                responses.insert(status.into(), error_answer(&first));
+            }
+        }
+    }
+}
+
 /// utoipa names a generic type's schema after its arguments; the document
 /// keeps the names it has always given them.
 const RENAMED: [(&str, &str); 4] = [
@@ -354,18 +420,13 @@ fn generated_document() -> Value {
 pub fn document(public_url: &str) -> Value {
     let generated = generated_document();
     let mut paths = generated["paths"].clone();
-    for item in paths
-        .as_object_mut()
-        .into_iter()
-        .flat_map(|m| m.values_mut())
-    {
-        for op in item
-            .as_object_mut()
-            .into_iter()
-            .flat_map(|m| m.values_mut())
-        {
+    for (path, item) in paths.as_object_mut().into_iter().flat_map(|m| m.iter_mut()) {
+        for (method, op) in item.as_object_mut().into_iter().flat_map(|m| m.iter_mut()) {
             if let Value::Object(op) = op {
                 complete(op, public_url);
+                if method == "post" && path.starts_with("/v1/") {
+                    idempotent(op);
+                }
             }
         }
     }

@@ -355,3 +355,41 @@ async fn d50_kept_responses_are_purged_after_the_retention() {
     let res = post(&s, "/v1/users", &t, "short", &b).await;
     assert_eq!(res.status(), StatusCode::CREATED, "the key is usable anew");
 }
+
+/// The OpenAPI document names the header on every `/v1` POST, and the
+/// error reference has an anchor for each new code (D6 continued).
+#[tokio::test]
+async fn d50_documented_in_openapi_and_the_error_reference() {
+    let s = TestServer::start().await;
+    let doc: Value = s
+        .request(Method::GET, "/v1/openapi.json")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let mut posts = 0;
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        let Some(op) = item.get("post") else { continue };
+        let named = op["parameters"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|p| p["name"] == "Idempotency-Key" && p["in"] == "header");
+        assert_eq!(named, path.starts_with("/v1/"), "{path}");
+        posts += usize::from(named);
+    }
+    assert!(posts >= 3, "POST /v1/users, /v1/products, the invitation");
+    let page = s
+        .request(Method::GET, "/docs/errors")
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for code in ["IDEMPOTENCY_KEY_REUSED", "IDEMPOTENCY_KEY_IN_USE"] {
+        assert!(page.contains(&format!("id=\"{code}\"")), "{code}");
+    }
+}
