@@ -169,7 +169,11 @@ fn cors(origins: &[String]) -> Option<tower_http::cors::CorsLayer> {
     let layer = tower_http::cors::CorsLayer::new()
         .allow_origin(origins)
         .allow_methods([Method::GET, Method::POST, Method::PATCH, Method::DELETE])
-        .allow_headers([header::AUTHORIZATION, header::CONTENT_TYPE])
+        .allow_headers([
+            header::AUTHORIZATION,
+            header::CONTENT_TYPE,
+            HeaderName::from_static("idempotency-key"),
+        ])
         .expose_headers([
             HeaderName::from_static("x-ratelimit-limit"),
             HeaderName::from_static("x-ratelimit-remaining"),
@@ -177,6 +181,7 @@ fn cors(origins: &[String]) -> Option<tower_http::cors::CorsLayer> {
             header::RETRY_AFTER,
             HeaderName::from_static("x-request-id"),
             header::LOCATION,
+            HeaderName::from_static(idempotency::REPLAYED),
         ])
         .max_age(std::time::Duration::from_secs(600));
     Some(layer)

@@ -652,7 +652,7 @@ async fn d36_preflight_allows_the_configured_origin() {
             "{path}"
         );
         let allowed = header_list(&res, "access-control-allow-headers");
-        for h in ["authorization", "content-type"] {
+        for h in ["authorization", "content-type", "idempotency-key"] {
             assert!(
                 allowed.iter().any(|a| a == h || a == "*"),
                 "{path}: D36 allows {h}: {allowed:?}"
@@ -711,6 +711,7 @@ async fn d36_actual_requests_expose_the_documented_headers() {
         "x-ratelimit-reset",
         "retry-after",
         "location",
+        "idempotent-replayed",
     ] {
         assert!(
             exposed.iter().any(|e| e == h),
