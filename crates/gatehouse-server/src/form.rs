@@ -5,7 +5,8 @@
 
 use axum::body::Body;
 use axum::http::{HeaderMap, header};
-use serde::de::DeserializeOwned;
+use serde::de::value::{Error as DeError, MapDeserializer};
+use serde::de::{DeserializeOwned, Deserializer, IntoDeserializer, Visitor};
 
 use crate::extract::MAX_BODY;
 use crate::transport::BodyProblem;
@@ -45,15 +46,16 @@ impl Form {
 
     /// The form as the parameter type `T` (unknown parameters ignored, RFC
     /// 6749 §3.1); an empty value reads as absent, as with [`Form::get`].
+    /// Deserialized straight from the decoded pairs: the form is not
+    /// encoded and parsed a second time on the token endpoint's hot path.
     pub fn decode<T: DeserializeOwned>(&self) -> Result<T, FormProblem> {
-        let given: Vec<(&str, &str)> = self
+        let given = self
             .0
             .iter()
             .filter(|(_, v)| !v.is_empty())
-            .map(|(k, v)| (k.as_str(), v.as_str()))
-            .collect();
-        let encoded = serde_urlencoded::to_string(given).map_err(|_| FormProblem::Undecodable)?;
-        serde_urlencoded::from_str(&encoded).map_err(|_| FormProblem::Undecodable)
+            .map(|(k, v)| (k.as_str(), Value(v.as_str())));
+        T::deserialize(MapDeserializer::<_, DeError>::new(given))
+            .map_err(|_| FormProblem::Undecodable)
     }
 
     /// Reads the form from a request already split into head and body.
@@ -86,5 +88,75 @@ impl Form {
             }
         }
         Ok(Self(pairs))
+    }
+}
+
+/// One decoded form value as a deserializer: a string, which an `Option`
+/// field reads as present (absent parameters are simply not in the map).
+struct Value<'a>(&'a str);
+
+impl<'de> IntoDeserializer<'de, DeError> for Value<'de> {
+    type Deserializer = Self;
+    fn into_deserializer(self) -> Self {
+        self
+    }
+}
+
+impl<'de> Deserializer<'de> for Value<'de> {
+    type Error = DeError;
+
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
+        visitor.visit_borrowed_str(self.0)
+    }
+
+    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
+        visitor.visit_some(self)
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
+        bytes byte_buf unit unit_struct newtype_struct seq tuple
+        tuple_struct map struct enum identifier ignored_any
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, Default, serde::Deserialize, PartialEq)]
+    struct Params {
+        #[serde(default)]
+        grant_type: Option<String>,
+        #[serde(default)]
+        scope: Option<String>,
+    }
+
+    #[test]
+    fn decode_reads_values_ignores_unknown_and_treats_empty_as_absent() {
+        let form = Form::parse(b"grant_type=client_credentials&scope=&extra=1&x=%20").unwrap();
+        let p: Params = form.decode().unwrap();
+        assert_eq!(
+            p,
+            Params {
+                grant_type: Some("client_credentials".into()),
+                scope: None,
+            }
+        );
+    }
+
+    #[test]
+    fn decode_keeps_percent_decoded_text() {
+        let form = Form::parse(b"scope=users%3Aread+users%3Awrite").unwrap();
+        let p: Params = form.decode().unwrap();
+        assert_eq!(p.scope.as_deref(), Some("users:read users:write"));
+    }
+
+    #[test]
+    fn a_repeated_parameter_is_refused() {
+        assert_eq!(
+            Form::parse(b"scope=a&scope=b").unwrap_err(),
+            FormProblem::Repeated("scope".into())
+        );
     }
 }
