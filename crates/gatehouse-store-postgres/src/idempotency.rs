@@ -3,26 +3,11 @@
 //! `FOR UPDATE` and decided on.
 
 use gatehouse_store::{
-    Begun, IDEMPOTENCY_LEASE_SECS, IdempotencyKey, IdempotencyStore, KeptResponse,
+    Begun, IDEMPOTENCY_LEASE_SECS, IdempotencyKey, IdempotencyStore, KeptResponse, StoredEntry,
+    decide_idempotent,
 };
 
 use super::*;
-
-type Found = (
-    Vec<u8>,
-    Option<i64>,
-    Option<i32>,
-    Option<String>,
-    Option<String>,
-    Option<Vec<u8>>,
-    bool,
-    i64,
-);
-
-fn status(v: i32) -> StoreResult<u16> {
-    u16::try_from(v)
-        .map_err(|_| StoreError::Internal(format!("idempotency_keys.status {v} is not a status")))
-}
 
 #[async_trait]
 impl IdempotencyStore for PgStore {
@@ -60,7 +45,17 @@ impl IdempotencyStore for PgStore {
                 if inserted == 1 {
                     return Ok(Begun::Claimed);
                 }
-                let found: Option<Found> = query_as(
+                #[allow(clippy::type_complexity)]
+                let found: Option<(
+                    Vec<u8>,
+                    Option<i64>,
+                    Option<i32>,
+                    Option<String>,
+                    Option<String>,
+                    Option<Vec<u8>>,
+                    bool,
+                    i64,
+                )> = query_as(
                     "SELECT digest, lease_until, status, location, content_type, body, sealed, expires_at
                      FROM idempotency_keys WHERE org_id = $1 AND lineage = $2 AND idem_key = $3
                      FOR UPDATE",
@@ -70,43 +65,32 @@ impl IdempotencyStore for PgStore {
                 .bind(&key.key)
                 .fetch_optional(&mut *tx)
                 .await?;
-                let Some((d, lease_until, st, location, content_type, body, sealed, exp)) = found
+                let Some((
+                    digest_found,
+                    lease_until,
+                    status,
+                    location,
+                    content_type,
+                    body,
+                    sealed,
+                    kept_until,
+                )) = found
                 else {
                     continue;
                 };
-                let take_over = if exp <= now_ms {
-                    true
-                } else {
-                    match (lease_until, st) {
-                        (Some(l), _) if l > now_ms => {
-                            return Ok(if d[..] == digest[..] {
-                                Begun::InProgress
-                            } else {
-                                Begun::Mismatch
-                            });
-                        }
-                        (Some(_), _) => true,
-                        (None, Some(st)) => {
-                            if d[..] != digest[..] {
-                                return Ok(Begun::Mismatch);
-                            }
-                            return Ok(Begun::Done(KeptResponse {
-                                status: status(st)?,
-                                location,
-                                content_type,
-                                body: body.unwrap_or_default(),
-                                sealed,
-                            }));
-                        }
-                        (None, None) => {
-                            return Err(StoreError::Internal(
-                                "idempotency_keys: a row neither running nor finished".into(),
-                            )
-                            .into());
-                        }
-                    }
+                let entry = StoredEntry {
+                    digest: digest_found,
+                    lease_until,
+                    status: status.map(i64::from),
+                    location,
+                    content_type,
+                    body,
+                    sealed,
+                    expires_at: kept_until,
                 };
-                debug_assert!(take_over);
+                if let Some(answer) = decide_idempotent(Some(entry), digest, now_ms)? {
+                    return Ok(answer);
+                }
                 query(
                     "UPDATE idempotency_keys SET digest = $4, claim = $5, lease_until = $6,
                         status = NULL, location = NULL, content_type = NULL, body = NULL,

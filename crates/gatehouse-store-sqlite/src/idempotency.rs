@@ -1,26 +1,11 @@
 //! SQLite: idempotent POSTs (D50). The single writer makes the claim atomic.
 
 use gatehouse_store::{
-    Begun, IDEMPOTENCY_LEASE_SECS, IdempotencyKey, IdempotencyStore, KeptResponse,
+    Begun, IDEMPOTENCY_LEASE_SECS, IdempotencyKey, IdempotencyStore, KeptResponse, StoredEntry,
+    decide_idempotent,
 };
 
 use super::*;
-
-type Found = (
-    Vec<u8>,
-    Option<i64>,
-    Option<i64>,
-    Option<String>,
-    Option<String>,
-    Option<Vec<u8>>,
-    bool,
-    i64,
-);
-
-fn status(v: i64) -> StoreResult<u16> {
-    u16::try_from(v)
-        .map_err(|_| StoreError::Internal(format!("idempotency_keys.status {v} is not a status")))
-}
 
 #[async_trait]
 impl IdempotencyStore for SqliteStore {
@@ -41,56 +26,30 @@ impl IdempotencyStore for SqliteStore {
         );
         self.pool
             .write(move |tx| {
-                let found: Option<Found> = tx
+                let found = tx
                     .prepare_cached(
                         "SELECT digest, lease_until, status, location, content_type, body, sealed, expires_at
                          FROM idempotency_keys WHERE org_id = ?1 AND lineage = ?2 AND idem_key = ?3",
                     )
                     .and_then(|mut st| {
                         st.query_row(params![org, key.lineage, key.key], |r| {
-                            Ok((
-                                r.get(0)?,
-                                r.get(1)?,
-                                r.get(2)?,
-                                r.get(3)?,
-                                r.get(4)?,
-                                r.get(5)?,
-                                r.get(6)?,
-                                r.get(7)?,
-                            ))
+                            Ok(StoredEntry {
+                                digest: r.get(0)?,
+                                lease_until: r.get(1)?,
+                                status: r.get(2)?,
+                                location: r.get(3)?,
+                                content_type: r.get(4)?,
+                                body: r.get(5)?,
+                                sealed: r.get(6)?,
+                                expires_at: r.get(7)?,
+                            })
                         })
                         .optional()
                     })
                     .map_err(db_err)?;
                 let now_ms = now.millis();
-                if let Some((d, lease, st, location, content_type, body, sealed, exp)) = found
-                    && exp > now_ms
-                {
-                    match (lease, st) {
-                        // Running: its node is alive while the lease lasts.
-                        (Some(l), _) if l > now_ms => {
-                            return Ok(if d == digest { Begun::InProgress } else { Begun::Mismatch });
-                        }
-                        // Stale: taken over below, whatever it was asked.
-                        (Some(_), _) => {}
-                        (None, Some(st)) => {
-                            if d != digest {
-                                return Ok(Begun::Mismatch);
-                            }
-                            return Ok(Begun::Done(KeptResponse {
-                                status: status(st)?,
-                                location,
-                                content_type,
-                                body: body.unwrap_or_default(),
-                                sealed,
-                            }));
-                        }
-                        (None, None) => {
-                            return Err(StoreError::Internal(
-                                "idempotency_keys: a row neither running nor finished".into(),
-                            ));
-                        }
-                    }
+                if let Some(answer) = decide_idempotent(found, &digest, now_ms)? {
+                    return Ok(answer);
                 }
                 tx.prepare_cached(
                     "INSERT INTO idempotency_keys

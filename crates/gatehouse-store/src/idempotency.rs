@@ -4,7 +4,7 @@
 use async_trait::async_trait;
 use gatehouse_domain::{OrgId, Timestamp};
 
-use crate::StoreResult;
+use crate::{StoreError, StoreResult};
 
 /// How long an unfinished claim holds its key: a claim older than this
 /// belongs to a request whose node died mid-request (a finished or
@@ -44,6 +44,60 @@ pub enum Begun {
     Mismatch,
     /// The key's request ran: this is its response.
     Done(KeptResponse),
+}
+
+/// An entry of a key as a backend reads it, for [`decide_idempotent`].
+#[derive(Clone, Debug)]
+pub struct StoredEntry {
+    pub digest: Vec<u8>,
+    /// Set while a claim runs (epoch milliseconds).
+    pub lease_until: Option<i64>,
+    /// Set once the request ran: the kept status.
+    pub status: Option<i64>,
+    pub location: Option<String>,
+    pub content_type: Option<String>,
+    pub body: Option<Vec<u8>>,
+    pub sealed: bool,
+    pub expires_at: i64,
+}
+
+/// D50: what a request with `digest` gets from the key's entry at `now_ms`,
+/// or `Ok(None)` when it may claim the key (no entry, an expired entry, or
+/// a claim whose lease is over: its node died mid-request). Both backends
+/// call this inside the transaction that then writes the claim; neither
+/// restates it.
+pub fn decide_idempotent(
+    entry: Option<StoredEntry>,
+    digest: &[u8; 32],
+    now_ms: i64,
+) -> StoreResult<Option<Begun>> {
+    let Some(e) = entry.filter(|e| e.expires_at > now_ms) else {
+        return Ok(None);
+    };
+    let same = e.digest[..] == digest[..];
+    match (e.lease_until, e.status) {
+        // Running: its node is alive while the lease lasts.
+        (Some(lease), _) if lease > now_ms => Ok(Some(if same {
+            Begun::InProgress
+        } else {
+            Begun::Mismatch
+        })),
+        // Stale: taken over, whatever it was asked.
+        (Some(_), _) => Ok(None),
+        (None, Some(_)) if !same => Ok(Some(Begun::Mismatch)),
+        (None, Some(status)) => Ok(Some(Begun::Done(KeptResponse {
+            status: u16::try_from(status).map_err(|_| {
+                StoreError::Internal(format!("idempotency_keys.status {status} is not a status"))
+            })?,
+            location: e.location,
+            content_type: e.content_type,
+            body: e.body.unwrap_or_default(),
+            sealed: e.sealed,
+        }))),
+        (None, None) => Err(StoreError::Internal(
+            "idempotency_keys: a row neither running nor finished".into(),
+        )),
+    }
 }
 
 /// Idempotent POSTs (D50): per (organization, lineage, key), the request's
@@ -86,4 +140,63 @@ pub trait IdempotencyStore: Send + Sync {
         key: &IdempotencyKey,
         claim: &str,
     ) -> StoreResult<()>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(digest: u8, lease: Option<i64>, status: Option<i64>, expires: i64) -> StoredEntry {
+        StoredEntry {
+            digest: vec![digest; 32],
+            lease_until: lease,
+            status,
+            location: Some("/v1/users/u".into()),
+            content_type: None,
+            body: Some(b"{}".to_vec()),
+            sealed: false,
+            expires_at: expires,
+        }
+    }
+
+    #[test]
+    fn d50_decisions() {
+        let d = [1u8; 32];
+        assert_eq!(decide_idempotent(None, &d, 10).unwrap(), None);
+        // Expired entries and stale claims are taken over.
+        assert_eq!(
+            decide_idempotent(Some(entry(1, None, Some(201), 10)), &d, 10).unwrap(),
+            None
+        );
+        assert_eq!(
+            decide_idempotent(Some(entry(2, Some(5), None, 99)), &d, 10).unwrap(),
+            None
+        );
+        // A running claim: in progress for the same request, else a mismatch.
+        assert_eq!(
+            decide_idempotent(Some(entry(1, Some(11), None, 99)), &d, 10).unwrap(),
+            Some(Begun::InProgress)
+        );
+        assert_eq!(
+            decide_idempotent(Some(entry(2, Some(11), None, 99)), &d, 10).unwrap(),
+            Some(Begun::Mismatch)
+        );
+        // Finished: the kept response, or a mismatch for another request.
+        let Some(Begun::Done(kept)) =
+            decide_idempotent(Some(entry(1, None, Some(201), 99)), &d, 10).unwrap()
+        else {
+            panic!("a finished entry is replayed");
+        };
+        assert_eq!(
+            (kept.status, kept.location.as_deref()),
+            (201, Some("/v1/users/u"))
+        );
+        assert_eq!(
+            decide_idempotent(Some(entry(2, None, Some(201), 99)), &d, 10).unwrap(),
+            Some(Begun::Mismatch)
+        );
+        // Corrupt rows are errors, never a default.
+        assert!(decide_idempotent(Some(entry(1, None, None, 99)), &d, 10).is_err());
+        assert!(decide_idempotent(Some(entry(1, None, Some(70_000), 99)), &d, 10).is_err());
+    }
 }
