@@ -28,14 +28,9 @@ pub use jwt::AccessClaims;
 pub use keys::{KeyRing, MasterKey};
 pub use verifier::TokenVerifier;
 
-/// Access-token lifetime (interface.md §5.4).
-pub const ACCESS_TOKEN_TTL_SECS: i64 = 3600;
-
-/// How long a revocation of access tokens issued up to `now` must be kept:
-/// one token lifetime, plus a minute for clocks that disagree.
-pub fn access_revocation_expiry(now: gatehouse_domain::Timestamp) -> gatehouse_domain::Timestamp {
-    now.plus_seconds(ACCESS_TOKEN_TTL_SECS + 60)
-}
+/// The token lifetime and what a revocation of it must outlive live in the
+/// domain, where storage's revocation rules read them too.
+pub use gatehouse_domain::{ACCESS_TOKEN_TTL_SECS, access_revocation_expiry};
 
 /// Where tokens are valid: `iss` and `aud` (D23).
 #[derive(Clone, Debug)]

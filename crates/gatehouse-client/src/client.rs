@@ -15,6 +15,9 @@ use crate::auth::{Credentials, RefreshCallback, TokenResponse, TokenState};
 use crate::error::{Envelope, Error, ErrorCode, OAuthBody, Result};
 use crate::retry::{RetryDelay, RetryPolicy, RetryReason, SleepHook, tokio_sleep};
 
+/// How many 409 `IDEMPOTENCY_KEY_IN_USE` answers one call waits out.
+const MAX_IN_USE_WAITS: u32 = 120;
+
 /// The header that makes a POST safe to retry (D50).
 pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
 /// The request id header (D7).
@@ -514,6 +517,7 @@ impl Client {
         let policy = &self.inner.retry;
         let mut failures = 0usize;
         let mut waits = 0u32;
+        let mut in_use_waits = 0u32;
         let mut attempt = 0u32;
         loop {
             let sent_id = uuid::Uuid::new_v4().to_string();
@@ -558,6 +562,16 @@ impl Client {
             let answer = match outcome {
                 Ok(a) => a,
                 Err(e) if e.is_builder() => {
+                    return Err(Error::Transport {
+                        source: e,
+                        request_id: Some(sent_id),
+                    });
+                }
+                // A token request that may have reached the server is not
+                // sent again: the code or refresh token it carries may have
+                // been spent, and a second use revokes the grant (D24, D26).
+                // Only a connection that was never made is retried.
+                Err(e) if !api && !e.is_connect() => {
                     return Err(Error::Transport {
                         source: e,
                         request_id: Some(sent_id),
@@ -615,7 +629,6 @@ impl Client {
             let reason = match (status, err.code()) {
                 (500, _) => RetryReason::InternalError,
                 (503, _) => RetryReason::Unavailable,
-                (502 | 504, _) => RetryReason::ServerError(status),
                 (429, _) => RetryReason::RateLimited,
                 (409, Some(ErrorCode::IdempotencyKeyInUse)) => RetryReason::IdempotencyKeyInUse,
                 _ => return Err(err),
@@ -623,10 +636,25 @@ impl Client {
             let delay = match reason {
                 RetryReason::RateLimited | RetryReason::IdempotencyKeyInUse => {
                     let wanted = answer.retry_after().unwrap_or(Duration::from_secs(1));
-                    if waits >= policy.max_waits || wanted > policy.max_retry_after {
+                    // A 409 is waited out until the first request ends: the
+                    // server takes a claim over after its lease at the
+                    // latest, and giving up here invites the caller to
+                    // retry with a new key, which would create twice (D50).
+                    // (Bounded all the same, against a server that never
+                    // lets go: twice its 60 s lease at `Retry-After: 1`.)
+                    let over = if reason == RetryReason::RateLimited {
+                        waits >= policy.max_waits
+                    } else {
+                        in_use_waits >= MAX_IN_USE_WAITS
+                    };
+                    if over || wanted > policy.max_retry_after {
                         return Err(err);
                     }
-                    waits += 1;
+                    if reason == RetryReason::RateLimited {
+                        waits += 1;
+                    } else {
+                        in_use_waits += 1;
+                    }
                     wanted
                 }
                 _ => match policy.delay(failures) {

@@ -12,15 +12,18 @@ use std::time::Duration;
 ///   8 seconds by default, each lengthened by up to
 ///   [`jitter`](Self::jitter) of itself — and then returned as the error
 ///   (interface.md §7.2, D51). A 503's `Retry-After` does not change this
-///   schedule; it is in the returned error. A 502 or 504 (from a proxy in
-///   front of the server) is treated like a 503.
+///   schedule; it is in the returned error. Other statuses (a proxy's 502
+///   or 504 included) are returned at once: §7.2 names 500 and 503.
 /// * POSTs are retried like the rest: every attempt of one call carries the
 ///   same `Idempotency-Key`, so the server answers a repeat with the first
-///   answer instead of acting twice (D50). A refresh-token grant retried
-///   after a lost answer is safe within the server's grace window (D24).
-/// * 429 `RATE_LIMIT_EXCEEDED` and 409 `IDEMPOTENCY_KEY_IN_USE` are waited
-///   out per `Retry-After`, at most [`max_waits`](Self::max_waits) times per
-///   call. A `Retry-After` above [`max_retry_after`](Self::max_retry_after) is
+///   answer instead of acting twice (D50). A token request (code or
+///   refresh grant) is retried after a transport failure only when the
+///   connection was never made: a second use of a code, or of a refresh
+///   token after D24's grace window, revokes the grant (D24, D26).
+/// * 429 `RATE_LIMIT_EXCEEDED` is waited out per `Retry-After`, at most
+///   [`max_waits`](Self::max_waits) times per call; 409
+///   `IDEMPOTENCY_KEY_IN_USE` until the first request with the key has
+///   ended (the server's lease bounds it). A `Retry-After` above [`max_retry_after`](Self::max_retry_after) is
 ///   not waited for: the error is returned with its `retry_after`, since
 ///   sending again early only prolongs a rate limit (D28).
 ///
@@ -89,8 +92,6 @@ pub enum RetryReason {
     InternalError,
     /// A 503 `SERVICE_UNAVAILABLE`.
     Unavailable,
-    /// Another 5xx answer without the envelope (a proxy's 502, say).
-    ServerError(u16),
     /// No answer (connection refused or reset, timeout).
     Transport,
     /// A 429, waited out per `Retry-After`.

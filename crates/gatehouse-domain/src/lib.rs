@@ -27,7 +27,7 @@ pub use link::LinkKind;
 pub use page::{Listing, Page};
 pub use product::{NewProduct, Product, ProductPatch, ProductStatus};
 pub use scope::{Scope, ScopeSet};
-pub use time::Timestamp;
+pub use time::{ACCESS_TOKEN_TTL_SECS, Timestamp, access_revocation_expiry};
 pub use user::{NewUser, Role, User, UserPatch, UserStatus};
 pub use values::{Email, Name, RedirectUri, SearchText, Sku};
 

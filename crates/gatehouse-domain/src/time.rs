@@ -58,6 +58,16 @@ impl Serialize for Timestamp {
     }
 }
 
+/// Access-token lifetime (interface.md §5.4).
+pub const ACCESS_TOKEN_TTL_SECS: i64 = 3600;
+
+/// How long a revocation of access tokens issued up to `now` must be kept
+/// (D24): one token lifetime, plus a minute for clocks that disagree. After
+/// it no token the revocation covers can still be valid.
+pub fn access_revocation_expiry(now: Timestamp) -> Timestamp {
+    now.plus_seconds(ACCESS_TOKEN_TTL_SECS + 60)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -24,7 +24,7 @@ use gatehouse_app::idempotency::{self, Claim, Idempotent, StoredResponse};
 use gatehouse_auth::Caller;
 
 use crate::AppState;
-use crate::error::{ApiError, ErrorCode, PendingError, envelope};
+use crate::error::{ApiError, ErrorCode, PendingError};
 
 /// The header a replay carries (D50).
 pub const REPLAYED: &str = "idempotent-replayed";
@@ -194,27 +194,28 @@ fn replay(kept: StoredResponse) -> Response {
 }
 
 /// Keeps the handler's response for the claim (or drops the claim, for a
-/// status that is not kept) and answers it.
-async fn keep(state: &AppState, claim: Claim, res: Response) -> Response {
-    let (mut parts, body) = res.into_parts();
+/// status that is not kept, passing the response through untouched) and
+/// answers it.
+async fn keep(state: &AppState, claim: Claim, mut res: Response) -> Response {
+    if !idempotency::kept_status(res.status().as_u16()) {
+        if let Err(e) = state.app.abandon_idempotent(claim).await {
+            tracing::warn!(error = %e, "dropping an idempotency claim failed");
+        }
+        return res;
+    }
     // An error's envelope is written now, so the kept body is the one sent.
-    let bytes = if let Some(PendingError(err)) = parts.extensions.remove::<PendingError>() {
-        parts.headers.insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
-        );
-        parts.headers.remove(header::CONTENT_LENGTH);
-        envelope(&err, &state.config.public_url).into()
-    } else {
-        match axum::body::to_bytes(body, usize::MAX).await {
-            Ok(b) => b,
-            Err(e) => {
-                tracing::error!(error = %e, "reading a response to keep failed");
-                if let Err(e) = state.app.abandon_idempotent(claim).await {
-                    tracing::warn!(error = %e, "dropping an idempotency claim failed");
-                }
-                return ApiError::internal().into_response();
+    if let Some(PendingError(err)) = res.extensions_mut().remove::<PendingError>() {
+        crate::middleware::write_envelope(&mut res, &err, &state.config.public_url);
+    }
+    let (parts, body) = res.into_parts();
+    let bytes = match axum::body::to_bytes(body, usize::MAX).await {
+        Ok(b) => b,
+        Err(e) => {
+            tracing::error!(error = %e, "reading a response to keep failed");
+            if let Err(e) = state.app.abandon_idempotent(claim).await {
+                tracing::warn!(error = %e, "dropping an idempotency claim failed");
             }
+            return ApiError::internal().into_response();
         }
     };
     let text = |name| {

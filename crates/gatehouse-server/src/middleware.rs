@@ -250,7 +250,7 @@ fn forwarded_plain_http(req: &Request) -> bool {
         })
 }
 
-fn write_envelope(res: &mut Response, err: &ApiError, public_url: &str) {
+pub(crate) fn write_envelope(res: &mut Response, err: &ApiError, public_url: &str) {
     *res.body_mut() = Body::from(envelope(err, public_url));
     res.headers_mut().insert(
         header::CONTENT_TYPE,

@@ -220,7 +220,10 @@ impl GrantStore for PgStore {
                 // statement, see `auth_state::insert_revocation`).
                 let revoked = match jti {
                     Some(jti) => {
-                        let r = NewRevocation::jti(&Jti::from_trusted(jti), now, access_expiry);
+                        let jti = gatehouse_store::decode::text(&jti, Jti::parse).map_err(|e| {
+                            StoreError::Internal(format!("refresh_tokens.access_jti {e}"))
+                        })?;
+                        let r = NewRevocation::jti(&jti, now, access_expiry);
                         let id = auth_state::insert_revocation(&mut tx, &r).await?;
                         Some(r.stored(id))
                     }

@@ -187,30 +187,25 @@ impl GrantStore for SqliteStore {
         );
         self.pool
             .write(move |tx| {
-                // Another client's token is as good as unknown: nothing is
-                // read back for it, nothing written.
-                let owner: Option<String> = tx
-                    .prepare_cached(
-                        "SELECT c.client_id FROM refresh_tokens t JOIN refresh_chains c ON c.id = t.chain_id
-                         WHERE t.digest = ?1",
-                    )
-                    .and_then(|mut s| s.query_row([digest.to_vec()], |r| r.get(0)).optional())
-                    .map_err(db_err)?;
-                if owner.as_deref() != Some(client.as_str()) {
-                    return Err(StoreError::NotFound);
-                }
-                // The conditional update is the whole race: exactly one caller sees a row.
+                // The conditional update is the whole race: exactly one
+                // caller sees a row. Another client's token is as good as
+                // unknown: its chain does not match, nothing is written (and
+                // the read below finds nothing either).
                 let won: Option<Option<String>> = tx
                     .prepare_cached(
                         "UPDATE refresh_tokens SET used_at = ?2, successor_sealed = ?3, successor_until = ?4
                          WHERE digest = ?1 AND used_at IS NULL
                            AND EXISTS (SELECT 1 FROM refresh_chains c
-                                       WHERE c.id = refresh_tokens.chain_id AND c.revoked_at IS NULL)
+                                       WHERE c.id = refresh_tokens.chain_id AND c.revoked_at IS NULL
+                                         AND c.client_id = ?5)
                          RETURNING access_jti",
                     )
                     .and_then(|mut s| {
-                        s.query_row(params![digest.to_vec(), now.millis(), sealed, successor_until.millis()], |r| r.get(0))
-                            .optional()
+                        s.query_row(
+                            params![digest.to_vec(), now.millis(), sealed, successor_until.millis(), client.as_str()],
+                            |r| r.get(0),
+                        )
+                        .optional()
                     })
                     .map_err(db_err)?;
                 if let Some(jti) = won {
@@ -219,7 +214,10 @@ impl GrantStore for SqliteStore {
                     // dies in the same transaction.
                     let revoked = match jti {
                         Some(jti) => {
-                            let r = NewRevocation::jti(&Jti::from_trusted(jti), now, access_expiry);
+                            let jti = gatehouse_store::decode::text(&jti, Jti::parse).map_err(|e| {
+                                StoreError::Internal(format!("refresh_tokens.access_jti {e}"))
+                            })?;
+                            let r = NewRevocation::jti(&jti, now, access_expiry);
                             Some(r.clone().stored(auth_state::insert_revocation(tx, &r)?))
                         }
                         None => None,
@@ -227,8 +225,16 @@ impl GrantStore for SqliteStore {
                     return Ok(Rotated::Fresh(revoked));
                 }
                 let current = tx
-                    .prepare_cached(&format!("SELECT {} FROM refresh_tokens WHERE digest = ?1", auth_state::TOKEN_COLS))
-                    .and_then(|mut s| s.query_row([digest.to_vec()], auth_state::token_row).optional())
+                    .prepare_cached(&format!(
+                        "SELECT {} FROM refresh_tokens WHERE digest = ?1
+                           AND EXISTS (SELECT 1 FROM refresh_chains c
+                                       WHERE c.id = refresh_tokens.chain_id AND c.client_id = ?2)",
+                        auth_state::TOKEN_COLS
+                    ))
+                    .and_then(|mut s| {
+                        s.query_row(params![digest.to_vec(), client.as_str()], auth_state::token_row)
+                            .optional()
+                    })
                     .map_err(db_err)?
                     .ok_or(StoreError::NotFound)?;
                 Ok(Rotated::AlreadyUsed(current))

@@ -6,7 +6,8 @@
 //! The contract is one trait per aggregate, each in its own module
 //! ([`OrgStore`], [`UserStore`], [`LinkStore`], [`ProductStore`],
 //! [`ClientStore`], [`ApiKeyStore`], [`GrantStore`], [`RevocationStore`],
-//! [`OutboxStore`], [`RateStore`], [`JobStore`], [`SigningKeyStore`]);
+//! [`OutboxStore`], [`RateStore`], [`JobStore`], [`SigningKeyStore`],
+//! [`IdempotencyStore`]);
 //! [`Store`] is all of them together, the one object callers hold.
 //!
 //! Tenant isolation is part of the types: every method that touches tenant

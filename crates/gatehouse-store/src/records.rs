@@ -46,10 +46,6 @@ pub struct Revocation {
     pub expires_at: Timestamp,
 }
 
-/// Access tokens live an hour; a revocation that covers them is kept a
-/// minute longer, after which no token it names can still be valid (D24).
-pub const ACCESS_TOKEN_SLACK_SECS: i64 = 3600 + 60;
-
 /// A revocation to write; storage assigns its id. The constructors are the
 /// rules of what each kind covers, so every backend writes the same record.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -67,7 +63,7 @@ impl NewRevocation {
             kind: RevocationKind::User,
             subject: user.as_str().to_owned(),
             cutoff: now.unix_seconds(),
-            expires_at: now.plus_seconds(ACCESS_TOKEN_SLACK_SECS),
+            expires_at: gatehouse_domain::access_revocation_expiry(now),
         }
     }
 

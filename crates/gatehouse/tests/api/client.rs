@@ -1112,3 +1112,22 @@ async fn d51_v2_cursor_streams_while_records_are_added() {
     let ids: HashSet<_> = all.iter().map(|p| &p.id).collect();
     assert_eq!((all.len(), ids.len()), (7, 7));
 }
+
+/// A token request whose answer was lost is not sent again: the code or
+/// refresh token it carried may be spent, and a second use would revoke the
+/// grant (D24, D26). The call fails with the transport error at once.
+#[tokio::test]
+async fn d51_a_token_request_with_a_lost_answer_is_not_retried() {
+    let s = TestServer::start().await;
+    let proxy = Proxy::start(&s).await;
+    let (b, delays) = recording(builder(&s, &proxy.base(), &["users:read"]));
+    let c = b.build().unwrap();
+    proxy.fault("POST", "/oauth/token", Fault::CloseAfter);
+    let err = c.list_users_page(&UserFilter::new(), 0).await.unwrap_err();
+    assert!(matches!(err, Error::Transport { .. }), "{err:?}");
+    assert_eq!(proxy.count("POST", "/oauth/token"), 1);
+    assert!(delays_of(&delays).is_empty(), "no back-off was asked for");
+    // The next call fetches a token normally.
+    c.list_users_page(&UserFilter::new(), 0).await.unwrap();
+    assert_eq!(proxy.count("POST", "/oauth/token"), 2);
+}
