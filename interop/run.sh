@@ -35,10 +35,19 @@ json() { python3 -c 'import json,sys; d=json.load(sys.stdin); print(d[sys.argv[1
 if want node || want browser; then
   (cd interop/node && PUPPETEER_SKIP_DOWNLOAD=1 npm ci --no-audit --no-fund --loglevel=error)
 fi
+# A venv under target/; where python3 has no venv module (Debian without
+# python3-venv), the pins go to the user site instead.
 VENV=${INTEROP_VENV:-$ROOT/target/interop-venv}
+PY=python3
 if want python; then
-  [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
-  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -r interop/python/requirements.txt
+  if [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV" >/dev/null 2>&1; then
+    PY="$VENV/bin/python"
+    "$PY" -m pip install --quiet --disable-pip-version-check -r interop/python/requirements.txt
+  else
+    rm -rf "$VENV"
+    echo "interop: python3 -m venv is unavailable; installing into the user site" >&2
+    python3 -m pip install --quiet --disable-pip-version-check --user -r interop/python/requirements.txt
+  fi
 fi
 
 # --- the server ---------------------------------------------------------------
@@ -121,7 +130,7 @@ if want node; then
   run_suite node env NODE_EXTRA_CA_CERTS="$CA" node --test --test-reporter=spec interop/node/oidc.test.mjs
 fi
 if want python; then
-  run_suite python "$VENV/bin/python" -m pytest interop/python -q -p no:cacheprovider
+  run_suite python "$PY" -m pytest interop/python -q -p no:cacheprovider
 fi
 if want browser; then
   run_suite browser env NODE_EXTRA_CA_CERTS="$CA" CHROMIUM="$CHROMIUM" SCREENSHOTS="${SCREENSHOTS:-}" \
