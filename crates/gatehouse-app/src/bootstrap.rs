@@ -39,6 +39,7 @@ impl App {
             secret_hash: Some(secrets::hash_secret(&b.client_secret)),
             scopes: ScopeSet::all(),
             redirect_uris: Vec::new(),
+            post_logout_redirect_uris: Vec::new(),
             admin_approved: true,
             owner: None,
             created_at: Timestamp::now(),

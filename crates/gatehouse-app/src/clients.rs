@@ -17,6 +17,8 @@ pub struct ClientRegistration {
     pub name: Name,
     pub scopes: ScopeSet,
     pub redirect_uris: Vec<RedirectUri>,
+    /// D49: where RP-initiated logout may send the person (D20's rules).
+    pub post_logout_redirect_uris: Vec<RedirectUri>,
     /// D20: a public client has no secret.
     pub public: bool,
     pub owner: Option<UserId>,
@@ -61,6 +63,11 @@ impl App {
             scopes: reg.scopes,
             redirect_uris: reg
                 .redirect_uris
+                .into_iter()
+                .map(RedirectUri::into_string)
+                .collect(),
+            post_logout_redirect_uris: reg
+                .post_logout_redirect_uris
                 .into_iter()
                 .map(RedirectUri::into_string)
                 .collect(),

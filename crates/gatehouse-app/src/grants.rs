@@ -6,10 +6,13 @@
 
 use std::net::IpAddr;
 
-use gatehouse_auth::flows::{AuthorizeError, AuthorizeParams, AuthorizeRequest, LoginError};
+use gatehouse_auth::flows::{
+    AuthorizeError, AuthorizeParams, AuthorizeRequest, LoginError, UserinfoError,
+};
+use gatehouse_auth::oidc::{Hint, UserInfo};
 use gatehouse_auth::{AuthService, ClientAuth, IssuedTokens, OAuthError};
-use gatehouse_domain::{OrgId, ScopeSet, User};
-use gatehouse_store::StoreError;
+use gatehouse_domain::{Client, ClientId, OrgId, ScopeSet, User, UserId};
+use gatehouse_store::{Consent, Session, StoreError};
 
 use crate::App;
 
@@ -93,27 +96,123 @@ impl App {
         self.authority().login(org, email, password, source).await
     }
 
-    /// A browser session after sign-in; the cookie's value.
-    pub async fn create_session(&self, user: &User, org: &OrgId) -> Result<String, StoreError> {
+    /// A browser session after sign-in: the cookie's value and the session.
+    pub async fn create_session(
+        &self,
+        user: &User,
+        org: &OrgId,
+    ) -> Result<(String, Session), StoreError> {
         self.authority().create_session(user, org).await
     }
 
-    /// The user of a session cookie, if it is live and of `org`.
+    /// The user of a session cookie, if it is live and of `org`, with the session.
     pub async fn session_user(
         &self,
         cookie: &str,
         org: &OrgId,
-    ) -> Result<Option<User>, StoreError> {
+    ) -> Result<Option<(User, Session)>, StoreError> {
         self.authority().session_user(cookie, org).await
     }
 
-    /// An authorization code for the consented scopes (D26, D29).
+    /// An authorization code for the consented scopes (D26, D29), bound to
+    /// the session it was issued in (D49).
     pub async fn issue_code(
         &self,
         req: &AuthorizeRequest,
         user: &User,
+        session: &Session,
         scopes: ScopeSet,
     ) -> Result<String, StoreError> {
-        self.authority().issue_code(req, user, scopes).await
+        self.authority()
+            .issue_code(req, user, session, scopes)
+            .await
+    }
+
+    /// D49: whether a remembered consent skips the consent page.
+    pub async fn remembered_consent_covers(
+        &self,
+        req: &AuthorizeRequest,
+        user: &User,
+        granted: ScopeSet,
+    ) -> Result<bool, StoreError> {
+        self.authority()
+            .remembered_consent_covers(req, user, granted)
+            .await
+    }
+
+    /// D49: remembers the consent just given.
+    pub async fn remember_consent(
+        &self,
+        req: &AuthorizeRequest,
+        user: &User,
+        granted: ScopeSet,
+    ) -> Result<(), StoreError> {
+        self.authority().remember_consent(req, user, granted).await
+    }
+
+    /// D49 `/oauth/userinfo`.
+    pub async fn userinfo(&self, token: &str) -> Result<UserInfo, UserinfoError> {
+        self.authority().userinfo(token).await
+    }
+
+    /// D49 logout: the verified `id_token_hint` and its client.
+    pub async fn logout_hint(&self, hint: &str) -> Result<Option<(Hint, Client)>, StoreError> {
+        self.authority().logout_hint(hint).await
+    }
+
+    /// A client by its `client_id` (logout's `client_id` parameter, D49).
+    pub async fn resolve_client(&self, id: &ClientId) -> Result<Option<Client>, StoreError> {
+        self.store().resolve_client(id).await
+    }
+
+    /// The live session of a cookie, whatever its organization (D49 logout).
+    pub async fn session(&self, cookie: &str) -> Result<Option<Session>, StoreError> {
+        self.authority().session(cookie).await
+    }
+
+    /// D49 logout: ends the session and the chains begun in it.
+    pub async fn logout(&self, cookie: &str) -> Result<(), OAuthError> {
+        self.authority().logout(cookie).await
+    }
+
+    /// D49 `GET /v1/me/applications`: the consents a person gave, each with
+    /// its application (consents of applications since deleted are gone
+    /// with them).
+    pub async fn my_applications(
+        &self,
+        org: &OrgId,
+        user: &UserId,
+    ) -> crate::AppResult<Vec<(Consent, Client)>> {
+        use crate::error::OrApp;
+        let consents = self
+            .store()
+            .list_consents(org, user)
+            .await
+            .or_app(crate::Resource::Client)?;
+        let mut out = Vec::with_capacity(consents.len());
+        for c in consents {
+            if let Some(client) = self
+                .store()
+                .resolve_client(&c.client)
+                .await
+                .or_app(crate::Resource::Client)?
+                && &client.org == org
+            {
+                out.push((c, client));
+            }
+        }
+        Ok(out)
+    }
+
+    /// D49 `DELETE /v1/me/applications/{id}`: forgets the consent and
+    /// revokes the person's refresh chains and tokens for the application.
+    /// `false` when there was nothing to forget.
+    pub async fn forget_my_application(
+        &self,
+        org: &OrgId,
+        user: &UserId,
+        client: &ClientId,
+    ) -> Result<bool, OAuthError> {
+        self.authority().forget_consent(org, user, client).await
     }
 }

@@ -36,7 +36,7 @@ use crate::error::OrApp;
 
 pub use error::{AppError, AppResult};
 /// The list filters of interface.md §4.3/§4.4, as the handlers build them.
-pub use gatehouse_store::{ProductFilter, UserFilter};
+pub use gatehouse_store::{Consent, ProductFilter, Session, UserFilter};
 pub use resource::Resource;
 
 /// The use cases, over one store. Cheap to clone.
@@ -104,8 +104,8 @@ impl App {
         self.store().ping().await.or_app(Resource::Storage)
     }
 
-    /// The organization's name for e-mails, or a neutral phrase.
-    async fn org_name(&self, org: &OrgId) -> AppResult<String> {
+    /// The organization's name for e-mails and the sign-in pages (D49), or a neutral phrase.
+    pub async fn org_name(&self, org: &OrgId) -> AppResult<String> {
         Ok(self
             .store()
             .get_org(org)

@@ -66,6 +66,7 @@ async fn a_public_client_needs_a_redirect_uri_and_has_no_secret() {
         name: Name::parse("SPA").unwrap(),
         scopes: ScopeSet::parse("users:read admin").unwrap(),
         redirect_uris: vec![],
+        post_logout_redirect_uris: vec![],
         public: true,
         owner: None,
     };

@@ -15,6 +15,14 @@ pub enum OAuthErrorKind {
     UnsupportedResponseType,
     /// Authorization endpoint only: the person chose Deny.
     AccessDenied,
+    /// D49 `prompt=none`: nobody is signed in (or the sign-in is too old).
+    LoginRequired,
+    /// D49 `prompt=none`: the consent page would have to be shown.
+    ConsentRequired,
+    /// D49: `request_uri` is not supported.
+    RequestUriNotSupported,
+    /// D49: request objects (`request`) are not supported.
+    RequestNotSupported,
     /// Storage failed: the server answers 500/503, never an OAuth code.
     Unavailable,
     Internal,
@@ -31,6 +39,10 @@ impl OAuthErrorKind {
             OAuthErrorKind::InvalidScope => "invalid_scope",
             OAuthErrorKind::UnsupportedResponseType => "unsupported_response_type",
             OAuthErrorKind::AccessDenied => "access_denied",
+            OAuthErrorKind::LoginRequired => "login_required",
+            OAuthErrorKind::ConsentRequired => "consent_required",
+            OAuthErrorKind::RequestUriNotSupported => "request_uri_not_supported",
+            OAuthErrorKind::RequestNotSupported => "request_not_supported",
             OAuthErrorKind::Unavailable => "temporarily_unavailable",
             OAuthErrorKind::Internal => "server_error",
         }

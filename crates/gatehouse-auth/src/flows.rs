@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{OAuthError, OAuthErrorKind};
 use crate::grants::{AuthService, ClientAuth, IssuedTokens};
 use crate::jwt::{self, AccessClaims};
+use crate::oidc::{self, Prompt};
 use crate::{ACCESS_TOKEN_TTL_SECS, password, pkce, secrets, throttle};
 
 /// Authorization codes live five minutes (D26).
@@ -39,6 +40,13 @@ pub struct AuthorizeParams {
     pub state: Option<String>,
     pub code_challenge: Option<String>,
     pub code_challenge_method: Option<String>,
+    /// D49: OpenID Connect's parameters.
+    pub nonce: Option<String>,
+    pub prompt: Option<String>,
+    pub max_age: Option<String>,
+    pub login_hint: Option<String>,
+    pub request_uri: Option<String>,
+    pub request: Option<String>,
 }
 
 /// Why an authorization request is refused.
@@ -64,6 +72,12 @@ pub struct AuthorizeRequest {
     pub requested: Option<ScopeSet>,
     pub state: Option<String>,
     pub code_challenge: String,
+    /// D49: echoed in the ID token.
+    pub nonce: Option<String>,
+    pub prompt: Prompt,
+    pub max_age: Option<i64>,
+    /// D49: pre-fills the e-mail on the sign-in page.
+    pub login_hint: Option<String>,
 }
 
 impl AuthorizeRequest {
@@ -73,7 +87,8 @@ impl AuthorizeRequest {
     pub fn grantable(&self, role: Role) -> ScopeSet {
         let mut asked = match self.requested {
             Some(s) => s,
-            None => self.client.scopes.without(Scope::Admin),
+            // D49: the OpenID Connect scopes only when asked for by name.
+            None => self.client.scopes.without(Scope::Admin).without_identity(),
         };
         if !self.client.admin_approved {
             asked = asked.without(Scope::Admin);
@@ -81,6 +96,19 @@ impl AuthorizeRequest {
         asked
             .intersect(self.client.scopes)
             .intersect(ScopeSet::for_role(role))
+    }
+
+    /// D49 (RFC 8252 §8.6): consent is not remembered for a public client
+    /// whose redirect URI is a loopback address: any local program can use
+    /// its `client_id`.
+    pub fn may_remember_consent(&self) -> bool {
+        !(self.client.is_public() && RedirectUri::is_loopback(&self.redirect_uri))
+    }
+
+    /// D49: what a person signed in at `auth_time` needs: a fresh sign-in
+    /// (`prompt=login`, `max_age`).
+    pub fn needs_fresh_login(&self, auth_time: Timestamp) -> bool {
+        oidc::needs_fresh_login(self.prompt, self.max_age, auth_time)
     }
 
     pub fn error(&self, error: OAuthErrorKind, description: &str) -> AuthorizeError {
@@ -91,6 +119,17 @@ impl AuthorizeRequest {
             state: self.state.clone(),
         }
     }
+}
+
+/// Why `/oauth/userinfo` refused a token (RFC 6750 §3.1).
+#[derive(Debug, thiserror::Error)]
+pub enum UserinfoError {
+    #[error("the access token is invalid")]
+    InvalidToken,
+    #[error("the token was not issued to a person with the openid scope")]
+    InsufficientScope,
+    #[error(transparent)]
+    Store(StoreError),
 }
 
 /// Why a login failed. Every kind reads the same to the person (D26).
@@ -107,6 +146,9 @@ struct SealedPair {
     refresh_token: String,
     scope: String,
     issued_at: i64,
+    /// D49: the ID token of the pair, when the chain has `openid`.
+    #[serde(default)]
+    id_token: Option<String>,
 }
 
 fn digest(token: &str) -> [u8; 32] {
@@ -162,8 +204,25 @@ impl AuthService {
                 .map(|s| s.split(' ').filter_map(Scope::parse).collect()),
             state: p.state.clone(),
             code_challenge: String::new(),
+            nonce: None,
+            prompt: Prompt::default(),
+            max_age: None,
+            login_hint: p.login_hint.clone(),
             client,
         };
+        // D49: request objects by value or by reference are not supported.
+        if p.request_uri.is_some() {
+            return Err(req.error(
+                OAuthErrorKind::RequestUriNotSupported,
+                "request_uri is not supported",
+            ));
+        }
+        if p.request.is_some() {
+            return Err(req.error(
+                OAuthErrorKind::RequestNotSupported,
+                "request objects are not supported",
+            ));
+        }
         match p.response_type.as_deref() {
             Some("code") => {}
             None => {
@@ -193,6 +252,19 @@ impl AuthService {
                     "code_challenge must be the base64url SHA-256 of the verifier",
                 ));
             }
+        }
+        req.prompt = Prompt::parse(p.prompt.as_deref())
+            .map_err(|m| req.error(OAuthErrorKind::InvalidRequest, m))?;
+        req.max_age = oidc::parse_max_age(p.max_age.as_deref())
+            .map_err(|m| req.error(OAuthErrorKind::InvalidRequest, m))?;
+        match p.nonce.as_deref() {
+            Some(n) if n.len() > 512 => {
+                return Err(req.error(
+                    OAuthErrorKind::InvalidRequest,
+                    "nonce must be at most 512 characters",
+                ));
+            }
+            n => req.nonce = n.map(str::to_owned),
         }
         Ok(req)
     }
@@ -248,8 +320,13 @@ impl AuthService {
         }
     }
 
-    /// A new browser session; returns the cookie value.
-    pub async fn create_session(&self, user: &User, org: &OrgId) -> Result<String, StoreError> {
+    /// A new browser session: the cookie value and the session (whose
+    /// `created_at` is the sign-in's `auth_time`, D49).
+    pub async fn create_session(
+        &self,
+        user: &User,
+        org: &OrgId,
+    ) -> Result<(String, Session), StoreError> {
         let token = random::token("", 256);
         let now = Timestamp::now();
         let sess = Session {
@@ -257,34 +334,144 @@ impl AuthService {
             user: user.id.clone(),
             created_at: now,
             expires_at: now.plus_seconds(SESSION_TTL_SECS),
+            sid: Some(random::token("", 128)),
         };
         self.store
             .create_session(org, &digest(&token), &sess)
             .await?;
-        Ok(token)
+        Ok((token, sess))
     }
 
-    /// The active user of a session cookie in `org`, if any.
+    /// The session of a cookie, whatever its organization, while it lasts.
+    pub async fn session(&self, cookie: &str) -> Result<Option<Session>, StoreError> {
+        Ok(self
+            .store
+            .resolve_session(&digest(cookie))
+            .await?
+            .filter(|s| s.expires_at > Timestamp::now()))
+    }
+
+    /// The active user of a session cookie in `org`, with the session.
     pub async fn session_user(
         &self,
         cookie: &str,
         org: &OrgId,
-    ) -> Result<Option<User>, StoreError> {
-        let Some(sess) = self.store.resolve_session(&digest(cookie)).await? else {
+    ) -> Result<Option<(User, Session)>, StoreError> {
+        let Some(sess) = self.session(cookie).await? else {
             return Ok(None);
         };
-        if sess.expires_at <= Timestamp::now() || &sess.org != org {
+        if &sess.org != org {
             return Ok(None);
         }
         Ok(self
             .store
             .get_user(org, &sess.user)
             .await?
-            .filter(|u| u.status == UserStatus::Active))
+            .filter(|u| u.status == UserStatus::Active)
+            .map(|u| (u, sess)))
     }
 
     pub async fn end_session(&self, cookie: &str) -> Result<(), StoreError> {
         self.store.delete_session(&digest(cookie)).await
+    }
+
+    /// D49 logout: ends the session of `cookie` and revokes the refresh
+    /// chains begun in it. Nothing happens for an unknown cookie.
+    pub async fn logout(&self, cookie: &str) -> Result<(), OAuthError> {
+        let Some(sess) = self.store.resolve_session(&digest(cookie)).await? else {
+            return Ok(());
+        };
+        self.store.delete_session(&digest(cookie)).await?;
+        if let Some(sid) = &sess.sid {
+            let chains = self
+                .store
+                .live_chains(
+                    &sess.org,
+                    &gatehouse_store::ChainFilter::Session(sid.clone()),
+                )
+                .await?;
+            for chain in chains {
+                self.revoke_chain_now(&sess.org, &chain).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// D49: forgets the consent `user` gave `client` and revokes the
+    /// refresh chains (and so the access tokens) the person holds for it.
+    /// `false` when there was neither a consent nor a live chain.
+    pub async fn forget_consent(
+        &self,
+        org: &OrgId,
+        user: &UserId,
+        client: &ClientId,
+    ) -> Result<bool, OAuthError> {
+        let forgot = self.store.forget_consent(org, user, client).await?;
+        let chains = self
+            .store
+            .live_chains(
+                org,
+                &gatehouse_store::ChainFilter::UserClient(user.clone(), client.clone()),
+            )
+            .await?;
+        let any = forgot || !chains.is_empty();
+        for chain in chains {
+            self.revoke_chain_now(org, &chain).await?;
+        }
+        Ok(any)
+    }
+
+    /// D49: whether the consent page can be skipped for `granted`; marks
+    /// the remembered consent used when it can.
+    pub async fn remembered_consent_covers(
+        &self,
+        req: &AuthorizeRequest,
+        user: &User,
+        granted: ScopeSet,
+    ) -> Result<bool, StoreError> {
+        if !req.may_remember_consent() || req.prompt.consent {
+            return Ok(false);
+        }
+        let remembered = self
+            .store
+            .consent(&req.client.org, &user.id, &req.client.id)
+            .await?
+            .map(|c| c.scopes);
+        let covers = oidc::consent_covers(req.prompt, remembered, granted);
+        if covers {
+            self.store
+                .remember_consent(
+                    &req.client.org,
+                    &user.id,
+                    &req.client.id,
+                    ScopeSet::EMPTY,
+                    Timestamp::now(),
+                )
+                .await?;
+        }
+        Ok(covers)
+    }
+
+    /// D49: remembers what the person just allowed (never `admin`, never
+    /// for a public client on a loopback redirect URI).
+    pub async fn remember_consent(
+        &self,
+        req: &AuthorizeRequest,
+        user: &User,
+        granted: ScopeSet,
+    ) -> Result<(), StoreError> {
+        if !req.may_remember_consent() {
+            return Ok(());
+        }
+        self.store
+            .remember_consent(
+                &req.client.org,
+                &user.id,
+                &req.client.id,
+                granted.without(Scope::Admin),
+                Timestamp::now(),
+            )
+            .await
     }
 
     /// A single-use code for the approved request (D26).
@@ -292,6 +479,7 @@ impl AuthService {
         &self,
         req: &AuthorizeRequest,
         user: &User,
+        session: &Session,
         scopes: ScopeSet,
     ) -> Result<String, StoreError> {
         let code = random::token("ac_", 256);
@@ -311,10 +499,99 @@ impl AuthService {
                     expires_at: now.plus_seconds(CODE_TTL_SECS),
                     used_at: None,
                     chain: None,
+                    nonce: req.nonce.clone(),
+                    auth_time: Some(session.created_at),
+                    sid: session.sid.clone(),
                 },
             )
             .await?;
         Ok(code)
+    }
+
+    /// D49: the ID token for a response of `chain` whose granted scopes
+    /// include `openid`; `None` otherwise.
+    async fn id_token(
+        &self,
+        user: &User,
+        chain: &RefreshChain,
+        nonce: Option<&str>,
+        response: &IssuedTokens,
+    ) -> Result<Option<String>, OAuthError> {
+        let scopes = ScopeSet::parse(&response.scope).unwrap_or_default();
+        if !scopes.contains(Scope::OpenId) {
+            return Ok(None);
+        }
+        let email_verified = if scopes.contains(Scope::Email) {
+            self.store.email_verified(&chain.org, &user.id).await?
+        } else {
+            false
+        };
+        let subject = oidc::Subject {
+            user,
+            email_verified,
+        };
+        let claims = oidc::id_claims(
+            &self.issuer,
+            &subject,
+            &oidc::IdTokenInput {
+                client: &chain.client,
+                auth_time: chain.auth_time.unwrap_or(chain.created_at),
+                nonce,
+                sid: chain.sid.as_deref(),
+                access_token: &response.access_token,
+                scopes,
+            },
+        );
+        Ok(Some(oidc::sign(&self.keys.current(), &self.rng, &claims)))
+    }
+
+    /// D49 `/oauth/userinfo`: `sub` and the claims of the token's scopes,
+    /// for an access token issued to a person with `openid`.
+    pub async fn userinfo(&self, token: &str) -> Result<oidc::UserInfo, UserinfoError> {
+        let claims = self
+            .verify_access_token(token)
+            .map_err(|_| UserinfoError::InvalidToken)?;
+        let Some(user_id) = &claims.user else {
+            return Err(UserinfoError::InsufficientScope);
+        };
+        if !claims.scopes.contains(Scope::OpenId) {
+            return Err(UserinfoError::InsufficientScope);
+        }
+        let user = match self.store.get_user(&claims.org, user_id).await {
+            Ok(Some(u)) if u.status == UserStatus::Active => u,
+            Ok(_) => return Err(UserinfoError::InvalidToken),
+            Err(e) => return Err(UserinfoError::Store(e)),
+        };
+        let email_verified = if claims.scopes.contains(Scope::Email) {
+            self.store
+                .email_verified(&claims.org, user_id)
+                .await
+                .map_err(UserinfoError::Store)?
+        } else {
+            false
+        };
+        Ok(oidc::UserInfo {
+            sub: user.id.as_str().to_owned(),
+            claims: oidc::ScopeClaims::of(
+                &oidc::Subject {
+                    user: &user,
+                    email_verified,
+                },
+                claims.scopes,
+            ),
+        })
+    }
+
+    /// D49 logout: a verified `id_token_hint` whose `aud` is a client that
+    /// exists (its organization's), with that client.
+    pub async fn logout_hint(
+        &self,
+        hint: &str,
+    ) -> Result<Option<(oidc::Hint, Client)>, StoreError> {
+        let Some(h) = oidc::verify_hint(&self.keys.current(), &self.issuer, hint) else {
+            return Ok(None);
+        };
+        Ok(self.store.resolve_client(&h.client).await?.map(|c| (h, c)))
     }
 
     async fn active_user(&self, org: &OrgId, id: &UserId) -> Result<User, OAuthError> {
@@ -436,6 +713,8 @@ impl AuthService {
             created_at: now,
             ends_at: now.plus_seconds(self.config.refresh_max_days * 86400),
             revoked_at: None,
+            auth_time: rec.auth_time,
+            sid: rec.sid.clone(),
         };
         let claims = AccessClaims::issue(
             rec.org.clone(),
@@ -452,7 +731,11 @@ impl AuthService {
         {
             Redeemed::Fresh => {
                 self.count_issued("authorization_code");
-                Ok(self.token_response(&claims, Some(refresh)))
+                let mut response = self.token_response(&claims, Some(refresh));
+                response.id_token = self
+                    .id_token(&user, &chain, rec.nonce.as_deref(), &response)
+                    .await?;
+                Ok(response)
             }
             Redeemed::Reused(first) => {
                 if let Some(chain) = first {
@@ -517,12 +800,16 @@ impl AuthService {
                 )
                 .in_chain(&chain.id);
                 let (refresh, next) = self.new_refresh(&chain, now, &claims.jti);
-                let response = self.token_response(&claims, Some(refresh.clone()));
+                let mut response = self.token_response(&claims, Some(refresh.clone()));
+                // D49: a refresh of a chain with `openid` gets a new ID
+                // token: same `sub` and `auth_time`, no `nonce`.
+                response.id_token = self.id_token(&user, &chain, None, &response).await?;
                 let sealed = serde_json::to_vec(&SealedPair {
                     access_token: response.access_token.clone(),
                     refresh_token: refresh,
                     scope: response.scope.clone(),
                     issued_at: now.millis(),
+                    id_token: response.id_token.clone(),
                 })
                 .expect("pair serializes");
                 let sealed = self.keys.master().encrypt(&sealed, &d);
@@ -570,6 +857,8 @@ impl AuthService {
                 expires_in: (ACCESS_TOKEN_TTL_SECS - elapsed).max(1),
                 refresh_token: Some(pair.refresh_token),
                 scope: pair.scope,
+                // D49: a grace replay answers with the same ID token.
+                id_token: pair.id_token,
             });
         }
         // … after it, a replay is reuse: the whole chain is revoked (RFC 9700).

@@ -34,6 +34,8 @@ pub struct IssuedTokens {
     pub refresh_token: Option<String>,
     /// The granted scopes, space-separated.
     pub scope: String,
+    /// D49: with `openid` granted to a person, the ID token.
+    pub id_token: Option<String>,
 }
 
 /// Tunables of the authorization server.
@@ -412,6 +414,7 @@ impl AuthService {
             expires_in: ACCESS_TOKEN_TTL_SECS,
             refresh_token,
             scope: claims.scopes.to_string(),
+            id_token: None,
         }
     }
 }
@@ -420,8 +423,9 @@ impl AuthService {
 pub fn grant_scopes(client: &Client, requested: Option<&str>) -> Result<ScopeSet, OAuthError> {
     let requested = requested.map(str::trim).filter(|s| !s.is_empty());
     let Some(requested) = requested else {
-        // Omitted: everything registered except `admin`, which must be asked for by name.
-        let s = client.scopes.without(Scope::Admin);
+        // Omitted: everything registered except `admin`, which must be asked
+        // for by name, and the OpenID Connect scopes, which need a person (D49).
+        let s = client.scopes.without(Scope::Admin).without_identity();
         if s.is_empty() {
             return Err(OAuthError::invalid_scope(
                 "the client is registered for no scope that can be granted without asking",
@@ -431,6 +435,13 @@ pub fn grant_scopes(client: &Client, requested: Option<&str>) -> Result<ScopeSet
     };
     let set = ScopeSet::parse(requested)
         .map_err(|w| OAuthError::invalid_scope(format!("unknown scope: {w}")))?;
+    if let Some(s) = set.iter().find(|s| s.is_identity()) {
+        // D49: `openid`, `profile` and `email` are granted only at /oauth/authorize.
+        return Err(OAuthError::invalid_scope(format!(
+            "{} is granted only to a person at /oauth/authorize",
+            s.as_str()
+        )));
+    }
     if set.contains(Scope::Admin) && !client.admin_approved {
         return Err(OAuthError::invalid_scope(
             "the admin scope needs an operator's approval for this client",
@@ -466,6 +477,7 @@ mod tests {
             admin_approved,
             owner: None,
             created_at: Timestamp::now(),
+            post_logout_redirect_uris: vec![],
         }
     }
 

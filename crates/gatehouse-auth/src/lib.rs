@@ -13,6 +13,7 @@ pub mod flows;
 pub mod grants;
 pub mod jwt;
 pub mod keys;
+pub mod oidc;
 pub mod password;
 pub mod pkce;
 pub mod ratelimit;

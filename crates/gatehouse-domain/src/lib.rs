@@ -99,6 +99,8 @@ pub struct Client {
     pub previous_secret: Option<([u8; 32], Timestamp)>,
     pub scopes: ScopeSet,
     pub redirect_uris: Vec<String>,
+    /// D49: where RP-initiated logout may send the person (matched exactly).
+    pub post_logout_redirect_uris: Vec<String>,
     pub admin_approved: bool,
     pub owner: Option<UserId>,
     pub created_at: Timestamp,

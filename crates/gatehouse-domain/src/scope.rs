@@ -16,11 +16,17 @@ pub enum Scope {
     Admin = 4,
     ProductsRead = 5,
     ProductsWrite = 6,
+    /// OpenID Connect (D49): an `id_token` and `/oauth/userinfo`.
+    OpenId = 7,
+    /// OpenID Connect `profile` claims (`name`, `updated_at`).
+    Profile = 8,
+    /// OpenID Connect `email` claims (`email`, `email_verified`).
+    Email = 9,
 }
 
 impl Scope {
     /// Every scope, in the canonical order used when a set is written out.
-    pub const ALL: [Scope; 7] = [
+    pub const ALL: [Scope; 10] = [
         Scope::UsersRead,
         Scope::UsersWrite,
         Scope::ProfileRead,
@@ -28,7 +34,16 @@ impl Scope {
         Scope::ProductsRead,
         Scope::ProductsWrite,
         Scope::Admin,
+        Scope::OpenId,
+        Scope::Profile,
+        Scope::Email,
     ];
+
+    /// D49: the OpenID Connect scopes. Granted only at `/oauth/authorize`
+    /// and only when asked for by name; never to client credentials.
+    pub fn is_identity(self) -> bool {
+        matches!(self, Scope::OpenId | Scope::Profile | Scope::Email)
+    }
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -39,6 +54,9 @@ impl Scope {
             Scope::Admin => "admin",
             Scope::ProductsRead => "products:read",
             Scope::ProductsWrite => "products:write",
+            Scope::OpenId => "openid",
+            Scope::Profile => "profile",
+            Scope::Email => "email",
         }
     }
 
@@ -56,13 +74,16 @@ impl Scope {
             Scope::Admin => "Full administrative access",
             Scope::ProductsRead => "List and view the product catalog",
             Scope::ProductsWrite => "Add, change and remove products in the catalog",
+            Scope::OpenId => "Sign you in with your account",
+            Scope::Profile => "See your name",
+            Scope::Email => "See your e-mail address",
         }
     }
 }
 
 /// A set of scopes, kept as a bit set.
 #[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
-pub struct ScopeSet(u8);
+pub struct ScopeSet(u16);
 
 impl ScopeSet {
     pub const EMPTY: ScopeSet = ScopeSet(0);
@@ -72,15 +93,15 @@ impl ScopeSet {
     }
 
     pub fn contains(self, s: Scope) -> bool {
-        self.0 & (1 << s as u8) != 0
+        self.0 & (1 << s as u16) != 0
     }
 
     pub fn insert(&mut self, s: Scope) {
-        self.0 |= 1 << s as u8;
+        self.0 |= 1 << s as u16;
     }
 
     pub fn without(self, s: Scope) -> Self {
-        Self(self.0 & !(1 << s as u8))
+        Self(self.0 & !(1 << s as u16))
     }
 
     pub fn with(mut self, s: Scope) -> Self {
@@ -122,12 +143,22 @@ impl ScopeSet {
         Ok(set)
     }
 
-    pub fn bits(self) -> u8 {
+    pub fn bits(self) -> u16 {
         self.0
     }
 
-    pub fn from_bits(bits: u8) -> Self {
+    pub fn from_bits(bits: u16) -> Self {
         Self(bits & ScopeSet::all().0)
+    }
+
+    /// D49: the OpenID Connect scopes `openid`, `profile` and `email`.
+    pub fn identity() -> Self {
+        Scope::ALL.into_iter().filter(|s| s.is_identity()).collect()
+    }
+
+    /// This set less the OpenID Connect scopes (D49).
+    pub fn without_identity(self) -> Self {
+        Self(self.0 & !Self::identity().0)
     }
 
     /// The scopes a user of this role may ever be granted (D29). `admin` is
@@ -138,6 +169,10 @@ impl ScopeSet {
             Scope::ProductsRead,
             Scope::ProfileRead,
             Scope::ProfileWrite,
+            // D49: every role may have the OpenID Connect scopes.
+            Scope::OpenId,
+            Scope::Profile,
+            Scope::Email,
         ]
         .into_iter()
         .collect();

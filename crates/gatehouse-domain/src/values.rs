@@ -501,6 +501,13 @@ impl RedirectUri {
         None
     }
 
+    /// Whether `uri` is `http://` on a loopback address (RFC 8252 §7.3).
+    pub fn is_loopback(uri: &str) -> bool {
+        uri.strip_prefix("http://")
+            .and_then(Self::loopback_parts)
+            .is_some()
+    }
+
     /// Whether `presented` matches this registered URI: exactly, or for a
     /// loopback URI, with any port (RFC 8252 §7.3).
     pub fn matches(&self, presented: &str) -> bool {

@@ -1,10 +1,13 @@
-//! `GET /oauth/authorize` and its login and consent pages (D26, D29).
+//! `GET`/`POST /oauth/authorize` and its sign-in and consent pages (D26,
+//! D29), with OpenID Connect's `prompt`, `max_age`, `login_hint` and
+//! remembered consent (D49).
 
 use axum::Router;
 use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use gatehouse_app::Session;
 use gatehouse_auth::OAuthErrorKind;
 use gatehouse_auth::flows::{AuthorizeError, AuthorizeRequest, LoginError, SESSION_TTL_SECS};
 use gatehouse_domain::{Scope, User};
@@ -16,13 +19,17 @@ use crate::pages::{self, SESSION_COOKIE};
 
 pub fn router() -> Router<AppState> {
     Router::new()
-        .route("/oauth/authorize", get(start).post(login))
+        .route("/oauth/authorize", get(start).post(start_by_post))
+        .route("/oauth/authorize/login", post(login))
         .route("/oauth/authorize/decision", post(decide))
 }
 
-/// `redirect_uri` with `pairs` added to its query.
-fn redirect_to(uri: &str, pairs: &[(&str, &str)]) -> Response {
-    let query = serde_urlencoded::to_string(pairs).unwrap_or_default();
+/// `redirect_uri` with `pairs` and the issuer (RFC 9207, D49) added to its
+/// query.
+fn redirect_to(st: &AppState, uri: &str, pairs: &[(&str, &str)]) -> Response {
+    let mut all: Vec<(&str, &str)> = pairs.to_vec();
+    all.push(("iss", st.config.public_url.trim_end_matches('/')));
+    let query = serde_urlencoded::to_string(&all).unwrap_or_default();
     let sep = if uri.contains('?') { '&' } else { '?' };
     let target = format!("{uri}{sep}{query}");
     let mut res = StatusCode::SEE_OTHER.into_response();
@@ -55,12 +62,21 @@ fn refuse(st: &AppState, e: AuthorizeError) -> Response {
             if let Some(s) = &state {
                 pairs.push(("state", s.as_str()));
             }
-            redirect_to(&redirect_uri, &pairs)
+            redirect_to(st, &redirect_uri, &pairs)
         }
     }
 }
 
-fn login_page(
+fn unavailable(st: &AppState) -> Response {
+    pages::message(
+        st,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "Try again in a moment",
+        "The service is temporarily unavailable.",
+    )
+}
+
+async fn login_page(
     st: &AppState,
     req: &AuthorizeRequest,
     p: &AuthorizeParameters,
@@ -74,23 +90,87 @@ fn login_page(
     } else {
         StatusCode::OK
     };
+    // D49: `login_hint` pre-fills the e-mail.
+    let email = if email.is_empty() {
+        req.login_hint.as_deref().unwrap_or("")
+    } else {
+        email
+    };
+    let org_name = st.app.org_name(&req.client.org).await.unwrap_or_default();
     let res = st.templates.page_with_status(
         status,
         "login.html",
         context! {
-            client_name => &req.client.name, client_id => req.client.id.as_str(), csrf => &csrf,
+            client_name => &req.client.name, org_name => org_name,
+            client_id => req.client.id.as_str(), csrf => &csrf,
             params => p.hidden(), error => error, email => email,
         },
     );
     pages::with_csrf(res, &csrf, new)
 }
 
-fn consent_page(
+async fn consent_page(
     st: &AppState,
     req: &AuthorizeRequest,
     p: &AuthorizeParameters,
     headers: &HeaderMap,
     user: &User,
+) -> Response {
+    let granted = req.grantable(user.role);
+    let scopes: Vec<_> = granted
+        .iter()
+        .map(|s: Scope| context! { name => s.as_str(), description => s.description() })
+        .collect();
+    let (csrf, new) = pages::csrf_token(headers);
+    let org_name = st.app.org_name(&req.client.org).await.unwrap_or_default();
+    // D49: "not you?" asks for a fresh sign-in to the same request.
+    let switch = format!("/oauth/authorize?{}", p.with_prompt("login").query());
+    let res = st.templates.page(
+        "consent.html",
+        context! {
+            client_name => &req.client.name, org_name => org_name,
+            user_email => user.email.as_str(), scopes, csrf => &csrf,
+            params => p.hidden(), switch_account => switch,
+        },
+    );
+    pages::with_csrf(res, &csrf, new)
+}
+
+/// Issues the code for `granted` and sends the person back to the client.
+async fn grant(
+    st: &AppState,
+    req: &AuthorizeRequest,
+    user: &User,
+    session: &Session,
+    granted: gatehouse_domain::ScopeSet,
+) -> Response {
+    match st.app.issue_code(req, user, session, granted).await {
+        Ok(code) => {
+            let mut pairs = vec![("code", code.as_str())];
+            if let Some(s) = &req.state {
+                pairs.push(("state", s.as_str()));
+            }
+            redirect_to(st, &req.redirect_uri, &pairs)
+        }
+        Err(e) => {
+            tracing::error!(cause = %e, "issuing a code failed");
+            refuse(
+                st,
+                req.error(OAuthErrorKind::Unavailable, "try again in a moment"),
+            )
+        }
+    }
+}
+
+/// After the person is known: a remembered consent that covers the
+/// request skips the page (D49); `prompt=none` never shows one.
+async fn after_sign_in(
+    st: &AppState,
+    req: &AuthorizeRequest,
+    p: &AuthorizeParameters,
+    headers: &HeaderMap,
+    user: &User,
+    session: &Session,
 ) -> Response {
     let granted = req.grantable(user.role);
     if granted.is_empty() {
@@ -102,25 +182,61 @@ fn consent_page(
             ),
         );
     }
-    let scopes: Vec<_> = granted
-        .iter()
-        .map(|s: Scope| context! { name => s.as_str(), description => s.description() })
-        .collect();
-    let (csrf, new) = pages::csrf_token(headers);
-    let res = st.templates.page(
-        "consent.html",
-        context! { client_name => &req.client.name, user_email => user.email.as_str(), scopes, csrf => &csrf, params => p.hidden() },
-    );
-    pages::with_csrf(res, &csrf, new)
+    match st.app.remembered_consent_covers(req, user, granted).await {
+        Ok(true) => return grant(st, req, user, session, granted).await,
+        Ok(false) => {}
+        Err(e) => {
+            tracing::error!(cause = %e, "reading a remembered consent failed");
+            return refuse(
+                st,
+                req.error(OAuthErrorKind::Unavailable, "try again in a moment"),
+            );
+        }
+    }
+    if req.prompt.none {
+        return refuse(
+            st,
+            req.error(
+                OAuthErrorKind::ConsentRequired,
+                "the person has to approve this application first",
+            ),
+        );
+    }
+    consent_page(st, req, p, headers, user).await
 }
 
-async fn session_user(st: &AppState, headers: &HeaderMap, req: &AuthorizeRequest) -> Option<User> {
+async fn session_user(
+    st: &AppState,
+    headers: &HeaderMap,
+    req: &AuthorizeRequest,
+) -> Option<(User, Session)> {
     let cookie = pages::cookie(headers, SESSION_COOKIE)?;
     st.app
         .session_user(&cookie, &req.client.org)
         .await
         .ok()
         .flatten()
+}
+
+/// An authorization request by GET or POST (D49).
+async fn authorize(st: AppState, headers: HeaderMap, p: AuthorizeParameters) -> Response {
+    let req = match st.app.check_authorize(&p.to_params()).await {
+        Ok(r) => r,
+        Err(e) => return refuse(&st, e),
+    };
+    match session_user(&st, &headers, &req).await {
+        Some((user, session)) if !req.needs_fresh_login(session.created_at) => {
+            after_sign_in(&st, &req, &p, &headers, &user, &session).await
+        }
+        _ if req.prompt.none => refuse(
+            &st,
+            req.error(
+                OAuthErrorKind::LoginRequired,
+                "the person is not signed in (or signed in too long ago for max_age)",
+            ),
+        ),
+        _ => login_page(&st, &req, &p, &headers, None, "").await,
+    }
 }
 
 #[utoipa::path(
@@ -136,16 +252,17 @@ async fn session_user(st: &AppState, headers: &HeaderMap, req: &AuthorizeRequest
     ),
 )]
 pub(crate) async fn start(State(st): State<AppState>, headers: HeaderMap, uri: Uri) -> Response {
-    let p: AuthorizeParameters =
-        serde_urlencoded::from_str(uri.query().unwrap_or("")).unwrap_or_default();
-    let req = match st.app.check_authorize(&p.to_params()).await {
-        Ok(r) => r,
-        Err(e) => return refuse(&st, e),
+    let p = AuthorizeParameters::from_query(uri.query().unwrap_or(""));
+    authorize(st, headers, p).await
+}
+
+/// D49: an authorization request may also be a form POST.
+async fn start_by_post(State(st): State<AppState>, request: Request) -> Response {
+    let (headers, form) = match pages::read_form(request).await {
+        Ok(f) => f,
+        Err(m) => return pages::message(&st, StatusCode::BAD_REQUEST, "Something went wrong", m),
     };
-    match session_user(&st, &headers, &req).await {
-        Some(user) => consent_page(&st, &req, &p, &headers, &user),
-        None => login_page(&st, &req, &p, &headers, None, ""),
-    }
+    authorize(st, headers, AuthorizeParameters::from_form(&form)).await
 }
 
 const LOGIN_FAILED: &str = "That e-mail and password do not match an account that can sign in here, or sign-in is paused for a while after too many attempts.";
@@ -181,27 +298,19 @@ async fn login(
         .await
     {
         Ok(user) => {
-            let Ok(token) = st.app.create_session(&user, &req.client.org).await else {
-                return pages::message(
-                    &st,
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "Try again in a moment",
-                    "The service is temporarily unavailable.",
-                );
+            let Ok((token, session)) = st.app.create_session(&user, &req.client.org).await else {
+                return unavailable(&st);
             };
-            let mut res = consent_page(&st, &req, &p, &headers, &user);
+            let mut res = after_sign_in(&st, &req, &p, &headers, &user, &session).await;
             pages::set_cookie(&mut res, SESSION_COOKIE, &token, Some(SESSION_TTL_SECS));
             res
         }
-        Err(LoginError::Failed) => login_page(&st, &req, &p, &headers, Some(LOGIN_FAILED), email),
+        Err(LoginError::Failed) => {
+            login_page(&st, &req, &p, &headers, Some(LOGIN_FAILED), email).await
+        }
         Err(LoginError::Unavailable(cause)) => {
             tracing::error!(%cause, "login failed on storage");
-            pages::message(
-                &st,
-                StatusCode::SERVICE_UNAVAILABLE,
-                "Try again in a moment",
-                "The service is temporarily unavailable.",
-            )
+            unavailable(&st)
         }
     }
 }
@@ -224,15 +333,8 @@ async fn decide(State(st): State<AppState>, request: Request) -> Response {
         Ok(r) => r,
         Err(e) => return refuse(&st, e),
     };
-    let Some(user) = session_user(&st, &headers, &req).await else {
-        return login_page(&st, &req, &p, &headers, None, "");
-    };
-    let state = req.state.clone();
-    let with_state = |mut pairs: Vec<(&'static str, String)>| {
-        if let Some(s) = &state {
-            pairs.push(("state", s.clone()));
-        }
-        pairs
+    let Some((user, session)) = session_user(&st, &headers, &req).await else {
+        return login_page(&st, &req, &p, &headers, None, "").await;
     };
     match form.value("decision") {
         Some("allow") => {
@@ -246,29 +348,22 @@ async fn decide(State(st): State<AppState>, request: Request) -> Response {
                     ),
                 );
             }
-            match st.app.issue_code(&req, &user, granted).await {
-                Ok(code) => {
-                    let pairs = with_state(vec![("code", code)]);
-                    let refs: Vec<(&str, &str)> =
-                        pairs.iter().map(|(k, v)| (*k, v.as_str())).collect();
-                    redirect_to(&req.redirect_uri, &refs)
-                }
-                Err(e) => {
-                    tracing::error!(cause = %e, "issuing a code failed");
-                    refuse(
-                        &st,
-                        req.error(OAuthErrorKind::Unavailable, "try again in a moment"),
-                    )
-                }
+            // D49: remembered per (user, application) for what was granted.
+            if let Err(e) = st.app.remember_consent(&req, &user, granted).await {
+                tracing::error!(cause = %e, "remembering a consent failed");
+                return refuse(
+                    &st,
+                    req.error(OAuthErrorKind::Unavailable, "try again in a moment"),
+                );
             }
+            grant(&st, &req, &user, &session, granted).await
         }
         Some("deny") => {
-            let pairs = with_state(vec![(
-                "error",
-                OAuthErrorKind::AccessDenied.as_str().to_owned(),
-            )]);
-            let refs: Vec<(&str, &str)> = pairs.iter().map(|(k, v)| (*k, v.as_str())).collect();
-            redirect_to(&req.redirect_uri, &refs)
+            let mut pairs = vec![("error", OAuthErrorKind::AccessDenied.as_str())];
+            if let Some(s) = &req.state {
+                pairs.push(("state", s.as_str()));
+            }
+            redirect_to(&st, &req.redirect_uri, &pairs)
         }
         _ => pages::message(
             &st,

@@ -24,7 +24,7 @@ impl Default for Templates {
 }
 
 /// Every template, compiled into the binary (no external assets).
-const TEMPLATES: [(&str, &str); 9] = [
+const TEMPLATES: [(&str, &str); 10] = [
     ("base.html", include_str!("../templates/base.html")),
     (
         "docs_index.html",
@@ -40,6 +40,7 @@ const TEMPLATES: [(&str, &str); 9] = [
     ),
     ("login.html", include_str!("../templates/login.html")),
     ("consent.html", include_str!("../templates/consent.html")),
+    ("logout.html", include_str!("../templates/logout.html")),
     ("message.html", include_str!("../templates/message.html")),
     (
         "set_password.html",

@@ -219,6 +219,13 @@ impl PathId for UserId {
     }
 }
 
+impl PathId for gatehouse_domain::ClientId {
+    const RESOURCE: Resource = Resource::Client;
+    fn parse(raw: &str) -> Option<Self> {
+        gatehouse_domain::ClientId::parse(raw)
+    }
+}
+
 impl PathId for ProductId {
     const RESOURCE: Resource = Resource::Product;
     fn parse(raw: &str) -> Option<Self> {

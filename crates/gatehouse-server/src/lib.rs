@@ -23,6 +23,7 @@ pub mod middleware;
 pub mod mock;
 pub mod oauth;
 pub mod oauth_wire;
+pub mod oidc;
 pub mod openapi;
 pub mod pages;
 pub mod products;
@@ -146,10 +147,13 @@ pub fn app(state: AppState) -> Router {
     let routes = Router::new()
         .nest("/v1", v1)
         .nest("/v2", v2::router().layer(cors.clone()))
-        .merge(oauth::router().layer(cors))
+        .merge(oauth::router().layer(cors.clone()))
+        // D49: CORS (D36) also covers /.well-known/* and /oauth/userinfo.
+        .merge(oidc::userinfo_router().layer(cors.clone()))
+        .merge(wellknown::router().layer(cors))
+        .merge(oidc::logout_router())
         .merge(authorize::router())
         .merge(links::router())
-        .merge(wellknown::router())
         .merge(health::router())
         .merge(docs::router())
         .merge(versions::router());

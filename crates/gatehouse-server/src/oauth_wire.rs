@@ -24,6 +24,10 @@ pub struct TokenResponse {
     #[schema(value_type = String)]
     pub refresh_token: Option<String>,
     pub scope: String,
+    /// D49: with `openid` granted to a person, the ID token (ES256).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = String)]
+    pub id_token: Option<String>,
 }
 
 impl From<IssuedTokens> for TokenResponse {
@@ -34,6 +38,7 @@ impl From<IssuedTokens> for TokenResponse {
             expires_in: t.expires_in,
             refresh_token: t.refresh_token,
             scope: t.scope,
+            id_token: t.id_token,
         }
     }
 }
@@ -139,22 +144,16 @@ pub struct RevokeForm {
 }
 
 /// The parameters of an authorization request (RFC 6749 §4.1.1, RFC 7636
-/// §4.3): the query of `GET /oauth/authorize`, carried on as hidden fields
-/// of the sign-in and consent forms.
+/// §4.3, OpenID Connect Core §3.1.2.1 (D49)): the query of `GET
+/// /oauth/authorize` or the form of `POST /oauth/authorize`, carried on as
+/// hidden fields of the sign-in and consent forms. Anything else sent is
+/// ignored, as RFC 6749 §3.1 asks.
 #[derive(Clone, Debug, Default, Deserialize)]
-pub struct AuthorizeParameters {
-    pub response_type: Option<String>,
-    pub client_id: Option<String>,
-    pub redirect_uri: Option<String>,
-    pub scope: Option<String>,
-    pub state: Option<String>,
-    pub code_challenge: Option<String>,
-    pub code_challenge_method: Option<String>,
-}
+pub struct AuthorizeParameters(Vec<(String, String)>);
 
 impl AuthorizeParameters {
-    /// The names, in the order the hidden fields are written.
-    const NAMES: [&'static str; 7] = [
+    /// The names carried on, in the order the hidden fields are written.
+    const NAMES: [&'static str; 13] = [
         "response_type",
         "client_id",
         "redirect_uri",
@@ -162,50 +161,89 @@ impl AuthorizeParameters {
         "state",
         "code_challenge",
         "code_challenge_method",
+        "nonce",
+        "prompt",
+        "max_age",
+        "login_hint",
+        "request_uri",
+        "request",
     ];
+
+    /// From a query string; unknown names are dropped, a repeated name
+    /// keeps its first value.
+    pub fn from_query(query: &str) -> Self {
+        let pairs: Vec<(String, String)> = serde_urlencoded::from_str(query).unwrap_or_default();
+        Self::from_pairs(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+    }
 
     /// The parameters a form carries on (values as sent, empty or not).
     pub fn from_form(form: &Form) -> Self {
-        let get = |k: &str| form.value(k).map(str::to_owned);
-        Self {
-            response_type: get("response_type"),
-            client_id: get("client_id"),
-            redirect_uri: get("redirect_uri"),
-            scope: get("scope"),
-            state: get("state"),
-            code_challenge: get("code_challenge"),
-            code_challenge_method: get("code_challenge_method"),
+        Self::from_pairs(
+            Self::NAMES
+                .iter()
+                .filter_map(|k| form.value(k).map(|v| (*k, v))),
+        )
+    }
+
+    fn from_pairs<'a>(pairs: impl Iterator<Item = (&'a str, &'a str)>) -> Self {
+        let mut out: Vec<(String, String)> = Vec::new();
+        for (k, v) in pairs {
+            if Self::NAMES.contains(&k) && !out.iter().any(|(n, _)| n == k) {
+                out.push((k.to_owned(), v.to_owned()));
+            }
         }
+        Self(out)
+    }
+
+    fn get(&self, name: &str) -> Option<String> {
+        self.0
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+    }
+
+    /// The same request with `prompt` replaced (the consent page's "not
+    /// you?" asks for a fresh sign-in, D49).
+    pub fn with_prompt(&self, prompt: &str) -> Self {
+        let mut out: Vec<_> = self
+            .0
+            .iter()
+            .filter(|(k, _)| k != "prompt")
+            .cloned()
+            .collect();
+        out.push(("prompt".into(), prompt.into()));
+        Self(out)
+    }
+
+    /// The request as a query string for a link back to it.
+    pub fn query(&self) -> String {
+        serde_urlencoded::to_string(&self.0).unwrap_or_default()
     }
 
     /// The parameters as hidden form fields.
     pub fn hidden(&self) -> Vec<(&'static str, String)> {
-        let values = [
-            &self.response_type,
-            &self.client_id,
-            &self.redirect_uri,
-            &self.scope,
-            &self.state,
-            &self.code_challenge,
-            &self.code_challenge_method,
-        ];
         Self::NAMES
             .iter()
-            .zip(values)
-            .filter_map(|(k, v)| v.clone().map(|v| (*k, v)))
+            .filter_map(|k| self.get(k).map(|v| (*k, v)))
             .collect()
     }
 
     /// What the auth service checks.
     pub fn to_params(&self) -> AuthorizeParams {
         AuthorizeParams {
-            response_type: self.response_type.clone(),
-            client_id: self.client_id.clone(),
-            redirect_uri: self.redirect_uri.clone(),
-            scope: self.scope.clone(),
-            state: self.state.clone(),
-            code_challenge: self.code_challenge.clone(),
-            code_challenge_method: self.code_challenge_method.clone(),
+            response_type: self.get("response_type"),
+            client_id: self.get("client_id"),
+            redirect_uri: self.get("redirect_uri"),
+            scope: self.get("scope"),
+            state: self.get("state"),
+            code_challenge: self.get("code_challenge"),
+            code_challenge_method: self.get("code_challenge_method"),
+            nonce: self.get("nonce"),
+            prompt: self.get("prompt"),
+            max_age: self.get("max_age"),
+            login_hint: self.get("login_hint"),
+            request_uri: self.get("request_uri"),
+            request: self.get("request"),
         }
     }
 }

@@ -16,7 +16,13 @@ use crate::respond;
 use crate::responses::UserResponse;
 
 pub fn router() -> Router<AppState> {
-    Router::new().route("/me", get(show).patch(update))
+    Router::new()
+        .route("/me", get(show).patch(update))
+        .route("/me/applications", get(list_applications))
+        .route(
+            "/me/applications/{app_id}",
+            axum::routing::delete(forget_application),
+        )
 }
 
 /// The token's user; a credential that acts for no user gets 404 (D15).
@@ -84,4 +90,104 @@ pub(crate) async fn update(
         StatusCode::OK,
         &UserResponse::from(&user),
     ))
+}
+
+/// D49: an application the person consented to, as `/v1/me/applications`
+/// shows it.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub struct ConsentedApplication {
+    /// The application's `client_id`.
+    #[schema(value_type = String)]
+    id: String,
+    name: String,
+    /// The scopes the person allowed it.
+    #[schema(value_type = Vec<String>)]
+    scopes: gatehouse_domain::ScopeSet,
+    #[schema(value_type = String, format = DateTime)]
+    granted_at: gatehouse_domain::Timestamp,
+    #[schema(value_type = String, format = DateTime)]
+    last_used_at: gatehouse_domain::Timestamp,
+}
+
+impl From<&(gatehouse_app::Consent, gatehouse_domain::Client)> for ConsentedApplication {
+    fn from((consent, client): &(gatehouse_app::Consent, gatehouse_domain::Client)) -> Self {
+        Self {
+            id: client.id.as_str().to_owned(),
+            name: client.name.clone(),
+            scopes: consent.scopes,
+            granted_at: consent.created_at,
+            last_used_at: consent.last_used_at,
+        }
+    }
+}
+
+#[utoipa::path(
+    get,
+    path = "/v1/me/applications",
+    operation_id = "listMyApplications",
+    tag = "Profile",
+    summary = "The applications you allowed to act for you (remembered consents)",
+    params(
+        ("limit" = Option<u32>, Query, minimum = 1, description = "Page size (default 20, at most 100); values above 100 are clamped to 100."),
+        ("offset" = Option<u64>, Query, description = "Items to skip."),
+    ),
+    responses(
+        (status = 200, description = "Most recently used first", body = crate::respond::List<'static, ConsentedApplication>),
+        (status = 400, description = "Invalid query parameter", body = crate::error::ErrorEnvelope<'static>),
+        (status = 404, description = "The token acts for no user", body = crate::error::ErrorEnvelope<'static>),
+    ),
+    security(("bearer" = ["profile:read"]), ("oauth2" = ["profile:read"])),
+)]
+pub(crate) async fn list_applications(
+    auth: Authorized<ProfileRead>,
+    ctx: RequestCtx,
+    State(st): State<AppState>,
+    mut query: crate::extract::Query,
+) -> Result<Response, ApiError> {
+    let page = query.page();
+    query.finish()?;
+    let id = me(&auth)?;
+    let all = st.app.my_applications(auth.org(), &id).await?;
+    let total = all.len() as u64;
+    let items = all
+        .into_iter()
+        .skip(page.offset.min(usize::MAX as u64) as usize)
+        .take(page.limit as usize)
+        .collect();
+    let listing = gatehouse_domain::Listing { items, total };
+    Ok(respond::list::<_, ConsentedApplication>(
+        &ctx, &listing, page,
+    ))
+}
+
+#[utoipa::path(
+    delete,
+    path = "/v1/me/applications/{app_id}",
+    operation_id = "forgetMyApplication",
+    tag = "Profile",
+    summary = "Forget an application's consent and sign it out (its refresh tokens and access tokens stop working)",
+    params(
+        ("app_id" = String, Path, description = "The application's `client_id`."),
+    ),
+    responses(
+        (status = 204, description = "Forgotten and revoked"),
+        (status = 404, description = "No consent or session of yours with this application", body = crate::error::ErrorEnvelope<'static>),
+    ),
+    security(("bearer" = ["profile:write"]), ("oauth2" = ["profile:write"])),
+)]
+pub(crate) async fn forget_application(
+    auth: Authorized<ProfileWrite>,
+    State(st): State<AppState>,
+    crate::extract::Id(app): crate::extract::Id<gatehouse_domain::ClientId>,
+) -> Result<Response, ApiError> {
+    use axum::response::IntoResponse;
+    let id = me(&auth)?;
+    match st.app.forget_my_application(auth.org(), &id, &app).await {
+        Ok(true) => Ok(StatusCode::NO_CONTENT.into_response()),
+        Ok(false) => Err(ApiError::not_found(crate::error::Resource::Client)),
+        Err(e) => {
+            tracing::error!(cause = %e, "forgetting a consent failed");
+            Err(ApiError::unavailable(1))
+        }
+    }
 }

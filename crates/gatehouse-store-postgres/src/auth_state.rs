@@ -173,7 +173,7 @@ pub(crate) async fn use_link(
 
 pub(crate) async fn insert_chain(c: &mut PgConnection, ch: &RefreshChain) -> TxResult<()> {
     query(&format!(
-        "INSERT INTO refresh_chains ({CHAIN_COLS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
+        "INSERT INTO refresh_chains ({CHAIN_COLS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
     ))
     .bind(ch.id.as_str())
     .bind(ch.org.as_str())
@@ -183,6 +183,8 @@ pub(crate) async fn insert_chain(c: &mut PgConnection, ch: &RefreshChain) -> TxR
     .bind(ch.created_at.millis())
     .bind(ch.ends_at.millis())
     .bind(ch.revoked_at.map(Timestamp::millis))
+    .bind(ch.auth_time.map(Timestamp::millis))
+    .bind(ch.sid.as_deref())
     .execute(&mut *c)
     .await?;
     Ok(())

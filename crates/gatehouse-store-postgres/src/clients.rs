@@ -20,6 +20,7 @@ impl ClientStore for PgStore {
                 previous_secret: None,
                 scopes: client.scopes,
                 redirect_uris: client.redirect_uris.clone(),
+                post_logout_redirect_uris: client.post_logout_redirect_uris.clone(),
                 admin_approved: client.admin_approved,
                 owner: client.owner.clone(),
                 created_at: client.created_at,
@@ -84,8 +85,8 @@ pub(crate) async fn insert_client_row(
     n: &NewClient,
 ) -> TxResult<()> {
     let r = query(
-        "INSERT INTO clients (id, org_id, name, secret_hash, scopes, redirect_uris, admin_approved, owner_id, created_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+        "INSERT INTO clients (id, org_id, name, secret_hash, scopes, redirect_uris, admin_approved, owner_id, created_at, post_logout_redirect_uris)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
     )
     .bind(n.id.as_str())
     .bind(org.as_str())
@@ -96,6 +97,7 @@ pub(crate) async fn insert_client_row(
     .bind(n.admin_approved)
     .bind(n.owner.as_ref().map(UserId::as_str))
     .bind(n.created_at.millis())
+    .bind(&n.post_logout_redirect_uris)
     .execute(&mut *c)
     .await;
     match r {

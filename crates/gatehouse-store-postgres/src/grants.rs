@@ -12,30 +12,32 @@ impl GrantStore for PgStore {
     ) -> StoreResult<()> {
         check_org(org, &sess.org)?;
         write_tx!(self, |tx| {
-            query("INSERT INTO sessions (digest, org_id, user_id, created_at, expires_at) VALUES ($1, $2, $3, $4, $5)")
+            query("INSERT INTO sessions (digest, org_id, user_id, created_at, expires_at, sid) VALUES ($1, $2, $3, $4, $5, $6)")
                 .bind(&digest[..])
                 .bind(sess.org.as_str())
                 .bind(sess.user.as_str())
                 .bind(sess.created_at.millis())
                 .bind(sess.expires_at.millis())
+                .bind(sess.sid.as_deref())
                 .execute(&mut *tx)
                 .await?;
             Ok(())
         })
     }
     async fn resolve_session(&self, digest: &[u8; 32]) -> StoreResult<Option<Session>> {
-        let row: Option<(String, String, i64, i64)> = query_as(
-            "SELECT org_id, user_id, created_at, expires_at FROM sessions WHERE digest = $1",
+        let row: Option<(String, String, i64, i64, Option<String>)> = query_as(
+            "SELECT org_id, user_id, created_at, expires_at, sid FROM sessions WHERE digest = $1",
         )
         .bind(&digest[..])
         .fetch_optional(&self.pool)
         .await
         .map_err(db_err)?;
-        Ok(row.map(|(org, user, created, expires)| Session {
+        Ok(row.map(|(org, user, created, expires, sid)| Session {
             org: OrgId::from_trusted(org),
             user: UserId::from_trusted(user),
             created_at: Timestamp::from_millis(created),
             expires_at: Timestamp::from_millis(expires),
+            sid,
         }))
     }
     async fn delete_session(&self, digest: &[u8; 32]) -> StoreResult<()> {
@@ -90,7 +92,7 @@ impl GrantStore for PgStore {
         check_org(org, &code.org)?;
         write_tx!(self, |tx| {
             query(&format!(
-                "INSERT INTO auth_codes ({CODE_COLS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
+                "INSERT INTO auth_codes ({CODE_COLS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)"
             ))
             .bind(&code.digest[..])
             .bind(code.org.as_str())
@@ -103,6 +105,9 @@ impl GrantStore for PgStore {
             .bind(code.expires_at.millis())
             .bind(code.used_at.map(Timestamp::millis))
             .bind(code.chain.as_ref().map(ChainId::as_str))
+            .bind(code.nonce.as_deref())
+            .bind(code.auth_time.map(Timestamp::millis))
+            .bind(code.sid.as_deref())
             .execute(&mut *tx)
             .await?;
             Ok(())
@@ -157,7 +162,7 @@ impl GrantStore for PgStore {
     ) -> StoreResult<Option<(RefreshToken, RefreshChain)>> {
         let row = query(
             "SELECT t.digest, t.chain_id, t.issued_at, t.expires_at, t.used_at, t.successor_sealed, t.successor_until, t.access_jti,
-                    c.id, c.org_id, c.client_id, c.user_id, c.scopes, c.created_at, c.ends_at, c.revoked_at
+                    c.id, c.org_id, c.client_id, c.user_id, c.scopes, c.created_at, c.ends_at, c.revoked_at, c.auth_time, c.sid
              FROM refresh_tokens t JOIN refresh_chains c ON c.id = t.chain_id WHERE t.digest = $1",
         )
         .bind(&digest[..])
@@ -257,4 +262,117 @@ impl GrantStore for PgStore {
         )
         .await)
     }
+    async fn live_chains(&self, org: &OrgId, filter: &ChainFilter) -> StoreResult<Vec<ChainId>> {
+        let q = match filter {
+            ChainFilter::Session(sid) => query_scalar(
+                "SELECT id FROM refresh_chains WHERE org_id = $1 AND sid = $2 AND revoked_at IS NULL",
+            )
+            .bind(org.as_str())
+            .bind(sid.as_str()),
+            ChainFilter::UserClient(user, client) => query_scalar(
+                "SELECT id FROM refresh_chains
+                 WHERE org_id = $1 AND user_id = $2 AND client_id = $3 AND revoked_at IS NULL",
+            )
+            .bind(org.as_str())
+            .bind(user.as_str())
+            .bind(client.as_str()),
+        };
+        let ids: Vec<String> = q.fetch_all(&self.pool).await.map_err(db_err)?;
+        ids.iter()
+            .map(|t| {
+                gatehouse_store::decode::text(t, ChainId::parse)
+                    .map_err(|p| StoreError::Internal(format!("refresh_chains.id {p}")))
+            })
+            .collect()
+    }
+    async fn consent(
+        &self,
+        org: &OrgId,
+        user: &UserId,
+        client: &ClientId,
+    ) -> StoreResult<Option<Consent>> {
+        let row = query(
+            "SELECT client_id, scopes, created_at, last_used_at FROM consents
+             WHERE org_id = $1 AND user_id = $2 AND client_id = $3",
+        )
+        .bind(org.as_str())
+        .bind(user.as_str())
+        .bind(client.as_str())
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(db_err)?;
+        row.as_ref().map(consent_row).transpose().map_err(db_err)
+    }
+    async fn remember_consent(
+        &self,
+        org: &OrgId,
+        user: &UserId,
+        client: &ClientId,
+        scopes: ScopeSet,
+        now: Timestamp,
+    ) -> StoreResult<()> {
+        write_tx!(self, |tx| {
+            query(
+                "INSERT INTO consents (org_id, user_id, client_id, scopes, created_at, last_used_at)
+                 SELECT $1, $2, $3, $4, $5, $5
+                  WHERE EXISTS (SELECT 1 FROM users WHERE id = $2 AND org_id = $1)
+                    AND EXISTS (SELECT 1 FROM clients WHERE id = $3 AND org_id = $1)
+                 ON CONFLICT (user_id, client_id)
+                 DO UPDATE SET scopes = consents.scopes | excluded.scopes,
+                               last_used_at = excluded.last_used_at
+                  WHERE consents.org_id = excluded.org_id",
+            )
+            .bind(org.as_str())
+            .bind(user.as_str())
+            .bind(client.as_str())
+            .bind(bits(scopes))
+            .bind(now.millis())
+            .execute(&mut *tx)
+            .await?;
+            Ok(())
+        })
+    }
+    async fn list_consents(&self, org: &OrgId, user: &UserId) -> StoreResult<Vec<Consent>> {
+        let rows = query(
+            "SELECT client_id, scopes, created_at, last_used_at FROM consents
+             WHERE org_id = $1 AND user_id = $2 ORDER BY last_used_at DESC, client_id LIMIT 1000",
+        )
+        .bind(org.as_str())
+        .bind(user.as_str())
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db_err)?;
+        rows.iter()
+            .map(consent_row)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(db_err)
+    }
+    async fn forget_consent(
+        &self,
+        org: &OrgId,
+        user: &UserId,
+        client: &ClientId,
+    ) -> StoreResult<bool> {
+        write_tx!(self, |tx| {
+            let n =
+                query("DELETE FROM consents WHERE org_id = $1 AND user_id = $2 AND client_id = $3")
+                    .bind(org.as_str())
+                    .bind(user.as_str())
+                    .bind(client.as_str())
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+            Ok(n > 0)
+        })
+    }
+}
+
+fn consent_row(r: &sqlx_postgres::PgRow) -> Result<Consent, sqlx_core::Error> {
+    let client: String = r.try_get(0)?;
+    Ok(Consent {
+        scopes: crate::rows::scopes(r.try_get(1)?, ("consents", "scopes", &client))?,
+        created_at: Timestamp::from_millis(r.try_get(2)?),
+        last_used_at: Timestamp::from_millis(r.try_get(3)?),
+        client: ClientId::from_trusted(client),
+    })
 }

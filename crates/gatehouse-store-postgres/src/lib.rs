@@ -58,9 +58,9 @@ use gatehouse_domain::{
 use gatehouse_domain::{ChainId, Jti};
 use gatehouse_store::prelude::*;
 use gatehouse_store::{
-    AuthCode, LinkKind, LinkRecord, NewClient, NewLink, OutboundEmail, OutboxMessage,
-    ProductFilter, Redeemed, RefreshChain, RefreshToken, Revocation, RevocationKind, Rotated,
-    Session, SharedWindow, SigningKeyRecord, Store, StoreError, StoreResult, UserFilter,
+    AuthCode, ChainFilter, Consent, LinkKind, LinkRecord, NewClient, NewLink, OutboundEmail,
+    OutboxMessage, ProductFilter, Redeemed, RefreshChain, RefreshToken, Revocation, RevocationKind,
+    Rotated, Session, SharedWindow, SigningKeyRecord, Store, StoreError, StoreResult, UserFilter,
 };
 use gatehouse_store::{NewRevocation, check_org};
 
@@ -327,7 +327,7 @@ macro_rules! read {
 pub(crate) use read;
 
 fn bits(s: ScopeSet) -> i16 {
-    i16::from(s.bits())
+    s.bits() as i16
 }
 
 #[async_trait]

@@ -48,7 +48,7 @@ impl LinkStore for PgStore {
             let id = u.id.clone();
             auth_state::use_link(&mut tx, digest, now).await?;
             query(
-                "UPDATE users SET status = 'active', password_hash = $1, updated_at = $2
+                "UPDATE users SET status = 'active', password_hash = $1, updated_at = $2, email_verified = true
                  WHERE id = $3 AND org_id = $4",
             )
             .bind(password_hash)
@@ -113,7 +113,7 @@ impl LinkStore for PgStore {
             let (org, u) = link_user(&mut tx, LinkKind::Reset, digest, now).await?;
             let id = u.id;
             auth_state::use_link(&mut tx, digest, now).await?;
-            query("UPDATE users SET password_hash = $1 WHERE id = $2 AND org_id = $3")
+            query("UPDATE users SET password_hash = $1, email_verified = true WHERE id = $2 AND org_id = $3")
                 .bind(password_hash)
                 .bind(id.as_str())
                 .bind(org.as_str())

@@ -59,7 +59,7 @@ pub(crate) fn digest32(v: &[u8], (table, column, row): (&str, &str, &str)) -> Ro
 
 /// A scope set as stored (its bits), or [`corrupt`] when it holds a bit no
 /// scope has.
-fn scopes(bits: i16, (table, column, row): (&str, &str, &str)) -> RowResult<ScopeSet> {
+pub(crate) fn scopes(bits: i16, (table, column, row): (&str, &str, &str)) -> RowResult<ScopeSet> {
     gatehouse_store::decode::scopes(bits.into())
         .map_err(|problem| corrupt(table, column, row, &problem))
 }
@@ -118,7 +118,7 @@ pub(crate) fn org_row(r: &PgRow) -> RowResult<Organization> {
     })
 }
 
-pub(crate) const CLIENT_COLS: &str = "id, org_id, name, secret_hash, previous_secret_hash, previous_secret_until, scopes, redirect_uris, admin_approved, owner_id, created_at";
+pub(crate) const CLIENT_COLS: &str = "id, org_id, name, secret_hash, previous_secret_hash, previous_secret_until, scopes, redirect_uris, admin_approved, owner_id, created_at, post_logout_redirect_uris";
 
 pub(crate) fn client_row(r: &PgRow) -> RowResult<Client> {
     let id = decode_id(r, 0, "clients", ClientId::parse)?;
@@ -138,6 +138,7 @@ pub(crate) fn client_row(r: &PgRow) -> RowResult<Client> {
         previous_secret: prev.zip(opt_ts(prev_until)),
         scopes: scopes(r.try_get(6)?, ("clients", "scopes", id.as_str()))?,
         redirect_uris: r.try_get(7)?,
+        post_logout_redirect_uris: r.try_get(11)?,
         admin_approved: r.try_get(8)?,
         owner: r.try_get::<Option<String>, _>(9)?.map(UserId::from_trusted),
         created_at: ts(r.try_get(10)?),
@@ -159,7 +160,7 @@ pub(crate) fn api_key_row(r: &PgRow) -> RowResult<ApiKey> {
     })
 }
 
-pub(crate) const CODE_COLS: &str = "digest, org_id, client_id, user_id, redirect_uri, scopes, code_challenge, created_at, expires_at, used_at, chain_id";
+pub(crate) const CODE_COLS: &str = "digest, org_id, client_id, user_id, redirect_uri, scopes, code_challenge, created_at, expires_at, used_at, chain_id, nonce, auth_time, sid";
 
 pub(crate) fn code_row(r: &PgRow) -> RowResult<AuthCode> {
     let chain: Option<String> = r.try_get(10)?;
@@ -179,11 +180,14 @@ pub(crate) fn code_row(r: &PgRow) -> RowResult<AuthCode> {
         used_at: opt_ts(r.try_get(9)?),
         chain: decode::optional(chain.as_deref(), ChainId::parse)
             .map_err(|p| corrupt("auth_codes", "chain_id", row, &p))?,
+        nonce: r.try_get(11)?,
+        auth_time: opt_ts(r.try_get(12)?),
+        sid: r.try_get(13)?,
     })
 }
 
 pub(crate) const CHAIN_COLS: &str =
-    "id, org_id, client_id, user_id, scopes, created_at, ends_at, revoked_at";
+    "id, org_id, client_id, user_id, scopes, created_at, ends_at, revoked_at, auth_time, sid";
 
 /// A chain from the columns of [`CHAIN_COLS`] starting at `at`.
 pub(crate) fn chain_row(r: &PgRow, at: usize) -> RowResult<RefreshChain> {
@@ -198,6 +202,8 @@ pub(crate) fn chain_row(r: &PgRow, at: usize) -> RowResult<RefreshChain> {
         created_at: ts(r.try_get(at + 5)?),
         ends_at: ts(r.try_get(at + 6)?),
         revoked_at: opt_ts(r.try_get(at + 7)?),
+        auth_time: opt_ts(r.try_get(at + 8)?),
+        sid: r.try_get(at + 9)?,
         id,
     })
 }

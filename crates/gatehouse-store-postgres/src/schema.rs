@@ -47,6 +47,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "idempotency",
         include_str!("../migrations/0008_idempotency.sql"),
     ),
+    (9, "oidc", include_str!("../migrations/0009_oidc.sql")),
 ];
 
 /// The advisory-lock key of the migration (`"gatehous"` in ASCII), separate

@@ -169,6 +169,16 @@ impl UserStore for PgStore {
             .transpose()
             .map_err(db_err)
     }
+    async fn email_verified(&self, org: &OrgId, id: &UserId) -> StoreResult<bool> {
+        let v: Option<bool> =
+            query_scalar("SELECT email_verified FROM users WHERE org_id = $1 AND id = $2")
+                .bind(org.as_str())
+                .bind(id.as_str())
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(db_err)?;
+        Ok(v.unwrap_or(false))
+    }
     async fn reissue_invitation(
         &self,
         org: &OrgId,

@@ -49,6 +49,7 @@ fn client() -> NewClient {
         admin_approved: false,
         owner: None,
         created_at: Timestamp::now(),
+        post_logout_redirect_uris: vec![],
     }
 }
 
@@ -141,6 +142,9 @@ async fn chain_with_token(s: &PgStore, chain: &str, byte: u8) -> OrgId {
         expires_at: now.plus_seconds(300),
         used_at: None,
         chain: None,
+        auth_time: None,
+        nonce: None,
+        sid: None,
     };
     s.insert_auth_code(&code.org, &code).await.unwrap();
     let ch = RefreshChain {
@@ -152,6 +156,8 @@ async fn chain_with_token(s: &PgStore, chain: &str, byte: u8) -> OrgId {
         created_at: now,
         ends_at: now.plus_seconds(86400),
         revoked_at: None,
+        auth_time: None,
+        sid: None,
     };
     assert_eq!(
         s.redeem_auth_code(&[byte; 32], now, &ch, &token(byte, chain))
@@ -247,6 +253,9 @@ async fn refresh_rotation_and_code_redemption_have_one_winner() {
         expires_at: now.plus_seconds(300),
         used_at: None,
         chain: None,
+        auth_time: None,
+        nonce: None,
+        sid: None,
     };
     s.insert_auth_code(&code.org, &code).await.unwrap();
     let mut tasks = Vec::new();
@@ -263,6 +272,8 @@ async fn refresh_rotation_and_code_redemption_have_one_winner() {
                 created_at: now,
                 ends_at: now.plus_seconds(86400),
                 revoked_at: None,
+                auth_time: None,
+                sid: None,
             };
             s.redeem_auth_code(&[3; 32], now, &ch, &token(200 + i, &id))
                 .await

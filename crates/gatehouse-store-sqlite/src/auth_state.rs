@@ -115,7 +115,7 @@ pub(crate) fn use_link(c: &Connection, digest: &[u8; 32], now: Timestamp) -> Sto
     Ok(())
 }
 
-pub(crate) const CODE_COLS: &str = "digest, org_id, client_id, user_id, redirect_uri, scopes, code_challenge, created_at, expires_at, used_at, chain_id";
+pub(crate) const CODE_COLS: &str = "digest, org_id, client_id, user_id, redirect_uri, scopes, code_challenge, created_at, expires_at, used_at, chain_id, nonce, auth_time, sid";
 
 pub(crate) fn code_row(r: &Row<'_>) -> rusqlite::Result<AuthCode> {
     let chain: Option<String> = r.get(10)?;
@@ -135,11 +135,14 @@ pub(crate) fn code_row(r: &Row<'_>) -> rusqlite::Result<AuthCode> {
         used_at: r.get::<_, Option<i64>>(9)?.map(Timestamp::from_millis),
         chain: decode::optional(chain.as_deref(), ChainId::parse)
             .map_err(|p| corrupt("auth_codes", "chain_id", row, &p))?,
+        nonce: r.get(11)?,
+        auth_time: r.get::<_, Option<i64>>(12)?.map(Timestamp::from_millis),
+        sid: r.get(13)?,
     })
 }
 
 pub(crate) const CHAIN_COLS: &str =
-    "id, org_id, client_id, user_id, scopes, created_at, ends_at, revoked_at";
+    "id, org_id, client_id, user_id, scopes, created_at, ends_at, revoked_at, auth_time, sid";
 
 pub(crate) fn chain_row(r: &Row<'_>, at: usize) -> rusqlite::Result<RefreshChain> {
     let text: String = r.get(at)?;
@@ -153,6 +156,8 @@ pub(crate) fn chain_row(r: &Row<'_>, at: usize) -> rusqlite::Result<RefreshChain
         created_at: Timestamp::from_millis(r.get(at + 5)?),
         ends_at: Timestamp::from_millis(r.get(at + 6)?),
         revoked_at: r.get::<_, Option<i64>>(at + 7)?.map(Timestamp::from_millis),
+        auth_time: r.get::<_, Option<i64>>(at + 8)?.map(Timestamp::from_millis),
+        sid: r.get(at + 9)?,
         id,
     })
 }
@@ -178,7 +183,7 @@ pub(crate) fn token_row(r: &Row<'_>) -> rusqlite::Result<RefreshToken> {
 
 pub(crate) fn insert_chain(c: &Connection, ch: &RefreshChain) -> StoreResult<()> {
     c.prepare_cached(&format!(
-        "INSERT INTO refresh_chains ({CHAIN_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"
+        "INSERT INTO refresh_chains ({CHAIN_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"
     ))
     .and_then(|mut s| {
         s.execute(params![
@@ -189,7 +194,9 @@ pub(crate) fn insert_chain(c: &Connection, ch: &RefreshChain) -> StoreResult<()>
             ch.scopes.bits() as i64,
             ch.created_at.millis(),
             ch.ends_at.millis(),
-            ch.revoked_at.map(Timestamp::millis)
+            ch.revoked_at.map(Timestamp::millis),
+            ch.auth_time.map(Timestamp::millis),
+            ch.sid
         ])
     })
     .map_err(db_err)?;

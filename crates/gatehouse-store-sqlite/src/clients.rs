@@ -22,6 +22,7 @@ impl ClientStore for SqliteStore {
                     previous_secret: None,
                     scopes: client.scopes,
                     redirect_uris: client.redirect_uris,
+                    post_logout_redirect_uris: client.post_logout_redirect_uris,
                     admin_approved: client.admin_approved,
                     owner: client.owner,
                     created_at: client.created_at,
@@ -92,8 +93,8 @@ impl ClientStore for SqliteStore {
 
 pub(crate) fn insert_client_row(c: &Connection, org: &OrgId, n: &NewClient) -> StoreResult<()> {
     c.prepare_cached(
-        "INSERT INTO clients (id, org_id, name, secret_hash, scopes, redirect_uris, admin_approved, owner_id, created_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+        "INSERT INTO clients (id, org_id, name, secret_hash, scopes, redirect_uris, admin_approved, owner_id, created_at, post_logout_redirect_uris)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
     )
     .and_then(|mut s| {
         s.execute(params![
@@ -106,6 +107,7 @@ pub(crate) fn insert_client_row(c: &Connection, org: &OrgId, n: &NewClient) -> S
             n.admin_approved,
             n.owner.as_ref().map(|u| u.as_str().to_owned()),
             n.created_at.millis(),
+            n.post_logout_redirect_uris.join("\n"),
         ])
     })
     .map_err(|e| match db_err(e) {

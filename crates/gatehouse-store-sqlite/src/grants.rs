@@ -14,8 +14,8 @@ impl GrantStore for SqliteStore {
         let (digest, sess) = (*digest, sess.clone());
         self.pool
             .write(move |tx| {
-                tx.prepare_cached("INSERT INTO sessions (digest, org_id, user_id, created_at, expires_at) VALUES (?1, ?2, ?3, ?4, ?5)")
-                    .and_then(|mut s| s.execute(params![digest.to_vec(), sess.org.as_str(), sess.user.as_str(), sess.created_at.millis(), sess.expires_at.millis()]))
+                tx.prepare_cached("INSERT INTO sessions (digest, org_id, user_id, created_at, expires_at, sid) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")
+                    .and_then(|mut s| s.execute(params![digest.to_vec(), sess.org.as_str(), sess.user.as_str(), sess.created_at.millis(), sess.expires_at.millis(), sess.sid]))
                     .map_err(db_err)?;
                 Ok(())
             })
@@ -24,7 +24,7 @@ impl GrantStore for SqliteStore {
     async fn resolve_session(&self, digest: &[u8; 32]) -> StoreResult<Option<Session>> {
         self.pool
             .read(|c| {
-                c.prepare_cached("SELECT org_id, user_id, created_at, expires_at FROM sessions WHERE digest = ?1")
+                c.prepare_cached("SELECT org_id, user_id, created_at, expires_at, sid FROM sessions WHERE digest = ?1")
                     .and_then(|mut s| {
                         s.query_row([digest.to_vec()], |r| {
                             Ok(Session {
@@ -32,6 +32,7 @@ impl GrantStore for SqliteStore {
                                 user: UserId::from_trusted(r.get(1)?),
                                 created_at: Timestamp::from_millis(r.get(2)?),
                                 expires_at: Timestamp::from_millis(r.get(3)?),
+                                sid: r.get(4)?,
                             })
                         })
                         .optional()
@@ -91,7 +92,7 @@ impl GrantStore for SqliteStore {
         let code = code.clone();
         self.pool
             .write(move |tx| {
-                tx.prepare_cached(&format!("INSERT INTO auth_codes ({}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)", auth_state::CODE_COLS))
+                tx.prepare_cached(&format!("INSERT INTO auth_codes ({}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)", auth_state::CODE_COLS))
                     .and_then(|mut s| {
                         s.execute(params![
                             code.digest.to_vec(),
@@ -104,7 +105,10 @@ impl GrantStore for SqliteStore {
                             code.created_at.millis(),
                             code.expires_at.millis(),
                             code.used_at.map(Timestamp::millis),
-                            code.chain.as_ref().map(ChainId::as_str)
+                            code.chain.as_ref().map(ChainId::as_str),
+                            code.nonce,
+                            code.auth_time.map(Timestamp::millis),
+                            code.sid
                         ])
                     })
                     .map_err(db_err)?;
@@ -161,7 +165,7 @@ impl GrantStore for SqliteStore {
         self.pool
             .read(|c| {
                 let sql = "SELECT t.digest, t.chain_id, t.issued_at, t.expires_at, t.used_at, t.successor_sealed, t.successor_until, t.access_jti,
-                            c.id, c.org_id, c.client_id, c.user_id, c.scopes, c.created_at, c.ends_at, c.revoked_at
+                            c.id, c.org_id, c.client_id, c.user_id, c.scopes, c.created_at, c.ends_at, c.revoked_at, c.auth_time, c.sid
                      FROM refresh_tokens t JOIN refresh_chains c ON c.id = t.chain_id WHERE t.digest = ?1";
                 c.prepare_cached(sql)
                     .and_then(|mut s| s.query_row([digest.to_vec()], |r| Ok((auth_state::token_row(r)?, auth_state::chain_row(r, 8)?))).optional())
@@ -253,4 +257,118 @@ impl GrantStore for SqliteStore {
             .write(move |tx| auth_state::revoke_chain(tx, &org, &chain, now, access_expiry))
             .await
     }
+    async fn live_chains(&self, org: &OrgId, filter: &ChainFilter) -> StoreResult<Vec<ChainId>> {
+        let (sql, a, b) = match filter {
+            ChainFilter::Session(sid) => (
+                "SELECT id FROM refresh_chains WHERE org_id = ?1 AND sid = ?2 AND ?3 = ?3 AND revoked_at IS NULL",
+                sid.clone(),
+                String::new(),
+            ),
+            ChainFilter::UserClient(user, client) => (
+                "SELECT id FROM refresh_chains WHERE org_id = ?1 AND user_id = ?2 AND client_id = ?3 AND revoked_at IS NULL",
+                user.as_str().to_owned(),
+                client.as_str().to_owned(),
+            ),
+        };
+        let org = org.clone();
+        self.pool
+            .read(move |c| {
+                let mut s = c.prepare_cached(sql).map_err(db_err)?;
+                let ids = s
+                    .query_map(params![org.as_str(), a, b], |r| r.get::<_, String>(0))
+                    .map_err(db_err)?
+                    .collect::<rusqlite::Result<Vec<_>>>()
+                    .map_err(db_err)?;
+                ids.iter()
+                    .map(|t| {
+                        gatehouse_store::decode::text(t, ChainId::parse)
+                            .map_err(|p| StoreError::Internal(format!("refresh_chains.id {p}")))
+                    })
+                    .collect()
+            })
+            .await
+    }
+    async fn consent(
+        &self,
+        org: &OrgId,
+        user: &UserId,
+        client: &ClientId,
+    ) -> StoreResult<Option<Consent>> {
+        self.pool
+            .read(|c| {
+                c.prepare_cached("SELECT client_id, scopes, created_at, last_used_at FROM consents WHERE org_id = ?1 AND user_id = ?2 AND client_id = ?3")
+                    .and_then(|mut s| s.query_row(params![org.as_str(), user.as_str(), client.as_str()], consent_row).optional())
+                    .map_err(db_err)
+            })
+            .await
+    }
+    async fn remember_consent(
+        &self,
+        org: &OrgId,
+        user: &UserId,
+        client: &ClientId,
+        scopes: ScopeSet,
+        now: Timestamp,
+    ) -> StoreResult<()> {
+        let (org, user, client) = (org.clone(), user.clone(), client.clone());
+        self.pool
+            .write(move |tx| {
+                tx.prepare_cached(
+                    "INSERT INTO consents (org_id, user_id, client_id, scopes, created_at, last_used_at)
+                     SELECT ?1, ?2, ?3, ?4, ?5, ?5
+                      WHERE EXISTS (SELECT 1 FROM users WHERE id = ?2 AND org_id = ?1)
+                        AND EXISTS (SELECT 1 FROM clients WHERE id = ?3 AND org_id = ?1)
+                     ON CONFLICT (user_id, client_id)
+                     DO UPDATE SET scopes = consents.scopes | excluded.scopes, last_used_at = excluded.last_used_at
+                      WHERE consents.org_id = excluded.org_id",
+                )
+                .and_then(|mut s| {
+                    s.execute(params![org.as_str(), user.as_str(), client.as_str(), scopes.bits() as i64, now.millis()])
+                })
+                .map_err(db_err)?;
+                Ok(())
+            })
+            .await
+    }
+    async fn list_consents(&self, org: &OrgId, user: &UserId) -> StoreResult<Vec<Consent>> {
+        self.pool
+            .read(|c| {
+                let mut s = c
+                    .prepare_cached("SELECT client_id, scopes, created_at, last_used_at FROM consents WHERE org_id = ?1 AND user_id = ?2 ORDER BY last_used_at DESC, client_id LIMIT 1000")
+                    .map_err(db_err)?;
+                let rows = s
+                    .query_map(params![org.as_str(), user.as_str()], consent_row)
+                    .map_err(db_err)?;
+                rows.collect::<rusqlite::Result<Vec<_>>>().map_err(db_err)
+            })
+            .await
+    }
+    async fn forget_consent(
+        &self,
+        org: &OrgId,
+        user: &UserId,
+        client: &ClientId,
+    ) -> StoreResult<bool> {
+        let (org, user, client) = (org.clone(), user.clone(), client.clone());
+        self.pool
+            .write(move |tx| {
+                tx.prepare_cached(
+                    "DELETE FROM consents WHERE org_id = ?1 AND user_id = ?2 AND client_id = ?3",
+                )
+                .and_then(|mut s| s.execute(params![org.as_str(), user.as_str(), client.as_str()]))
+                .map(|n| n > 0)
+                .map_err(db_err)
+            })
+            .await
+    }
+}
+
+fn consent_row(r: &Row<'_>) -> rusqlite::Result<Consent> {
+    let client: String = r.get(0)?;
+    Ok(Consent {
+        scopes: scopes(r.get(1)?, ("consents", "scopes", &client))?,
+        created_at: Timestamp::from_millis(r.get(2)?),
+        last_used_at: Timestamp::from_millis(r.get(3)?),
+        client: ClientId::from_trusted(client),
+    })
 }

@@ -39,7 +39,7 @@ impl LinkStore for SqliteStore {
             .write(move |tx| {
                 let (org, u) = link_user(tx, LinkKind::Invitation, &digest, now)?;
                 let id = u.id.clone();
-                tx.prepare_cached("UPDATE users SET status = 'active', password_hash = ?1, updated_at = ?2 WHERE id = ?3 AND org_id = ?4")
+                tx.prepare_cached("UPDATE users SET status = 'active', password_hash = ?1, updated_at = ?2, email_verified = 1 WHERE id = ?3 AND org_id = ?4")
                     .and_then(|mut s| s.execute(params![hash, now.millis().max(u.updated_at.millis()), id.as_str(), org.as_str()]))
                     .map_err(db_err)?;
                 auth_state::use_link(tx, &digest, now)?;
@@ -95,7 +95,7 @@ impl LinkStore for SqliteStore {
                 let (org, u) = link_user(tx, LinkKind::Reset, &digest, now)?;
                 let id = u.id;
                 tx.prepare_cached(
-                    "UPDATE users SET password_hash = ?1 WHERE id = ?2 AND org_id = ?3",
+                    "UPDATE users SET password_hash = ?1, email_verified = 1 WHERE id = ?2 AND org_id = ?3",
                 )
                 .and_then(|mut s| s.execute(params![hash, id.as_str(), org.as_str()]))
                 .map_err(db_err)?;

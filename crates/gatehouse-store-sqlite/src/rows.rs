@@ -103,7 +103,7 @@ pub(crate) fn api_key_row(r: &Row<'_>) -> rusqlite::Result<ApiKey> {
     })
 }
 
-pub(crate) const CLIENT_COLS: &str = "id, org_id, name, secret_hash, previous_secret_hash, previous_secret_until, scopes, redirect_uris, admin_approved, owner_id, created_at";
+pub(crate) const CLIENT_COLS: &str = "id, org_id, name, secret_hash, previous_secret_hash, previous_secret_until, scopes, redirect_uris, admin_approved, owner_id, created_at, post_logout_redirect_uris";
 
 pub(crate) fn client_row(r: &Row<'_>) -> rusqlite::Result<Client> {
     let id = decode_id(r, 0, "clients", ClientId::parse)?;
@@ -117,6 +117,7 @@ pub(crate) fn client_row(r: &Row<'_>) -> rusqlite::Result<Client> {
     let prev = hash(4, "previous_secret_hash")?;
     let prev_until: Option<i64> = r.get(5)?;
     let uris: String = r.get(7)?;
+    let logout_uris: String = r.get(11)?;
     Ok(Client {
         org: OrgId::from_trusted(r.get(1)?),
         name: r.get(2)?,
@@ -124,6 +125,11 @@ pub(crate) fn client_row(r: &Row<'_>) -> rusqlite::Result<Client> {
         previous_secret: prev.zip(prev_until.map(Timestamp::from_millis)),
         scopes: scopes(r.get(6)?, ("clients", "scopes", id.as_str()))?,
         redirect_uris: uris
+            .lines()
+            .filter(|l| !l.is_empty())
+            .map(str::to_owned)
+            .collect(),
+        post_logout_redirect_uris: logout_uris
             .lines()
             .filter(|l| !l.is_empty())
             .map(str::to_owned)

@@ -21,6 +21,7 @@ pub(crate) const MIGRATIONS: &[(i64, &str)] = &[
     (6, include_str!("../migrations/0006_email_keys.sql")),
     (7, include_str!("../migrations/0007_reset_requests.sql")),
     (8, include_str!("../migrations/0008_idempotency.sql")),
+    (9, include_str!("../migrations/0009_oidc.sql")),
 ];
 
 /// D8 (revised): gives every row whose `email_norm` was computed by an older

@@ -176,6 +176,19 @@ impl UserStore for SqliteStore {
             })
             .await
     }
+    async fn email_verified(&self, org: &OrgId, id: &UserId) -> StoreResult<bool> {
+        self.pool
+            .read(|c| {
+                c.prepare_cached("SELECT email_verified FROM users WHERE org_id = ?1 AND id = ?2")
+                    .and_then(|mut s| {
+                        s.query_row(params![org.as_str(), id.as_str()], |r| r.get::<_, bool>(0))
+                            .optional()
+                    })
+                    .map(|v| v.unwrap_or(false))
+                    .map_err(db_err)
+            })
+            .await
+    }
     async fn reissue_invitation(
         &self,
         org: &OrgId,

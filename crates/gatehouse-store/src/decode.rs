@@ -12,7 +12,7 @@ pub fn digest(v: &[u8]) -> Result<[u8; 32], String> {
 
 /// A scope set as stored (its bits); a bit no scope has is corrupt.
 pub fn scopes(bits: i64) -> Result<ScopeSet, String> {
-    u8::try_from(bits)
+    u16::try_from(bits)
         .ok()
         .map(ScopeSet::from_bits)
         .filter(|s| i64::from(s.bits()) == bits)

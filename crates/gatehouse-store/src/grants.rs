@@ -1,9 +1,11 @@
 //! What the authorization server grants: sessions and login throttling (D26), authorization codes and refresh chains (D24, D26).
 
 use async_trait::async_trait;
-use gatehouse_domain::{ChainId, ClientId, OrgId, Timestamp};
+use gatehouse_domain::{ChainId, ClientId, OrgId, ScopeSet, Timestamp, UserId};
 
-use crate::{AuthCode, Redeemed, RefreshChain, RefreshToken, Rotated, Session, StoreResult};
+use crate::{
+    AuthCode, Consent, Redeemed, RefreshChain, RefreshToken, Rotated, Session, StoreResult,
+};
 
 /// What the authorization server grants: sessions and login throttling
 /// (D26), authorization codes and refresh chains (D24, D26).
@@ -92,4 +94,43 @@ pub trait GrantStore: Send + Sync {
         now: Timestamp,
         access_expiry: Timestamp,
     ) -> StoreResult<()>;
+    /// The chains not yet revoked that `filter` names (D49: logout ends
+    /// those begun in its session; forgetting a consent those of the
+    /// person and the application).
+    async fn live_chains(&self, org: &OrgId, filter: &ChainFilter) -> StoreResult<Vec<ChainId>>;
+    /// D49: the consent `user` gave `client`, if remembered.
+    async fn consent(
+        &self,
+        org: &OrgId,
+        user: &UserId,
+        client: &ClientId,
+    ) -> StoreResult<Option<Consent>>;
+    /// D49: remembers `scopes` for (`user`, `client`), added to those
+    /// remembered before, and marks the consent used at `now`.
+    async fn remember_consent(
+        &self,
+        org: &OrgId,
+        user: &UserId,
+        client: &ClientId,
+        scopes: ScopeSet,
+        now: Timestamp,
+    ) -> StoreResult<()>;
+    /// D49: every consent `user` gave, most recently used first.
+    async fn list_consents(&self, org: &OrgId, user: &UserId) -> StoreResult<Vec<Consent>>;
+    /// D49: forgets a consent; `false` when none was remembered.
+    async fn forget_consent(
+        &self,
+        org: &OrgId,
+        user: &UserId,
+        client: &ClientId,
+    ) -> StoreResult<bool>;
+}
+
+/// Which refresh chains [`GrantStore::live_chains`] returns.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ChainFilter {
+    /// Those begun in the browser session with this `sid`.
+    Session(String),
+    /// Those of a person with one application.
+    UserClient(UserId, ClientId),
 }

@@ -143,8 +143,13 @@ pub struct LinkRecord {
 pub struct Session {
     pub org: OrgId,
     pub user: UserId,
+    /// When the person signed in: OpenID Connect's `auth_time` (D49).
     pub created_at: Timestamp,
     pub expires_at: Timestamp,
+    /// The session's public id: the `sid` of its ID tokens, and the chains
+    /// begun in it carry it, so logout can end them (D49). `None` only for
+    /// sessions made before it existed.
+    pub sid: Option<String>,
 }
 
 /// An authorization code (D26).
@@ -162,6 +167,12 @@ pub struct AuthCode {
     pub used_at: Option<Timestamp>,
     /// The chain its exchange created (revoked if the code is used again).
     pub chain: Option<ChainId>,
+    /// D49: the authorization request's `nonce`, echoed in the ID token.
+    pub nonce: Option<String>,
+    /// D49: when the person signed in (the session's start).
+    pub auth_time: Option<Timestamp>,
+    /// D49: the browser session the code was issued in.
+    pub sid: Option<String>,
 }
 
 /// A refresh-token chain: everything descended from one authorization (D24).
@@ -176,6 +187,20 @@ pub struct RefreshChain {
     /// The absolute end (D24: 90 days after the authorization).
     pub ends_at: Timestamp,
     pub revoked_at: Option<Timestamp>,
+    /// D49: when the person signed in; refreshed ID tokens keep it.
+    pub auth_time: Option<Timestamp>,
+    /// D49: the browser session the chain was begun in (ended by logout).
+    pub sid: Option<String>,
+}
+
+/// A remembered consent (D49): what a person let an application have.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Consent {
+    pub client: ClientId,
+    pub scopes: ScopeSet,
+    pub created_at: Timestamp,
+    /// The last authorization that used or granted it.
+    pub last_used_at: Timestamp,
 }
 
 /// One refresh token of a chain.

@@ -92,6 +92,10 @@ pub trait UserStore: Send + Sync {
         org: &OrgId,
         email: &Email,
     ) -> StoreResult<Option<(User, Option<String>)>>;
+    /// D49: whether the user's address was shown to reach them: an
+    /// invitation accepted or a password reset completed. `false` for an
+    /// unknown user.
+    async fn email_verified(&self, org: &OrgId, id: &UserId) -> StoreResult<bool>;
     /// D19: a new invitation link for a `pending_invite` user, replacing the
     /// previous one (`user::check_reinvite`: `InvalidStateTransition`
     /// otherwise).

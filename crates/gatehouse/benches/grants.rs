@@ -94,6 +94,7 @@ async fn main() {
                 secret_hash: Some(secrets::hash_secret(&secret)),
                 scopes: ScopeSet::parse("users:read products:read").unwrap(),
                 redirect_uris: vec!["https://app.example/cb".into()],
+                post_logout_redirect_uris: vec![],
                 admin_approved: false,
                 owner: None,
                 created_at: Timestamp::now(),
@@ -110,9 +111,15 @@ async fn main() {
         state: None,
         code_challenge: Some(pkce::challenge_for(verifier)),
         code_challenge_method: Some("S256".into()),
+        ..AuthorizeParams::default()
     };
     let req = state.auth.check_authorize(&params).await.unwrap();
     let scopes = req.grantable(Role::Editor);
+    let (_, session) = state
+        .auth
+        .create_session(&user, &req.client.org)
+        .await
+        .unwrap();
 
     println!(
         "Gatehouse token endpoint, {} mode, {seconds} s per grant, {concurrency} concurrent keep-alive clients, in-process server on loopback",
@@ -161,7 +168,13 @@ async fn main() {
     let budget = (seconds as usize) * 2000;
     let mut codes = Vec::with_capacity(budget);
     for _ in 0..budget {
-        codes.push(state.auth.issue_code(&req, &user, scopes).await.unwrap());
+        codes.push(
+            state
+                .auth
+                .issue_code(&req, &user, &session, scopes)
+                .await
+                .unwrap(),
+        );
     }
     let codes = Arc::new(codes);
     let next = Arc::new(AtomicUsize::new(0));
@@ -211,7 +224,11 @@ async fn main() {
     // refresh_token: every worker walks its own chain, each refresh using the last successor.
     let mut chains = Vec::new();
     for _ in 0..concurrency {
-        let code = state.auth.issue_code(&req, &user, scopes).await.unwrap();
+        let code = state
+            .auth
+            .issue_code(&req, &user, &session, scopes)
+            .await
+            .unwrap();
         let r: serde_json::Value = client
             .post(format!("{base}/oauth/token"))
             .basic_auth(app.to_string(), Some(&secret))

@@ -139,6 +139,7 @@ fn client_json(c: &gatehouse_domain::Client, secret: Option<&str>) -> Value {
         "public": c.is_public(),
         "admin_approved": c.admin_approved,
         "redirect_uris": c.redirect_uris,
+        "post_logout_redirect_uris": c.post_logout_redirect_uris,
         "owner": c.owner,
     })
 }
@@ -154,6 +155,7 @@ pub async fn client(app: &App, cmd: ClientCommand) -> anyhow::Result<Output> {
             name,
             scopes: raw_scopes,
             redirect_uris,
+            post_logout_redirect_uris,
             public,
             owner,
         } => {
@@ -166,6 +168,13 @@ pub async fn client(app: &App, cmd: ClientCommand) -> anyhow::Result<Output> {
                         .map_err(|e| anyhow::anyhow!("--redirect-uri {u}: {e}"))?,
                 );
             }
+            let mut logout_uris = Vec::new();
+            for u in &post_logout_redirect_uris {
+                logout_uris.push(
+                    RedirectUri::parse(u)
+                        .map_err(|e| anyhow::anyhow!("--post-logout-redirect-uri {u}: {e}"))?,
+                );
+            }
             let owner = owner
                 .map(|o| UserId::parse(&o).with_context(|| format!("{o} is not a user id (usr_…)")))
                 .transpose()?;
@@ -174,6 +183,7 @@ pub async fn client(app: &App, cmd: ClientCommand) -> anyhow::Result<Output> {
                 name,
                 scopes,
                 redirect_uris: uris,
+                post_logout_redirect_uris: logout_uris,
                 public,
                 owner,
             };

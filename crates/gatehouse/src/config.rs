@@ -229,6 +229,10 @@ pub enum ClientCommand {
         /// A redirect URI (repeat for several).
         #[arg(long = "redirect-uri")]
         redirect_uris: Vec<String>,
+        /// Where the application may send people after they sign out
+        /// (OpenID Connect logout); matched exactly. Repeat for several.
+        #[arg(long = "post-logout-redirect-uri")]
+        post_logout_redirect_uris: Vec<String>,
         /// A public client (no secret; authorization code with PKCE only).
         #[arg(long)]
         public: bool,

@@ -168,6 +168,9 @@ pub async fn corrupt_token_ids_are_internal_errors<S: PlantRows>(s: &S) {
         expires_at: now.plus_seconds(300),
         used_at: None,
         chain: None,
+        auth_time: None,
+        nonce: None,
+        sid: None,
     };
     s.insert_auth_code(&o, &code).await.unwrap();
     s.redeem_auth_code(

@@ -17,6 +17,7 @@ pub async fn sessions_and_login_failures(s: &dyn Store) {
         user: u.id.clone(),
         created_at: now,
         expires_at: now.plus_seconds(3600),
+        sid: None,
     };
     s.create_session(&o, &[1; 32], &sess).await.unwrap();
     assert_eq!(
@@ -83,6 +84,9 @@ pub async fn codes_redeem_once(s: &dyn Store) {
         expires_at: now.plus_seconds(300),
         used_at: None,
         chain: None,
+        auth_time: None,
+        nonce: None,
+        sid: None,
     };
     s.insert_auth_code(&code.org, &code).await.unwrap();
     assert_eq!(
@@ -138,6 +142,9 @@ pub async fn refresh_rotation_is_atomic(s: &dyn Store) {
         expires_at: now.plus_seconds(300),
         used_at: None,
         chain: None,
+        auth_time: None,
+        nonce: None,
+        sid: None,
     };
     s.insert_auth_code(&code.org, &code).await.unwrap();
     s.redeem_auth_code(
@@ -275,6 +282,9 @@ pub async fn refresh_rotation_revokes_the_replaced_access_token(s: &dyn Store) {
         expires_at: now.plus_seconds(300),
         used_at: None,
         chain: None,
+        auth_time: None,
+        nonce: None,
+        sid: None,
     };
     s.insert_auth_code(&code.org, &code).await.unwrap();
     s.redeem_auth_code(

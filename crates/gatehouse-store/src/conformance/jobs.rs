@@ -17,6 +17,7 @@ pub async fn purge_removes_only_expired(s: &dyn Store) {
         user: u.id.clone(),
         created_at: now,
         expires_at: exp,
+        sid: None,
     };
     s.create_session(&o, &[30; 32], &sess(now.plus_seconds(-5)))
         .await

@@ -127,6 +127,7 @@ pub(crate) fn client(owner: Option<UserId>) -> NewClient {
         admin_approved: false,
         owner,
         created_at: Timestamp::now(),
+        post_logout_redirect_uris: vec![],
     }
 }
 
@@ -195,6 +196,8 @@ pub(crate) fn chain_for(
         created_at: now,
         ends_at: now.plus_seconds(90 * 86400),
         revoked_at: None,
+        auth_time: None,
+        sid: None,
     }
 }
 

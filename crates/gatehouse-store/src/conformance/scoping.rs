@@ -173,6 +173,7 @@ pub async fn every_tenant_method_is_scoped(s: &dyn Store) {
         user: admin.id.clone(),
         created_at: now,
         expires_at: now.plus_seconds(3600),
+        sid: None,
     };
     assert!(s.create_session(&b, &[73; 32], &sess).await.is_err());
     assert_eq!(s.resolve_session(&[73; 32]).await.unwrap(), None);
@@ -188,6 +189,9 @@ pub async fn every_tenant_method_is_scoped(s: &dyn Store) {
         expires_at: now.plus_seconds(300),
         used_at: None,
         chain: None,
+        auth_time: None,
+        nonce: None,
+        sid: None,
     };
     assert!(s.insert_auth_code(&b, &code).await.is_err());
     assert_eq!(s.resolve_auth_code(&[74; 32]).await.unwrap(), None);

@@ -902,6 +902,7 @@ async fn d51_authorization_code_and_refresh_token_rotation() {
         admin_approved: false,
         owner: None,
         created_at: Timestamp::now(),
+        post_logout_redirect_uris: vec![],
     };
     s.store().insert_client(&org, &app).await.unwrap();
     let user = s
@@ -948,6 +949,9 @@ async fn d51_authorization_code_and_refresh_token_rotation() {
                 expires_at: now.plus_seconds(60),
                 used_at: None,
                 chain: None,
+                auth_time: None,
+                nonce: None,
+                sid: None,
             },
         )
         .await

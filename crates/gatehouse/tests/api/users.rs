@@ -278,6 +278,7 @@ async fn owned_client(s: &TestServer, org: &OrgId, owner: &UserId) -> ClientId {
         admin_approved: false,
         owner: Some(owner.clone()),
         created_at: Timestamp::now(),
+        post_logout_redirect_uris: vec![],
     };
     s.store().insert_client(org, &c).await.unwrap();
     c.id

@@ -146,11 +146,17 @@ async fn user_refresh_token(n: &Node, org: &OrgId, app_secret: &str, app: &str) 
         state: None,
         code_challenge: Some(pkce::challenge_for(verifier)),
         code_challenge_method: Some("S256".into()),
+        ..AuthorizeParams::default()
     };
     let req = state.auth.check_authorize(&params).await.unwrap();
+    let (_, session) = state
+        .auth
+        .create_session(&user, &req.client.org)
+        .await
+        .unwrap();
     let code = state
         .auth
-        .issue_code(&req, &user, req.grantable(Role::Editor))
+        .issue_code(&req, &user, &session, req.grantable(Role::Editor))
         .await
         .unwrap();
     let res = n
@@ -184,6 +190,7 @@ async fn app_client_with(n: &Node, org: &OrgId, scopes: &str) -> (String, String
                 secret_hash: Some(gatehouse_auth::secrets::hash_secret(&secret)),
                 scopes: gatehouse_domain::ScopeSet::parse(scopes).unwrap(),
                 redirect_uris: vec!["https://app.example/cb".into()],
+                post_logout_redirect_uris: vec![],
                 admin_approved: false,
                 owner: None,
                 created_at: Timestamp::now(),

@@ -280,6 +280,7 @@ impl TestServer {
             admin_approved: false,
             owner: None,
             created_at: Timestamp::now(),
+            post_logout_redirect_uris: vec![],
         };
         self.store().insert_client(org, &c).await.unwrap();
         (c.id.to_string(), secret)

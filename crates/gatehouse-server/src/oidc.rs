@@ -1,0 +1,336 @@
+//! OpenID Connect's own endpoints (D49): `/oauth/userinfo` and RP-initiated
+//! logout (`/oauth/logout`). The discovery document is in `wellknown.rs`.
+
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use gatehouse_auth::flows::UserinfoError;
+use minijinja::context;
+
+use crate::AppState;
+use crate::form::Form;
+use crate::pages::{self, SESSION_COOKIE};
+
+/// `/oauth/userinfo` (CORS like the token endpoint, D36).
+pub fn userinfo_router() -> Router<AppState> {
+    Router::new().route("/oauth/userinfo", get(userinfo).post(userinfo))
+}
+
+/// `/oauth/logout` (a browser page: no CORS).
+pub fn logout_router() -> Router<AppState> {
+    Router::new().route("/oauth/logout", get(logout).post(logout))
+}
+
+/// An RFC 6750 §3 error: the code in `WWW-Authenticate` and in a JSON body.
+fn bearer_error(status: StatusCode, code: Option<&str>, description: &str) -> Response {
+    let challenge = match code {
+        Some(c) if c == "insufficient_scope" => {
+            format!("Bearer error=\"{c}\", error_description=\"{description}\", scope=\"openid\"")
+        }
+        Some(c) => format!("Bearer error=\"{c}\", error_description=\"{description}\""),
+        None => "Bearer".to_owned(),
+    };
+    let body = match code {
+        Some(c) => serde_json::json!({"error": c, "error_description": description}),
+        None => serde_json::json!({"error": "invalid_token", "error_description": description}),
+    };
+    let mut res = (status, axum::Json(body)).into_response();
+    if let Ok(v) = HeaderValue::from_str(&challenge) {
+        res.headers_mut().insert(header::WWW_AUTHENTICATE, v);
+    }
+    res.headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    res
+}
+
+/// The bearer token of a userinfo request: the `Authorization` header
+/// (exactly one), or on POST the form's `access_token` (RFC 6750 §2.2) —
+/// never both.
+fn bearer(headers: &HeaderMap, form: Option<&Form>) -> Result<Option<String>, Response> {
+    let mut auth = headers.get_all(header::AUTHORIZATION).iter();
+    let first = auth.next();
+    if auth.next().is_some() {
+        return Err(bearer_error(
+            StatusCode::BAD_REQUEST,
+            Some("invalid_request"),
+            "send one Authorization header",
+        ));
+    }
+    let from_header = match first {
+        Some(v) => {
+            let v = v.to_str().unwrap_or("");
+            match v.split_once(' ') {
+                Some((scheme, token)) if scheme.eq_ignore_ascii_case("bearer") => {
+                    Some(token.trim().to_owned())
+                }
+                _ => {
+                    return Err(bearer_error(
+                        StatusCode::UNAUTHORIZED,
+                        Some("invalid_token"),
+                        "the Authorization header must be Bearer",
+                    ));
+                }
+            }
+        }
+        None => None,
+    };
+    let from_form = form
+        .and_then(|f| f.value("access_token"))
+        .map(str::to_owned);
+    match (from_header, from_form) {
+        (Some(_), Some(_)) => Err(bearer_error(
+            StatusCode::BAD_REQUEST,
+            Some("invalid_request"),
+            "send the token once, in the header or in the form",
+        )),
+        (h, f) => Ok(h.or(f)),
+    }
+}
+
+#[utoipa::path(
+    get,
+    path = "/oauth/userinfo",
+    operation_id = "userinfo",
+    tag = "OAuth",
+    summary = "The signed-in person's claims (OpenID Connect UserInfo); also by POST",
+    responses(
+        (status = 200, description = "`sub` and the claims of the token's scopes (`profile`: `name`, `updated_at`; `email`: `email`, `email_verified`)", body = crate::openapi::AnyObject),
+        (status = 400, description = "Two Authorization headers, or the token both in the header and in the form (`invalid_request`)", body = crate::oauth_wire::OAuthErrorBody),
+        (status = 401, description = "No token, or an invalid, expired or revoked one (RFC 6750 `invalid_token`)", body = crate::oauth_wire::OAuthErrorBody),
+        (status = 403, description = "The token has no `openid` scope or acts for no person (`insufficient_scope`)", body = crate::oauth_wire::OAuthErrorBody),
+    ),
+    security(("bearer" = ["openid"]), ("oauth2" = ["openid"])),
+)]
+pub(crate) async fn userinfo(State(st): State<AppState>, request: Request) -> Response {
+    let (headers, form) = if request.method() == Method::POST
+        && request
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .is_some_and(|v| {
+                v.as_bytes()
+                    .starts_with(b"application/x-www-form-urlencoded")
+            }) {
+        match pages::read_form(request).await {
+            Ok((h, f)) => (h, Some(f)),
+            Err(m) => {
+                return bearer_error(StatusCode::BAD_REQUEST, Some("invalid_request"), m);
+            }
+        }
+    } else {
+        (request.headers().clone(), None)
+    };
+    let token = match bearer(&headers, form.as_ref()) {
+        Ok(Some(t)) => t,
+        Ok(None) => {
+            return bearer_error(
+                StatusCode::UNAUTHORIZED,
+                None,
+                "an access token is required",
+            );
+        }
+        Err(res) => return res,
+    };
+    match st.app.userinfo(&token).await {
+        Ok(info) => {
+            let mut res = axum::Json(info).into_response();
+            res.headers_mut()
+                .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+            res
+        }
+        Err(UserinfoError::InvalidToken) => bearer_error(
+            StatusCode::UNAUTHORIZED,
+            Some("invalid_token"),
+            "the access token is invalid, expired or revoked",
+        ),
+        Err(UserinfoError::InsufficientScope) => bearer_error(
+            StatusCode::FORBIDDEN,
+            Some("insufficient_scope"),
+            "the token was not issued to a person with the openid scope",
+        ),
+        Err(UserinfoError::Store(e)) => {
+            tracing::error!(cause = %e, "userinfo: storage failed");
+            let mut res = bearer_error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                Some("temporarily_unavailable"),
+                "try again in a moment",
+            );
+            res.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            res
+        }
+    }
+}
+
+#[derive(Default)]
+struct LogoutParams {
+    id_token_hint: Option<String>,
+    client_id: Option<String>,
+    post_logout_redirect_uri: Option<String>,
+    state: Option<String>,
+    /// The confirmation form's "Sign out" (with its CSRF token).
+    confirmed: bool,
+}
+
+#[utoipa::path(
+    get,
+    path = "/oauth/logout",
+    operation_id = "logout",
+    tag = "OAuth",
+    summary = "Sign out (OpenID Connect RP-initiated logout); also by POST",
+    params(
+        ("id_token_hint" = Option<String>, Query, description = "An ID token Gatehouse issued (it may have expired). Without a valid one the person is asked to confirm."),
+        ("client_id" = Option<String>, Query, description = "The application asking, when there is no hint."),
+        ("post_logout_redirect_uri" = Option<String>, Query, description = "Where to go afterwards: one of the application's registered post-logout redirect URIs, matched exactly."),
+        ("state" = Option<String>, Query, description = "Passed back to the post-logout redirect URI."),
+    ),
+    responses(
+        (status = 200, description = "Signed-out page, or the confirmation page (HTML)", body = crate::openapi::Html, content_type = "text/html"),
+        (status = 303, description = "Signed out; back to the post-logout redirect URI"),
+    ),
+)]
+pub(crate) async fn logout(State(st): State<AppState>, request: Request) -> Response {
+    let is_post = request.method() == Method::POST;
+    let (headers, p, csrf_ok) = if is_post {
+        let (headers, form) = match pages::read_form(request).await {
+            Ok(f) => f,
+            Err(m) => {
+                return pages::message(&st, StatusCode::BAD_REQUEST, "Something went wrong", m);
+            }
+        };
+        let get = |k: &str| form.value(k).filter(|v| !v.is_empty()).map(str::to_owned);
+        let p = LogoutParams {
+            id_token_hint: get("id_token_hint"),
+            client_id: get("client_id"),
+            post_logout_redirect_uri: get("post_logout_redirect_uri"),
+            state: get("state"),
+            confirmed: form.value("confirm") == Some("yes"),
+        };
+        let ok = pages::csrf_ok(&headers, &form);
+        (headers, p, ok)
+    } else {
+        let (parts, _) = request.into_parts();
+        let pairs: Vec<(String, String)> =
+            serde_urlencoded::from_str(parts.uri.query().unwrap_or("")).unwrap_or_default();
+        let get = |k: &str| {
+            pairs
+                .iter()
+                .find(|(n, v)| n == k && !v.is_empty())
+                .map(|(_, v)| v.clone())
+        };
+        let p = LogoutParams {
+            id_token_hint: get("id_token_hint"),
+            client_id: get("client_id"),
+            post_logout_redirect_uri: get("post_logout_redirect_uri"),
+            state: get("state"),
+            confirmed: false,
+        };
+        (parts.headers, p, false)
+    };
+    let cookie = pages::cookie(&headers, SESSION_COOKIE);
+    let session = match &cookie {
+        Some(c) => st.app.session(c).await.ok().flatten(),
+        None => None,
+    };
+    // D49: a hint is valid when its signature and `iss` check out and its
+    // `aud` is a client of the organization (of the session, if any),
+    // even after it expired.
+    let hint = match &p.id_token_hint {
+        Some(h) => match st.app.logout_hint(h).await {
+            Ok(found) => found.filter(|(_, client)| {
+                session.as_ref().is_none_or(|s| s.org == client.org)
+                    && p.client_id
+                        .as_deref()
+                        .is_none_or(|id| id == client.id.as_str())
+            }),
+            Err(e) => {
+                tracing::error!(cause = %e, "logout: reading the hint's client failed");
+                None
+            }
+        },
+        None => None,
+    };
+    let client = match (&hint, &p.client_id) {
+        (Some((_, c)), _) => Some(c.clone()),
+        (None, Some(id)) => match gatehouse_domain::ClientId::parse(id) {
+            Some(id) => st.app.resolve_client(&id).await.ok().flatten(),
+            None => None,
+        },
+        (None, None) => None,
+    };
+    // Matched exactly, with no loopback port leeway (D49).
+    let target = match (&client, &p.post_logout_redirect_uri) {
+        (Some(c), Some(uri)) if c.post_logout_redirect_uris.iter().any(|u| u == uri) => {
+            Some(uri.clone())
+        }
+        _ => None,
+    };
+    let confirmed = hint.is_some() || (is_post && p.confirmed && csrf_ok);
+    if !confirmed {
+        // Without a valid hint, ask first: a link alone must not sign
+        // anyone out.
+        let (csrf, new) = pages::csrf_token(&headers);
+        let hidden: Vec<(&str, String)> = [
+            ("client_id", p.client_id.clone()),
+            (
+                "post_logout_redirect_uri",
+                p.post_logout_redirect_uri.clone(),
+            ),
+            ("state", p.state.clone()),
+        ]
+        .into_iter()
+        .filter_map(|(k, v)| v.map(|v| (k, v)))
+        .collect();
+        let res = st.templates.page(
+            "logout.html",
+            context! {
+                csrf => &csrf, params => hidden,
+                client_name => client.as_ref().map(|c| c.name.clone()),
+                expired => is_post && p.confirmed && !csrf_ok,
+            },
+        );
+        return pages::with_csrf(res, &csrf, new);
+    }
+    if let Some(c) = &cookie
+        && let Err(e) = st.app.logout(c).await
+    {
+        tracing::error!(cause = %e, "logout failed");
+        return pages::message(
+            &st,
+            StatusCode::SERVICE_UNAVAILABLE,
+            "Try again in a moment",
+            "The service is temporarily unavailable, so you may still be signed in.",
+        );
+    }
+    let mut res = match target {
+        Some(uri) => {
+            let mut pairs: Vec<(&str, &str)> = Vec::new();
+            if let Some(s) = &p.state {
+                pairs.push(("state", s));
+            }
+            let query = serde_urlencoded::to_string(&pairs).unwrap_or_default();
+            let location = if query.is_empty() {
+                uri
+            } else {
+                let sep = if uri.contains('?') { '&' } else { '?' };
+                format!("{uri}{sep}{query}")
+            };
+            let mut res = StatusCode::SEE_OTHER.into_response();
+            if let Ok(v) = HeaderValue::from_str(&location) {
+                res.headers_mut().insert(header::LOCATION, v);
+            }
+            res
+        }
+        None => pages::message(
+            &st,
+            StatusCode::OK,
+            "You are signed out",
+            "You can close this window.",
+        ),
+    };
+    res.headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    pages::set_cookie(&mut res, SESSION_COOKIE, "", Some(0));
+    res
+}
