@@ -88,6 +88,7 @@ async fn relying_party(s: &TestServer) -> (String, String) {
         scopes: ScopeSet::parse("openid profile email users:read")
             .expect("D49: openid, profile and email are scopes"),
         redirect_uris: vec![REDIRECT.into()],
+        post_logout_redirect_uris: vec![],
         admin_approved: false,
         owner: None,
         created_at: Timestamp::now(),
