@@ -48,13 +48,17 @@ fn bearer_error(status: StatusCode, code: Option<&str>, description: &str) -> Re
 /// The bearer token of a userinfo request: the `Authorization` header
 /// (exactly one), or on POST the form's `access_token` (RFC 6750 §2.2) —
 /// never both.
-fn bearer(headers: &HeaderMap, form: Option<&Form>) -> Result<Option<String>, Response> {
+/// Why a userinfo request's token cannot be read: (status, RFC 6750 code,
+/// description).
+type BearerProblem = (StatusCode, &'static str, &'static str);
+
+fn bearer(headers: &HeaderMap, form: Option<&Form>) -> Result<Option<String>, BearerProblem> {
     let mut auth = headers.get_all(header::AUTHORIZATION).iter();
     let first = auth.next();
     if auth.next().is_some() {
-        return Err(bearer_error(
+        return Err((
             StatusCode::BAD_REQUEST,
-            Some("invalid_request"),
+            "invalid_request",
             "send one Authorization header",
         ));
     }
@@ -66,9 +70,9 @@ fn bearer(headers: &HeaderMap, form: Option<&Form>) -> Result<Option<String>, Re
                     Some(token.trim().to_owned())
                 }
                 _ => {
-                    return Err(bearer_error(
+                    return Err((
                         StatusCode::UNAUTHORIZED,
-                        Some("invalid_token"),
+                        "invalid_token",
                         "the Authorization header must be Bearer",
                     ));
                 }
@@ -80,9 +84,9 @@ fn bearer(headers: &HeaderMap, form: Option<&Form>) -> Result<Option<String>, Re
         .and_then(|f| f.value("access_token"))
         .map(str::to_owned);
     match (from_header, from_form) {
-        (Some(_), Some(_)) => Err(bearer_error(
+        (Some(_), Some(_)) => Err((
             StatusCode::BAD_REQUEST,
-            Some("invalid_request"),
+            "invalid_request",
             "send the token once, in the header or in the form",
         )),
         (h, f) => Ok(h.or(f)),
@@ -130,7 +134,7 @@ pub(crate) async fn userinfo(State(st): State<AppState>, request: Request) -> Re
                 "an access token is required",
             );
         }
-        Err(res) => return res,
+        Err((status, code, description)) => return bearer_error(status, Some(code), description),
     };
     match st.app.userinfo(&token).await {
         Ok(info) => {

@@ -414,3 +414,102 @@ pub async fn refresh_rotation_revokes_the_replaced_access_token(s: &dyn Store) {
         Err(StoreError::NotFound)
     ));
 }
+
+/// D49: a code and its chain keep the nonce, sign-in time and session; the
+/// live chains of a session or of a person and an application are found
+/// (and no longer once revoked); consents are remembered, widened,
+/// listed and forgotten per organization; `email_verified` starts false.
+pub async fn oidc_sessions_chains_and_consents(s: &dyn Store) {
+    let o = new_org(s).await;
+    let other = new_org(s).await;
+    let now = Timestamp::from_millis(Timestamp::now().millis());
+    let u = s
+        .insert_user(
+            &o,
+            &user("oidc@example.com", Role::Viewer, UserStatus::Active, 1),
+        )
+        .await
+        .unwrap();
+    let c = s.insert_client(&o, &client(None)).await.unwrap();
+    let code = AuthCode {
+        digest: [41; 32],
+        org: o.clone(),
+        client: c.id.clone(),
+        user: u.id.clone(),
+        redirect_uri: "https://app.example.com/cb".into(),
+        scopes: ScopeSet::parse("openid email").unwrap(),
+        code_challenge: "abc".into(),
+        created_at: now,
+        expires_at: now.plus_seconds(300),
+        used_at: None,
+        chain: None,
+        nonce: Some("n-1".into()),
+        auth_time: Some(now),
+        sid: Some("sid-1".into()),
+    };
+    s.insert_auth_code(&o, &code).await.unwrap();
+    assert_eq!(s.resolve_auth_code(&[41; 32]).await.unwrap(), Some(code));
+    let mut ch = chain_for(&o, &c.id, &u.id, now, "chainoidc");
+    ch.auth_time = Some(now);
+    ch.sid = Some("sid-1".into());
+    s.redeem_auth_code(&[41; 32], now, &ch, &rt(42, "chainoidc", now))
+        .await
+        .unwrap();
+    let (_, read) = s.resolve_refresh_token(&[42; 32]).await.unwrap().unwrap();
+    assert_eq!(read.auth_time, Some(now));
+    assert_eq!(read.sid.as_deref(), Some("sid-1"));
+    let by_session = ChainFilter::Session("sid-1".into());
+    let by_pair = ChainFilter::UserClient(u.id.clone(), c.id.clone());
+    assert_eq!(
+        s.live_chains(&o, &by_session).await.unwrap(),
+        vec![ch.id.clone()]
+    );
+    assert_eq!(
+        s.live_chains(&o, &by_pair).await.unwrap(),
+        vec![ch.id.clone()]
+    );
+    assert!(s.live_chains(&other, &by_session).await.unwrap().is_empty());
+    assert!(
+        s.live_chains(&o, &ChainFilter::Session("sid-2".into()))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    s.revoke_chain(&o, &ch.id, now, now.plus_seconds(3660))
+        .await
+        .unwrap();
+    assert!(s.live_chains(&o, &by_session).await.unwrap().is_empty());
+    assert!(s.live_chains(&o, &by_pair).await.unwrap().is_empty());
+
+    assert_eq!(s.consent(&o, &u.id, &c.id).await.unwrap(), None);
+    let first = ScopeSet::parse("openid profile").unwrap();
+    s.remember_consent(&o, &u.id, &c.id, first, now)
+        .await
+        .unwrap();
+    let later = now.plus_seconds(5);
+    s.remember_consent(&o, &u.id, &c.id, ScopeSet::parse("email").unwrap(), later)
+        .await
+        .unwrap();
+    let got = s.consent(&o, &u.id, &c.id).await.unwrap().unwrap();
+    assert_eq!(got.scopes, ScopeSet::parse("openid profile email").unwrap());
+    assert_eq!(got.created_at, now);
+    assert_eq!(got.last_used_at, later);
+    assert_eq!(s.list_consents(&o, &u.id).await.unwrap(), vec![got]);
+    // Another organization sees and writes nothing of it.
+    assert_eq!(s.consent(&other, &u.id, &c.id).await.unwrap(), None);
+    assert!(s.list_consents(&other, &u.id).await.unwrap().is_empty());
+    assert!(!s.forget_consent(&other, &u.id, &c.id).await.unwrap());
+    s.remember_consent(&other, &u.id, &c.id, first, now)
+        .await
+        .unwrap();
+    assert_eq!(
+        s.consent(&o, &u.id, &c.id).await.unwrap().unwrap().scopes,
+        ScopeSet::parse("openid profile email").unwrap()
+    );
+    assert!(s.forget_consent(&o, &u.id, &c.id).await.unwrap());
+    assert!(!s.forget_consent(&o, &u.id, &c.id).await.unwrap());
+    assert_eq!(s.consent(&o, &u.id, &c.id).await.unwrap(), None);
+
+    assert!(!s.email_verified(&o, &u.id).await.unwrap());
+    assert!(!s.email_verified(&other, &u.id).await.unwrap());
+}

@@ -2892,3 +2892,5 @@ async fn d25_revoking_a_refresh_token_kills_its_chain() {
     )
     .await;
 }
+#[path = "oidc.rs"]
+mod oidc;
