@@ -253,7 +253,8 @@ mod tests {
         let v = ScopeSet::for_role(Role::Viewer);
         assert_eq!(
             v.to_string(),
-            "users:read profile:read profile:write products:read"
+            "users:read profile:read profile:write products:read openid profile email",
+            "D49: every role may have the OpenID Connect scopes"
         );
         assert!(ScopeSet::for_role(Role::Editor).contains(Scope::ProductsWrite));
         assert!(!ScopeSet::for_role(Role::Editor).contains(Scope::UsersWrite));

@@ -273,7 +273,8 @@ async fn a_database_of_the_last_release_migrates_forward_without_loss() {
             (4, true),
             (6, true),
             (7, true),
-            (8, true)
+            (8, true),
+            (9, true)
         ]
     );
     assert_eq!(
@@ -305,6 +306,7 @@ async fn a_database_of_the_last_release_migrates_forward_without_loss() {
             "idempotency",
             include_str!("../migrations/0008_idempotency.sql"),
         ),
+        (9, "oidc", include_str!("../migrations/0009_oidc.sql")),
     ];
     for ((v, d, sql), row) in files.into_iter().zip(&after) {
         assert_eq!(row.2, checksum(v, d, sql), "checksum of migration {v}");

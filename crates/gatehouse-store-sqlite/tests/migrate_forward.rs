@@ -144,7 +144,7 @@ const PRODUCTS: [FixtureProduct; 4] = [
 
 /// The migrations this build embeds, as `schema.rs` lists them: the
 /// checksums recorded for an old database must be these files' SHA-256.
-const MIGRATIONS: [(i64, &str); 8] = [
+const MIGRATIONS: [(i64, &str); 9] = [
     (1, include_str!("../migrations/0001_init.sql")),
     (2, include_str!("../migrations/0002_api_keys.sql")),
     (3, include_str!("../migrations/0003_auth.sql")),
@@ -153,6 +153,7 @@ const MIGRATIONS: [(i64, &str); 8] = [
     (6, include_str!("../migrations/0006_email_keys.sql")),
     (7, include_str!("../migrations/0007_reset_requests.sql")),
     (8, include_str!("../migrations/0008_idempotency.sql")),
+    (9, include_str!("../migrations/0009_oidc.sql")),
 ];
 
 fn fixture() -> PathBuf {

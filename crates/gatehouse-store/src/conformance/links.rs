@@ -63,6 +63,8 @@ pub async fn invitations_and_outbox(s: &dyn Store) {
         .unwrap();
     assert_eq!(active.status, UserStatus::Active);
     assert!(active.has_password);
+    // D49: an accepted invitation verifies the address.
+    assert!(s.email_verified(&o, &active.id).await.unwrap());
     // Single use.
     assert!(matches!(
         s.accept_invitation(&[2; 32], "$argon2id$y", now).await,
@@ -238,9 +240,12 @@ pub async fn password_resets(s: &dyn Store) {
         .unwrap()
         .last()
         .map_or(0, |r| r.id);
+    assert!(!s.email_verified(&o, &u.id).await.unwrap());
     s.reset_password(&[7; 32], "$argon2id$new", now)
         .await
         .unwrap();
+    // D49: so does a completed password reset.
+    assert!(s.email_verified(&o, &u.id).await.unwrap());
     let (_, hash) = s.find_user_by_email(&o, &email).await.unwrap().unwrap();
     assert_eq!(hash.as_deref(), Some("$argon2id$new"));
     assert!(matches!(

@@ -601,3 +601,138 @@ async fn d50_two_nodes_racing_one_idempotency_key_create_once() {
         assert_eq!(listed["meta"]["total"], 1, "round {round}");
     }
 }
+
+/// D49 on several nodes: a consent remembered through node A skips the
+/// page on node B; a code issued on A is exchanged on B for an ID token
+/// with the nonce; B answers userinfo; logging out through A ends the
+/// session's chain for B, whose refresh fails and whose access token is
+/// refused within D44's second.
+#[tokio::test]
+async fn d49_consent_logout_and_userinfo_hold_across_nodes() {
+    let (a, b, _) = two_nodes().await;
+    let org = new_org(&a, gatehouse_domain::Plan::Pro, None).await;
+    let (app, secret) = app_client_with(&a, &org, "openid email users:read").await;
+    let user = a
+        .running
+        .store
+        .insert_user(
+            &org,
+            &NewUser {
+                id: UserId::generate(),
+                email: Email::parse("oidc-multi@example.com").unwrap(),
+                name: Name::parse("Multi Node").unwrap(),
+                role: Role::Viewer,
+                status: UserStatus::Active,
+                password_hash: Some("$argon2id$placeholder".into()),
+                created_at: Timestamp::now(),
+            },
+        )
+        .await
+        .unwrap();
+    let verifier = "multi-node-oidc-verifier-0123456789-abcdefghijklmnopqrstuvwxyz";
+    let params = AuthorizeParams {
+        response_type: Some("code".into()),
+        client_id: Some(app.clone()),
+        redirect_uri: Some("https://app.example/cb".into()),
+        scope: Some("openid email".into()),
+        code_challenge: Some(pkce::challenge_for(verifier)),
+        code_challenge_method: Some("S256".into()),
+        nonce: Some("multi-nonce".into()),
+        ..AuthorizeParams::default()
+    };
+    let (sa, sb) = (&a.running.state, &b.running.state);
+    let req_a = sa.auth.check_authorize(&params).await.unwrap();
+    let granted = req_a.grantable(Role::Viewer);
+    let (cookie, session) = sa.auth.create_session(&user, &org).await.unwrap();
+    sa.auth
+        .remember_consent(&req_a, &user, granted)
+        .await
+        .unwrap();
+    let req_b = sb.auth.check_authorize(&params).await.unwrap();
+    assert!(
+        sb.auth
+            .remembered_consent_covers(&req_b, &user, granted)
+            .await
+            .unwrap(),
+        "a consent remembered through A is B's too"
+    );
+    let code = sa
+        .auth
+        .issue_code(&req_a, &user, &session, granted)
+        .await
+        .unwrap();
+    let res = b
+        .client
+        .post(format!("{}/oauth/token", b.base))
+        .basic_auth(&app, Some(&secret))
+        .form(&[
+            ("grant_type", "authorization_code"),
+            ("code", code.as_str()),
+            ("redirect_uri", "https://app.example/cb"),
+            ("code_verifier", verifier),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    let pair: Value = res.json().await.unwrap();
+    let id_token = pair["id_token"].as_str().expect("an ID token").to_owned();
+    let access = pair["access_token"].as_str().unwrap().to_owned();
+    let info: Value = b
+        .client
+        .get(format!("{}/oauth/userinfo", b.base))
+        .bearer_auth(&access)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(info["sub"], user.id.as_str());
+    assert_eq!(info["email"], "oidc-multi@example.com");
+
+    // Logout through A with the hint.
+    let res = a
+        .client
+        .get(format!("{}/oauth/logout", a.base))
+        .query(&[("id_token_hint", id_token.as_str())])
+        .header("cookie", format!("__Host-gh_session={cookie}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::OK, "the signed-out page");
+    let res = b
+        .client
+        .post(format!("{}/oauth/token", b.base))
+        .basic_auth(&app, Some(&secret))
+        .form(&[
+            ("grant_type", "refresh_token"),
+            ("refresh_token", pair["refresh_token"].as_str().unwrap()),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        res.status(),
+        StatusCode::BAD_REQUEST,
+        "the chain is revoked"
+    );
+    let deadline = Instant::now() + Duration::from_secs(1);
+    loop {
+        let res = b
+            .client
+            .get(format!("{}/oauth/userinfo", b.base))
+            .bearer_auth(&access)
+            .send()
+            .await
+            .unwrap();
+        if res.status() == StatusCode::UNAUTHORIZED {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "D44: B refuses the logged-out session's token within a second"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
