@@ -12,7 +12,7 @@ use minijinja::context;
 
 use crate::AppState;
 use crate::oauth_wire::AuthorizeParameters;
-use crate::pages::{self, SESSION_COOKIE};
+use crate::pages;
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -68,7 +68,7 @@ fn login_page(
     error: Option<&str>,
     email: &str,
 ) -> Response {
-    let (csrf, new) = pages::csrf_token(headers);
+    let (csrf, new) = pages::csrf_token(st, headers);
     let status = if error.is_some() {
         StatusCode::UNAUTHORIZED
     } else {
@@ -82,7 +82,7 @@ fn login_page(
             params => p.hidden(), error => error, email => email,
         },
     );
-    pages::with_csrf(res, &csrf, new)
+    pages::with_csrf(st, res, &csrf, new)
 }
 
 fn consent_page(
@@ -106,16 +106,16 @@ fn consent_page(
         .iter()
         .map(|s: Scope| context! { name => s.as_str(), description => s.description() })
         .collect();
-    let (csrf, new) = pages::csrf_token(headers);
+    let (csrf, new) = pages::csrf_token(st, headers);
     let res = st.templates.page(
         "consent.html",
         context! { client_name => &req.client.name, user_email => user.email.as_str(), scopes, csrf => &csrf, params => p.hidden() },
     );
-    pages::with_csrf(res, &csrf, new)
+    pages::with_csrf(st, res, &csrf, new)
 }
 
 async fn session_user(st: &AppState, headers: &HeaderMap, req: &AuthorizeRequest) -> Option<User> {
-    let cookie = pages::cookie(headers, SESSION_COOKIE)?;
+    let cookie = pages::session_cookie(st, headers)?;
     st.app
         .session_user(&cookie, &req.client.org)
         .await
@@ -159,7 +159,7 @@ async fn login(
         Ok(f) => f,
         Err(m) => return pages::message(&st, StatusCode::BAD_REQUEST, "Something went wrong", m),
     };
-    if !pages::csrf_ok(&headers, &form) {
+    if !pages::csrf_ok(&st, &headers, &form) {
         return pages::message(
             &st,
             StatusCode::FORBIDDEN,
@@ -190,7 +190,7 @@ async fn login(
                 );
             };
             let mut res = consent_page(&st, &req, &p, &headers, &user);
-            pages::set_cookie(&mut res, SESSION_COOKIE, &token, Some(SESSION_TTL_SECS));
+            pages::set_session_cookie(&st, &mut res, &token, Some(SESSION_TTL_SECS));
             res
         }
         Err(LoginError::Failed) => login_page(&st, &req, &p, &headers, Some(LOGIN_FAILED), email),
@@ -211,7 +211,7 @@ async fn decide(State(st): State<AppState>, request: Request) -> Response {
         Ok(f) => f,
         Err(m) => return pages::message(&st, StatusCode::BAD_REQUEST, "Something went wrong", m),
     };
-    if !pages::csrf_ok(&headers, &form) {
+    if !pages::csrf_ok(&st, &headers, &form) {
         return pages::message(
             &st,
             StatusCode::FORBIDDEN,

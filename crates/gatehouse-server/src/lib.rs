@@ -18,6 +18,7 @@ pub mod extract;
 pub mod form;
 pub mod health;
 pub mod idempotency;
+pub mod introspect;
 pub mod links;
 pub mod middleware;
 pub mod mock;
@@ -147,6 +148,7 @@ pub fn app(state: AppState) -> Router {
         .nest("/v1", v1)
         .nest("/v2", v2::router().layer(cors.clone()))
         .merge(oauth::router().layer(cors))
+        .merge(introspect::router())
         .merge(authorize::router())
         .merge(links::router())
         .merge(wellknown::router())

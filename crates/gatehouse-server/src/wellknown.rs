@@ -64,6 +64,9 @@ pub(crate) async fn metadata(State(st): State<AppState>) -> Response {
         "token_endpoint": format!("{base}/oauth/token"),
         "revocation_endpoint": format!("{base}/oauth/revoke"),
         "revocation_endpoint_auth_methods_supported": ["client_secret_basic", "client_secret_post", "none"],
+        // D49: RFC 7662, confidential clients only.
+        "introspection_endpoint": format!("{base}/oauth/introspect"),
+        "introspection_endpoint_auth_methods_supported": ["client_secret_basic", "client_secret_post"],
         "code_challenge_methods_supported": ["S256"],
         "jwks_uri": format!("{base}/.well-known/jwks.json"),
         "scopes_supported": scopes,

@@ -10,7 +10,7 @@ use gatehouse_app::App;
 use gatehouse_app::bootstrap::Bootstrap;
 use gatehouse_app::staging::NightlyReset;
 use gatehouse_auth::{AuthConfig, AuthService, Issuer, KeyRing, secrets};
-use gatehouse_domain::{ClientId, Timestamp};
+use gatehouse_domain::{ClientId, OrgId, Timestamp};
 use gatehouse_server::transport::TransportConfig;
 use gatehouse_server::{AppState, ServerConfig};
 use gatehouse_store::Store;
@@ -73,6 +73,10 @@ impl Running {
 /// D34: the mock's fixed client, printed at start and in the README.
 pub const MOCK_CLIENT_ID: &str = gatehouse_domain::ids::MOCK_CLIENT_ID;
 pub const MOCK_CLIENT_SECRET: &str = "mock_secret";
+/// D53: the mock client's loopback redirect URI (any port, D20).
+pub const MOCK_REDIRECT_URI: &str = "http://127.0.0.1/callback";
+/// D53: the password every fixture user of the mock signs in with.
+pub const MOCK_PASSWORD: &str = "mock-password-1234";
 
 /// D34: settings of `gatehouse mock`: plain HTTP on `addr`, data in `dir`.
 pub fn mock_settings(base: &Settings, dir: &std::path::Path, addr: SocketAddr) -> Settings {
@@ -87,17 +91,20 @@ pub fn mock_settings(base: &Settings, dir: &std::path::Path, addr: SocketAddr) -
 }
 
 /// D34: the mock's organization (plan pro), its fixed client with every
-/// scope, and the fixture data.
-async fn bootstrap_mock(app: &App) -> anyhow::Result<()> {
+/// scope, and the fixture data; D53: the client's loopback redirect URI and
+/// the fixture users' password. Returns the organization's id.
+async fn bootstrap_mock(app: &App) -> anyhow::Result<OrgId> {
     app.bootstrap(Bootstrap {
         org_name: "Mock",
         client_id: ClientId::parse(MOCK_CLIENT_ID).context("the mock client id")?,
         client_name: "Mock client",
         client_secret: MOCK_CLIENT_SECRET.into(),
         fixture: true,
+        redirect_uris: vec![MOCK_REDIRECT_URI.into()],
+        fixture_password: Some(MOCK_PASSWORD.into()),
     })
-    .await?;
-    Ok(())
+    .await?
+    .context("the mock starts on an empty database")
 }
 
 /// D41: on an empty database, an organization "Default" (plan pro) and a
@@ -118,6 +125,8 @@ pub async fn bootstrap(
             client_secret: secret.clone(),
             // D33: staging starts with the fixture data.
             fixture: settings.env == Env::Staging,
+            redirect_uris: Vec::new(),
+            fixture_password: None,
         })
         .await?;
     let Some(org) = created else {
@@ -153,8 +162,13 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
     // Nothing is in memory yet: the first start's writes need no auth service.
     let first_start = App::operator(store.clone());
     let bootstrap = if settings.mock {
-        bootstrap_mock(&first_start).await?;
-        None
+        // D53: the mock's organization id is printed with its client.
+        let org = bootstrap_mock(&first_start).await?;
+        Some(BootstrapCredentials {
+            org: org.to_string(),
+            client_id: MOCK_CLIENT_ID.into(),
+            client_secret: MOCK_CLIENT_SECRET.into(),
+        })
     } else {
         bootstrap(&first_start, settings).await?
     };

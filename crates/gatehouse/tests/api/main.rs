@@ -13,6 +13,7 @@ mod emails;
 mod environments;
 mod hardening;
 mod idempotency;
+mod introspection;
 mod invitations;
 mod oauth_flow;
 mod products;
