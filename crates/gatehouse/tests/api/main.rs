@@ -15,6 +15,7 @@ mod hardening;
 mod idempotency;
 mod introspection;
 mod invitations;
+mod mock;
 mod oauth_flow;
 mod products;
 mod profile;
