@@ -494,3 +494,32 @@ async fn d49_metadata_and_openapi_name_the_endpoint() {
         "the answer's schema is published"
     );
 }
+
+#[tokio::test]
+async fn d49_a_deactivated_users_tokens_are_inactive() {
+    let s = TestServer::start().await;
+    let (id, secret) = app_client(&s, false).await;
+    let secret = secret.unwrap();
+    let user = person(&s, "gone@example.com").await;
+    let pair = user_tokens(&s, &id, &secret, "gone@example.com").await;
+    let admin = s.token("users:read users:write").await;
+    let res = s
+        .call(
+            Method::PATCH,
+            &format!("/v1/users/{user}"),
+            &admin,
+            Some(json!({"status": "inactive"})),
+        )
+        .await;
+    assert_eq!(res.status(), StatusCode::OK);
+    // D11: deactivation revokes the user's tokens and refresh chains.
+    inactive(
+        &introspect(&s, pair["access_token"].as_str().unwrap()).await,
+        "a deactivated user's access token",
+    );
+    let rt = pair["refresh_token"].as_str().unwrap();
+    inactive(
+        &answer(introspect_as(&s, &id, &secret, &[("token", rt)]).await).await,
+        "a deactivated user's refresh token",
+    );
+}

@@ -222,6 +222,48 @@ async fn d53_prefer_comes_after_client_authentication() {
             .unwrap();
         expect_oauth(res, StatusCode::UNAUTHORIZED, "invalid_client", endpoint).await;
     }
+    // D49: a public client cannot introspect, Prefer or not.
+    let public = gatehouse_store::NewClient {
+        id: gatehouse_domain::ClientId::generate(),
+        name: "spa".into(),
+        secret_hash: None,
+        scopes: gatehouse_domain::ScopeSet::parse("profile:read").unwrap(),
+        redirect_uris: vec!["http://127.0.0.1/cb".into()],
+        admin_approved: false,
+        owner: None,
+        created_at: gatehouse_domain::Timestamp::now(),
+    };
+    s.store().insert_client(&s.org(), &public).await.unwrap();
+    let res = s
+        .request(Method::POST, "/oauth/introspect")
+        .header("Prefer", "code=500")
+        .form(&[("token", "x"), ("client_id", public.id.as_str())])
+        .send()
+        .await
+        .unwrap();
+    expect_oauth(
+        res,
+        StatusCode::UNAUTHORIZED,
+        "invalid_client",
+        "public client",
+    )
+    .await;
+    // At the revocation endpoint a public client authenticates by its id
+    // (D20), so the preference is answered.
+    let res = s
+        .request(Method::POST, "/oauth/revoke")
+        .header("Prefer", "code=503")
+        .form(&[("token", "x"), ("client_id", public.id.as_str())])
+        .send()
+        .await
+        .unwrap();
+    expect_oauth(
+        res,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "temporarily_unavailable",
+        "public client at /oauth/revoke",
+    )
+    .await;
 }
 
 #[tokio::test]
