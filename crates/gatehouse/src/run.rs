@@ -35,7 +35,8 @@ pub struct Running {
     pub state: AppState,
     /// The storage the server runs on, for the background jobs and tests.
     pub store: Arc<dyn Store>,
-    /// Credentials printed at first start (D41), if this start created them.
+    /// Credentials printed at first start (D41), if this start created them;
+    /// in the mock, its fixed client and organization (D53), at every start.
     pub bootstrap: Option<BootstrapCredentials>,
     /// The certificate in use (tests trust it).
     pub cert_path: Option<std::path::PathBuf>,
@@ -93,18 +94,30 @@ pub fn mock_settings(base: &Settings, dir: &std::path::Path, addr: SocketAddr) -
 /// D34: the mock's organization (plan pro), its fixed client with every
 /// scope, and the fixture data; D53: the client's loopback redirect URI and
 /// the fixture users' password. Returns the organization's id.
-async fn bootstrap_mock(app: &App) -> anyhow::Result<OrgId> {
-    app.bootstrap(Bootstrap {
-        org_name: "Mock",
-        client_id: ClientId::parse(MOCK_CLIENT_ID).context("the mock client id")?,
-        client_name: "Mock client",
-        client_secret: MOCK_CLIENT_SECRET.into(),
-        fixture: true,
-        redirect_uris: vec![MOCK_REDIRECT_URI.into()],
-        fixture_password: Some(MOCK_PASSWORD.into()),
-    })
-    .await?
-    .context("the mock starts on an empty database")
+async fn bootstrap_mock(app: &App, store: &dyn Store) -> anyhow::Result<OrgId> {
+    let created = app
+        .bootstrap(Bootstrap {
+            org_name: "Mock",
+            client_id: ClientId::parse(MOCK_CLIENT_ID).context("the mock client id")?,
+            client_name: "Mock client",
+            client_secret: MOCK_CLIENT_SECRET.into(),
+            fixture: true,
+            redirect_uris: vec![MOCK_REDIRECT_URI.into()],
+            fixture_password: Some(MOCK_PASSWORD.into()),
+        })
+        .await?;
+    if let Some(org) = created {
+        return Ok(org);
+    }
+    // Started again on its data (tests restart servers): the fixed client
+    // names the organization.
+    let id = ClientId::parse(MOCK_CLIENT_ID).context("the mock client id")?;
+    store
+        .resolve_client(&id)
+        .await
+        .context("reading the mock client")?
+        .map(|c| c.org)
+        .context("the mock's database has organizations but not the mock client")
 }
 
 /// D41: on an empty database, an organization "Default" (plan pro) and a
@@ -163,7 +176,7 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
     let first_start = App::operator(store.clone());
     let bootstrap = if settings.mock {
         // D53: the mock's organization id is printed with its client.
-        let org = bootstrap_mock(&first_start).await?;
+        let org = bootstrap_mock(&first_start, store.as_ref()).await?;
         Some(BootstrapCredentials {
             org: org.to_string(),
             client_id: MOCK_CLIENT_ID.into(),

@@ -498,3 +498,17 @@ async fn d53_gatehouse_mock_prints_the_organization_id() {
     assert!(text.contains("client_id:     mock_client"), "{text}");
     child.kill().await.unwrap();
 }
+
+/// Started again on its data, the mock finds its organization instead of
+/// creating one (D53's printed id stays the same).
+#[tokio::test]
+async fn d53_a_restarted_mock_keeps_its_organization() {
+    let s = TestServer::start_mock().await;
+    let org = s.creds.org.clone();
+    let s = s.restart().await;
+    assert_eq!(s.creds.org, org);
+    assert_eq!(
+        s.running.as_ref().unwrap().bootstrap.as_ref().unwrap().org,
+        org
+    );
+}
