@@ -1,6 +1,6 @@
 //! First start (D41) and the mock's data (D34).
 
-use gatehouse_auth::secrets;
+use gatehouse_auth::{password, secrets};
 use gatehouse_domain::{ClientId, Fixture, OrgId, Organization, Plan, ScopeSet, Timestamp};
 use gatehouse_store::NewClient;
 
@@ -17,6 +17,10 @@ pub struct Bootstrap {
     pub client_secret: String,
     /// D33, D34: start with the fixture data.
     pub fixture: bool,
+    /// The client's redirect URIs (D53: the mock's loopback one).
+    pub redirect_uris: Vec<String>,
+    /// D53, the mock only: the password every fixture user signs in with.
+    pub fixture_password: Option<String>,
 }
 
 impl App {
@@ -38,7 +42,7 @@ impl App {
             name: b.client_name.into(),
             secret_hash: Some(secrets::hash_secret(&b.client_secret)),
             scopes: ScopeSet::all(),
-            redirect_uris: Vec::new(),
+            redirect_uris: b.redirect_uris,
             post_logout_redirect_uris: Vec::new(),
             admin_approved: true,
             owner: None,
@@ -53,8 +57,13 @@ impl App {
             return Ok(None);
         }
         if b.fixture {
+            let mut fixture = Fixture::standard();
+            if let Some(pw) = b.fixture_password {
+                // Argon2id once, off the runtime; every fixture user shares it.
+                fixture = fixture.with_password_hash(password::hash(pw).await);
+            }
             self.store()
-                .reset_to_fixture(Some(&org.id), &Fixture::standard(), Timestamp::now())
+                .reset_to_fixture(Some(&org.id), &fixture, Timestamp::now())
                 .await
                 .or_app(Resource::Organization)?;
         }

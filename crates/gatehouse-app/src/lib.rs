@@ -17,6 +17,7 @@ pub mod clients;
 pub mod error;
 mod grants;
 pub mod idempotency;
+mod introspect;
 pub mod keys;
 pub mod links;
 pub mod orgs;

@@ -21,6 +21,9 @@ pub struct Fixture {
     pub users: Vec<FixtureUser>,
     /// Newest first.
     pub products: Vec<NewProduct>,
+    /// D53, the mock only: the password hash (Argon2id PHC string) every
+    /// fixture user gets; `None` elsewhere (staging users have no password).
+    pub password_hash: Option<String>,
 }
 
 const USERS: &[(&str, &str, Role, UserStatus)] = &[
@@ -116,7 +119,17 @@ impl Fixture {
                 discontinued,
             })
             .collect();
-        Self { users, products }
+        Self {
+            users,
+            products,
+            password_hash: None,
+        }
+    }
+
+    /// D53: the set with every user's password hash set to `hash`.
+    pub fn with_password_hash(mut self, hash: String) -> Self {
+        self.password_hash = Some(hash);
+        self
     }
 }
 

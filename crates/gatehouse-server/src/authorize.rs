@@ -15,7 +15,7 @@ use minijinja::context;
 
 use crate::AppState;
 use crate::oauth_wire::AuthorizeParameters;
-use crate::pages::{self, SESSION_COOKIE};
+use crate::pages;
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -84,7 +84,7 @@ async fn login_page(
     error: Option<&str>,
     email: &str,
 ) -> Response {
-    let (csrf, new) = pages::csrf_token(headers);
+    let (csrf, new) = pages::csrf_token(st, headers);
     let status = if error.is_some() {
         StatusCode::UNAUTHORIZED
     } else {
@@ -106,7 +106,7 @@ async fn login_page(
             params => p.hidden(), error => error, email => email,
         },
     );
-    pages::with_csrf(res, &csrf, new)
+    pages::with_csrf(st, res, &csrf, new)
 }
 
 async fn consent_page(
@@ -121,7 +121,7 @@ async fn consent_page(
         .iter()
         .map(|s: Scope| context! { name => s.as_str(), description => s.description() })
         .collect();
-    let (csrf, new) = pages::csrf_token(headers);
+    let (csrf, new) = pages::csrf_token(st, headers);
     let org_name = st.app.org_name(&req.client.org).await.unwrap_or_default();
     // D49: "not you?" asks for a fresh sign-in to the same request.
     let switch = format!("/oauth/authorize?{}", p.with_prompt("login").query());
@@ -133,7 +133,7 @@ async fn consent_page(
             params => p.hidden(), switch_account => switch,
         },
     );
-    pages::with_csrf(res, &csrf, new)
+    pages::with_csrf(st, res, &csrf, new)
 }
 
 /// Issues the code for `granted` and sends the person back to the client.
@@ -210,7 +210,7 @@ async fn session_user(
     headers: &HeaderMap,
     req: &AuthorizeRequest,
 ) -> Option<(User, Session)> {
-    let cookie = pages::cookie(headers, SESSION_COOKIE)?;
+    let cookie = pages::session_cookie(st, headers)?;
     st.app
         .session_user(&cookie, &req.client.org)
         .await
@@ -276,7 +276,7 @@ async fn login(
         Ok(f) => f,
         Err(m) => return pages::message(&st, StatusCode::BAD_REQUEST, "Something went wrong", m),
     };
-    if !pages::csrf_ok(&headers, &form) {
+    if !pages::csrf_ok(&st, &headers, &form) {
         return pages::message(
             &st,
             StatusCode::FORBIDDEN,
@@ -302,7 +302,7 @@ async fn login(
                 return unavailable(&st);
             };
             let mut res = after_sign_in(&st, &req, &p, &headers, &user, &session).await;
-            pages::set_cookie(&mut res, SESSION_COOKIE, &token, Some(SESSION_TTL_SECS));
+            pages::set_session_cookie(&st, &mut res, &token, Some(SESSION_TTL_SECS));
             res
         }
         Err(LoginError::Failed) => {
@@ -320,7 +320,7 @@ async fn decide(State(st): State<AppState>, request: Request) -> Response {
         Ok(f) => f,
         Err(m) => return pages::message(&st, StatusCode::BAD_REQUEST, "Something went wrong", m),
     };
-    if !pages::csrf_ok(&headers, &form) {
+    if !pages::csrf_ok(&st, &headers, &form) {
         return pages::message(
             &st,
             StatusCode::FORBIDDEN,

@@ -18,6 +18,7 @@ pub mod extract;
 pub mod form;
 pub mod health;
 pub mod idempotency;
+pub mod introspect;
 pub mod links;
 pub mod middleware;
 pub mod mock;
@@ -152,6 +153,7 @@ pub fn app(state: AppState) -> Router {
         .merge(oidc::userinfo_router().layer(cors.clone()))
         .merge(wellknown::router().layer(cors))
         .merge(oidc::logout_router())
+        .merge(introspect::router())
         .merge(authorize::router())
         .merge(links::router())
         .merge(health::router())

@@ -54,7 +54,7 @@ fn password_form(
     action: &str,
     error: Option<&str>,
 ) -> Response {
-    let (csrf, new) = pages::csrf_token(headers);
+    let (csrf, new) = pages::csrf_token(st, headers);
     let status = if error.is_some() {
         StatusCode::BAD_REQUEST
     } else {
@@ -65,7 +65,7 @@ fn password_form(
         "set_password.html",
         context! { title => title, intro => intro, action => action, csrf => &csrf, error => error },
     );
-    pages::with_csrf(res, &csrf, new)
+    pages::with_csrf(st, res, &csrf, new)
 }
 
 /// Reads and checks the new password of a form; `Err` is the message to show.
@@ -106,7 +106,7 @@ async fn invite_submit(
         Ok(f) => f,
         Err(m) => return pages::message(&st, StatusCode::BAD_REQUEST, "Something went wrong", m),
     };
-    if !pages::csrf_ok(&headers, &form) {
+    if !pages::csrf_ok(&st, &headers, &form) {
         return pages::message(
             &st,
             StatusCode::FORBIDDEN,
@@ -157,12 +157,12 @@ async fn forgot_form(State(st): State<AppState>, uri: Uri, headers: HeaderMap) -
             "Open this page from the sign-in page of your application.",
         );
     }
-    let (csrf, new) = pages::csrf_token(&headers);
+    let (csrf, new) = pages::csrf_token(&st, &headers);
     let res = st.templates.page(
         "forgot.html",
         context! { csrf => &csrf, client_id => client_id, sent => false },
     );
-    pages::with_csrf(res, &csrf, new)
+    pages::with_csrf(&st, res, &csrf, new)
 }
 
 async fn forgot_submit(
@@ -174,7 +174,7 @@ async fn forgot_submit(
         Ok(f) => f,
         Err(m) => return pages::message(&st, StatusCode::BAD_REQUEST, "Something went wrong", m),
     };
-    if !pages::csrf_ok(&headers, &form) {
+    if !pages::csrf_ok(&st, &headers, &form) {
         return pages::message(
             &st,
             StatusCode::FORBIDDEN,
@@ -238,7 +238,7 @@ async fn reset_submit(
         Ok(f) => f,
         Err(m) => return pages::message(&st, StatusCode::BAD_REQUEST, "Something went wrong", m),
     };
-    if !pages::csrf_ok(&headers, &form) {
+    if !pages::csrf_ok(&st, &headers, &form) {
         return pages::message(
             &st,
             StatusCode::FORBIDDEN,

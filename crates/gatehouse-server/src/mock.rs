@@ -7,12 +7,31 @@
 //! The preference is applied after authentication and rate limiting, as the
 //! real errors are: a request without a valid token is still 401, and the
 //! `X-RateLimit-*` headers are the caller's real counters.
+//!
+//! D53: `/oauth/token`, `/oauth/revoke` and `/oauth/introspect` honour it too,
+//! in RFC 6749's body shape (`{"error", "error_description"}`, D21 revised):
+//! `Prefer: code=` 400 (`invalid_grant`), 401 (`invalid_client`, with
+//! `WWW-Authenticate: Basic`), 429 and 503 (`temporarily_unavailable`, with
+//! `Retry-After`), 500 (`server_error`); `Prefer: error=<code>` picks another
+//! D21 code (`Prefer: code=400, error=invalid_scope`, or `error=` alone with
+//! its own status). There too the preference comes after client
+//! authentication (D20), as on `/v1`: wrong credentials are still a real 401
+//! counted by D28's guard, a blocked address still gets the real 429, a
+//! public client at `/oauth/introspect` the real 401 (D49); only then is the
+//! preference read, and a code or error it cannot give is 400
+//! `invalid_request` naming the `Prefer` header.
+
+use std::net::IpAddr;
 
 use axum::http::{HeaderMap, header};
+use axum::response::{IntoResponse, Response};
 use gatehouse_auth::ratelimit::RateInfo;
+use gatehouse_auth::{ClientAuth, OAuthError, OAuthErrorKind};
 use gatehouse_domain::{FieldIssue, Scope};
 
+use crate::AppState;
 use crate::error::{ApiError, ErrorCode};
+use crate::oauth::OAuthFailure;
 
 /// The status codes `Prefer: code=` can ask for.
 pub const PREFERRED_CODES: &[u16] = &[400, 401, 403, 404, 409, 413, 415, 422, 429, 500, 503];
@@ -109,5 +128,250 @@ pub fn simulated(code: u16, scope: Scope, rate: Option<&mut RateInfo>) -> ApiErr
         }
         503 => ApiError::unavailable(5),
         _ => ApiError::internal(),
+    }
+}
+
+/// D53: the status codes `Prefer: code=` can ask of the OAuth endpoints.
+pub const OAUTH_PREFERRED_CODES: &[u16] = &[400, 401, 429, 500, 503];
+
+/// D21 (revised): the codes `Prefer: error=` can ask of the OAuth endpoints.
+pub const OAUTH_PREFERRED_ERRORS: &[OAuthErrorKind] = &[
+    OAuthErrorKind::InvalidRequest,
+    OAuthErrorKind::InvalidClient,
+    OAuthErrorKind::InvalidGrant,
+    OAuthErrorKind::UnauthorizedClient,
+    OAuthErrorKind::UnsupportedGrantType,
+    OAuthErrorKind::InvalidScope,
+    OAuthErrorKind::Unavailable,
+    OAuthErrorKind::Internal,
+];
+
+/// What `Prefer` asks an OAuth endpoint for: a status and its D21 code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OAuthPreference {
+    pub status: u16,
+    pub kind: OAuthErrorKind,
+}
+
+/// The status production answers `kind` with at the OAuth endpoints (D21).
+fn natural_status(kind: OAuthErrorKind) -> u16 {
+    match kind {
+        OAuthErrorKind::InvalidClient => 401,
+        OAuthErrorKind::Unavailable => 503,
+        OAuthErrorKind::Internal => 500,
+        _ => 400,
+    }
+}
+
+/// Whether production ever answers `kind` with `status` (D21 revised).
+fn goes_with(status: u16, kind: OAuthErrorKind) -> bool {
+    match status {
+        429 => kind == OAuthErrorKind::Unavailable,
+        s => natural_status(kind) == s,
+    }
+}
+
+fn bad_prefer(message: String) -> OAuthError {
+    OAuthError::invalid_request(format!("Prefer header: {message}"))
+}
+
+/// Reads `Prefer: code=NNN` and `Prefer: error=<code>` for an OAuth
+/// endpoint (D53); `None` when the header asks for neither.
+pub fn preferred_oauth(headers: &HeaderMap) -> Option<Result<OAuthPreference, OAuthError>> {
+    let (mut code, mut error) = (None, None);
+    for value in headers.get_all(header::HeaderName::from_static("prefer")) {
+        let Ok(text) = value.to_str() else { continue };
+        for pref in text.split([',', ';']) {
+            let Some((name, v)) = pref.split_once('=') else {
+                continue;
+            };
+            let v = v.trim().trim_matches('"').to_owned();
+            match name.trim().to_ascii_lowercase().as_str() {
+                "code" if code.is_none() => code = Some(v),
+                "error" if error.is_none() => error = Some(v),
+                _ => {}
+            }
+        }
+    }
+    if code.is_none() && error.is_none() {
+        return None;
+    }
+    Some(oauth_preference_of(code.as_deref(), error.as_deref()))
+}
+
+fn oauth_preference_of(
+    code: Option<&str>,
+    error: Option<&str>,
+) -> Result<OAuthPreference, OAuthError> {
+    let status = code
+        .map(|c| match c.parse::<u16>() {
+            Ok(n) if OAUTH_PREFERRED_CODES.contains(&n) => Ok(n),
+            _ => Err(bad_prefer(format!(
+                "code must be one of {} here",
+                OAUTH_PREFERRED_CODES
+                    .iter()
+                    .map(u16::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))),
+        })
+        .transpose()?;
+    let kind = error
+        .map(|e| {
+            OAUTH_PREFERRED_ERRORS
+                .iter()
+                .copied()
+                .find(|k| k.as_str() == e)
+                .ok_or_else(|| {
+                    bad_prefer(format!(
+                        "error must be one of {}",
+                        OAUTH_PREFERRED_ERRORS
+                            .iter()
+                            .map(|k| k.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ))
+                })
+        })
+        .transpose()?;
+    let (status, kind) = match (status, kind) {
+        (Some(s), Some(k)) if goes_with(s, k) => (s, k),
+        (Some(s), Some(k)) => {
+            return Err(bad_prefer(format!(
+                "error={} is never answered with {s}",
+                k.as_str()
+            )));
+        }
+        (Some(s), None) => (
+            s,
+            match s {
+                400 => OAuthErrorKind::InvalidGrant,
+                401 => OAuthErrorKind::InvalidClient,
+                500 => OAuthErrorKind::Internal,
+                _ => OAuthErrorKind::Unavailable,
+            },
+        ),
+        (None, Some(k)) => (natural_status(k), k),
+        (None, None) => unreachable!("the caller saw a code or an error"),
+    };
+    Ok(OAuthPreference { status, kind })
+}
+
+/// What production would say for `kind` (the description of a real case).
+fn oauth_description(kind: OAuthErrorKind) -> &'static str {
+    match kind {
+        OAuthErrorKind::InvalidRequest => "grant_type is required",
+        OAuthErrorKind::InvalidClient => "client authentication failed",
+        OAuthErrorKind::InvalidGrant => "the refresh token is invalid",
+        OAuthErrorKind::UnauthorizedClient => {
+            "public clients may use only the authorization-code grant"
+        }
+        OAuthErrorKind::UnsupportedGrantType => "grant_type password is not supported",
+        OAuthErrorKind::InvalidScope => "unknown scope: everything",
+        _ => "simulated by the mock's Prefer header (D53)",
+    }
+}
+
+/// The answer production gives for `pref`, headers included.
+pub fn simulated_oauth(pref: OAuthPreference) -> Response {
+    if pref.status == 429 {
+        // D28 (revised): the failure guard's answer.
+        return crate::oauth::too_many_failures(5);
+    }
+    OAuthFailure(OAuthError::new(pref.kind, oauth_description(pref.kind))).into_response()
+}
+
+/// D53: in the mock, the answer an OAuth endpoint gives for `Prefer`,
+/// after the client authentication the endpoint does (`introspection`:
+/// confidential clients only, D49). A failed authentication is answered
+/// and counted as at the real endpoint (D28). `None` outside the mock or
+/// without a preference: the endpoint goes on.
+pub async fn oauth_preference(
+    st: &AppState,
+    headers: &HeaderMap,
+    auth: &Result<ClientAuth, OAuthError>,
+    presented: Option<&str>,
+    source: IpAddr,
+    introspection: bool,
+) -> Option<Response> {
+    if !st.config.mock {
+        return None;
+    }
+    let pref = preferred_oauth(headers)?;
+    let checked = match auth {
+        Ok(a) => st.app.authenticate_client(a, introspection).await,
+        Err(e) => Err(e.clone()),
+    };
+    if let Err(e) = checked {
+        if e.kind == OAuthErrorKind::InvalidClient {
+            st.app.record_auth_failure(presented, source);
+        }
+        return Some(OAuthFailure(e).into_response());
+    }
+    Some(match pref {
+        Ok(p) => simulated_oauth(p),
+        Err(e) => OAuthFailure(e).into_response(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pref(code: Option<&str>, error: Option<&str>) -> Result<(u16, &'static str), String> {
+        oauth_preference_of(code, error)
+            .map(|p| (p.status, p.kind.as_str()))
+            .map_err(|e| e.description)
+    }
+
+    #[test]
+    fn d53_codes_alone_pick_the_documented_error() {
+        assert_eq!(pref(Some("400"), None), Ok((400, "invalid_grant")));
+        assert_eq!(pref(Some("401"), None), Ok((401, "invalid_client")));
+        assert_eq!(
+            pref(Some("429"), None),
+            Ok((429, "temporarily_unavailable"))
+        );
+        assert_eq!(
+            pref(Some("503"), None),
+            Ok((503, "temporarily_unavailable"))
+        );
+        assert_eq!(pref(Some("500"), None), Ok((500, "server_error")));
+    }
+
+    #[test]
+    fn d53_error_picks_another_d21_code_with_its_status() {
+        assert_eq!(
+            pref(Some("400"), Some("invalid_scope")),
+            Ok((400, "invalid_scope"))
+        );
+        assert_eq!(
+            pref(None, Some("unsupported_grant_type")),
+            Ok((400, "unsupported_grant_type"))
+        );
+        assert_eq!(
+            pref(None, Some("invalid_client")),
+            Ok((401, "invalid_client"))
+        );
+        assert_eq!(
+            pref(Some("429"), Some("temporarily_unavailable")),
+            Ok((429, "temporarily_unavailable"))
+        );
+        assert_eq!(pref(None, Some("server_error")), Ok((500, "server_error")));
+    }
+
+    #[test]
+    fn d53_unknown_or_mismatched_preferences_name_the_header() {
+        for (c, e) in [
+            (Some("404"), None),
+            (Some("abc"), None),
+            (None, Some("access_denied")),
+            (None, Some("nonsense")),
+            (Some("401"), Some("invalid_grant")),
+            (Some("500"), Some("temporarily_unavailable")),
+        ] {
+            let d = pref(c, e).expect_err("refused");
+            assert!(d.contains("Prefer"), "{d}");
+        }
     }
 }

@@ -69,12 +69,15 @@ pub(crate) fn no_store(h: &mut HeaderMap) {
     h.insert(header::PRAGMA, HeaderValue::from_static("no-cache"));
 }
 
-fn undecodable(_: FormProblem) -> OAuthError {
+pub(crate) fn undecodable(_: FormProblem) -> OAuthError {
     OAuthError::invalid_request("the form body cannot be decoded")
 }
 
 /// Reads the form of an OAuth endpoint; a problem is `invalid_request`.
-async fn read_form(headers: &HeaderMap, body: axum::body::Body) -> Result<Form, OAuthError> {
+pub(crate) async fn read_form(
+    headers: &HeaderMap,
+    body: axum::body::Body,
+) -> Result<Form, OAuthError> {
     Form::read(headers, body).await.map_err(|p| {
         OAuthError::invalid_request(match p {
             FormProblem::NotAForm => {
@@ -185,6 +188,12 @@ pub(crate) async fn token(
     if let Some(wait) = st.app.auth_failures_blocked(presented, source) {
         return too_many_failures(wait);
     }
+    // D53: the mock answers a `Prefer` after client authentication.
+    if let Some(res) =
+        crate::mock::oauth_preference(&st, headers, &auth, presented, source, false).await
+    {
+        return res;
+    }
     let result = issue(&st, &auth, &form).await;
     if matches!(&result, Err(e) if e.kind == OAuthErrorKind::InvalidClient) {
         st.app.record_auth_failure(presented, source);
@@ -200,7 +209,7 @@ pub(crate) async fn token(
 }
 
 /// The client id a request names, authenticated or not (for D28's guard).
-fn presented_client_id<'a>(
+pub(crate) fn presented_client_id<'a>(
     auth: &'a Result<ClientAuth, OAuthError>,
     form: &'a Form,
 ) -> Option<&'a str> {
@@ -212,7 +221,7 @@ fn presented_client_id<'a>(
 
 /// D28 (revised): 429 `temporarily_unavailable` after too many failed
 /// client authentications (`slow_down` belongs to the device flow).
-fn too_many_failures(retry_after: u64) -> Response {
+pub(crate) fn too_many_failures(retry_after: u64) -> Response {
     let body = OAuthErrorBody {
         error: OAuthErrorKind::Unavailable.as_str(),
         error_description: format!(
@@ -293,6 +302,12 @@ pub(crate) async fn revoke(
     let presented = presented_client_id(&auth, &form);
     if let Some(wait) = st.app.auth_failures_blocked(presented, source) {
         return too_many_failures(wait);
+    }
+    // D53: the mock answers a `Prefer` after client authentication.
+    if let Some(res) =
+        crate::mock::oauth_preference(&st, headers, &auth, presented, source, false).await
+    {
+        return res;
     }
     let result = async {
         let auth = auth.as_ref().map_err(Clone::clone)?;

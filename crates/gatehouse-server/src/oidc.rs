@@ -11,7 +11,7 @@ use minijinja::context;
 
 use crate::AppState;
 use crate::form::Form;
-use crate::pages::{self, SESSION_COOKIE};
+use crate::pages;
 
 /// `/oauth/userinfo` (CORS like the token endpoint, D36).
 pub fn userinfo_router() -> Router<AppState> {
@@ -211,7 +211,7 @@ pub(crate) async fn logout(State(st): State<AppState>, request: Request) -> Resp
             state: get("state"),
             confirmed: form.value("confirm") == Some("yes"),
         };
-        let ok = pages::csrf_ok(&headers, &form);
+        let ok = pages::csrf_ok(&st, &headers, &form);
         (headers, p, ok)
     } else {
         let (parts, _) = request.into_parts();
@@ -232,7 +232,7 @@ pub(crate) async fn logout(State(st): State<AppState>, request: Request) -> Resp
         };
         (parts.headers, p, false)
     };
-    let cookie = pages::cookie(&headers, SESSION_COOKIE);
+    let cookie = pages::session_cookie(&st, &headers);
     let session = match &cookie {
         Some(c) => st.app.session(c).await.ok().flatten(),
         None => None,
@@ -274,7 +274,7 @@ pub(crate) async fn logout(State(st): State<AppState>, request: Request) -> Resp
     if !confirmed {
         // Without a valid hint, ask first: a link alone must not sign
         // anyone out.
-        let (csrf, new) = pages::csrf_token(&headers);
+        let (csrf, new) = pages::csrf_token(&st, &headers);
         let hidden: Vec<(&str, String)> = [
             ("client_id", p.client_id.clone()),
             (
@@ -294,7 +294,7 @@ pub(crate) async fn logout(State(st): State<AppState>, request: Request) -> Resp
                 expired => is_post && p.confirmed && !csrf_ok,
             },
         );
-        return pages::with_csrf(res, &csrf, new);
+        return pages::with_csrf(&st, res, &csrf, new);
     }
     if let Some(c) = &cookie
         && let Err(e) = st.app.logout(c).await
@@ -335,6 +335,6 @@ pub(crate) async fn logout(State(st): State<AppState>, request: Request) -> Resp
     };
     res.headers_mut()
         .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    pages::set_cookie(&mut res, SESSION_COOKIE, "", Some(0));
+    pages::set_session_cookie(&st, &mut res, "", Some(0));
     res
 }

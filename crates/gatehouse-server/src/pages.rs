@@ -13,6 +13,51 @@ use crate::form::{Form, FormProblem};
 
 pub const CSRF_COOKIE: &str = "__Host-gh_csrf";
 pub const SESSION_COOKIE: &str = "__Host-gh_session";
+/// D53: the mock serves plain HTTP, where a browser keeps no `__Host-` or
+/// `Secure` cookie, so its cookies are these, without `Secure`.
+pub const MOCK_CSRF_COOKIE: &str = "gh_csrf";
+pub const MOCK_SESSION_COOKIE: &str = "gh_session";
+
+/// The pages' cookies: `__Host-` names with `Secure` over HTTPS (D26, D48),
+/// plain names without `Secure` in the mock (D53).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cookies {
+    secure: bool,
+}
+
+impl Cookies {
+    pub fn of(st: &AppState) -> Self {
+        Self {
+            secure: !st.config.mock,
+        }
+    }
+
+    pub fn csrf(self) -> &'static str {
+        if self.secure {
+            CSRF_COOKIE
+        } else {
+            MOCK_CSRF_COOKIE
+        }
+    }
+
+    pub fn session(self) -> &'static str {
+        if self.secure {
+            SESSION_COOKIE
+        } else {
+            MOCK_SESSION_COOKIE
+        }
+    }
+}
+
+/// The browser session cookie's value.
+pub fn session_cookie(st: &AppState, headers: &HeaderMap) -> Option<String> {
+    cookie(headers, Cookies::of(st).session())
+}
+
+/// Sets the browser session cookie (D26).
+pub fn set_session_cookie(st: &AppState, res: &mut Response, value: &str, max_age: Option<i64>) {
+    set_cookie(st, res, Cookies::of(st).session(), value, max_age);
+}
 
 /// The value of a cookie.
 pub fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
@@ -27,36 +72,51 @@ pub fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
         .filter(|v| !v.is_empty())
 }
 
-/// `Set-Cookie` for a cookie that only this origin's HTTPS pages see (D26).
-pub fn set_cookie(res: &mut Response, name: &str, value: &str, max_age: Option<i64>) {
+/// `Set-Cookie` for a cookie that only this origin's HTTPS pages see (D26);
+/// in the mock, which serves plain HTTP, without `Secure` (D53).
+pub fn set_cookie(
+    st: &AppState,
+    res: &mut Response,
+    name: &str,
+    value: &str,
+    max_age: Option<i64>,
+) {
     let age = max_age
         .map(|a| format!("; Max-Age={a}"))
         .unwrap_or_default();
-    let v = format!("{name}={value}; Path=/; Secure; HttpOnly; SameSite=Lax{age}");
+    let secure = if Cookies::of(st).secure {
+        "; Secure"
+    } else {
+        ""
+    };
+    let v = format!("{name}={value}; Path=/{secure}; HttpOnly; SameSite=Lax{age}");
     if let Ok(v) = HeaderValue::from_str(&v) {
         res.headers_mut().append(header::SET_COOKIE, v);
     }
 }
 
 /// The CSRF token of this browser: the cookie's, or a new one to set.
-pub fn csrf_token(headers: &HeaderMap) -> (String, bool) {
-    match cookie(headers, CSRF_COOKIE) {
+pub fn csrf_token(st: &AppState, headers: &HeaderMap) -> (String, bool) {
+    match cookie(headers, Cookies::of(st).csrf()) {
         Some(t) if t.len() >= 32 => (t, false),
         _ => (random::base62(256), true),
     }
 }
 
 /// Attaches the CSRF cookie when it is new.
-pub fn with_csrf(mut res: Response, token: &str, is_new: bool) -> Response {
+pub fn with_csrf(st: &AppState, mut res: Response, token: &str, is_new: bool) -> Response {
     if is_new {
-        set_cookie(&mut res, CSRF_COOKIE, token, None);
+        set_cookie(st, &mut res, Cookies::of(st).csrf(), token, None);
     }
     res
 }
 
 /// Whether the form's token matches the cookie (double submit).
-pub fn csrf_ok(headers: &HeaderMap, form: &Form) -> bool {
-    match (cookie(headers, CSRF_COOKIE), form.value("csrf_token")) {
+pub fn csrf_ok(st: &AppState, headers: &HeaderMap, form: &Form) -> bool {
+    match (
+        cookie(headers, Cookies::of(st).csrf()),
+        form.value("csrf_token"),
+    ) {
         (Some(c), Some(f)) if c.len() >= 32 => c.as_bytes().ct_eq(f.as_bytes()).into(),
         _ => false,
     }

@@ -150,7 +150,8 @@ pub(crate) async fn reset_org_tx(
             name: f.name.clone(),
             role: f.role,
             status: f.status,
-            password_hash: None,
+            // D53: the mock's fixture password; none elsewhere.
+            password_hash: fixture.password_hash.clone(),
             created_at: at,
         };
         insert_user_row(c, org, &u, at).await?;

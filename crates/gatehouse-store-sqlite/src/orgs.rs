@@ -153,7 +153,7 @@ pub(crate) fn reset_org_tx(
     for (i, f) in fixture.users.iter().enumerate() {
         tx.prepare_cached(
             "INSERT INTO users (id, org_id, email, email_norm, name, role, status, password_hash, created_at, updated_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, NULL, ?8, ?8)",
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?9, ?8, ?8)",
         )
         .and_then(|mut st| {
             st.execute(params![
@@ -166,6 +166,8 @@ pub(crate) fn reset_org_tx(
                 f.status.as_str(),
                 // Newest first: the first fixture user gets the latest time.
                 now.plus_seconds(-(i as i64)).millis(),
+                // D53: the mock's fixture password; NULL elsewhere.
+                fixture.password_hash.as_deref(),
             ])
         })
         .map_err(db_err)?;

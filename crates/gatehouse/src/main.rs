@@ -1,5 +1,6 @@
 //! `gatehouse`: see `gatehouse --help` and the README.
 
+use anyhow::Context;
 use clap::Parser;
 use gatehouse::config::{Cli, Command, ServeArgs, Settings};
 use gatehouse::{commands, open_store, run};
@@ -91,22 +92,45 @@ async fn mock(settings: Settings, addr: std::net::SocketAddr, json: bool) -> any
     let settings = run::mock_settings(&settings, dir.path(), addr);
     let running = run::start(&settings).await?;
     let url = format!("http://{}", running.http_addr);
+    // D53: the organization's id, printed with the client.
+    let org = running
+        .bootstrap
+        .as_ref()
+        .map(|c| c.org.clone())
+        .context("the mock created its organization")?;
     if json {
         println!(
             "{}",
             serde_json::json!({
                 "url": url,
+                "org": org,
                 "client_id": run::MOCK_CLIENT_ID,
                 "client_secret": run::MOCK_CLIENT_SECRET,
+                "redirect_uri": run::MOCK_REDIRECT_URI,
+                "password": run::MOCK_PASSWORD,
             })
         );
     } else {
         println!("Gatehouse mock on {url} (data in memory, gone at exit)");
+        println!("  org:           {org}");
         println!("  client_id:     {}", run::MOCK_CLIENT_ID);
         println!("  client_secret: {}", run::MOCK_CLIENT_SECRET);
+        println!("  redirect_uri:  {} (any port)", run::MOCK_REDIRECT_URI);
+        println!(
+            "  every fixture user signs in with the password {}",
+            run::MOCK_PASSWORD
+        );
         println!(
             "  every scope; send `Prefer: code=NNN` ({}) to get that error",
             gatehouse_server::mock::PREFERRED_CODES
+                .iter()
+                .map(u16::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        println!(
+            "  on /oauth/token, /oauth/revoke and /oauth/introspect: `Prefer: code=NNN` ({}) or `Prefer: error=<code>`",
+            gatehouse_server::mock::OAUTH_PREFERRED_CODES
                 .iter()
                 .map(u16::to_string)
                 .collect::<Vec<_>>()

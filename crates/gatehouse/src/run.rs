@@ -10,7 +10,7 @@ use gatehouse_app::App;
 use gatehouse_app::bootstrap::Bootstrap;
 use gatehouse_app::staging::NightlyReset;
 use gatehouse_auth::{AuthConfig, AuthService, Issuer, KeyRing, secrets};
-use gatehouse_domain::{ClientId, Timestamp};
+use gatehouse_domain::{ClientId, OrgId, Timestamp};
 use gatehouse_server::transport::TransportConfig;
 use gatehouse_server::{AppState, ServerConfig};
 use gatehouse_store::Store;
@@ -35,7 +35,8 @@ pub struct Running {
     pub state: AppState,
     /// The storage the server runs on, for the background jobs and tests.
     pub store: Arc<dyn Store>,
-    /// Credentials printed at first start (D41), if this start created them.
+    /// Credentials printed at first start (D41), if this start created them;
+    /// in the mock, its fixed client and organization (D53), at every start.
     pub bootstrap: Option<BootstrapCredentials>,
     /// The certificate in use (tests trust it).
     pub cert_path: Option<std::path::PathBuf>,
@@ -73,6 +74,10 @@ impl Running {
 /// D34: the mock's fixed client, printed at start and in the README.
 pub const MOCK_CLIENT_ID: &str = gatehouse_domain::ids::MOCK_CLIENT_ID;
 pub const MOCK_CLIENT_SECRET: &str = "mock_secret";
+/// D53: the mock client's loopback redirect URI (any port, D20).
+pub const MOCK_REDIRECT_URI: &str = "http://127.0.0.1/callback";
+/// D53: the password every fixture user of the mock signs in with.
+pub const MOCK_PASSWORD: &str = "mock-password-1234";
 
 /// D34: settings of `gatehouse mock`: plain HTTP on `addr`, data in `dir`.
 pub fn mock_settings(base: &Settings, dir: &std::path::Path, addr: SocketAddr) -> Settings {
@@ -87,17 +92,32 @@ pub fn mock_settings(base: &Settings, dir: &std::path::Path, addr: SocketAddr) -
 }
 
 /// D34: the mock's organization (plan pro), its fixed client with every
-/// scope, and the fixture data.
-async fn bootstrap_mock(app: &App) -> anyhow::Result<()> {
-    app.bootstrap(Bootstrap {
-        org_name: "Mock",
-        client_id: ClientId::parse(MOCK_CLIENT_ID).context("the mock client id")?,
-        client_name: "Mock client",
-        client_secret: MOCK_CLIENT_SECRET.into(),
-        fixture: true,
-    })
-    .await?;
-    Ok(())
+/// scope, and the fixture data; D53: the client's loopback redirect URI and
+/// the fixture users' password. Returns the organization's id.
+async fn bootstrap_mock(app: &App, store: &dyn Store) -> anyhow::Result<OrgId> {
+    let created = app
+        .bootstrap(Bootstrap {
+            org_name: "Mock",
+            client_id: ClientId::parse(MOCK_CLIENT_ID).context("the mock client id")?,
+            client_name: "Mock client",
+            client_secret: MOCK_CLIENT_SECRET.into(),
+            fixture: true,
+            redirect_uris: vec![MOCK_REDIRECT_URI.into()],
+            fixture_password: Some(MOCK_PASSWORD.into()),
+        })
+        .await?;
+    if let Some(org) = created {
+        return Ok(org);
+    }
+    // Started again on its data (tests restart servers): the fixed client
+    // names the organization.
+    let id = ClientId::parse(MOCK_CLIENT_ID).context("the mock client id")?;
+    store
+        .resolve_client(&id)
+        .await
+        .context("reading the mock client")?
+        .map(|c| c.org)
+        .context("the mock's database has organizations but not the mock client")
 }
 
 /// D41: on an empty database, an organization "Default" (plan pro) and a
@@ -118,6 +138,8 @@ pub async fn bootstrap(
             client_secret: secret.clone(),
             // D33: staging starts with the fixture data.
             fixture: settings.env == Env::Staging,
+            redirect_uris: Vec::new(),
+            fixture_password: None,
         })
         .await?;
     let Some(org) = created else {
@@ -153,8 +175,13 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
     // Nothing is in memory yet: the first start's writes need no auth service.
     let first_start = App::operator(store.clone());
     let bootstrap = if settings.mock {
-        bootstrap_mock(&first_start).await?;
-        None
+        // D53: the mock's organization id is printed with its client.
+        let org = bootstrap_mock(&first_start, store.as_ref()).await?;
+        Some(BootstrapCredentials {
+            org: org.to_string(),
+            client_id: MOCK_CLIENT_ID.into(),
+            client_secret: MOCK_CLIENT_SECRET.into(),
+        })
     } else {
         bootstrap(&first_start, settings).await?
     };

@@ -8,6 +8,7 @@ mod clients;
 mod decoding;
 mod grants;
 mod idempotency;
+mod introspection;
 mod jobs;
 mod links;
 mod orgs;
@@ -24,6 +25,7 @@ pub use clients::*;
 pub use decoding::*;
 pub use grants::*;
 pub use idempotency::*;
+pub use introspection::*;
 pub use jobs::*;
 pub use links::*;
 pub use orgs::*;
@@ -65,7 +67,8 @@ macro_rules! store_conformance_tests {
             corrupt_token_ids_are_internal_errors, every_tenant_method_is_scoped,
             idempotency_claims_and_keeps, concurrent_idempotent_claims_win_once,
             stale_idempotent_claims_are_taken_over, expired_idempotency_keys_are_purged,
-            idempotency_keys_are_scoped);
+            idempotency_keys_are_scoped,
+            refresh_token_lookup_is_read_only, fixture_users_get_the_fixture_password);
     };
     (@each $make:expr; $($name:ident),*) => {
         $(

@@ -23,6 +23,8 @@ mod emails;
 mod environments;
 #[path = "../api/idempotency.rs"]
 mod idempotency;
+#[path = "../api/introspection.rs"]
+mod introspection;
 #[path = "../api/invitations.rs"]
 mod invitations;
 #[path = "../api/oauth_flow.rs"]

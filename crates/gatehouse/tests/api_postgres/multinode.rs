@@ -694,8 +694,7 @@ async fn d49_consent_logout_and_userinfo_hold_across_nodes() {
     // Logout through A with the hint.
     let res = a
         .client
-        .get(format!("{}/oauth/logout", a.base))
-        .query(&[("id_token_hint", id_token.as_str())])
+        .get(format!("{}/oauth/logout?id_token_hint={id_token}", a.base))
         .header("cookie", format!("__Host-gh_session={cookie}"))
         .send()
         .await

@@ -2,6 +2,8 @@
 
 #![allow(dead_code)]
 
+pub(crate) mod browser;
+
 use std::path::PathBuf;
 
 use gatehouse::config::Settings;

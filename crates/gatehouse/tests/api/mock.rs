@@ -1,0 +1,516 @@
+//! `gatehouse mock` continued (D53, D34): `Prefer` on the OAuth endpoints in
+//! RFC 6749's body shape, the mock client's loopback redirect URI, the
+//! fixture users' password, plain-HTTP cookies, and the organization id
+//! printed with the client.
+
+use std::time::Duration;
+
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+
+use crate::common::TestServer;
+use crate::common::browser::{Browser, sign_in_for_code};
+
+const ENDPOINTS: [&str; 3] = ["/oauth/token", "/oauth/revoke", "/oauth/introspect"];
+const MOCK_PASSWORD: &str = "mock-password-1234";
+
+/// A request the endpoint would otherwise answer with success.
+fn form(endpoint: &str) -> Vec<(&'static str, &'static str)> {
+    match endpoint {
+        "/oauth/token" => vec![
+            ("grant_type", "client_credentials"),
+            ("scope", "users:read"),
+        ],
+        _ => vec![("token", "gk_live_unknown")],
+    }
+}
+
+async fn ask(s: &TestServer, endpoint: &str, prefer: &str) -> reqwest::Response {
+    s.request(Method::POST, endpoint)
+        .basic_auth("mock_client", Some("mock_secret"))
+        .header("Prefer", prefer)
+        .form(&form(endpoint))
+        .send()
+        .await
+        .unwrap()
+}
+
+/// An RFC 6749 §5.2 error (D21): `status`, `error`, `no-store`, only
+/// `error` and `error_description` in the body; returns the headers.
+async fn expect_oauth(
+    res: reqwest::Response,
+    status: StatusCode,
+    error: &str,
+    what: &str,
+) -> (reqwest::header::HeaderMap, String) {
+    assert_eq!(res.status(), status, "{what}");
+    let h = res.headers().clone();
+    assert_eq!(h["cache-control"], "no-store", "{what}");
+    let body: Value = res.json().await.unwrap();
+    assert_eq!(body["error"], error, "{what}: {body}");
+    let keys: Vec<&str> = body
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        keys,
+        ["error", "error_description"],
+        "{what}: RFC 6749's shape, not the API envelope"
+    );
+    let d = body["error_description"].as_str().unwrap().to_owned();
+    (h, d)
+}
+
+fn retry_after(h: &reqwest::header::HeaderMap, what: &str) -> u64 {
+    h.get("retry-after")
+        .unwrap_or_else(|| panic!("{what}: Retry-After"))
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn d53_prefer_code_on_token_revoke_and_introspect() {
+    let s = TestServer::start_mock().await;
+    for endpoint in ENDPOINTS {
+        for (code, status, error) in [
+            (400, StatusCode::BAD_REQUEST, "invalid_grant"),
+            (401, StatusCode::UNAUTHORIZED, "invalid_client"),
+            (
+                429,
+                StatusCode::TOO_MANY_REQUESTS,
+                "temporarily_unavailable",
+            ),
+            (500, StatusCode::INTERNAL_SERVER_ERROR, "server_error"),
+            (
+                503,
+                StatusCode::SERVICE_UNAVAILABLE,
+                "temporarily_unavailable",
+            ),
+        ] {
+            let what = format!("{endpoint} Prefer: code={code}");
+            let res = ask(&s, endpoint, &format!("code={code}")).await;
+            let (h, _) = expect_oauth(res, status, error, &what).await;
+            match code {
+                401 => assert!(
+                    h["www-authenticate"].to_str().unwrap().starts_with("Basic"),
+                    "{what}: WWW-Authenticate Basic as the real one"
+                ),
+                429 | 503 => assert!(retry_after(&h, &what) >= 1, "{what}"),
+                _ => assert!(!h.contains_key("retry-after"), "{what}"),
+            }
+            assert!(h.contains_key("x-request-id"), "{what}");
+        }
+        // Without the header the endpoint answers for real.
+        let res = s
+            .request(Method::POST, endpoint)
+            .basic_auth("mock_client", Some("mock_secret"))
+            .form(&form(endpoint))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), StatusCode::OK, "{endpoint}");
+    }
+}
+
+#[tokio::test]
+async fn d53_prefer_error_picks_another_d21_code() {
+    let s = TestServer::start_mock().await;
+    for endpoint in ENDPOINTS {
+        for (prefer, status, error) in [
+            (
+                "code=400, error=invalid_scope",
+                StatusCode::BAD_REQUEST,
+                "invalid_scope",
+            ),
+            (
+                "error=unsupported_grant_type",
+                StatusCode::BAD_REQUEST,
+                "unsupported_grant_type",
+            ),
+            (
+                "code=400; error=unauthorized_client",
+                StatusCode::BAD_REQUEST,
+                "unauthorized_client",
+            ),
+            (
+                "error=invalid_request",
+                StatusCode::BAD_REQUEST,
+                "invalid_request",
+            ),
+            (
+                "error=invalid_client",
+                StatusCode::UNAUTHORIZED,
+                "invalid_client",
+            ),
+            (
+                "error=temporarily_unavailable",
+                StatusCode::SERVICE_UNAVAILABLE,
+                "temporarily_unavailable",
+            ),
+            (
+                "code=429, error=temporarily_unavailable",
+                StatusCode::TOO_MANY_REQUESTS,
+                "temporarily_unavailable",
+            ),
+            (
+                "error=server_error",
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "server_error",
+            ),
+            (
+                "respond-async, code=400",
+                StatusCode::BAD_REQUEST,
+                "invalid_grant",
+            ),
+        ] {
+            let what = format!("{endpoint} Prefer: {prefer}");
+            expect_oauth(ask(&s, endpoint, prefer).await, status, error, &what).await;
+        }
+    }
+}
+
+#[tokio::test]
+async fn d53_unknown_prefer_is_invalid_request_naming_the_header() {
+    let s = TestServer::start_mock().await;
+    for endpoint in ENDPOINTS {
+        for prefer in [
+            "code=404",
+            "code=teapot",
+            "error=nonsense",
+            "error=access_denied",
+            "code=401, error=invalid_grant",
+            "code=500, error=temporarily_unavailable",
+        ] {
+            let what = format!("{endpoint} Prefer: {prefer}");
+            let (_, d) = expect_oauth(
+                ask(&s, endpoint, prefer).await,
+                StatusCode::BAD_REQUEST,
+                "invalid_request",
+                &what,
+            )
+            .await;
+            assert!(d.contains("Prefer"), "{what}: names the header: {d}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn d53_prefer_comes_after_client_authentication() {
+    let s = TestServer::start_mock().await;
+    for endpoint in ENDPOINTS {
+        let what = format!("{endpoint} with a wrong secret");
+        let res = s
+            .request(Method::POST, endpoint)
+            .basic_auth("mock_client", Some("wrong"))
+            .header("Prefer", "code=500")
+            .form(&form(endpoint))
+            .send()
+            .await
+            .unwrap();
+        expect_oauth(res, StatusCode::UNAUTHORIZED, "invalid_client", &what).await;
+        // An unknown code is not even read before the credentials are.
+        let res = s
+            .request(Method::POST, endpoint)
+            .header("Prefer", "code=404")
+            .form(&form(endpoint))
+            .send()
+            .await
+            .unwrap();
+        expect_oauth(res, StatusCode::UNAUTHORIZED, "invalid_client", endpoint).await;
+    }
+    // D49: a public client cannot introspect, Prefer or not.
+    let public = gatehouse_store::NewClient {
+        id: gatehouse_domain::ClientId::generate(),
+        name: "spa".into(),
+        secret_hash: None,
+        scopes: gatehouse_domain::ScopeSet::parse("profile:read").unwrap(),
+        redirect_uris: vec!["http://127.0.0.1/cb".into()],
+        admin_approved: false,
+        owner: None,
+        created_at: gatehouse_domain::Timestamp::now(),
+        post_logout_redirect_uris: vec![],
+    };
+    s.store().insert_client(&s.org(), &public).await.unwrap();
+    let res = s
+        .request(Method::POST, "/oauth/introspect")
+        .header("Prefer", "code=500")
+        .form(&[("token", "x"), ("client_id", public.id.as_str())])
+        .send()
+        .await
+        .unwrap();
+    expect_oauth(
+        res,
+        StatusCode::UNAUTHORIZED,
+        "invalid_client",
+        "public client",
+    )
+    .await;
+    // At the revocation endpoint a public client authenticates by its id
+    // (D20), so the preference is answered.
+    let res = s
+        .request(Method::POST, "/oauth/revoke")
+        .header("Prefer", "code=503")
+        .form(&[("token", "x"), ("client_id", public.id.as_str())])
+        .send()
+        .await
+        .unwrap();
+    expect_oauth(
+        res,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "temporarily_unavailable",
+        "public client at /oauth/revoke",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn d53_production_ignores_prefer_on_oauth_endpoints() {
+    let s = TestServer::start().await;
+    for endpoint in ENDPOINTS {
+        let fields = form(endpoint);
+        let res = s
+            .request(Method::POST, endpoint)
+            .basic_auth(&s.creds.client_id, Some(&s.creds.client_secret))
+            .header("Prefer", "code=500")
+            .form(&fields)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), StatusCode::OK, "{endpoint}");
+    }
+}
+
+#[tokio::test]
+async fn d53_fixture_user_signs_in_through_the_loopback_redirect_with_plain_http_cookies() {
+    let s = TestServer::start_mock().await;
+    // D20: the registered http://127.0.0.1/callback, at any port.
+    let redirect = "http://127.0.0.1:54321/callback";
+    let mut b = Browser::new(&s);
+    let (code, verifier) = sign_in_for_code(
+        &mut b,
+        "mock_client",
+        redirect,
+        "users:read profile:read",
+        "ada@example.com",
+        MOCK_PASSWORD,
+    )
+    .await;
+    let res = s
+        .request(Method::POST, "/oauth/token")
+        .basic_auth("mock_client", Some("mock_secret"))
+        .form(&[
+            ("grant_type", "authorization_code"),
+            ("code", code.as_str()),
+            ("redirect_uri", redirect),
+            ("code_verifier", verifier.as_str()),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    let pair: Value = res.json().await.unwrap();
+    assert!(pair["refresh_token"].is_string(), "{pair}");
+    // The token acts for Ada.
+    let me: Value = s
+        .request(Method::GET, "/v1/me")
+        .bearer_auth(pair["access_token"].as_str().unwrap())
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(me["data"]["email"], "ada@example.com", "{me}");
+
+    // D53: plain HTTP, so neither `Secure` nor the `__Host-` prefix.
+    let names: Vec<&str> = b.jar.keys().map(String::as_str).collect();
+    assert_eq!(names, ["gh_csrf", "gh_session"], "cookie names in the mock");
+    for line in &b.seen {
+        assert!(!line.contains("__Host-"), "no __Host- prefix: {line}");
+        assert!(
+            !line
+                .split(';')
+                .any(|a| a.trim().eq_ignore_ascii_case("secure")),
+            "no Secure over plain HTTP: {line}"
+        );
+        assert!(
+            line.contains("HttpOnly") && line.contains("SameSite=Lax"),
+            "{line}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn d53_every_active_fixture_user_has_the_mock_password() {
+    let s = TestServer::start_mock().await;
+    for email in [
+        "grace@example.com",
+        "alan@example.com",
+        "edsger@example.com",
+    ] {
+        let mut b = Browser::new(&s);
+        sign_in_for_code(
+            &mut b,
+            "mock_client",
+            "http://127.0.0.1:9/callback",
+            "profile:read",
+            email,
+            MOCK_PASSWORD,
+        )
+        .await;
+    }
+    // Another password is refused as anywhere (D26): the login page again.
+    let mut b = Browser::new(&s);
+    let challenge = gatehouse_auth::pkce::challenge_for(&"v".repeat(43));
+    let login = b
+        .authorize(&[
+            ("response_type", "code"),
+            ("client_id", "mock_client"),
+            ("redirect_uri", "http://127.0.0.1/callback"),
+            ("code_challenge", &challenge),
+            ("code_challenge_method", "S256"),
+        ])
+        .await;
+    let form = login.form_with("password").expect("a login form");
+    let again = b
+        .submit(
+            &form,
+            &[
+                ("email", "ada@example.com"),
+                ("password", "not-the-password"),
+            ],
+        )
+        .await;
+    assert!(again.form_with("password").is_some(), "{}", again.body);
+    assert!(!b.jar.contains_key("gh_session"));
+}
+
+#[tokio::test]
+async fn d53_production_cookies_keep_the_host_prefix_and_secure() {
+    let s = TestServer::start().await;
+    let mut b = Browser::new(&s);
+    let challenge = gatehouse_auth::pkce::challenge_for(&"v".repeat(43));
+    // The bootstrap client has no redirect URI: the page is an error page,
+    // so use the loopback client of a fresh registration instead.
+    let c = gatehouse_store::NewClient {
+        id: gatehouse_domain::ClientId::generate(),
+        name: "cookies".into(),
+        secret_hash: None,
+        scopes: gatehouse_domain::ScopeSet::parse("profile:read").unwrap(),
+        redirect_uris: vec!["http://127.0.0.1/cb".into()],
+        admin_approved: false,
+        owner: None,
+        created_at: gatehouse_domain::Timestamp::now(),
+        post_logout_redirect_uris: vec![],
+    };
+    s.store().insert_client(&s.org(), &c).await.unwrap();
+    let login = b
+        .authorize(&[
+            ("response_type", "code"),
+            ("client_id", c.id.as_str()),
+            ("redirect_uri", "http://127.0.0.1/cb"),
+            ("code_challenge", &challenge),
+            ("code_challenge_method", "S256"),
+        ])
+        .await;
+    assert_eq!(login.status, StatusCode::OK, "{}", login.body);
+    let csrf = b.seen.first().expect("a CSRF cookie");
+    assert!(csrf.starts_with("__Host-gh_csrf="), "{csrf}");
+    assert!(csrf.contains("; Secure"), "{csrf}");
+}
+
+/// `gatehouse mock` prints the organization id with the client (D53), in
+/// `--json` and in its text.
+#[tokio::test]
+async fn d53_gatehouse_mock_prints_the_organization_id() {
+    use tokio::io::AsyncBufReadExt;
+    let spawn = |json: bool| {
+        let mut c = tokio::process::Command::new(env!("CARGO_BIN_EXE_gatehouse"));
+        c.args(["mock", "--addr", "127.0.0.1:0"]);
+        if json {
+            c.arg("--json");
+        }
+        c.env("GATEHOUSE_LOG", "warn")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap()
+    };
+    let mut child = spawn(true);
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+        .await
+        .expect("the mock starts within 30 s")
+        .unwrap()
+        .expect("a line on stdout");
+    let info: Value = serde_json::from_str(&line).unwrap();
+    let org = info["org"].as_str().expect("D53: org in --json").to_owned();
+    assert!(org.starts_with("org_"), "{org}");
+    assert_eq!(info["client_id"], json!("mock_client"));
+    assert_eq!(info["redirect_uri"], json!("http://127.0.0.1/callback"));
+    assert_eq!(info["password"], json!(MOCK_PASSWORD));
+    // The printed id is the organization the client's tokens belong to.
+    let url = info["url"].as_str().unwrap();
+    let http = reqwest::Client::new();
+    let res = http
+        .post(format!("{url}/oauth/token"))
+        .basic_auth("mock_client", Some("mock_secret"))
+        .form(&[
+            ("grant_type", "client_credentials"),
+            ("scope", "users:read"),
+        ])
+        .send()
+        .await
+        .unwrap();
+    let tok: Value = res.json().await.unwrap();
+    let res = http
+        .post(format!("{url}/oauth/introspect"))
+        .basic_auth("mock_client", Some("mock_secret"))
+        .form(&[("token", tok["access_token"].as_str().unwrap())])
+        .send()
+        .await
+        .unwrap();
+    let v: Value = res.json().await.unwrap();
+    assert_eq!(v["org"], json!(org), "{v}");
+    child.kill().await.unwrap();
+
+    let mut child = spawn(false);
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut text = String::new();
+    while !text.contains("client_secret") {
+        let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+            .await
+            .expect("the mock prints within 30 s")
+            .unwrap()
+            .expect("more output");
+        text.push_str(&line);
+        text.push('\n');
+    }
+    let printed = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("org:"))
+        .unwrap_or_else(|| panic!("D53: an org line: {text}"))
+        .trim();
+    assert!(printed.starts_with("org_"), "{text}");
+    assert!(text.contains("client_id:     mock_client"), "{text}");
+    child.kill().await.unwrap();
+}
+
+/// Started again on its data, the mock finds its organization instead of
+/// creating one (D53's printed id stays the same).
+#[tokio::test]
+async fn d53_a_restarted_mock_keeps_its_organization() {
+    let s = TestServer::start_mock().await;
+    let org = s.creds.org.clone();
+    let s = s.restart().await;
+    assert_eq!(s.creds.org, org);
+    assert_eq!(
+        s.running.as_ref().unwrap().bootstrap.as_ref().unwrap().org,
+        org
+    );
+}
