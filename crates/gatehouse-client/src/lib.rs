@@ -73,9 +73,9 @@ pub use auth::{AuthorizationRequest, Credentials};
 pub use client::{Client, ClientBuilder, IDEMPOTENCY_KEY, REQUEST_ID};
 pub use error::{Error, ErrorCode, ErrorDetail, Result};
 pub use models::{
-    CursorMeta, CursorPage, Identified, NewProduct, NewUser, Page, PageMeta, Product,
-    ProductFilter, ProductPatch, ProductStatus, ProfilePatch, Role, User, UserFilter, UserPatch,
-    UserStatus,
+    ConsentedApplication, CursorMeta, CursorPage, Identified, NewProduct, NewUser, Page, PageMeta,
+    Product, ProductFilter, ProductPatch, ProductStatus, ProfilePatch, Role, User, UserFilter,
+    UserPatch, UserStatus,
 };
 pub use ops::{ListStream, OPERATIONS, Operation};
 pub use retry::{RetryDelay, RetryPolicy, RetryReason, SleepFuture};

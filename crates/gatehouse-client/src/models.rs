@@ -82,6 +82,23 @@ pub struct User {
     pub updated_at: String,
 }
 
+/// An application the caller allowed to act for them (a remembered
+/// consent, `GET /v1/me/applications`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ConsentedApplication {
+    /// The application's `client_id` (`app_…`).
+    pub id: String,
+    /// The application's name.
+    pub name: String,
+    /// The scopes the caller allowed it.
+    pub scopes: Vec<String>,
+    /// When the consent was first given.
+    pub granted_at: String,
+    /// The last authorization that used it.
+    pub last_used_at: String,
+}
+
 /// A product of the catalog (interface.md §2.2).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
@@ -421,6 +438,12 @@ pub trait Identified {
 }
 
 impl Identified for User {
+    fn id(&self) -> &str {
+        &self.id
+    }
+}
+
+impl Identified for ConsentedApplication {
     fn id(&self) -> &str {
         &self.id
     }

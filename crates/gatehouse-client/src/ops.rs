@@ -13,8 +13,8 @@ use serde::de::DeserializeOwned;
 use crate::client::{Body, Client};
 use crate::error::{Error, Result};
 use crate::models::{
-    CursorPage, Identified, NewProduct, NewUser, Page, Product, ProductFilter, ProductPatch,
-    ProfilePatch, Single, User, UserFilter, UserPatch,
+    ConsentedApplication, CursorPage, Identified, NewProduct, NewUser, Page, Product,
+    ProductFilter, ProductPatch, ProfilePatch, Single, User, UserFilter, UserPatch,
 };
 
 /// One operation of the OpenAPI document and the client method that
@@ -59,6 +59,18 @@ const fn op(
 pub const OPERATIONS: &[Operation] = &[
     op("getProfile", "GET", "/v1/me", "get_profile"),
     op("updateProfile", "PATCH", "/v1/me", "update_profile"),
+    op(
+        "listMyApplications",
+        "GET",
+        "/v1/me/applications",
+        "list_my_applications, list_my_applications_page",
+    ),
+    op(
+        "forgetMyApplication",
+        "DELETE",
+        "/v1/me/applications/{app_id}",
+        "forget_my_application",
+    ),
     op("openapi", "GET", "/v1/openapi.json", "openapi"),
     op(
         "listProducts",
@@ -164,6 +176,35 @@ impl Client {
     /// `PATCH /v1/me` (`profile:write`): changes the caller's own name.
     pub async fn update_profile(&self, patch: &ProfilePatch) -> Result<User> {
         self.single(Method::PATCH, &["v1", "me"], &[], json_body(patch)?)
+            .await
+    }
+
+    /// `GET /v1/me/applications` (`profile:read`), one page at `offset`:
+    /// the applications the caller allowed to act for them.
+    pub async fn list_my_applications_page(
+        &self,
+        limit: Option<u32>,
+        offset: u64,
+    ) -> Result<Page<ConsentedApplication>> {
+        self.offset_page(&["v1", "me", "applications"], Vec::new(), limit, offset)
+            .await
+    }
+
+    /// `GET /v1/me/applications` (`profile:read`) as a stream of every one.
+    pub fn list_my_applications(&self) -> ListStream<ConsentedApplication> {
+        offset_stream(
+            self.clone(),
+            &["v1", "me", "applications"],
+            Vec::new(),
+            None,
+        )
+    }
+
+    /// `DELETE /v1/me/applications/{id}` (`profile:write`): forgets the
+    /// consent and signs the application out (its refresh and access
+    /// tokens of the caller stop working).
+    pub async fn forget_my_application(&self, id: &str) -> Result<()> {
+        self.no_content(&["v1", "me", "applications", id], &[])
             .await
     }
 

@@ -70,7 +70,7 @@ fn document_is_openapi_3_1_with_resolvable_references() {
 
 /// Routes as written in the routers' sources, with the prefix each router is nested under.
 fn routed() -> BTreeSet<(String, String)> {
-    let sources: [(&str, &str); 13] = [
+    let sources: [(&str, &str); 14] = [
         ("/v1", include_str!("../src/users.rs")),
         ("/v1", include_str!("../src/products.rs")),
         ("/v1", include_str!("../src/profile.rs")),
@@ -78,6 +78,7 @@ fn routed() -> BTreeSet<(String, String)> {
         ("", include_str!("../src/oauth.rs")),
         ("", include_str!("../src/authorize.rs")),
         ("", include_str!("../src/oidc.rs")),
+        ("", include_str!("../src/introspect.rs")),
         ("", include_str!("../src/links.rs")),
         ("", include_str!("../src/wellknown.rs")),
         ("", include_str!("../src/health.rs")),
