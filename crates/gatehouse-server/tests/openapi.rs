@@ -114,8 +114,13 @@ fn every_api_route_is_documented_and_every_documented_route_exists() {
         "/invite/{token}",
         "/password/forgot",
         "/password/reset/{token}",
+        "/",
         "/docs",
+        "/docs/",
         "/docs/errors",
+        "/docs/search",
+        "/docs/assets/{file}",
+        "/docs/{page}",
         "/v0",
         "/v0/{*rest}",
     ];
