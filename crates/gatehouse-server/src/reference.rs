@@ -541,6 +541,8 @@ fn sample(doc: &Value, schema: &Value, name: &str, all: bool, depth: usize) -> V
             json!([sample(doc, &s["items"], item_name, all, depth + 1)])
         }
         "integer" => match name {
+            "iat" | "updated_at" | "auth_time" => json!(1_795_000_000),
+            "exp" => json!(1_795_003_600),
             "price" => json!(1999),
             "stock" => json!(25),
             "limit" => json!(20),
@@ -555,6 +557,16 @@ fn sample(doc: &Value, schema: &Value, name: &str, all: bool, depth: usize) -> V
             if s.get("format").and_then(Value::as_str) == Some("date-time") {
                 return json!("2026-11-22T02:31:42.123Z");
             }
+            // An id's pattern names its prefix (`^prod_[A-Za-z0-9]+$`).
+            if let Some(prefix) = s["pattern"]
+                .as_str()
+                .and_then(|p| p.strip_prefix('^'))
+                .and_then(|p| p.split_once('_'))
+                .map(|(prefix, _)| prefix)
+                .filter(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_lowercase()))
+            {
+                return json!(format!("{prefix}_7kQm2XcVbN9pLz4R"));
+            }
             json!(match name {
                 "email" => "ada@example.com",
                 "name" => "Ada Lovelace",
@@ -562,7 +574,11 @@ fn sample(doc: &Value, schema: &Value, name: &str, all: bool, depth: usize) -> V
                 "request_id" => "req_4f0c2a7d9e3b4c1a8f6e5d2b7a9c0e1f",
                 "version" => gatehouse_domain::API_VERSION,
                 "id" => "usr_7kQm2XcVbN9pLz4R",
-                "owner_id" | "user_id" => "usr_7kQm2XcVbN9pLz4R",
+                "owner_id" | "user_id" | "sub" => "usr_7kQm2XcVbN9pLz4R",
+                "client_id" => "app_3fJx9QpLm2VbN7kZ",
+                "org" => "org_9dKs2LmQp4XvB8nW",
+                "iss" => "https://localhost:8443",
+                "aud" => "https://localhost:8443/v1",
                 "access_token" => "eyJhbGciOiJFUzI1NiIs…",
                 "refresh_token" => "rt_…",
                 "scope" => "users:read products:read",
@@ -625,7 +641,11 @@ fn curl(
         if p["in"] == "query" && p["required"] == json!(true) {
             let name = text(&p["name"]);
             let v = sample(doc, &p["schema"], &name, false, 0);
-            let v = v.as_str().map_or_else(|| v.to_string(), str::to_owned);
+            let v = match v.as_str() {
+                Some("string") => format!("${}", name.to_ascii_uppercase()),
+                Some(s) => s.to_owned(),
+                None => v.to_string(),
+            };
             query.push(format!("{name}={v}"));
         }
     }
@@ -654,7 +674,8 @@ fn curl(
             lines.push("-u \"$CLIENT_ID:$CLIENT_SECRET\"".into());
         }
         for (name, p, required) in props {
-            if !required {
+            // `scope` is optional, but a request should say what it needs.
+            if !required && name != "scope" {
                 continue;
             }
             let v = sample(doc, p, &name, false, 0);
@@ -710,10 +731,17 @@ fn op_view(
             "Bearer token (access token or API key) with the `{s}` scope, or `admin`."
         ),
         (None, _) if bearer => "Bearer access token issued for a user with `openid`.".into(),
-        (None, true) if op["requestBody"]["content"]["application/x-www-form-urlencoded"]["schema"]
-            .to_string()
-            .contains("client_secret")
-            || op["x-client-auth"] == json!(true) =>
+        (None, _) if path == "/oauth/authorize" => {
+            "None from the client: the person signs in on Gatehouse's own page.".into()
+        }
+        (None, true)
+            if properties(
+                doc,
+                &op["requestBody"]["content"]["application/x-www-form-urlencoded"]["schema"],
+            )
+            .iter()
+            .any(|(n, _, _)| n == "client_secret")
+                || op["x-client-auth"] == json!(true) =>
         {
             "Client authentication: HTTP Basic (`client_secret_basic`) or `client_id` and `client_secret` in the form (`client_secret_post`); public clients send only `client_id`.".into()
         }
@@ -752,6 +780,9 @@ fn op_view(
                 .collect()
         } else if let Some(listed) = r["x-error-codes"].as_array() {
             listed.iter().map(text).collect()
+        } else if body.as_ref().is_some_and(|b| b.content_type == "text/html") {
+            // A page for a person, not a code for a client.
+            Vec::new()
         } else {
             oauth_codes
                 .iter()
@@ -876,7 +907,7 @@ pub fn supplement() -> Value {
     let logout = |method: &str| {
         let mut op = json!({
             "operationId": if method == "get" { "logout" } else { "logoutPost" },
-            "tags": ["OAuth"], "x-planned": true,
+            "tags": ["OAuth"],
             "summary": format!("End the browser session (OpenID Connect RP-initiated logout), by {}", method.to_ascii_uppercase()),
             "description": "Ends the person's Gatehouse session and revokes the refresh chains begun in it, then redirects to `post_logout_redirect_uri` when it is registered for the client the hint or `client_id` names (exact match, no loopback port leeway); otherwise shows a signed-out page. Without a valid `id_token_hint` it asks the person to confirm first.",
             "responses": logout_answers.clone(),
@@ -895,9 +926,82 @@ pub fn supplement() -> Value {
         }
         op
     };
+    let q = |name: &str, required: bool, description: &str, schema: Value| json!({"name": name, "in": "query", "required": required, "description": description, "schema": schema});
+    let authorize_params = json!([
+        q(
+            "response_type",
+            true,
+            "`code` (the only flow).",
+            json!({"type": "string", "enum": ["code"]})
+        ),
+        q(
+            "client_id",
+            true,
+            "Your application's id (`app_…`).",
+            json!({"type": "string"})
+        ),
+        q(
+            "redirect_uri",
+            true,
+            "One of the application's registered redirect URIs, exactly (loopback `http://127.0.0.1` URIs may change the port).",
+            json!({"type": "string"})
+        ),
+        q(
+            "scope",
+            false,
+            "Space-separated. Omitted: what the application is registered for, within the person's role, without `admin`, `openid`, `profile` or `email`. Scopes the application or role may not have are dropped.",
+            json!({"type": "string"})
+        ),
+        q(
+            "state",
+            false,
+            "An unguessable value you check when the browser comes back; returned unchanged.",
+            json!({"type": "string"})
+        ),
+        q(
+            "code_challenge",
+            true,
+            "PKCE (RFC 7636): base64url of the SHA-256 of your `code_verifier`.",
+            json!({"type": "string"})
+        ),
+        q(
+            "code_challenge_method",
+            true,
+            "`S256`; `plain` is refused.",
+            json!({"type": "string", "enum": ["S256"]})
+        ),
+        q(
+            "nonce",
+            false,
+            "OpenID Connect: echoed in the ID token.",
+            json!({"type": "string"})
+        ),
+        q(
+            "prompt",
+            false,
+            "`none` (never show a page: answers `login_required` or `consent_required` instead), `login` (sign in again), `consent` (ask again).",
+            json!({"type": "string", "enum": ["none", "login", "consent"]})
+        ),
+        q(
+            "max_age",
+            false,
+            "Seconds since the person last signed in after which they must sign in again.",
+            json!({"type": "integer", "minimum": 0})
+        ),
+        q(
+            "login_hint",
+            false,
+            "Pre-fills the e-mail on the sign-in page.",
+            json!({"type": "string"})
+        ),
+    ]);
     json!({
+        "/oauth/authorize": {"get": {
+            "parameters": authorize_params,
+            "description": "Send the person's browser here (GET, or POST with the same parameters as a form). Gatehouse checks `client_id` and `redirect_uri` first — if either is wrong it shows an error page and never redirects — then shows its sign-in and consent pages and sends the browser back to `redirect_uri` with `code`, `state` and `iss`, or with `error` (see the codes below). Exchange the code at `POST /oauth/token` within 5 minutes, with the `code_verifier`.",
+        }},
         "/oauth/introspect": {"post": {
-            "operationId": "introspect", "tags": ["OAuth"], "x-planned": true, "x-client-auth": true,
+            "operationId": "introspect", "tags": ["OAuth"], "x-client-auth": true,
             "summary": "Token introspection (RFC 7662)",
             "description": "For confidential clients (a public client gets 401 `invalid_client`); the client authenticates as at the token endpoint. Answers `{\"active\": false}` for anything invalid, expired, revoked, unknown, of another organization, or (refresh tokens) issued to another client. Introspecting never uses up a refresh token.",
             "requestBody": {"required": true, "content": {"application/x-www-form-urlencoded": {"schema": {"type": "object", "required": ["token"], "properties": introspect_props}}}},
@@ -921,18 +1025,18 @@ pub fn supplement() -> Value {
             },
         }},
         "/oauth/userinfo": {
-            "get": {"operationId": "userinfo", "tags": ["OAuth"], "x-planned": true, "x-bearer": true,
+            "get": {"operationId": "userinfo", "tags": ["OAuth"], "x-bearer": true,
                 "summary": "Claims about the signed-in user (OpenID Connect)",
                 "description": "Send the access token as `Authorization: Bearer`. Returns `sub` and the claims of the token's scopes: `profile` → `name`, `updated_at`; `email` → `email`, `email_verified`. CORS is allowed for the configured origins.",
                 "responses": userinfo_answer.clone()},
-            "post": {"operationId": "userinfoPost", "tags": ["OAuth"], "x-planned": true, "x-bearer": true,
+            "post": {"operationId": "userinfoPost", "tags": ["OAuth"], "x-bearer": true,
                 "summary": "Claims about the signed-in user, by POST",
                 "description": "The same as `GET /oauth/userinfo`.",
                 "responses": userinfo_answer},
         },
         "/oauth/logout": {"get": logout("get"), "post": logout("post")},
         "/.well-known/openid-configuration": {"get": {
-            "operationId": "openidConfiguration", "tags": ["Discovery"], "x-planned": true,
+            "operationId": "openidConfiguration", "tags": ["Discovery"],
             "summary": "OpenID Connect discovery document",
             "description": "The server metadata (issuer, endpoints, `jwks_uri`, supported scopes, grants and PKCE methods) plus `userinfo_endpoint`, `end_session_endpoint`, `introspection_endpoint`, `subject_types_supported: [\"public\"]`, `id_token_signing_alg_values_supported: [\"ES256\"]`, `claims_supported`, `authorization_response_iss_parameter_supported: true` and `request_uri_parameter_supported: false`. OpenID Connect libraries read it to configure themselves.",
             "responses": {"200": {"description": "Metadata", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Object"}}}}},
@@ -946,8 +1050,23 @@ pub fn with_supplement(mut doc: Value) -> Value {
     for (path, item) in extra.as_object().into_iter().flatten() {
         for (method, op) in item.as_object().into_iter().flatten() {
             let slot = &mut doc["paths"][path.as_str()];
-            if slot.get(method.as_str()).is_none() {
-                slot[method.as_str()] = op.clone();
+            match slot.get_mut(method.as_str()) {
+                None => {
+                    let mut op = op.clone();
+                    op["x-planned"] = json!(true);
+                    slot[method.as_str()] = op;
+                }
+                // What the generated operation does not say yet (the
+                // authorization request's parameters) is added to it.
+                Some(existing) => {
+                    for key in ["parameters", "description"] {
+                        if existing.get(key).is_none()
+                            && let Some(v) = op.get(key)
+                        {
+                            existing[key] = v.clone();
+                        }
+                    }
+                }
             }
         }
     }
