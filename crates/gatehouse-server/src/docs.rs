@@ -257,6 +257,7 @@ pub fn router() -> Router<AppState> {
         .route("/docs/search", get(search))
         .route("/docs/assets/{file}", get(asset))
         .route("/docs/{page}", get(page))
+        .route("/docs/{page}/", get(page_slash))
 }
 
 /// D35: the OpenAPI document, no token needed.
@@ -346,6 +347,23 @@ async fn errors(State(st): State<AppState>) -> Response {
 
 async fn page(State(st): State<AppState>, Path(page): Path<String>) -> Response {
     serve_page(&st, &format!("/docs/{page}"))
+}
+
+/// A trailing slash is forgiven on every page (D52 names `/docs/`).
+async fn page_slash(State(st): State<AppState>, Path(page): Path<String>) -> Response {
+    let target = format!("/docs/{page}");
+    match (rendered(&st), HeaderValue::from_str(&target)) {
+        (Some(r), Ok(location)) if r.page(&target).is_some() => {
+            let mut res = StatusCode::PERMANENT_REDIRECT.into_response();
+            res.headers_mut().insert(header::LOCATION, location);
+            res
+        }
+        _ => ApiError::new(
+            ErrorCode::ResourceNotFound,
+            format!("no resource at {target}/"),
+        )
+        .into_response(),
+    }
 }
 
 /// D52: the search, server-side (the form works without script). A query

@@ -121,6 +121,7 @@ fn every_api_route_is_documented_and_every_documented_route_exists() {
         "/docs/search",
         "/docs/assets/{file}",
         "/docs/{page}",
+        "/docs/{page}/",
         "/v0",
         "/v0/{*rest}",
     ];

@@ -74,6 +74,14 @@ async fn root_redirects_to_docs_and_a_trailing_slash_is_forgiven() {
     let (status, headers, _) = get(&s, "/docs").await;
     assert_eq!(status, StatusCode::OK);
     assert!(header_of(&headers, "content-type").starts_with("text/html"));
+    // Every page forgives it; an unknown page is the 404 envelope.
+    let res = s.request(Method::GET, "/docs/users/").send().await.unwrap();
+    assert_eq!(res.status(), StatusCode::PERMANENT_REDIRECT);
+    assert_eq!(header_of(res.headers(), "location"), "/docs/users");
+    for path in ["/docs/nope", "/docs/nope/"] {
+        let res = s.request(Method::GET, path).send().await.unwrap();
+        crate::common::expect_error(res, StatusCode::NOT_FOUND, "RESOURCE_NOT_FOUND").await;
+    }
 }
 
 #[tokio::test]
@@ -116,7 +124,7 @@ async fn every_operation_of_the_openapi_document_is_documented_with_curl_and_sch
                 "{what}: path"
             );
             let curl = sec
-                .split("<pre><code>")
+                .split("<pre tabindex=\"0\"><code>")
                 .nth(1)
                 .unwrap_or_else(|| panic!("{what}: a code block"));
             assert!(curl.starts_with("curl "), "{what}: a curl example");
