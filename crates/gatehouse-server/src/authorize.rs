@@ -104,6 +104,8 @@ async fn login_page(
             client_name => &req.client.name, org_name => org_name,
             client_id => req.client.id.as_str(), csrf => &csrf,
             params => p.hidden(), error => error, email => email,
+            // "Forgot your password?" leads back to this very request.
+            return_to => format!("/oauth/authorize?{}", p.query()),
         },
     );
     pages::with_csrf(st, res, &csrf, new)

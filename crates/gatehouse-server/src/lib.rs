@@ -32,6 +32,7 @@ pub mod profile;
 #[cfg(test)]
 mod properties;
 pub mod redirect;
+pub mod reference;
 pub mod requests;
 pub mod respond;
 pub mod responses;
@@ -90,6 +91,8 @@ pub struct Inner {
     pub auth: Arc<AuthService>,
     pub config: ServerConfig,
     pub templates: docs::Templates,
+    /// The reference documentation, rendered on first use (D52).
+    pub docs: std::sync::OnceLock<docs::Rendered>,
     pub request_metrics: middleware::RequestMetrics,
     shutting_down: AtomicBool,
 }
@@ -115,6 +118,7 @@ impl AppState {
             auth,
             config,
             templates: docs::Templates::new(),
+            docs: std::sync::OnceLock::new(),
             request_metrics: Default::default(),
             shutting_down: AtomicBool::new(false),
         }))

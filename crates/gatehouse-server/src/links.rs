@@ -158,9 +158,10 @@ async fn forgot_form(State(st): State<AppState>, uri: Uri, headers: HeaderMap) -
         );
     }
     let (csrf, new) = pages::csrf_token(&st, &headers);
+    let back = pages::way_back(&st, q.get("return_to").map(String::as_str));
     let res = st.templates.page(
         "forgot.html",
-        context! { csrf => &csrf, client_id => client_id, sent => false },
+        context! { csrf => &csrf, client_id => client_id, sent => false, back => minijinja::value::Serde(back) },
     );
     pages::with_csrf(&st, res, &csrf, new)
 }
@@ -207,7 +208,11 @@ async fn forgot_submit(
         }
         return res;
     }
-    st.templates.page("forgot.html", context! { sent => true })
+    let back = pages::way_back(&st, form.value("return_to"));
+    st.templates.page(
+        "forgot.html",
+        context! { sent => true, back => minijinja::value::Serde(back) },
+    )
 }
 
 async fn reset_form(

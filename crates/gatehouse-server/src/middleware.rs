@@ -39,6 +39,29 @@ pub struct RequestCtx {
 
 static X_REQUEST_ID: header::HeaderName = header::HeaderName::from_static("x-request-id");
 
+/// What a page rendered while answering a request may show about it: the
+/// `X-Request-ID` the response will carry (printed on error pages for
+/// support), the page that led here (`Referer`) and the request's own path
+/// and query (for a way back that does not loop).
+#[derive(Clone, Debug)]
+pub struct PageRequest {
+    pub request_id: HeaderValue,
+    pub referer: Option<HeaderValue>,
+    pub target: axum::http::Uri,
+}
+
+tokio::task_local! {
+    /// Set around every handler by [`outer`]; read by the page templates.
+    pub static PAGE_REQUEST: PageRequest;
+}
+
+impl PageRequest {
+    /// The current request's, when called inside a handler.
+    pub fn current() -> Option<PageRequest> {
+        PAGE_REQUEST.try_with(Clone::clone).ok()
+    }
+}
+
 /// D7: a valid UUID from the client is echoed as-is; otherwise one is made.
 fn request_id(req: &Request) -> (HeaderValue, RequestId) {
     if let Some(v) = req.headers().get(&X_REQUEST_ID)
@@ -148,7 +171,15 @@ pub async fn outer(State(state): State<AppState>, mut req: Request, next: Next) 
             request_id: rid.clone(),
         });
         req.extensions_mut().insert(slot.clone());
-        next.run(req).instrument(span.clone()).await
+        let page = PageRequest {
+            request_id: echo.clone(),
+            referer: req.headers().get(header::REFERER).cloned(),
+            target: uri.clone(),
+        };
+        PAGE_REQUEST
+            .scope(page, next.run(req))
+            .instrument(span.clone())
+            .await
     };
     if let Some(info) = slot.take() {
         let h = res.headers_mut();

@@ -138,13 +138,72 @@ pub async fn read_form(req: Request) -> Result<(HeaderMap, Form), &'static str> 
     Ok((parts.headers, form))
 }
 
-/// A message page (errors included).
+/// A message page (errors included), with a way back.
 pub fn message(st: &AppState, status: StatusCode, title: &str, message: &str) -> Response {
+    let back = way_back(st, None);
     st.templates.page_with_status(
         status,
         "message.html",
-        context! { title => title, message => message, is_error => status.is_client_error() || status.is_server_error() },
+        context! {
+            title => title, message => message, back => minijinja::value::Serde(back),
+            is_error => status.is_client_error() || status.is_server_error(),
+        },
     )
+}
+
+/// A link back from a page: where the person came from when that is a page
+/// of this server, else the documentation's home.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Back {
+    pub href: String,
+    pub label: &'static str,
+}
+
+/// The way back from the page being rendered: `asked` (a `return_to` the
+/// page was given), else the `Referer` of the request, each only when it is
+/// a page of `public_url` other than this one (and the sign-in page only
+/// with its authorization request), else `/docs`.
+pub fn way_back(st: &AppState, asked: Option<&str>) -> Back {
+    let current = crate::middleware::PageRequest::current();
+    let here = current.as_ref().map(|p| p.target.to_string());
+    let referer = current
+        .as_ref()
+        .and_then(|p| p.referer.as_ref())
+        .and_then(|v| v.to_str().ok());
+    let found = asked
+        .into_iter()
+        .chain(referer)
+        .filter_map(|c| local_path(&st.config.public_url, c))
+        .find(|p| Some(p) != here.as_ref());
+    match found.filter(|h| h != "/docs") {
+        Some(href) => {
+            let label = if href.starts_with("/oauth/authorize?") {
+                "Back to sign in"
+            } else {
+                "Go back"
+            };
+            Back { href, label }
+        }
+        None => Back {
+            href: "/docs".into(),
+            label: "Go to the Gatehouse home page",
+        },
+    }
+}
+
+/// `candidate` as a path on this server (absolute on `public_url`, or a
+/// path), when it is one a page may link back to: no other origin, no
+/// control characters, not the bare sign-in path (it needs its query).
+pub fn local_path(public_url: &str, candidate: &str) -> Option<String> {
+    let path = candidate.strip_prefix(public_url).unwrap_or(candidate);
+    let ok = path.starts_with('/')
+        && !path.starts_with("//")
+        && !path.contains('\\')
+        && path.len() <= 4096
+        && !path.chars().any(|c| c.is_control() || c.is_whitespace())
+        && path != "/oauth/authorize"
+        && !path.starts_with("/oauth/authorize/");
+    ok.then(|| path.to_owned())
 }
 
 /// The client's address: the peer's, or — when the peer is a trusted proxy —

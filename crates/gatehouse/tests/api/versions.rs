@@ -142,22 +142,31 @@ async fn openapi_document_and_reference_pages_need_no_token() {
     assert!(doc["paths"]["/v1/users"]["get"].is_object());
     let res = s.request(Method::GET, "/docs").send().await.unwrap();
     assert_eq!(res.status(), StatusCode::OK);
-    let html = res.text().await.unwrap();
+    let html = res.text().await.unwrap().replace("&#x2f;", "/");
+    // D52: the overview links every operation to its section (docs.rs
+    // checks the sections themselves).
     for op in gatehouse_server::openapi::operations() {
         assert!(
-            html.contains(&format!("id=\"{}\"", op.id)),
-            "/docs lists {}",
+            html.contains(&format!("#{}\"", op.id)),
+            "/docs links to {}",
             op.id
         );
     }
-    for section in ["rate-limits", "oauth", "scopes"] {
+    for section in [
+        "rate-limits",
+        "oauth",
+        "scopes",
+        "authentication",
+        "envelopes",
+    ] {
         assert!(
             html.contains(&format!("id=\"{section}\"")),
             "/docs has {section}"
         );
     }
-    // Nothing is fetched from elsewhere: no scripts, stylesheets or images.
-    for asset in ["<script", "<link", "<img", "src="] {
+    // Nothing is fetched from elsewhere: the stylesheet and the script are
+    // the binary's own, and there are no images.
+    for asset in ["src=\"http", "href=\"http", "<img", "src=\"//", "href=\"//"] {
         assert!(!html.contains(asset), "/docs loads no {asset}");
     }
 }
