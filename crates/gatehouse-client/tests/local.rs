@@ -350,6 +350,8 @@ async fn every_operation_of_the_table_sends_its_method_and_path() {
             "getProfile" => c.get_profile().await.map(drop),
             "updateProfile" => c.update_profile(&ProfilePatch::name("n")).await.map(drop),
             "openapi" => c.openapi().await.map(drop),
+            "listMyApplications" => c.list_my_applications().next().await.unwrap().map(drop),
+            "forgetMyApplication" => c.forget_my_application("app_1").await,
             "listProducts" => c
                 .list_products(ProductFilter::new())
                 .next()
@@ -404,7 +406,11 @@ async fn every_operation_of_the_table_sends_its_method_and_path() {
             op.operation_id
         );
         let got = seen.lock().unwrap()[i].clone();
-        let path = op.path.replace("{user_id}", u).replace("{product_id}", p);
+        let path = op
+            .path
+            .replace("{user_id}", u)
+            .replace("{product_id}", p)
+            .replace("{app_id}", "app_1");
         let target = got.line.split(' ').nth(1).unwrap();
         let target_path = target.split('?').next().unwrap();
         assert_eq!(

@@ -639,7 +639,16 @@ async fn cors_server() -> TestServer {
 #[tokio::test]
 async fn d36_preflight_allows_the_configured_origin() {
     let s = cors_server().await;
-    for path in ["/oauth/token", "/oauth/revoke", "/v1/users", "/v1/products"] {
+    // D49: CORS also covers /.well-known/* and /oauth/userinfo.
+    for path in [
+        "/oauth/token",
+        "/oauth/revoke",
+        "/v1/users",
+        "/v1/products",
+        "/oauth/userinfo",
+        "/.well-known/openid-configuration",
+        "/.well-known/jwks.json",
+    ] {
         let res = preflight(&s, path, SPA).await;
         assert!(
             res.status().is_success(),
