@@ -12,15 +12,12 @@ use axum::extract::{ConnectInfo, Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use gatehouse_auth::{ActiveToken, OAuthError, OAuthErrorKind};
+use gatehouse_auth::{ActiveToken, OAuthError};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::AppState;
-use crate::oauth::{
-    OAuthFailure, client_auth, no_store, presented_client_id, read_form, too_many_failures,
-    undecodable,
-};
+use crate::oauth::{client_endpoint, no_store, undecodable};
 
 pub fn router() -> Router<AppState> {
     Router::new().route("/oauth/introspect", post(introspect))
@@ -134,26 +131,7 @@ pub(crate) async fn introspect(
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     req: Request,
 ) -> Response {
-    let (parts, body) = req.into_parts();
-    let headers = &parts.headers;
-    let form = match read_form(headers, body).await {
-        Ok(f) => f,
-        Err(e) => return OAuthFailure(e).into_response(),
-    };
-    let source = crate::pages::client_ip(headers, peer, &st.config.trusted_proxies);
-    // D20 as at the token endpoint, under D28 (revised)'s guard.
-    let auth = client_auth(headers, &form);
-    let presented = presented_client_id(&auth, &form);
-    if let Some(wait) = st.app.auth_failures_blocked(presented, source) {
-        return too_many_failures(wait);
-    }
-    // D53: the mock answers a `Prefer` after client authentication.
-    if let Some(res) =
-        crate::mock::oauth_preference(&st, headers, &auth, presented, source, true).await
-    {
-        return res;
-    }
-    let result = async {
+    let result = client_endpoint(&st, peer, req, true, async |auth, form| {
         let auth = auth.as_ref().map_err(Clone::clone)?;
         let req: IntrospectForm = form.decode().map_err(undecodable)?;
         let Some(token) = req.token.as_deref() else {
@@ -165,11 +143,8 @@ pub(crate) async fn introspect(
         st.app
             .introspect(auth, token, req.token_type_hint.as_deref())
             .await
-    }
+    })
     .await;
-    if matches!(&result, Err(e) if e.kind == OAuthErrorKind::InvalidClient) {
-        st.app.record_auth_failure(presented, source);
-    }
     match result {
         Ok(answer) => {
             let mut res = (
@@ -180,6 +155,6 @@ pub(crate) async fn introspect(
             no_store(res.headers_mut());
             res
         }
-        Err(e) => OAuthFailure(e).into_response(),
+        Err(res) => res,
     }
 }

@@ -175,37 +175,55 @@ pub(crate) async fn token(
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     req: Request,
 ) -> Response {
-    let (parts, body) = req.into_parts();
-    let headers = &parts.headers;
-    let form = match read_form(headers, body).await {
-        Ok(f) => f,
-        Err(e) => return OAuthFailure(e).into_response(),
-    };
-    let source = crate::pages::client_ip(headers, peer, &st.config.trusted_proxies);
-    // The client authentication is read once: for D28's guard and for the grant.
-    let auth = client_auth(headers, &form);
-    let presented = presented_client_id(&auth, &form);
-    if let Some(wait) = st.app.auth_failures_blocked(presented, source) {
-        return too_many_failures(wait);
-    }
-    // D53: the mock answers a `Prefer` after client authentication.
-    if let Some(res) =
-        crate::mock::oauth_preference(&st, headers, &auth, presented, source, false).await
-    {
-        return res;
-    }
-    let result = issue(&st, &auth, &form).await;
-    if matches!(&result, Err(e) if e.kind == OAuthErrorKind::InvalidClient) {
-        st.app.record_auth_failure(presented, source);
-    }
+    let result = client_endpoint(&st, peer, req, false, async |auth, form| {
+        issue(&st, auth, form).await
+    })
+    .await;
     match result {
         Ok(tokens) => {
             let mut res = (StatusCode::OK, axum::Json(TokenResponse::from(tokens))).into_response();
             no_store(res.headers_mut());
             res
         }
-        Err(e) => OAuthFailure(e).into_response(),
+        Err(res) => res,
     }
+}
+
+/// The frame of the endpoints where a client authenticates (`/oauth/token`,
+/// `/oauth/revoke`, `/oauth/introspect`): the form read once, the client's
+/// credentials as presented (D20), D28 (revised)'s guard before anything
+/// else, the mock's `Prefer` after it (D53), then `work`; a failed client
+/// authentication is counted for the guard. `Err` is the response to send.
+pub(crate) async fn client_endpoint<T>(
+    st: &AppState,
+    peer: SocketAddr,
+    req: Request,
+    introspection: bool,
+    work: impl AsyncFnOnce(&Result<ClientAuth, OAuthError>, &Form) -> Result<T, OAuthError>,
+) -> Result<T, Response> {
+    let (parts, body) = req.into_parts();
+    let headers = &parts.headers;
+    let form = read_form(headers, body)
+        .await
+        .map_err(|e| OAuthFailure(e).into_response())?;
+    let source = crate::pages::client_ip(headers, peer, &st.config.trusted_proxies);
+    // The client authentication is read once: for D28's guard and for the work.
+    let auth = client_auth(headers, &form);
+    let presented = presented_client_id(&auth, &form);
+    if let Some(wait) = st.app.auth_failures_blocked(presented, source) {
+        return Err(too_many_failures(wait));
+    }
+    // D53: the mock answers a `Prefer` after client authentication.
+    if let Some(res) =
+        crate::mock::oauth_preference(st, headers, &auth, presented, source, introspection).await
+    {
+        return Err(res);
+    }
+    let result = work(&auth, &form).await;
+    if matches!(&result, Err(e) if e.kind == OAuthErrorKind::InvalidClient) {
+        st.app.record_auth_failure(presented, source);
+    }
+    result.map_err(|e| OAuthFailure(e).into_response())
 }
 
 /// The client id a request names, authenticated or not (for D28's guard).
@@ -291,25 +309,7 @@ pub(crate) async fn revoke(
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     req: Request,
 ) -> Response {
-    let (parts, body) = req.into_parts();
-    let headers = &parts.headers;
-    let form = match read_form(headers, body).await {
-        Ok(f) => f,
-        Err(e) => return OAuthFailure(e).into_response(),
-    };
-    let source = crate::pages::client_ip(headers, peer, &st.config.trusted_proxies);
-    let auth = client_auth(headers, &form);
-    let presented = presented_client_id(&auth, &form);
-    if let Some(wait) = st.app.auth_failures_blocked(presented, source) {
-        return too_many_failures(wait);
-    }
-    // D53: the mock answers a `Prefer` after client authentication.
-    if let Some(res) =
-        crate::mock::oauth_preference(&st, headers, &auth, presented, source, false).await
-    {
-        return res;
-    }
-    let result = async {
+    let result = client_endpoint(&st, peer, req, false, async |auth, form| {
         let auth = auth.as_ref().map_err(Clone::clone)?;
         let req: RevokeForm = form.decode().map_err(undecodable)?;
         let token = req
@@ -319,17 +319,14 @@ pub(crate) async fn revoke(
         st.app
             .revoke(auth, token, req.token_type_hint.as_deref())
             .await
-    }
+    })
     .await;
-    if matches!(&result, Err(e) if e.kind == OAuthErrorKind::InvalidClient) {
-        st.app.record_auth_failure(presented, source);
-    }
     match result {
         Ok(()) => {
             let mut res = StatusCode::OK.into_response();
             no_store(res.headers_mut());
             res
         }
-        Err(e) => OAuthFailure(e).into_response(),
+        Err(res) => res,
     }
 }
