@@ -144,7 +144,7 @@ const PRODUCTS: [FixtureProduct; 4] = [
 
 /// The migrations this build embeds, as `schema.rs` lists them: the
 /// checksums recorded for an old database must be these files' SHA-256.
-const MIGRATIONS: [(i64, &str); 9] = [
+const MIGRATIONS: [(i64, &str); 10] = [
     (1, include_str!("../migrations/0001_init.sql")),
     (2, include_str!("../migrations/0002_api_keys.sql")),
     (3, include_str!("../migrations/0003_auth.sql")),
@@ -154,6 +154,10 @@ const MIGRATIONS: [(i64, &str); 9] = [
     (7, include_str!("../migrations/0007_reset_requests.sql")),
     (8, include_str!("../migrations/0008_idempotency.sql")),
     (9, include_str!("../migrations/0009_oidc.sql")),
+    (
+        10,
+        include_str!("../migrations/0010_client_revocations.sql"),
+    ),
 ];
 
 fn fixture() -> PathBuf {
