@@ -314,3 +314,46 @@ fn facts() -> Fixture {
         products: &PRODUCTS,
     }
 }
+
+/// Migration 10 rebuilds `revocations` (SQLite cannot change a CHECK
+/// constraint) and must carry its AUTOINCREMENT counter over: nodes poll the
+/// feed by increasing id, so an id handed out before — even by a row since
+/// purged — must never be handed out again.
+#[tokio::test]
+async fn migration_10_keeps_the_revocation_ids_increasing() {
+    use gatehouse_store::prelude::*;
+    let (_dir, path) = copy_fixture();
+    {
+        let c = rusqlite::Connection::open(&path).unwrap();
+        // As if 500 revocations had been written and most since purged.
+        c.execute(
+            "UPDATE sqlite_sequence SET seq = 500 WHERE name = 'revocations'",
+            [],
+        )
+        .unwrap();
+    }
+    let store = SqliteStore::open(&path).unwrap();
+    let now = gatehouse_domain::Timestamp::now();
+    let id = store
+        .insert_revocation(
+            gatehouse_store::RevocationKind::Client,
+            "app_xxxxxxxxxxxxxxxxxxxxxx",
+            now.unix_seconds(),
+            now.plus_seconds(60),
+        )
+        .await
+        .unwrap();
+    assert!(id > 500, "a fresh id after the rebuild: {id}");
+    let old: i64 = rusqlite::Connection::open(&path)
+        .unwrap()
+        .query_row("SELECT count(*) FROM revocations WHERE id = 1", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert_eq!(old, 1, "the old row is kept with its id");
+    let revs = store.revocations_since(0, now).await.unwrap();
+    assert!(
+        revs.iter()
+            .any(|r| r.id == id && r.kind == gatehouse_store::RevocationKind::Client)
+    );
+}
