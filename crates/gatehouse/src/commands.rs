@@ -114,26 +114,11 @@ pub fn error_json(e: &anyhow::Error) -> Value {
     json!({ "error": { "code": code, "message": format!("{e:#}") } })
 }
 
-/// The API's code for a use case's error (the same codes as D6's mapping in
-/// `gatehouse-server`).
-fn app_code(e: &AppError) -> &'static str {
-    match e {
-        AppError::NotFound(_) => ErrorCode::ResourceNotFound,
-        AppError::Duplicate { .. } => ErrorCode::DuplicateResource,
-        AppError::Rule(DomainError::Validation(_)) => ErrorCode::ValidationError,
-        AppError::Rule(DomainError::InvalidStateTransition(_)) => ErrorCode::InvalidStateTransition,
-        AppError::Rule(DomainError::OwnedResourcesExist(_)) => ErrorCode::OwnedResourcesExist,
-        AppError::Rule(DomainError::LastAdmin) => ErrorCode::LastAdmin,
-        AppError::Unavailable(_) => ErrorCode::ServiceUnavailable,
-        AppError::Internal(_) => ErrorCode::InternalError,
-    }
-    .as_str()
-}
-
 /// An application error as an operator reads it: invalid fields named by
 /// their flags.
 fn msg(e: AppError) -> anyhow::Error {
-    let code = app_code(&e);
+    // The API's code for the same error (D6's one mapping, in gatehouse-server).
+    let code = ErrorCode::of(&e).as_str();
     let message = match e {
         AppError::Rule(DomainError::Validation(issues)) => issues
             .iter()
