@@ -290,9 +290,16 @@ pub enum ClientCommand {
         client_id: String,
     },
     /// Change a client application; what you leave out stays as it is.
-    /// Removing a scope ends at once every token of the application that
-    /// carries it (people sign in again) and withdraws it from the consents
-    /// people gave.
+    /// Removing a scope ends at once every access token issued to the
+    /// application so far (it fetches new ones) and its refresh tokens that
+    /// carry the scope (those people sign in again), and withdraws the scope
+    /// from the consents people gave.
+    #[command(group(
+        clap::ArgGroup::new("change")
+            .required(true)
+            .multiple(true)
+            .args(["name", "redirect_uris", "post_logout_redirect_uris", "scopes"])
+    ))]
     Update {
         /// The application's client_id (app_…).
         #[arg(value_name = "APP")]

@@ -1904,6 +1904,8 @@ async fn d47_json_errors_exit_1_and_usage_errors_exit_2() {
         vec!["user", "show", "--json"],
         vec!["org", "frobnicate", "--json"],
         vec!["client", "update", "app_x", "--bogus", "--json"],
+        // Nothing to change.
+        vec!["client", "update", "app_x", "--json"],
     ] {
         let out = gatehouse(&dir, &args, None).await;
         assert_eq!(out.status.code(), Some(2), "{args:?}\n{}", out.show());
