@@ -36,6 +36,15 @@ impl App {
         Ok((record, key))
     }
 
+    /// The organization's API keys (revoked ones too), oldest first.
+    pub async fn list_api_keys(&self, org: &OrgId) -> AppResult<Vec<ApiKey>> {
+        self.existing_org(org).await?;
+        self.store()
+            .list_api_keys(org)
+            .await
+            .or_app(Resource::ApiKey)
+    }
+
     /// An operator revokes a key by its id (the id establishes the organization).
     pub async fn revoke_api_key(&self, id: &ApiKeyId) -> AppResult<ApiKey> {
         let k = self

@@ -5,7 +5,7 @@ use gatehouse_auth::secrets;
 use gatehouse_domain::{
     Client, ClientId, DomainError, Name, OrgId, RedirectUri, ScopeSet, Timestamp, UserId,
 };
-use gatehouse_store::NewClient;
+use gatehouse_store::{ClientChanges, NewClient};
 
 use crate::App;
 use crate::Resource;
@@ -22,6 +22,17 @@ pub struct ClientRegistration {
     /// D20: a public client has no secret.
     pub public: bool,
     pub owner: Option<UserId>,
+}
+
+/// What to change in a client application (D46 PATCH, D47 `client
+/// update`); `None` keeps the field.
+#[derive(Clone, Debug, Default)]
+pub struct ClientUpdate {
+    pub name: Option<Name>,
+    /// D20's rules, already checked by [`RedirectUri::parse`].
+    pub redirect_uris: Option<Vec<RedirectUri>>,
+    pub post_logout_redirect_uris: Option<Vec<RedirectUri>>,
+    pub scopes: Option<ScopeSet>,
 }
 
 /// A registered client and its secret, shown only now.
@@ -118,6 +129,94 @@ impl App {
             .approve_admin(&c.org, id)
             .await
             .or_app(Resource::Client)
+    }
+
+    /// The organization's client applications, oldest first.
+    pub async fn list_clients(&self, org: &OrgId) -> AppResult<Vec<Client>> {
+        self.existing_org(org).await?;
+        self.store()
+            .list_clients(org)
+            .await
+            .or_app(Resource::Client)
+    }
+
+    /// A client of `org`; another organization's is `NotFound` (D2).
+    pub async fn client(&self, org: &OrgId, id: &ClientId) -> AppResult<Client> {
+        let c = self.find_client(id).await?;
+        if &c.org != org {
+            return Err(AppError::NotFound(Resource::Client));
+        }
+        Ok(c)
+    }
+
+    /// An operator's look-up of a client by id alone (D47 `client show`).
+    pub async fn operator_client(&self, id: &ClientId) -> AppResult<Client> {
+        self.find_client(id).await
+    }
+
+    /// Changes a client of `org` (D46, D47). The rules, the same for the CLI
+    /// and the API:
+    /// - at least one scope; a public client keeps at least one redirect URI
+    ///   (it can use only the authorization-code grant, D20);
+    /// - listing `admin` never approves it: only [`App::approve_admin`]
+    ///   does (D22, D46), and dropping it withdraws the approval;
+    /// - a scope removed revokes, at once and on every node, the client's
+    ///   refresh chains that carry it and every access token issued to the
+    ///   client so far, and is removed from the consents people gave it
+    ///   (D46, D49).
+    ///
+    /// The caller-specific checks of the API (D46: which scopes the caller
+    /// must hold) belong to the caller; the operator holds them all.
+    pub async fn update_client(
+        &self,
+        org: &OrgId,
+        id: &ClientId,
+        update: ClientUpdate,
+    ) -> AppResult<Client> {
+        let old = self.client(org, id).await?;
+        if update.scopes.is_some_and(ScopeSet::is_empty) {
+            return Err(AppError::invalid("scopes", "must name at least one scope"));
+        }
+        if old.is_public() && update.redirect_uris.as_ref().is_some_and(Vec::is_empty) {
+            return Err(AppError::invalid(
+                "redirect_uri",
+                "is required for a public client (it can use only the authorization-code grant)",
+            ));
+        }
+        let changes = ClientChanges {
+            name: update.name.map(Name::into_string),
+            redirect_uris: update
+                .redirect_uris
+                .map(|v| v.into_iter().map(RedirectUri::into_string).collect()),
+            post_logout_redirect_uris: update
+                .post_logout_redirect_uris
+                .map(|v| v.into_iter().map(RedirectUri::into_string).collect()),
+            scopes: update.scopes,
+        };
+        let now = Timestamp::now();
+        let client = self
+            .store()
+            .update_client(org, id, &changes, now)
+            .await
+            .or_app(Resource::Client)?;
+        if !old.scopes.is_subset(client.scopes) {
+            self.note_client_revoked(id, now);
+        }
+        Ok(client)
+    }
+
+    /// Deletes a client of `org` and everything it holds (D46, D47): every
+    /// token, refresh chain, code and session-bound chain stops working at
+    /// once, on every node (a revocation record, as deleting a user does).
+    pub async fn delete_client(&self, org: &OrgId, id: &ClientId) -> AppResult<()> {
+        self.client(org, id).await?;
+        let now = Timestamp::now();
+        self.store()
+            .delete_client(org, id, now)
+            .await
+            .or_app(Resource::Client)?;
+        self.note_client_revoked(id, now);
+        Ok(())
     }
 
     /// An operator names a client by its id alone; the id establishes the

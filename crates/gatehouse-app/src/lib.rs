@@ -100,6 +100,18 @@ impl App {
         }
     }
 
+    /// Notes in memory that `client`'s access tokens up to `now` are revoked;
+    /// the store wrote the record with the change (D46, D47).
+    fn note_client_revoked(
+        &self,
+        client: &gatehouse_domain::ClientId,
+        now: gatehouse_domain::Timestamp,
+    ) {
+        if let Some(auth) = &self.0.auth {
+            auth.note_client_revoked(client, now);
+        }
+    }
+
     /// `/readyz` (D42): storage answers.
     pub async fn ready(&self) -> AppResult<()> {
         self.store().ping().await.or_app(Resource::Storage)

@@ -28,6 +28,14 @@ impl App {
             .ok_or(AppError::NotFound(Resource::Organization))
     }
 
+    /// Every organization, oldest first (an operator listing, D47).
+    pub async fn list_orgs(&self) -> AppResult<Vec<Organization>> {
+        self.store()
+            .list_orgs()
+            .await
+            .or_app(Resource::Organization)
+    }
+
     /// D28: custom limits belong to an enterprise plan. With `fixture`
     /// (staging, D33) the organization starts with the fixture data.
     pub async fn create_org(&self, new: NewOrg, fixture: bool) -> AppResult<Organization> {

@@ -39,6 +39,16 @@ impl App {
             .or_app(Resource::User)
     }
 
+    /// An operator's look-up of a user by id alone (D47 `user show`): the id
+    /// establishes the organization. Never reachable over HTTP.
+    pub async fn operator_user(&self, id: &UserId) -> AppResult<User> {
+        self.store()
+            .operator_find_user(id)
+            .await
+            .or_app(Resource::User)?
+            .ok_or(AppError::NotFound(Resource::User))
+    }
+
     pub async fn get_user(&self, org: &OrgId, id: &UserId) -> AppResult<User> {
         self.store()
             .get_user(org, id)

@@ -255,6 +255,18 @@ impl AuthService {
         }]);
     }
 
+    /// Notes in memory that every access token issued to `client` up to
+    /// `now` is revoked; the store wrote the record with the change (D46, D47).
+    pub fn note_client_revoked(&self, client: &gatehouse_domain::ClientId, now: Timestamp) {
+        self.revocations.apply(&[gatehouse_store::Revocation {
+            id: 0,
+            kind: gatehouse_store::RevocationKind::Client,
+            subject: client.to_string(),
+            cutoff: now.unix_seconds(),
+            expires_at: crate::access_revocation_expiry(now),
+        }]);
+    }
+
     pub fn issuer(&self) -> &Issuer {
         &self.issuer
     }

@@ -22,6 +22,9 @@ struct Sets {
     chains: HashMap<String, i64>,
     /// user id → (cut-off in Unix seconds, expiry ms): tokens issued at or before are dead.
     users: HashMap<String, (i64, i64)>,
+    /// client id → (cut-off in Unix seconds, expiry ms): tokens issued to the
+    /// client at or before are dead (D46, D47).
+    clients: HashMap<String, (i64, i64)>,
 }
 
 #[derive(Default)]
@@ -34,7 +37,7 @@ impl RevocationSet {
     /// Whether the token is revoked.
     pub fn is_revoked(&self, c: &AccessClaims) -> bool {
         let s = self.sets.read().unwrap_or_else(|e| e.into_inner());
-        if s.jtis.is_empty() && s.chains.is_empty() && s.users.is_empty() {
+        if s.jtis.is_empty() && s.chains.is_empty() && s.users.is_empty() && s.clients.is_empty() {
             return false;
         }
         s.jtis.contains_key(c.jti.as_str())
@@ -44,6 +47,9 @@ impl RevocationSet {
             || c.user
                 .as_ref()
                 .and_then(|u| s.users.get(u.as_str()))
+                .is_some_and(|(cutoff, _)| c.iat <= *cutoff)
+            || s.clients
+                .get(c.client_id.as_str())
                 .is_some_and(|(cutoff, _)| c.iat <= *cutoff)
     }
 
@@ -67,6 +73,14 @@ impl RevocationSet {
                     e.0 = e.0.max(r.cutoff);
                     e.1 = e.1.max(exp);
                 }
+                RevocationKind::Client => {
+                    let e = s
+                        .clients
+                        .entry(r.subject.clone())
+                        .or_insert((r.cutoff, exp));
+                    e.0 = e.0.max(r.cutoff);
+                    e.1 = e.1.max(exp);
+                }
             }
         }
     }
@@ -85,13 +99,14 @@ impl RevocationSet {
         s.jtis.retain(|_, exp| *exp > now);
         s.chains.retain(|_, exp| *exp > now);
         s.users.retain(|_, (_, exp)| *exp > now);
+        s.clients.retain(|_, (_, exp)| *exp > now);
         Ok(revs.len())
     }
 
     /// Entries held (for metrics and tests).
     pub fn len(&self) -> usize {
         let s = self.sets.read().unwrap_or_else(|e| e.into_inner());
-        s.jtis.len() + s.chains.len() + s.users.len()
+        s.jtis.len() + s.chains.len() + s.users.len() + s.clients.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -136,6 +151,17 @@ mod tests {
         assert!(set.is_revoked(&claims(Some(u.clone()), 1000, None)));
         assert!(!set.is_revoked(&claims(Some(u), 1001, None)));
         assert!(!set.is_revoked(&claims(Some(UserId::generate()), 10, None)));
+    }
+
+    #[test]
+    fn client_cutoff_revokes_the_clients_older_tokens_only() {
+        let set = RevocationSet::default();
+        let mut old = claims(None, 1000, None);
+        set.apply(&[rev(RevocationKind::Client, old.client_id.as_str(), 1000)]);
+        assert!(set.is_revoked(&old));
+        old.iat = 1001;
+        assert!(!set.is_revoked(&old), "issued after the cut-off");
+        assert!(!set.is_revoked(&claims(None, 10, None)), "another client");
     }
 
     #[test]

@@ -78,6 +78,30 @@ codes! {
         "Storage is unreachable, the server is shutting down, or under maintenance. Retry after Retry-After seconds."),
 }
 
+impl ErrorCode {
+    /// The code of a use case's error: the one mapping of D6, used by the
+    /// API's answers and by the CLI's `--json` errors (D47).
+    pub fn of(e: &AppError) -> Self {
+        match e {
+            AppError::NotFound(_) => ErrorCode::ResourceNotFound,
+            AppError::Duplicate { .. } => ErrorCode::DuplicateResource,
+            AppError::Rule(d) => ErrorCode::of_rule(d),
+            AppError::Unavailable(_) => ErrorCode::ServiceUnavailable,
+            AppError::Internal(_) => ErrorCode::InternalError,
+        }
+    }
+
+    /// The code of a business rule's refusal.
+    pub fn of_rule(e: &DomainError) -> Self {
+        match e {
+            DomainError::Validation(_) => ErrorCode::ValidationError,
+            DomainError::InvalidStateTransition(_) => ErrorCode::InvalidStateTransition,
+            DomainError::OwnedResourcesExist(_) => ErrorCode::OwnedResourcesExist,
+            DomainError::LastAdmin => ErrorCode::LastAdmin,
+        }
+    }
+}
+
 /// An error answer of the API.
 #[derive(Clone, Debug)]
 pub struct ApiError {
@@ -139,12 +163,12 @@ impl ApiError {
 /// logged, never shown.
 impl From<AppError> for ApiError {
     fn from(e: AppError) -> Self {
+        let code = ErrorCode::of(&e);
         match e {
             AppError::NotFound(what) => Self::not_found(what),
-            AppError::Duplicate { what, field } => Self::new(
-                ErrorCode::DuplicateResource,
-                format!("a {what} with this {field} already exists"),
-            ),
+            AppError::Duplicate { what, field } => {
+                Self::new(code, format!("a {what} with this {field} already exists"))
+            }
             AppError::Rule(d) => d.into(),
             AppError::Unavailable(cause) => {
                 tracing::error!(%cause, "storage unavailable");
@@ -160,15 +184,13 @@ impl From<AppError> for ApiError {
 
 impl From<DomainError> for ApiError {
     fn from(e: DomainError) -> Self {
+        let code = ErrorCode::of_rule(&e);
         match e {
             DomainError::Validation(d) => Self::validation(d),
-            DomainError::InvalidStateTransition(m) => {
-                Self::new(ErrorCode::InvalidStateTransition, m)
+            DomainError::InvalidStateTransition(m) => Self::new(code, m),
+            e @ (DomainError::OwnedResourcesExist(_) | DomainError::LastAdmin) => {
+                Self::new(code, e.to_string())
             }
-            e @ DomainError::OwnedResourcesExist(_) => {
-                Self::new(ErrorCode::OwnedResourcesExist, e.to_string())
-            }
-            e @ DomainError::LastAdmin => Self::new(ErrorCode::LastAdmin, e.to_string()),
         }
     }
 }

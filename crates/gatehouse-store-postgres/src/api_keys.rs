@@ -42,6 +42,19 @@ impl ApiKeyStore for PgStore {
         .map_err(db_err)?;
         row.as_ref().map(api_key_row).transpose().map_err(db_err)
     }
+    async fn list_api_keys(&self, org: &OrgId) -> StoreResult<Vec<ApiKey>> {
+        let rows = query(&format!(
+            "SELECT {API_KEY_COLS} FROM api_keys WHERE org_id = $1 ORDER BY created_at, id"
+        ))
+        .bind(org.as_str())
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db_err)?;
+        rows.iter()
+            .map(api_key_row)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(db_err)
+    }
     async fn revoke_api_key(
         &self,
         org: &OrgId,

@@ -35,6 +35,124 @@ impl ClientStore for PgStore {
             .map_err(db_err)?;
         row.as_ref().map(client_row).transpose().map_err(db_err)
     }
+    async fn list_clients(&self, org: &OrgId) -> StoreResult<Vec<Client>> {
+        let rows = query(&format!(
+            "SELECT {CLIENT_COLS} FROM clients WHERE org_id = $1 ORDER BY created_at, id"
+        ))
+        .bind(org.as_str())
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db_err)?;
+        rows.iter()
+            .map(client_row)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(db_err)
+    }
+    async fn update_client(
+        &self,
+        org: &OrgId,
+        id: &ClientId,
+        changes: &ClientChanges,
+        now: Timestamp,
+    ) -> StoreResult<Client> {
+        write_tx!(self, |tx| {
+            let old = query(&format!(
+                "SELECT {CLIENT_COLS} FROM clients WHERE id = $1 AND org_id = $2 FOR UPDATE"
+            ))
+            .bind(id.as_str())
+            .bind(org.as_str())
+            .fetch_optional(&mut *tx)
+            .await?
+            .ok_or(StoreError::NotFound)?;
+            let old = client_row(&old)?;
+            let scopes = changes.scopes.unwrap_or(old.scopes);
+            let narrowed = !old.scopes.is_subset(scopes);
+            let admin_approved = old.admin_approved && scopes.contains(Scope::Admin);
+            let row = query(&format!(
+                "UPDATE clients SET name = $2, redirect_uris = $3, post_logout_redirect_uris = $4,
+                    scopes = $5, admin_approved = $6
+                 WHERE id = $1 RETURNING {CLIENT_COLS}"
+            ))
+            .bind(id.as_str())
+            .bind(changes.name.as_deref().unwrap_or(&old.name))
+            .bind(changes.redirect_uris.as_ref().unwrap_or(&old.redirect_uris))
+            .bind(
+                changes
+                    .post_logout_redirect_uris
+                    .as_ref()
+                    .unwrap_or(&old.post_logout_redirect_uris),
+            )
+            .bind(bits(scopes))
+            .bind(admin_approved)
+            .fetch_one(&mut *tx)
+            .await?;
+            let client = client_row(&row)?;
+            if narrowed {
+                let keep = bits(scopes);
+                query(
+                    "UPDATE refresh_chains SET revoked_at = $3
+                     WHERE client_id = $1 AND revoked_at IS NULL AND (scopes & ~$2::smallint) <> 0",
+                )
+                .bind(id.as_str())
+                .bind(keep)
+                .bind(now.millis())
+                .execute(&mut *tx)
+                .await?;
+                query(
+                    "UPDATE refresh_tokens SET successor_sealed = NULL, successor_until = NULL
+                     WHERE chain_id IN (SELECT id FROM refresh_chains WHERE client_id = $1 AND revoked_at = $2)
+                       AND successor_until IS NOT NULL",
+                )
+                .bind(id.as_str())
+                .bind(now.millis())
+                .execute(&mut *tx)
+                .await?;
+                query(
+                    "DELETE FROM auth_codes WHERE client_id = $1 AND (scopes & ~$2::smallint) <> 0",
+                )
+                .bind(id.as_str())
+                .bind(keep)
+                .execute(&mut *tx)
+                .await?;
+                query("UPDATE consents SET scopes = scopes & $2::smallint WHERE client_id = $1")
+                    .bind(id.as_str())
+                    .bind(keep)
+                    .execute(&mut *tx)
+                    .await?;
+                query("DELETE FROM consents WHERE client_id = $1 AND scopes = 0")
+                    .bind(id.as_str())
+                    .execute(&mut *tx)
+                    .await?;
+                // Last statement of the transaction (see insert_revocation).
+                auth_state::insert_revocation(&mut tx, &NewRevocation::client(id, now)).await?;
+            }
+            Ok(client)
+        })
+    }
+    async fn delete_client(&self, org: &OrgId, id: &ClientId, now: Timestamp) -> StoreResult<()> {
+        write_tx!(self, |tx| {
+            query_scalar::<_, i32>(
+                "SELECT 1 FROM clients WHERE id = $1 AND org_id = $2 FOR UPDATE",
+            )
+            .bind(id.as_str())
+            .bind(org.as_str())
+            .fetch_optional(&mut *tx)
+            .await?
+            .ok_or(StoreError::NotFound)?;
+            for sql in [
+                "DELETE FROM refresh_tokens WHERE chain_id IN (SELECT id FROM refresh_chains WHERE client_id = $1)",
+                "DELETE FROM refresh_chains WHERE client_id = $1",
+                "DELETE FROM auth_codes WHERE client_id = $1",
+                "DELETE FROM consents WHERE client_id = $1",
+                "DELETE FROM clients WHERE id = $1",
+            ] {
+                query(sql).bind(id.as_str()).execute(&mut *tx).await?;
+            }
+            // Last statement of the transaction (see insert_revocation).
+            auth_state::insert_revocation(&mut tx, &NewRevocation::client(id, now)).await?;
+            Ok(())
+        })
+    }
     async fn approve_admin(&self, org: &OrgId, id: &ClientId) -> StoreResult<Client> {
         write_tx!(self, |tx| {
             let row = query(&format!(

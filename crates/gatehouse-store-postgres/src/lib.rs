@@ -58,9 +58,10 @@ use gatehouse_domain::{
 use gatehouse_domain::{ChainId, Jti};
 use gatehouse_store::prelude::*;
 use gatehouse_store::{
-    AuthCode, ChainFilter, Consent, LinkKind, LinkRecord, NewClient, NewLink, OutboundEmail,
-    OutboxMessage, ProductFilter, Redeemed, RefreshChain, RefreshToken, Revocation, RevocationKind,
-    Rotated, Session, SharedWindow, SigningKeyRecord, Store, StoreError, StoreResult, UserFilter,
+    AuthCode, ChainFilter, ClientChanges, Consent, LinkKind, LinkRecord, NewClient, NewLink,
+    OutboundEmail, OutboxMessage, ProductFilter, Redeemed, RefreshChain, RefreshToken, Revocation,
+    RevocationKind, Rotated, Session, SharedWindow, SigningKeyRecord, Store, StoreError,
+    StoreResult, UserFilter,
 };
 use gatehouse_store::{NewRevocation, check_org};
 

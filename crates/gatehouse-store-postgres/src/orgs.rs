@@ -17,6 +17,18 @@ impl OrgStore for PgStore {
         .map_err(db_err)?;
         row.as_ref().map(org_row).transpose().map_err(db_err)
     }
+    async fn list_orgs(&self) -> StoreResult<Vec<Organization>> {
+        let rows = query(&format!(
+            "SELECT {ORG_COLS} FROM organizations ORDER BY created_at, id"
+        ))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db_err)?;
+        rows.iter()
+            .map(org_row)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(db_err)
+    }
     async fn v2_preview(&self, org: &OrgId) -> StoreResult<bool> {
         let v: Option<bool> = query_scalar("SELECT v2_preview FROM organizations WHERE id = $1")
             .bind(org.as_str())

@@ -48,6 +48,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         include_str!("../migrations/0008_idempotency.sql"),
     ),
     (9, "oidc", include_str!("../migrations/0009_oidc.sql")),
+    (
+        10,
+        "client_revocations",
+        include_str!("../migrations/0010_client_revocations.sql"),
+    ),
 ];
 
 /// The advisory-lock key of the migration (`"gatehous"` in ASCII), separate

@@ -38,6 +38,14 @@ impl UserStore for PgStore {
     async fn get_user(&self, org: &OrgId, id: &UserId) -> StoreResult<Option<User>> {
         read!(self, |c| get_user_tx(c, org, id).await)
     }
+    async fn operator_find_user(&self, id: &UserId) -> StoreResult<Option<User>> {
+        let row = query(&format!("SELECT {USER_COLS} FROM users WHERE id = $1"))
+            .bind(id.as_str())
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db_err)?;
+        row.as_ref().map(user_row).transpose().map_err(db_err)
+    }
     async fn list_users(
         &self,
         org: &OrgId,

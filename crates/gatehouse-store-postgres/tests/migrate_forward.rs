@@ -274,7 +274,8 @@ async fn a_database_of_the_last_release_migrates_forward_without_loss() {
             (6, true),
             (7, true),
             (8, true),
-            (9, true)
+            (9, true),
+            (10, true)
         ]
     );
     assert_eq!(
@@ -307,6 +308,11 @@ async fn a_database_of_the_last_release_migrates_forward_without_loss() {
             include_str!("../migrations/0008_idempotency.sql"),
         ),
         (9, "oidc", include_str!("../migrations/0009_oidc.sql")),
+        (
+            10,
+            "client_revocations",
+            include_str!("../migrations/0010_client_revocations.sql"),
+        ),
     ];
     for ((v, d, sql), row) in files.into_iter().zip(&after) {
         assert_eq!(row.2, checksum(v, d, sql), "checksum of migration {v}");

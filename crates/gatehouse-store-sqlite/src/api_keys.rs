@@ -50,6 +50,21 @@ impl ApiKeyStore for SqliteStore {
             })
             .await
     }
+    async fn list_api_keys(&self, org: &OrgId) -> StoreResult<Vec<ApiKey>> {
+        let org = org.clone();
+        self.pool
+            .read(move |c| {
+                c.prepare_cached(&format!(
+                    "SELECT {API_KEY_COLS} FROM api_keys WHERE org_id = ?1 ORDER BY created_at, id"
+                ))
+                .and_then(|mut s| {
+                    s.query_map([org.as_str()], api_key_row)?
+                        .collect::<rusqlite::Result<Vec<_>>>()
+                })
+                .map_err(db_err)
+            })
+            .await
+    }
     async fn revoke_api_key(
         &self,
         org: &OrgId,

@@ -39,6 +39,119 @@ impl ClientStore for SqliteStore {
             })
             .await
     }
+    async fn list_clients(&self, org: &OrgId) -> StoreResult<Vec<Client>> {
+        let org = org.clone();
+        self.pool
+            .read(move |c| {
+                c.prepare_cached(&format!(
+                    "SELECT {CLIENT_COLS} FROM clients WHERE org_id = ?1 ORDER BY created_at, id"
+                ))
+                .and_then(|mut s| {
+                    s.query_map([org.as_str()], client_row)?
+                        .collect::<rusqlite::Result<Vec<_>>>()
+                })
+                .map_err(db_err)
+            })
+            .await
+    }
+    async fn update_client(
+        &self,
+        org: &OrgId,
+        id: &ClientId,
+        changes: &ClientChanges,
+        now: Timestamp,
+    ) -> StoreResult<Client> {
+        let (org, id, ch) = (org.clone(), id.clone(), changes.clone());
+        self.pool
+            .write(move |tx| {
+                let old = tx
+                    .prepare_cached(&format!(
+                        "SELECT {CLIENT_COLS} FROM clients WHERE id = ?1 AND org_id = ?2"
+                    ))
+                    .and_then(|mut s| {
+                        s.query_row(params![id.as_str(), org.as_str()], client_row)
+                            .optional()
+                    })
+                    .map_err(db_err)?
+                    .ok_or(StoreError::NotFound)?;
+                let scopes = ch.scopes.unwrap_or(old.scopes);
+                let narrowed = !old.scopes.is_subset(scopes);
+                let admin_approved = old.admin_approved && scopes.contains(Scope::Admin);
+                tx.prepare_cached(
+                    "UPDATE clients SET name = ?2, redirect_uris = ?3, post_logout_redirect_uris = ?4,
+                        scopes = ?5, admin_approved = ?6
+                     WHERE id = ?1",
+                )
+                .and_then(|mut s| {
+                    s.execute(params![
+                        id.as_str(),
+                        ch.name.as_deref().unwrap_or(&old.name),
+                        ch.redirect_uris.as_ref().unwrap_or(&old.redirect_uris).join("\n"),
+                        ch.post_logout_redirect_uris
+                            .as_ref()
+                            .unwrap_or(&old.post_logout_redirect_uris)
+                            .join("\n"),
+                        scopes.bits() as i64,
+                        admin_approved,
+                    ])
+                })
+                .map_err(db_err)?;
+                if narrowed {
+                    let keep = scopes.bits() as i64;
+                    for sql in [
+                        "UPDATE refresh_chains SET revoked_at = ?3
+                         WHERE client_id = ?1 AND revoked_at IS NULL AND (scopes & ~?2) <> 0",
+                        "UPDATE refresh_tokens SET successor_sealed = NULL, successor_until = NULL
+                         WHERE chain_id IN (SELECT id FROM refresh_chains WHERE client_id = ?1 AND revoked_at = ?3)
+                           AND ?2 = ?2",
+                        "DELETE FROM auth_codes WHERE client_id = ?1 AND (scopes & ~?2) <> 0 AND ?3 = ?3",
+                        "UPDATE consents SET scopes = scopes & ?2 WHERE client_id = ?1 AND ?3 = ?3",
+                        "DELETE FROM consents WHERE client_id = ?1 AND scopes = 0 AND ?2 = ?2 AND ?3 = ?3",
+                    ] {
+                        tx.prepare_cached(sql)
+                            .and_then(|mut s| s.execute(params![id.as_str(), keep, now.millis()]))
+                            .map_err(db_err)?;
+                    }
+                    auth_state::insert_revocation(tx, &NewRevocation::client(&id, now))?;
+                }
+                tx.prepare_cached(&format!("SELECT {CLIENT_COLS} FROM clients WHERE id = ?1"))
+                    .and_then(|mut s| s.query_row([id.as_str()], client_row))
+                    .map_err(db_err)
+            })
+            .await
+    }
+    async fn delete_client(&self, org: &OrgId, id: &ClientId, now: Timestamp) -> StoreResult<()> {
+        let (org, id) = (org.clone(), id.clone());
+        self.pool
+            .write(move |tx| {
+                let found = tx
+                    .prepare_cached("SELECT 1 FROM clients WHERE id = ?1 AND org_id = ?2")
+                    .and_then(|mut s| {
+                        s.query_row(params![id.as_str(), org.as_str()], |_| Ok(()))
+                            .optional()
+                    })
+                    .map_err(db_err)?;
+                if found.is_none() {
+                    return Err(StoreError::NotFound);
+                }
+                // Explicit rather than left to ON DELETE CASCADE, so nothing
+                // depends on the connection's foreign-key setting.
+                for sql in [
+                    "DELETE FROM refresh_tokens WHERE chain_id IN (SELECT id FROM refresh_chains WHERE client_id = ?1)",
+                    "DELETE FROM refresh_chains WHERE client_id = ?1",
+                    "DELETE FROM auth_codes WHERE client_id = ?1",
+                    "DELETE FROM consents WHERE client_id = ?1",
+                    "DELETE FROM clients WHERE id = ?1",
+                ] {
+                    tx.prepare_cached(sql)
+                        .and_then(|mut s| s.execute([id.as_str()]))
+                        .map_err(db_err)?;
+                }
+                auth_state::insert_revocation(tx, &NewRevocation::client(&id, now))?;
+                Ok(())
+            })
+            .await
+    }
     async fn approve_admin(&self, org: &OrgId, id: &ClientId) -> StoreResult<Client> {
         let (org, id) = (org.clone(), id.clone());
         self.pool

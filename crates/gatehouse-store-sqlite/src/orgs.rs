@@ -17,6 +17,15 @@ impl OrgStore for SqliteStore {
             })
             .await
     }
+    async fn list_orgs(&self) -> StoreResult<Vec<Organization>> {
+        self.pool
+            .read(|c| {
+                c.prepare_cached("SELECT id, name, plan, per_minute, per_second, created_at FROM organizations ORDER BY created_at, id")
+                    .and_then(|mut s| s.query_map([], org_row)?.collect::<rusqlite::Result<Vec<_>>>())
+                    .map_err(db_err)
+            })
+            .await
+    }
     async fn v2_preview(&self, org: &OrgId) -> StoreResult<bool> {
         self.pool
             .read(|c| {

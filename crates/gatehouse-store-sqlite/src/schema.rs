@@ -22,6 +22,10 @@ pub(crate) const MIGRATIONS: &[(i64, &str)] = &[
     (7, include_str!("../migrations/0007_reset_requests.sql")),
     (8, include_str!("../migrations/0008_idempotency.sql")),
     (9, include_str!("../migrations/0009_oidc.sql")),
+    (
+        10,
+        include_str!("../migrations/0010_client_revocations.sql"),
+    ),
 ];
 
 /// D8 (revised): gives every row whose `email_norm` was computed by an older

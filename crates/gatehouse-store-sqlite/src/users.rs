@@ -50,6 +50,16 @@ impl UserStore for SqliteStore {
     async fn get_user(&self, org: &OrgId, id: &UserId) -> StoreResult<Option<User>> {
         self.pool.read(|c| get_user_tx(c, org, id)).await
     }
+    async fn operator_find_user(&self, id: &UserId) -> StoreResult<Option<User>> {
+        let id = id.clone();
+        self.pool
+            .read(move |c| {
+                c.prepare_cached(&format!("SELECT {USER_COLS} FROM users WHERE id = ?1"))
+                    .and_then(|mut s| s.query_row([id.as_str()], user_row).optional())
+                    .map_err(db_err)
+            })
+            .await
+    }
     async fn list_users(
         &self,
         org: &OrgId,

@@ -144,7 +144,7 @@ const PRODUCTS: [FixtureProduct; 4] = [
 
 /// The migrations this build embeds, as `schema.rs` lists them: the
 /// checksums recorded for an old database must be these files' SHA-256.
-const MIGRATIONS: [(i64, &str); 9] = [
+const MIGRATIONS: [(i64, &str); 10] = [
     (1, include_str!("../migrations/0001_init.sql")),
     (2, include_str!("../migrations/0002_api_keys.sql")),
     (3, include_str!("../migrations/0003_auth.sql")),
@@ -154,6 +154,10 @@ const MIGRATIONS: [(i64, &str); 9] = [
     (7, include_str!("../migrations/0007_reset_requests.sql")),
     (8, include_str!("../migrations/0008_idempotency.sql")),
     (9, include_str!("../migrations/0009_oidc.sql")),
+    (
+        10,
+        include_str!("../migrations/0010_client_revocations.sql"),
+    ),
 ];
 
 fn fixture() -> PathBuf {
@@ -309,4 +313,47 @@ fn facts() -> Fixture {
         users: &USERS,
         products: &PRODUCTS,
     }
+}
+
+/// Migration 10 rebuilds `revocations` (SQLite cannot change a CHECK
+/// constraint) and must carry its AUTOINCREMENT counter over: nodes poll the
+/// feed by increasing id, so an id handed out before — even by a row since
+/// purged — must never be handed out again.
+#[tokio::test]
+async fn migration_10_keeps_the_revocation_ids_increasing() {
+    use gatehouse_store::prelude::*;
+    let (_dir, path) = copy_fixture();
+    {
+        let c = rusqlite::Connection::open(&path).unwrap();
+        // As if 500 revocations had been written and most since purged.
+        c.execute(
+            "UPDATE sqlite_sequence SET seq = 500 WHERE name = 'revocations'",
+            [],
+        )
+        .unwrap();
+    }
+    let store = SqliteStore::open(&path).unwrap();
+    let now = gatehouse_domain::Timestamp::now();
+    let id = store
+        .insert_revocation(
+            gatehouse_store::RevocationKind::Client,
+            "app_xxxxxxxxxxxxxxxxxxxxxx",
+            now.unix_seconds(),
+            now.plus_seconds(60),
+        )
+        .await
+        .unwrap();
+    assert!(id > 500, "a fresh id after the rebuild: {id}");
+    let old: i64 = rusqlite::Connection::open(&path)
+        .unwrap()
+        .query_row("SELECT count(*) FROM revocations WHERE id = 1", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert_eq!(old, 1, "the old row is kept with its id");
+    let revs = store.revocations_since(0, now).await.unwrap();
+    assert!(
+        revs.iter()
+            .any(|r| r.id == id && r.kind == gatehouse_store::RevocationKind::Client)
+    );
 }

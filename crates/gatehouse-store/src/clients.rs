@@ -20,6 +20,15 @@ pub struct NewClient {
     pub created_at: Timestamp,
 }
 
+/// What [`ClientStore::update_client`] changes; `None` keeps the field.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ClientChanges {
+    pub name: Option<String>,
+    pub redirect_uris: Option<Vec<String>>,
+    pub post_logout_redirect_uris: Option<Vec<String>>,
+    pub scopes: Option<ScopeSet>,
+}
+
 /// Client applications (D20, D22, D40).
 ///
 /// [`ClientStore::resolve_client`] is the one unscoped method: a client
@@ -31,6 +40,33 @@ pub trait ClientStore: Send + Sync {
     /// The tenant-resolving look-up: a client by its `client_id`, whatever its
     /// organization. Used only to authenticate a client.
     async fn resolve_client(&self, id: &ClientId) -> StoreResult<Option<Client>>;
+    /// Every client application of `org`, oldest first (D47 `client list`).
+    async fn list_clients(&self, org: &OrgId) -> StoreResult<Vec<Client>>;
+    /// Changes a client (D46, D47), atomically. When `changes.scopes` leaves
+    /// out a scope the client had, the same transaction also:
+    /// - revokes every live refresh chain of the client whose scopes are not
+    ///   within the new set (its refresh tokens stop working),
+    /// - removes the dropped scopes from the consents people gave the client
+    ///   (a consent left with no scope is forgotten),
+    /// - clears `admin_approved` when `admin` is dropped (listing it again
+    ///   needs the operator's approval again),
+    /// - writes a `Client` revocation at `now`, so every access token issued
+    ///   to the client so far dies on every node.
+    ///
+    /// A new scope set never approves `admin`: `admin_approved` only goes
+    /// from true to false here. `NotFound` for a client of another organization.
+    async fn update_client(
+        &self,
+        org: &OrgId,
+        id: &ClientId,
+        changes: &ClientChanges,
+        now: Timestamp,
+    ) -> StoreResult<Client>;
+    /// Deletes a client and everything it holds (D46, D47): its codes,
+    /// refresh chains and tokens and remembered consents, and writes a
+    /// `Client` revocation at `now` so its access tokens die on every node,
+    /// atomically. `NotFound` for a client of another organization.
+    async fn delete_client(&self, org: &OrgId, id: &ClientId, now: Timestamp) -> StoreResult<()>;
     /// Allows the `admin` scope for a client (D22), adding it to its scopes.
     async fn approve_admin(&self, org: &OrgId, id: &ClientId) -> StoreResult<Client>;
     /// D20 rotate-secret: a new secret digest; the old one keeps working until

@@ -15,6 +15,9 @@ use crate::{NewClient, StoreResult};
 pub trait OrgStore: Send + Sync {
     async fn create_org(&self, org: &Organization) -> StoreResult<()>;
     async fn get_org(&self, org: &OrgId) -> StoreResult<Option<Organization>>;
+    /// Every organization, oldest first. An operator listing (D47 `org
+    /// list`): nothing reachable over HTTP may call it.
+    async fn list_orgs(&self) -> StoreResult<Vec<Organization>>;
     /// D32: whether the organization has the `/v2/` preview.
     async fn v2_preview(&self, org: &OrgId) -> StoreResult<bool>;
     async fn set_v2_preview(&self, org: &OrgId, enabled: bool) -> StoreResult<()>;

@@ -14,6 +14,10 @@ pub enum RevocationKind {
     Jti,
     /// Every access token of a refresh chain, by the chain id (`sid`) (D24, D25).
     Chain,
+    /// Every access token issued to a client application at or before
+    /// `cutoff`, for itself or for a user (D46, D47: a scope removed from the
+    /// application, or the application deleted).
+    Client,
 }
 
 impl RevocationKind {
@@ -22,6 +26,7 @@ impl RevocationKind {
             RevocationKind::User => "user",
             RevocationKind::Jti => "jti",
             RevocationKind::Chain => "chain",
+            RevocationKind::Client => "client",
         }
     }
     pub fn parse(s: &str) -> Option<Self> {
@@ -29,6 +34,7 @@ impl RevocationKind {
             "user" => Some(RevocationKind::User),
             "jti" => Some(RevocationKind::Jti),
             "chain" => Some(RevocationKind::Chain),
+            "client" => Some(RevocationKind::Client),
             _ => None,
         }
     }
@@ -62,6 +68,17 @@ impl NewRevocation {
         Self {
             kind: RevocationKind::User,
             subject: user.as_str().to_owned(),
+            cutoff: now.unix_seconds(),
+            expires_at: gatehouse_domain::access_revocation_expiry(now),
+        }
+    }
+
+    /// Every access token issued to `client` up to `now` (D46, D47), kept
+    /// until the last of them has expired.
+    pub fn client(client: &ClientId, now: Timestamp) -> Self {
+        Self {
+            kind: RevocationKind::Client,
+            subject: client.as_str().to_owned(),
             cutoff: now.unix_seconds(),
             expires_at: gatehouse_domain::access_revocation_expiry(now),
         }

@@ -18,7 +18,8 @@ pub struct UserFilter {
 }
 
 /// Users of an organization and the D11/D13 rules applied in their
-/// transactions. Every method takes the organization (D2).
+/// transactions. Every method takes the organization (D2), except
+/// [`UserStore::operator_find_user`].
 #[async_trait]
 pub trait UserStore: Send + Sync {
     /// Inserts a user; `Duplicate("email")` when the e-mail exists in the organization
@@ -36,6 +37,10 @@ pub trait UserStore: Send + Sync {
         self.insert_user_with_link(org, user, None).await
     }
     async fn get_user(&self, org: &OrgId, id: &UserId) -> StoreResult<Option<User>>;
+    /// An operator look-up: a user by id, whatever its organization (D47
+    /// `user show USR`, where the id is all the operator gives). Only the
+    /// CLI calls it; nothing reachable over HTTP may.
+    async fn operator_find_user(&self, id: &UserId) -> StoreResult<Option<User>>;
     async fn list_users(
         &self,
         org: &OrgId,

@@ -1,34 +1,67 @@
-//! Operator commands (D40). With `--json` each prints exactly one JSON object
-//! on stdout; without, readable lines. Each parses its arguments, calls the
-//! application layer ([`App`]) and prints the result.
+//! Operator commands (D40, D47). With `--json` each prints exactly one JSON
+//! object on stdout; without, readable lines. Each parses its arguments,
+//! calls the application layer ([`App`]) and prints the result: every rule
+//! lives in the application layer, which the management API calls too.
+//!
+//! A failure is a [`Failure`] with the code `--json` prints (the API's codes
+//! of D6 where they fit); [`error_json`] is the one mapping from an error to
+//! `{"error": {"code", "message"}}`.
 
 use std::io::BufRead;
 
 use anyhow::Context;
-use gatehouse_app::clients::ClientRegistration;
+use gatehouse_app::clients::{ClientRegistration, ClientUpdate};
 use gatehouse_app::orgs::NewOrg;
-use gatehouse_app::{App, AppError};
+use gatehouse_app::{App, AppError, UserFilter};
 use gatehouse_domain::{
-    ApiKey, ApiKeyId, ClientId, DomainError, Email, Name, OrgId, Plan, RedirectUri, Role, Scope,
-    ScopeSet, UserId,
+    ApiKey, ApiKeyId, ClientId, DomainError, Email, Name, OrgId, Organization, Page, Plan,
+    RedirectUri, Role, Scope, ScopeSet, SearchText, User, UserId, UserStatus,
 };
+use gatehouse_server::error::ErrorCode;
 use serde_json::{Value, json};
 
 use crate::config::{ApiKeyCommand, ClientCommand, Env, OrgCommand, StagingCommand, UserCommand};
 
-/// What a command prints.
-pub struct Output(pub Value);
+/// What a command prints: the JSON value, and for lists the text a person
+/// reads instead of `key: value` lines.
+pub struct Output {
+    pub value: Value,
+    pub text: Option<String>,
+}
 
 impl Output {
+    pub fn new(value: Value) -> Self {
+        Self { value, text: None }
+    }
+
+    fn with_text(value: Value, text: String) -> Self {
+        Self {
+            value,
+            text: Some(text),
+        }
+    }
+
     pub fn print(&self, as_json: bool) {
         if as_json {
-            println!("{}", self.0);
+            println!("{}", self.value);
             return;
         }
-        if let Value::Object(m) = &self.0 {
+        if let Some(text) = &self.text {
+            print!("{text}");
+            return;
+        }
+        if let Value::Object(m) = &self.value {
             for (k, v) in m {
                 match v {
                     Value::String(s) => println!("{k}: {s}"),
+                    Value::Null => println!("{k}: -"),
+                    Value::Array(a) => println!(
+                        "{k}: {}",
+                        a.iter()
+                            .map(|x| x.as_str().map_or_else(|| x.to_string(), str::to_owned))
+                            .collect::<Vec<_>>()
+                            .join(" ")
+                    ),
                     other => println!("{k}: {other}"),
                 }
             }
@@ -36,23 +69,66 @@ impl Output {
     }
 }
 
+/// A failed command: the code `--json` prints and the message for a person.
+#[derive(Debug)]
+pub struct Failure {
+    pub code: &'static str,
+    pub message: String,
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Failure {}
+
+/// The code of a command that found no database where it was told to look
+/// (D47: only `serve`, `migrate` and `mock` create one).
+pub const DATABASE_NOT_FOUND: &str = "DATABASE_NOT_FOUND";
+/// The code of a configuration that cannot be used (an unreadable `--config`
+/// file, contradictory settings).
+pub const CONFIGURATION_ERROR: &str = "CONFIGURATION_ERROR";
+
+pub fn failure(code: &'static str, message: impl Into<String>) -> anyhow::Error {
+    Failure {
+        code,
+        message: message.into(),
+    }
+    .into()
+}
+
+/// An argument the operator gave that is not acceptable.
+fn invalid(message: impl Into<String>) -> anyhow::Error {
+    failure(ErrorCode::ValidationError.as_str(), message)
+}
+
+/// D47: `{"error": {"code", "message"}}` for a failed command. The code is
+/// the innermost [`Failure`]'s; an error that carries none is `INTERNAL_ERROR`.
+pub fn error_json(e: &anyhow::Error) -> Value {
+    let code = e
+        .chain()
+        .find_map(|c| c.downcast_ref::<Failure>())
+        .map_or(ErrorCode::InternalError.as_str(), |f| f.code);
+    json!({ "error": { "code": code, "message": format!("{e:#}") } })
+}
+
 /// An application error as an operator reads it: invalid fields named by
 /// their flags.
 fn msg(e: AppError) -> anyhow::Error {
-    match e {
-        AppError::Rule(DomainError::Validation(issues)) => anyhow::anyhow!(
-            "{}",
-            issues
-                .iter()
-                .map(|i| format!("{} {}", flag(&i.field), i.issue))
-                .collect::<Vec<_>>()
-                .join("; ")
-        ),
-        AppError::Duplicate { field, .. } => {
-            anyhow::anyhow!("a record with this {field} already exists")
-        }
-        other => other.into(),
-    }
+    // The API's code for the same error (D6's one mapping, in gatehouse-server).
+    let code = ErrorCode::of(&e).as_str();
+    let message = match e {
+        AppError::Rule(DomainError::Validation(issues)) => issues
+            .iter()
+            .map(|i| format!("{} {}", flag(&i.field), i.issue))
+            .collect::<Vec<_>>()
+            .join("; "),
+        AppError::Duplicate { field, .. } => format!("a record with this {field} already exists"),
+        other => other.to_string(),
+    };
+    failure(code, message)
 }
 
 fn flag(field: &str) -> String {
@@ -65,13 +141,16 @@ fn flag(field: &str) -> String {
 /// `msg`, with "no <what> <raw>" for a record the operator named that does not exist.
 fn named(raw: &str) -> impl FnOnce(AppError) -> anyhow::Error + '_ {
     move |e| match e {
-        AppError::NotFound(what) => anyhow::anyhow!("no {what} {raw}"),
+        AppError::NotFound(what) => failure(
+            ErrorCode::ResourceNotFound.as_str(),
+            format!("no {what} {raw}"),
+        ),
         other => msg(other),
     }
 }
 
 fn org_id(raw: &str) -> anyhow::Result<OrgId> {
-    OrgId::parse(raw).with_context(|| format!("{raw} is not an organization id (org_…)"))
+    OrgId::parse(raw).ok_or_else(|| invalid(format!("{raw} is not an organization id (org_…)")))
 }
 
 async fn existing_org(app: &App, raw: &str) -> anyhow::Result<OrgId> {
@@ -80,24 +159,85 @@ async fn existing_org(app: &App, raw: &str) -> anyhow::Result<OrgId> {
     Ok(id)
 }
 
+fn client_id(raw: &str) -> anyhow::Result<ClientId> {
+    ClientId::parse(raw).ok_or_else(|| invalid(format!("{raw} is not a client id (app_…)")))
+}
+
+fn user_id(raw: &str) -> anyhow::Result<UserId> {
+    UserId::parse(raw).ok_or_else(|| invalid(format!("{raw} is not a user id (usr_…)")))
+}
+
 fn scopes(raw: &str) -> anyhow::Result<ScopeSet> {
-    ScopeSet::parse(raw).map_err(|w| anyhow::anyhow!("--scopes: unknown scope {w}"))
+    ScopeSet::parse(raw).map_err(|w| invalid(format!("--scopes: unknown scope {w}")))
+}
+
+fn name(raw: &str) -> anyhow::Result<Name> {
+    Name::parse(raw).map_err(|e| invalid(format!("--name {e}")))
+}
+
+/// D20's rules for each URI of a repeated flag.
+fn redirect_uris(flag: &str, raw: &[String]) -> anyhow::Result<Vec<RedirectUri>> {
+    raw.iter()
+        .map(|u| RedirectUri::parse(u).map_err(|e| invalid(format!("--{flag} {u}: {e}"))))
+        .collect()
+}
+
+fn scope_names(s: ScopeSet) -> Vec<&'static str> {
+    s.iter().map(Scope::as_str).collect()
+}
+
+/// Rows under a header, each column as wide as its widest cell.
+fn table(header: &[&str], rows: &[Vec<String>], empty: &str) -> String {
+    if rows.is_empty() {
+        return format!("{empty}\n");
+    }
+    let mut width: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for r in rows {
+        for (w, cell) in width.iter_mut().zip(r) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let mut out = String::new();
+        for (i, (cell, w)) in cells.iter().zip(&width).enumerate() {
+            if i + 1 == cells.len() {
+                out.push_str(cell);
+            } else {
+                out.push_str(&format!("{cell:<w$}  "));
+            }
+        }
+        out.trim_end().to_owned() + "\n"
+    };
+    let mut out = line(header.to_vec());
+    for r in rows {
+        out.push_str(&line(r.iter().map(String::as_str).collect()));
+    }
+    out
+}
+
+fn org_json(o: &Organization, v2_preview: bool) -> Value {
+    json!({
+        "id": o.id, "name": o.name, "plan": o.plan.as_str(),
+        "per_minute": o.limits().0, "per_second": o.limits().1,
+        "v2_preview": v2_preview,
+        "created_at": o.created_at,
+    })
 }
 
 pub async fn org(app: &App, cmd: OrgCommand, env: Env) -> anyhow::Result<Output> {
     match cmd {
         OrgCommand::Create {
-            name,
+            name: raw_name,
             plan,
             per_minute,
             per_second,
         } => {
-            let name = Name::parse(&name).map_err(|e| anyhow::anyhow!("--name {e}"))?;
+            let name = name(&raw_name)?;
             let plan = plan
                 .as_deref()
                 .map(Plan::parse)
                 .transpose()
-                .map_err(|e| anyhow::anyhow!("--plan {e}"))?;
+                .map_err(|e| invalid(format!("--plan {e}")))?;
             let new = NewOrg {
                 name,
                 plan,
@@ -109,9 +249,47 @@ pub async fn org(app: &App, cmd: OrgCommand, env: Env) -> anyhow::Result<Output>
                 .create_org(new, env == Env::Staging)
                 .await
                 .map_err(msg)?;
-            Ok(Output(
+            Ok(Output::new(
                 json!({ "id": org.id, "name": org.name, "plan": org.plan.as_str() }),
             ))
+        }
+        OrgCommand::List => {
+            let orgs = app.list_orgs().await.map_err(msg)?;
+            let rows = orgs
+                .iter()
+                .map(|o| {
+                    vec![
+                        o.id.to_string(),
+                        o.plan.as_str().to_owned(),
+                        format!("{}/min {}/s", o.limits().0, o.limits().1),
+                        o.name.clone(),
+                    ]
+                })
+                .collect::<Vec<_>>();
+            let data: Vec<Value> = orgs
+                .iter()
+                .map(|o| {
+                    json!({
+                        "id": o.id, "name": o.name, "plan": o.plan.as_str(),
+                        "per_minute": o.limits().0, "per_second": o.limits().1,
+                        "created_at": o.created_at,
+                    })
+                })
+                .collect();
+            Ok(Output::with_text(
+                json!({ "data": data }),
+                table(
+                    &["ID", "PLAN", "LIMITS", "NAME"],
+                    &rows,
+                    "No organizations yet (`gatehouse org create --name NAME`).",
+                ),
+            ))
+        }
+        OrgCommand::Show { org } => {
+            let id = org_id(&org)?;
+            let o = app.existing_org(&id).await.map_err(named(&org))?;
+            let v2 = app.v2_preview(&id).await.map_err(msg)?;
+            Ok(Output::new(org_json(&o, v2)))
         }
         OrgCommand::Set { org, v2_preview } => {
             let id = existing_org(app, &org).await?;
@@ -119,66 +297,60 @@ pub async fn org(app: &App, cmd: OrgCommand, env: Env) -> anyhow::Result<Output>
                 app.set_v2_preview(&id, v == "on").await.map_err(msg)?;
             }
             let o = app.existing_org(&id).await.map_err(named(&org))?;
-            Ok(Output(json!({
-                "id": o.id, "name": o.name, "plan": o.plan.as_str(),
-                "per_minute": o.limits().0, "per_second": o.limits().1,
-                "v2_preview": app.v2_preview(&id).await.map_err(msg)?,
-            })))
+            let v2 = app.v2_preview(&id).await.map_err(msg)?;
+            let mut out = org_json(&o, v2);
+            // `org set` has always printed these fields only.
+            if let Some(m) = out.as_object_mut() {
+                m.remove("created_at");
+            }
+            Ok(Output::new(out))
         }
     }
 }
 
 fn client_json(c: &gatehouse_domain::Client, secret: Option<&str>) -> Value {
-    let scopes: Vec<&str> = c.scopes.iter().map(Scope::as_str).collect();
     json!({
         "client_id": c.id,
         "client_secret": secret,
         "org": c.org,
-        "scopes": scopes,
+        "scopes": scope_names(c.scopes),
         "name": c.name,
         "public": c.is_public(),
         "admin_approved": c.admin_approved,
         "redirect_uris": c.redirect_uris,
         "post_logout_redirect_uris": c.post_logout_redirect_uris,
         "owner": c.owner,
+        "created_at": c.created_at,
     })
 }
 
-fn client_id(raw: &str) -> anyhow::Result<ClientId> {
-    ClientId::parse(raw).with_context(|| format!("{raw} is not a client id (app_…)"))
+/// A client as `show`, `list` and `update` print it: no secret field at all.
+fn client_record(c: &gatehouse_domain::Client) -> Value {
+    let mut v = client_json(c, None);
+    if let Some(m) = v.as_object_mut() {
+        m.remove("client_secret");
+    }
+    v
 }
 
 pub async fn client(app: &App, cmd: ClientCommand) -> anyhow::Result<Output> {
     match cmd {
         ClientCommand::Create {
             org,
-            name,
+            name: raw_name,
             scopes: raw_scopes,
-            redirect_uris,
+            redirect_uris: raw_uris,
             post_logout_redirect_uris,
             public,
             owner,
         } => {
             let org = existing_org(app, &org).await?;
             let scopes = scopes(&raw_scopes)?;
-            let mut uris = Vec::new();
-            for u in &redirect_uris {
-                uris.push(
-                    RedirectUri::parse(u)
-                        .map_err(|e| anyhow::anyhow!("--redirect-uri {u}: {e}"))?,
-                );
-            }
-            let mut logout_uris = Vec::new();
-            for u in &post_logout_redirect_uris {
-                logout_uris.push(
-                    RedirectUri::parse(u)
-                        .map_err(|e| anyhow::anyhow!("--post-logout-redirect-uri {u}: {e}"))?,
-                );
-            }
-            let owner = owner
-                .map(|o| UserId::parse(&o).with_context(|| format!("{o} is not a user id (usr_…)")))
-                .transpose()?;
-            let name = Name::parse(&name).map_err(|e| anyhow::anyhow!("--name {e}"))?;
+            let uris = redirect_uris("redirect-uri", &raw_uris)?;
+            let logout_uris =
+                redirect_uris("post-logout-redirect-uri", &post_logout_redirect_uris)?;
+            let owner = owner.as_deref().map(user_id).transpose()?;
+            let name = name(&raw_name)?;
             let reg = ClientRegistration {
                 name,
                 scopes,
@@ -188,7 +360,75 @@ pub async fn client(app: &App, cmd: ClientCommand) -> anyhow::Result<Output> {
                 owner,
             };
             let r = app.register_client(&org, reg).await.map_err(msg)?;
-            Ok(Output(client_json(&r.client, r.secret.as_deref())))
+            Ok(Output::new(client_json(&r.client, r.secret.as_deref())))
+        }
+        ClientCommand::List { org } => {
+            let org = existing_org(app, &org).await?;
+            let clients = app.list_clients(&org).await.map_err(msg)?;
+            let rows = clients
+                .iter()
+                .map(|c| {
+                    vec![
+                        c.id.to_string(),
+                        if c.is_public() {
+                            "public"
+                        } else {
+                            "confidential"
+                        }
+                        .to_owned(),
+                        scope_names(c.scopes).join(" "),
+                        c.name.clone(),
+                    ]
+                })
+                .collect::<Vec<_>>();
+            let data: Vec<Value> = clients.iter().map(client_record).collect();
+            Ok(Output::with_text(
+                json!({ "data": data }),
+                table(
+                    &["CLIENT_ID", "TYPE", "SCOPES", "NAME"],
+                    &rows,
+                    "No client applications in this organization.",
+                ),
+            ))
+        }
+        ClientCommand::Show { client_id: raw } => {
+            let id = client_id(&raw)?;
+            let c = app.operator_client(&id).await.map_err(named(&raw))?;
+            Ok(Output::new(client_record(&c)))
+        }
+        ClientCommand::Update {
+            client_id: raw,
+            name: raw_name,
+            redirect_uris: raw_uris,
+            post_logout_redirect_uris,
+            scopes: raw_scopes,
+        } => {
+            let id = client_id(&raw)?;
+            let update = ClientUpdate {
+                name: raw_name.as_deref().map(name).transpose()?,
+                redirect_uris: (!raw_uris.is_empty())
+                    .then(|| redirect_uris("redirect-uri", &raw_uris))
+                    .transpose()?,
+                post_logout_redirect_uris: (!post_logout_redirect_uris.is_empty())
+                    .then(|| redirect_uris("post-logout-redirect-uri", &post_logout_redirect_uris))
+                    .transpose()?,
+                scopes: raw_scopes.as_deref().map(scopes).transpose()?,
+            };
+            let c = app.operator_client(&id).await.map_err(named(&raw))?;
+            let c = app
+                .update_client(&c.org, &id, update)
+                .await
+                .map_err(named(&raw))?;
+            Ok(Output::new(client_record(&c)))
+        }
+        ClientCommand::Delete { client_id: raw } => {
+            let id = client_id(&raw)?;
+            let c = app.operator_client(&id).await.map_err(named(&raw))?;
+            app.delete_client(&c.org, &id).await.map_err(named(&raw))?;
+            Ok(Output::with_text(
+                json!({ "ok": true, "deleted": id }),
+                format!("Deleted {id} ({}); its tokens no longer work.\n", c.name),
+            ))
         }
         ClientCommand::RotateSecret {
             client_id: raw,
@@ -201,12 +441,12 @@ pub async fn client(app: &App, cmd: ClientCommand) -> anyhow::Result<Output> {
                 .map_err(named(&raw))?;
             let mut out = client_json(&r.client, Some(&r.secret));
             out["previous_secret_valid_until"] = json!(r.previous_valid_until);
-            Ok(Output(out))
+            Ok(Output::new(out))
         }
         ClientCommand::ApproveAdmin { client_id: raw } => {
             let id = client_id(&raw)?;
             let c = app.approve_admin(&id).await.map_err(named(&raw))?;
-            Ok(Output(client_json(&c, None)))
+            Ok(Output::new(client_json(&c, None)))
         }
     }
 }
@@ -226,36 +466,107 @@ pub fn read_password_line(input: &mut impl BufRead) -> anyhow::Result<String> {
     Ok(line)
 }
 
+fn user_rows(users: &[User]) -> Vec<Vec<String>> {
+    users
+        .iter()
+        .map(|u| {
+            vec![
+                u.id.to_string(),
+                u.role.as_str().to_owned(),
+                u.status.as_str().to_owned(),
+                u.email.to_string(),
+                u.name.to_string(),
+            ]
+        })
+        .collect()
+}
+
 pub async fn user(app: &App, cmd: UserCommand) -> anyhow::Result<Output> {
     match cmd {
         UserCommand::Create {
             org,
             email,
-            name,
+            name: raw_name,
             role,
             password_stdin: _,
         } => {
             let org = existing_org(app, &org).await?;
-            let email = Email::parse(&email).map_err(|e| anyhow::anyhow!("--email {e}"))?;
-            let name = Name::parse(&name).map_err(|e| anyhow::anyhow!("--name {e}"))?;
-            let role = Role::parse(&role).map_err(|e| anyhow::anyhow!("--role {e}"))?;
+            let email = Email::parse(&email).map_err(|e| invalid(format!("--email {e}")))?;
+            let name = name(&raw_name)?;
+            let role = Role::parse(&role).map_err(|e| invalid(format!("--role {e}")))?;
             let pw = read_password_line(&mut std::io::stdin().lock())?;
             let u = app
                 .create_active_user(&org, email, name, role, pw)
                 .await
                 .map_err(msg)?;
-            Ok(Output(serde_json::to_value(&u)?))
+            Ok(Output::new(serde_json::to_value(&u)?))
+        }
+        UserCommand::List {
+            org,
+            role,
+            status,
+            q,
+            limit,
+            offset,
+        } => {
+            let org = existing_org(app, &org).await?;
+            let filter = UserFilter {
+                role: role
+                    .as_deref()
+                    .map(Role::parse)
+                    .transpose()
+                    .map_err(|e| invalid(format!("--role {e}")))?,
+                status: status
+                    .as_deref()
+                    .map(UserStatus::parse)
+                    .transpose()
+                    .map_err(|e| invalid(format!("--status {e}")))?,
+                q: match q.as_deref() {
+                    Some(q) => SearchText::parse(q).map_err(|e| invalid(format!("--q {e}")))?,
+                    None => None,
+                },
+            };
+            // The same use case as GET /v1/users, page by page: one page
+            // with --limit, else every page.
+            let max = gatehouse_domain::page::MAX_LIMIT;
+            let mut users = Vec::new();
+            let mut page = Page {
+                limit: limit.unwrap_or(max),
+                offset,
+            };
+            let total = loop {
+                let listing = app.list_users(&org, &filter, page).await.map_err(msg)?;
+                let n = listing.items.len() as u64;
+                users.extend(listing.items);
+                if limit.is_some() || n < u64::from(page.limit) || n == 0 {
+                    break listing.total;
+                }
+                page.offset += n;
+            };
+            let text = table(
+                &["ID", "ROLE", "STATUS", "EMAIL", "NAME"],
+                &user_rows(&users),
+                "No users match.",
+            ) + &format!("{} of {total} shown\n", users.len());
+            Ok(Output::with_text(
+                json!({ "data": users, "total": total }),
+                text,
+            ))
+        }
+        UserCommand::Show { user_id: raw } => {
+            let id = user_id(&raw)?;
+            let u = app.operator_user(&id).await.map_err(named(&raw))?;
+            Ok(Output::new(serde_json::to_value(&u)?))
         }
     }
 }
 
 fn api_key_json(k: &ApiKey) -> Value {
-    let scopes: Vec<&str> = k.scopes.iter().map(Scope::as_str).collect();
     json!({
         "id": k.id,
         "org": k.org,
         "name": k.name,
-        "scopes": scopes,
+        "scopes": scope_names(k.scopes),
         "created_at": k.created_at,
         "revoked_at": k.revoked_at,
     })
@@ -265,28 +576,56 @@ pub async fn apikey(app: &App, cmd: ApiKeyCommand, env: Env) -> anyhow::Result<O
     match cmd {
         ApiKeyCommand::Create {
             org,
-            name,
+            name: raw_name,
             scopes: raw_scopes,
         } => {
             let org = existing_org(app, &org).await?;
             let scopes = scopes(&raw_scopes)?;
-            let name = Name::parse(&name).map_err(|e| anyhow::anyhow!("--name {e}"))?;
+            let name = name(&raw_name)?;
             // D33: staging keys are gk_test_…
             let (record, key) = app
                 .create_api_key(&org, name, scopes, env == Env::Staging)
                 .await
                 .map_err(msg)?;
-            let scopes: Vec<&str> = record.scopes.iter().map(Scope::as_str).collect();
             // D27: exactly these fields; the key is shown only now.
-            Ok(Output(
-                json!({ "id": record.id, "key": key, "org": record.org, "scopes": scopes }),
+            Ok(Output::new(
+                json!({ "id": record.id, "key": key, "org": record.org, "scopes": scope_names(record.scopes) }),
+            ))
+        }
+        ApiKeyCommand::List { org } => {
+            let org = existing_org(app, &org).await?;
+            let keys = app.list_api_keys(&org).await.map_err(msg)?;
+            let rows = keys
+                .iter()
+                .map(|k| {
+                    vec![
+                        k.id.to_string(),
+                        if k.revoked_at.is_some() {
+                            "revoked"
+                        } else {
+                            "active"
+                        }
+                        .to_owned(),
+                        scope_names(k.scopes).join(" "),
+                        k.name.clone(),
+                    ]
+                })
+                .collect::<Vec<_>>();
+            let data: Vec<Value> = keys.iter().map(api_key_json).collect();
+            Ok(Output::with_text(
+                json!({ "data": data }),
+                table(
+                    &["ID", "STATE", "SCOPES", "NAME"],
+                    &rows,
+                    "No API keys in this organization.",
+                ),
             ))
         }
         ApiKeyCommand::Revoke { key_id } => {
             let id = ApiKeyId::parse(&key_id)
-                .with_context(|| format!("{key_id} is not an API key id (key_…)"))?;
+                .ok_or_else(|| invalid(format!("{key_id} is not an API key id (key_…)")))?;
             let k = app.revoke_api_key(&id).await.map_err(named(&key_id))?;
-            Ok(Output(api_key_json(&k)))
+            Ok(Output::new(api_key_json(&k)))
         }
     }
 }
@@ -302,7 +641,7 @@ pub async fn keys(
                 .rotate_signing_key(master, publish_delay)
                 .await
                 .map_err(msg)?;
-            Ok(Output(
+            Ok(Output::new(
                 json!({ "ok": true, "kid": rec.kid, "published_at": rec.created_at, "signs_from": rec.activates_at }),
             ))
         }
@@ -314,7 +653,7 @@ pub async fn staging(app: &App, cmd: StagingCommand) -> anyhow::Result<Output> {
     match cmd {
         StagingCommand::Reset => {
             let n = app.reset_staging().await.map_err(msg)?;
-            Ok(Output(json!({ "ok": true, "organizations": n })))
+            Ok(Output::new(json!({ "ok": true, "organizations": n })))
         }
     }
 }

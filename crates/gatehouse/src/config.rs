@@ -18,13 +18,13 @@ use serde::Deserialize;
     about = "Users, products and an OAuth 2.0 authorization server for organizations"
 )]
 pub struct Cli {
-    /// A TOML file with settings (flags and GATEHOUSE_* variables override it).
+    /// A TOML file with settings; flags and GATEHOUSE_* environment variables override what it says.
     #[arg(long, global = true, env = "GATEHOUSE_CONFIG", value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// Where the database, keys and certificates live [default: ./data].
+    /// The directory holding the SQLite database (gatehouse.db), the master key and the TLS certificate [default: ./data].
     #[arg(long, global = true, env = "GATEHOUSE_DATA_DIR", value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
-    /// `sqlite://PATH` [default: SQLite in the data directory].
+    /// The database to use: sqlite://PATH for a SQLite file, or postgres://USER:PASSWORD@HOST/NAME for PostgreSQL [default: the SQLite file gatehouse.db in the data directory].
     #[arg(
         long,
         global = true,
@@ -32,19 +32,20 @@ pub struct Cli {
         value_name = "URL"
     )]
     pub database_url: Option<String>,
-    /// Print exactly one JSON object on stdout.
+    /// Print the result as exactly one JSON object on standard output, for scripts; a failure prints {"error": {"code", "message"}} and exits with status 1.
     #[arg(long, global = true)]
     pub json: bool,
-    /// `production` (default) or `staging` (D33): staging keeps its own
-    /// database (in `<data_dir>/staging/` unless `--database-url` says
-    /// otherwise), fixture data, nightly resets and `gk_test_` API keys.
+    /// Which environment to work on: production (default) or staging. Staging
+    /// keeps its own database (in <data-dir>/staging/ unless --database-url
+    /// says otherwise), starts organizations with sample data, restores it
+    /// every night and issues gk_test_ API keys.
     #[arg(long, global = true, env = "GATEHOUSE_ENV", value_enum)]
     pub env: Option<Env>,
     #[command(subcommand)]
     pub command: Command,
 }
 
-/// The environment a server or command works on (D33).
+/// The environment a server or command works on (production or staging).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, clap::ValueEnum, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Env {
@@ -57,9 +58,11 @@ pub enum Env {
 #[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 pub enum Command {
-    /// Run the server.
+    /// Run the server (creates and migrates the database if needed).
     Serve(ServeArgs),
-    /// Apply database migrations (serve also does this at start).
+    /// Create the database if needed and bring its tables up to date (serve
+    /// also does this when it starts). Other commands need a database that
+    /// exists: run this first.
     Migrate,
     /// Manage organizations.
     #[command(subcommand)]
@@ -70,21 +73,22 @@ pub enum Command {
     /// Manage users.
     #[command(subcommand)]
     User(UserCommand),
-    /// Manage API keys (D27).
+    /// Manage API keys (long-lived credentials with a fixed set of scopes).
     #[command(subcommand)]
     Apikey(ApiKeyCommand),
-    /// Manage signing keys (D23).
+    /// Manage the keys that sign access tokens.
     #[command(subcommand)]
     Keys(KeysCommand),
-    /// Print the OpenAPI document (D35).
+    /// Print the OpenAPI document describing the HTTP API.
     Openapi,
-    /// The staging environment (D33); implies `--env staging`.
+    /// Work on the staging environment (implies --env staging).
     #[command(subcommand)]
     Staging(StagingCommand),
-    /// Serve the API from memory over plain HTTP with fixture data and the
-    /// fixed client mock_client / mock_secret (D34).
+    /// Serve the API from memory over plain HTTP with sample data and the
+    /// fixed client mock_client / mock_secret, for developing API clients;
+    /// nothing is kept after it stops.
     Mock {
-        /// Where to listen.
+        /// The address and port to listen on.
         #[arg(long, env = "GATEHOUSE_MOCK_ADDR", default_value = "127.0.0.1:4010")]
         addr: SocketAddr,
     },
@@ -92,17 +96,19 @@ pub enum Command {
 
 #[derive(Subcommand, Debug)]
 pub enum StagingCommand {
-    /// Restore the fixture users and products now, atomically; organizations,
-    /// clients and API keys stay.
+    /// Restore the sample users and products of every staging organization
+    /// now, all at once; organizations, client applications and API keys stay.
     Reset,
 }
 
 #[derive(Subcommand, Debug)]
 pub enum KeysCommand {
-    /// Publish a new signing key now; it signs after the publish delay.
+    /// Publish a new key for signing access tokens now; it starts signing
+    /// after --publish-delay, so clients can fetch it first.
     Rotate {
-        /// Seconds between publishing the key in the JWKS and signing with it.
-        #[arg(long, default_value_t = 3600)]
+        /// Seconds between publishing the new key (at /.well-known/jwks.json)
+        /// and signing tokens with it.
+        #[arg(long, default_value_t = 3600, value_name = "SECS")]
         publish_delay: u64,
     },
 }
@@ -111,16 +117,28 @@ pub enum KeysCommand {
 pub enum ApiKeyCommand {
     /// Create an API key with a fixed set of scopes; prints the key once.
     Create {
-        #[arg(long)]
+        /// The organization the key belongs to (org_…, see `gatehouse org list`).
+        #[arg(long, value_name = "ORG")]
         org: String,
+        /// A name that tells people what the key is for.
         #[arg(long)]
         name: String,
-        /// Space-separated scopes.
+        /// The scopes the key carries, separated by spaces, e.g. "users:read products:read".
         #[arg(long)]
         scopes: String,
     },
+    /// List an organization's API keys (never the keys themselves), revoked ones too.
+    List {
+        /// The organization (org_…).
+        #[arg(long, value_name = "ORG")]
+        org: String,
+    },
     /// Revoke an API key: it stops working on the next request.
-    Revoke { key_id: String },
+    Revoke {
+        /// The key's id (key_…, see `gatehouse apikey list`), not the key itself.
+        #[arg(value_name = "KEY")]
+        key_id: String,
+    },
 }
 
 /// No `Debug`: it holds the SMTP URL, whose password must not reach a log.
@@ -135,10 +153,10 @@ pub struct ServeArgs {
     /// Plain-HTTP listener: 301 to HTTPS, or the app itself with --behind-proxy [default: 127.0.0.1:8080].
     #[arg(long, env = "GATEHOUSE_HTTP_ADDR")]
     pub http_addr: Option<SocketAddr>,
-    /// Admin listener for /metrics (D42) [default: 127.0.0.1:9090].
+    /// Address of the admin listener that serves /metrics [default: 127.0.0.1:9090].
     #[arg(long, env = "GATEHOUSE_ADMIN_ADDR")]
     pub admin_addr: Option<SocketAddr>,
-    /// Serve plain HTTP behind a TLS-terminating proxy (D31).
+    /// Serve plain HTTP only, behind a proxy that terminates TLS (needs --public-url).
     #[arg(long, env = "GATEHOUSE_BEHIND_PROXY")]
     pub behind_proxy: bool,
     /// PEM certificate chain [default: a self-signed certificate in the data directory].
@@ -153,19 +171,19 @@ pub struct ServeArgs {
     /// The sender of e-mails [default: Gatehouse <no-reply@HOST of public_url>].
     #[arg(long, env = "GATEHOUSE_MAIL_FROM")]
     pub mail_from: Option<String>,
-    /// Browser origins allowed by CORS, comma-separated (D36) [default: none].
+    /// Browser origins (https://app.example.com) allowed to call the API from a web page, comma-separated [default: none].
     #[arg(long, env = "GATEHOUSE_CORS_ORIGINS", value_delimiter = ',')]
     pub cors_origins: Vec<String>,
-    /// Proxies whose X-Forwarded-For is believed, comma-separated IP addresses (D28).
+    /// IP addresses of proxies whose X-Forwarded-For header is believed for the client's address, comma-separated [default: none].
     #[arg(long, env = "GATEHOUSE_TRUSTED_PROXIES", value_delimiter = ',')]
     pub trusted_proxies: Vec<std::net::IpAddr>,
-    /// Seconds in which a replayed refresh token gets the same successor pair (D24; 0: off) [default: 10].
+    /// Seconds during which presenting the same refresh token again returns the same new tokens, for clients that retry (0: off) [default: 10].
     #[arg(long, env = "GATEHOUSE_REFRESH_GRACE_SECS")]
     pub refresh_grace_secs: Option<i64>,
-    /// Days after which a refresh chain ends whatever its activity (D24) [default: 90].
+    /// Days after which a sign-in's refresh tokens stop working however often they are used [default: 90].
     #[arg(long, env = "GATEHOUSE_REFRESH_MAX_DAYS")]
     pub refresh_max_days: Option<i64>,
-    /// Seconds a response to an `Idempotency-Key` is kept and replayed (D50) [default: 86400].
+    /// Seconds a response to a request with an Idempotency-Key header is kept and replayed to retries [default: 86400].
     #[arg(long, env = "GATEHOUSE_IDEMPOTENCY_RETENTION_SECS", value_parser = clap::value_parser!(i64).range(1..))]
     pub idempotency_retention_secs: Option<i64>,
     /// Seconds a client has to send a complete request head after connecting or after the first byte of its next request; slower connections are closed [default: 10].
@@ -174,7 +192,7 @@ pub struct ServeArgs {
     /// Seconds a kept-alive connection may stay without a request before it is closed [default: 60].
     #[arg(long, env = "GATEHOUSE_IDLE_TIMEOUT_SECS", value_parser = clap::value_parser!(u64).range(1..))]
     pub idle_timeout_secs: Option<u64>,
-    /// Staging: the daily time (UTC, HH:MM) at which the fixture is restored (D33) [default: 02:00].
+    /// Staging: the daily time (UTC, HH:MM) at which the sample data is restored [default: 02:00].
     #[arg(long, env = "GATEHOUSE_STAGING_RESET_AT", value_parser = parse_hhmm)]
     pub staging_reset_at: Option<(u8, u8)>,
 }
@@ -194,22 +212,33 @@ pub fn parse_hhmm(s: &str) -> Result<(u8, u8), String> {
 pub enum OrgCommand {
     /// Create an organization.
     Create {
+        /// The organization's name.
         #[arg(long)]
         name: String,
-        /// free (default), pro or enterprise.
+        /// The plan, which sets the request rate limits: free (default), pro or enterprise.
         #[arg(long)]
         plan: Option<String>,
-        /// Enterprise: requests per minute.
-        #[arg(long)]
+        /// Enterprise plan only: requests allowed per minute (implies --plan enterprise).
+        #[arg(long, value_name = "N")]
         per_minute: Option<u32>,
-        /// Enterprise: requests per second.
-        #[arg(long)]
+        /// Enterprise plan only: requests allowed per second (implies --plan enterprise).
+        #[arg(long, value_name = "N")]
         per_second: Option<u32>,
+    },
+    /// List every organization.
+    List,
+    /// Show one organization: its plan, rate limits and settings.
+    Show {
+        /// The organization's id (org_…, see `gatehouse org list`).
+        #[arg(value_name = "ORG")]
+        org: String,
     },
     /// Change an organization's settings.
     Set {
+        /// The organization's id (org_…).
+        #[arg(value_name = "ORG")]
         org: String,
-        /// Enable or disable the /v2/ preview (D32).
+        /// Turn the preview of the next API version (/v2/) on or off for this organization.
         #[arg(long, value_parser = ["on", "off"])]
         v2_preview: Option<String>,
     },
@@ -217,54 +246,152 @@ pub enum OrgCommand {
 
 #[derive(Subcommand, Debug)]
 pub enum ClientCommand {
-    /// Register a client application; prints its secret once.
+    /// Register a client application; prints its client_id and, once, its secret.
     Create {
-        #[arg(long)]
+        /// The organization the application belongs to (org_…, see `gatehouse org list`).
+        #[arg(long, value_name = "ORG")]
         org: String,
+        /// The application's name, shown to people on the consent page.
         #[arg(long)]
         name: String,
-        /// Space-separated scopes the client may be granted.
+        /// The scopes the application may be granted, separated by spaces,
+        /// e.g. "openid profile users:read". Listing admin is not enough to
+        /// get it: see `gatehouse client approve-admin`.
         #[arg(long)]
         scopes: String,
-        /// A redirect URI (repeat for several).
-        #[arg(long = "redirect-uri")]
+        /// Where people are sent back after signing in: https://…, or
+        /// http://127.0.0.1 / http://[::1] / http://localhost for apps on the
+        /// user's own machine; no fragment. Repeat for several.
+        #[arg(long = "redirect-uri", value_name = "URI")]
         redirect_uris: Vec<String>,
-        /// Where the application may send people after they sign out
-        /// (OpenID Connect logout); matched exactly. Repeat for several.
-        #[arg(long = "post-logout-redirect-uri")]
+        /// Where the application may send people after they sign out; matched
+        /// exactly, same rules as --redirect-uri. Repeat for several.
+        #[arg(long = "post-logout-redirect-uri", value_name = "URI")]
         post_logout_redirect_uris: Vec<String>,
-        /// A public client (no secret; authorization code with PKCE only).
+        /// A public application (a browser or mobile app that cannot keep a
+        /// secret): it gets no secret and signs people in only with the
+        /// authorization-code flow and PKCE; needs --redirect-uri.
         #[arg(long)]
         public: bool,
-        /// The user who owns the client.
-        #[arg(long)]
+        /// The user who owns the application (usr_…).
+        #[arg(long, value_name = "USR")]
         owner: Option<String>,
     },
-    /// Allow the admin scope for a client (D22).
-    ApproveAdmin { client_id: String },
-    /// Issue a new secret (shown once); the old one keeps working for --grace seconds (D20).
-    RotateSecret {
+    /// List an organization's client applications.
+    List {
+        /// The organization (org_…).
+        #[arg(long, value_name = "ORG")]
+        org: String,
+    },
+    /// Show one client application (never its secret).
+    Show {
+        /// The application's client_id (app_…).
+        #[arg(value_name = "APP")]
         client_id: String,
-        #[arg(long, default_value_t = 0)]
+    },
+    /// Change a client application; what you leave out stays as it is.
+    /// Removing a scope ends at once every access token issued to the
+    /// application so far (it fetches new ones) and its refresh tokens that
+    /// carry the scope (those people sign in again), and withdraws the scope
+    /// from the consents people gave.
+    #[command(group(
+        clap::ArgGroup::new("change")
+            .required(true)
+            .multiple(true)
+            .args(["name", "redirect_uris", "post_logout_redirect_uris", "scopes"])
+    ))]
+    Update {
+        /// The application's client_id (app_…).
+        #[arg(value_name = "APP")]
+        client_id: String,
+        /// A new name.
+        #[arg(long)]
+        name: Option<String>,
+        /// Replaces all redirect URIs (same rules as for `client create`).
+        /// Repeat for several.
+        #[arg(long = "redirect-uri", value_name = "URI")]
+        redirect_uris: Vec<String>,
+        /// Replaces all post-logout redirect URIs. Repeat for several.
+        #[arg(long = "post-logout-redirect-uri", value_name = "URI")]
+        post_logout_redirect_uris: Vec<String>,
+        /// Replaces the scopes, separated by spaces. Adding admin here does
+        /// not approve it (`gatehouse client approve-admin` does).
+        #[arg(long)]
+        scopes: Option<String>,
+    },
+    /// Delete a client application and everything it holds: its tokens,
+    /// sign-ins and consents stop working at once.
+    Delete {
+        /// The application's client_id (app_…).
+        #[arg(value_name = "APP")]
+        client_id: String,
+    },
+    /// Allow the admin scope for a client application (an operator's decision).
+    ApproveAdmin {
+        /// The application's client_id (app_…).
+        #[arg(value_name = "APP")]
+        client_id: String,
+    },
+    /// Issue a new client secret (shown once); the old one keeps working for
+    /// --grace seconds so running copies of the application can switch.
+    RotateSecret {
+        /// The application's client_id (app_…).
+        #[arg(value_name = "APP")]
+        client_id: String,
+        /// Seconds the old secret keeps working (0: it stops at once).
+        #[arg(long, default_value_t = 0, value_name = "SECS")]
         grace: u64,
     },
 }
 
 #[derive(Subcommand, Debug)]
 pub enum UserCommand {
-    /// Create an active user with a password (no invitation).
+    /// Create an active user with a password, without the invitation e-mail
+    /// (for operators and tests).
     Create {
-        #[arg(long)]
+        /// The organization (org_…, see `gatehouse org list`).
+        #[arg(long, value_name = "ORG")]
         org: String,
+        /// The user's e-mail address, unique within the organization.
         #[arg(long)]
         email: String,
+        /// The user's name.
         #[arg(long)]
         name: String,
+        /// admin, editor or viewer.
         #[arg(long)]
         role: String,
-        /// Read the password from the first line of standard input.
+        /// Read the password (at least 12 characters) from the first line of
+        /// standard input, so it appears neither in the shell history nor in `ps`.
         #[arg(long, required = true)]
         password_stdin: bool,
+    },
+    /// List an organization's users, optionally filtered.
+    List {
+        /// The organization (org_…).
+        #[arg(long, value_name = "ORG")]
+        org: String,
+        /// Only users with this role: admin, editor or viewer.
+        #[arg(long)]
+        role: Option<String>,
+        /// Only users in this state: active, inactive (deactivated) or pending_invite (invited, not yet accepted).
+        #[arg(long)]
+        status: Option<String>,
+        /// Only users whose name or e-mail contains this text (any case).
+        #[arg(long, value_name = "TEXT")]
+        q: Option<String>,
+        /// Show at most N users (1 to 100) [default: all of them].
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100))]
+        limit: Option<u32>,
+        /// Skip the first N matching users.
+        #[arg(long, value_name = "N", default_value_t = 0)]
+        offset: u64,
+    },
+    /// Show one user.
+    Show {
+        /// The user's id (usr_…).
+        #[arg(value_name = "USR")]
+        user_id: String,
     },
 }
 

@@ -21,21 +21,76 @@ use anyhow::Context;
 use gatehouse_auth::MasterKey;
 use gatehouse_store::Store;
 
-/// Opens the storage named by `database_url` (D40, D44): PostgreSQL for
-/// `postgres://` and `postgresql://` URLs, SQLite for `sqlite:` URLs and
-/// plain paths. Migrations are applied on open.
-pub async fn open_store(database_url: &str) -> anyhow::Result<Arc<dyn Store>> {
+/// The SQLite file a `sqlite:` URL or plain path names, or `None` for a
+/// PostgreSQL URL.
+fn sqlite_path(database_url: &str) -> Option<&str> {
     if database_url.starts_with("postgres://") || database_url.starts_with("postgresql://") {
-        let store = gatehouse_store_postgres::PgStore::connect(database_url)
-            .await
-            .map_err(|e| anyhow::anyhow!("opening the PostgreSQL database: {e}"))?;
-        return Ok(Arc::new(store));
+        return None;
     }
     let path = database_url
         .strip_prefix("sqlite://")
         .or_else(|| database_url.strip_prefix("sqlite:"))
         .unwrap_or(database_url);
-    let path = path.split('?').next().unwrap_or(path);
+    Some(path.split('?').next().unwrap_or(path))
+}
+
+/// Opens the storage of an operator command (D47): like [`open_store`], but
+/// it never creates a database — only `serve`, `migrate` and `mock` do. A
+/// missing one is a `DATABASE_NOT_FOUND` failure that says where the command
+/// looked and how to point it elsewhere.
+pub async fn open_existing_store(settings: &config::Settings) -> anyhow::Result<Arc<dyn Store>> {
+    let url = &settings.database_url;
+    let defaulted = *url == config::Settings::with_data_dir(settings.data_dir.clone()).database_url;
+    let how = format!(
+        "Run `gatehouse migrate` (or start `gatehouse serve`) with the same settings to create it, \
+         or point this command at the database your server uses with --data-dir DIR \
+         (or GATEHOUSE_DATA_DIR; it holds gatehouse.db) or --database-url URL (or GATEHOUSE_DATABASE_URL){}.",
+        if settings.env == config::Env::Staging {
+            "; staging uses <data-dir>/staging/"
+        } else {
+            ""
+        }
+    );
+    match sqlite_path(url) {
+        Some(path) if path != ":memory:" && !Path::new(path).exists() => {
+            let from = if defaulted {
+                format!("the data directory {}", settings.data_dir.display())
+            } else {
+                "the database URL".to_owned()
+            };
+            Err(commands::failure(
+                commands::DATABASE_NOT_FOUND,
+                format!(
+                    "no database at {path} (from {from}); this command does not create one. {how}"
+                ),
+            ))
+        }
+        Some(_) => open_store(url).await,
+        None => match gatehouse_store_postgres::PgStore::connect(url).await {
+            Ok(store) => Ok(Arc::new(store)),
+            Err(e) if e.to_string().contains("does not exist") => Err(commands::failure(
+                commands::DATABASE_NOT_FOUND,
+                format!(
+                    "the PostgreSQL database at {} does not exist ({e}); this command does not create one. \
+                     Create it (createdb), then {how}",
+                    config::redact_url(url)
+                ),
+            )),
+            Err(e) => Err(anyhow::anyhow!("opening the PostgreSQL database: {e}")),
+        },
+    }
+}
+
+/// Opens the storage named by `database_url` (D40, D44): PostgreSQL for
+/// `postgres://` and `postgresql://` URLs, SQLite for `sqlite:` URLs and
+/// plain paths. Migrations are applied on open.
+pub async fn open_store(database_url: &str) -> anyhow::Result<Arc<dyn Store>> {
+    let Some(path) = sqlite_path(database_url) else {
+        let store = gatehouse_store_postgres::PgStore::connect(database_url)
+            .await
+            .map_err(|e| anyhow::anyhow!("opening the PostgreSQL database: {e}"))?;
+        return Ok(Arc::new(store));
+    };
     let store = gatehouse_store_sqlite::SqliteStore::open(Path::new(path))
         .with_context(|| format!("opening the SQLite database at {path}"))?;
     Ok(Arc::new(store))

@@ -3,7 +3,7 @@
 use anyhow::Context;
 use clap::Parser;
 use gatehouse::config::{Cli, Command, ServeArgs, Settings};
-use gatehouse::{commands, open_store, run};
+use gatehouse::{commands, open_existing_store, open_store, run};
 use tracing_subscriber::EnvFilter;
 
 /// mimalloc: allocation is a tenth of the token endpoint's CPU with glibc's
@@ -18,7 +18,9 @@ fn main() -> std::process::ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
+    // Usage errors (clap) exit with status 2 before anything runs.
     let cli = Cli::parse();
+    let json = cli.json;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -26,16 +28,22 @@ fn main() -> std::process::ExitCode {
     match runtime.block_on(dispatch(cli)) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
+            // D47: with --json, one error object on stdout as well; exit 1.
+            if json {
+                println!("{}", commands::error_json(&e));
+            }
             eprintln!("error: {e:#}");
             std::process::ExitCode::FAILURE
         }
     }
 }
 
-/// The application layer of an operator command, over the configured storage.
+/// The application layer of an operator command, over the configured
+/// storage, which must exist already (D47: only serve, migrate and mock
+/// create a database).
 async fn operator(settings: &Settings) -> anyhow::Result<gatehouse_app::App> {
     Ok(gatehouse_app::App::operator(
-        open_store(&settings.database_url).await?,
+        open_existing_store(settings).await?,
     ))
 }
 
@@ -44,7 +52,8 @@ async fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Command::Serve(a) => a.clone(),
         _ => ServeArgs::default(),
     };
-    let settings = Settings::resolve(&cli, &serve_args)?;
+    let settings = Settings::resolve(&cli, &serve_args)
+        .map_err(|e| commands::failure(commands::CONFIGURATION_ERROR, format!("{e:#}")))?;
     let json = cli.json;
     let out = match cli.command {
         Command::Openapi => {
@@ -55,7 +64,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Command::Serve(_) => return serve(settings, json).await,
         Command::Migrate => {
             open_store(&settings.database_url).await?;
-            commands::Output(serde_json::json!({ "ok": true }))
+            commands::Output::new(serde_json::json!({ "ok": true }))
         }
         Command::Org(cmd) => commands::org(&operator(&settings).await?, cmd, settings.env).await?,
         Command::Staging(cmd) => commands::staging(&operator(&settings).await?, cmd).await?,

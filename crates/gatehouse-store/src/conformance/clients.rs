@@ -84,6 +84,23 @@ pub async fn clients_version_moves_with_every_client_change(s: &dyn Store) {
     assert_ne!(version(), v, "an ownership transfer moves it");
 
     let v = version();
+    let narrow = ClientChanges {
+        scopes: Some(ScopeSet::parse("users:read").unwrap()),
+        ..Default::default()
+    };
+    s.update_client(&o, &c.id, &narrow, Timestamp::now())
+        .await
+        .unwrap();
+    assert_ne!(version(), v, "an update moves it");
+
+    let v = version();
+    let gone = s.insert_client(&o, &client(None)).await.unwrap();
+    s.delete_client(&o, &gone.id, Timestamp::now())
+        .await
+        .unwrap();
+    assert_ne!(version(), v, "a deletion moves it");
+
+    let v = version();
     s.insert_user(
         &o,
         &user("cv3@example.com", Role::Viewer, UserStatus::Active, 3),
@@ -100,4 +117,375 @@ pub async fn clients_version_moves_with_every_client_change(s: &dyn Store) {
             .is_err()
     );
     assert_eq!(version(), v, "a failed change leaves it");
+}
+
+/// A chain of `client` for `user` with `scopes`, begun by redeeming a code
+/// (the only way a store writes one). Its refresh token's digest is `[byte; 32]`.
+async fn chain_with_scopes(
+    s: &dyn Store,
+    o: &OrgId,
+    client: &ClientId,
+    user: &UserId,
+    scopes: &str,
+    byte: u8,
+) -> ChainId {
+    let now = Timestamp::from_millis(Timestamp::now().millis());
+    let scopes = ScopeSet::parse(scopes).unwrap();
+    let code = AuthCode {
+        digest: [byte.wrapping_add(100); 32],
+        org: o.clone(),
+        client: client.clone(),
+        user: user.clone(),
+        redirect_uri: "https://app.example.com/cb".into(),
+        scopes,
+        code_challenge: "abc".into(),
+        created_at: now,
+        expires_at: now.plus_seconds(300),
+        used_at: None,
+        chain: None,
+        nonce: None,
+        auth_time: None,
+        sid: None,
+    };
+    s.insert_auth_code(o, &code).await.unwrap();
+    let id = format!("chain{byte}");
+    let mut ch = chain_for(o, client, user, now, &id);
+    ch.scopes = scopes;
+    s.redeem_auth_code(&code.digest, now, &ch, &rt(byte, &id, now))
+        .await
+        .unwrap();
+    ch.id
+}
+
+/// The `Client` revocations written since `after`, as (subject, cut-off).
+async fn client_revocations(s: &dyn Store, after: i64) -> Vec<(String, i64)> {
+    s.revocations_since(after, Timestamp::now())
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|r| r.kind == RevocationKind::Client)
+        .map(|r| (r.subject, r.cutoff))
+        .collect()
+}
+
+async fn last_revocation(s: &dyn Store) -> i64 {
+    s.revocations_since(0, Timestamp::now())
+        .await
+        .unwrap()
+        .last()
+        .map_or(0, |r| r.id)
+}
+
+/// D46, D47: changing a client. Names and URIs change alone; a scope set
+/// that drops a scope revokes the chains that carry it (and only those),
+/// drops codes that carry it, narrows consents (forgetting emptied ones),
+/// withdraws an admin approval when `admin` goes, and writes one `Client`
+/// revocation at `now`. Another organization's client is `NotFound`.
+pub async fn client_update_narrows_and_revokes(s: &dyn Store) {
+    let o = new_org(s).await;
+    let other = new_org(s).await;
+    let u = s
+        .insert_user(
+            &o,
+            &user("upd@example.com", Role::Admin, UserStatus::Active, 1),
+        )
+        .await
+        .unwrap();
+    let mut new = client(None);
+    new.scopes = ScopeSet::parse("users:read products:read openid").unwrap();
+    let c = s.insert_client(&o, &new).await.unwrap();
+    let c = s.approve_admin(&o, &c.id).await.unwrap();
+    let now = Timestamp::from_millis(Timestamp::now().millis());
+
+    // Only the name and the URIs: nothing is revoked.
+    let before = last_revocation(s).await;
+    let changes = ClientChanges {
+        name: Some("renamed".into()),
+        redirect_uris: Some(vec!["https://new.example.com/cb".into()]),
+        post_logout_redirect_uris: Some(vec!["https://new.example.com/bye".into()]),
+        scopes: None,
+    };
+    let got = s.update_client(&o, &c.id, &changes, now).await.unwrap();
+    assert_eq!(got.name, "renamed");
+    assert_eq!(got.redirect_uris, vec!["https://new.example.com/cb"]);
+    assert_eq!(
+        got.post_logout_redirect_uris,
+        vec!["https://new.example.com/bye"]
+    );
+    assert_eq!(got.scopes, c.scopes);
+    assert!(got.admin_approved);
+    assert_eq!(s.resolve_client(&c.id).await.unwrap().unwrap(), got);
+    assert!(client_revocations(s, before).await.is_empty());
+    // Adding a scope revokes nothing either and keeps the approval.
+    let wider = c.scopes.with(Scope::UsersWrite);
+    let got = s
+        .update_client(
+            &o,
+            &c.id,
+            &ClientChanges {
+                scopes: Some(wider),
+                ..Default::default()
+            },
+            now,
+        )
+        .await
+        .unwrap();
+    assert_eq!(got.scopes, wider);
+    assert!(got.admin_approved);
+    assert!(client_revocations(s, before).await.is_empty());
+
+    // Another organization cannot change it.
+    assert!(matches!(
+        s.update_client(&other, &c.id, &changes, now).await,
+        Err(StoreError::NotFound)
+    ));
+    assert!(matches!(
+        s.update_client(&o, &ClientId::generate(), &changes, now)
+            .await,
+        Err(StoreError::NotFound)
+    ));
+
+    // Chains: one carries products:read, one does not.
+    let keeps = chain_with_scopes(s, &o, &c.id, &u.id, "users:read openid", 51).await;
+    let loses = chain_with_scopes(s, &o, &c.id, &u.id, "users:read products:read", 52).await;
+    let pending = AuthCode {
+        digest: [53; 32],
+        org: o.clone(),
+        client: c.id.clone(),
+        user: u.id.clone(),
+        redirect_uri: "https://app.example.com/cb".into(),
+        scopes: ScopeSet::parse("products:read").unwrap(),
+        code_challenge: "abc".into(),
+        created_at: now,
+        expires_at: now.plus_seconds(300),
+        used_at: None,
+        chain: None,
+        nonce: None,
+        auth_time: None,
+        sid: None,
+    };
+    s.insert_auth_code(&o, &pending).await.unwrap();
+    s.remember_consent(
+        &o,
+        &u.id,
+        &c.id,
+        ScopeSet::parse("openid products:read").unwrap(),
+        now,
+    )
+    .await
+    .unwrap();
+    let u2 = s
+        .insert_user(
+            &o,
+            &user("upd2@example.com", Role::Viewer, UserStatus::Active, 2),
+        )
+        .await
+        .unwrap();
+    s.remember_consent(
+        &o,
+        &u2.id,
+        &c.id,
+        ScopeSet::parse("products:read").unwrap(),
+        now,
+    )
+    .await
+    .unwrap();
+
+    let narrow = ScopeSet::parse("users:read openid").unwrap();
+    let before = last_revocation(s).await;
+    let got = s
+        .update_client(
+            &o,
+            &c.id,
+            &ClientChanges {
+                scopes: Some(narrow),
+                ..Default::default()
+            },
+            now,
+        )
+        .await
+        .unwrap();
+    assert_eq!(got.scopes, narrow);
+    assert!(
+        !got.admin_approved,
+        "admin dropped: its approval goes with it"
+    );
+    assert_eq!(got.name, "renamed", "what was not named stays");
+    let pair = ChainFilter::UserClient(u.id.clone(), c.id.clone());
+    assert_eq!(s.live_chains(&o, &pair).await.unwrap(), vec![keeps.clone()]);
+    let (_, lost) = s.resolve_refresh_token(&[52; 32]).await.unwrap().unwrap();
+    assert_eq!(lost.id, loses);
+    assert!(
+        lost.revoked_at.is_some(),
+        "the chain that carried the scope is revoked"
+    );
+    let (_, kept) = s.resolve_refresh_token(&[51; 32]).await.unwrap().unwrap();
+    assert!(
+        kept.revoked_at.is_none(),
+        "a chain within the new scopes lives"
+    );
+    assert_eq!(
+        s.resolve_auth_code(&[53; 32]).await.unwrap(),
+        None,
+        "a code carrying the scope is gone"
+    );
+    assert_eq!(
+        s.consent(&o, &u.id, &c.id).await.unwrap().unwrap().scopes,
+        ScopeSet::parse("openid").unwrap(),
+        "the scope leaves the consent"
+    );
+    assert_eq!(
+        s.consent(&o, &u2.id, &c.id).await.unwrap(),
+        None,
+        "a consent left with no scope is forgotten"
+    );
+    assert_eq!(
+        client_revocations(s, before).await,
+        vec![(c.id.to_string(), now.unix_seconds())],
+        "one Client revocation at now"
+    );
+
+    // Listing admin again does not approve it.
+    let got = s
+        .update_client(
+            &o,
+            &c.id,
+            &ClientChanges {
+                scopes: Some(narrow.with(Scope::Admin)),
+                ..Default::default()
+            },
+            now,
+        )
+        .await
+        .unwrap();
+    assert!(got.scopes.contains(Scope::Admin) && !got.admin_approved);
+}
+
+/// D46, D47: deleting a client removes it with its codes, chains and
+/// consents and writes a `Client` revocation, atomically; another
+/// organization's client is `NotFound` and untouched.
+pub async fn client_delete_removes_everything_it_holds(s: &dyn Store) {
+    let o = new_org(s).await;
+    let other = new_org(s).await;
+    let u = s
+        .insert_user(
+            &o,
+            &user("del@example.com", Role::Admin, UserStatus::Active, 1),
+        )
+        .await
+        .unwrap();
+    let c = s.insert_client(&o, &client(None)).await.unwrap();
+    let survivor = s.insert_client(&o, &client(None)).await.unwrap();
+    chain_with_scopes(s, &o, &c.id, &u.id, "users:read", 61).await;
+    chain_with_scopes(s, &o, &survivor.id, &u.id, "users:read", 62).await;
+    let now = Timestamp::from_millis(Timestamp::now().millis());
+    s.remember_consent(
+        &o,
+        &u.id,
+        &c.id,
+        ScopeSet::parse("users:read").unwrap(),
+        now,
+    )
+    .await
+    .unwrap();
+
+    assert!(matches!(
+        s.delete_client(&other, &c.id, now).await,
+        Err(StoreError::NotFound)
+    ));
+    assert!(s.resolve_client(&c.id).await.unwrap().is_some());
+
+    let before = last_revocation(s).await;
+    s.delete_client(&o, &c.id, now).await.unwrap();
+    assert_eq!(s.resolve_client(&c.id).await.unwrap(), None);
+    assert_eq!(s.resolve_refresh_token(&[61; 32]).await.unwrap(), None);
+    assert_eq!(s.consent(&o, &u.id, &c.id).await.unwrap(), None);
+    assert_eq!(
+        client_revocations(s, before).await,
+        vec![(c.id.to_string(), now.unix_seconds())]
+    );
+    // The organization's other client keeps what it holds.
+    assert!(s.resolve_refresh_token(&[62; 32]).await.unwrap().is_some());
+    assert_eq!(
+        s.list_clients(&o)
+            .await
+            .unwrap()
+            .iter()
+            .map(|c| &c.id)
+            .collect::<Vec<_>>(),
+        vec![&survivor.id]
+    );
+    assert!(matches!(
+        s.delete_client(&o, &c.id, now).await,
+        Err(StoreError::NotFound)
+    ));
+}
+
+/// D47's operator listings: organizations, an organization's clients and
+/// API keys (oldest first, each only in its own organization), and a user
+/// found by id alone.
+pub async fn operator_listings(s: &dyn Store) {
+    let before = s.list_orgs().await.unwrap().len();
+    let mut a = org("A");
+    a.created_at = Timestamp::from_millis(1_000);
+    let mut b = org("B");
+    b.created_at = Timestamp::from_millis(2_000);
+    s.create_org(&b).await.unwrap();
+    s.create_org(&a).await.unwrap();
+    let orgs = s.list_orgs().await.unwrap();
+    assert_eq!(orgs.len(), before + 2);
+    let pos = |id: &OrgId| orgs.iter().position(|o| &o.id == id).unwrap();
+    assert!(pos(&a.id) < pos(&b.id), "oldest first");
+    assert_eq!(orgs[pos(&a.id)], a);
+
+    let mut first = client(None);
+    first.created_at = Timestamp::from_millis(10_000);
+    let mut second = client(None);
+    second.created_at = Timestamp::from_millis(20_000);
+    s.insert_client(&a.id, &second).await.unwrap();
+    s.insert_client(&a.id, &first).await.unwrap();
+    let ids: Vec<ClientId> = s
+        .list_clients(&a.id)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|c| c.id)
+        .collect();
+    assert_eq!(ids, vec![first.id.clone(), second.id.clone()]);
+    assert!(s.list_clients(&b.id).await.unwrap().is_empty());
+
+    let key = |at: i64| ApiKey {
+        id: ApiKeyId::generate(),
+        org: a.id.clone(),
+        name: "k".into(),
+        scopes: ScopeSet::parse("users:read").unwrap(),
+        created_at: Timestamp::from_millis(at),
+        revoked_at: None,
+    };
+    let (k1, k2) = (key(1_000), key(2_000));
+    s.insert_api_key(&a.id, &k2, &[81; 32]).await.unwrap();
+    s.insert_api_key(&a.id, &k1, &[82; 32]).await.unwrap();
+    s.revoke_api_key(&a.id, &k2.id, Timestamp::from_millis(3_000))
+        .await
+        .unwrap();
+    let keys = s.list_api_keys(&a.id).await.unwrap();
+    assert_eq!(
+        keys.iter().map(|k| &k.id).collect::<Vec<_>>(),
+        vec![&k1.id, &k2.id]
+    );
+    assert!(keys[1].revoked_at.is_some(), "revoked keys are listed too");
+    assert!(s.list_api_keys(&b.id).await.unwrap().is_empty());
+
+    let u = s
+        .insert_user(
+            &b.id,
+            &user("op@example.com", Role::Viewer, UserStatus::Active, 1),
+        )
+        .await
+        .unwrap();
+    assert_eq!(s.operator_find_user(&u.id).await.unwrap(), Some(u));
+    assert_eq!(
+        s.operator_find_user(&UserId::generate()).await.unwrap(),
+        None
+    );
 }

@@ -45,7 +45,8 @@ use gatehouse_domain::{
 
 use crate::records::*;
 use crate::{
-    ChainFilter, NewClient, ProductFilter, SigningKeyRecord, Store, StoreError, UserFilter,
+    ChainFilter, ClientChanges, NewClient, ProductFilter, SigningKeyRecord, Store, StoreError,
+    UserFilter,
 };
 
 /// Generates one `#[tokio::test]` per conformance check for a backend.
@@ -68,7 +69,8 @@ macro_rules! store_conformance_tests {
             idempotency_claims_and_keeps, concurrent_idempotent_claims_win_once,
             stale_idempotent_claims_are_taken_over, expired_idempotency_keys_are_purged,
             idempotency_keys_are_scoped,
-            refresh_token_lookup_is_read_only, fixture_users_get_the_fixture_password);
+            refresh_token_lookup_is_read_only, fixture_users_get_the_fixture_password,
+            client_update_narrows_and_revokes, client_delete_removes_everything_it_holds, operator_listings);
     };
     (@each $make:expr; $($name:ident),*) => {
         $(

@@ -48,6 +48,40 @@ impl Out {
         values.into_iter().next().unwrap()
     }
 
+    /// D47: with `--json`, a failure is exit status 1 and exactly one
+    /// `{"error": {"code", "message"}}` object on stdout. Returns the message.
+    pub(crate) fn json_error(&self, code: &str) -> String {
+        assert_eq!(
+            self.status.code(),
+            Some(1),
+            "exit status 1\n{}",
+            self.show()
+        );
+        let values: Vec<Value> = serde_json::Deserializer::from_str(&self.stdout)
+            .into_iter::<Value>()
+            .collect::<Result<_, _>>()
+            .unwrap_or_else(|e| panic!("stdout is JSON ({e})\n{}", self.show()));
+        assert_eq!(values.len(), 1, "one JSON value on stdout\n{}", self.show());
+        let e = &values[0];
+        let obj = e.as_object().expect("an object");
+        assert_eq!(obj.len(), 1, "only `error`: {e}");
+        let inner = e["error"].as_object().expect("error is an object");
+        assert_eq!(inner.len(), 2, "code and message only: {e}");
+        assert_eq!(e["error"]["code"], code, "{}", self.show());
+        let message = e["error"]["message"].as_str().expect("a message");
+        assert!(!message.is_empty());
+        message.to_owned()
+    }
+
+    /// Exit status 0.
+    fn succeeds(&self) {
+        assert!(
+            self.status.success(),
+            "the command succeeds\n{}",
+            self.show()
+        );
+    }
+
     fn fails(&self) {
         assert!(
             !self.status.success(),
@@ -305,19 +339,23 @@ async fn org_create_prints_the_organization() {
 #[tokio::test]
 async fn org_create_refuses_a_bad_plan() {
     let dir = tempfile::tempdir().unwrap();
+    // D47: only serve, migrate and mock create a database.
+    gatehouse(dir.path(), &["migrate"], None).await.succeeds();
     for plan in ["gold", "Free", ""] {
-        gatehouse(
+        let out = gatehouse(
             dir.path(),
             &["org", "create", "--name", "X", "--plan", plan, "--json"],
             None,
         )
-        .await
-        .fails();
+        .await;
+        out.fails();
+        let message = out.json_error("VALIDATION_ERROR");
+        assert!(message.contains("--plan"), "{message}");
     }
-    // --name is required.
-    gatehouse(dir.path(), &["org", "create", "--json"], None)
-        .await
-        .fails();
+    // --name is required: a usage error, exit status 2 (D47).
+    let out = gatehouse(dir.path(), &["org", "create", "--json"], None).await;
+    out.fails();
+    assert_eq!(out.status.code(), Some(2), "{}", out.show());
 }
 
 #[tokio::test]
@@ -1008,4 +1046,999 @@ async fn user_create_refuses_bad_passwords_and_bad_input() {
         .await
         .unwrap();
     assert_eq!(list["meta"]["total"], 0, "{list}");
+}
+
+// ---------------------------------------------------------------------------
+// D47: org list/show, client list/show/update/delete, user list/show,
+// apikey list, --json errors, no database created by accident
+// ---------------------------------------------------------------------------
+
+/// `gatehouse --data-dir DIR --json <args>`, which must succeed: its object.
+async fn json_of(dir: &Path, args: &[&str]) -> Value {
+    let mut all = args.to_vec();
+    all.push("--json");
+    gatehouse(dir, &all, None).await.json()
+}
+
+/// `gatehouse --data-dir DIR <args>` without `--json`, which must succeed: its text.
+async fn text_of(dir: &Path, args: &[&str]) -> String {
+    let out = gatehouse(dir, args, None).await;
+    out.succeeds();
+    assert!(
+        serde_json::from_str::<Value>(&out.stdout).is_err(),
+        "text, not JSON: {}",
+        out.stdout
+    );
+    out.stdout
+}
+
+/// `--json` failure: exit 1, one error object with `code`.
+async fn json_fails(dir: &Path, args: &[&str], code: &str) -> String {
+    let mut all = args.to_vec();
+    all.push("--json");
+    let out = gatehouse(dir, &all, None).await;
+    out.fails();
+    out.json_error(code)
+}
+
+#[tokio::test]
+async fn d47_org_list_and_show() {
+    let s = TestServer::start().await;
+    let dir = s.data_dir();
+    let a = create_org(&dir, "Alpha Co").await;
+    let b = json_of(
+        &dir,
+        &[
+            "org",
+            "create",
+            "--name",
+            "Beta Co",
+            "--per-minute",
+            "500",
+            "--per-second",
+            "20",
+        ],
+    )
+    .await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    let v = json_of(&dir, &["org", "list"]).await;
+    let data = v["data"].as_array().expect("data: an array");
+    let ids: Vec<&str> = data.iter().map(|o| o["id"].as_str().unwrap()).collect();
+    assert!(
+        ids.contains(&s.creds.org.as_str()),
+        "the bootstrap organization: {v}"
+    );
+    let (pa, pb) = (
+        ids.iter().position(|i| *i == a).unwrap(),
+        ids.iter().position(|i| *i == b).unwrap(),
+    );
+    assert!(pa < pb, "oldest first: {v}");
+    let beta = &data[pb];
+    assert_eq!(beta["name"], "Beta Co");
+    assert_eq!(beta["plan"], "enterprise");
+    assert_eq!(
+        (beta["per_minute"].as_u64(), beta["per_second"].as_u64()),
+        (Some(500), Some(20))
+    );
+    assert!(
+        is_rfc3339_millis_utc(beta["created_at"].as_str().unwrap()),
+        "{beta}"
+    );
+
+    let text = text_of(&dir, &["org", "list"]).await;
+    assert!(text.starts_with("ID"), "a header line: {text}");
+    for (id, name) in [(&a, "Alpha Co"), (&b, "Beta Co")] {
+        let line = text
+            .lines()
+            .find(|l| l.contains(id.as_str()))
+            .expect("a line per organization");
+        assert!(line.contains(name), "{line}");
+    }
+    assert!(text.contains("500/min 20/s"), "{text}");
+
+    let v = json_of(&dir, &["org", "show", &b]).await;
+    assert_eq!(v["id"], b.as_str());
+    assert_eq!(v["name"], "Beta Co");
+    assert_eq!(v["plan"], "enterprise");
+    assert_eq!(v["per_minute"], 500);
+    assert_eq!(v["per_second"], 20);
+    assert_eq!(v["v2_preview"], false);
+    assert!(
+        is_rfc3339_millis_utc(v["created_at"].as_str().unwrap()),
+        "{v}"
+    );
+    let text = text_of(&dir, &["org", "show", &a]).await;
+    assert!(
+        text.contains(&format!("id: {a}")) && text.contains("name: Alpha Co"),
+        "{text}"
+    );
+
+    let missing = OrgId::generate().to_string();
+    let m = json_fails(&dir, &["org", "show", &missing], "RESOURCE_NOT_FOUND").await;
+    assert!(m.contains(&missing), "{m}");
+    json_fails(&dir, &["org", "show", "not-an-id"], "VALIDATION_ERROR").await;
+}
+
+#[tokio::test]
+async fn d47_client_list_show_and_update() {
+    let s = TestServer::start().await;
+    let dir = s.data_dir();
+    let org = create_org(&dir, "Apps").await;
+    let (first, _) = create_client(&dir, &org, "users:read").await;
+    let (second, secret) = create_client(&dir, &org, "users:read products:read").await;
+
+    let v = json_of(&dir, &["client", "list", "--org", &org]).await;
+    let data = v["data"].as_array().unwrap();
+    assert_eq!(
+        data.iter()
+            .map(|c| c["client_id"].as_str().unwrap())
+            .collect::<Vec<_>>(),
+        vec![first.as_str(), second.as_str()],
+        "oldest first: {v}"
+    );
+    for c in data {
+        assert!(c.get("client_secret").is_none(), "never a secret: {c}");
+        assert_eq!(c["org"], org.as_str());
+    }
+    assert_eq!(data[1]["scopes"], json!(["users:read", "products:read"]));
+    let text = text_of(&dir, &["client", "list", "--org", &org]).await;
+    let line = text
+        .lines()
+        .find(|l| l.contains(&second))
+        .expect("a line per client");
+    assert!(
+        line.contains("confidential")
+            && line.contains("users:read products:read")
+            && line.contains("CLI app"),
+        "{line}"
+    );
+    // Another organization's list does not show them.
+    let other = create_org(&dir, "Other").await;
+    assert_eq!(
+        json_of(&dir, &["client", "list", "--org", &other]).await["data"],
+        json!([])
+    );
+    assert!(
+        text_of(&dir, &["client", "list", "--org", &other])
+            .await
+            .contains("No client applications")
+    );
+    json_fails(
+        &dir,
+        &["client", "list", "--org", &OrgId::generate().to_string()],
+        "RESOURCE_NOT_FOUND",
+    )
+    .await;
+
+    let v = json_of(&dir, &["client", "show", &second]).await;
+    assert_eq!(v["client_id"], second.as_str());
+    assert_eq!(v["name"], "CLI app");
+    assert_eq!(v["public"], false);
+    assert_eq!(v["admin_approved"], false);
+    assert!(v.get("client_secret").is_none(), "{v}");
+    assert!(
+        is_rfc3339_millis_utc(v["created_at"].as_str().unwrap()),
+        "{v}"
+    );
+    let text = text_of(&dir, &["client", "show", &second]).await;
+    assert!(
+        text.contains(&format!("client_id: {second}")) && !text.contains(&secret),
+        "{text}"
+    );
+
+    // Name and URIs only.
+    let v = json_of(
+        &dir,
+        &[
+            "client",
+            "update",
+            &second,
+            "--name",
+            "Renamed",
+            "--redirect-uri",
+            "https://app.example.com/cb",
+            "--redirect-uri",
+            "http://127.0.0.1:9000/cb",
+            "--post-logout-redirect-uri",
+            "https://app.example.com/bye",
+        ],
+    )
+    .await;
+    assert_eq!(v["name"], "Renamed");
+    assert_eq!(
+        v["redirect_uris"],
+        json!(["https://app.example.com/cb", "http://127.0.0.1:9000/cb"])
+    );
+    assert_eq!(
+        v["post_logout_redirect_uris"],
+        json!(["https://app.example.com/bye"])
+    );
+    assert_eq!(
+        v["scopes"],
+        json!(["users:read", "products:read"]),
+        "what is not named stays"
+    );
+    assert_eq!(
+        json_of(&dir, &["client", "show", &second]).await,
+        v,
+        "show prints what update stored"
+    );
+    // The secret still works: an update touches no credential.
+    let (status, body) = token_response(&s, &second, &secret, Some("products:read")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+
+    // D20's rules for redirect URIs; bad input names the flag.
+    for bad in [
+        "http://app.example.com/cb",
+        "https://app.example.com/cb#frag",
+        "not a uri",
+    ] {
+        let m = json_fails(
+            &dir,
+            &["client", "update", &second, "--redirect-uri", bad],
+            "VALIDATION_ERROR",
+        )
+        .await;
+        assert!(m.contains("--redirect-uri"), "{m}");
+        let m = json_fails(
+            &dir,
+            &[
+                "client",
+                "update",
+                &second,
+                "--post-logout-redirect-uri",
+                bad,
+            ],
+            "VALIDATION_ERROR",
+        )
+        .await;
+        assert!(m.contains("--post-logout-redirect-uri"), "{m}");
+    }
+    json_fails(
+        &dir,
+        &[
+            "client",
+            "update",
+            &second,
+            "--scopes",
+            "users:read nonsense",
+        ],
+        "VALIDATION_ERROR",
+    )
+    .await;
+    json_fails(
+        &dir,
+        &["client", "update", &second, "--scopes", ""],
+        "VALIDATION_ERROR",
+    )
+    .await;
+    json_fails(
+        &dir,
+        &["client", "update", &second, "--name", ""],
+        "VALIDATION_ERROR",
+    )
+    .await;
+    json_fails(
+        &dir,
+        &[
+            "client",
+            "update",
+            "app_nosuchclient0000000000",
+            "--name",
+            "X",
+        ],
+        "RESOURCE_NOT_FOUND",
+    )
+    .await;
+    json_fails(&dir, &["client", "show", "nope"], "VALIDATION_ERROR").await;
+    assert_eq!(
+        json_of(&dir, &["client", "show", &second]).await["name"],
+        "Renamed",
+        "a refused update changes nothing"
+    );
+
+    // D46: listing admin does not approve it; only approve-admin does.
+    let v = json_of(
+        &dir,
+        &["client", "update", &first, "--scopes", "users:read admin"],
+    )
+    .await;
+    assert_eq!(v["admin_approved"], false, "{v}");
+    let (status, body) = token_response(&s, &first, "wrong", Some("admin")).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
+    let v = json_of(&dir, &["client", "approve-admin", &first]).await;
+    assert_eq!(v["admin_approved"], true);
+    // Dropping admin withdraws the approval: listing it again needs the operator again.
+    let v = json_of(
+        &dir,
+        &["client", "update", &first, "--scopes", "users:read"],
+    )
+    .await;
+    assert_eq!(v["admin_approved"], false);
+    let v = json_of(
+        &dir,
+        &["client", "update", &first, "--scopes", "users:read admin"],
+    )
+    .await;
+    assert_eq!(v["admin_approved"], false);
+
+    // A public client keeps a redirect URI: it has no other grant (D20).
+    let v = json_of(
+        &dir,
+        &[
+            "client",
+            "create",
+            "--org",
+            &org,
+            "--name",
+            "SPA",
+            "--scopes",
+            "users:read",
+            "--public",
+            "--redirect-uri",
+            "https://spa.example.com/cb",
+        ],
+    )
+    .await;
+    let spa = v["client_id"].as_str().unwrap();
+    let v = json_of(&dir, &["client", "update", spa, "--name", "SPA 2"]).await;
+    assert_eq!(v["public"], true);
+    assert_eq!(v["redirect_uris"], json!(["https://spa.example.com/cb"]));
+}
+
+/// Polls `GET path` with `token` until it answers 401 (the server picks a
+/// revocation written by another process up within a second, D44).
+async fn becomes_unauthorized(s: &TestServer, path: &str, token: &str, what: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let status = s.call(Method::GET, path, token, None).await.status();
+        if status == StatusCode::UNAUTHORIZED {
+            return;
+        }
+        assert_eq!(status, StatusCode::OK, "{what}: unexpected status");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what} still works after 5 s"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn d47_client_update_removing_a_scope_revokes_the_tokens_that_carry_it() {
+    use crate::oauth_flow::{App, REDIRECT, active_user, pair_for, refresh};
+    let s = TestServer::start().await;
+    let dir = s.data_dir();
+    let org = s.creds.org.clone();
+    let v = json_of(
+        &dir,
+        &[
+            "client",
+            "create",
+            "--org",
+            &org,
+            "--name",
+            "Narrowed",
+            "--scopes",
+            "users:read products:read",
+            "--redirect-uri",
+            REDIRECT,
+        ],
+    )
+    .await;
+    let id = v["client_id"].as_str().unwrap().to_owned();
+    let secret = v["client_secret"].as_str().unwrap().to_owned();
+    let app = App {
+        id: id.clone(),
+        secret: Some(secret.clone()),
+    };
+
+    // A client-credentials token and a user's tokens that carry products:read.
+    let (status, body) = token_response(&s, &id, &secret, Some("products:read")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let cc = body["access_token"].as_str().unwrap().to_owned();
+    active_user(&s, "narrow@example.com", gatehouse_domain::Role::Editor).await;
+    let pair = pair_for(&s, &app, "narrow@example.com", Some("products:read")).await;
+    let access = pair["access_token"].as_str().unwrap().to_owned();
+    let rt = pair["refresh_token"].as_str().unwrap().to_owned();
+    for t in [&cc, &access] {
+        assert_eq!(
+            s.call(Method::GET, "/v1/products", t, None).await.status(),
+            StatusCode::OK
+        );
+    }
+    // The person's consent remembers products:read (D49).
+    let user = s
+        .store()
+        .find_user_by_email(
+            &s.org(),
+            &gatehouse_domain::Email::parse("narrow@example.com").unwrap(),
+        )
+        .await
+        .unwrap()
+        .unwrap()
+        .0;
+    let client_id = gatehouse_domain::ClientId::parse(&id).unwrap();
+    let consent = s
+        .store()
+        .consent(&s.org(), &user.id, &client_id)
+        .await
+        .unwrap()
+        .expect("a remembered consent");
+    assert!(
+        consent
+            .scopes
+            .contains(gatehouse_domain::Scope::ProductsRead)
+    );
+
+    let v = json_of(&dir, &["client", "update", &id, "--scopes", "users:read"]).await;
+    assert_eq!(v["scopes"], json!(["users:read"]));
+
+    becomes_unauthorized(
+        &s,
+        "/v1/products",
+        &cc,
+        "the client-credentials token carrying products:read",
+    )
+    .await;
+    becomes_unauthorized(
+        &s,
+        "/v1/products",
+        &access,
+        "the user's access token carrying products:read",
+    )
+    .await;
+    let res = refresh(&s, &app, &rt).await;
+    assert_eq!(res.status(), StatusCode::BAD_REQUEST);
+    let body: Value = res.json().await.unwrap();
+    assert_eq!(
+        body["error"], "invalid_grant",
+        "the refresh chain carrying it is revoked: {body}"
+    );
+    assert_eq!(
+        s.store()
+            .consent(&s.org(), &user.id, &client_id)
+            .await
+            .unwrap(),
+        None,
+        "the consent held only products:read and is forgotten"
+    );
+    // The scope can no longer be granted; the remaining one still can.
+    let (status, body) = token_response(&s, &id, &secret, Some("products:read")).await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("invalid_scope")),
+        "{body}"
+    );
+    // A token issued in the second of the change is covered by its cut-off.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let (status, body) = token_response(&s, &id, &secret, Some("users:read")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let fresh = body["access_token"].as_str().unwrap();
+    assert_eq!(
+        s.call(Method::GET, "/v1/users", fresh, None).await.status(),
+        StatusCode::OK
+    );
+}
+
+#[tokio::test]
+async fn d47_client_delete_kills_everything_it_holds() {
+    use crate::oauth_flow::{App, REDIRECT, active_user, pair_for, refresh};
+    let s = TestServer::start().await;
+    let dir = s.data_dir();
+    let org = s.creds.org.clone();
+    let v = json_of(
+        &dir,
+        &[
+            "client",
+            "create",
+            "--org",
+            &org,
+            "--name",
+            "Doomed",
+            "--scopes",
+            "users:read products:read",
+            "--redirect-uri",
+            REDIRECT,
+        ],
+    )
+    .await;
+    let id = v["client_id"].as_str().unwrap().to_owned();
+    let secret = v["client_secret"].as_str().unwrap().to_owned();
+    let app = App {
+        id: id.clone(),
+        secret: Some(secret.clone()),
+    };
+    let (survivor, survivor_secret) = create_client(&dir, &org, "users:read").await;
+    let kept = s.token_for(&survivor, &survivor_secret, "users:read").await;
+
+    let (status, body) = token_response(&s, &id, &secret, Some("users:read")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let cc = body["access_token"].as_str().unwrap().to_owned();
+    active_user(&s, "doomed@example.com", gatehouse_domain::Role::Viewer).await;
+    let pair = pair_for(&s, &app, "doomed@example.com", Some("users:read")).await;
+    let access = pair["access_token"].as_str().unwrap().to_owned();
+    let rt = pair["refresh_token"].as_str().unwrap().to_owned();
+
+    let out = gatehouse(&dir, &["client", "delete", &id], None).await;
+    out.succeeds();
+    assert!(out.stdout.contains(&id), "{}", out.stdout);
+
+    becomes_unauthorized(&s, "/v1/users", &cc, "its client-credentials token").await;
+    becomes_unauthorized(&s, "/v1/users", &access, "a user's access token").await;
+    let res = refresh(&s, &app, &rt).await;
+    assert_eq!(
+        res.status(),
+        StatusCode::UNAUTHORIZED,
+        "the client no longer authenticates"
+    );
+    let (status, body) = token_response(&s, &id, &secret, None).await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (StatusCode::UNAUTHORIZED, Some("invalid_client"))
+    );
+    assert_eq!(
+        s.call(Method::GET, "/v1/users", &kept, None).await.status(),
+        StatusCode::OK,
+        "another client's token lives"
+    );
+
+    json_fails(&dir, &["client", "show", &id], "RESOURCE_NOT_FOUND").await;
+    json_fails(&dir, &["client", "delete", &id], "RESOURCE_NOT_FOUND").await;
+    let listed = json_of(&dir, &["client", "list", "--org", &org]).await;
+    assert!(!listed.to_string().contains(&id), "{listed}");
+    // --json prints {"ok": true, …}.
+    let (gone, _) = create_client(&dir, &org, "users:read").await;
+    let v = json_of(&dir, &["client", "delete", &gone]).await;
+    assert_eq!(v["ok"], true);
+    assert_eq!(v["deleted"], gone.as_str());
+}
+
+#[tokio::test]
+async fn d47_user_list_and_show() {
+    let s = TestServer::start().await;
+    let dir = s.data_dir();
+    let org = create_org(&dir, "People").await;
+    let mut ids = Vec::new();
+    for (email, name, role) in [
+        ("ada@example.com", "Ada Admin", "admin"),
+        ("ed@example.com", "Ed Editor", "editor"),
+        ("vi@example.com", "Vi Viewer", "viewer"),
+        ("val@example.com", "Val Viewer", "viewer"),
+    ] {
+        let v = gatehouse(
+            &dir,
+            &[
+                "user",
+                "create",
+                "--org",
+                &org,
+                "--email",
+                email,
+                "--name",
+                name,
+                "--role",
+                role,
+                "--password-stdin",
+                "--json",
+            ],
+            Some("a long passphrase\n"),
+        )
+        .await
+        .json();
+        ids.push(v["id"].as_str().unwrap().to_owned());
+    }
+
+    let v = json_of(&dir, &["user", "list", "--org", &org]).await;
+    assert_eq!(v["total"], 4, "{v}");
+    let got: Vec<&str> = v["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| u["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(got.len(), 4);
+    for id in &ids {
+        assert!(got.contains(&id.as_str()), "{v}");
+    }
+    let u = &v["data"][0];
+    for field in [
+        "id",
+        "email",
+        "name",
+        "role",
+        "status",
+        "created_at",
+        "updated_at",
+    ] {
+        assert!(u.get(field).is_some(), "the User schema: {u}");
+    }
+
+    let v = json_of(&dir, &["user", "list", "--org", &org, "--role", "viewer"]).await;
+    assert_eq!(v["total"], 2, "{v}");
+    assert!(
+        v["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|u| u["role"] == "viewer")
+    );
+    let v = json_of(&dir, &["user", "list", "--org", &org, "--q", "EDITOR"]).await;
+    assert_eq!(v["total"], 1, "{v}");
+    assert_eq!(v["data"][0]["email"], "ed@example.com");
+    let v = json_of(
+        &dir,
+        &[
+            "user", "list", "--org", &org, "--status", "active", "--role", "admin",
+        ],
+    )
+    .await;
+    assert_eq!(v["total"], 1);
+    let v = json_of(
+        &dir,
+        &["user", "list", "--org", &org, "--status", "pending_invite"],
+    )
+    .await;
+    assert_eq!(
+        (v["total"].as_u64(), v["data"].as_array().map(Vec::len)),
+        (Some(0), Some(0))
+    );
+    // --limit/--offset give one page; total counts every match.
+    let v = json_of(
+        &dir,
+        &[
+            "user", "list", "--org", &org, "--limit", "2", "--offset", "1",
+        ],
+    )
+    .await;
+    assert_eq!(v["total"], 4);
+    assert_eq!(v["data"].as_array().unwrap().len(), 2);
+    assert_eq!(
+        v["data"][0]["id"].as_str(),
+        Some(got[1]),
+        "offset 1 skips the first"
+    );
+
+    let text = text_of(&dir, &["user", "list", "--org", &org, "--role", "viewer"]).await;
+    assert!(text.starts_with("ID"), "{text}");
+    assert!(
+        text.contains("vi@example.com")
+            && text.contains("val@example.com")
+            && !text.contains("ed@example.com"),
+        "{text}"
+    );
+    assert!(text.contains("2 of 2 shown"), "{text}");
+
+    json_fails(
+        &dir,
+        &["user", "list", "--org", &org, "--role", "boss"],
+        "VALIDATION_ERROR",
+    )
+    .await;
+    json_fails(
+        &dir,
+        &["user", "list", "--org", &org, "--status", "gone"],
+        "VALIDATION_ERROR",
+    )
+    .await;
+    // --limit above 100 is a usage error.
+    let out = gatehouse(
+        &dir,
+        &["user", "list", "--org", &org, "--limit", "101", "--json"],
+        None,
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(2), "{}", out.show());
+
+    let v = json_of(&dir, &["user", "show", &ids[1]]).await;
+    assert_eq!(v["id"], ids[1].as_str());
+    assert_eq!(v["email"], "ed@example.com");
+    assert_eq!(v["role"], "editor");
+    assert_eq!(v["status"], "active");
+    assert!(
+        v.get("password_hash").is_none() && v.get("has_password").is_none(),
+        "{v}"
+    );
+    let text = text_of(&dir, &["user", "show", &ids[1]]).await;
+    assert!(text.contains("email: ed@example.com"), "{text}");
+    json_fails(
+        &dir,
+        &[
+            "user",
+            "show",
+            &gatehouse_domain::UserId::generate().to_string(),
+        ],
+        "RESOURCE_NOT_FOUND",
+    )
+    .await;
+    json_fails(&dir, &["user", "show", "bob"], "VALIDATION_ERROR").await;
+}
+
+#[tokio::test]
+async fn d47_apikey_list() {
+    let s = TestServer::start().await;
+    let dir = s.data_dir();
+    let org = create_org(&dir, "Keys").await;
+    let one = json_of(
+        &dir,
+        &[
+            "apikey",
+            "create",
+            "--org",
+            &org,
+            "--name",
+            "ci",
+            "--scopes",
+            "users:read",
+        ],
+    )
+    .await;
+    let two = json_of(
+        &dir,
+        &[
+            "apikey",
+            "create",
+            "--org",
+            &org,
+            "--name",
+            "backup",
+            "--scopes",
+            "products:read products:write",
+        ],
+    )
+    .await;
+    let (one_id, two_id) = (one["id"].as_str().unwrap(), two["id"].as_str().unwrap());
+    json_of(&dir, &["apikey", "revoke", two_id]).await;
+
+    let v = json_of(&dir, &["apikey", "list", "--org", &org]).await;
+    let data = v["data"].as_array().unwrap();
+    assert_eq!(
+        data.iter()
+            .map(|k| k["id"].as_str().unwrap())
+            .collect::<Vec<_>>(),
+        vec![one_id, two_id]
+    );
+    assert_eq!(data[0]["name"], "ci");
+    assert_eq!(data[0]["scopes"], json!(["users:read"]));
+    assert_eq!(data[0]["revoked_at"], Value::Null);
+    assert!(data[1]["revoked_at"].is_string(), "{v}");
+    assert!(
+        !v.to_string().contains(one["key"].as_str().unwrap()),
+        "never the key itself"
+    );
+    let text = text_of(&dir, &["apikey", "list", "--org", &org]).await;
+    let line = text.lines().find(|l| l.contains(two_id)).unwrap();
+    assert!(
+        line.contains("revoked") && line.contains("backup"),
+        "{line}"
+    );
+    assert!(
+        text.lines()
+            .find(|l| l.contains(one_id))
+            .unwrap()
+            .contains("active"),
+        "{text}"
+    );
+    let other = create_org(&dir, "No keys").await;
+    assert_eq!(
+        json_of(&dir, &["apikey", "list", "--org", &other]).await["data"],
+        json!([])
+    );
+    json_fails(
+        &dir,
+        &["apikey", "list", "--org", &OrgId::generate().to_string()],
+        "RESOURCE_NOT_FOUND",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn d47_json_errors_exit_1_and_usage_errors_exit_2() {
+    let s = TestServer::start().await;
+    let dir = s.data_dir();
+    let org = s.creds.org.clone();
+    // A rule of the application layer: a duplicate e-mail.
+    for _ in 0..2 {
+        let out = gatehouse(
+            &dir,
+            &[
+                "user",
+                "create",
+                "--org",
+                &org,
+                "--email",
+                "twice@example.com",
+                "--name",
+                "T",
+                "--role",
+                "viewer",
+                "--password-stdin",
+                "--json",
+            ],
+            Some("a long passphrase\n"),
+        )
+        .await;
+        if !out.status.success() {
+            out.fails();
+            let m = out.json_error("DUPLICATE_RESOURCE");
+            assert!(m.contains("email"), "{m}");
+        }
+    }
+    // A public client has no secret to rotate.
+    let v = json_of(
+        &dir,
+        &[
+            "client",
+            "create",
+            "--org",
+            &org,
+            "--name",
+            "SPA",
+            "--scopes",
+            "users:read",
+            "--public",
+            "--redirect-uri",
+            "https://spa.example.com/cb",
+        ],
+    )
+    .await;
+    json_fails(
+        &dir,
+        &["client", "rotate-secret", v["client_id"].as_str().unwrap()],
+        "INVALID_STATE_TRANSITION",
+    )
+    .await;
+    // Without --json the same failure says why on stderr only.
+    let out = gatehouse(&dir, &["org", "show", &OrgId::generate().to_string()], None).await;
+    out.fails();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(out.stdout.is_empty(), "{}", out.show());
+
+    // Usage errors are clap's: exit 2, and no JSON on stdout.
+    for args in [
+        vec!["client", "update", "--json"],
+        vec!["client", "list", "--json"],
+        vec!["user", "show", "--json"],
+        vec!["org", "frobnicate", "--json"],
+        vec!["client", "update", "app_x", "--bogus", "--json"],
+        // Nothing to change.
+        vec!["client", "update", "app_x", "--json"],
+    ] {
+        let out = gatehouse(&dir, &args, None).await;
+        assert_eq!(out.status.code(), Some(2), "{args:?}\n{}", out.show());
+        assert!(
+            out.stdout.trim().is_empty(),
+            "{args:?}: nothing on stdout\n{}",
+            out.show()
+        );
+    }
+}
+
+#[tokio::test]
+async fn d47_commands_refuse_to_create_a_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let commands: [&[&str]; 8] = [
+        &["org", "list"],
+        &["org", "create", "--name", "X"],
+        &["client", "list", "--org", "org_abcdefghijklmnopqrstuv"],
+        &["user", "show", "usr_abcdefghijklmnopqrstuv"],
+        &["apikey", "list", "--org", "org_abcdefghijklmnopqrstuv"],
+        &["keys", "rotate"],
+        &["staging", "reset"],
+        &["--env", "staging", "org", "list"],
+    ];
+    for args in commands {
+        let m = json_fails(&data, args, "DATABASE_NOT_FOUND").await;
+        assert!(m.contains("gatehouse.db"), "says where it looked: {m}");
+        assert!(
+            m.contains("--data-dir") && m.contains("GATEHOUSE_DATA_DIR"),
+            "how to point it elsewhere: {m}"
+        );
+        assert!(
+            m.contains("--database-url") && m.contains("gatehouse migrate"),
+            "{m}"
+        );
+        // Without --json: the same on stderr.
+        let out = gatehouse(&data, args, None).await;
+        out.fails();
+        assert!(out.stderr.contains("gatehouse migrate"), "{}", out.show());
+        assert!(!data.exists(), "{args:?} created {}", data.display());
+    }
+    let m = json_fails(
+        &data,
+        &["--env", "staging", "org", "list"],
+        "DATABASE_NOT_FOUND",
+    )
+    .await;
+    assert!(m.contains("staging"), "{m}");
+    // An explicit SQLite URL to a missing file: the same, and nothing created.
+    let url = format!("sqlite://{}", dir.path().join("elsewhere.db").display());
+    let out = run_with_env(
+        &["--database-url", &url, "--json", "org", "list"],
+        &[],
+        None,
+    )
+    .await;
+    out.json_error("DATABASE_NOT_FOUND");
+    assert!(!dir.path().join("elsewhere.db").exists());
+
+    // migrate creates it; then the commands work.
+    gatehouse(&data, &["migrate"], None).await.succeeds();
+    assert!(data.join("gatehouse.db").exists());
+    assert_eq!(json_of(&data, &["org", "list"]).await["data"], json!([]));
+    assert!(
+        text_of(&data, &["org", "list"])
+            .await
+            .contains("No organizations")
+    );
+    let id = create_org(&data, "After migrate").await;
+    assert_eq!(
+        json_of(&data, &["org", "list"]).await["data"][0]["id"],
+        id.as_str()
+    );
+}
+
+/// PostgreSQL: a database that does not exist is named clearly.
+#[tokio::test]
+async fn d47_a_missing_postgres_database_is_named() {
+    let s = TestServer::start().await;
+    let args = crate::common::db_args(&s.data_dir());
+    let Some(url) = args.get(1) else {
+        return; // this run of the suite is on SQLite
+    };
+    let (base, _) = url.rsplit_once('/').unwrap();
+    let (_, query) = url
+        .split_once('?')
+        .map_or((url.as_str(), ""), |(a, q)| (a, q));
+    let missing = if query.is_empty() {
+        format!("{base}/gatehouse_no_such_database")
+    } else {
+        format!(
+            "{}/gatehouse_no_such_database?{query}",
+            base.split('?').next().unwrap()
+        )
+    };
+    let out = run_with_env(
+        &["--database-url", &missing, "--json", "org", "list"],
+        &[],
+        None,
+    )
+    .await;
+    let m = out.json_error("DATABASE_NOT_FOUND");
+    assert!(
+        m.contains("does not exist") && m.contains("--database-url"),
+        "{m}"
+    );
+}
+
+/// Every `--help` explains itself without the decision numbers of the
+/// design documents ("D20"), which a newcomer cannot look up.
+#[test]
+fn help_texts_name_no_decision_numbers() {
+    use clap::CommandFactory;
+    fn walk(cmd: &mut clap::Command, path: &str, seen: &mut usize) {
+        let help = cmd.render_long_help().to_string();
+        let bytes = help.as_bytes();
+        for (i, w) in bytes.windows(2).enumerate() {
+            assert!(
+                !(w[0] == b'D' && w[1].is_ascii_digit()),
+                "`{path} --help` names a decision number near {:?}:\n{help}",
+                &help[i.saturating_sub(40)..(i + 10).min(help.len())]
+            );
+        }
+        *seen += 1;
+        for sub in cmd.get_subcommands_mut() {
+            let p = format!("{path} {}", sub.get_name());
+            walk(sub, &p, seen);
+        }
+    }
+    let mut cmd = gatehouse::config::Cli::command();
+    cmd.build();
+    let mut seen = 0;
+    walk(&mut cmd, "gatehouse", &mut seen);
+    assert!(seen > 25, "every subcommand was walked ({seen})");
 }

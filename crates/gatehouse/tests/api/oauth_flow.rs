@@ -26,7 +26,7 @@ use crate::common::{FormPairs, PUBLIC_URL, TestServer, expect_error};
 // ---------------------------------------------------------------------------
 
 const PASSWORD: &str = "a long passphrase for tests";
-const REDIRECT: &str = "https://app.example.com/cb";
+pub(crate) const REDIRECT: &str = "https://app.example.com/cb";
 const OTHER_REDIRECT: &str = "https://app.example.com/other-cb";
 const LOOPBACK_REGISTERED: &str = "http://127.0.0.1:8000/cb";
 const ALL_SCOPES: &str =
@@ -70,16 +70,16 @@ async fn user_with_password(
     s.store().insert_user(org, &u).await.unwrap()
 }
 
-async fn active_user(s: &TestServer, email: &str, role: Role) -> User {
+pub(crate) async fn active_user(s: &TestServer, email: &str, role: Role) -> User {
     user_with_password(s, &s.org(), email, role, UserStatus::Active).await
 }
 
 /// A registered client application.
 #[derive(Clone, Debug)]
-struct App {
-    id: String,
+pub(crate) struct App {
+    pub(crate) id: String,
     /// `None` for a public client (D20).
-    secret: Option<String>,
+    pub(crate) secret: Option<String>,
 }
 
 async fn register(
@@ -684,7 +684,7 @@ async fn exchange(
     .await
 }
 
-async fn refresh(s: &TestServer, app: &App, rt: &str) -> Response {
+pub(crate) async fn refresh(s: &TestServer, app: &App, rt: &str) -> Response {
     post_as(
         s,
         app,
@@ -816,7 +816,7 @@ fn claims(token: &str) -> Value {
 }
 
 /// Code flow to a token pair, for `email` at `app` with `scope`.
-async fn pair_for(s: &TestServer, app: &App, email: &str, scope: Option<&str>) -> Value {
+pub(crate) async fn pair_for(s: &TestServer, app: &App, email: &str, scope: Option<&str>) -> Value {
     let req = AuthRequest::new(app, scope);
     let (code, _) = obtain_code(s, &req, email).await;
     expect_pair(
