@@ -83,6 +83,7 @@ const TEMPLATES: [(&str, &str); 15] = [
 /// The documentation's stylesheet and script, served by the binary.
 const DOCS_CSS: &str = include_str!("../assets/docs.css");
 const DOCS_JS: &str = include_str!("../assets/docs.js");
+const PAGES_CSS: &str = include_str!("../assets/pages.css");
 
 /// The CSP of the documentation: its own stylesheet and script only.
 pub const DOCS_CSP: &str = "default-src 'none'; style-src 'self'; script-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
@@ -170,7 +171,8 @@ impl Templates {
                     // No `form-action`: browsers apply it to the redirect that
                     // follows a form post, which would block the way back to
                     // the client after consent (D26).
-                    HeaderValue::from_static("default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'"),
+                    // The stylesheet is served by the binary: no inline style.
+                    HeaderValue::from_static("default-src 'none'; style-src 'self'; frame-ancestors 'none'; base-uri 'none'"),
                 );
                 // `same-origin`: nothing is ever sent to another site, and a
                 // page of ours knows which of our pages led to it (the way
@@ -402,6 +404,7 @@ async fn asset(Path(file): Path<String>) -> Response {
     let (body, content_type) = match file.as_str() {
         "docs.css" => (DOCS_CSS, "text/css; charset=utf-8"),
         "docs.js" => (DOCS_JS, "text/javascript; charset=utf-8"),
+        "pages.css" => (PAGES_CSS, "text/css; charset=utf-8"),
         _ => {
             return ApiError::new(
                 ErrorCode::ResourceNotFound,

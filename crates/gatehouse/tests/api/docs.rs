@@ -336,6 +336,7 @@ async fn docs_have_a_strict_csp_and_load_only_what_the_binary_serves() {
     for (asset, kind) in [
         ("/docs/assets/docs.css", "text/css"),
         ("/docs/assets/docs.js", "text/javascript"),
+        ("/docs/assets/pages.css", "text/css"),
     ] {
         let res = s.request(Method::GET, asset).send().await.unwrap();
         assert_eq!(res.status(), StatusCode::OK, "{asset}");
@@ -459,4 +460,29 @@ async fn the_forgot_password_page_and_error_pages_have_a_way_back() {
     assert_eq!(res.status(), StatusCode::NOT_FOUND);
     let html = unescape(&res.text().await.unwrap());
     assert_eq!(back_link(&html), "/docs/quickstart");
+}
+
+/// The sign-in pages (D26, D49) are as strict: their stylesheet is served
+/// by the binary, no inline style, no other host.
+#[tokio::test]
+async fn sign_in_pages_allow_no_inline_style() {
+    let s = TestServer::start().await;
+    for path in [
+        "/oauth/authorize?client_id=app_unknown",
+        "/oauth/logout",
+        "/password/forgot?client_id=app_unknown",
+    ] {
+        let res = s.request(Method::GET, path).send().await.unwrap();
+        let csp = header_of(res.headers(), "content-security-policy").to_owned();
+        assert!(csp.contains("style-src 'self'"), "{path}: {csp}");
+        assert!(!csp.contains("unsafe-inline"), "{path}: {csp}");
+        assert!(!csp.contains("http") && !csp.contains('*'), "{path}: {csp}");
+        let html = res.text().await.unwrap();
+        assert!(!html.contains("<style"), "{path}: no inline style element");
+        assert!(
+            !html.contains("style="),
+            "{path}: no inline style attribute"
+        );
+        assert!(html.contains("href=\"/docs/assets/pages.css\""), "{path}");
+    }
 }
