@@ -13,7 +13,8 @@
 #
 # Settings: SAMPLES (per query, default 200; 5 warm-up requests each are not
 # counted), MAX_SECONDS (per query: stop early after this long, default 300;
-# the table says how many samples were taken), HTTPS_PORT.
+# the table says how many samples were taken), BIN (a binary to measure
+# instead of this tree's release build), SEED (a built seed tool), HTTPS_PORT.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,9 +28,17 @@ HTTPS_PORT=${HTTPS_PORT:-28543}
 HTTP_PORT=${HTTP_PORT:-28180}
 ADMIN_PORT=${ADMIN_PORT:-29190}
 
-CARGO_INCREMENTAL=0 cargo build --release -q -p gatehouse --bin gatehouse --example seed
-BIN=target/release/gatehouse
-SEED=target/release/examples/seed
+# BIN=path: measure that binary (e.g. a copy of an older build) instead of
+# building this tree's. The binary is built on its own: built together with
+# the example it would get the dev-dependencies' features.
+if [ -z "${SEED:-}" ]; then
+  CARGO_INCREMENTAL=0 cargo build --release -q -p gatehouse --example seed
+  SEED=target/release/examples/seed
+fi
+if [ -z "${BIN:-}" ]; then
+  CARGO_INCREMENTAL=0 cargo build --release -q -p gatehouse --bin gatehouse
+  BIN=target/release/gatehouse
+fi
 WORK=$(mktemp -d)
 SERVER_PID=
 PG_DATA=
@@ -92,7 +101,7 @@ CS=$(echo "$CLIENT" | python3 -c "import json,sys;print(json.load(sys.stdin)['cl
 TOKEN=$(curl -sk -u "$CID:$CS" -d grant_type=client_credentials "https://127.0.0.1:$HTTPS_PORT/oauth/token" |
   python3 -c "import json,sys;print(json.load(sys.stdin)['access_token'])")
 
-echo "Gatehouse search bench ($DB, $(git rev-parse --short HEAD), $(date -u '+%Y-%m-%d %H:%M') UTC): one keep-alive HTTPS connection, one request at a time, $SAMPLES samples per query (MAX_SECONDS=$MAX_SECONDS)"
+echo "Gatehouse search bench ($DB, $BIN of $(git rev-parse --short HEAD), $(date -u '+%Y-%m-%d %H:%M') UTC): one keep-alive HTTPS connection, one request at a time, $SAMPLES samples per query (MAX_SECONDS=$MAX_SECONDS)"
 TOKEN=$TOKEN PORT=$HTTPS_PORT SAMPLES=$SAMPLES MAX_SECONDS=$MAX_SECONDS ONLY=$ONLY python3 - <<'PY'
 import http.client, json, os, ssl, time
 
