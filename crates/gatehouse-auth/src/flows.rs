@@ -429,7 +429,8 @@ impl AuthService {
         user: &User,
         granted: ScopeSet,
     ) -> Result<bool, StoreError> {
-        if !req.may_remember_consent() || req.prompt.consent {
+        // `prompt=consent` and `admin` are `consent_covers`'s to refuse.
+        if !req.may_remember_consent() {
             return Ok(false);
         }
         let remembered = self
@@ -508,16 +509,18 @@ impl AuthService {
         Ok(code)
     }
 
-    /// D49: the ID token for a response of `chain` whose granted scopes
-    /// include `openid`; `None` otherwise.
+    /// D49: the ID token for a response of `chain` whose granted `scopes`
+    /// (those of `claims`, the access token it goes with) include `openid`;
+    /// `None` otherwise.
     async fn id_token(
         &self,
         user: &User,
         chain: &RefreshChain,
         nonce: Option<&str>,
+        claims: &AccessClaims,
         response: &IssuedTokens,
     ) -> Result<Option<String>, OAuthError> {
-        let scopes = ScopeSet::parse(&response.scope).unwrap_or_default();
+        let scopes = claims.scopes;
         if !scopes.contains(Scope::OpenId) {
             return Ok(None);
         }
@@ -733,7 +736,7 @@ impl AuthService {
                 self.count_issued("authorization_code");
                 let mut response = self.token_response(&claims, Some(refresh));
                 response.id_token = self
-                    .id_token(&user, &chain, rec.nonce.as_deref(), &response)
+                    .id_token(&user, &chain, rec.nonce.as_deref(), &claims, &response)
                     .await?;
                 Ok(response)
             }
@@ -803,7 +806,9 @@ impl AuthService {
                 let mut response = self.token_response(&claims, Some(refresh.clone()));
                 // D49: a refresh of a chain with `openid` gets a new ID
                 // token: same `sub` and `auth_time`, no `nonce`.
-                response.id_token = self.id_token(&user, &chain, None, &response).await?;
+                response.id_token = self
+                    .id_token(&user, &chain, None, &claims, &response)
+                    .await?;
                 let sealed = serde_json::to_vec(&SealedPair {
                     access_token: response.access_token.clone(),
                     refresh_token: refresh,

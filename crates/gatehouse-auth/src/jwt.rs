@@ -92,9 +92,55 @@ enum Aud {
 }
 
 #[derive(Deserialize)]
-struct Header {
+pub(crate) struct Header {
     alg: String,
     kid: Option<String>,
+    /// `at+jwt` for access tokens, `JWT` for ID tokens (D49).
+    #[serde(default)]
+    pub(crate) typ: Option<String>,
+}
+
+/// The one signature check of a token this server signed (access tokens,
+/// and ID tokens as logout hints, D49): three parts, ES256 only (`none`,
+/// HS256 and the rest are refused), a key of the ring by `kid`, a valid
+/// signature. Returns the header and the payload's JSON bytes; the caller
+/// checks the claims.
+pub(crate) fn verified_parts(
+    keys: &KeySet,
+    token: &str,
+    max_len: usize,
+) -> Result<(Header, Vec<u8>), TokenError> {
+    use TokenError::Invalid;
+    if token.len() > max_len {
+        return Err(Invalid);
+    }
+    let mut parts = token.split('.');
+    let (Some(h), Some(p), Some(s), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err(Invalid);
+    };
+    let header: Header = B64
+        .decode(h)
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .ok_or(Invalid)?;
+    if header.alg != "ES256" {
+        return Err(Invalid);
+    }
+    let key = header
+        .kid
+        .as_deref()
+        .and_then(|k| keys.verifying.get(k))
+        .ok_or(Invalid)?;
+    let sig = B64.decode(s).map_err(|_| Invalid)?;
+    if sig.len() != 64 {
+        return Err(Invalid);
+    }
+    key.verify(&token.as_bytes()[..h.len() + 1 + p.len()], &sig)
+        .map_err(|_| Invalid)?;
+    let payload = B64.decode(p).map_err(|_| Invalid)?;
+    Ok((header, payload))
 }
 
 /// Signs `claims` with the current key.
@@ -135,40 +181,8 @@ pub fn verify(
     now_secs: i64,
 ) -> Result<AccessClaims, TokenError> {
     use TokenError::Invalid;
-    if token.len() > 4096 {
-        return Err(Invalid);
-    }
-    let mut parts = token.split('.');
-    let (Some(h), Some(p), Some(s), None) =
-        (parts.next(), parts.next(), parts.next(), parts.next())
-    else {
-        return Err(Invalid);
-    };
-    let header: Header = B64
-        .decode(h)
-        .ok()
-        .and_then(|b| serde_json::from_slice(&b).ok())
-        .ok_or(Invalid)?;
-    // Exactly one algorithm is accepted: `none`, HS256 and the rest are refused.
-    if header.alg != "ES256" {
-        return Err(Invalid);
-    }
-    let key = header
-        .kid
-        .as_deref()
-        .and_then(|k| keys.verifying.get(k))
-        .ok_or(Invalid)?;
-    let sig = B64.decode(s).map_err(|_| Invalid)?;
-    if sig.len() != 64 {
-        return Err(Invalid);
-    }
-    key.verify(&token.as_bytes()[..h.len() + 1 + p.len()], &sig)
-        .map_err(|_| Invalid)?;
-    let w: WireIn = B64
-        .decode(p)
-        .ok()
-        .and_then(|b| serde_json::from_slice(&b).ok())
-        .ok_or(Invalid)?;
+    let (_, payload) = verified_parts(keys, token, 4096)?;
+    let w: WireIn = serde_json::from_slice(&payload).map_err(|_| Invalid)?;
     let aud_ok = match &w.aud {
         Aud::One(a) => *a == issuer.aud,
         Aud::Many(v) => v.contains(&issuer.aud),

@@ -145,13 +145,6 @@ pub struct Hint {
 }
 
 #[derive(Deserialize)]
-struct HintHeader {
-    alg: String,
-    typ: Option<String>,
-    kid: Option<String>,
-}
-
-#[derive(Deserialize)]
 struct HintClaims {
     iss: String,
     sub: String,
@@ -166,24 +159,12 @@ struct HintClaims {
 /// Checks an `id_token_hint`: ES256 by a key of the ring, `typ: JWT`, this
 /// issuer. `None` for anything else.
 pub fn verify_hint(keys: &KeySet, issuer: &Issuer, token: &str) -> Option<Hint> {
-    if token.len() > 8192 {
+    // The access tokens' own signature check; an ID token is `typ: JWT`.
+    let (header, payload) = crate::jwt::verified_parts(keys, token, 8192).ok()?;
+    if header.typ.as_deref() != Some("JWT") {
         return None;
     }
-    let mut parts = token.split('.');
-    let (Some(h), Some(p), Some(s), None) =
-        (parts.next(), parts.next(), parts.next(), parts.next())
-    else {
-        return None;
-    };
-    let header: HintHeader = serde_json::from_slice(&B64.decode(h).ok()?).ok()?;
-    if header.alg != "ES256" || header.typ.as_deref() != Some("JWT") {
-        return None;
-    }
-    let key = keys.verifying.get(header.kid.as_deref()?)?;
-    let sig = B64.decode(s).ok()?;
-    key.verify(&token.as_bytes()[..h.len() + 1 + p.len()], &sig)
-        .ok()?;
-    let claims: HintClaims = serde_json::from_slice(&B64.decode(p).ok()?).ok()?;
+    let claims: HintClaims = serde_json::from_slice(&payload).ok()?;
     if claims.iss != issuer.iss || claims.client_id.is_some() {
         return None;
     }
@@ -207,11 +188,13 @@ impl Prompt {
     /// `Err` names why the value is refused (`invalid_request`).
     pub fn parse(raw: Option<&str>) -> Result<Self, &'static str> {
         let mut p = Prompt::default();
-        let Some(raw) = raw else { return Ok(p) };
-        let mut any = false;
-        for word in raw.split(' ').filter(|w| !w.is_empty()) {
-            any = true;
-            match word {
+        let words: Vec<&str> = raw
+            .unwrap_or("")
+            .split(' ')
+            .filter(|w| !w.is_empty())
+            .collect();
+        for word in &words {
+            match *word {
                 "none" => p.none = true,
                 "login" => p.login = true,
                 "consent" => p.consent = true,
@@ -220,12 +203,8 @@ impl Prompt {
                 _ => return Err("prompt must be none, login, consent or select_account"),
             }
         }
-        if p.none && (p.login || p.consent || raw.split(' ').filter(|w| !w.is_empty()).count() > 1)
-        {
+        if p.none && words.len() > 1 {
             return Err("prompt=none cannot be combined with another value");
-        }
-        if !any {
-            return Ok(Prompt::default());
         }
         Ok(p)
     }
