@@ -65,25 +65,19 @@ impl ClientStore for PgStore {
             .await?
             .ok_or(StoreError::NotFound)?;
             let old = client_row(&old)?;
-            let scopes = changes.scopes.unwrap_or(old.scopes);
-            let narrowed = !old.scopes.is_subset(scopes);
-            let admin_approved = old.admin_approved && scopes.contains(Scope::Admin);
+            let (new, narrowed) = changes.apply(&old);
+            let scopes = new.scopes;
             let row = query(&format!(
                 "UPDATE clients SET name = $2, redirect_uris = $3, post_logout_redirect_uris = $4,
                     scopes = $5, admin_approved = $6
                  WHERE id = $1 RETURNING {CLIENT_COLS}"
             ))
             .bind(id.as_str())
-            .bind(changes.name.as_deref().unwrap_or(&old.name))
-            .bind(changes.redirect_uris.as_ref().unwrap_or(&old.redirect_uris))
-            .bind(
-                changes
-                    .post_logout_redirect_uris
-                    .as_ref()
-                    .unwrap_or(&old.post_logout_redirect_uris),
-            )
+            .bind(&new.name)
+            .bind(&new.redirect_uris)
+            .bind(&new.post_logout_redirect_uris)
             .bind(bits(scopes))
-            .bind(admin_approved)
+            .bind(new.admin_approved)
             .fetch_one(&mut *tx)
             .await?;
             let client = client_row(&row)?;

@@ -74,9 +74,8 @@ impl ClientStore for SqliteStore {
                     })
                     .map_err(db_err)?
                     .ok_or(StoreError::NotFound)?;
-                let scopes = ch.scopes.unwrap_or(old.scopes);
-                let narrowed = !old.scopes.is_subset(scopes);
-                let admin_approved = old.admin_approved && scopes.contains(Scope::Admin);
+                let (new, narrowed) = ch.apply(&old);
+                let scopes = new.scopes;
                 tx.prepare_cached(
                     "UPDATE clients SET name = ?2, redirect_uris = ?3, post_logout_redirect_uris = ?4,
                         scopes = ?5, admin_approved = ?6
@@ -85,14 +84,11 @@ impl ClientStore for SqliteStore {
                 .and_then(|mut s| {
                     s.execute(params![
                         id.as_str(),
-                        ch.name.as_deref().unwrap_or(&old.name),
-                        ch.redirect_uris.as_ref().unwrap_or(&old.redirect_uris).join("\n"),
-                        ch.post_logout_redirect_uris
-                            .as_ref()
-                            .unwrap_or(&old.post_logout_redirect_uris)
-                            .join("\n"),
+                        new.name,
+                        new.redirect_uris.join("\n"),
+                        new.post_logout_redirect_uris.join("\n"),
                         scopes.bits() as i64,
-                        admin_approved,
+                        new.admin_approved,
                     ])
                 })
                 .map_err(db_err)?;

@@ -1,7 +1,7 @@
 //! Client applications (D20, D22, D40).
 
 use async_trait::async_trait;
-use gatehouse_domain::{Client, ClientId, OrgId, ScopeSet, Timestamp, UserId};
+use gatehouse_domain::{Client, ClientId, OrgId, Scope, ScopeSet, Timestamp, UserId};
 
 use crate::StoreResult;
 
@@ -27,6 +27,30 @@ pub struct ClientChanges {
     pub redirect_uris: Option<Vec<String>>,
     pub post_logout_redirect_uris: Option<Vec<String>>,
     pub scopes: Option<ScopeSet>,
+}
+
+impl ClientChanges {
+    /// The client these changes make of `old`, and whether its scopes
+    /// narrowed (then both backends revoke what carries a removed scope, in
+    /// the same transaction). Listing `admin` never approves it (only
+    /// `client approve-admin` does, D22/D46); removing it withdraws the
+    /// approval. The one place both backends take this rule from.
+    pub fn apply(&self, old: &Client) -> (Client, bool) {
+        let scopes = self.scopes.unwrap_or(old.scopes);
+        let mut new = old.clone();
+        new.scopes = scopes;
+        new.admin_approved = old.admin_approved && scopes.contains(Scope::Admin);
+        if let Some(n) = &self.name {
+            new.name = n.clone();
+        }
+        if let Some(u) = &self.redirect_uris {
+            new.redirect_uris = u.clone();
+        }
+        if let Some(u) = &self.post_logout_redirect_uris {
+            new.post_logout_redirect_uris = u.clone();
+        }
+        (new, !old.scopes.is_subset(scopes))
+    }
 }
 
 /// Client applications (D20, D22, D40).
@@ -86,5 +110,57 @@ pub trait ClientStore: Send + Sync {
     /// read the record every time.
     fn clients_version(&self) -> Option<u64> {
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn client(scopes: &str, approved: bool) -> Client {
+        Client {
+            id: ClientId::generate(),
+            org: OrgId::generate(),
+            name: "old".into(),
+            secret_hash: None,
+            previous_secret: None,
+            scopes: ScopeSet::parse(scopes).unwrap(),
+            redirect_uris: vec!["https://a.example/cb".into()],
+            post_logout_redirect_uris: vec![],
+            admin_approved: approved,
+            owner: None,
+            created_at: Timestamp::now(),
+        }
+    }
+
+    #[test]
+    fn d46_changes_keep_what_they_do_not_name_and_never_approve_admin() {
+        let old = client("users:read", false);
+        let (new, narrowed) = ClientChanges {
+            scopes: Some(ScopeSet::parse("users:read admin").unwrap()),
+            ..Default::default()
+        }
+        .apply(&old);
+        assert!(
+            !narrowed && !new.admin_approved,
+            "listing admin approves nothing"
+        );
+        assert_eq!(
+            (new.name.as_str(), &new.redirect_uris),
+            ("old", &old.redirect_uris)
+        );
+
+        let old = client("users:read admin", true);
+        let (new, narrowed) = ClientChanges {
+            name: Some("new".into()),
+            scopes: Some(ScopeSet::parse("users:read").unwrap()),
+            ..Default::default()
+        }
+        .apply(&old);
+        assert!(narrowed, "a removed scope narrows");
+        assert!(!new.admin_approved, "removing admin withdraws the approval");
+        assert_eq!(new.name, "new");
+        let (kept, narrowed) = ClientChanges::default().apply(&old);
+        assert!(!narrowed && kept.admin_approved);
     }
 }
