@@ -381,7 +381,8 @@ impl AuthService {
         let Some(sess) = self.store.resolve_session(&digest(cookie)).await? else {
             return Ok(());
         };
-        self.store.delete_session(&digest(cookie)).await?;
+        // The chains first, the session last: if a revocation fails, the
+        // session is still there, so signing out again finishes the job.
         if let Some(sid) = &sess.sid {
             let chains = self
                 .store
@@ -394,6 +395,7 @@ impl AuthService {
                 self.revoke_chain_now(&sess.org, &chain).await?;
             }
         }
+        self.store.delete_session(&digest(cookie)).await?;
         Ok(())
     }
 
