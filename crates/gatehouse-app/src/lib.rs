@@ -14,6 +14,7 @@
 pub mod api_keys;
 pub mod bootstrap;
 pub mod clients;
+pub mod dashboard;
 pub mod error;
 mod grants;
 pub mod idempotency;

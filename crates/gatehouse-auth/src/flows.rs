@@ -645,7 +645,11 @@ impl AuthService {
         Ok(())
     }
 
-    async fn revoke_jti_now(&self, jti: &Jti, expires_at: Timestamp) -> Result<(), OAuthError> {
+    pub(crate) async fn revoke_jti_now(
+        &self,
+        jti: &Jti,
+        expires_at: Timestamp,
+    ) -> Result<(), OAuthError> {
         metrics::counter!("gatehouse_revocations_total", "kind" => "access_token").increment(1);
         let now = Timestamp::now();
         let jti = jti.as_str();

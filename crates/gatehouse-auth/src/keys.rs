@@ -64,6 +64,16 @@ impl MasterKey {
         LessSafeKey::new(UnboundKey::new(&AES_256_GCM, &self.0).expect("32-byte AES-256 key"))
     }
 
+    /// A key for `purpose` derived from the master key (HMAC-SHA-256), so
+    /// a derived value never reveals the master key or another purpose's.
+    pub fn derive(&self, purpose: &[u8]) -> [u8; 32] {
+        let key = aws_lc_rs::hmac::Key::new(aws_lc_rs::hmac::HMAC_SHA256, &self.0);
+        let tag = aws_lc_rs::hmac::sign(&key, purpose);
+        let mut out = [0u8; 32];
+        out.copy_from_slice(tag.as_ref());
+        out
+    }
+
     /// nonce ‖ ciphertext ‖ tag.
     pub fn encrypt(&self, plaintext: &[u8], aad: &[u8]) -> Vec<u8> {
         let nonce_bytes = random::bytes::<NONCE_LEN>();

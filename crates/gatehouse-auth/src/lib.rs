@@ -8,6 +8,7 @@
 //! to responses. Storage is reached only through the `gatehouse-store` trait.
 
 pub mod caller;
+pub mod dashboard;
 pub mod error;
 pub mod flows;
 pub mod grants;

@@ -9,6 +9,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use gatehouse_app::Session;
 use gatehouse_auth::OAuthErrorKind;
+use gatehouse_auth::dashboard::{self, DashboardRequest};
 use gatehouse_auth::flows::{AuthorizeError, AuthorizeRequest, LoginError, SESSION_TTL_SECS};
 use gatehouse_domain::{Scope, User};
 use minijinja::context;
@@ -22,6 +23,7 @@ pub fn router() -> Router<AppState> {
         .route("/oauth/authorize", get(start).post(start_by_post))
         .route("/oauth/authorize/login", post(login))
         .route("/oauth/authorize/decision", post(decide))
+        .route("/oauth/authorize/account", post(pick_account))
 }
 
 /// `redirect_uri` with `pairs` and the issuer (RFC 9207, D49) added to its
@@ -102,7 +104,7 @@ async fn login_page(
         "login.html",
         context! {
             client_name => &req.client.name, org_name => org_name,
-            client_id => req.client.id.as_str(), csrf => &csrf,
+            client_id => req.client.id.as_str(), csrf => &csrf, forgot => true,
             params => p.hidden(), error => error, email => email,
             // "Forgot your password?" leads back to this very request.
             return_to => format!("/oauth/authorize?{}", p.query()),
@@ -222,6 +224,9 @@ async fn session_user(
 
 /// An authorization request by GET or POST (D49).
 async fn authorize(st: AppState, headers: HeaderMap, p: AuthorizeParameters) -> Response {
+    if dashboard::is_dashboard(p.to_params().client_id.as_deref()) {
+        return dashboard_authorize(&st, &headers, &p).await;
+    }
     let req = match st.app.check_authorize(&p.to_params()).await {
         Ok(r) => r,
         Err(e) => return refuse(&st, e),
@@ -287,6 +292,9 @@ async fn login(
         );
     }
     let p = AuthorizeParameters::from_form(&form);
+    if dashboard::is_dashboard(p.to_params().client_id.as_deref()) {
+        return dashboard_login(&st, peer, &headers, &form, &p).await;
+    }
     let req = match st.app.check_authorize(&p.to_params()).await {
         Ok(r) => r,
         Err(e) => return refuse(&st, e),
@@ -373,5 +381,193 @@ async fn decide(State(st): State<AppState>, request: Request) -> Response {
             "Something went wrong",
             "Choose Allow or Deny.",
         ),
+    }
+}
+
+// D48: the built-in dashboard client. Its sign-in asks for e-mail and
+// password only (no organization: the client has none); when they match
+// accounts in several organizations, the person picks one. There is no
+// consent page.
+
+/// The dashboard's request: a live browser session of any organization
+/// signs the person in at once (unless `prompt=login`), else the sign-in page.
+async fn dashboard_authorize(
+    st: &AppState,
+    headers: &HeaderMap,
+    p: &AuthorizeParameters,
+) -> Response {
+    let req = match st.app.check_dashboard_authorize(&p.to_params()) {
+        Ok(r) => r,
+        Err(e) => return refuse(st, e),
+    };
+    if !req.fresh_login
+        && let Some(cookie) = pages::session_cookie(st, headers)
+    {
+        match st.app.any_session_user(&cookie).await {
+            Ok(Some((user, session))) => {
+                return dashboard_code(st, &req, &user, &session);
+            }
+            Ok(None) => {}
+            Err(e) => {
+                tracing::error!(cause = %e, "dashboard: reading the session failed");
+                return unavailable(st);
+            }
+        }
+    }
+    dashboard_login_page(st, &req, p, headers, None, "")
+}
+
+fn dashboard_code(
+    st: &AppState,
+    req: &DashboardRequest,
+    user: &User,
+    session: &Session,
+) -> Response {
+    let code = st
+        .app
+        .issue_dashboard_code(req, user, &session.org, session);
+    let mut pairs = vec![("code", code.as_str())];
+    if let Some(s) = &req.state {
+        pairs.push(("state", s.as_str()));
+    }
+    redirect_to(st, &req.redirect_uri, &pairs)
+}
+
+fn dashboard_login_page(
+    st: &AppState,
+    req: &DashboardRequest,
+    p: &AuthorizeParameters,
+    headers: &HeaderMap,
+    error: Option<&str>,
+    email: &str,
+) -> Response {
+    let (csrf, new) = pages::csrf_token(st, headers);
+    let status = if error.is_some() {
+        StatusCode::UNAUTHORIZED
+    } else {
+        StatusCode::OK
+    };
+    let email = if email.is_empty() {
+        req.login_hint.as_deref().unwrap_or("")
+    } else {
+        email
+    };
+    let res = st.templates.page_with_status(
+        status,
+        "login.html",
+        context! {
+            client_name => "the Gatehouse dashboard", org_name => "",
+            client_id => dashboard::DASHBOARD_CLIENT_ID, csrf => &csrf, forgot => false,
+            params => p.hidden(), error => error, email => email,
+        },
+    );
+    pages::with_csrf(st, res, &csrf, new)
+}
+
+/// Signs `user` in (a new browser session) and sends the code.
+async fn dashboard_signed_in(
+    st: &AppState,
+    req: &DashboardRequest,
+    org: &gatehouse_domain::OrgId,
+    user: &User,
+) -> Response {
+    let Ok((token, session)) = st.app.create_session(user, org).await else {
+        return unavailable(st);
+    };
+    let mut res = dashboard_code(st, req, user, &session);
+    pages::set_session_cookie(st, &mut res, &token, Some(SESSION_TTL_SECS));
+    res
+}
+
+async fn dashboard_login(
+    st: &AppState,
+    peer: std::net::SocketAddr,
+    headers: &HeaderMap,
+    form: &crate::form::Form,
+    p: &AuthorizeParameters,
+) -> Response {
+    let req = match st.app.check_dashboard_authorize(&p.to_params()) {
+        Ok(r) => r,
+        Err(e) => return refuse(st, e),
+    };
+    let email = form.value("email").unwrap_or("");
+    let password = form.value("password").unwrap_or("");
+    let source = pages::client_ip(headers, peer, &st.config.trusted_proxies).to_string();
+    match st.app.login_anywhere(email, password, &source).await {
+        Ok(matches) if matches.len() == 1 => {
+            dashboard_signed_in(st, &req, &matches[0].org.id, &matches[0].user).await
+        }
+        Ok(matches) => {
+            let (csrf, new) = pages::csrf_token(st, headers);
+            let accounts: Vec<_> = matches
+                .iter()
+                .map(|m| {
+                    context! {
+                        org => m.org.id.as_str(), org_name => &m.org.name,
+                        role => m.user.role.as_str(),
+                    }
+                })
+                .collect();
+            let res = st.templates.page(
+                "pick_org.html",
+                context! {
+                    csrf => &csrf, params => p.hidden(), accounts,
+                    pick => st.app.seal_pick(&matches), email => email,
+                },
+            );
+            pages::with_csrf(st, res, &csrf, new)
+        }
+        Err(LoginError::Failed) => {
+            dashboard_login_page(st, &req, p, headers, Some(LOGIN_FAILED), email)
+        }
+        Err(LoginError::Unavailable(cause)) => {
+            tracing::error!(%cause, "dashboard login failed on storage");
+            unavailable(st)
+        }
+    }
+}
+
+/// D48: the account picked when the e-mail and password matched several.
+async fn pick_account(State(st): State<AppState>, request: Request) -> Response {
+    let (headers, form) = match pages::read_form(request).await {
+        Ok(f) => f,
+        Err(m) => return pages::message(&st, StatusCode::BAD_REQUEST, "Something went wrong", m),
+    };
+    if !pages::csrf_ok(&st, &headers, &form) {
+        return pages::message(
+            &st,
+            StatusCode::FORBIDDEN,
+            "Please try again",
+            "The form expired or came from another site. Go back and sign in again.",
+        );
+    }
+    let p = AuthorizeParameters::from_form(&form);
+    let req = match st.app.check_dashboard_authorize(&p.to_params()) {
+        Ok(r) => r,
+        Err(e) => return refuse(&st, e),
+    };
+    let sealed = form.value("pick").unwrap_or("");
+    let Some(org) = form.value("org") else {
+        return pages::message(
+            &st,
+            StatusCode::BAD_REQUEST,
+            "Choose an organization",
+            "Go back and choose the organization to sign in to.",
+        );
+    };
+    match st.app.open_pick(sealed, org).await {
+        Ok(Some((org, user))) => dashboard_signed_in(&st, &req, &org, &user).await,
+        Ok(None) => dashboard_login_page(
+            &st,
+            &req,
+            &p,
+            &headers,
+            Some("That choice expired. Sign in again."),
+            "",
+        ),
+        Err(e) => {
+            tracing::error!(cause = %e, "dashboard: reading the chosen account failed");
+            unavailable(&st)
+        }
     }
 }

@@ -38,7 +38,7 @@ impl Default for Templates {
 }
 
 /// Every template, compiled into the binary (no external assets).
-const TEMPLATES: [(&str, &str); 15] = [
+const TEMPLATES: [(&str, &str); 25] = [
     ("base.html", include_str!("../templates/base.html")),
     (
         "docs_macros.html",
@@ -78,12 +78,45 @@ const TEMPLATES: [(&str, &str); 15] = [
         include_str!("../templates/set_password.html"),
     ),
     ("forgot.html", include_str!("../templates/forgot.html")),
+    ("pick_org.html", include_str!("../templates/pick_org.html")),
+    (
+        "dash_base.html",
+        include_str!("../templates/dash_base.html"),
+    ),
+    (
+        "dash_apps.html",
+        include_str!("../templates/dash_apps.html"),
+    ),
+    ("dash_app.html", include_str!("../templates/dash_app.html")),
+    (
+        "dash_app_delete.html",
+        include_str!("../templates/dash_app_delete.html"),
+    ),
+    (
+        "dash_secret.html",
+        include_str!("../templates/dash_secret.html"),
+    ),
+    (
+        "dash_keys.html",
+        include_str!("../templates/dash_keys.html"),
+    ),
+    (
+        "dash_usage.html",
+        include_str!("../templates/dash_usage.html"),
+    ),
+    (
+        "dash_team.html",
+        include_str!("../templates/dash_team.html"),
+    ),
+    ("dash_org.html", include_str!("../templates/dash_org.html")),
 ];
 
 /// The documentation's stylesheet and script, served by the binary.
 const DOCS_CSS: &str = include_str!("../assets/docs.css");
 const DOCS_JS: &str = include_str!("../assets/docs.js");
 const PAGES_CSS: &str = include_str!("../assets/pages.css");
+const DASHBOARD_CSS: &str = include_str!("../assets/dashboard.css");
+const DASHBOARD_JS: &str = include_str!("../assets/dashboard.js");
 
 /// The CSP of the documentation: its own stylesheet and script only.
 pub const DOCS_CSP: &str = "default-src 'none'; style-src 'self'; script-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
@@ -405,6 +438,8 @@ async fn asset(Path(file): Path<String>) -> Response {
         "docs.css" => (DOCS_CSS, "text/css; charset=utf-8"),
         "docs.js" => (DOCS_JS, "text/javascript; charset=utf-8"),
         "pages.css" => (PAGES_CSS, "text/css; charset=utf-8"),
+        "dashboard.css" => (DASHBOARD_CSS, "text/css; charset=utf-8"),
+        "dashboard.js" => (DASHBOARD_JS, "text/javascript; charset=utf-8"),
         _ => {
             return ApiError::new(
                 ErrorCode::ResourceNotFound,

@@ -12,6 +12,7 @@
 //! files — the `gatehouse` binary does both.
 
 pub mod authorize;
+pub mod dashboard;
 pub mod docs;
 pub mod error;
 pub mod extract;
@@ -139,16 +140,7 @@ pub fn app(state: AppState) -> Router {
     // D36: with no origins configured there is no CORS layer at all, so no
     // `Access-Control-*` header is ever sent.
     let cors = tower::util::option_layer(cors(&state.config.cors_origins));
-    let v1 = Router::new()
-        .merge(users::router())
-        .merge(products::router())
-        .merge(profile::router())
-        // D50: `Idempotency-Key` on the POSTs under /v1.
-        .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            idempotency::layer,
-        ))
-        .layer(cors.clone());
+    let v1 = v1_routes(&state).layer(cors.clone());
     let routes = Router::new()
         .nest("/v1", v1)
         .nest("/v2", v2::router().layer(cors.clone()))
@@ -162,8 +154,30 @@ pub fn app(state: AppState) -> Router {
         .merge(links::router())
         .merge(health::router())
         .merge(docs::router())
+        .merge(dashboard::router())
         .merge(versions::router());
     with_layers(routes, state)
+}
+
+/// The `/v1` API (paths relative to `/v1`), with its idempotency layer
+/// (D50). The server nests it under `/v1`; the dashboard (D48) calls the
+/// same routes in-process ([`v1_service`]).
+pub fn v1_routes(state: &AppState) -> Router<AppState> {
+    Router::new()
+        .merge(users::router())
+        .merge(products::router())
+        .merge(profile::router())
+        // D50: `Idempotency-Key` on the POSTs under /v1.
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            idempotency::layer,
+        ))
+}
+
+/// `/v1` alone, with the layers every route gets: what the dashboard
+/// sends its requests to (D48), so it can do nothing the API cannot.
+pub fn v1_service(state: &AppState) -> Router {
+    with_layers(Router::new().nest("/v1", v1_routes(state)), state.clone())
 }
 
 /// D36: CORS for browser clients (single-page applications are public clients).

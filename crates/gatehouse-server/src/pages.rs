@@ -17,6 +17,12 @@ pub const SESSION_COOKIE: &str = "__Host-gh_session";
 /// `Secure` cookie, so its cookies are these, without `Secure`.
 pub const MOCK_CSRF_COOKIE: &str = "gh_csrf";
 pub const MOCK_SESSION_COOKIE: &str = "gh_session";
+/// D48: the dashboard's session (its sealed grant) and its sign-in in
+/// progress (state and PKCE verifier).
+pub const DASHBOARD_COOKIE: &str = "__Host-gh_dash";
+pub const DASHBOARD_FLOW_COOKIE: &str = "__Host-gh_dash_flow";
+pub const MOCK_DASHBOARD_COOKIE: &str = "gh_dash";
+pub const MOCK_DASHBOARD_FLOW_COOKIE: &str = "gh_dash_flow";
 
 /// The pages' cookies: `__Host-` names with `Secure` over HTTPS (D26, D48),
 /// plain names without `Secure` in the mock (D53).
@@ -45,6 +51,22 @@ impl Cookies {
             SESSION_COOKIE
         } else {
             MOCK_SESSION_COOKIE
+        }
+    }
+
+    pub fn dashboard(self) -> &'static str {
+        if self.secure {
+            DASHBOARD_COOKIE
+        } else {
+            MOCK_DASHBOARD_COOKIE
+        }
+    }
+
+    pub fn dashboard_flow(self) -> &'static str {
+        if self.secure {
+            DASHBOARD_FLOW_COOKIE
+        } else {
+            MOCK_DASHBOARD_FLOW_COOKIE
         }
     }
 }
