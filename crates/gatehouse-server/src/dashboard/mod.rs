@@ -93,7 +93,10 @@ pub(crate) async fn signed(
     else {
         return Err(to_sign_in(st));
     };
-    if !grant.needs_refresh(Timestamp::now()) {
+    // A token revoked since (sign-out elsewhere, a deactivation, a
+    // demotion) is refreshed like an expired one: the refresh decides.
+    let usable = st.auth.verify_access_token(&grant.access_token).is_ok();
+    if usable && !grant.needs_refresh(Timestamp::now()) {
         return Ok(Signed {
             grant,
             renewed: None,

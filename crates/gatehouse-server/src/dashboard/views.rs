@@ -351,7 +351,7 @@ async fn app_page(
     headers: &HeaderMap,
     signed: &Signed,
     reply: &Reply,
-    problem: Option<Problem>,
+    failed: Option<Reply>,
     notice: Option<&str>,
 ) -> Response {
     if !reply.ok() {
@@ -375,11 +375,8 @@ async fn app_page(
             .filter_map(|s| Scope::parse(s))
             .collect::<ScopeSet>(),
     );
-    let status = if problem.is_some() {
-        StatusCode::UNPROCESSABLE_ENTITY
-    } else {
-        StatusCode::OK
-    };
+    let status = failed.as_ref().map_or(StatusCode::OK, page_status);
+    let problem = failed.map(|r| r.problem());
     render(
         st,
         headers,
@@ -442,8 +439,7 @@ async fn update_app(
     if reply.ok() {
         return see_other(&format!("/dashboard/applications/{id}?done=updated"));
     }
-    let problem = reply.problem();
-    app_page(&st, &headers, &signed, &current, Some(problem), None).await
+    app_page(&st, &headers, &signed, &current, Some(reply), None).await
 }
 
 async fn rotate_secret(
@@ -490,15 +486,7 @@ async fn rotate_secret(
             let current = signed
                 .api(&st, Method::GET, &format!("/applications/{id}"), None)
                 .await;
-            app_page(
-                &st,
-                &headers,
-                &signed,
-                &current,
-                Some(reply.problem()),
-                None,
-            )
-            .await
+            app_page(&st, &headers, &signed, &current, Some(reply), None).await
         }
     }
 }
@@ -574,7 +562,7 @@ async fn keys_page(
     st: &AppState,
     headers: &HeaderMap,
     signed: &Signed,
-    problem: Option<Problem>,
+    failed: Option<Reply>,
     notice: Option<&str>,
     checked: &[String],
     name: &str,
@@ -603,10 +591,8 @@ async fn keys_page(
                 .collect()
         })
         .unwrap_or_default();
-    let status = match &problem {
-        Some(_) => StatusCode::UNPROCESSABLE_ENTITY,
-        None => page_status(&reply),
-    };
+    let status = page_status(failed.as_ref().unwrap_or(&reply));
+    let problem = failed.map(|r| r.problem());
     render(
         st,
         headers,
@@ -636,18 +622,7 @@ async fn create_key(State(st): State<AppState>, ConnectInfo(peer): Peer, req: Re
             let id = reply.data()["id"].as_str().unwrap_or("").to_owned();
             secret_page(&st, &headers, &signed, SecretKind::ApiKey, &id, &name, key).await
         }
-        _ => {
-            keys_page(
-                &st,
-                &headers,
-                &signed,
-                Some(reply.problem()),
-                None,
-                &scopes,
-                &name,
-            )
-            .await
-        }
+        _ => keys_page(&st, &headers, &signed, Some(reply), None, &scopes, &name).await,
     }
 }
 
@@ -668,7 +643,7 @@ async fn revoke_key(
     if reply.ok() {
         return see_other("/dashboard/api-keys?done=revoked");
     }
-    keys_page(&st, &headers, &signed, Some(reply.problem()), None, &[], "").await
+    keys_page(&st, &headers, &signed, Some(reply), None, &[], "").await
 }
 
 // ---- Usage -------------------------------------------------------------
@@ -809,7 +784,7 @@ async fn team_page(
     st: &AppState,
     headers: &HeaderMap,
     signed: &Signed,
-    problem: Option<Problem>,
+    failed: Option<Reply>,
     notice: Option<&str>,
     invite: Option<Value>,
 ) -> Response {
@@ -832,10 +807,8 @@ async fn team_page(
                 .collect()
         })
         .unwrap_or_default();
-    let status = match &problem {
-        Some(_) => StatusCode::UNPROCESSABLE_ENTITY,
-        None => page_status(&reply),
-    };
+    let status = page_status(failed.as_ref().unwrap_or(&reply));
+    let problem = failed.map(|r| r.problem());
     render(
         st,
         headers,
@@ -867,7 +840,7 @@ async fn invite(State(st): State<AppState>, ConnectInfo(peer): Peer, req: Reques
         &st,
         &headers,
         &signed,
-        Some(reply.problem()),
+        Some(reply),
         None,
         Some(context! { email, name, role }),
     )
@@ -893,10 +866,10 @@ async fn change_member(
                 &st,
                 &headers,
                 &signed,
-                Some(Problem {
-                    code: "VALIDATION_ERROR".into(),
-                    message: "Choose one change at a time.".into(),
-                    details: vec![],
+                Some(Reply {
+                    status: StatusCode::BAD_REQUEST,
+                    body: json!({"error": {"code": "VALIDATION_ERROR",
+                        "message": "Choose one change at a time."}}),
                 }),
                 None,
                 None,
@@ -910,7 +883,7 @@ async fn change_member(
     if reply.ok() {
         return see_other("/dashboard/team?done=changed");
     }
-    team_page(&st, &headers, &signed, Some(reply.problem()), None, None).await
+    team_page(&st, &headers, &signed, Some(reply), None, None).await
 }
 
 // ---- Organization ------------------------------------------------------

@@ -9,6 +9,7 @@ pub const BACKEND: common::Backend = common::Backend::Sqlite;
 
 mod cli;
 mod client;
+mod dashboard;
 mod docs;
 mod emails;
 mod environments;

@@ -203,6 +203,23 @@ impl<'a> Browser<'a> {
         self.send(rb).await
     }
 
+    /// GET a path of the server (or a URL).
+    pub(crate) async fn get(&mut self, path: &str) -> Page {
+        let url = if path.starts_with("https://") || path.starts_with("http://") {
+            path.to_owned()
+        } else {
+            self.s.url(path)
+        };
+        let rb = self.s.client.get(url);
+        self.send(rb).await
+    }
+
+    /// POST a form of `fields` to a path, as a browser would.
+    pub(crate) async fn post(&mut self, path: &str, fields: &[(&str, &str)]) -> Page {
+        let rb = self.s.request(Method::POST, path).form(fields);
+        self.send(rb).await
+    }
+
     /// Submits `form` with its hidden fields and `extra`.
     pub(crate) async fn submit(&mut self, form: &Form, extra: &[(&str, &str)]) -> Page {
         let mut fields = form.hidden.clone();

@@ -1,0 +1,389 @@
+//! D48: the developer dashboard over plain HTTP — the built-in client's
+//! sign-in (no consent, several organizations), the session cookies, the
+//! security rules every page follows (CSRF, CSP, framing, `no-store`),
+//! `/v1` ignoring cookies, sign-out by POST only. The same pages in
+//! Chromium are `tests/browser.rs`.
+
+use std::sync::OnceLock;
+
+use gatehouse_domain::{
+    Email, Name, NewUser, OrgId, Plan, Role, Timestamp, User, UserId, UserStatus,
+};
+use reqwest::{Method, StatusCode};
+
+use crate::common::browser::{Browser, Page};
+use crate::common::{PUBLIC_URL, TestServer};
+
+const PASSWORD: &str = "dashboard-password-1234";
+
+fn password_hash() -> String {
+    static HASH: OnceLock<String> = OnceLock::new();
+    HASH.get_or_init(|| gatehouse_auth::password::hash_blocking(PASSWORD))
+        .clone()
+}
+
+async fn person(s: &TestServer, org: &OrgId, email: &str, role: Role) -> User {
+    let u = NewUser {
+        id: UserId::generate(),
+        email: Email::parse(email).unwrap(),
+        name: Name::parse("Dash Person").unwrap(),
+        role,
+        status: UserStatus::Active,
+        password_hash: Some(password_hash()),
+        created_at: Timestamp::now(),
+    };
+    s.store().insert_user(org, &u).await.unwrap()
+}
+
+/// A path of ours from a `Location` (absolute on `public_url`, or a path).
+fn local(location: &str) -> String {
+    location
+        .strip_prefix(PUBLIC_URL)
+        .unwrap_or(location)
+        .to_owned()
+}
+
+/// `/dashboard` → sign-in → `/oauth/authorize`: the sign-in page.
+async fn to_login(b: &mut Browser<'_>) -> Page {
+    let home = b.get("/dashboard").await;
+    assert_eq!(home.status, StatusCode::SEE_OTHER);
+    assert_eq!(home.location().as_deref(), Some("/dashboard/signin"));
+    let start = b.get("/dashboard/signin").await;
+    assert_eq!(start.status, StatusCode::SEE_OTHER);
+    let flow = start
+        .set_cookies()
+        .into_iter()
+        .find(|c| c.starts_with("__Host-gh_dash_flow="))
+        .expect("the sign-in's state and verifier in a cookie");
+    for attr in ["Secure", "HttpOnly", "SameSite=Lax", "Path=/"] {
+        assert!(flow.contains(attr), "{attr} on {flow}");
+    }
+    let authorize = start.location().unwrap();
+    assert!(authorize.starts_with("/oauth/authorize?"), "{authorize}");
+    assert!(authorize.contains("client_id=app_dashboard"));
+    assert!(authorize.contains("code_challenge_method=S256"), "PKCE");
+    let login = b.get(&authorize).await;
+    assert_eq!(login.status, StatusCode::OK, "{}", login.body);
+    assert!(login.body.contains("Gatehouse dashboard"));
+    assert!(
+        !login.body.contains("/password/forgot"),
+        "no organization, so no reset link"
+    );
+    login
+}
+
+/// Follows the redirect to the callback and from it to the dashboard.
+async fn through_callback(b: &mut Browser<'_>, back: &Page) -> Page {
+    assert_eq!(back.status, StatusCode::SEE_OTHER, "{}", back.body);
+    let location = back.location().unwrap();
+    assert!(
+        location.starts_with(&format!("{PUBLIC_URL}/dashboard/callback?")),
+        "D48: the one redirect URI: {location}"
+    );
+    assert!(location.contains("iss="), "RFC 9207");
+    let done = b.get(&local(&location)).await;
+    assert_eq!(done.status, StatusCode::SEE_OTHER, "{}", done.body);
+    assert_eq!(done.location().as_deref(), Some("/dashboard/applications"));
+    let session = done
+        .set_cookies()
+        .into_iter()
+        .find(|c| c.starts_with("__Host-gh_dash="))
+        .expect("the dashboard's session cookie");
+    for attr in ["Secure", "HttpOnly", "SameSite=Lax", "Path=/"] {
+        assert!(session.contains(attr), "{attr} on {session}");
+    }
+    done
+}
+
+/// Signs `email` in (one organization): no consent page.
+pub(crate) async fn sign_in(b: &mut Browser<'_>, email: &str) {
+    let login = to_login(b).await;
+    let form = login.form_with("password").unwrap();
+    let back = b
+        .submit(&form, &[("email", email), ("password", PASSWORD)])
+        .await;
+    through_callback(b, &back).await;
+}
+
+fn csrf(page: &Page) -> String {
+    page.form_with("csrf_token")
+        .and_then(|f| {
+            f.hidden
+                .into_iter()
+                .find(|(k, _)| k == "csrf_token")
+                .map(|(_, v)| v)
+        })
+        .expect("a form with a CSRF token")
+}
+
+fn check_headers(page: &Page) {
+    let h = |n: &str| {
+        page.headers
+            .get(n)
+            .map(|v| v.to_str().unwrap().to_owned())
+            .unwrap_or_default()
+    };
+    let csp = h("content-security-policy");
+    assert!(csp.contains("default-src 'none'"), "{csp}");
+    assert!(csp.contains("frame-ancestors 'none'"), "{csp}");
+    assert!(!csp.contains("unsafe-inline"), "{csp}");
+    assert!(!csp.contains("http"), "no outside host: {csp}");
+    assert_eq!(h("x-frame-options"), "DENY");
+    assert_eq!(h("cache-control"), "no-store");
+}
+
+#[tokio::test]
+async fn a_person_signs_in_without_consent_and_manages_the_team() {
+    let s = TestServer::start().await;
+    let admin = person(&s, &s.org(), "dash-admin@example.com", Role::Admin).await;
+    let mut b = Browser::new(&s);
+    sign_in(&mut b, admin.email.as_str()).await;
+
+    let team = b.get("/dashboard/team").await;
+    assert_eq!(team.status, StatusCode::OK, "{}", team.body);
+    check_headers(&team);
+    assert!(team.body.contains("dash-admin@example.com"));
+    assert!(team.body.contains("Invite a teammate"), "admins invite");
+
+    // Invite, through the management API's rules.
+    let token = csrf(&team);
+    let invited = b
+        .post(
+            "/dashboard/team",
+            &[
+                ("csrf_token", &token),
+                ("email", "teammate@example.com"),
+                ("name", "Team Mate"),
+                ("role", "editor"),
+            ],
+        )
+        .await;
+    assert_eq!(invited.status, StatusCode::SEE_OTHER, "{}", invited.body);
+    let team = b.get("/dashboard/team?done=invited").await;
+    assert!(team.body.contains("teammate@example.com"));
+    assert!(team.body.contains("The invitation was sent."));
+
+    // A refusal of the API is shown in words (a duplicate address).
+    let again = b
+        .post(
+            "/dashboard/team",
+            &[
+                ("csrf_token", &token),
+                ("email", "teammate@example.com"),
+                ("name", "Team Mate"),
+                ("role", "editor"),
+            ],
+        )
+        .await;
+    assert_eq!(again.status, StatusCode::CONFLICT, "{}", again.body);
+    assert!(again.body.contains("role=\"alert\""));
+
+    // Changing a role.
+    let mate = s
+        .store()
+        .find_user_by_email(&s.org(), &Email::parse("teammate@example.com").unwrap())
+        .await
+        .unwrap()
+        .unwrap()
+        .0;
+    let changed = b
+        .post(
+            &format!("/dashboard/team/{}", mate.id),
+            &[("csrf_token", &token), ("role", "viewer")],
+        )
+        .await;
+    assert_eq!(changed.status, StatusCode::SEE_OTHER, "{}", changed.body);
+    let mate = s
+        .store()
+        .get_user(&s.org(), &mate.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(mate.role, Role::Viewer);
+
+    // The organization page and the layout name the organization.
+    let org = b.get("/dashboard/organization").await;
+    check_headers(&org);
+    assert!(org.body.contains("Organization"));
+}
+
+#[tokio::test]
+async fn forms_without_their_csrf_token_are_refused() {
+    let s = TestServer::start().await;
+    let admin = person(&s, &s.org(), "csrf@example.com", Role::Admin).await;
+    let mut b = Browser::new(&s);
+    sign_in(&mut b, admin.email.as_str()).await;
+    for (path, fields) in [
+        (
+            "/dashboard/team",
+            vec![
+                ("email", "x@example.com"),
+                ("name", "X"),
+                ("role", "viewer"),
+            ],
+        ),
+        ("/dashboard/api-keys", vec![("name", "k")]),
+        ("/dashboard/applications", vec![("name", "a")]),
+        ("/dashboard/signout", vec![]),
+    ] {
+        let missing = b.post(path, &fields).await;
+        assert_eq!(missing.status, StatusCode::FORBIDDEN, "{path}");
+        let mut wrong = fields.clone();
+        let forged = "f".repeat(43);
+        wrong.push(("csrf_token", &forged));
+        let wrong = b.post(path, &wrong).await;
+        assert_eq!(wrong.status, StatusCode::FORBIDDEN, "{path}");
+    }
+    let team = b.get("/dashboard/team").await;
+    assert!(!team.body.contains("x@example.com"), "nothing was done");
+}
+
+#[tokio::test]
+async fn v1_never_accepts_the_dashboard_cookies() {
+    let s = TestServer::start().await;
+    let admin = person(&s, &s.org(), "cookies@example.com", Role::Admin).await;
+    let mut b = Browser::new(&s);
+    sign_in(&mut b, admin.email.as_str()).await;
+    let cookies = b
+        .jar
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join("; ");
+    assert!(cookies.contains("__Host-gh_dash="));
+    for path in ["/v1/users", "/v1/me"] {
+        let res = s
+            .request(Method::GET, path)
+            .header("cookie", &cookies)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), StatusCode::UNAUTHORIZED, "{path}");
+    }
+}
+
+#[tokio::test]
+async fn sign_out_is_a_post_and_ends_the_gatehouse_session() {
+    let s = TestServer::start().await;
+    let admin = person(&s, &s.org(), "out@example.com", Role::Admin).await;
+    let mut b = Browser::new(&s);
+    sign_in(&mut b, admin.email.as_str()).await;
+    let kept = b.jar.clone();
+
+    let get = b.get("/dashboard/signout").await;
+    assert_eq!(get.status, StatusCode::METHOD_NOT_ALLOWED);
+
+    let page = b.get("/dashboard/team").await;
+    let token = csrf(&page);
+    let out = b
+        .post("/dashboard/signout", &[("csrf_token", &token)])
+        .await;
+    assert_eq!(out.status, StatusCode::OK, "{}", out.body);
+    check_headers(&out);
+    let cleared = out.set_cookies();
+    assert!(
+        cleared
+            .iter()
+            .any(|c| c.starts_with("__Host-gh_dash=;") && c.contains("Max-Age=0"))
+    );
+    assert!(
+        cleared
+            .iter()
+            .any(|c| c.starts_with("__Host-gh_session=;") && c.contains("Max-Age=0"))
+    );
+
+    // The old cookies no longer sign anyone in: the access token is
+    // revoked and the browser session is gone, so no refresh.
+    let mut replay = Browser::new(&s);
+    replay.jar = kept;
+    let again = replay.get("/dashboard/team").await;
+    assert_eq!(again.status, StatusCode::SEE_OTHER);
+    assert_eq!(again.location().as_deref(), Some("/dashboard/signin"));
+
+    // And the authorization server asks for the password again.
+    let login = to_login(&mut b).await;
+    assert!(login.form_with("password").is_some());
+}
+
+#[tokio::test]
+async fn several_organizations_ask_which_one() {
+    let s = TestServer::start().await;
+    let other = s.new_org(Plan::Pro).await;
+    person(&s, &s.org(), "twice@example.com", Role::Admin).await;
+    person(&s, &other, "twice@example.com", Role::Viewer).await;
+    let mut b = Browser::new(&s);
+    let login = to_login(&mut b).await;
+    let form = login.form_with("password").unwrap();
+    let pick = b
+        .submit(
+            &form,
+            &[("email", "twice@example.com"), ("password", PASSWORD)],
+        )
+        .await;
+    assert_eq!(pick.status, StatusCode::OK, "{}", pick.body);
+    assert!(pick.body.contains("Choose an organization"));
+    assert!(pick.body.contains(other.as_str()));
+    assert!(pick.body.contains(s.org().as_str()));
+    let form = pick.form_with("org").expect("the choice form");
+    // A forged choice is refused.
+    let forged: Vec<(String, String)> = form
+        .hidden
+        .iter()
+        .map(|(k, v)| {
+            if k == "pick" {
+                (k.clone(), format!("{v}x"))
+            } else {
+                (k.clone(), v.clone())
+            }
+        })
+        .collect();
+    let mut forged_form = form.clone();
+    forged_form.hidden = forged;
+    let refused = b.submit(&forged_form, &[("org", other.as_str())]).await;
+    assert_eq!(refused.status, StatusCode::UNAUTHORIZED, "{}", refused.body);
+
+    let back = b.submit(&form, &[("org", other.as_str())]).await;
+    through_callback(&mut b, &back).await;
+    let team = b.get("/dashboard/team").await;
+    assert_eq!(team.status, StatusCode::OK);
+    assert!(team.body.contains("viewer"));
+    assert!(
+        !team.body.contains("Invite a teammate"),
+        "a viewer of the other organization: no invitations"
+    );
+}
+
+#[tokio::test]
+async fn the_built_in_client_is_no_stored_client() {
+    let s = TestServer::start().await;
+    // Its only redirect URI.
+    let mut b = Browser::new(&s);
+    let page = b
+        .authorize(&[
+            ("response_type", "code"),
+            ("client_id", "app_dashboard"),
+            ("redirect_uri", "https://evil.example/callback"),
+            ("state", "x"),
+            ("code_challenge", &"a".repeat(43)),
+            ("code_challenge_method", "S256"),
+        ])
+        .await;
+    assert_eq!(page.status, StatusCode::BAD_REQUEST);
+    assert!(page.location().is_none(), "never a redirect to it");
+    // It is not a client of any organization: no secret works at the
+    // token endpoint.
+    let res = s
+        .request(Method::POST, "/oauth/token")
+        .basic_auth("app_dashboard", Some("guess"))
+        .form(&[("grant_type", "client_credentials")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::UNAUTHORIZED);
+    // Without a sign-in in progress the callback refuses.
+    let cb = b
+        .get("/dashboard/callback?code=x&state=y&iss=https%3A%2F%2Fgatehouse.example")
+        .await;
+    assert_eq!(cb.status, StatusCode::BAD_REQUEST);
+    check_headers(&cb);
+}
