@@ -20,6 +20,7 @@ pub mod idempotency;
 mod introspect;
 pub mod keys;
 pub mod links;
+pub mod manage;
 pub mod orgs;
 pub mod products;
 pub mod profile;
