@@ -340,9 +340,21 @@ mod tests {
     #[test]
     fn pages_slice_and_count_everything() {
         let items: Vec<u32> = (0..5).collect();
-        let l = page_of(&items, Page { limit: 2, offset: 3 });
+        let l = page_of(
+            &items,
+            Page {
+                limit: 2,
+                offset: 3,
+            },
+        );
         assert_eq!((l.items, l.total), (vec![3, 4], 5));
-        let l = page_of(&items, Page { limit: 2, offset: 9 });
+        let l = page_of(
+            &items,
+            Page {
+                limit: 2,
+                offset: 9,
+            },
+        );
         assert_eq!((l.items.len(), l.total), (0, 5));
     }
 }

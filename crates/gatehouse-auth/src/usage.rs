@@ -42,13 +42,15 @@ impl UsageCounter {
         let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
         std::mem::take(&mut *pending)
             .into_iter()
-            .map(|((credential, minute), (org, requests, rejected))| UsageCount {
-                org,
-                credential,
-                minute,
-                requests,
-                rejected,
-            })
+            .map(
+                |((credential, minute), (org, requests, rejected))| UsageCount {
+                    org,
+                    credential,
+                    minute,
+                    requests,
+                    rejected,
+                },
+            )
             .collect()
     }
 

@@ -95,11 +95,7 @@ impl Manager {
     /// nothing but sign-in, D49), and only an organization-wide caller may
     /// put `applications:read`/`applications:write` on one.
     pub fn may_grant(&self, scopes: ScopeSet) -> Result<(), DomainError> {
-        if let Some(missing) = scopes
-            .without_identity()
-            .iter()
-            .find(|s| !self.holds(*s))
-        {
+        if let Some(missing) = scopes.without_identity().iter().find(|s| !self.holds(*s)) {
             return Err(DomainError::MissingScope(format!(
                 "you cannot grant the {} scope: your credential does not hold it",
                 missing.as_str()
@@ -254,7 +250,10 @@ mod tests {
         let editor = Manager::person(ScopeSet::for_role(Role::Editor), me.clone(), Role::Editor);
         assert!(editor.reaches(Some(&me)));
         assert!(!editor.reaches(Some(&other)));
-        assert!(!editor.reaches(None), "an operator's application is not the editor's");
+        assert!(
+            !editor.reaches(None),
+            "an operator's application is not the editor's"
+        );
         assert_eq!(editor.owner(), Some(&me));
         let admin = Manager::person(ScopeSet::for_role(Role::Admin), me.clone(), Role::Admin);
         assert!(admin.reaches(Some(&other)) && admin.reaches(None));
@@ -279,20 +278,39 @@ mod tests {
         ));
         let cc = Manager::credential(set("applications:write applications:read users:read"));
         assert!(cc.may_grant(set("applications:read users:read")).is_ok());
-        assert!(cc.may_grant(set("users:read admin")).is_err(), "admin is not held");
+        assert!(
+            cc.may_grant(set("users:read admin")).is_err(),
+            "admin is not held"
+        );
         assert!(Manager::operator().may_grant(ScopeSet::all()).is_ok());
     }
 
     #[test]
     fn d46_reconfiguring_needs_every_registered_scope_and_admin_when_approved() {
         let cc = Manager::credential(set("applications:write products:read openid"));
-        assert!(cc.may_reconfigure(&app("products:read openid profile email", false)).is_ok());
-        assert!(cc.may_reconfigure(&app("products:read users:read", false)).is_err());
+        assert!(
+            cc.may_reconfigure(&app("products:read openid profile email", false))
+                .is_ok()
+        );
+        assert!(
+            cc.may_reconfigure(&app("products:read users:read", false))
+                .is_err()
+        );
         // `admin` listed but not approved grants nothing: not needed.
-        assert!(cc.may_reconfigure(&app("products:read admin", false)).is_ok());
-        assert!(cc.may_reconfigure(&app("products:read admin", true)).is_err());
+        assert!(
+            cc.may_reconfigure(&app("products:read admin", false))
+                .is_ok()
+        );
+        assert!(
+            cc.may_reconfigure(&app("products:read admin", true))
+                .is_err()
+        );
         let admin = Manager::credential(set("admin"));
-        assert!(admin.may_reconfigure(&app("users:write admin", true)).is_ok());
+        assert!(
+            admin
+                .may_reconfigure(&app("users:write admin", true))
+                .is_ok()
+        );
     }
 
     #[test]
@@ -302,11 +320,28 @@ mod tests {
         assert_eq!((r.from_minute, r.to_minute), (941, 1001));
         assert_eq!(r.minutes().count(), 60);
         let from = Timestamp::from_millis(0);
-        assert!(UsageRange::new(Some(from), Some(Timestamp::from_millis(24 * 3_600_000)), now).is_ok());
-        assert!(UsageRange::new(Some(from), Some(Timestamp::from_millis(24 * 3_600_000 + 1)), now).is_err());
+        assert!(
+            UsageRange::new(
+                Some(from),
+                Some(Timestamp::from_millis(24 * 3_600_000)),
+                now
+            )
+            .is_ok()
+        );
+        assert!(
+            UsageRange::new(
+                Some(from),
+                Some(Timestamp::from_millis(24 * 3_600_000 + 1)),
+                now
+            )
+            .is_err()
+        );
         let whole = Timestamp::from_millis(1_000 * 60_000);
         assert!(UsageRange::new(Some(whole), Some(whole), now).is_err());
-        assert!(UsageRange::new(Some(now), Some(whole), now).is_err(), "from after to");
+        assert!(
+            UsageRange::new(Some(now), Some(whole), now).is_err(),
+            "from after to"
+        );
     }
 
     #[test]

@@ -86,8 +86,12 @@ impl Scope {
             Scope::OpenId => "Sign you in with your account",
             Scope::Profile => "See your name",
             Scope::Email => "See your e-mail address",
-            Scope::ApplicationsRead => "View your organization's applications, API keys and their usage",
-            Scope::ApplicationsWrite => "Register and change applications, rotate their secrets, create and revoke API keys",
+            Scope::ApplicationsRead => {
+                "View your organization's applications, API keys and their usage"
+            }
+            Scope::ApplicationsWrite => {
+                "Register and change applications, rotate their secrets, create and revoke API keys"
+            }
         }
     }
 }

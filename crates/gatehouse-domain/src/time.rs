@@ -91,7 +91,12 @@ mod tests {
             Timestamp::parse_rfc3339("2026-11-22T03:31:42.123+01:00"),
             Some(t)
         );
-        for bad in ["2026-11-22", "yesterday", "2026-11-22T02:31:42", "1969-12-31T23:59:59Z"] {
+        for bad in [
+            "2026-11-22",
+            "yesterday",
+            "2026-11-22T02:31:42",
+            "1969-12-31T23:59:59Z",
+        ] {
             assert_eq!(Timestamp::parse_rfc3339(bad), None, "{bad}");
         }
     }

@@ -6,8 +6,8 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use gatehouse_domain::ApiKeyId;
 use gatehouse_app::Credential;
+use gatehouse_domain::ApiKeyId;
 
 use crate::AppState;
 use crate::applications::{secret_answer, usage_range};

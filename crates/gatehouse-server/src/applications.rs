@@ -8,9 +8,9 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use gatehouse_app::Credential;
 use gatehouse_app::manage::ApplicationType;
 use gatehouse_domain::{ClientId, Timestamp, UsageRange};
-use gatehouse_app::Credential;
 
 use crate::AppState;
 use crate::error::ApiError;
@@ -45,8 +45,9 @@ pub(crate) fn secret_answer(mut res: Response) -> Response {
 /// last hour).
 pub(crate) fn usage_range(query: &mut Query) -> Option<UsageRange> {
     let ts = |s: &str| {
-        Timestamp::parse_rfc3339(s)
-            .ok_or_else(|| "must be an RFC 3339 date and time, e.g. 2026-11-23T10:00:00Z".to_owned())
+        Timestamp::parse_rfc3339(s).ok_or_else(|| {
+            "must be an RFC 3339 date and time, e.g. 2026-11-23T10:00:00Z".to_owned()
+        })
     };
     let from = query.field("from", ts);
     let to = query.field("to", ts);
@@ -87,10 +88,7 @@ pub(crate) async fn list(
     let kind = query.field("type", ApplicationType::parse);
     query.finish()?;
     let m = st.app.manager(&auth.caller).await?;
-    let listing = st
-        .app
-        .list_applications(&m, auth.org(), kind, page)
-        .await?;
+    let listing = st.app.list_applications(&m, auth.org(), kind, page).await?;
     Ok(respond::list::<_, ApplicationResponse<'_>>(
         &ctx, &listing, page,
     ))

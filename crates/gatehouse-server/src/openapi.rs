@@ -500,7 +500,7 @@ pub fn document(public_url: &str) -> Value {
             "description": "Users, a product catalog and an OAuth 2.0 authorization server for organizations. Every error uses the envelope {error: {code, message, docs, details}}.",
         },
         "servers": [{"url": public_url}],
-        "tags": [{"name": "Users"}, {"name": "Profile"}, {"name": "Products"}, {"name": "Preview (v2)"}, {"name": "OAuth"}, {"name": "Discovery"}, {"name": "Operations"}, {"name": "Versions"}],
+        "tags": [{"name": "Users"}, {"name": "Profile"}, {"name": "Products"}, {"name": "Applications"}, {"name": "API keys"}, {"name": "Organization"}, {"name": "Preview (v2)"}, {"name": "OAuth"}, {"name": "Discovery"}, {"name": "Operations"}, {"name": "Versions"}],
         "paths": paths,
         "components": {
             "schemas": schemas,

@@ -628,14 +628,21 @@ impl RequestBody for CreateApiKeyRequest {
         let name = issues.required_text("name", self.name, Name::parse);
         let scopes = issues.check("scopes", self.scopes, true, |names| {
             let set = scope_list(names)?;
-            if !set.intersect(gatehouse_domain::ScopeSet::identity()).is_empty() {
-                return Err("cannot include openid, profile or email (they are for signing people in)".into());
+            if !set
+                .intersect(gatehouse_domain::ScopeSet::identity())
+                .is_empty()
+            {
+                return Err(
+                    "cannot include openid, profile or email (they are for signing people in)"
+                        .into(),
+                );
             }
             Ok(set)
         });
         let expires_at = issues.optional_text("expires_at", self.expires_at, |s| {
-            gatehouse_domain::Timestamp::parse_rfc3339(s)
-                .ok_or_else(|| "must be an RFC 3339 date and time, e.g. 2027-01-31T00:00:00Z".into())
+            gatehouse_domain::Timestamp::parse_rfc3339(s).ok_or_else(|| {
+                "must be an RFC 3339 date and time, e.g. 2027-01-31T00:00:00Z".into()
+            })
         });
         match (name, scopes) {
             (Some(name), Some(scopes)) => issues.finish(gatehouse_app::manage::KeyRequest {

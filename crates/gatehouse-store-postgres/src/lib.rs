@@ -41,9 +41,9 @@ mod revocations;
 mod rows;
 mod schema;
 mod signing_keys;
-mod usage;
 #[cfg(feature = "testing")]
 pub mod testing;
+mod usage;
 mod users;
 
 use std::time::Duration;
@@ -51,8 +51,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use gatehouse_domain::{
     ApiKey, ApiKeyId, Client, ClientId, DomainError, KeyCut, Listing, NewProduct, NewUser, OrgId,
-    Organization, Page, Product, ProductId, ProductPatch, Scope, ScopeSet, Timestamp, User, UserId,
-    UsageRange, UserPatch, client, link, manage, product,
+    Organization, Page, Product, ProductId, ProductPatch, Scope, ScopeSet, Timestamp, UsageRange,
+    User, UserId, UserPatch, client, link, manage, product,
     user::{self, UserChange},
     values::{Email, words},
 };

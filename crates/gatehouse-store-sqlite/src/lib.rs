@@ -37,8 +37,8 @@ use std::path::Path;
 
 use async_trait::async_trait;
 use gatehouse_domain::{
-    ApiKey, ApiKeyId, Client, ClientId, KeyCut, Listing, NewProduct, NewUser, OrgId, Organization, Page,
-    Plan, Product, ProductId, ProductPatch, ProductStatus, Role, Scope, ScopeSet, SearchText,
+    ApiKey, ApiKeyId, Client, ClientId, KeyCut, Listing, NewProduct, NewUser, OrgId, Organization,
+    Page, Plan, Product, ProductId, ProductPatch, ProductStatus, Role, Scope, ScopeSet, SearchText,
     Timestamp, UsageRange, User, UserId, UserPatch, UserStatus, client, link, manage, product,
     user::{self, UserChange},
     values::{Email, Name, Sku},

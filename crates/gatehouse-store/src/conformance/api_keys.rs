@@ -56,15 +56,24 @@ pub async fn api_keys(s: &dyn Store) {
 pub async fn d46_keys_usage_and_owner_cuts(s: &dyn Store) {
     let o = new_org(s).await;
     let admin = s
-        .insert_user(&o, &user("ka@example.com", Role::Admin, UserStatus::Active, 1))
+        .insert_user(
+            &o,
+            &user("ka@example.com", Role::Admin, UserStatus::Active, 1),
+        )
         .await
         .unwrap();
     let ed = s
-        .insert_user(&o, &user("ke@example.com", Role::Editor, UserStatus::Active, 2))
+        .insert_user(
+            &o,
+            &user("ke@example.com", Role::Editor, UserStatus::Active, 2),
+        )
         .await
         .unwrap();
     let ed2 = s
-        .insert_user(&o, &user("kf@example.com", Role::Editor, UserStatus::Active, 3))
+        .insert_user(
+            &o,
+            &user("kf@example.com", Role::Editor, UserStatus::Active, 3),
+        )
         .await
         .unwrap();
     let key = |owner: &UserId, scopes: &str, d: u8| {
@@ -88,7 +97,10 @@ pub async fn d46_keys_usage_and_owner_cuts(s: &dyn Store) {
     for (k, d) in [(&read, &read_d), (&write, &write_d), (&other, &other_d)] {
         s.insert_api_key(&o, k, d).await.unwrap();
     }
-    assert_eq!(s.get_api_key(&o, &read.id).await.unwrap(), Some(read.clone()));
+    assert_eq!(
+        s.get_api_key(&o, &read.id).await.unwrap(),
+        Some(read.clone())
+    );
 
     // Usage: two flushes of the same minute add up; the key's last use moves.
     let count = |minute, requests, rejected| crate::UsageCount {
@@ -98,7 +110,9 @@ pub async fn d46_keys_usage_and_owner_cuts(s: &dyn Store) {
         requests,
         rejected,
     };
-    s.add_usage(&[count(100, 3, 1), count(101, 1, 0)]).await.unwrap();
+    s.add_usage(&[count(100, 3, 1), count(101, 1, 0)])
+        .await
+        .unwrap();
     s.add_usage(&[count(100, 2, 2)]).await.unwrap();
     let range = gatehouse_domain::UsageRange {
         from_minute: 99,
@@ -115,7 +129,11 @@ pub async fn d46_keys_usage_and_owner_cuts(s: &dyn Store) {
         vec![(100, 5, 3), (101, 1, 0)]
     );
     assert_eq!(
-        s.get_api_key(&o, &read.id).await.unwrap().unwrap().last_used_at,
+        s.get_api_key(&o, &read.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .last_used_at,
         Some(Timestamp::from_millis(101 * 60_000))
     );
 
@@ -132,7 +150,11 @@ pub async fn d46_keys_usage_and_owner_cuts(s: &dyn Store) {
     )
     .await
     .unwrap();
-    assert_eq!(revoked_at(s, &o, &write).await, Some(at), "demotion revokes a key beyond the new role");
+    assert_eq!(
+        revoked_at(s, &o, &write).await,
+        Some(at),
+        "demotion revokes a key beyond the new role"
+    );
     assert_eq!(revoked_at(s, &o, &read).await, None);
     // Deactivation: every key of theirs dies; another person's lives.
     s.update_user(
@@ -146,14 +168,24 @@ pub async fn d46_keys_usage_and_owner_cuts(s: &dyn Store) {
     )
     .await
     .unwrap();
-    assert_eq!(revoked_at(s, &o, &read).await, Some(Timestamp::from_millis(60_000)));
-    assert_eq!(revoked_at(s, &o, &write).await, Some(at), "the first revocation time stays");
+    assert_eq!(
+        revoked_at(s, &o, &read).await,
+        Some(Timestamp::from_millis(60_000))
+    );
+    assert_eq!(
+        revoked_at(s, &o, &write).await,
+        Some(at),
+        "the first revocation time stays"
+    );
     assert_eq!(revoked_at(s, &o, &other).await, None);
     // Deletion: the keys of the deleted person die.
     s.delete_user_at(&o, &ed2.id, None, Timestamp::from_millis(70_000))
         .await
         .unwrap();
-    assert_eq!(revoked_at(s, &o, &other).await, Some(Timestamp::from_millis(70_000)));
+    assert_eq!(
+        revoked_at(s, &o, &other).await,
+        Some(Timestamp::from_millis(70_000))
+    );
     let _ = admin;
 }
 

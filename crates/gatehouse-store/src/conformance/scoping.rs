@@ -186,7 +186,10 @@ pub async fn every_tenant_method_is_scoped(s: &dyn Store) {
         from_minute: 0,
         to_minute: 10,
     };
-    assert!(s.usage(&b, &counted, range).await.unwrap().is_empty(), "usage");
+    assert!(
+        s.usage(&b, &counted, range).await.unwrap().is_empty(),
+        "usage"
+    );
     assert_eq!(s.usage(&a, &counted, range).await.unwrap().len(), 1);
     assert_eq!(s.resolve_api_key(&[72; 32]).await.unwrap(), Some(k.clone()));
 

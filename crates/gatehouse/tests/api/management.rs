@@ -85,7 +85,11 @@ async fn d46_applications_register_show_change_rotate_and_delete() {
     assert_eq!(app["scopes"], json!(["products:read"]));
     assert_eq!(app["redirect_uris"], json!([REDIRECT]));
     assert_eq!(app["admin_approved"], false);
-    assert_eq!(app["owner_id"], Value::Null, "an organization-wide caller owns nothing");
+    assert_eq!(
+        app["owner_id"],
+        Value::Null,
+        "an organization-wide caller owns nothing"
+    );
     assert_eq!(cc_status(&s, &id, &secret).await, StatusCode::OK);
 
     // Show: no secret, and not no-store-only; list with the type filter.
@@ -95,21 +99,36 @@ async fn d46_applications_register_show_change_rotate_and_delete() {
         StatusCode::OK,
     )
     .await;
-    assert!(shown["data"].get("client_secret").is_none(), "shown once only");
+    assert!(
+        shown["data"].get("client_secret").is_none(),
+        "shown once only"
+    );
     let list = json_of(
         s.call(Method::GET, "/v1/applications?type=confidential", &t, None)
             .await,
         StatusCode::OK,
     )
     .await;
-    assert!(list["data"].as_array().unwrap().iter().any(|a| a["id"] == id));
+    assert!(
+        list["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a["id"] == id)
+    );
     let list = json_of(
         s.call(Method::GET, "/v1/applications?type=public", &t, None)
             .await,
         StatusCode::OK,
     )
     .await;
-    assert!(!list["data"].as_array().unwrap().iter().any(|a| a["id"] == id));
+    assert!(
+        !list["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a["id"] == id)
+    );
     expect_error(
         s.call(Method::GET, "/v1/applications?type=secret", &t, None)
             .await,
@@ -131,7 +150,10 @@ async fn d46_applications_register_show_change_rotate_and_delete() {
     )
     .await;
     assert_eq!(changed["data"]["name"], "Billing 2");
-    assert_eq!(changed["data"]["scopes"], json!(["users:read", "products:read"]));
+    assert_eq!(
+        changed["data"]["scopes"],
+        json!(["users:read", "products:read"])
+    );
     assert_ne!(changed["data"]["updated_at"], app["updated_at"]);
 
     // Rotate with a grace: both secrets work, then only the new one.
@@ -145,10 +167,17 @@ async fn d46_applications_register_show_change_rotate_and_delete() {
         .await;
     assert_eq!(res.headers()[reqwest::header::CACHE_CONTROL], "no-store");
     let rotated = json_of(res, StatusCode::CREATED).await;
-    let new_secret = rotated["data"]["client_secret"].as_str().unwrap().to_owned();
+    let new_secret = rotated["data"]["client_secret"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     assert_ne!(new_secret, secret);
     assert!(rotated["data"]["previous_secret_expires_at"].is_string());
-    assert_eq!(cc_status(&s, &id, &secret).await, StatusCode::OK, "D20: the grace");
+    assert_eq!(
+        cc_status(&s, &id, &secret).await,
+        StatusCode::OK,
+        "D20: the grace"
+    );
     assert_eq!(cc_status(&s, &id, &new_secret).await, StatusCode::OK);
     tokio::time::sleep(Duration::from_millis(2_300)).await;
     assert_eq!(
@@ -167,8 +196,14 @@ async fn d46_applications_register_show_change_rotate_and_delete() {
     )
     .await;
     assert_eq!(rotated["data"]["previous_secret_expires_at"], Value::Null);
-    assert_eq!(cc_status(&s, &id, &new_secret).await, StatusCode::UNAUTHORIZED);
-    let newest = rotated["data"]["client_secret"].as_str().unwrap().to_owned();
+    assert_eq!(
+        cc_status(&s, &id, &new_secret).await,
+        StatusCode::UNAUTHORIZED
+    );
+    let newest = rotated["data"]["client_secret"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     let app_token = s.token_for(&id, &newest, "products:read").await;
     expect_error(
         s.call(
@@ -197,8 +232,13 @@ async fn d46_applications_register_show_change_rotate_and_delete() {
     assert!(public["data"].get("client_secret").is_none());
     let pid = public["data"]["id"].as_str().unwrap();
     expect_error(
-        s.call(Method::POST, &format!("/v1/applications/{pid}/secret"), &t, None)
-            .await,
+        s.call(
+            Method::POST,
+            &format!("/v1/applications/{pid}/secret"),
+            &t,
+            None,
+        )
+        .await,
         StatusCode::UNPROCESSABLE_ENTITY,
         "INVALID_STATE_TRANSITION",
     )
@@ -245,13 +285,21 @@ async fn d46_bad_registrations_name_every_problem() {
         "VALIDATION_ERROR",
     )
     .await;
-    let fields: Vec<String> = crate::common::details(&body).into_iter().map(|(f, _)| f).collect();
+    let fields: Vec<String> = crate::common::details(&body)
+        .into_iter()
+        .map(|(f, _)| f)
+        .collect();
     for f in ["name", "type", "redirect_uris", "scopes"] {
         assert!(fields.contains(&f.to_owned()), "{f} in {fields:?}");
     }
     // D20: a public application needs a redirect URI.
     expect_error(
-        create_app(&s, &t, json!({"name": "SPA", "type": "public", "scopes": ["users:read"]})).await,
+        create_app(
+            &s,
+            &t,
+            json!({"name": "SPA", "type": "public", "scopes": ["users:read"]}),
+        )
+        .await,
         StatusCode::BAD_REQUEST,
         "VALIDATION_ERROR",
     )
@@ -289,7 +337,12 @@ async fn d46_scopes_are_needed_and_no_caller_escalates() {
     // Reading needs applications:read, changing applications:write.
     let reader = s.token("applications:read users:read").await;
     expect_error(
-        create_app(&s, &reader, json!({"name": "x", "type": "confidential", "scopes": ["users:read"]})).await,
+        create_app(
+            &s,
+            &reader,
+            json!({"name": "x", "type": "confidential", "scopes": ["users:read"]}),
+        )
+        .await,
         StatusCode::FORBIDDEN,
         "INSUFFICIENT_SCOPE",
     )
@@ -318,11 +371,21 @@ async fn d46_scopes_are_needed_and_no_caller_escalates() {
         json!({"name": "x", "type": "confidential", "scopes": ["users:write"]}),
         json!({"name": "x", "type": "confidential", "scopes": ["admin"]}),
     ] {
-        expect_error(create_app(&s, &t, body).await, StatusCode::FORBIDDEN, "INSUFFICIENT_SCOPE").await;
+        expect_error(
+            create_app(&s, &t, body).await,
+            StatusCode::FORBIDDEN,
+            "INSUFFICIENT_SCOPE",
+        )
+        .await;
     }
     expect_error(
-        s.call(Method::POST, "/v1/api-keys", &t, Some(json!({"name": "k", "scopes": ["users:read"]})))
-            .await,
+        s.call(
+            Method::POST,
+            "/v1/api-keys",
+            &t,
+            Some(json!({"name": "k", "scopes": ["users:read"]})),
+        )
+        .await,
         StatusCode::FORBIDDEN,
         "INSUFFICIENT_SCOPE",
     )
@@ -340,7 +403,15 @@ async fn d46_scopes_are_needed_and_no_caller_escalates() {
     .await;
 
     // Reconfiguring needs every scope the application is registered for.
-    let other = register(&s, &s.org(), "users:read products:read", &[REDIRECT], false, false).await;
+    let other = register(
+        &s,
+        &s.org(),
+        "users:read products:read",
+        &[REDIRECT],
+        false,
+        false,
+    )
+    .await;
     let path = format!("/v1/applications/{}", other.id);
     for body in [
         json!({"redirect_uris": ["https://app.example.com/new"]}),
@@ -354,23 +425,38 @@ async fn d46_scopes_are_needed_and_no_caller_escalates() {
         .await;
     }
     expect_error(
-        s.call(Method::POST, &format!("{path}/secret"), &t, None).await,
+        s.call(Method::POST, &format!("{path}/secret"), &t, None)
+            .await,
         StatusCode::FORBIDDEN,
         "INSUFFICIENT_SCOPE",
     )
     .await;
     // The name needs only applications:write.
     json_of(
-        s.call(Method::PATCH, &path, &t, Some(json!({"name": "Renamed"}))).await,
+        s.call(Method::PATCH, &path, &t, Some(json!({"name": "Renamed"})))
+            .await,
         StatusCode::OK,
     )
     .await;
     // An admin-approved application needs admin too.
-    let approved = register(&s, &s.org(), "products:read admin", &[REDIRECT], false, true).await;
+    let approved = register(
+        &s,
+        &s.org(),
+        "products:read admin",
+        &[REDIRECT],
+        false,
+        true,
+    )
+    .await;
     let wide = s.token(&format!("{MANAGE} products:read users:read")).await;
     expect_error(
-        s.call(Method::POST, &format!("/v1/applications/{}/secret", approved.id), &wide, None)
-            .await,
+        s.call(
+            Method::POST,
+            &format!("/v1/applications/{}/secret", approved.id),
+            &wide,
+            None,
+        )
+        .await,
         StatusCode::FORBIDDEN,
         "INSUFFICIENT_SCOPE",
     )
@@ -380,15 +466,25 @@ async fn d46_scopes_are_needed_and_no_caller_escalates() {
     let elsewhere = s.new_org(gatehouse_domain::Plan::Pro).await;
     let foreign = register(&s, &elsewhere, "users:read", &[REDIRECT], false, false).await;
     expect_error(
-        s.call(Method::GET, &format!("/v1/applications/{}", foreign.id), &t, None)
-            .await,
+        s.call(
+            Method::GET,
+            &format!("/v1/applications/{}", foreign.id),
+            &t,
+            None,
+        )
+        .await,
         StatusCode::NOT_FOUND,
         "RESOURCE_NOT_FOUND",
     )
     .await;
     expect_error(
-        s.call(Method::DELETE, &format!("/v1/applications/{}", foreign.id), &t, None)
-            .await,
+        s.call(
+            Method::DELETE,
+            &format!("/v1/applications/{}", foreign.id),
+            &t,
+            None,
+        )
+        .await,
         StatusCode::NOT_FOUND,
         "RESOURCE_NOT_FOUND",
     )
@@ -409,12 +505,23 @@ async fn d46_editors_act_on_what_they_own_and_keys_die_with_their_owner() {
     let boss = person_token(&s, &c, "boss@example.com", scope).await;
 
     // D29 extended: a viewer's token never carries applications:*.
-    let pair = pair_for(&s, &c, &viewer.email.to_string(), Some("applications:read products:read")).await;
+    let pair = pair_for(
+        &s,
+        &c,
+        &viewer.email.to_string(),
+        Some("applications:read products:read"),
+    )
+    .await;
     assert_eq!(pair["scope"], "products:read");
 
     // The editor owns what it registers.
     let mine = json_of(
-        create_app(&s, &ed1, json!({"name": "Mine", "type": "confidential", "scopes": ["products:write"]})).await,
+        create_app(
+            &s,
+            &ed1,
+            json!({"name": "Mine", "type": "confidential", "scopes": ["products:write"]}),
+        )
+        .await,
         StatusCode::CREATED,
     )
     .await;
@@ -424,7 +531,12 @@ async fn d46_editors_act_on_what_they_own_and_keys_die_with_their_owner() {
     // An editor cannot give applications:* to anything, nor what it lacks.
     for scopes in [json!(["applications:read"]), json!(["users:write"])] {
         expect_error(
-            create_app(&s, &ed1, json!({"name": "x", "type": "confidential", "scopes": scopes})).await,
+            create_app(
+                &s,
+                &ed1,
+                json!({"name": "x", "type": "confidential", "scopes": scopes}),
+            )
+            .await,
             StatusCode::FORBIDDEN,
             "INSUFFICIENT_SCOPE",
         )
@@ -439,17 +551,35 @@ async fn d46_editors_act_on_what_they_own_and_keys_die_with_their_owner() {
         (Method::GET, format!("{path}/usage"), None),
         (Method::DELETE, path.clone(), None),
     ] {
-        expect_error(s.call(m, &p, &ed2, b).await, StatusCode::NOT_FOUND, "RESOURCE_NOT_FOUND").await;
+        expect_error(
+            s.call(m, &p, &ed2, b).await,
+            StatusCode::NOT_FOUND,
+            "RESOURCE_NOT_FOUND",
+        )
+        .await;
     }
-    let list = json_of(s.call(Method::GET, "/v1/applications", &ed2, None).await, StatusCode::OK).await;
+    let list = json_of(
+        s.call(Method::GET, "/v1/applications", &ed2, None).await,
+        StatusCode::OK,
+    )
+    .await;
     assert_eq!(list["meta"]["total"], 0);
     // The admin reaches it.
-    json_of(s.call(Method::GET, &path, &boss, None).await, StatusCode::OK).await;
+    json_of(
+        s.call(Method::GET, &path, &boss, None).await,
+        StatusCode::OK,
+    )
+    .await;
 
     // Keys: the editor's own, invisible to the other editor.
     let key = json_of(
-        s.call(Method::POST, "/v1/api-keys", &ed1, Some(json!({"name": "ci", "scopes": ["products:read"]})))
-            .await,
+        s.call(
+            Method::POST,
+            "/v1/api-keys",
+            &ed1,
+            Some(json!({"name": "ci", "scopes": ["products:read"]})),
+        )
+        .await,
         StatusCode::CREATED,
     )
     .await;
@@ -458,24 +588,41 @@ async fn d46_editors_act_on_what_they_own_and_keys_die_with_their_owner() {
     assert_eq!(key["data"]["prefix"], secret[..12]);
     assert_eq!(key["data"]["owner_id"], ed1_id.as_str());
     expect_error(
-        s.call(Method::GET, &format!("/v1/api-keys/{key_id}"), &ed2, None).await,
+        s.call(Method::GET, &format!("/v1/api-keys/{key_id}"), &ed2, None)
+            .await,
         StatusCode::NOT_FOUND,
         "RESOURCE_NOT_FOUND",
     )
     .await;
     expect_error(
-        s.call(Method::DELETE, &format!("/v1/api-keys/{key_id}"), &ed2, None).await,
+        s.call(
+            Method::DELETE,
+            &format!("/v1/api-keys/{key_id}"),
+            &ed2,
+            None,
+        )
+        .await,
         StatusCode::NOT_FOUND,
         "RESOURCE_NOT_FOUND",
     )
     .await;
-    assert_eq!(s.call(Method::GET, "/v1/products", &secret, None).await.status(), StatusCode::OK);
+    assert_eq!(
+        s.call(Method::GET, "/v1/products", &secret, None)
+            .await
+            .status(),
+        StatusCode::OK
+    );
 
     // The key dies with its owner's deactivation.
     let admin = s.token("users:write").await;
     json_of(
-        s.call(Method::PATCH, &format!("/v1/users/{ed1_id}"), &admin, Some(json!({"status": "inactive"})))
-            .await,
+        s.call(
+            Method::PATCH,
+            &format!("/v1/users/{ed1_id}"),
+            &admin,
+            Some(json!({"status": "inactive"})),
+        )
+        .await,
         StatusCode::OK,
     )
     .await;
@@ -486,7 +633,8 @@ async fn d46_editors_act_on_what_they_own_and_keys_die_with_their_owner() {
     )
     .await;
     let shown = json_of(
-        s.call(Method::GET, &format!("/v1/api-keys/{key_id}"), &boss, None).await,
+        s.call(Method::GET, &format!("/v1/api-keys/{key_id}"), &boss, None)
+            .await,
         StatusCode::OK,
     )
     .await;
@@ -494,8 +642,13 @@ async fn d46_editors_act_on_what_they_own_and_keys_die_with_their_owner() {
 
     // Revoking through the API: 204, then the key is refused.
     let k2 = json_of(
-        s.call(Method::POST, "/v1/api-keys", &boss, Some(json!({"name": "ops", "scopes": ["products:read"]})))
-            .await,
+        s.call(
+            Method::POST,
+            "/v1/api-keys",
+            &boss,
+            Some(json!({"name": "ops", "scopes": ["products:read"]})),
+        )
+        .await,
         StatusCode::CREATED,
     )
     .await;
@@ -504,7 +657,14 @@ async fn d46_editors_act_on_what_they_own_and_keys_die_with_their_owner() {
         k2["data"]["key"].as_str().unwrap().to_owned(),
     );
     assert_eq!(
-        s.call(Method::DELETE, &format!("/v1/api-keys/{k2_id}"), &boss, None).await.status(),
+        s.call(
+            Method::DELETE,
+            &format!("/v1/api-keys/{k2_id}"),
+            &boss,
+            None
+        )
+        .await
+        .status(),
         StatusCode::NO_CONTENT
     );
     expect_error(
@@ -520,7 +680,13 @@ async fn d46_a_demotion_narrows_owned_applications_and_revokes_keys_beyond_the_r
     let s = TestServer::start().await;
     let c = console(&s).await;
     let ed = active_user(&s, "demoted@example.com", Role::Editor).await;
-    let t = person_token(&s, &c, "demoted@example.com", "applications:read applications:write products:read products:write").await;
+    let t = person_token(
+        &s,
+        &c,
+        "demoted@example.com",
+        "applications:read applications:write products:read products:write",
+    )
+    .await;
     let app = json_of(
         create_app(&s, &t, json!({"name": "Writer", "type": "confidential", "scopes": ["products:read", "products:write"]})).await,
         StatusCode::CREATED,
@@ -528,46 +694,97 @@ async fn d46_a_demotion_narrows_owned_applications_and_revokes_keys_beyond_the_r
     .await;
     let app_id = app["data"]["id"].as_str().unwrap().to_owned();
     let writer = json_of(
-        s.call(Method::POST, "/v1/api-keys", &t, Some(json!({"name": "w", "scopes": ["products:write"]}))).await,
+        s.call(
+            Method::POST,
+            "/v1/api-keys",
+            &t,
+            Some(json!({"name": "w", "scopes": ["products:write"]})),
+        )
+        .await,
         StatusCode::CREATED,
     )
     .await;
     let reader = json_of(
-        s.call(Method::POST, "/v1/api-keys", &t, Some(json!({"name": "r", "scopes": ["products:read"]}))).await,
+        s.call(
+            Method::POST,
+            "/v1/api-keys",
+            &t,
+            Some(json!({"name": "r", "scopes": ["products:read"]})),
+        )
+        .await,
         StatusCode::CREATED,
     )
     .await;
-    let admin = s.token(&format!("users:write {MANAGE} products:read products:write")).await;
+    let admin = s
+        .token(&format!(
+            "users:write {MANAGE} products:read products:write"
+        ))
+        .await;
     json_of(
-        s.call(Method::PATCH, &format!("/v1/users/{}", ed.id), &admin, Some(json!({"role": "viewer"}))).await,
+        s.call(
+            Method::PATCH,
+            &format!("/v1/users/{}", ed.id),
+            &admin,
+            Some(json!({"role": "viewer"})),
+        )
+        .await,
         StatusCode::OK,
     )
     .await;
     let key = |v: &Value| v["data"]["key"].as_str().unwrap().to_owned();
     expect_error(
-        s.call(Method::GET, "/v1/products", &key(&writer), None).await,
+        s.call(Method::GET, "/v1/products", &key(&writer), None)
+            .await,
         StatusCode::UNAUTHORIZED,
         "INVALID_TOKEN",
     )
     .await;
-    assert_eq!(s.call(Method::GET, "/v1/products", &key(&reader), None).await.status(), StatusCode::OK);
+    assert_eq!(
+        s.call(Method::GET, "/v1/products", &key(&reader), None)
+            .await
+            .status(),
+        StatusCode::OK
+    );
     let shown = json_of(
-        s.call(Method::GET, &format!("/v1/applications/{app_id}"), &admin, None).await,
+        s.call(
+            Method::GET,
+            &format!("/v1/applications/{app_id}"),
+            &admin,
+            None,
+        )
+        .await,
         StatusCode::OK,
     )
     .await;
-    assert_eq!(shown["data"]["scopes"], json!(["products:read"]), "D46: products:write removed");
+    assert_eq!(
+        shown["data"]["scopes"],
+        json!(["products:read"]),
+        "D46: products:write removed"
+    );
 }
 
 #[tokio::test]
 async fn d46_usage_counts_every_request_and_429_exactly() {
     let s = TestServer::start().await;
     let org = s.new_org(gatehouse_domain::Plan::Free).await;
-    let (id, secret) = s.new_client(&org, "applications:read applications:write products:read").await;
-    let t = s.token_for(&id, &secret, "applications:read applications:write products:read").await;
+    let (id, secret) = s
+        .new_client(&org, "applications:read applications:write products:read")
+        .await;
+    let t = s
+        .token_for(
+            &id,
+            &secret,
+            "applications:read applications:write products:read",
+        )
+        .await;
     let key = json_of(
-        s.call(Method::POST, "/v1/api-keys", &t, Some(json!({"name": "burst", "scopes": ["products:read"]})))
-            .await,
+        s.call(
+            Method::POST,
+            "/v1/api-keys",
+            &t,
+            Some(json!({"name": "burst", "scopes": ["products:read"]})),
+        )
+        .await,
         StatusCode::CREATED,
     )
     .await;
@@ -581,13 +798,22 @@ async fn d46_usage_counts_every_request_and_429_exactly() {
         .into_iter()
         .map(|r| r.status())
         .collect();
-    let limited = statuses.iter().filter(|s| **s == StatusCode::TOO_MANY_REQUESTS).count() as u64;
+    let limited = statuses
+        .iter()
+        .filter(|s| **s == StatusCode::TOO_MANY_REQUESTS)
+        .count() as u64;
     assert!(limited > 0, "some were limited: {statuses:?}");
     // The counts reach storage within a few seconds (flushed every 2 s).
     let started = Instant::now();
     let (requests, rejected, minutes) = loop {
         let body = json_of(
-            s.call(Method::GET, &format!("/v1/api-keys/{key_id}/usage"), &t, None).await,
+            s.call(
+                Method::GET,
+                &format!("/v1/api-keys/{key_id}/usage"),
+                &t,
+                None,
+            )
+            .await,
             StatusCode::OK,
         )
         .await;
@@ -598,16 +824,33 @@ async fn d46_usage_counts_every_request_and_429_exactly() {
         }
         tokio::time::sleep(Duration::from_millis(300)).await;
     };
-    assert_eq!((requests, rejected), (14, limited), "D46: exact, 429s included");
+    assert_eq!(
+        (requests, rejected),
+        (14, limited),
+        "D46: exact, 429s included"
+    );
     assert_eq!(minutes.len(), 60, "the last hour by default, zero-filled");
-    assert!(minutes.iter().all(|b| b["start"].as_str().unwrap().ends_with(":00.000Z")));
-    assert!(minutes.windows(2).all(|w| w[0]["start"].as_str() < w[1]["start"].as_str()), "oldest first");
+    assert!(
+        minutes
+            .iter()
+            .all(|b| b["start"].as_str().unwrap().ends_with(":00.000Z"))
+    );
+    assert!(
+        minutes
+            .windows(2)
+            .all(|w| w[0]["start"].as_str() < w[1]["start"].as_str()),
+        "oldest first"
+    );
     let shown = json_of(
-        s.call(Method::GET, &format!("/v1/api-keys/{key_id}"), &t, None).await,
+        s.call(Method::GET, &format!("/v1/api-keys/{key_id}"), &t, None)
+            .await,
         StatusCode::OK,
     )
     .await;
-    assert!(shown["data"]["last_used_at"].is_string(), "D46: last use recorded");
+    assert!(
+        shown["data"]["last_used_at"].is_string(),
+        "D46: last use recorded"
+    );
     // A range: at most 24 hours, from before to.
     for q in [
         "from=2026-01-01T00:00:00Z&to=2026-01-02T00:00:01Z",
@@ -615,7 +858,13 @@ async fn d46_usage_counts_every_request_and_429_exactly() {
         "from=yesterday",
     ] {
         expect_error(
-            s.call(Method::GET, &format!("/v1/api-keys/{key_id}/usage?{q}"), &t, None).await,
+            s.call(
+                Method::GET,
+                &format!("/v1/api-keys/{key_id}/usage?{q}"),
+                &t,
+                None,
+            )
+            .await,
             StatusCode::BAD_REQUEST,
             "VALIDATION_ERROR",
         )
@@ -624,7 +873,9 @@ async fn d46_usage_counts_every_request_and_429_exactly() {
     let day = json_of(
         s.call(
             Method::GET,
-            &format!("/v1/api-keys/{key_id}/usage?from=2026-01-01T00:00:00Z&to=2026-01-02T00:00:00Z"),
+            &format!(
+                "/v1/api-keys/{key_id}/usage?from=2026-01-01T00:00:00Z&to=2026-01-02T00:00:00Z"
+            ),
             &t,
             None,
         )
@@ -635,7 +886,13 @@ async fn d46_usage_counts_every_request_and_429_exactly() {
     assert_eq!(day["data"].as_array().unwrap().len(), 1440);
     // The application's own usage counts its token's requests.
     let app_usage = json_of(
-        s.call(Method::GET, &format!("/v1/applications/{id}/usage"), &t, None).await,
+        s.call(
+            Method::GET,
+            &format!("/v1/applications/{id}/usage"),
+            &t,
+            None,
+        )
+        .await,
         StatusCode::OK,
     )
     .await;
@@ -645,5 +902,8 @@ async fn d46_usage_counts_every_request_and_429_exactly() {
         .iter()
         .map(|b| b["requests"].as_u64().unwrap())
         .sum();
-    assert!(app_requests >= 1, "the key creation was made with the application's token");
+    assert!(
+        app_requests >= 1,
+        "the key creation was made with the application's token"
+    );
 }

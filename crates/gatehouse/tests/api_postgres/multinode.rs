@@ -759,7 +759,12 @@ async fn cc_token_with(n: &Node, creds: &run::BootstrapCredentials, scope: &str)
 #[tokio::test]
 async fn d46_a_deleted_application_stops_on_the_other_node_and_usage_adds_up() {
     let (a, b, creds) = two_nodes().await;
-    let manager = cc_token_with(&b, &creds, "applications:read applications:write users:read").await;
+    let manager = cc_token_with(
+        &b,
+        &creds,
+        "applications:read applications:write users:read",
+    )
+    .await;
     let res = b
         .client
         .post(format!("{}/v1/applications", b.base))
