@@ -1,15 +1,17 @@
-//! API keys (D27).
+//! API keys as the operator manages them (D27, D47); the management API's
+//! are in [`crate::manage`].
 
-use gatehouse_auth::secrets;
 use gatehouse_domain::{ApiKey, ApiKeyId, Name, OrgId, ScopeSet, Timestamp};
+
+use crate::manage::KeyRequest;
 
 use crate::App;
 use crate::Resource;
 use crate::error::{AppError, AppResult, OrApp};
 
 impl App {
-    /// A new key, returned with its record; the key is shown only now.
-    /// `staging`: D33's `gk_test_…` keys.
+    /// A new key made by the operator (D27, D47), returned with its
+    /// record; the key is shown only now. `staging`: D33's `gk_test_…` keys.
     pub async fn create_api_key(
         &self,
         org: &OrgId,
@@ -17,23 +19,13 @@ impl App {
         scopes: ScopeSet,
         staging: bool,
     ) -> AppResult<(ApiKey, String)> {
-        if scopes.is_empty() {
-            return Err(AppError::invalid("scopes", "must name at least one scope"));
-        }
-        let key = secrets::new_api_key(staging);
-        let record = ApiKey {
-            id: ApiKeyId::generate(),
-            org: org.clone(),
-            name: name.into_string(),
+        self.existing_org(org).await?;
+        let req = KeyRequest {
+            name,
             scopes,
-            created_at: Timestamp::now(),
-            revoked_at: None,
+            expires_at: None,
         };
-        self.store()
-            .insert_api_key(org, &record, &secrets::hash_secret(&key))
-            .await
-            .or_app(Resource::ApiKey)?;
-        Ok((record, key))
+        self.insert_key(org, req, None, staging).await
     }
 
     /// The organization's API keys (revoked ones too), oldest first.

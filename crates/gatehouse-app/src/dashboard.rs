@@ -5,7 +5,7 @@
 use gatehouse_auth::OAuthError;
 use gatehouse_auth::dashboard::{DashboardGrant, DashboardRefreshError, DashboardRequest, Match};
 use gatehouse_auth::flows::{AuthorizeError, AuthorizeParams, LoginError};
-use gatehouse_domain::{OrgId, Organization, User};
+use gatehouse_domain::{OrgId, User};
 use gatehouse_store::{Session, StoreError};
 
 use crate::App;
@@ -46,10 +46,6 @@ impl App {
         org: &str,
     ) -> Result<Option<(OrgId, User)>, StoreError> {
         self.dashboard_auth().open_pick(sealed, org).await
-    }
-
-    pub async fn organization(&self, org: &OrgId) -> Result<Option<Organization>, StoreError> {
-        self.dashboard_auth().organization(org).await
     }
 
     /// The browser session of a cookie, whatever its organization.

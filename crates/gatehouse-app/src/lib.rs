@@ -21,6 +21,7 @@ pub mod idempotency;
 mod introspect;
 pub mod keys;
 pub mod links;
+pub mod manage;
 pub mod orgs;
 pub mod products;
 pub mod profile;
@@ -38,7 +39,7 @@ use crate::error::OrApp;
 
 pub use error::{AppError, AppResult};
 /// The list filters of interface.md §4.3/§4.4, as the handlers build them.
-pub use gatehouse_store::{Consent, ProductFilter, Session, UserFilter};
+pub use gatehouse_store::{Consent, Credential, ProductFilter, Session, UserFilter};
 pub use resource::Resource;
 
 /// The use cases, over one store. Cheap to clone.

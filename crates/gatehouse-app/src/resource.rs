@@ -11,6 +11,8 @@ pub enum Resource {
     User,
     Product,
     Client,
+    /// A client application as the management API names it (D46).
+    Application,
     ApiKey,
     Organization,
     Link,
@@ -29,6 +31,7 @@ impl Resource {
             Resource::User => "user",
             Resource::Product => "product",
             Resource::Client => "client",
+            Resource::Application => "application",
             Resource::ApiKey => "API key",
             Resource::Organization => "organization",
             Resource::Link => "link",

@@ -117,7 +117,42 @@ impl App {
             // D11, D29: the next request with the user's tokens is refused.
             self.note_user_revoked(id, now);
         }
+        if change.changed && patch.role.is_some() {
+            self.narrow_owned_applications(org, &change.user).await?;
+        }
         Ok(change.user)
+    }
+
+    /// D46: a demoted person's applications lose the scopes the new role
+    /// lacks (their API keys carrying one were revoked with the change).
+    /// Each application changes in its own transaction, through the one
+    /// client-change rule, so what carries a dropped scope dies at once; a
+    /// failure midway is reported and the same change can be made again.
+    async fn narrow_owned_applications(&self, org: &OrgId, user: &User) -> AppResult<()> {
+        let owned = self
+            .store()
+            .list_clients(org)
+            .await
+            .or_app(Resource::Client)?
+            .into_iter()
+            .filter(|c| c.owner.as_ref() == Some(&user.id));
+        for app in owned {
+            let Some(left) = gatehouse_domain::manage::scopes_left_by_role(app.scopes, user.role)
+            else {
+                continue;
+            };
+            let now = Timestamp::now();
+            let changes = gatehouse_store::ClientChanges {
+                scopes: Some(left),
+                ..Default::default()
+            };
+            self.store()
+                .update_client(org, &app.id, &changes, now)
+                .await
+                .or_app(Resource::Client)?;
+            self.note_client_revoked(&app.id, now);
+        }
+        Ok(())
     }
 
     pub async fn delete_user(

@@ -342,11 +342,6 @@ impl AuthService {
             .map(|u| (org, u)))
     }
 
-    /// The organization's name and plan, for the choice page.
-    pub async fn organization(&self, org: &OrgId) -> Result<Option<Organization>, StoreError> {
-        self.store.get_org(org).await
-    }
-
     /// A code for the built-in client (no consent page, D48).
     pub fn issue_dashboard_code(
         &self,

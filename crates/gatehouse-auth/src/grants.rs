@@ -86,6 +86,8 @@ pub struct AuthService {
     pub(crate) dashboard_codes: crate::dashboard::UsedCodes,
     /// `gatehouse_tokens_issued_total` by grant (D42).
     issued: [std::sync::OnceLock<metrics::Counter>; 3],
+    /// D46: requests and 429s per credential and minute, not yet stored.
+    usage: crate::usage::UsageCounter,
 }
 
 impl AuthService {
@@ -117,6 +119,7 @@ impl AuthService {
             clients: quick_cache::sync::Cache::new(10_000),
             dashboard_codes: Default::default(),
             issued: Default::default(),
+            usage: Default::default(),
         }
     }
 
@@ -227,6 +230,18 @@ impl AuthService {
             .admit(&ratelimit::source_key(&source.to_string()), now_ms())
     }
 
+    /// D46: counts one API request made with `caller`'s credential
+    /// (`rejected`: it was answered 429).
+    pub fn record_usage(&self, caller: &Caller, rejected: bool) {
+        self.usage.record(caller, rejected, now_ms());
+    }
+
+    /// D46: adds this node's pending usage counts to storage (call every
+    /// few seconds and at shutdown); kept for the next call on failure.
+    pub async fn flush_usage(&self) -> Result<usize, StoreError> {
+        self.usage.flush(self.store.as_ref()).await
+    }
+
     /// Forgets idle rate-limit state (call periodically; keeps memory bounded).
     pub fn evict_idle_limits(&self) {
         let now = now_ms();
@@ -305,7 +320,8 @@ impl AuthService {
             }
             let digest = secrets::hash_secret(bearer);
             return match self.store.resolve_api_key(&digest).await {
-                Ok(Some(k)) if k.revoked_at.is_none() => Ok(Caller::ApiKey(Arc::new(k))),
+                // D46: a revoked or expired key is refused.
+                Ok(Some(k)) if k.is_live(Timestamp::now()) => Ok(Caller::ApiKey(Arc::new(k))),
                 Ok(_) => Err(Ok(TokenError::Invalid)),
                 Err(e) => Err(Err(e)),
             };
@@ -492,6 +508,7 @@ mod tests {
             admin_approved,
             owner: None,
             created_at: Timestamp::now(),
+            updated_at: Timestamp::now(),
             post_logout_redirect_uris: vec![],
         }
     }

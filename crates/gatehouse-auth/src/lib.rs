@@ -22,6 +22,7 @@ pub mod ratelimit;
 pub mod revocation;
 pub mod secrets;
 pub mod throttle;
+pub mod usage;
 pub mod verifier;
 
 pub use caller::{Caller, Lineage};

@@ -73,6 +73,10 @@ pub use auth::{AuthorizationRequest, Credentials};
 pub use client::{Client, ClientBuilder, IDEMPOTENCY_KEY, REQUEST_ID};
 pub use error::{Error, ErrorCode, ErrorDetail, Result};
 pub use models::{
+    ApiKey, Application, ApplicationPatch, CreatedApiKey, Limits, NewApiKey, NewApplication,
+    Organization, RegisteredApplication, RotatedSecret, UsageBucket,
+};
+pub use models::{
     ConsentedApplication, CursorMeta, CursorPage, Identified, NewProduct, NewUser, Page, PageMeta,
     Product, ProductFilter, ProductPatch, ProductStatus, ProfilePatch, Role, User, UserFilter,
     UserPatch, UserStatus,

@@ -460,3 +460,259 @@ impl Identified for Product {
 pub(crate) struct Single<T> {
     pub(crate) data: T,
 }
+
+// ---- the management API (D46) ----
+
+/// A client application of the organization (`GET /v1/applications/{id}`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Application {
+    /// `app_…`, also its `client_id`.
+    pub id: String,
+    /// The display name.
+    pub name: String,
+    /// `confidential` (with a secret) or `public` (PKCE only).
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// Registered redirect URIs (matched exactly).
+    pub redirect_uris: Vec<String>,
+    /// Where RP-initiated logout may send people.
+    pub post_logout_redirect_uris: Vec<String>,
+    /// The scopes it may be granted.
+    pub scopes: Vec<String>,
+    /// Whether the operator approved `admin`.
+    pub admin_approved: bool,
+    /// The person who registered it, if a person did.
+    pub owner_id: Option<String>,
+    /// Creation time.
+    pub created_at: String,
+    /// Time of the last change.
+    pub updated_at: String,
+}
+
+impl Identified for Application {
+    fn id(&self) -> &str {
+        &self.id
+    }
+}
+
+/// A newly registered application and, for a confidential one, its secret
+/// (shown only in this answer).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct RegisteredApplication {
+    /// The application.
+    #[serde(flatten)]
+    pub application: Application,
+    /// The secret; `None` for a public application.
+    #[serde(default)]
+    pub client_secret: Option<String>,
+}
+
+/// An application's new secret (shown only in this answer).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct RotatedSecret {
+    /// The application.
+    #[serde(flatten)]
+    pub application: Application,
+    /// The new secret.
+    pub client_secret: String,
+    /// Until when the previous secret works (`None`: it stopped now).
+    pub previous_secret_expires_at: Option<String>,
+}
+
+/// The body of `POST /v1/applications`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct NewApplication {
+    /// The display name.
+    pub name: String,
+    /// `confidential` or `public`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// Redirect URIs (D20's rules).
+    pub redirect_uris: Vec<String>,
+    /// Post-logout redirect URIs.
+    pub post_logout_redirect_uris: Vec<String>,
+    /// The scopes (none the caller lacks).
+    pub scopes: Vec<String>,
+}
+
+impl NewApplication {
+    /// A confidential application (it gets a secret) with these scopes.
+    pub fn confidential(name: impl Into<String>, scopes: &[&str]) -> Self {
+        Self {
+            name: name.into(),
+            kind: "confidential".into(),
+            redirect_uris: Vec::new(),
+            post_logout_redirect_uris: Vec::new(),
+            scopes: scopes.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+    /// A public application (no secret; needs a redirect URI).
+    pub fn public(
+        name: impl Into<String>,
+        redirect_uri: impl Into<String>,
+        scopes: &[&str],
+    ) -> Self {
+        Self {
+            kind: "public".into(),
+            redirect_uris: vec![redirect_uri.into()],
+            ..Self::confidential(name, scopes)
+        }
+    }
+    /// Adds a redirect URI.
+    pub fn redirect_uri(mut self, uri: impl Into<String>) -> Self {
+        self.redirect_uris.push(uri.into());
+        self
+    }
+}
+
+/// The body of `PATCH /v1/applications/{id}`: only the fields set change.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct ApplicationPatch {
+    /// A new name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// New redirect URIs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub redirect_uris: Option<Vec<String>>,
+    /// New post-logout redirect URIs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub post_logout_redirect_uris: Option<Vec<String>>,
+    /// New scopes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scopes: Option<Vec<String>>,
+}
+
+impl ApplicationPatch {
+    /// An empty patch.
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Sets the name.
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+    /// Sets the redirect URIs.
+    pub fn redirect_uris(mut self, uris: &[&str]) -> Self {
+        self.redirect_uris = Some(uris.iter().map(|s| s.to_string()).collect());
+        self
+    }
+    /// Sets the scopes.
+    pub fn scopes(mut self, scopes: &[&str]) -> Self {
+        self.scopes = Some(scopes.iter().map(|s| s.to_string()).collect());
+        self
+    }
+}
+
+/// An API key's record (never the key itself after creation).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ApiKey {
+    /// `key_…`
+    pub id: String,
+    /// The display name.
+    pub name: String,
+    /// The scopes.
+    pub scopes: Vec<String>,
+    /// The key's first 12 characters.
+    pub prefix: String,
+    /// The person who created it, if a person did.
+    pub owner_id: Option<String>,
+    /// When it stops working, if ever.
+    pub expires_at: Option<String>,
+    /// Creation time.
+    pub created_at: String,
+    /// The minute of its last use.
+    pub last_used_at: Option<String>,
+    /// When it was revoked.
+    pub revoked_at: Option<String>,
+}
+
+impl Identified for ApiKey {
+    fn id(&self) -> &str {
+        &self.id
+    }
+}
+
+/// A new API key and the key itself (shown only in this answer).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct CreatedApiKey {
+    /// The record.
+    #[serde(flatten)]
+    pub api_key: ApiKey,
+    /// The key (`gk_live_…`).
+    pub key: String,
+}
+
+/// The body of `POST /v1/api-keys`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct NewApiKey {
+    /// The display name.
+    pub name: String,
+    /// The scopes (none the caller lacks).
+    pub scopes: Vec<String>,
+    /// When it stops working (RFC 3339), if ever.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<String>,
+}
+
+impl NewApiKey {
+    /// A key with these scopes that does not expire.
+    pub fn new(name: impl Into<String>, scopes: &[&str]) -> Self {
+        Self {
+            name: name.into(),
+            scopes: scopes.iter().map(|s| s.to_string()).collect(),
+            expires_at: None,
+        }
+    }
+    /// Sets the expiry (RFC 3339).
+    pub fn expires_at(mut self, at: impl Into<String>) -> Self {
+        self.expires_at = Some(at.into());
+        self
+    }
+}
+
+/// The caller's organization (`GET /v1/organization`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Organization {
+    /// `org_…`
+    pub id: String,
+    /// The name.
+    pub name: String,
+    /// `free`, `pro` or `enterprise`.
+    pub plan: String,
+    /// Requests allowed per credential.
+    pub limits: Limits,
+    /// Creation time.
+    pub created_at: String,
+}
+
+/// Requests allowed per credential (D28).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Limits {
+    /// Per minute.
+    pub per_minute: u32,
+    /// Per second.
+    pub per_second: u32,
+}
+
+/// One UTC minute of a credential's usage.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct UsageBucket {
+    /// The minute's start.
+    pub start: String,
+    /// Requests made with the credential, 429s included.
+    pub requests: u64,
+    /// The 429s among them.
+    pub rejected: u64,
+}

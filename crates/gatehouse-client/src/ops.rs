@@ -13,6 +13,10 @@ use serde::de::DeserializeOwned;
 use crate::client::{Body, Client};
 use crate::error::{Error, Result};
 use crate::models::{
+    ApiKey, Application, ApplicationPatch, CreatedApiKey, NewApiKey, NewApplication, Organization,
+    RegisteredApplication, RotatedSecret, UsageBucket,
+};
+use crate::models::{
     ConsentedApplication, CursorPage, Identified, NewProduct, NewUser, Page, Product,
     ProductFilter, ProductPatch, ProfilePatch, Single, User, UserFilter, UserPatch,
 };
@@ -73,6 +77,74 @@ pub const OPERATIONS: &[Operation] = &[
     ),
     op("openapi", "GET", "/v1/openapi.json", "openapi"),
     op(
+        "listApplications",
+        "GET",
+        "/v1/applications",
+        "list_applications, list_applications_page",
+    ),
+    op(
+        "createApplication",
+        "POST",
+        "/v1/applications",
+        "create_application",
+    ),
+    op(
+        "getApplication",
+        "GET",
+        "/v1/applications/{app_id}",
+        "get_application",
+    ),
+    op(
+        "updateApplication",
+        "PATCH",
+        "/v1/applications/{app_id}",
+        "update_application",
+    ),
+    op(
+        "deleteApplication",
+        "DELETE",
+        "/v1/applications/{app_id}",
+        "delete_application",
+    ),
+    op(
+        "rotateApplicationSecret",
+        "POST",
+        "/v1/applications/{app_id}/secret",
+        "rotate_application_secret",
+    ),
+    op(
+        "getApplicationUsage",
+        "GET",
+        "/v1/applications/{app_id}/usage",
+        "application_usage",
+    ),
+    op(
+        "listApiKeys",
+        "GET",
+        "/v1/api-keys",
+        "list_api_keys, list_api_keys_page",
+    ),
+    op("createApiKey", "POST", "/v1/api-keys", "create_api_key"),
+    op("getApiKey", "GET", "/v1/api-keys/{key_id}", "get_api_key"),
+    op(
+        "revokeApiKey",
+        "DELETE",
+        "/v1/api-keys/{key_id}",
+        "revoke_api_key",
+    ),
+    op(
+        "getApiKeyUsage",
+        "GET",
+        "/v1/api-keys/{key_id}/usage",
+        "api_key_usage",
+    ),
+    op(
+        "getOrganization",
+        "GET",
+        "/v1/organization",
+        "get_organization",
+    ),
+    op(
         "listProducts",
         "GET",
         "/v1/products",
@@ -130,6 +202,14 @@ pub const OPERATIONS: &[Operation] = &[
 /// The stream a list operation returns: every record, the pages fetched as
 /// it is polled; an error ends it.
 pub type ListStream<T> = Pin<Box<dyn Stream<Item = Result<T>> + Send + 'static>>;
+
+/// A usage request's `from`/`to`.
+fn range(from: Option<&str>, to: Option<&str>) -> Vec<(&'static str, String)> {
+    [("from", from), ("to", to)]
+        .into_iter()
+        .filter_map(|(k, v)| v.map(|v| (k, v.to_owned())))
+        .collect()
+}
 
 fn json_body<T: Serialize>(body: &T) -> Result<Body> {
     serde_json::to_vec(body)
@@ -213,6 +293,163 @@ impl Client {
         self.public(self.url(&["v1", "openapi.json"], &[]))
             .await?
             .json()
+    }
+
+    // ---- the management API (D46) ----
+
+    /// `GET /v1/applications` (`applications:read`), one page at `offset`.
+    pub async fn list_applications_page(
+        &self,
+        limit: Option<u32>,
+        offset: u64,
+    ) -> Result<Page<Application>> {
+        self.offset_page(&["v1", "applications"], Vec::new(), limit, offset)
+            .await
+    }
+
+    /// `GET /v1/applications` (`applications:read`) as a stream of every
+    /// application the caller manages (an editor: its own).
+    pub fn list_applications(&self) -> ListStream<Application> {
+        offset_stream(self.clone(), &["v1", "applications"], Vec::new(), None)
+    }
+
+    /// `POST /v1/applications` (`applications:write`): registers an
+    /// application; a confidential one's secret is in the answer only.
+    ///
+    /// ```no_run
+    /// use gatehouse_client::NewApplication;
+    ///
+    /// # async fn f(client: gatehouse_client::Client) -> gatehouse_client::Result<()> {
+    /// let app = client
+    ///     .create_application(&NewApplication::confidential("Billing", &["products:read"]))
+    ///     .await?;
+    /// let secret = app.client_secret.expect("a confidential application has one");
+    /// # let _ = secret; Ok(()) }
+    /// ```
+    pub async fn create_application(&self, app: &NewApplication) -> Result<RegisteredApplication> {
+        self.single(Method::POST, &["v1", "applications"], &[], json_body(app)?)
+            .await
+    }
+
+    /// `GET /v1/applications/{id}` (`applications:read`).
+    pub async fn get_application(&self, id: &str) -> Result<Application> {
+        self.single(Method::GET, &["v1", "applications", id], &[], Body::Empty)
+            .await
+    }
+
+    /// `PATCH /v1/applications/{id}` (`applications:write`); redirect URIs
+    /// and scopes need every scope the application is registered for.
+    pub async fn update_application(
+        &self,
+        id: &str,
+        patch: &ApplicationPatch,
+    ) -> Result<Application> {
+        self.single(
+            Method::PATCH,
+            &["v1", "applications", id],
+            &[],
+            json_body(patch)?,
+        )
+        .await
+    }
+
+    /// `DELETE /v1/applications/{id}` (`applications:write`): every token,
+    /// refresh token, code and session it holds stops working at once.
+    pub async fn delete_application(&self, id: &str) -> Result<()> {
+        self.no_content(&["v1", "applications", id], &[]).await
+    }
+
+    /// `POST /v1/applications/{id}/secret` (`applications:write`): a new
+    /// secret; the previous one works for `grace_seconds` more (at most 7
+    /// days; `None`: it stops now).
+    pub async fn rotate_application_secret(
+        &self,
+        id: &str,
+        grace_seconds: Option<u64>,
+    ) -> Result<RotatedSecret> {
+        let body = match grace_seconds {
+            Some(g) => json_body(&serde_json::json!({ "grace_seconds": g }))?,
+            None => Body::Empty,
+        };
+        self.single(
+            Method::POST,
+            &["v1", "applications", id, "secret"],
+            &[],
+            body,
+        )
+        .await
+    }
+
+    /// `GET /v1/applications/{id}/usage` (`applications:read`): requests and
+    /// 429s per minute in [`from`, `to`) (RFC 3339; default the last hour).
+    pub async fn application_usage(
+        &self,
+        id: &str,
+        from: Option<&str>,
+        to: Option<&str>,
+    ) -> Result<Vec<UsageBucket>> {
+        self.single(
+            Method::GET,
+            &["v1", "applications", id, "usage"],
+            &range(from, to),
+            Body::Empty,
+        )
+        .await
+    }
+
+    /// `GET /v1/api-keys` (`applications:read`), one page at `offset`.
+    pub async fn list_api_keys_page(
+        &self,
+        limit: Option<u32>,
+        offset: u64,
+    ) -> Result<Page<ApiKey>> {
+        self.offset_page(&["v1", "api-keys"], Vec::new(), limit, offset)
+            .await
+    }
+
+    /// `GET /v1/api-keys` (`applications:read`) as a stream of every key the
+    /// caller manages (revoked ones too).
+    pub fn list_api_keys(&self) -> ListStream<ApiKey> {
+        offset_stream(self.clone(), &["v1", "api-keys"], Vec::new(), None)
+    }
+
+    /// `POST /v1/api-keys` (`applications:write`): the key is in the answer only.
+    pub async fn create_api_key(&self, key: &NewApiKey) -> Result<CreatedApiKey> {
+        self.single(Method::POST, &["v1", "api-keys"], &[], json_body(key)?)
+            .await
+    }
+
+    /// `GET /v1/api-keys/{id}` (`applications:read`).
+    pub async fn get_api_key(&self, id: &str) -> Result<ApiKey> {
+        self.single(Method::GET, &["v1", "api-keys", id], &[], Body::Empty)
+            .await
+    }
+
+    /// `DELETE /v1/api-keys/{id}` (`applications:write`): revokes the key.
+    pub async fn revoke_api_key(&self, id: &str) -> Result<()> {
+        self.no_content(&["v1", "api-keys", id], &[]).await
+    }
+
+    /// `GET /v1/api-keys/{id}/usage` (`applications:read`).
+    pub async fn api_key_usage(
+        &self,
+        id: &str,
+        from: Option<&str>,
+        to: Option<&str>,
+    ) -> Result<Vec<UsageBucket>> {
+        self.single(
+            Method::GET,
+            &["v1", "api-keys", id, "usage"],
+            &range(from, to),
+            Body::Empty,
+        )
+        .await
+    }
+
+    /// `GET /v1/organization` (any token): the plan and rate limits.
+    pub async fn get_organization(&self) -> Result<Organization> {
+        self.single(Method::GET, &["v1", "organization"], &[], Body::Empty)
+            .await
     }
 
     // ---- users ----

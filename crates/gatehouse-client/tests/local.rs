@@ -348,6 +348,37 @@ async fn every_operation_of_the_table_sends_its_method_and_path() {
         let (u, p) = ("usr_1", "prod_1");
         let r: Result<(), Error> = match op.operation_id {
             "getProfile" => c.get_profile().await.map(drop),
+            "listApplications" => c.list_applications().next().await.unwrap().map(drop),
+            "createApplication" => c
+                .create_application(&gatehouse_client::NewApplication::confidential(
+                    "n",
+                    &["users:read"],
+                ))
+                .await
+                .map(drop),
+            "getApplication" => c.get_application("app_1").await.map(drop),
+            "updateApplication" => c
+                .update_application(
+                    "app_1",
+                    &gatehouse_client::ApplicationPatch::new().name("n"),
+                )
+                .await
+                .map(drop),
+            "deleteApplication" => c.delete_application("app_1").await,
+            "rotateApplicationSecret" => c
+                .rotate_application_secret("app_1", Some(5))
+                .await
+                .map(drop),
+            "getApplicationUsage" => c.application_usage("app_1", None, None).await.map(drop),
+            "listApiKeys" => c.list_api_keys().next().await.unwrap().map(drop),
+            "createApiKey" => c
+                .create_api_key(&gatehouse_client::NewApiKey::new("k", &["users:read"]))
+                .await
+                .map(drop),
+            "getApiKey" => c.get_api_key("key_1").await.map(drop),
+            "revokeApiKey" => c.revoke_api_key("key_1").await,
+            "getApiKeyUsage" => c.api_key_usage("key_1", None, None).await.map(drop),
+            "getOrganization" => c.get_organization().await.map(drop),
             "updateProfile" => c.update_profile(&ProfilePatch::name("n")).await.map(drop),
             "openapi" => c.openapi().await.map(drop),
             "listMyApplications" => c.list_my_applications().next().await.unwrap().map(drop),
@@ -410,7 +441,8 @@ async fn every_operation_of_the_table_sends_its_method_and_path() {
             .path
             .replace("{user_id}", u)
             .replace("{product_id}", p)
-            .replace("{app_id}", "app_1");
+            .replace("{app_id}", "app_1")
+            .replace("{key_id}", "key_1");
         let target = got.line.split(' ').nth(1).unwrap();
         let target_path = target.split('?').next().unwrap();
         assert_eq!(

@@ -32,4 +32,8 @@ pub enum DomainError {
     /// D13: removing, deactivating or demoting the last active admin.
     #[error("this would leave the organization without an active admin")]
     LastAdmin,
+    /// D46: the caller lacks a scope the change needs (403
+    /// `INSUFFICIENT_SCOPE`); the text says which and why.
+    #[error("{0}")]
+    MissingScope(String),
 }

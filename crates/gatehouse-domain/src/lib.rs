@@ -12,6 +12,7 @@ pub mod error;
 pub mod fixtures;
 pub mod ids;
 pub mod link;
+pub mod manage;
 pub mod page;
 pub mod product;
 pub mod random;
@@ -24,6 +25,7 @@ pub use error::{DomainError, FieldIssue};
 pub use fixtures::{Fixture, FixtureUser};
 pub use ids::{ApiKeyId, ChainId, ClientId, Jti, OrgId, ProductId, RequestId, UserId};
 pub use link::LinkKind;
+pub use manage::{KeyCut, Manager, Reach, UsageRange};
 pub use page::{Listing, Page};
 pub use product::{NewProduct, Product, ProductPatch, ProductStatus};
 pub use scope::{Scope, ScopeSet};
@@ -104,6 +106,8 @@ pub struct Client {
     pub admin_approved: bool,
     pub owner: Option<UserId>,
     pub created_at: Timestamp,
+    /// D46: the last change of its settings or secret.
+    pub updated_at: Timestamp,
 }
 
 impl Client {
@@ -119,6 +123,26 @@ pub struct ApiKey {
     pub org: OrgId,
     pub name: String,
     pub scopes: ScopeSet,
+    /// D46: the key's first 12 characters, to recognise it by.
+    pub prefix: String,
+    /// D46: the user who created it (none: the operator or an
+    /// organization-wide credential); it dies with them.
+    pub owner: Option<UserId>,
+    /// D46: after this the key is refused (none: it does not expire).
+    pub expires_at: Option<Timestamp>,
     pub created_at: Timestamp,
+    /// D46: the last minute the key was used in, as the usage counts
+    /// record it (at most a few seconds behind).
+    pub last_used_at: Option<Timestamp>,
     pub revoked_at: Option<Timestamp>,
+}
+
+impl ApiKey {
+    /// D46: the part of a key shown to recognise it by.
+    pub const PREFIX_LEN: usize = 12;
+
+    /// Whether the key is accepted at `now`: not revoked, not expired.
+    pub fn is_live(&self, now: Timestamp) -> bool {
+        self.revoked_at.is_none() && self.expires_at.is_none_or(|e| now < e)
+    }
 }

@@ -22,17 +22,24 @@ pub enum Scope {
     Profile = 8,
     /// OpenID Connect `email` claims (`email`, `email_verified`).
     Email = 9,
+    /// D46: list and view the organization's applications, API keys and usage.
+    ApplicationsRead = 10,
+    /// D46: register, change, rotate and delete applications; create and
+    /// revoke API keys.
+    ApplicationsWrite = 11,
 }
 
 impl Scope {
     /// Every scope, in the canonical order used when a set is written out.
-    pub const ALL: [Scope; 10] = [
+    pub const ALL: [Scope; 12] = [
         Scope::UsersRead,
         Scope::UsersWrite,
         Scope::ProfileRead,
         Scope::ProfileWrite,
         Scope::ProductsRead,
         Scope::ProductsWrite,
+        Scope::ApplicationsRead,
+        Scope::ApplicationsWrite,
         Scope::Admin,
         Scope::OpenId,
         Scope::Profile,
@@ -57,6 +64,8 @@ impl Scope {
             Scope::OpenId => "openid",
             Scope::Profile => "profile",
             Scope::Email => "email",
+            Scope::ApplicationsRead => "applications:read",
+            Scope::ApplicationsWrite => "applications:write",
         }
     }
 
@@ -77,6 +86,12 @@ impl Scope {
             Scope::OpenId => "Sign you in with your account",
             Scope::Profile => "See your name",
             Scope::Email => "See your e-mail address",
+            Scope::ApplicationsRead => {
+                "View your organization's applications, API keys and their usage"
+            }
+            Scope::ApplicationsWrite => {
+                "Register and change applications, rotate their secrets, create and revoke API keys"
+            }
         }
     }
 }
@@ -161,8 +176,10 @@ impl ScopeSet {
         Self(self.0 & !Self::identity().0)
     }
 
-    /// The scopes a user of this role may ever be granted (D29). `admin` is
-    /// further limited to clients an operator approved.
+    /// The scopes a user of this role may ever be granted (D29, extended by
+    /// D46: `viewer` gets neither `applications:*` scope, `editor` and
+    /// `admin` get both). `admin` is further limited to clients an operator
+    /// approved.
     pub fn for_role(role: Role) -> Self {
         let viewer: ScopeSet = [
             Scope::UsersRead,
@@ -178,9 +195,14 @@ impl ScopeSet {
         .collect();
         match role {
             Role::Viewer => viewer,
-            Role::Editor => viewer.with(Scope::ProductsWrite),
+            Role::Editor => viewer
+                .with(Scope::ProductsWrite)
+                .with(Scope::ApplicationsRead)
+                .with(Scope::ApplicationsWrite),
             Role::Admin => viewer
                 .with(Scope::ProductsWrite)
+                .with(Scope::ApplicationsRead)
+                .with(Scope::ApplicationsWrite)
                 .with(Scope::UsersWrite)
                 .with(Scope::Admin),
         }

@@ -29,6 +29,17 @@ impl Timestamp {
     pub fn plus_seconds(self, s: i64) -> Self {
         Self(self.0.saturating_add(s.saturating_mul(1000)))
     }
+    /// An RFC 3339 date and time with an offset (`2026-11-22T02:31:42Z`,
+    /// `…+01:00`, fractions of a second cut to milliseconds); `None` for
+    /// anything else or a time outside years 1970–9999.
+    pub fn parse_rfc3339(s: &str) -> Option<Self> {
+        let dt = OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339).ok()?;
+        let ms = dt.unix_timestamp_nanos().div_euclid(1_000_000);
+        (0..=253_402_300_799_999)
+            .contains(&ms)
+            .then(|| Self(ms as i64))
+    }
+
     /// `2026-11-22T02:31:42.123Z`.
     pub fn to_rfc3339(self) -> String {
         let dt = OffsetDateTime::from_unix_timestamp_nanos(self.0 as i128 * 1_000_000)
@@ -71,6 +82,24 @@ pub fn access_revocation_expiry(now: Timestamp) -> Timestamp {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rfc3339_parses_offsets_and_refuses_the_rest() {
+        let t = Timestamp::parse_rfc3339("2026-11-22T02:31:42.123Z").unwrap();
+        assert_eq!(t.to_rfc3339(), "2026-11-22T02:31:42.123Z");
+        assert_eq!(
+            Timestamp::parse_rfc3339("2026-11-22T03:31:42.123+01:00"),
+            Some(t)
+        );
+        for bad in [
+            "2026-11-22",
+            "yesterday",
+            "2026-11-22T02:31:42",
+            "1969-12-31T23:59:59Z",
+        ] {
+            assert_eq!(Timestamp::parse_rfc3339(bad), None, "{bad}");
+        }
+    }
 
     #[test]
     fn formats_with_milliseconds_and_z() {

@@ -98,6 +98,8 @@ impl ErrorCode {
             DomainError::InvalidStateTransition(_) => ErrorCode::InvalidStateTransition,
             DomainError::OwnedResourcesExist(_) => ErrorCode::OwnedResourcesExist,
             DomainError::LastAdmin => ErrorCode::LastAdmin,
+            // D46: a scope the change needs and the caller lacks.
+            DomainError::MissingScope(_) => ErrorCode::InsufficientScope,
         }
     }
 }
@@ -187,7 +189,9 @@ impl From<DomainError> for ApiError {
         let code = ErrorCode::of_rule(&e);
         match e {
             DomainError::Validation(d) => Self::validation(d),
-            DomainError::InvalidStateTransition(m) => Self::new(code, m),
+            DomainError::InvalidStateTransition(m) | DomainError::MissingScope(m) => {
+                Self::new(code, m)
+            }
             e @ (DomainError::OwnedResourcesExist(_) | DomainError::LastAdmin) => {
                 Self::new(code, e.to_string())
             }

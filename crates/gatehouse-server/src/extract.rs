@@ -26,16 +26,23 @@ use crate::transport::BodyProblem;
 /// Largest accepted JSON body (D8).
 pub const MAX_BODY: usize = 64 * 1024;
 
-/// A scope an endpoint needs, as a type.
+/// A scope an endpoint needs, as a type (`None`: any valid credential of
+/// the organization, [`AnyScope`]).
 pub trait RequiredScope: Send + Sync + 'static {
-    const SCOPE: Scope;
+    const SCOPE: Option<Scope>;
 }
 
 macro_rules! scope_markers {
     ($($name:ident => $scope:ident),+) => {$(
         pub struct $name;
-        impl RequiredScope for $name { const SCOPE: Scope = Scope::$scope; }
+        impl RequiredScope for $name { const SCOPE: Option<Scope> = Some(Scope::$scope); }
     )+};
+}
+
+/// Any valid credential of the organization (D46 `GET /v1/organization`).
+pub struct AnyScope;
+impl RequiredScope for AnyScope {
+    const SCOPE: Option<Scope> = None;
 }
 scope_markers!(
     UsersRead => UsersRead,
@@ -43,7 +50,9 @@ scope_markers!(
     ProductsRead => ProductsRead,
     ProductsWrite => ProductsWrite,
     ProfileRead => ProfileRead,
-    ProfileWrite => ProfileWrite
+    ProfileWrite => ProfileWrite,
+    ApplicationsRead => ApplicationsRead,
+    ApplicationsWrite => ApplicationsWrite
 );
 
 /// An authenticated caller holding scope `S`. The organization comes only from
@@ -134,8 +143,10 @@ impl<S: RequiredScope> FromRequestParts<AppState> for Authorized<S> {
                 return Err(err);
             }
         }
-        if !caller.scopes().satisfies(S::SCOPE) {
-            let needed = S::SCOPE.as_str();
+        if let Some(needed) = S::SCOPE
+            && !caller.scopes().satisfies(needed)
+        {
+            let needed = needed.as_str();
             return Err(ApiError::new(
                 ErrorCode::InsufficientScope,
                 format!("this endpoint needs the {needed} scope"),
@@ -177,6 +188,10 @@ async fn rate_limit(parts: &Parts, state: &AppState, caller: &Caller) -> Result<
     let info = match decision {
         Decision::Allowed(i) | Decision::Limited { info: i, .. } => i,
     };
+    // D46: every API request made with the credential counts, 429s too.
+    state
+        .auth
+        .record_usage(caller, matches!(decision, Decision::Limited { .. }));
     if let Some(slot) = parts.extensions.get::<RateSlot>() {
         slot.set(info);
     }
@@ -220,9 +235,16 @@ impl PathId for UserId {
 }
 
 impl PathId for gatehouse_domain::ClientId {
-    const RESOURCE: Resource = Resource::Client;
+    const RESOURCE: Resource = Resource::Application;
     fn parse(raw: &str) -> Option<Self> {
         gatehouse_domain::ClientId::parse(raw)
+    }
+}
+
+impl PathId for gatehouse_domain::ApiKeyId {
+    const RESOURCE: Resource = Resource::ApiKey;
+    fn parse(raw: &str) -> Option<Self> {
+        gatehouse_domain::ApiKeyId::parse(raw)
     }
 }
 
@@ -553,6 +575,47 @@ impl<I: PathId, B: RequestBody> FromRequest<AppState> for IdBody<I, B> {
         let (mut parts, body) = req.into_parts();
         let raw = Id::<I>::segment(&mut parts, state).await?;
         let Body(body) = Body::<B>::from_request(Request::from_parts(parts, body), state).await?;
+        let Id(id) = Id::parse(&raw)?;
+        Ok(Self { id, body })
+    }
+}
+
+/// A request addressing one resource by path id with an optional JSON body
+/// (D46 secret rotation): no body at all (no `Content-Type`, nothing sent)
+/// reads as `{}`; anything sent is read as [`IdBody`] reads it.
+pub struct IdMaybeBody<I, B: RequestBody> {
+    pub id: I,
+    pub body: B::Domain,
+}
+
+impl<I: PathId, B: RequestBody> FromRequest<AppState> for IdMaybeBody<I, B> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &AppState) -> Result<Self, ApiError> {
+        let headers = req.headers();
+        let bodiless = !headers.contains_key(header::CONTENT_TYPE)
+            && headers
+                .get(header::CONTENT_LENGTH)
+                .is_none_or(|v| v.as_bytes() == b"0");
+        if !bodiless {
+            let IdBody { id, body } = IdBody::<I, B>::from_request(req, state).await?;
+            return Ok(Self { id, body });
+        }
+        let (mut parts, body) = req.into_parts();
+        let raw = Id::<I>::segment(&mut parts, state).await?;
+        let bytes = axum::body::to_bytes(body, MAX_BODY).await.map_err(|_| {
+            ApiError::new(
+                ErrorCode::PayloadTooLarge,
+                "the request body is over 64 KiB",
+            )
+        })?;
+        if !bytes.is_empty() {
+            return Err(ApiError::new(
+                ErrorCode::UnsupportedMediaType,
+                "send the body as JSON with Content-Type: application/json",
+            ));
+        }
+        let body = crate::requests::read::<B>(Map::new()).map_err(ApiError::validation)?;
         let Id(id) = Id::parse(&raw)?;
         Ok(Self { id, body })
     }

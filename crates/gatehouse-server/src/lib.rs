@@ -11,6 +11,8 @@
 //! SQL or name a storage backend, and must not do TLS or read configuration
 //! files — the `gatehouse` binary does both.
 
+pub mod api_keys;
+pub mod applications;
 pub mod authorize;
 pub mod dashboard;
 pub mod docs;
@@ -27,6 +29,7 @@ pub mod oauth;
 pub mod oauth_wire;
 pub mod oidc;
 pub mod openapi;
+pub mod organization;
 pub mod pages;
 pub mod products;
 pub mod profile;
@@ -167,6 +170,10 @@ pub fn v1_routes(state: &AppState) -> Router<AppState> {
         .merge(users::router())
         .merge(products::router())
         .merge(profile::router())
+        // D46: the management API.
+        .merge(applications::router())
+        .merge(api_keys::router())
+        .merge(organization::router())
         // D50: `Idempotency-Key` on the POSTs under /v1.
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),

@@ -70,7 +70,7 @@ pub fn preferred_code(headers: &HeaderMap) -> Option<Result<u16, ApiError>> {
 
 /// The error production answers with for `code` on a route that needs
 /// `scope`; `rate` is the caller's counter (a 429 shows it exhausted).
-pub fn simulated(code: u16, scope: Scope, rate: Option<&mut RateInfo>) -> ApiError {
+pub fn simulated(code: u16, scope: Option<Scope>, rate: Option<&mut RateInfo>) -> ApiError {
     match code {
         400 => ApiError::validation(vec![
             FieldIssue::new("email", "must be a valid e-mail address"),
@@ -78,8 +78,10 @@ pub fn simulated(code: u16, scope: Scope, rate: Option<&mut RateInfo>) -> ApiErr
         ]),
         401 => ApiError::new(ErrorCode::InvalidToken, "the access token is invalid")
             .with_header(header::WWW_AUTHENTICATE, "Bearer error=\"invalid_token\""),
+        // An endpoint any valid token may call (D46 `/v1/organization`)
+        // is refused as the management scope would be.
         403 => {
-            let needed = scope.as_str();
+            let needed = scope.unwrap_or(Scope::ApplicationsRead).as_str();
             ApiError::new(
                 ErrorCode::InsufficientScope,
                 format!("this endpoint needs the {needed} scope"),

@@ -85,6 +85,33 @@ pub mod schemas {
     pub fn bearer() -> Object {
         one_of(&["Bearer"])
     }
+    /// D28.
+    pub fn plan() -> Object {
+        one_of(&["free", "pro", "enterprise"])
+    }
+    /// D46: confidential (with a secret) or public (PKCE only, D20).
+    pub fn application_type() -> Object {
+        one_of(&["confidential", "public"])
+    }
+    fn scope_array(keep: impl Fn(gatehouse_domain::Scope) -> bool) -> Array {
+        let names: Vec<&str> = gatehouse_domain::Scope::ALL
+            .into_iter()
+            .filter(|s| keep(*s))
+            .map(gatehouse_domain::Scope::as_str)
+            .collect();
+        ArrayBuilder::new()
+            .items(one_of(&names))
+            .min_items(Some(1))
+            .build()
+    }
+    /// D46: the scopes of an application.
+    pub fn scope_list() -> Array {
+        scope_array(|_| true)
+    }
+    /// D46: the scopes of an API key (no sign-in scope, D49).
+    pub fn key_scope_list() -> Array {
+        scope_array(|s| !s.is_identity())
+    }
     /// D4.
     pub fn timestamp() -> Object {
         ObjectBuilder::new()
@@ -130,6 +157,8 @@ written_schema! {
     RoleName as "Role" => json!(schemas::role());
     /// `status` of a user list.
     UserStatusName as "UserStatus" => json!(schemas::user_status());
+    /// `type` of an application list (D46).
+    ApplicationTypeName as "ApplicationType" => json!(schemas::application_type());
     /// `status` of a product list.
     ProductStatusName as "ProductStatus" => json!(schemas::product_status());
     UserCursorList as "UserCursorList" => cursor_list("User");
@@ -158,6 +187,19 @@ written_schema! {
     crate::products::show,
     crate::products::update,
     crate::products::remove,
+    crate::applications::list,
+    crate::applications::create,
+    crate::applications::show,
+    crate::applications::update,
+    crate::applications::remove,
+    crate::applications::rotate_secret,
+    crate::applications::usage,
+    crate::api_keys::list,
+    crate::api_keys::create,
+    crate::api_keys::show,
+    crate::api_keys::revoke,
+    crate::api_keys::usage,
+    crate::organization::show,
     crate::v2::users,
     crate::v2::products,
     crate::versions::sunset,
@@ -210,6 +252,7 @@ fn components() -> Vec<(String, Value)> {
         generated::<RoleName>(),
         generated::<UserStatusName>(),
         generated::<ProductStatusName>(),
+        generated::<ApplicationTypeName>(),
         named::<Single<'static, UserResponse<'static>>>("UserEnvelope"),
         named::<Single<'static, ProductResponse<'static>>>("ProductEnvelope"),
         named::<List<'static, UserResponse<'static>>>("UserList"),
@@ -457,7 +500,7 @@ pub fn document(public_url: &str) -> Value {
             "description": "Users, a product catalog and an OAuth 2.0 authorization server for organizations. Every error uses the envelope {error: {code, message, docs, details}}.",
         },
         "servers": [{"url": public_url}],
-        "tags": [{"name": "Users"}, {"name": "Profile"}, {"name": "Products"}, {"name": "Preview (v2)"}, {"name": "OAuth"}, {"name": "Discovery"}, {"name": "Operations"}, {"name": "Versions"}],
+        "tags": [{"name": "Users"}, {"name": "Profile"}, {"name": "Products"}, {"name": "Applications"}, {"name": "API keys"}, {"name": "Organization"}, {"name": "Preview (v2)"}, {"name": "OAuth"}, {"name": "Discovery"}, {"name": "Operations"}, {"name": "Versions"}],
         "paths": paths,
         "components": {
             "schemas": schemas,

@@ -338,6 +338,15 @@ fn tag_intro(name: &str) -> &'static str {
         "Products" => {
             "The organization's catalog. A product's `status` follows its `stock` unless it is `discontinued`. Search with `q` matches word prefixes of `name` and `sku`."
         }
+        "Applications" => {
+            "Your organization's client applications (D46): register one and get its `client_secret` once, change its redirect URIs and scopes, rotate the secret with a grace period, delete it, and see its requests per minute. Needs `applications:read` / `applications:write`. An editor sees and changes only the applications it registered; an admin or an organization-wide credential (client credentials, API key) all of them. Nobody can give an application a scope they do not hold."
+        }
+        "API keys" => {
+            "Static keys for servers and scripts (`Authorization: Bearer gk_live_…`). The key is shown once, at creation; afterwards only its `prefix` (first 12 characters). Keys die when revoked, when they expire, and when the person who created them is deactivated or deleted. Managed with the same `applications:*` scopes."
+        }
+        "Organization" => {
+            "Your organization's plan and its rate limits per credential. Any valid token of the organization may read it."
+        }
         "Preview (v2)" => {
             "Cursor pagination (`limit`, `starting_after`; `meta.next_cursor`). Enabled per organization by an operator; elsewhere these paths answer 404."
         }
@@ -1368,6 +1377,7 @@ mod tests {
                         .replace("{user_id}", "$USER_ID")
                         .replace("{product_id}", "$PRODUCT_ID")
                         .replace("{app_id}", "$APP_ID")
+                        .replace("{key_id}", "$KEY_ID")
                         .replace("{path}", "users")
                 ),
                 "{}: {}",

@@ -139,7 +139,7 @@ impl Issues {
         )
     }
 
-    fn check<T, U>(
+    pub fn check<T, U>(
         &mut self,
         name: &str,
         input: Input<T>,
@@ -434,5 +434,223 @@ mod tests {
                 "must be an integer from 0 to 9007199254740991".to_owned()
             )]
         );
+    }
+}
+
+impl JsonType for Vec<String> {
+    fn from_json(v: Value) -> Result<Self, &'static str> {
+        match v {
+            Value::Array(items) => items
+                .into_iter()
+                .map(|i| match i {
+                    Value::String(s) => Ok(s),
+                    _ => Err("must be an array of strings"),
+                })
+                .collect(),
+            _ => Err("must be an array of strings"),
+        }
+    }
+}
+
+/// D46: a `scopes` array: known scope names, at least one.
+fn scope_list(names: Vec<String>) -> Result<gatehouse_domain::ScopeSet, String> {
+    if names.is_empty() {
+        return Err("must name at least one scope".into());
+    }
+    names
+        .iter()
+        .map(|n| {
+            gatehouse_domain::Scope::parse(n)
+                .ok_or_else(|| format!("names an unknown scope: {n:?}"))
+        })
+        .collect()
+}
+
+/// The most URIs of one kind an application may register.
+const MAX_URIS: usize = 20;
+
+/// D20, D46: an array of redirect URIs, each checked by D20's rules.
+fn uri_list(uris: Vec<String>) -> Result<Vec<gatehouse_domain::RedirectUri>, String> {
+    if uris.len() > MAX_URIS {
+        return Err(format!("must have at most {MAX_URIS} URIs"));
+    }
+    let mut out: Vec<gatehouse_domain::RedirectUri> = Vec::with_capacity(uris.len());
+    for (i, u) in uris.iter().enumerate() {
+        let uri = gatehouse_domain::RedirectUri::parse(u).map_err(|e| format!("item {i} {e}"))?;
+        if out.iter().any(|o| o.as_str() == uri.as_str()) {
+            return Err(format!("item {i} is listed twice"));
+        }
+        out.push(uri);
+    }
+    Ok(out)
+}
+
+// D46.
+/// An application to register. A confidential application gets a secret,
+/// shown once in the answer; a public one has none and needs a redirect URI.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(as = NewApplication)]
+pub struct CreateApplicationRequest {
+    #[serde(default)]
+    #[schema(value_type = String, min_length = 1, max_length = 200, required = true)]
+    pub name: Input<String>,
+    #[serde(default, rename = "type")]
+    #[schema(schema_with = schemas::application_type, required = true)]
+    pub kind: Input<String>,
+    #[serde(default)]
+    #[schema(value_type = Vec<String>, max_items = 20)]
+    pub redirect_uris: Input<Vec<String>>,
+    #[serde(default)]
+    #[schema(value_type = Vec<String>, max_items = 20)]
+    pub post_logout_redirect_uris: Input<Vec<String>>,
+    #[serde(default)]
+    #[schema(schema_with = schemas::scope_list, required = true)]
+    pub scopes: Input<Vec<String>>,
+}
+
+impl RequestBody for CreateApplicationRequest {
+    type Domain = gatehouse_app::clients::ClientRegistration;
+    fn into_domain(self, mut issues: Issues) -> Result<Self::Domain, Vec<FieldIssue>> {
+        let name = issues.required_text("name", self.name, Name::parse);
+        let kind = issues.required_text(
+            "type",
+            self.kind,
+            gatehouse_app::manage::ApplicationType::parse,
+        );
+        let redirect_uris = issues.check("redirect_uris", self.redirect_uris, false, uri_list);
+        let logout_uris = issues.check(
+            "post_logout_redirect_uris",
+            self.post_logout_redirect_uris,
+            false,
+            uri_list,
+        );
+        let scopes = issues.check("scopes", self.scopes, true, scope_list);
+        match (name, kind, scopes) {
+            (Some(name), Some(kind), Some(scopes)) => {
+                issues.finish(gatehouse_app::clients::ClientRegistration {
+                    name,
+                    scopes,
+                    redirect_uris: redirect_uris.unwrap_or_default(),
+                    post_logout_redirect_uris: logout_uris.unwrap_or_default(),
+                    public: kind == gatehouse_app::manage::ApplicationType::Public,
+                    owner: None,
+                })
+            }
+            _ => Err(issues.into_vec()),
+        }
+    }
+}
+
+// D46.
+/// Changes to an application; absent fields stay as they are. Redirect URIs
+/// and scopes need every scope the application is registered for.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(as = ApplicationPatch)]
+pub struct UpdateApplicationRequest {
+    #[serde(default)]
+    #[schema(value_type = String, min_length = 1, max_length = 200)]
+    pub name: Input<String>,
+    #[serde(default)]
+    #[schema(value_type = Vec<String>, max_items = 20)]
+    pub redirect_uris: Input<Vec<String>>,
+    #[serde(default)]
+    #[schema(value_type = Vec<String>, max_items = 20)]
+    pub post_logout_redirect_uris: Input<Vec<String>>,
+    #[serde(default)]
+    #[schema(schema_with = schemas::scope_list)]
+    pub scopes: Input<Vec<String>>,
+}
+
+impl RequestBody for UpdateApplicationRequest {
+    type Domain = gatehouse_app::clients::ClientUpdate;
+    fn into_domain(self, mut issues: Issues) -> Result<Self::Domain, Vec<FieldIssue>> {
+        let update = gatehouse_app::clients::ClientUpdate {
+            name: issues.optional_text("name", self.name, Name::parse),
+            redirect_uris: issues.check("redirect_uris", self.redirect_uris, false, uri_list),
+            post_logout_redirect_uris: issues.check(
+                "post_logout_redirect_uris",
+                self.post_logout_redirect_uris,
+                false,
+                uri_list,
+            ),
+            scopes: issues.check("scopes", self.scopes, false, scope_list),
+        };
+        issues.finish(update)
+    }
+}
+
+// D46, D20.
+/// How long the previous secret keeps working (default 0: it stops now).
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(as = SecretRotation)]
+pub struct RotateSecretRequest {
+    #[serde(default)]
+    #[schema(value_type = u64, minimum = 0, maximum = 604800)]
+    pub grace_seconds: Input<i64>,
+}
+
+impl RequestBody for RotateSecretRequest {
+    type Domain = u64;
+    fn into_domain(self, mut issues: Issues) -> Result<u64, Vec<FieldIssue>> {
+        let grace = issues.optional_int("grace_seconds", self.grace_seconds, |n| {
+            u64::try_from(n)
+                .ok()
+                .filter(|n| *n <= gatehouse_domain::manage::MAX_SECRET_GRACE_SECS)
+                .ok_or_else(|| "must be from 0 to 604800 (7 days)".to_owned())
+        });
+        issues.finish(grace.unwrap_or(0))
+    }
+}
+
+// D46.
+/// An API key to create; the key is in the answer once.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(as = NewApiKey)]
+pub struct CreateApiKeyRequest {
+    #[serde(default)]
+    #[schema(value_type = String, min_length = 1, max_length = 200, required = true)]
+    pub name: Input<String>,
+    #[serde(default)]
+    #[schema(schema_with = schemas::key_scope_list, required = true)]
+    pub scopes: Input<Vec<String>>,
+    #[serde(default)]
+    #[schema(schema_with = schemas::timestamp)]
+    pub expires_at: Input<String>,
+}
+
+impl RequestBody for CreateApiKeyRequest {
+    type Domain = gatehouse_app::manage::KeyRequest;
+    fn into_domain(self, mut issues: Issues) -> Result<Self::Domain, Vec<FieldIssue>> {
+        let name = issues.required_text("name", self.name, Name::parse);
+        let scopes = issues.check("scopes", self.scopes, true, |names| {
+            let set = scope_list(names)?;
+            if !set
+                .intersect(gatehouse_domain::ScopeSet::identity())
+                .is_empty()
+            {
+                return Err(
+                    "cannot include openid, profile or email (they are for signing people in)"
+                        .into(),
+                );
+            }
+            Ok(set)
+        });
+        let expires_at = issues.optional_text("expires_at", self.expires_at, |s| {
+            gatehouse_domain::Timestamp::parse_rfc3339(s).ok_or_else(|| {
+                "must be an RFC 3339 date and time, e.g. 2027-01-31T00:00:00Z".into()
+            })
+        });
+        match (name, scopes) {
+            (Some(name), Some(scopes)) => issues.finish(gatehouse_app::manage::KeyRequest {
+                name,
+                scopes,
+                expires_at,
+            }),
+            _ => Err(issues.into_vec()),
+        }
     }
 }

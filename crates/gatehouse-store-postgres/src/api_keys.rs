@@ -1,4 +1,4 @@
-//! PostgreSQL: aPI keys (D27).
+//! PostgreSQL: API keys (D27, D46).
 
 use super::*;
 
@@ -8,7 +8,8 @@ impl ApiKeyStore for PgStore {
         check_org(org, &k.org)?;
         write_tx!(self, |tx| {
             query(
-                "INSERT INTO api_keys (id, org_id, name, digest, scopes, created_at, revoked_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                "INSERT INTO api_keys (id, org_id, name, digest, scopes, created_at, revoked_at, prefix, owner_id, expires_at, last_used_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
             )
             .bind(k.id.as_str())
             .bind(k.org.as_str())
@@ -17,6 +18,10 @@ impl ApiKeyStore for PgStore {
             .bind(bits(k.scopes))
             .bind(k.created_at.millis())
             .bind(k.revoked_at.map(Timestamp::millis))
+            .bind(&k.prefix)
+            .bind(k.owner.as_ref().map(UserId::as_str))
+            .bind(k.expires_at.map(Timestamp::millis))
+            .bind(k.last_used_at.map(Timestamp::millis))
             .execute(&mut *tx)
             .await?;
             Ok(())
@@ -37,6 +42,17 @@ impl ApiKeyStore for PgStore {
             "SELECT {API_KEY_COLS} FROM api_keys WHERE id = $1"
         ))
         .bind(id.as_str())
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(db_err)?;
+        row.as_ref().map(api_key_row).transpose().map_err(db_err)
+    }
+    async fn get_api_key(&self, org: &OrgId, id: &ApiKeyId) -> StoreResult<Option<ApiKey>> {
+        let row = query(&format!(
+            "SELECT {API_KEY_COLS} FROM api_keys WHERE id = $1 AND org_id = $2"
+        ))
+        .bind(id.as_str())
+        .bind(org.as_str())
         .fetch_optional(&self.pool)
         .await
         .map_err(db_err)?;
@@ -76,4 +92,30 @@ impl ApiKeyStore for PgStore {
             Ok(api_key_row(&row)?)
         })
     }
+}
+
+/// D46: cuts the API keys `user` owns as a change to them decides, in the
+/// transaction of that change.
+pub(crate) async fn cut_owned_keys(
+    c: &mut PgConnection,
+    org: &OrgId,
+    user: &UserId,
+    cut: KeyCut,
+    now: Timestamp,
+) -> TxResult<()> {
+    let beyond: i16 = match cut {
+        KeyCut::All => -1,
+        KeyCut::Beyond(cap) => !bits(cap),
+    };
+    query(
+        "UPDATE api_keys SET revoked_at = $1
+         WHERE org_id = $2 AND owner_id = $3 AND revoked_at IS NULL AND (scopes & $4) <> 0",
+    )
+    .bind(now.millis())
+    .bind(org.as_str())
+    .bind(user.as_str())
+    .bind(beyond)
+    .execute(&mut *c)
+    .await?;
+    Ok(())
 }

@@ -248,7 +248,7 @@ pub(crate) async fn purge(c: &mut PgConnection, now: Timestamp, batch: u32) -> T
     let now = now.millis();
     let hour_ago = now - 3_600_000;
     // (table, key, condition on $1, the value of $1)
-    let statements: [(&str, &str, &str, i64); 10] = [
+    let statements: [(&str, &str, &str, i64); 11] = [
         ("auth_codes", "digest", "expires_at < $1", now),
         ("refresh_tokens", "digest", "expires_at < $1", now),
         (
@@ -276,6 +276,13 @@ pub(crate) async fn purge(c: &mut PgConnection, now: Timestamp, batch: u32) -> T
         ),
         // D50: kept responses (and claims) past their retention.
         ("idempotency_keys", "id", "expires_at < $1", now),
+        // D46: usage counts are kept 30 days (the column is in minutes).
+        (
+            "usage_minutes",
+            "ctid",
+            "minute < $1",
+            now.div_euclid(60_000) - gatehouse_domain::manage::USAGE_RETENTION_DAYS * 24 * 60,
+        ),
     ];
     let mut total = 0u64;
     for (table, key, cond, before) in statements {

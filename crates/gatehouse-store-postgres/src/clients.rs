@@ -24,6 +24,7 @@ impl ClientStore for PgStore {
                 admin_approved: client.admin_approved,
                 owner: client.owner.clone(),
                 created_at: client.created_at,
+                updated_at: client.created_at,
             })
         })
     }
@@ -69,7 +70,7 @@ impl ClientStore for PgStore {
             let scopes = new.scopes;
             let row = query(&format!(
                 "UPDATE clients SET name = $2, redirect_uris = $3, post_logout_redirect_uris = $4,
-                    scopes = $5, admin_approved = $6
+                    scopes = $5, admin_approved = $6, updated_at = $7
                  WHERE id = $1 RETURNING {CLIENT_COLS}"
             ))
             .bind(id.as_str())
@@ -78,6 +79,7 @@ impl ClientStore for PgStore {
             .bind(&new.post_logout_redirect_uris)
             .bind(bits(scopes))
             .bind(new.admin_approved)
+            .bind(now.millis())
             .fetch_one(&mut *tx)
             .await?;
             let client = client_row(&row)?;
@@ -150,12 +152,13 @@ impl ClientStore for PgStore {
     async fn approve_admin(&self, org: &OrgId, id: &ClientId) -> StoreResult<Client> {
         write_tx!(self, |tx| {
             let row = query(&format!(
-                "UPDATE clients SET admin_approved = true, scopes = scopes | $1
+                "UPDATE clients SET admin_approved = true, scopes = scopes | $1, updated_at = $4
                  WHERE id = $2 AND org_id = $3 RETURNING {CLIENT_COLS}"
             ))
             .bind(bits(ScopeSet::EMPTY.with(Scope::Admin)))
             .bind(id.as_str())
             .bind(org.as_str())
+            .bind(Timestamp::now().millis())
             .fetch_optional(&mut *tx)
             .await?
             .ok_or(StoreError::NotFound)?;
@@ -175,7 +178,8 @@ impl ClientStore for PgStore {
                 "UPDATE clients SET
                      previous_secret_hash = CASE WHEN $3::bigint IS NULL THEN NULL ELSE secret_hash END,
                      previous_secret_until = $3::bigint,
-                     secret_hash = $4
+                     secret_hash = $4,
+                     updated_at = $5
                  WHERE id = $1 AND org_id = $2 AND secret_hash IS NOT NULL
                  RETURNING {CLIENT_COLS}"
             ))
@@ -183,6 +187,7 @@ impl ClientStore for PgStore {
             .bind(org.as_str())
             .bind(previous_until.map(Timestamp::millis))
             .bind(&secret_hash[..])
+            .bind(Timestamp::now().millis())
             .fetch_optional(&mut *tx)
             .await?
             .ok_or(StoreError::NotFound)?;

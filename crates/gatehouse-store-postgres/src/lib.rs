@@ -43,15 +43,16 @@ mod schema;
 mod signing_keys;
 #[cfg(feature = "testing")]
 pub mod testing;
+mod usage;
 mod users;
 
 use std::time::Duration;
 
 use async_trait::async_trait;
 use gatehouse_domain::{
-    ApiKey, ApiKeyId, Client, ClientId, DomainError, Listing, NewProduct, NewUser, OrgId,
-    Organization, Page, Product, ProductId, ProductPatch, Scope, ScopeSet, Timestamp, User, UserId,
-    UserPatch, client, link, product,
+    ApiKey, ApiKeyId, Client, ClientId, DomainError, KeyCut, Listing, NewProduct, NewUser, OrgId,
+    Organization, Page, Product, ProductId, ProductPatch, Scope, ScopeSet, Timestamp, UsageRange,
+    User, UserId, UserPatch, client, link, manage, product,
     user::{self, UserChange},
     values::{Email, words},
 };
@@ -63,6 +64,7 @@ use gatehouse_store::{
     RevocationKind, Rotated, Session, SharedWindow, SigningKeyRecord, Store, StoreError,
     StoreResult, UserFilter,
 };
+use gatehouse_store::{Credential, UsageCount, UsageMinute};
 use gatehouse_store::{NewRevocation, check_org};
 
 use sqlx_core::query::query;

@@ -118,7 +118,7 @@ pub(crate) fn org_row(r: &PgRow) -> RowResult<Organization> {
     })
 }
 
-pub(crate) const CLIENT_COLS: &str = "id, org_id, name, secret_hash, previous_secret_hash, previous_secret_until, scopes, redirect_uris, admin_approved, owner_id, created_at, post_logout_redirect_uris";
+pub(crate) const CLIENT_COLS: &str = "id, org_id, name, secret_hash, previous_secret_hash, previous_secret_until, scopes, redirect_uris, admin_approved, owner_id, created_at, post_logout_redirect_uris, coalesce(updated_at, created_at)";
 
 pub(crate) fn client_row(r: &PgRow) -> RowResult<Client> {
     let id = decode_id(r, 0, "clients", ClientId::parse)?;
@@ -142,11 +142,13 @@ pub(crate) fn client_row(r: &PgRow) -> RowResult<Client> {
         admin_approved: r.try_get(8)?,
         owner: r.try_get::<Option<String>, _>(9)?.map(UserId::from_trusted),
         created_at: ts(r.try_get(10)?),
+        updated_at: ts(r.try_get(12)?),
         id,
     })
 }
 
-pub(crate) const API_KEY_COLS: &str = "id, org_id, name, scopes, created_at, revoked_at";
+pub(crate) const API_KEY_COLS: &str =
+    "id, org_id, name, scopes, created_at, revoked_at, prefix, owner_id, expires_at, last_used_at";
 
 pub(crate) fn api_key_row(r: &PgRow) -> RowResult<ApiKey> {
     let id = decode_id(r, 0, "api_keys", ApiKeyId::parse)?;
@@ -156,6 +158,10 @@ pub(crate) fn api_key_row(r: &PgRow) -> RowResult<ApiKey> {
         scopes: scopes(r.try_get(3)?, ("api_keys", "scopes", id.as_str()))?,
         created_at: ts(r.try_get(4)?),
         revoked_at: opt_ts(r.try_get(5)?),
+        prefix: r.try_get(6)?,
+        owner: r.try_get::<Option<String>, _>(7)?.map(UserId::from_trusted),
+        expires_at: opt_ts(r.try_get(8)?),
+        last_used_at: opt_ts(r.try_get(9)?),
         id,
     })
 }

@@ -53,6 +53,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "client_revocations",
         include_str!("../migrations/0010_client_revocations.sql"),
     ),
+    (
+        11,
+        "management",
+        include_str!("../migrations/0011_management.sql"),
+    ),
 ];
 
 /// The advisory-lock key of the migration (`"gatehous"` in ASCII), separate

@@ -112,6 +112,9 @@ impl UserStore for PgStore {
                 auth_state::end_user_sessions(&mut tx, id, now).await?;
                 auth_state::revoke_user_tokens(&mut tx, id, now).await?;
             }
+            if let Some(cut) = manage::owned_keys_cut(&current, Some(&change.user)) {
+                api_keys::cut_owned_keys(&mut tx, org, id, cut, now).await?;
+            }
             Ok(change)
         })
     }
@@ -157,6 +160,8 @@ impl UserStore for PgStore {
                 .execute(&mut *tx)
                 .await?;
             auth_state::revoke_user_tokens(&mut tx, id, now).await?;
+            // D46: the API keys they own die with them.
+            api_keys::cut_owned_keys(&mut tx, org, id, KeyCut::All, now).await?;
             Ok(())
         })
     }

@@ -1,4 +1,4 @@
-//! SQLite: aPI keys (D27).
+//! SQLite: API keys (D27, D46).
 
 use super::*;
 
@@ -10,7 +10,7 @@ impl ApiKeyStore for SqliteStore {
         self.pool
             .write(move |tx| {
                 tx.prepare_cached(
-                    "INSERT INTO api_keys (id, org_id, name, digest, scopes, created_at, revoked_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                    "INSERT INTO api_keys (id, org_id, name, digest, scopes, created_at, revoked_at, prefix, owner_id, expires_at, last_used_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
                 )
                 .and_then(|mut s| {
                     s.execute(params![
@@ -20,7 +20,11 @@ impl ApiKeyStore for SqliteStore {
                         digest.to_vec(),
                         k.scopes.bits() as i64,
                         k.created_at.millis(),
-                        k.revoked_at.map(Timestamp::millis)
+                        k.revoked_at.map(Timestamp::millis),
+                        k.prefix,
+                        k.owner.as_ref().map(UserId::as_str),
+                        k.expires_at.map(Timestamp::millis),
+                        k.last_used_at.map(Timestamp::millis)
                     ])
                 })
                 .map_err(db_err)?;
@@ -46,6 +50,20 @@ impl ApiKeyStore for SqliteStore {
                     "SELECT {API_KEY_COLS} FROM api_keys WHERE id = ?1"
                 ))
                 .and_then(|mut s| s.query_row([id.as_str()], api_key_row).optional())
+                .map_err(db_err)
+            })
+            .await
+    }
+    async fn get_api_key(&self, org: &OrgId, id: &ApiKeyId) -> StoreResult<Option<ApiKey>> {
+        self.pool
+            .read(|c| {
+                c.prepare_cached(&format!(
+                    "SELECT {API_KEY_COLS} FROM api_keys WHERE id = ?1 AND org_id = ?2"
+                ))
+                .and_then(|mut s| {
+                    s.query_row(params![id.as_str(), org.as_str()], api_key_row)
+                        .optional()
+                })
                 .map_err(db_err)
             })
             .await
@@ -84,4 +102,25 @@ impl ApiKeyStore for SqliteStore {
             })
             .await
     }
+}
+
+/// D46: cuts the API keys `user` owns as a change to them decides, in the
+/// transaction of that change.
+pub(crate) fn cut_owned_keys(
+    c: &Connection,
+    org: &OrgId,
+    user: &UserId,
+    cut: KeyCut,
+    now: Timestamp,
+) -> StoreResult<()> {
+    let beyond = match cut {
+        KeyCut::All => -1i64,
+        KeyCut::Beyond(cap) => !i64::from(cap.bits()),
+    };
+    c.prepare_cached(
+        "UPDATE api_keys SET revoked_at = ?1 WHERE org_id = ?2 AND owner_id = ?3 AND revoked_at IS NULL AND (scopes & ?4) != 0",
+    )
+    .and_then(|mut s| s.execute(params![now.millis(), org.as_str(), user.as_str(), beyond]))
+    .map_err(db_err)?;
+    Ok(())
 }

@@ -277,6 +277,12 @@ pub(crate) fn purge(c: &Connection, now: Timestamp, batch: u32) -> StoreResult<u
         ("reset_requests", "requested_at < ?1", resets_before),
         // D50: kept responses (and claims) past their retention.
         ("idempotency_keys", "expires_at < ?1", now),
+        // D46: usage counts are kept 30 days (the column is in minutes).
+        (
+            "usage_minutes",
+            "minute < ?1",
+            now.div_euclid(60_000) - gatehouse_domain::manage::USAGE_RETENTION_DAYS * 24 * 60,
+        ),
     ];
     let mut total = 0u64;
     for (table, cond, before) in statements {
@@ -285,6 +291,8 @@ pub(crate) fn purge(c: &Connection, now: Timestamp, batch: u32) -> StoreResult<u
             "auth_codes" | "refresh_tokens" | "user_tokens" | "sessions"
         ) {
             "digest"
+        } else if table == "usage_minutes" {
+            "rowid"
         } else {
             "id"
         };

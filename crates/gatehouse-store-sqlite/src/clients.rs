@@ -26,6 +26,7 @@ impl ClientStore for SqliteStore {
                     admin_approved: client.admin_approved,
                     owner: client.owner,
                     created_at: client.created_at,
+                    updated_at: client.created_at,
                 })
             })
             .await
@@ -78,7 +79,7 @@ impl ClientStore for SqliteStore {
                 let scopes = new.scopes;
                 tx.prepare_cached(
                     "UPDATE clients SET name = ?2, redirect_uris = ?3, post_logout_redirect_uris = ?4,
-                        scopes = ?5, admin_approved = ?6
+                        scopes = ?5, admin_approved = ?6, updated_at = ?7
                      WHERE id = ?1",
                 )
                 .and_then(|mut s| {
@@ -89,6 +90,7 @@ impl ClientStore for SqliteStore {
                         new.post_logout_redirect_uris.join("\n"),
                         scopes.bits() as i64,
                         new.admin_approved,
+                        now.millis(),
                     ])
                 })
                 .map_err(db_err)?;
@@ -154,8 +156,8 @@ impl ClientStore for SqliteStore {
             .write(move |tx| {
                 let admin = ScopeSet::EMPTY.with(Scope::Admin).bits() as i64;
                 let n = tx
-                    .prepare_cached("UPDATE clients SET admin_approved = 1, scopes = scopes | ?1 WHERE id = ?2 AND org_id = ?3")
-                    .and_then(|mut s| s.execute(params![admin, id.as_str(), org.as_str()]))
+                    .prepare_cached("UPDATE clients SET admin_approved = 1, scopes = scopes | ?1, updated_at = ?4 WHERE id = ?2 AND org_id = ?3")
+                    .and_then(|mut s| s.execute(params![admin, id.as_str(), org.as_str(), Timestamp::now().millis()]))
                     .map_err(db_err)?;
                 if n == 0 {
                     return Err(StoreError::NotFound);
@@ -181,10 +183,11 @@ impl ClientStore for SqliteStore {
                         "UPDATE clients SET
                             previous_secret_hash = CASE WHEN ?3 IS NULL THEN NULL ELSE secret_hash END,
                             previous_secret_until = ?3,
-                            secret_hash = ?4
+                            secret_hash = ?4,
+                            updated_at = ?5
                          WHERE id = ?1 AND org_id = ?2 AND secret_hash IS NOT NULL",
                     )
-                    .and_then(|mut s| s.execute(params![id.as_str(), org.as_str(), previous_until.map(Timestamp::millis), hash.to_vec()]))
+                    .and_then(|mut s| s.execute(params![id.as_str(), org.as_str(), previous_until.map(Timestamp::millis), hash.to_vec(), Timestamp::now().millis()]))
                     .map_err(db_err)?;
                 if n == 0 {
                     return Err(StoreError::NotFound);

@@ -30,15 +30,16 @@ mod revocations;
 mod rows;
 mod schema;
 mod signing_keys;
+mod usage;
 mod users;
 
 use std::path::Path;
 
 use async_trait::async_trait;
 use gatehouse_domain::{
-    ApiKey, ApiKeyId, Client, ClientId, Listing, NewProduct, NewUser, OrgId, Organization, Page,
-    Plan, Product, ProductId, ProductPatch, ProductStatus, Role, Scope, ScopeSet, SearchText,
-    Timestamp, User, UserId, UserPatch, UserStatus, client, link, product,
+    ApiKey, ApiKeyId, Client, ClientId, KeyCut, Listing, NewProduct, NewUser, OrgId, Organization,
+    Page, Plan, Product, ProductId, ProductPatch, ProductStatus, Role, Scope, ScopeSet, SearchText,
+    Timestamp, UsageRange, User, UserId, UserPatch, UserStatus, client, link, manage, product,
     user::{self, UserChange},
     values::{Email, Name, Sku},
 };
@@ -49,6 +50,7 @@ use gatehouse_store::{
     OutboundEmail, OutboxMessage, ProductFilter, Redeemed, RefreshChain, RefreshToken, Revocation,
     RevocationKind, Rotated, Session, SigningKeyRecord, Store, StoreError, StoreResult, UserFilter,
 };
+use gatehouse_store::{Credential, UsageCount, UsageMinute};
 use gatehouse_store::{NewRevocation, check_org};
 use rusqlite::{Connection, OptionalExtension, Row, params};
 

@@ -89,7 +89,8 @@ pub(crate) fn product_row(r: &Row<'_>) -> rusqlite::Result<Product> {
     })
 }
 
-pub(crate) const API_KEY_COLS: &str = "id, org_id, name, scopes, created_at, revoked_at";
+pub(crate) const API_KEY_COLS: &str =
+    "id, org_id, name, scopes, created_at, revoked_at, prefix, owner_id, expires_at, last_used_at";
 
 pub(crate) fn api_key_row(r: &Row<'_>) -> rusqlite::Result<ApiKey> {
     let id = decode_id(r, 0, "api_keys", ApiKeyId::parse)?;
@@ -99,11 +100,15 @@ pub(crate) fn api_key_row(r: &Row<'_>) -> rusqlite::Result<ApiKey> {
         scopes: scopes(r.get(3)?, ("api_keys", "scopes", id.as_str()))?,
         created_at: Timestamp::from_millis(r.get(4)?),
         revoked_at: r.get::<_, Option<i64>>(5)?.map(Timestamp::from_millis),
+        prefix: r.get(6)?,
+        owner: r.get::<_, Option<String>>(7)?.map(UserId::from_trusted),
+        expires_at: r.get::<_, Option<i64>>(8)?.map(Timestamp::from_millis),
+        last_used_at: r.get::<_, Option<i64>>(9)?.map(Timestamp::from_millis),
         id,
     })
 }
 
-pub(crate) const CLIENT_COLS: &str = "id, org_id, name, secret_hash, previous_secret_hash, previous_secret_until, scopes, redirect_uris, admin_approved, owner_id, created_at, post_logout_redirect_uris";
+pub(crate) const CLIENT_COLS: &str = "id, org_id, name, secret_hash, previous_secret_hash, previous_secret_until, scopes, redirect_uris, admin_approved, owner_id, created_at, post_logout_redirect_uris, coalesce(updated_at, created_at)";
 
 pub(crate) fn client_row(r: &Row<'_>) -> rusqlite::Result<Client> {
     let id = decode_id(r, 0, "clients", ClientId::parse)?;
@@ -137,6 +142,7 @@ pub(crate) fn client_row(r: &Row<'_>) -> rusqlite::Result<Client> {
         admin_approved: r.get(8)?,
         owner: r.get::<_, Option<String>>(9)?.map(UserId::from_trusted),
         created_at: Timestamp::from_millis(r.get(10)?),
+        updated_at: Timestamp::from_millis(r.get(12)?),
         id,
     })
 }

@@ -26,6 +26,7 @@ pub(crate) const MIGRATIONS: &[(i64, &str)] = &[
         10,
         include_str!("../migrations/0010_client_revocations.sql"),
     ),
+    (11, include_str!("../migrations/0011_management.sql")),
 ];
 
 /// D8 (revised): gives every row whose `email_norm` was computed by an older

@@ -115,6 +115,9 @@ impl UserStore for SqliteStore {
                 if change.revokes_tokens {
                     auth_state::revoke_user(tx, &id, now)?;
                 }
+                if let Some(cut) = manage::owned_keys_cut(&current, Some(&change.user)) {
+                    api_keys::cut_owned_keys(tx, &org, &id, cut, now)?;
+                }
                 if change.cancels_invitation {
                     auth_state::delete_links(tx, LinkKind::Invitation, &id)?;
                 }
@@ -160,8 +163,10 @@ impl UserStore for SqliteStore {
                     .and_then(|mut s| s.execute(params![heir.as_str(), org.as_str(), id.as_str()]))
                     .map_err(db_err)?;
                 }
-                // D13: every session, code and token dies with the user.
+                // D13: every session, code and token dies with the user;
+                // D46: so do the API keys they own.
                 auth_state::revoke_user(tx, &id, now)?;
+                api_keys::cut_owned_keys(tx, &org, &id, KeyCut::All, now)?;
                 tx.prepare_cached("DELETE FROM users WHERE id = ?1 AND org_id = ?2")
                     .and_then(|mut s| s.execute(params![id.as_str(), org.as_str()]))
                     .map_err(db_err)?;

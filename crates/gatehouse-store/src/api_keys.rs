@@ -25,6 +25,8 @@ pub trait ApiKeyStore: Send + Sync {
     /// operator is given, and it is the operator, not a tenant, who asks.
     /// Nothing reachable over HTTP may call it.
     async fn operator_find_api_key(&self, id: &ApiKeyId) -> StoreResult<Option<ApiKey>>;
+    /// A key record of `org` by id (D46); `None` for another organization's.
+    async fn get_api_key(&self, org: &OrgId, id: &ApiKeyId) -> StoreResult<Option<ApiKey>>;
     /// Every key record of `org` (revoked ones too), oldest first.
     async fn list_api_keys(&self, org: &OrgId) -> StoreResult<Vec<ApiKey>>;
     /// Revokes a key; revoking twice keeps the first time.

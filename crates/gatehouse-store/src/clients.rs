@@ -130,6 +130,7 @@ mod tests {
             admin_approved: approved,
             owner: None,
             created_at: Timestamp::now(),
+            updated_at: Timestamp::now(),
         }
     }
 

@@ -43,6 +43,7 @@ mod rate;
 pub mod records;
 mod revocations;
 mod signing_keys;
+mod usage;
 mod users;
 
 pub use api_keys::*;
@@ -58,13 +59,15 @@ pub use rate::*;
 pub use records::*;
 pub use revocations::*;
 pub use signing_keys::*;
+pub use usage::*;
 pub use users::*;
 
 /// The traits a caller needs in scope to call a concrete backend's methods.
 pub mod prelude {
     pub use crate::{
         ApiKeyStore, ClientStore, GrantStore, IdempotencyStore, JobStore, LinkStore, OrgStore,
-        OutboxStore, ProductStore, RateStore, RevocationStore, SigningKeyStore, Store, UserStore,
+        OutboxStore, ProductStore, RateStore, RevocationStore, SigningKeyStore, Store, UsageStore,
+        UserStore,
     };
 }
 
@@ -127,6 +130,7 @@ pub trait Store:
     + JobStore
     + SigningKeyStore
     + IdempotencyStore
+    + UsageStore
     + Send
     + Sync
     + 'static

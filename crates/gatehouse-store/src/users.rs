@@ -61,7 +61,10 @@ pub trait UserStore: Send + Sync {
     /// `user::apply_patch`, then `user::check_change`, in one transaction). When the
     /// change revokes tokens (deactivation, demotion) it also writes a `User`
     /// revocation with cut-off `now` and ends the user's sessions, codes and
-    /// refresh chains; cancelling an invitation kills its link.
+    /// refresh chains; cancelling an invitation kills its link. The API keys
+    /// the user owns are cut as `manage::owned_keys_cut` decides (D46:
+    /// deactivation revokes them all, a demotion those carrying a scope the
+    /// new role lacks), in the same transaction.
     async fn update_user(
         &self,
         org: &OrgId,
@@ -73,7 +76,8 @@ pub trait UserStore: Send + Sync {
     /// `OwnedResourcesExist` unless `transfer_to` names another active user
     /// of the organization (checked by the caller for shape; `NotFound`-like
     /// problems with the target come back as `Rule(Validation)`), ownership
-    /// moved in the same transaction.
+    /// moved in the same transaction; the API keys the user owns are
+    /// revoked with them (D46).
     async fn delete_user_at(
         &self,
         org: &OrgId,

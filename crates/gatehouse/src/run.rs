@@ -343,7 +343,7 @@ fn auth_for_jobs(state: &AppState) -> Arc<AuthService> {
 /// Background jobs: e-mail delivery (D30), the revocation set kept in step
 /// with storage (D25, D44), signing keys re-read when one activates or is
 /// rotated elsewhere (D23), and the purge of expired rows (D24) and kept
-/// idempotent responses (D50).
+/// idempotent responses (D50), and the usage counts (D46).
 fn spawn_background(
     tasks: &mut JoinSet<std::io::Result<()>>,
     store: Arc<dyn Store>,
@@ -365,6 +365,26 @@ fn spawn_background(
         tasks.spawn(async move {
             crate::mail::worker(store, transport, mail_from, stop).await;
             Ok(())
+        });
+    }
+    {
+        // D46: usage counts reach storage every 2 s (a minute's counts are
+        // final well within 60 s of its end), and once more at shutdown.
+        let (auth, mut stop) = (auth.clone(), stop.clone());
+        tasks.spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_secs(2));
+            loop {
+                let stopping = tokio::select! {
+                    _ = tick.tick() => false,
+                    _ = stop.wait_for(|s| *s) => true,
+                };
+                if let Err(e) = auth.flush_usage().await {
+                    tracing::warn!(error = %e, "storing usage counts failed; kept for the next try");
+                }
+                if stopping {
+                    return Ok(());
+                }
+            }
         });
     }
     {

@@ -460,6 +460,10 @@ pub async fn operator_listings(s: &dyn Store) {
         name: "k".into(),
         scopes: ScopeSet::parse("users:read").unwrap(),
         created_at: Timestamp::from_millis(at),
+        prefix: String::new(),
+        owner: None,
+        expires_at: None,
+        last_used_at: None,
         revoked_at: None,
     };
     let (k1, k2) = (key(1_000), key(2_000));

@@ -70,7 +70,8 @@ macro_rules! store_conformance_tests {
             stale_idempotent_claims_are_taken_over, expired_idempotency_keys_are_purged,
             idempotency_keys_are_scoped,
             refresh_token_lookup_is_read_only, fixture_users_get_the_fixture_password,
-            client_update_narrows_and_revokes, client_delete_removes_everything_it_holds, operator_listings);
+            client_update_narrows_and_revokes, client_delete_removes_everything_it_holds, operator_listings,
+            d46_keys_usage_and_owner_cuts);
     };
     (@each $make:expr; $($name:ident),*) => {
         $(

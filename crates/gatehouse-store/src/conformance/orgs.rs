@@ -57,6 +57,10 @@ pub async fn staging_reset_restores_the_fixture(s: &dyn Store) {
         name: "staging".into(),
         scopes: ScopeSet::parse("users:read").unwrap(),
         created_at: Timestamp::from_millis(5),
+        prefix: String::new(),
+        owner: None,
+        expires_at: None,
+        last_used_at: None,
         revoked_at: None,
     };
     s.insert_api_key(&key.org, &key, &[42; 32]).await.unwrap();

@@ -158,6 +158,10 @@ pub async fn every_tenant_method_is_scoped(s: &dyn Store) {
         name: "ci".into(),
         scopes: ScopeSet::parse("products:read").unwrap(),
         created_at: Timestamp::from_millis(5),
+        prefix: String::new(),
+        owner: None,
+        expires_at: None,
+        last_used_at: None,
         revoked_at: None,
     };
     // A record of A written through B is refused, and nothing is stored.
@@ -165,6 +169,28 @@ pub async fn every_tenant_method_is_scoped(s: &dyn Store) {
     assert_eq!(s.resolve_api_key(&[72; 32]).await.unwrap(), None);
     s.insert_api_key(&a, &k, &[72; 32]).await.unwrap();
     not_found("revoke_api_key", s.revoke_api_key(&b, &k.id, now).await);
+    assert_eq!(s.get_api_key(&b, &k.id).await.unwrap(), None, "get_api_key");
+    assert_eq!(s.get_api_key(&a, &k.id).await.unwrap(), Some(k.clone()));
+    // D46: usage counts are read under their own organization only.
+    let counted = crate::Credential::Application(c.id.clone());
+    s.add_usage(&[crate::UsageCount {
+        org: a.clone(),
+        credential: counted.clone(),
+        minute: 3,
+        requests: 2,
+        rejected: 1,
+    }])
+    .await
+    .unwrap();
+    let range = gatehouse_domain::UsageRange {
+        from_minute: 0,
+        to_minute: 10,
+    };
+    assert!(
+        s.usage(&b, &counted, range).await.unwrap().is_empty(),
+        "usage"
+    );
+    assert_eq!(s.usage(&a, &counted, range).await.unwrap().len(), 1);
     assert_eq!(s.resolve_api_key(&[72; 32]).await.unwrap(), Some(k.clone()));
 
     // --- sessions, codes, refresh chains and their revocation -------------------

@@ -1135,3 +1135,65 @@ async fn d51_a_token_request_with_a_lost_answer_is_not_retried() {
     c.list_users_page(&UserFilter::new(), 0).await.unwrap();
     assert_eq!(proxy.count("POST", "/oauth/token"), 2);
 }
+
+/// D46 through the client library: register, rotate, keys, usage and the
+/// organization against the real server.
+#[tokio::test]
+async fn d46_management_operations_against_the_real_server() {
+    use futures_util::TryStreamExt;
+    let s = TestServer::start().await;
+    let base = s.url("");
+    let c = builder(
+        &s,
+        &base,
+        &["applications:read", "applications:write", "products:read"],
+    )
+    .build()
+    .unwrap();
+    let app = c
+        .create_application(&gatehouse_client::NewApplication::confidential(
+            "From the library",
+            &["products:read"],
+        ))
+        .await
+        .unwrap();
+    let secret = app.client_secret.clone().unwrap();
+    assert_eq!(app.application.kind, "confidential");
+    let rotated = c
+        .rotate_application_secret(&app.application.id, Some(60))
+        .await
+        .unwrap();
+    assert_ne!(rotated.client_secret, secret);
+    assert!(rotated.previous_secret_expires_at.is_some());
+    let listed: Vec<_> = c.list_applications().try_collect().await.unwrap();
+    assert!(listed.iter().any(|a| a.id == app.application.id));
+    let renamed = c
+        .update_application(
+            &app.application.id,
+            &gatehouse_client::ApplicationPatch::new().name("Renamed"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(renamed.name, "Renamed");
+    let key = c
+        .create_api_key(&gatehouse_client::NewApiKey::new("lib", &["products:read"]))
+        .await
+        .unwrap();
+    assert!(key.key.starts_with(&key.api_key.prefix));
+    assert_eq!(c.get_api_key(&key.api_key.id).await.unwrap().name, "lib");
+    let usage = c.api_key_usage(&key.api_key.id, None, None).await.unwrap();
+    assert_eq!(usage.len(), 60);
+    let org = c.get_organization().await.unwrap();
+    assert_eq!(org.id, s.org().as_str());
+    c.revoke_api_key(&key.api_key.id).await.unwrap();
+    assert!(
+        c.get_api_key(&key.api_key.id)
+            .await
+            .unwrap()
+            .revoked_at
+            .is_some()
+    );
+    c.delete_application(&app.application.id).await.unwrap();
+    let err = c.get_application(&app.application.id).await.unwrap_err();
+    assert_eq!(err.code(), Some(&ErrorCode::ResourceNotFound));
+}

@@ -387,3 +387,226 @@ async fn the_built_in_client_is_no_stored_client() {
     assert_eq!(cb.status, StatusCode::BAD_REQUEST);
     check_headers(&cb);
 }
+
+/// The value of the page's `<input id="secret" … value="…">`.
+fn shown_secret(page: &Page) -> String {
+    let i = page
+        .body
+        .find("id=\"secret\"")
+        .expect("a secret on the page");
+    let rest = &page.body[i..];
+    let v = rest.find("value=\"").unwrap() + 7;
+    let end = rest[v..].find('"').unwrap();
+    rest[v..v + end].to_owned()
+}
+
+async fn client_token(s: &TestServer, id: &str, secret: &str) -> StatusCode {
+    s.request(Method::POST, "/oauth/token")
+        .basic_auth(id, Some(secret))
+        .form(&[("grant_type", "client_credentials")])
+        .send()
+        .await
+        .unwrap()
+        .status()
+}
+
+#[tokio::test]
+async fn applications_keys_and_usage_through_the_management_api() {
+    let s = TestServer::start().await;
+    let admin = person(&s, &s.org(), "apps@example.com", Role::Admin).await;
+    let mut b = Browser::new(&s);
+    sign_in(&mut b, admin.email.as_str()).await;
+
+    // Register a confidential application.
+    let new = b.get("/dashboard/applications/new").await;
+    assert_eq!(new.status, StatusCode::OK, "{}", new.body);
+    check_headers(&new);
+    let token = csrf(&new);
+    let created = b
+        .post(
+            "/dashboard/applications",
+            &[
+                ("csrf_token", &token),
+                ("name", "Billing <service>"),
+                ("type", "confidential"),
+                ("redirect_uris", "https://billing.example/callback\n"),
+                ("scope.users:read", "on"),
+                ("scope.products:read", "on"),
+            ],
+        )
+        .await;
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
+    check_headers(&created);
+    assert!(created.body.contains("Billing &lt;service&gt;"), "escaped");
+    let secret = shown_secret(&created);
+    let i = created.body.find("client ID <code>").unwrap() + 16;
+    let id = created.body[i..i + created.body[i..].find('<').unwrap()].to_owned();
+    assert!(id.starts_with("app_"), "{id}");
+    assert_eq!(client_token(&s, &id, &secret).await, StatusCode::OK);
+
+    // Listed, and editable.
+    let list = b.get("/dashboard/applications").await;
+    assert!(list.body.contains(&id));
+    assert!(!list.body.contains(&secret), "the secret is shown once");
+    let page = b.get(&format!("/dashboard/applications/{id}")).await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    assert!(!page.body.contains(&secret));
+    let saved = b
+        .post(
+            &format!("/dashboard/applications/{id}"),
+            &[
+                ("csrf_token", &token),
+                ("name", "Billing"),
+                (
+                    "redirect_uris",
+                    "https://billing.example/callback\nhttps://billing.example/other",
+                ),
+                ("post_logout_redirect_uris", ""),
+                ("scope.users:read", "on"),
+            ],
+        )
+        .await;
+    assert_eq!(saved.status, StatusCode::SEE_OTHER, "{}", saved.body);
+    let page = b.get(&format!("/dashboard/applications/{id}")).await;
+    assert!(
+        page.body.contains("billing.example&#x2f;other"),
+        "{}",
+        page.body
+    );
+
+    // Rotate with no grace: the old secret stops at once.
+    let rotated = b
+        .post(
+            &format!("/dashboard/applications/{id}/secret"),
+            &[("csrf_token", &token), ("grace_seconds", "0")],
+        )
+        .await;
+    assert_eq!(rotated.status, StatusCode::CREATED, "{}", rotated.body);
+    let new_secret = shown_secret(&rotated);
+    assert_ne!(new_secret, secret);
+    assert_eq!(client_token(&s, &id, &new_secret).await, StatusCode::OK);
+    assert_eq!(
+        client_token(&s, &id, &secret).await,
+        StatusCode::UNAUTHORIZED
+    );
+
+    // An API key: shown once, listed by prefix, used, revoked.
+    let created = b
+        .post(
+            "/dashboard/api-keys",
+            &[
+                ("csrf_token", &token),
+                ("name", "ci key"),
+                ("scope.users:read", "on"),
+            ],
+        )
+        .await;
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
+    let key = shown_secret(&created);
+    let used = s
+        .request(Method::GET, "/v1/users")
+        .bearer_auth(&key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(used.status(), StatusCode::OK);
+    let keys = b.get("/dashboard/api-keys").await;
+    assert!(keys.body.contains(&key[..12]));
+    assert!(!keys.body.contains(&key));
+    let form = keys.form_with("csrf_token").unwrap();
+    let revoke_action = keys
+        .body
+        .split("action=\"")
+        .filter_map(|p| p.split('"').next())
+        .find(|a| a.ends_with("/revoke"))
+        .unwrap()
+        .to_owned();
+    drop(form);
+    let revoked = b.post(&revoke_action, &[("csrf_token", &token)]).await;
+    assert_eq!(revoked.status, StatusCode::SEE_OTHER, "{}", revoked.body);
+    let used = s
+        .request(Method::GET, "/v1/users")
+        .bearer_auth(&key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(used.status(), StatusCode::UNAUTHORIZED);
+
+    // Usage: the application's requests on the chart (counts are flushed
+    // every 2 s).
+    // (The scope dropped above revoked the application's tokens issued up
+    // to that second: a token of the next second is a fresh one.)
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    let bearer = s.token_for(&id, &new_secret, "users:read").await;
+    for _ in 0..3 {
+        let r = s
+            .request(Method::GET, "/v1/users")
+            .bearer_auth(&bearer)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::OK);
+    }
+    let mut seen = false;
+    for _ in 0..20 {
+        let usage = b
+            .get(&format!("/dashboard/usage?of=application:{id}&range=hour"))
+            .await;
+        assert_eq!(usage.status, StatusCode::OK, "{}", usage.body);
+        assert!(usage.body.contains("<svg"));
+        if usage.body.contains("requests: 3 in all") {
+            seen = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+    assert!(seen, "the three requests on the chart");
+    let day = b
+        .get(&format!("/dashboard/usage?of=application:{id}&range=day"))
+        .await;
+    assert_eq!(day.status, StatusCode::OK, "{}", day.body);
+
+    // Delete, after a confirmation page.
+    let confirm = b.get(&format!("/dashboard/applications/{id}/delete")).await;
+    assert_eq!(confirm.status, StatusCode::OK);
+    let deleted = b
+        .post(
+            &format!("/dashboard/applications/{id}/delete"),
+            &[("csrf_token", &token)],
+        )
+        .await;
+    assert_eq!(deleted.status, StatusCode::SEE_OTHER, "{}", deleted.body);
+    assert_eq!(
+        client_token(&s, &id, &new_secret).await,
+        StatusCode::UNAUTHORIZED
+    );
+
+    // The organization page shows plan and limits.
+    let org = b.get("/dashboard/organization").await;
+    assert_eq!(org.status, StatusCode::OK, "{}", org.body);
+    assert!(org.body.contains("Requests per minute"));
+}
+
+#[tokio::test]
+async fn the_dashboard_is_in_no_application_list_and_never_admin() {
+    let s = TestServer::start().await;
+    let admin = person(&s, &s.org(), "list@example.com", Role::Admin).await;
+    let mut b = Browser::new(&s);
+    sign_in(&mut b, admin.email.as_str()).await;
+    let token = s.token("applications:read").await;
+    let res = s
+        .call(Method::GET, "/v1/applications?limit=100", &token, None)
+        .await;
+    let body: serde_json::Value = res.json().await.unwrap();
+    assert!(
+        !body.to_string().contains("app_dashboard"),
+        "D48: in no organization's list: {body}"
+    );
+    let res = s
+        .call(Method::GET, "/v1/applications/app_dashboard", &token, None)
+        .await;
+    assert_eq!(res.status(), StatusCode::NOT_FOUND);
+    // An admin's dashboard offers no `admin` scope to put on anything.
+    let keys = b.get("/dashboard/api-keys").await;
+    assert!(!keys.body.contains("name=\"scope.admin\""));
+}

@@ -216,6 +216,10 @@ async fn d33_api_keys_of_the_other_environment_are_refused() {
             name: "foreign".into(),
             scopes: ScopeSet::parse("users:read").unwrap(),
             created_at: Timestamp::now(),
+            prefix: String::new(),
+            owner: None,
+            expires_at: None,
+            last_used_at: None,
             revoked_at: None,
         };
         s.store()

@@ -271,6 +271,10 @@ async fn d49_api_key_of_the_organization_is_active() {
         name: "introspected".into(),
         scopes: ScopeSet::parse("products:read").unwrap(),
         created_at: Timestamp::now(),
+        prefix: String::new(),
+        owner: None,
+        expires_at: None,
+        last_used_at: None,
         revoked_at: None,
     };
     s.store()

@@ -23,6 +23,7 @@ mod oauth_flow;
 mod products;
 mod profile;
 mod ratelimits;
+mod readme;
 mod revocation;
 mod tokens;
 mod transport;

@@ -2894,3 +2894,6 @@ async fn d25_revoking_a_refresh_token_kills_its_chain() {
 }
 #[path = "oidc.rs"]
 mod oidc;
+
+#[path = "management.rs"]
+mod management;

@@ -198,6 +198,10 @@ async fn d28_api_keys_are_limited_like_tokens() {
         name: "ci".into(),
         scopes: ScopeSet::parse("users:read").unwrap(),
         created_at: Timestamp::now(),
+        prefix: String::new(),
+        owner: None,
+        expires_at: None,
+        last_used_at: None,
         revoked_at: None,
     };
     s.store()

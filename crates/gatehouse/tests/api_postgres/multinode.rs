@@ -735,3 +735,89 @@ async fn d49_consent_logout_and_userinfo_hold_across_nodes() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// A client-credentials token of the bootstrap client with `scope`.
+async fn cc_token_with(n: &Node, creds: &run::BootstrapCredentials, scope: &str) -> String {
+    let res = n
+        .client
+        .post(format!("{}/oauth/token", n.base))
+        .basic_auth(&creds.client_id, Some(&creds.client_secret))
+        .form(&[("grant_type", "client_credentials"), ("scope", scope)])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    res.json::<Value>().await.unwrap()["access_token"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// D46: an application deleted through node B's management API: a token
+/// issued to it by node A is refused on node A within D44's second; and
+/// usage counted on both nodes adds up in storage.
+#[tokio::test]
+async fn d46_a_deleted_application_stops_on_the_other_node_and_usage_adds_up() {
+    let (a, b, creds) = two_nodes().await;
+    let manager = cc_token_with(
+        &b,
+        &creds,
+        "applications:read applications:write users:read",
+    )
+    .await;
+    let res = b
+        .client
+        .post(format!("{}/v1/applications", b.base))
+        .bearer_auth(&manager)
+        .json(&serde_json::json!({"name": "Doomed", "type": "confidential", "scopes": ["users:read"]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::CREATED);
+    let body: Value = res.json().await.unwrap();
+    let app = body["data"]["id"].as_str().unwrap().to_owned();
+    let secret = body["data"]["client_secret"].as_str().unwrap().to_owned();
+    let doomed = run::BootstrapCredentials {
+        org: creds.org.clone(),
+        client_id: app.clone(),
+        client_secret: secret,
+    };
+    let token = cc_token_with(&a, &doomed, "users:read").await;
+    // Three requests on A and two on B with the application's token.
+    for n in [&a, &a, &a, &b, &b] {
+        assert_eq!(status(n, &token).await, StatusCode::OK);
+    }
+    let started = Instant::now();
+    let counted = loop {
+        let res = a
+            .client
+            .get(format!("{}/v1/applications/{app}/usage", a.base))
+            .bearer_auth(&manager)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), StatusCode::OK);
+        let body: Value = res.json().await.unwrap();
+        let total: u64 = body["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| b["requests"].as_u64().unwrap())
+            .sum();
+        if total >= 5 || started.elapsed() > Duration::from_secs(10) {
+            break total;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    assert_eq!(counted, 5, "D46: the counts of both nodes add up, exactly");
+    let res = b
+        .client
+        .delete(format!("{}/v1/applications/{app}", b.base))
+        .bearer_auth(&manager)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::NO_CONTENT);
+    let took = refused_within(&a, &token, Duration::from_secs(1)).await;
+    eprintln!("the deletion reached node A after {took:?}");
+}
