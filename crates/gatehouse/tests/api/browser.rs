@@ -1,0 +1,658 @@
+//! D48: the developer dashboard in real Chromium (Debian's `chromium`),
+//! driven through WebDriver (`chromedriver`) with fantoccini: a person signs
+//! in, registers a confidential application, copies its secret (which then
+//! gets a token at `/oauth/token`), rotates it and sees the old one
+//! refused, creates and revokes an API key, sees the requests on the usage
+//! chart, invites a teammate and signs out. Every page is checked at
+//! 1280 px and 360 px, light and dark: axe-core reports no serious or
+//! critical violation and no page is wider than 360 px at that width. A
+//! second browser with JavaScript disabled uses the forms.
+//!
+//! Without `chromedriver` the test is skipped loudly, unless
+//! `GATEHOUSE_REQUIRE_BROWSER=1` (CI), where that fails; the same for
+//! axe-core (`interop/node/node_modules/axe-core/axe.min.js`, from `npm ci`
+//! in `interop/node`, or `AXE_CORE_JS`). `GATEHOUSE_SCREENSHOTS=1` saves the
+//! screenshots into `docs/screenshots/dashboard/`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use fantoccini::wd::WebDriverCompatibleCommand;
+use fantoccini::{Client, ClientBuilder, Locator};
+use gatehouse_domain::{Email, Name, NewUser, Role, Timestamp, UserId, UserStatus};
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+
+use crate::common::TestServer;
+
+const PASSWORD: &str = "browser-password-1234";
+const WIDE: (u32, u32) = (1280, 800);
+const NARROW: (u32, u32) = (360, 740);
+
+fn require() -> bool {
+    std::env::var("GATEHOUSE_REQUIRE_BROWSER").is_ok_and(|v| v == "1")
+}
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn tool(env: &str, default: &str) -> Option<PathBuf> {
+    let p = std::env::var_os(env).map_or_else(|| PathBuf::from(default), PathBuf::from);
+    p.exists().then_some(p)
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// chromedriver, ended when dropped.
+struct Driver(Child);
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A Chrome DevTools command through chromedriver
+/// (`/session/{id}/goog/cdp/execute`): viewport, colour scheme, permissions.
+#[derive(Debug)]
+struct Cdp(&'static str, Value);
+
+impl WebDriverCompatibleCommand for Cdp {
+    fn endpoint(
+        &self,
+        base_url: &url::Url,
+        session_id: Option<&str>,
+    ) -> Result<url::Url, url::ParseError> {
+        base_url.join(&format!(
+            "session/{}/goog/cdp/execute",
+            session_id.unwrap_or_default()
+        ))
+    }
+
+    fn method_and_body(&self, _: &url::Url) -> (http::Method, Option<String>) {
+        (
+            http::Method::POST,
+            Some(json!({"cmd": self.0, "params": self.1}).to_string()),
+        )
+    }
+}
+
+/// The SHA-256 of the server certificate's SubjectPublicKeyInfo (a P-256
+/// key, as `gatehouse` generates), for `--ignore-certificate-errors-spki-list`:
+/// Chromium trusts that certificate and nothing else.
+fn spki_pin(key_pem: &Path) -> String {
+    use aws_lc_rs::signature::{ECDSA_P256_SHA256_ASN1_SIGNING, EcdsaKeyPair, KeyPair};
+    let pem = std::fs::read_to_string(key_pem).unwrap();
+    let b64: String = pem.lines().filter(|l| !l.starts_with("-----")).collect();
+    let der = base64::engine::general_purpose::STANDARD
+        .decode(b64)
+        .unwrap();
+    let pair = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_ASN1_SIGNING, &der).unwrap();
+    // SEQUENCE { SEQUENCE { id-ecPublicKey, prime256v1 }, BIT STRING point }
+    let mut spki = hex_bytes("3059301306072a8648ce3d020106082a8648ce3d030107034200");
+    spki.extend_from_slice(pair.public_key().as_ref());
+    let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, &spki);
+    base64::engine::general_purpose::STANDARD.encode(digest.as_ref())
+}
+
+fn hex_bytes(h: &str) -> Vec<u8> {
+    (0..h.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&h[i..i + 2], 16).unwrap())
+        .collect()
+}
+
+async fn browser(driver_port: u16, pin: &str, profile: &Path, javascript: bool) -> Client {
+    let mut args = vec![
+        "--headless=new".to_owned(),
+        "--no-sandbox".to_owned(),
+        "--disable-dev-shm-usage".to_owned(),
+        "--disable-gpu".to_owned(),
+        format!("--ignore-certificate-errors-spki-list={pin}"),
+        format!("--window-size={},{}", WIDE.0, WIDE.1),
+        format!("--user-data-dir={}", profile.display()),
+    ];
+    if !javascript {
+        args.push("--blink-settings=scriptEnabled=false".to_owned());
+    }
+    let mut options = json!({
+        "binary": tool("CHROMIUM", "/usr/bin/chromium").unwrap(),
+        "args": args,
+    });
+    if !javascript {
+        options["prefs"] = json!({"profile.managed_default_content_settings.javascript": 2});
+    }
+    let mut caps = serde_json::Map::new();
+    caps.insert("goog:chromeOptions".into(), options);
+    let mut last = None;
+    for _ in 0..50 {
+        match ClientBuilder::rustls()
+            .unwrap()
+            .capabilities(caps.clone())
+            .connect(&format!("http://127.0.0.1:{driver_port}"))
+            .await
+        {
+            Ok(c) => return c,
+            Err(e) => last = Some(e),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("chromedriver did not start a browser: {last:?}");
+}
+
+/// The page's text, once `needle` is in it (10 s at most).
+async fn wait_for(c: &Client, needle: &str) -> String {
+    let start = Instant::now();
+    loop {
+        let src = c.source().await.unwrap();
+        if src.contains(needle) {
+            return src;
+        }
+        if start.elapsed() > Duration::from_secs(10) {
+            panic!(
+                "`{needle}` never appeared at {}:\n{src}",
+                c.current_url().await.unwrap()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn fill(c: &Client, css: &str, text: &str) {
+    // A page may still be replacing the last one: retry a stale element.
+    for attempt in 0.. {
+        let e = c.find(Locator::Css(css)).await.unwrap();
+        let done = match e.clear().await {
+            Ok(()) => e.send_keys(text).await,
+            Err(err) => Err(err),
+        };
+        match done {
+            Ok(()) => return,
+            Err(err) if attempt < 5 => {
+                eprintln!("retrying {css}: {err}");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(err) => panic!("filling {css}: {err}"),
+        }
+    }
+}
+
+async fn click(c: &Client, css: &str) {
+    for attempt in 0.. {
+        let e = c.find(Locator::Css(css)).await.unwrap();
+        match e.click().await {
+            Ok(()) => return,
+            Err(err) if attempt < 5 => {
+                eprintln!("retrying {css}: {err}");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(err) => panic!("clicking {css}: {err}"),
+        }
+    }
+}
+
+async fn value(c: &Client, css: &str) -> String {
+    c.find(Locator::Css(css))
+        .await
+        .unwrap()
+        .prop("value")
+        .await
+        .unwrap()
+        .unwrap_or_default()
+}
+
+/// Signs in on the sign-in page the dashboard leads to.
+async fn sign_in(c: &Client, base: &str, email: &str) {
+    c.goto(&format!("{base}/dashboard")).await.unwrap();
+    wait_for(c, "Sign in to continue to the Gatehouse dashboard").await;
+    fill(c, "#email", email).await;
+    fill(c, "#password", PASSWORD).await;
+    click(c, "button[type=submit]").await;
+    wait_for(c, "Register an application").await;
+}
+
+/// What the checks of every page found wrong.
+struct Audit {
+    axe: Option<String>,
+    shots: Option<PathBuf>,
+    problems: Vec<String>,
+}
+
+impl Audit {
+    /// The current page at both widths in both schemes.
+    async fn page(&mut self, c: &Client, name: &str) {
+        for scheme in ["light", "dark"] {
+            c.issue_cmd(Cdp(
+                "Emulation.setEmulatedMedia",
+                json!({"features": [{"name": "prefers-color-scheme", "value": scheme}]}),
+            ))
+            .await
+            .unwrap();
+            for (w, h) in [WIDE, NARROW] {
+                c.issue_cmd(Cdp(
+                    "Emulation.setDeviceMetricsOverride",
+                    json!({"width": w, "height": h, "deviceScaleFactor": 1, "mobile": w < 400}),
+                ))
+                .await
+                .unwrap();
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                let at = format!("{name} {w}px {scheme}");
+                if w == NARROW.0 {
+                    let width = c
+                        .execute("return document.documentElement.scrollWidth", vec![])
+                        .await
+                        .unwrap();
+                    if width.as_u64().unwrap_or(0) > u64::from(NARROW.0) {
+                        self.problems
+                            .push(format!("{at}: the page is {width} px wide"));
+                    }
+                }
+                if let Some(dir) = &self.shots {
+                    let png = c.screenshot().await.unwrap();
+                    std::fs::write(dir.join(format!("{name}-{w}-{scheme}.png")), png).unwrap();
+                }
+                if let Some(axe) = &self.axe {
+                    for v in axe_violations(c, axe).await {
+                        self.problems.push(format!("{at}: axe {v}"));
+                    }
+                }
+            }
+        }
+        c.issue_cmd(Cdp("Emulation.clearDeviceMetricsOverride", json!({})))
+            .await
+            .unwrap();
+        c.issue_cmd(Cdp("Emulation.setEmulatedMedia", json!({"features": []})))
+            .await
+            .unwrap();
+    }
+}
+
+/// axe-core's serious and critical violations on the current page.
+async fn axe_violations(c: &Client, axe: &str) -> Vec<String> {
+    let loaded = c
+        .execute("return typeof window.axe !== 'undefined'", vec![])
+        .await
+        .unwrap();
+    if loaded != Value::Bool(true) {
+        c.execute(&format!("{axe}\n;return true;"), vec![])
+            .await
+            .unwrap();
+    }
+    let found = c
+        .execute_async(
+            "const done = arguments[arguments.length - 1];
+             axe.run(document, { resultTypes: ['violations'] }).then((r) => done(
+               r.violations
+                 .filter((v) => v.impact === 'serious' || v.impact === 'critical')
+                 .map((v) => v.impact + ' ' + v.id + ': ' + v.help + ' — ' +
+                   v.nodes.slice(0, 3).map((n) => n.target.join(' ')).join(', '))),
+               (e) => done(['axe failed: ' + e]));",
+            vec![],
+        )
+        .await
+        .unwrap();
+    found
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+async fn token_status(s: &TestServer, id: &str, secret: &str) -> StatusCode {
+    s.request(Method::POST, "/oauth/token")
+        .basic_auth(id, Some(secret))
+        .form(&[("grant_type", "client_credentials")])
+        .send()
+        .await
+        .unwrap()
+        .status()
+}
+
+#[tokio::test]
+async fn the_dashboard_in_chromium() {
+    let Some(chromedriver) = tool("CHROMEDRIVER", "/usr/bin/chromedriver") else {
+        assert!(
+            !require(),
+            "GATEHOUSE_REQUIRE_BROWSER=1 but chromedriver is missing (apt-get install chromium-driver)"
+        );
+        eprintln!(
+            "\n*** browser test SKIPPED: /usr/bin/chromedriver not found; \
+             install Debian's chromium and chromium-driver to run it ***\n"
+        );
+        return;
+    };
+    let axe_path = std::env::var_os("AXE_CORE_JS").map_or_else(
+        || root().join("interop/node/node_modules/axe-core/axe.min.js"),
+        PathBuf::from,
+    );
+    let axe = std::fs::read_to_string(&axe_path).ok();
+    if axe.is_none() {
+        assert!(
+            !require(),
+            "GATEHOUSE_REQUIRE_BROWSER=1 but {} is missing (npm ci in interop/node)",
+            axe_path.display()
+        );
+        eprintln!(
+            "\n*** browser test: axe-core not found at {}; the accessibility checks are SKIPPED ***\n",
+            axe_path.display()
+        );
+    }
+    let shots = std::env::var("GATEHOUSE_SCREENSHOTS")
+        .is_ok_and(|v| v == "1")
+        .then(|| root().join("docs/screenshots/dashboard"));
+    if let Some(d) = &shots {
+        std::fs::create_dir_all(d).unwrap();
+    }
+
+    // The server's public URL is the address Chromium uses, so the
+    // built-in client's redirect URI is reachable.
+    let port = free_port();
+    let s = TestServer::start_with(|st| {
+        st.https_addr = format!("127.0.0.1:{port}").parse().unwrap();
+        st.public_url = format!("https://localhost:{port}");
+    })
+    .await;
+    let base = format!("https://localhost:{port}");
+    let admin = NewUser {
+        id: UserId::generate(),
+        email: Email::parse("browser-admin@example.com").unwrap(),
+        name: Name::parse("Ada Admin").unwrap(),
+        role: Role::Admin,
+        status: UserStatus::Active,
+        password_hash: Some(gatehouse_auth::password::hash_blocking(PASSWORD)),
+        created_at: Timestamp::now(),
+    };
+    s.store().insert_user(&s.org(), &admin).await.unwrap();
+    let key_pem = s.data_dir().join("tls/key.pem");
+    let pin = spki_pin(&key_pem);
+
+    let driver_port = free_port();
+    let _driver = Driver(
+        Command::new(&chromedriver)
+            .arg(format!("--port={driver_port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("chromedriver starts"),
+    );
+    let profiles = tempfile::tempdir().unwrap();
+    let c = browser(driver_port, &pin, &profiles.path().join("a"), true).await;
+    let mut audit = Audit {
+        axe,
+        shots,
+        problems: Vec::new(),
+    };
+
+    // The sign-in page of the built-in client.
+    c.goto(&format!("{base}/dashboard")).await.unwrap();
+    wait_for(&c, "Sign in to continue to the Gatehouse dashboard").await;
+    audit.page(&c, "signin").await;
+    sign_in(&c, &base, "browser-admin@example.com").await;
+    assert!(
+        c.current_url()
+            .await
+            .unwrap()
+            .as_str()
+            .ends_with("/dashboard/applications"),
+        "no consent page for the dashboard"
+    );
+    audit.page(&c, "applications-empty").await;
+
+    // Register a confidential application.
+    click(&c, "a[href='/dashboard/applications/new']").await;
+    wait_for(&c, "<h1>Register an application</h1>").await;
+    audit.page(&c, "application-new").await;
+    fill(&c, "#name", "Billing service").await;
+    click(&c, "input[name=type][value=confidential]").await;
+    fill(&c, "#redirect_uris", "https://billing.example/callback").await;
+    click(&c, "input[name='scope.users:read']").await;
+    click(&c, "input[name='scope.products:read']").await;
+    click(&c, "form.stack button[type=submit]").await;
+    let page = wait_for(&c, "Application registered").await;
+    let i = page.find("client ID <code>").unwrap() + 16;
+    let app_id = page[i..i + page[i..].find('<').unwrap()].to_owned();
+
+    // Copy the secret with the copy button (the served script shows it).
+    let copy = c.find(Locator::Css("button.copy")).await.unwrap();
+    assert!(copy.is_displayed().await.unwrap(), "the script shows Copy");
+    let origin = base.clone();
+    c.issue_cmd(Cdp(
+        "Browser.grantPermissions",
+        json!({"origin": origin, "permissions": ["clipboardReadWrite", "clipboardSanitizedWrite"]}),
+    ))
+    .await
+    .unwrap();
+    copy.click().await.unwrap();
+    wait_for(&c, "Copied to the clipboard.").await;
+    let copied = c
+        .execute_async(
+            "const done = arguments[arguments.length - 1];
+             navigator.clipboard.readText().then(done, () => done(null));",
+            vec![],
+        )
+        .await
+        .unwrap();
+    let shown = value(&c, "#secret").await;
+    let secret = match copied.as_str() {
+        Some(t) if !t.is_empty() => {
+            assert_eq!(t, shown, "the clipboard holds the secret");
+            t.to_owned()
+        }
+        _ => shown,
+    };
+    audit.page(&c, "application-secret").await;
+    assert_eq!(token_status(&s, &app_id, &secret).await, StatusCode::OK);
+
+    // The application's page; rotate with no grace.
+    c.goto(&format!("{base}/dashboard/applications/{app_id}"))
+        .await
+        .unwrap();
+    wait_for(&c, "Rotate the secret").await;
+    audit.page(&c, "application").await;
+    c.find(Locator::Css("#grace_seconds"))
+        .await
+        .unwrap()
+        .select_by_value("0")
+        .await
+        .unwrap();
+    click(&c, "form[action$='/secret'] button[type=submit]").await;
+    wait_for(&c, "New client secret").await;
+    let rotated = value(&c, "#secret").await;
+    assert_ne!(rotated, secret);
+    assert_eq!(token_status(&s, &app_id, &rotated).await, StatusCode::OK);
+    assert_eq!(
+        token_status(&s, &app_id, &secret).await,
+        StatusCode::UNAUTHORIZED,
+        "the old secret is refused after its (zero) grace"
+    );
+
+    // An API key: created, shown once, used, revoked.
+    c.goto(&format!("{base}/dashboard/api-keys")).await.unwrap();
+    wait_for(&c, "Create an API key").await;
+    fill(&c, "#name", "deploy key").await;
+    click(&c, "input[name='scope.users:read']").await;
+    click(&c, "form.stack button[type=submit]").await;
+    wait_for(&c, "API key created").await;
+    let key = value(&c, "#secret").await;
+    let used = s
+        .request(Method::GET, "/v1/users")
+        .bearer_auth(&key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(used.status(), StatusCode::OK);
+    c.goto(&format!("{base}/dashboard/api-keys")).await.unwrap();
+    wait_for(&c, "deploy key").await;
+    audit.page(&c, "api-keys").await;
+    click(&c, "form[action$='/revoke'] button").await;
+    wait_for(&c, "The API key was revoked.").await;
+    let used = s
+        .request(Method::GET, "/v1/users")
+        .bearer_auth(&key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(used.status(), StatusCode::UNAUTHORIZED);
+
+    // Requests with the application's token, then the usage chart.
+    let bearer = s.token_for(&app_id, &rotated, "users:read").await;
+    for _ in 0..4 {
+        let r = s
+            .request(Method::GET, "/v1/users")
+            .bearer_auth(&bearer)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::OK);
+    }
+    c.goto(&format!("{base}/dashboard/usage")).await.unwrap();
+    wait_for(&c, "Choose an application or an API key").await;
+    c.find(Locator::Css("#of"))
+        .await
+        .unwrap()
+        .select_by_value(&format!("application:{app_id}"))
+        .await
+        .unwrap();
+    click(&c, "form.row button[type=submit]").await;
+    let start = Instant::now();
+    loop {
+        let src = wait_for(&c, "<svg").await;
+        if src.contains("requests: 4 in all") {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(15),
+            "the 4 requests never showed on the chart"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        c.refresh().await.unwrap();
+    }
+    audit.page(&c, "usage").await;
+
+    // Invite a teammate.
+    c.goto(&format!("{base}/dashboard/team")).await.unwrap();
+    wait_for(&c, "Invite a teammate").await;
+    fill(&c, "#invite-email", "teammate@example.com").await;
+    fill(&c, "#invite-name", "Tea Mate").await;
+    c.find(Locator::Css("#invite-role"))
+        .await
+        .unwrap()
+        .select_by_value("editor")
+        .await
+        .unwrap();
+    click(&c, "form[action='/dashboard/team'] button[type=submit]").await;
+    wait_for(&c, "The invitation was sent.").await;
+    wait_for(&c, "teammate@example.com").await;
+    audit.page(&c, "team").await;
+
+    c.goto(&format!("{base}/dashboard/organization"))
+        .await
+        .unwrap();
+    wait_for(&c, "Requests per minute").await;
+    audit.page(&c, "organization").await;
+
+    // Delete, with its confirmation page.
+    c.goto(&format!("{base}/dashboard/applications/{app_id}/delete"))
+        .await
+        .unwrap();
+    wait_for(&c, "cannot be undone").await;
+    audit.page(&c, "application-delete").await;
+    c.goto(&format!("{base}/dashboard/applications"))
+        .await
+        .unwrap();
+    wait_for(&c, "Billing service").await;
+    audit.page(&c, "applications").await;
+
+    // Sign out (a POST).
+    click(&c, "form.signout button").await;
+    wait_for(&c, "Signed out").await;
+    audit.page(&c, "signed-out").await;
+    c.goto(&format!("{base}/dashboard/team")).await.unwrap();
+    wait_for(&c, "Sign in to continue").await;
+    c.close().await.unwrap();
+
+    // Without JavaScript every form still works.
+    let n = browser(driver_port, &pin, &profiles.path().join("b"), false).await;
+    sign_in(&n, &base, "browser-admin@example.com").await;
+    n.goto(&format!("{base}/dashboard/applications/new"))
+        .await
+        .unwrap();
+    wait_for(&n, "<h1>Register an application</h1>").await;
+    fill(&n, "#name", "No-script app").await;
+    click(&n, "input[name=type][value=public]").await;
+    fill(&n, "#redirect_uris", "https://spa.example/callback").await;
+    click(&n, "input[name='scope.openid']").await;
+    click(&n, "form.stack button[type=submit]").await;
+    wait_for(&n, "Created.").await;
+    let copy_hidden = !n
+        .find(Locator::Css("button.copy"))
+        .await
+        .unwrap()
+        .is_displayed()
+        .await
+        .unwrap();
+    assert!(copy_hidden, "without script the copy button stays hidden");
+    fill(&n, "#name", "No-script app, renamed").await;
+    click(&n, "form.stack button[type=submit]").await;
+    wait_for(&n, "Saved.").await;
+    n.goto(&format!("{base}/dashboard/api-keys")).await.unwrap();
+    fill(&n, "#name", "no-script key").await;
+    click(&n, "input[name='scope.users:read']").await;
+    click(&n, "form.stack button[type=submit]").await;
+    wait_for(&n, "API key created").await;
+    n.goto(&format!("{base}/dashboard/api-keys")).await.unwrap();
+    click(&n, "form[action$='/revoke'] button").await;
+    wait_for(&n, "The API key was revoked.").await;
+    n.goto(&format!("{base}/dashboard/team")).await.unwrap();
+    fill(&n, "#invite-email", "second@example.com").await;
+    fill(&n, "#invite-name", "Sec Ond").await;
+    click(&n, "form[action='/dashboard/team'] button[type=submit]").await;
+    wait_for(&n, "The invitation was sent.").await;
+    let mate = s
+        .store()
+        .find_user_by_email(&s.org(), &Email::parse("second@example.com").unwrap())
+        .await
+        .unwrap()
+        .unwrap()
+        .0;
+    n.find(Locator::Css(&format!("#role-{}", mate.id)))
+        .await
+        .unwrap()
+        .select_by_value("viewer")
+        .await
+        .unwrap();
+    click(
+        &n,
+        &format!(
+            "form[action='/dashboard/team/{}'] button.secondary",
+            mate.id
+        ),
+    )
+    .await;
+    wait_for(&n, "The change was saved.").await;
+    n.goto(&format!("{base}/dashboard/usage")).await.unwrap();
+    click(&n, "form.row button[type=submit]").await;
+    wait_for(&n, "Choose an application or an API key").await;
+    click(&n, "form.signout button").await;
+    wait_for(&n, "Signed out").await;
+    n.close().await.unwrap();
+
+    assert!(
+        audit.problems.is_empty(),
+        "page checks failed:\n  {}",
+        audit.problems.join("\n  ")
+    );
+}
