@@ -11,10 +11,13 @@ use gatehouse_store::{Credential, Store, StoreError, UsageCount};
 
 use crate::Caller;
 
+/// Counts by (credential, minute): the organization, requests, 429s.
+type Pending = HashMap<(Credential, i64), (OrgId, u64, u64)>;
+
 /// One node's counts not yet in storage.
 #[derive(Default)]
 pub struct UsageCounter {
-    pending: Mutex<HashMap<(Credential, i64), (OrgId, u64, u64)>>,
+    pending: Mutex<Pending>,
 }
 
 /// The credential usage is counted against: the application an access

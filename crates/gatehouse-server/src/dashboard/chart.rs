@@ -70,13 +70,18 @@ pub fn svg(buckets: &[Bucket], title_id: &str, desc_id: &str) -> String {
         s,
         r#"<svg class="chart" viewBox="0 0 {W} {H}" role="img" aria-labelledby="{title_id} {desc_id}" preserveAspectRatio="none" xmlns="http://www.w3.org/2000/svg">"#
     );
-    // Grid and axis labels.
-    for k in 0..=4u64 {
-        let v = top * k / 4;
-        let yy = y(v);
+    // Grid and axis labels: 0, half the top, the top.
+    for k in 0..=2u64 {
+        let v = top as f64 * k as f64 / 2.0;
+        let yy = TOP + plot_h * (1.0 - v / top as f64);
+        let label = if v.fract() == 0.0 {
+            format!("{v:.0}")
+        } else {
+            format!("{v:.1}")
+        };
         let _ = write!(
             s,
-            r#"<line class="grid" x1="{LEFT}" x2="{}" y1="{yy:.1}" y2="{yy:.1}"/><text class="axis" x="{}" y="{:.1}" text-anchor="end">{v}</text>"#,
+            r#"<line class="grid" x1="{LEFT}" x2="{}" y1="{yy:.1}" y2="{yy:.1}"/><text class="axis" x="{}" y="{:.1}" text-anchor="end">{label}</text>"#,
             W - 8.0,
             LEFT - 6.0,
             yy + 4.0

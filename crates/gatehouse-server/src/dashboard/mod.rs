@@ -86,12 +86,12 @@ pub(crate) async fn signed(
     st: &AppState,
     headers: &HeaderMap,
     peer: SocketAddr,
-) -> Result<Signed, Response> {
+) -> Result<Signed, Box<Response>> {
     let cookies = Cookies::of(st);
     let Some(grant) =
         pages::cookie(headers, cookies.dashboard()).and_then(|c| st.app.open_grant(&c))
     else {
-        return Err(to_sign_in(st));
+        return Err(Box::new(to_sign_in(st)));
     };
     // A token revoked since (sign-out elsewhere, a deactivation, a
     // demotion) is refreshed like an expired one: the refresh decides.
@@ -110,15 +110,15 @@ pub(crate) async fn signed(
             grant,
             peer,
         }),
-        Err(DashboardRefreshError::Ended) => Err(to_sign_in(st)),
+        Err(DashboardRefreshError::Ended) => Err(Box::new(to_sign_in(st))),
         Err(DashboardRefreshError::Store(e)) => {
             tracing::error!(cause = %e, "dashboard: refreshing the session failed");
-            Err(message(
+            Err(Box::new(message(
                 st,
                 StatusCode::SERVICE_UNAVAILABLE,
                 "Try again in a moment",
                 "The service is temporarily unavailable.",
-            ))
+            )))
         }
     }
 }
@@ -198,24 +198,36 @@ fn set_dashboard_cookie(st: &AppState, res: &mut Response, sealed: &str, g: &Das
 
 /// Whether a dashboard form carries this browser's CSRF token; the refusal
 /// page otherwise.
-pub(crate) fn check_csrf(st: &AppState, headers: &HeaderMap, form: &Form) -> Result<(), Response> {
+pub(crate) fn check_csrf(
+    st: &AppState,
+    headers: &HeaderMap,
+    form: &Form,
+) -> Result<(), Box<Response>> {
     if pages::csrf_ok(st, headers, form) {
         Ok(())
     } else {
-        Err(message(
+        Err(Box::new(message(
             st,
             StatusCode::FORBIDDEN,
             "Please try again",
             "The form expired or came from another site. Go back, reload the page and try again.",
-        ))
+        )))
     }
 }
 
 /// A dashboard form: read, CSRF-checked.
-pub(crate) async fn read_form(st: &AppState, req: Request) -> Result<(HeaderMap, Form), Response> {
-    let (headers, form) = pages::read_form(req)
-        .await
-        .map_err(|m| message(st, StatusCode::BAD_REQUEST, "Something went wrong", m))?;
+pub(crate) async fn read_form(
+    st: &AppState,
+    req: Request,
+) -> Result<(HeaderMap, Form), Box<Response>> {
+    let (headers, form) = pages::read_form(req).await.map_err(|m| {
+        Box::new(message(
+            st,
+            StatusCode::BAD_REQUEST,
+            "Something went wrong",
+            m,
+        ))
+    })?;
     check_csrf(st, &headers, &form)?;
     Ok((headers, form))
 }
@@ -227,7 +239,7 @@ async fn home(
 ) -> Response {
     match signed(&st, &headers, peer).await {
         Ok(_) => see_other("/dashboard/applications"),
-        Err(res) => res,
+        Err(res) => *res,
     }
 }
 
@@ -341,7 +353,7 @@ async fn callback(
 async fn sign_out(State(st): State<AppState>, req: Request) -> Response {
     let (headers, _form) = match read_form(&st, req).await {
         Ok(f) => f,
-        Err(res) => return res,
+        Err(res) => return *res,
     };
     let cookies = Cookies::of(&st);
     if let Some(grant) =

@@ -150,7 +150,7 @@ macro_rules! signed_or_return {
     ($st:expr, $headers:expr, $peer:expr) => {
         match signed(&$st, &$headers, $peer).await {
             Ok(s) => s,
-            Err(res) => return res,
+            Err(res) => return *res,
         }
     };
 }
@@ -159,7 +159,7 @@ macro_rules! form_or_return {
     ($st:expr, $req:expr) => {
         match read_form(&$st, $req).await {
             Ok(f) => f,
-            Err(res) => return res,
+            Err(res) => return *res,
         }
     };
 }
