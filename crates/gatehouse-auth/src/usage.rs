@@ -11,10 +11,15 @@ use gatehouse_store::{Credential, Store, StoreError, UsageCount};
 
 use crate::Caller;
 
+/// A credential in one minute (Unix minutes).
+type Slot = (Credential, i64);
+/// Its organization, requests and 429s.
+type Counts = (OrgId, u64, u64);
+
 /// One node's counts not yet in storage.
 #[derive(Default)]
 pub struct UsageCounter {
-    pending: Mutex<HashMap<(Credential, i64), (OrgId, u64, u64)>>,
+    pending: Mutex<HashMap<Slot, Counts>>,
 }
 
 /// The credential usage is counted against: the application an access

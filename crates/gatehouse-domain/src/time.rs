@@ -37,7 +37,7 @@ impl Timestamp {
         let ms = dt.unix_timestamp_nanos().div_euclid(1_000_000);
         (0..=253_402_300_799_999)
             .contains(&ms)
-            .then(|| Self(ms as i64))
+            .then_some(Self(ms as i64))
     }
 
     /// `2026-11-22T02:31:42.123Z`.
