@@ -11,13 +11,15 @@ use gatehouse_store::{Credential, Store, StoreError, UsageCount};
 
 use crate::Caller;
 
-/// Counts by (credential, minute): the organization, requests, 429s.
-type Pending = HashMap<(Credential, i64), (OrgId, u64, u64)>;
+/// A credential in one minute (Unix minutes).
+type Slot = (Credential, i64);
+/// Its organization, requests and 429s.
+type Counts = (OrgId, u64, u64);
 
 /// One node's counts not yet in storage.
 #[derive(Default)]
 pub struct UsageCounter {
-    pending: Mutex<Pending>,
+    pending: Mutex<HashMap<Slot, Counts>>,
 }
 
 /// The credential usage is counted against: the application an access

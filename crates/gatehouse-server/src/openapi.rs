@@ -340,6 +340,7 @@ fn error_answer(description: &str) -> Value {
 
 /// Adds what every operation shares to one generated operation.
 fn complete(op: &mut Map<String, Value>, public_url: &str) {
+    optional_body(op);
     let scope = scope_of(&Value::Object(op.clone()));
     let mut responses = op
         .remove("responses")
@@ -381,6 +382,32 @@ fn complete(op: &mut Map<String, Value>, public_url: &str) {
 /// D50: every POST under `/v1` takes an `Idempotency-Key`; the answers it
 /// adds (a malformed key, a key in use, a key reused) and the header of a
 /// replay are documented on each.
+/// An optional body (`request_body(content = Option<T>)`): utoipa writes
+/// its schema as "null or T", but JSON `null` is not an accepted body —
+/// the body is either absent or a T. Say that: the schema T, not required.
+fn optional_body(op: &mut Map<String, Value>) {
+    let Some(Value::Object(content)) = op.get_mut("requestBody").and_then(|b| b.get_mut("content"))
+    else {
+        return;
+    };
+    let mut optional = false;
+    for media in content.values_mut() {
+        let schema = &mut media["schema"];
+        if let Some([null, real]) = schema
+            .get("oneOf")
+            .and_then(Value::as_array)
+            .map(Vec::as_slice)
+            && null == &json!({"type": "null"})
+        {
+            *schema = real.clone();
+            optional = true;
+        }
+    }
+    if optional {
+        op["requestBody"]["required"] = json!(false);
+    }
+}
+
 fn idempotent(op: &mut Map<String, Value>) {
     let parameter = json!({
         "name": "Idempotency-Key",
