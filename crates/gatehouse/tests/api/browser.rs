@@ -582,6 +582,31 @@ async fn the_dashboard_in_chromium() {
     audit.page(&c, "signed-out").await;
     c.goto(&format!("{base}/dashboard/team")).await.unwrap();
     wait_for(&c, "Sign in to continue").await;
+
+    // Accounts in two organizations: the person picks one.
+    let other = s.new_org(gatehouse_domain::Plan::Pro).await;
+    for org in [s.org(), other.clone()] {
+        let u = NewUser {
+            id: UserId::generate(),
+            email: Email::parse("two-orgs@example.com").unwrap(),
+            name: Name::parse("Two Orgs").unwrap(),
+            role: Role::Editor,
+            status: UserStatus::Active,
+            password_hash: admin.password_hash.clone(),
+            created_at: Timestamp::now(),
+        };
+        s.store().insert_user(&org, &u).await.unwrap();
+    }
+    fill(&c, "#email", "two-orgs@example.com").await;
+    fill(&c, "#password", PASSWORD).await;
+    click(&c, "button[type=submit]").await;
+    wait_for(&c, "Choose an organization").await;
+    audit.page(&c, "signin-pick").await;
+    click(&c, &format!("input[name=org][value='{other}']")).await;
+    click(&c, "button[type=submit]").await;
+    wait_for(&c, "Register an application").await;
+    click(&c, "form.signout button").await;
+    wait_for(&c, "Signed out").await;
     c.close().await.unwrap();
 
     // Without JavaScript every form still works.

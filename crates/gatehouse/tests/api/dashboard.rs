@@ -201,10 +201,42 @@ async fn a_person_signs_in_without_consent_and_manages_the_team() {
         .unwrap();
     assert_eq!(mate.role, Role::Viewer);
 
-    // The organization page and the layout name the organization.
-    let org = b.get("/dashboard/organization").await;
-    check_headers(&org);
-    assert!(org.body.contains("Organization"));
+    // Deactivating and reactivating an active teammate.
+    let active = person(&s, &s.org(), "active-mate@example.com", Role::Viewer).await;
+    for (status, expected) in [
+        ("inactive", UserStatus::Inactive),
+        ("active", UserStatus::Active),
+    ] {
+        let res = b
+            .post(
+                &format!("/dashboard/team/{}", active.id),
+                &[("csrf_token", &token), ("status", status)],
+            )
+            .await;
+        assert_eq!(res.status, StatusCode::SEE_OTHER, "{}", res.body);
+        let now = s
+            .store()
+            .get_user(&s.org(), &active.id)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(now.status, expected);
+    }
+
+    // Every page: the security headers, whatever it shows.
+    for path in [
+        "/dashboard/applications",
+        "/dashboard/applications/new",
+        "/dashboard/api-keys",
+        "/dashboard/usage",
+        "/dashboard/team",
+        "/dashboard/organization",
+    ] {
+        let page = b.get(path).await;
+        assert_eq!(page.status, StatusCode::OK, "{path}: {}", page.body);
+        check_headers(&page);
+        assert!(page.body.contains("Organization"));
+    }
 }
 
 #[tokio::test]

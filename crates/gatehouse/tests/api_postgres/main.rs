@@ -17,6 +17,8 @@ pub const BACKEND: common::Backend = common::Backend::Postgres;
 mod cli;
 #[path = "../api/client.rs"]
 mod client;
+#[path = "../api/dashboard.rs"]
+mod dashboard;
 #[path = "../api/emails.rs"]
 mod emails;
 #[path = "../api/environments.rs"]
