@@ -68,6 +68,15 @@ impl Signed {
         self.grant.scopes().contains(scope)
     }
 
+    /// A 303 to a dashboard page, carrying the renewed session cookie.
+    pub(crate) fn redirect(&self, st: &AppState, path: &str) -> Response {
+        let mut res = see_other(path);
+        if let Some(sealed) = &self.renewed {
+            set_dashboard_cookie(st, &mut res, sealed, &self.grant);
+        }
+        res
+    }
+
     /// One request to the management API as this person.
     pub(crate) async fn api(
         &self,

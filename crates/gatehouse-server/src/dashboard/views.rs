@@ -16,7 +16,7 @@ use minijinja::{Value, context};
 use serde_json::{Value as Json, json};
 
 use super::api::{Problem, Reply};
-use super::{Signed, chart, message, read_form, render, see_other, signed};
+use super::{Signed, chart, message, read_form, render, signed};
 use crate::AppState;
 use crate::form::Form;
 
@@ -274,7 +274,7 @@ async fn create_app(State(st): State<AppState>, ConnectInfo(peer): Peer, req: Re
             )
             .await
         }
-        None => see_other(&format!("/dashboard/applications/{id}?done=created")),
+        None => signed.redirect(&st, &format!("/dashboard/applications/{id}?done=created")),
     }
 }
 
@@ -431,13 +431,13 @@ async fn update_app(
         patch.insert("scopes".into(), json!(scopes));
     }
     if patch.is_empty() {
-        return see_other(&format!("/dashboard/applications/{id}?done=updated"));
+        return signed.redirect(&st, &format!("/dashboard/applications/{id}?done=updated"));
     }
     let reply = signed
         .api(&st, Method::PATCH, &path, Some(&Json::Object(patch)))
         .await;
     if reply.ok() {
-        return see_other(&format!("/dashboard/applications/{id}?done=updated"));
+        return signed.redirect(&st, &format!("/dashboard/applications/{id}?done=updated"));
     }
     app_page(&st, &headers, &signed, &current, Some(reply), None).await
 }
@@ -532,7 +532,7 @@ async fn delete_app(
         .api(&st, Method::DELETE, &format!("/applications/{id}"), None)
         .await;
     if reply.ok() {
-        return see_other("/dashboard/applications?done=deleted");
+        return signed.redirect(&st, "/dashboard/applications?done=deleted");
     }
     render(
         &st,
@@ -641,7 +641,7 @@ async fn revoke_key(
         .api(&st, Method::DELETE, &format!("/api-keys/{id}"), None)
         .await;
     if reply.ok() {
-        return see_other("/dashboard/api-keys?done=revoked");
+        return signed.redirect(&st, "/dashboard/api-keys?done=revoked");
     }
     keys_page(&st, &headers, &signed, Some(reply), None, &[], "").await
 }
@@ -834,7 +834,7 @@ async fn invite(State(st): State<AppState>, ConnectInfo(peer): Peer, req: Reques
     let body = json!({ "email": email, "name": name, "role": role });
     let reply = signed.api(&st, Method::POST, "/users", Some(&body)).await;
     if reply.ok() {
-        return see_other("/dashboard/team?done=invited");
+        return signed.redirect(&st, "/dashboard/team?done=invited");
     }
     team_page(
         &st,
@@ -881,7 +881,7 @@ async fn change_member(
         .api(&st, Method::PATCH, &format!("/users/{id}"), Some(&body))
         .await;
     if reply.ok() {
-        return see_other("/dashboard/team?done=changed");
+        return signed.redirect(&st, "/dashboard/team?done=changed");
     }
     team_page(&st, &headers, &signed, Some(reply), None, None).await
 }

@@ -642,3 +642,61 @@ async fn the_dashboard_is_in_no_application_list_and_never_admin() {
     let keys = b.get("/dashboard/api-keys").await;
     assert!(!keys.body.contains("name=\"scope.admin\""));
 }
+
+#[tokio::test]
+async fn a_demotion_or_deactivation_ends_the_dashboard_session() {
+    let s = TestServer::start().await;
+    person(&s, &s.org(), "other-admin@example.com", Role::Admin).await;
+    let me = person(&s, &s.org(), "demoted@example.com", Role::Admin).await;
+    let mut b = Browser::new(&s);
+    sign_in(&mut b, me.email.as_str()).await;
+    let team = b.get("/dashboard/team").await;
+    assert!(team.body.contains("Invite a teammate"));
+
+    // A demotion through the API ends everything the person holds (D29):
+    // their tokens and their browser sessions, so no refresh either.
+    let token = s.token("users:write").await;
+    let res = s
+        .call(
+            Method::PATCH,
+            &format!("/v1/users/{}", me.id),
+            &token,
+            Some(serde_json::json!({"role": "editor"})),
+        )
+        .await;
+    assert_eq!(res.status(), StatusCode::OK);
+    let team = b.get("/dashboard/team").await;
+    assert_eq!(team.status, StatusCode::SEE_OTHER);
+    assert_eq!(team.location().as_deref(), Some("/dashboard/signin"));
+
+    // Signed in again, with an editor's rights.
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    sign_in(&mut b, me.email.as_str()).await;
+    let team = b.get("/dashboard/team").await;
+    assert_eq!(team.status, StatusCode::OK, "{}", team.body);
+    assert!(team.body.contains("· editor"), "{}", team.body);
+    assert!(!team.body.contains("Invite a teammate"));
+
+    // Deactivated: signed out of the dashboard, and no sign-in.
+    let res = s
+        .call(
+            Method::PATCH,
+            &format!("/v1/users/{}", me.id),
+            &token,
+            Some(serde_json::json!({"status": "inactive"})),
+        )
+        .await;
+    assert_eq!(res.status(), StatusCode::OK);
+    let team = b.get("/dashboard/team").await;
+    assert_eq!(team.status, StatusCode::SEE_OTHER);
+    assert_eq!(team.location().as_deref(), Some("/dashboard/signin"));
+    let login = to_login(&mut b).await;
+    let form = login.form_with("password").unwrap();
+    let refused = b
+        .submit(
+            &form,
+            &[("email", me.email.as_str()), ("password", PASSWORD)],
+        )
+        .await;
+    assert_eq!(refused.status, StatusCode::UNAUTHORIZED);
+}
