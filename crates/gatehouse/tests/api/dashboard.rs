@@ -700,3 +700,46 @@ async fn a_demotion_or_deactivation_ends_the_dashboard_session() {
         .await;
     assert_eq!(refused.status, StatusCode::UNAUTHORIZED);
 }
+
+/// D53: in the mock (plain HTTP) the dashboard works with cookies that
+/// carry neither `Secure` nor the `__Host-` prefix.
+#[tokio::test]
+async fn the_mock_dashboard_uses_plain_cookies() {
+    let s = TestServer::start_mock().await;
+    let mut b = Browser::new(&s);
+    let start = b.get("/dashboard/signin").await;
+    assert_eq!(start.status, StatusCode::SEE_OTHER);
+    let flow = start
+        .set_cookies()
+        .into_iter()
+        .find(|c| c.starts_with("gh_dash_flow="))
+        .expect("the plain flow cookie");
+    assert!(!flow.contains("Secure"), "{flow}");
+    let login = b.get(&start.location().unwrap()).await;
+    let form = login.form_with("password").expect("the sign-in page");
+    let back = b
+        .submit(
+            &form,
+            &[
+                ("email", "ada@example.com"),
+                ("password", "mock-password-1234"),
+            ],
+        )
+        .await;
+    assert_eq!(back.status, StatusCode::SEE_OTHER, "{}", back.body);
+    let location = back.location().unwrap();
+    let path = location
+        .split_once("/dashboard/callback")
+        .map(|(_, q)| format!("/dashboard/callback{q}"))
+        .unwrap_or_else(|| panic!("{location}"));
+    let done = b.get(&path).await;
+    assert_eq!(done.status, StatusCode::SEE_OTHER, "{}", done.body);
+    assert!(
+        done.set_cookies()
+            .iter()
+            .any(|c| c.starts_with("gh_dash=") && !c.contains("Secure"))
+    );
+    let team = b.get("/dashboard/team").await;
+    assert_eq!(team.status, StatusCode::OK, "{}", team.body);
+    assert!(team.body.contains("ada@example.com"));
+}
