@@ -743,3 +743,69 @@ async fn the_mock_dashboard_uses_plain_cookies() {
     assert_eq!(team.status, StatusCode::OK, "{}", team.body);
     assert!(team.body.contains("ada@example.com"));
 }
+
+/// D46 through the dashboard: an editor sees and changes only what it
+/// registered; the organization's other applications are not there.
+#[tokio::test]
+async fn an_editor_sees_only_its_own_applications() {
+    let s = TestServer::start().await;
+    let manager = s
+        .token("applications:read applications:write users:read")
+        .await;
+    let res = s
+        .call(
+            Method::POST,
+            "/v1/applications",
+            &manager,
+            Some(serde_json::json!({
+                "name": "Operator app", "type": "confidential",
+                "redirect_uris": [], "scopes": ["users:read"],
+            })),
+        )
+        .await;
+    assert_eq!(res.status(), StatusCode::CREATED);
+    let theirs: serde_json::Value = res.json().await.unwrap();
+    let theirs = theirs["data"]["id"].as_str().unwrap().to_owned();
+
+    let editor = person(&s, &s.org(), "editor@example.com", Role::Editor).await;
+    let mut b = Browser::new(&s);
+    sign_in(&mut b, editor.email.as_str()).await;
+    let list = b.get("/dashboard/applications").await;
+    assert_eq!(list.status, StatusCode::OK, "{}", list.body);
+    assert!(!list.body.contains(&theirs));
+    let other = b.get(&format!("/dashboard/applications/{theirs}")).await;
+    assert_eq!(other.status, StatusCode::NOT_FOUND, "{}", other.body);
+    let token = csrf(&list);
+    let created = b
+        .post(
+            "/dashboard/applications",
+            &[
+                ("csrf_token", &token),
+                ("name", "Mine"),
+                ("type", "public"),
+                ("redirect_uris", "https://mine.example/cb"),
+                ("scope.products:read", "on"),
+            ],
+        )
+        .await;
+    assert_eq!(created.status, StatusCode::SEE_OTHER, "{}", created.body);
+    let list = b.get("/dashboard/applications").await;
+    assert!(list.body.contains("Mine"));
+    // A scope the editor does not hold is not offered, and the API refuses it.
+    let new = b.get("/dashboard/applications/new").await;
+    assert!(!new.body.contains("name=\"scope.users:write\""));
+    let refused = b
+        .post(
+            "/dashboard/applications",
+            &[
+                ("csrf_token", &token),
+                ("name", "Escalation"),
+                ("type", "confidential"),
+                ("redirect_uris", ""),
+                ("scope.users:write", "on"),
+            ],
+        )
+        .await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN, "{}", refused.body);
+    assert!(refused.body.contains("role=\"alert\""));
+}
