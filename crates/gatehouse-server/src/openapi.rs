@@ -364,6 +364,25 @@ fn complete(op: &mut Map<String, Value>, public_url: &str) {
                     .or_insert_with(|| error_answer(desc));
             }
         }
+        // D46 `/v1/organization`: a bearer credential but no scope; it can
+        // be refused as any other (401, 429, 5xx), and by the mock's 403.
+        None if op
+            .get("security")
+            .and_then(|s| s.get(0))
+            .is_some_and(|s| s.get("bearer").is_some()) =>
+        {
+            op.insert(
+                "description".into(),
+                json!(format!(
+                    "Needs any valid token or API key of the organization. Errors: see {public_url}/docs/errors."
+                )),
+            );
+            for (status, desc) in API_ERRORS {
+                responses
+                    .entry(status.to_string())
+                    .or_insert_with(|| error_answer(desc));
+            }
+        }
         None => {
             op.insert("security".into(), json!([]));
         }
@@ -379,9 +398,6 @@ fn complete(op: &mut Map<String, Value>, public_url: &str) {
     op.insert("responses".into(), Value::Object(responses));
 }
 
-/// D50: every POST under `/v1` takes an `Idempotency-Key`; the answers it
-/// adds (a malformed key, a key in use, a key reused) and the header of a
-/// replay are documented on each.
 /// An optional body (`request_body(content = Option<T>)`): utoipa writes
 /// its schema as "null or T", but JSON `null` is not an accepted body —
 /// the body is either absent or a T. Say that: the schema T, not required.
@@ -408,6 +424,9 @@ fn optional_body(op: &mut Map<String, Value>) {
     }
 }
 
+/// D50: every POST under `/v1` takes an `Idempotency-Key`; the answers it
+/// adds (a malformed key, a key in use, a key reused) and the header of a
+/// replay are documented on each.
 fn idempotent(op: &mut Map<String, Value>) {
     let parameter = json!({
         "name": "Idempotency-Key",

@@ -567,7 +567,12 @@ fn api_key_json(k: &ApiKey) -> Value {
         "org": k.org,
         "name": k.name,
         "scopes": scope_names(k.scopes),
+        // D46: what the management API shows of a key, the same here.
+        "prefix": k.prefix,
+        "owner": k.owner,
+        "expires_at": k.expires_at,
         "created_at": k.created_at,
+        "last_used_at": k.last_used_at,
         "revoked_at": k.revoked_at,
     })
 }
@@ -602,11 +607,15 @@ pub async fn apikey(app: &App, cmd: ApiKeyCommand, env: Env) -> anyhow::Result<O
                         k.id.to_string(),
                         if k.revoked_at.is_some() {
                             "revoked"
+                        } else if !k.is_live(gatehouse_domain::Timestamp::now()) {
+                            "expired"
                         } else {
                             "active"
                         }
                         .to_owned(),
                         scope_names(k.scopes).join(" "),
+                        k.last_used_at
+                            .map_or_else(|| "never".to_owned(), |t| t.to_rfc3339()),
                         k.name.clone(),
                     ]
                 })
@@ -615,7 +624,7 @@ pub async fn apikey(app: &App, cmd: ApiKeyCommand, env: Env) -> anyhow::Result<O
             Ok(Output::with_text(
                 json!({ "data": data }),
                 table(
-                    &["ID", "STATE", "SCOPES", "NAME"],
+                    &["ID", "STATE", "SCOPES", "LAST USED", "NAME"],
                     &rows,
                     "No API keys in this organization.",
                 ),

@@ -1805,6 +1805,9 @@ async fn d47_apikey_list() {
     assert_eq!(data[0]["scopes"], json!(["users:read"]));
     assert_eq!(data[0]["revoked_at"], Value::Null);
     assert!(data[1]["revoked_at"].is_string(), "{v}");
+    // D46: the key's prefix (its first 12 characters), never more of it.
+    assert_eq!(data[0]["prefix"], one["key"].as_str().unwrap()[..12]);
+    assert_eq!(data[0]["last_used_at"], Value::Null);
     assert!(
         !v.to_string().contains(one["key"].as_str().unwrap()),
         "never the key itself"
