@@ -14,6 +14,7 @@
 //! in `interop/node`, or `AXE_CORE_JS`). `GATEHOUSE_SCREENSHOTS=1` saves the
 //! screenshots into `docs/screenshots/dashboard/`.
 
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -52,11 +53,17 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// chromedriver, ended when dropped.
+/// chromedriver in a process group of its own, which also holds the
+/// browsers it starts: the whole group ends when this is dropped, so a
+/// failing test leaves no Chromium behind.
 struct Driver(Child);
 
 impl Drop for Driver {
     fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &format!("-{}", self.0.id())])
+            .stderr(Stdio::null())
+            .status();
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
@@ -383,6 +390,7 @@ async fn the_dashboard_in_chromium() {
     let _driver = Driver(
         Command::new(&chromedriver)
             .arg(format!("--port={driver_port}"))
+            .process_group(0)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
