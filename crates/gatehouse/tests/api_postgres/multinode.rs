@@ -762,7 +762,7 @@ async fn d46_a_deleted_application_stops_on_the_other_node_and_usage_adds_up() {
     let manager = cc_token_with(
         &b,
         &creds,
-        "applications:read applications:write users:read",
+        "applications:read applications:write users:read products:read",
     )
     .await;
     let res = b
@@ -820,4 +820,35 @@ async fn d46_a_deleted_application_stops_on_the_other_node_and_usage_adds_up() {
     assert_eq!(res.status(), StatusCode::NO_CONTENT);
     let took = refused_within(&a, &token, Duration::from_secs(1)).await;
     eprintln!("the deletion reached node A after {took:?}");
+
+    // Removing a scope through B: A refuses the application's earlier
+    // tokens within the second too.
+    let res = b
+        .client
+        .post(format!("{}/v1/applications", b.base))
+        .bearer_auth(&manager)
+        .json(&serde_json::json!({"name": "Narrowed", "type": "confidential", "scopes": ["users:read", "products:read"]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::CREATED);
+    let body: Value = res.json().await.unwrap();
+    let narrowed = run::BootstrapCredentials {
+        org: creds.org.clone(),
+        client_id: body["data"]["id"].as_str().unwrap().to_owned(),
+        client_secret: body["data"]["client_secret"].as_str().unwrap().to_owned(),
+    };
+    let token = cc_token_with(&a, &narrowed, "users:read products:read").await;
+    assert_eq!(status(&a, &token).await, StatusCode::OK);
+    let res = b
+        .client
+        .patch(format!("{}/v1/applications/{}", b.base, narrowed.client_id))
+        .bearer_auth(&manager)
+        .json(&serde_json::json!({"scopes": ["products:read"]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    let took = refused_within(&a, &token, Duration::from_secs(1)).await;
+    eprintln!("the narrowing reached node A after {took:?}");
 }
