@@ -117,6 +117,8 @@ fn every_api_route_is_documented_and_every_documented_route_exists() {
     let pages = [
         "/oauth/authorize/login",
         "/oauth/authorize/decision",
+        // D48: the dashboard sign-in's organization picker.
+        "/oauth/authorize/account",
         "/invite/{token}",
         "/password/forgot",
         "/password/reset/{token}",
