@@ -266,6 +266,10 @@ impl AuthService {
             }
         }
         let mut matched = Vec::new();
+        // D26: every account whose password did not match counts a failure,
+        // even when another organization's account matched, so knowing one
+        // account's password buys no unthrottled guesses at another's.
+        let mut missed = Vec::new();
         let mut checked = false;
         for (org, user, hash) in &found {
             let failures = self
@@ -283,6 +287,8 @@ impl AuthService {
                         org: org.clone(),
                         user: user.clone(),
                     });
+                } else {
+                    missed.push(org.id.clone());
                 }
             }
         }
@@ -290,13 +296,18 @@ impl AuthService {
             // The same work as a real check, so timing tells little.
             password::verify(pw.to_owned(), password::dummy_hash().to_owned()).await;
         }
+        let failed: Vec<&OrgId> = if matched.is_empty() {
+            found.iter().map(|(org, _, _)| &org.id).collect()
+        } else {
+            missed.iter().collect()
+        };
+        for org in failed {
+            self.store
+                .record_login_failure(org, &norm, source, now)
+                .await
+                .map_err(unavailable)?;
+        }
         if matched.is_empty() {
-            for (org, _, _) in &found {
-                self.store
-                    .record_login_failure(&org.id, &norm, source, now)
-                    .await
-                    .map_err(unavailable)?;
-            }
             return Err(LoginError::Failed);
         }
         Ok(matched)

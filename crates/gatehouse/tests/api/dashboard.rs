@@ -809,3 +809,51 @@ async fn an_editor_sees_only_its_own_applications() {
     assert_eq!(refused.status, StatusCode::FORBIDDEN, "{}", refused.body);
     assert!(refused.body.contains("role=\"alert\""));
 }
+
+/// D26 across organizations: when the password opens one account but not
+/// another with the same address, the other counts a failed login, so one
+/// known password buys no unthrottled guesses at another organization's.
+#[tokio::test]
+async fn a_password_that_opens_one_account_counts_a_failure_at_the_other() {
+    let s = TestServer::start().await;
+    let other = s.new_org(Plan::Pro).await;
+    person(&s, &s.org(), "split@example.com", Role::Editor).await;
+    let u = NewUser {
+        id: UserId::generate(),
+        email: Email::parse("split@example.com").unwrap(),
+        name: Name::parse("Other Password").unwrap(),
+        role: Role::Editor,
+        status: UserStatus::Active,
+        password_hash: Some(gatehouse_auth::password::hash_blocking(
+            "another long passphrase entirely",
+        )),
+        created_at: Timestamp::now(),
+    };
+    s.store().insert_user(&other, &u).await.unwrap();
+    let mut b = Browser::new(&s);
+    let login = to_login(&mut b).await;
+    let form = login.form_with("password").unwrap();
+    let back = b
+        .submit(
+            &form,
+            &[("email", "split@example.com"), ("password", PASSWORD)],
+        )
+        .await;
+    assert!(
+        back.status.is_redirection(),
+        "one account matched: no choice to make ({})",
+        back.body
+    );
+    let since = Timestamp::from_millis(Timestamp::now().millis() - 60_000);
+    let store = s.store();
+    let other_failures = store
+        .login_failures(&other, "split@example.com", since)
+        .await
+        .unwrap();
+    assert_eq!(other_failures.len(), 1, "the other account's failure");
+    let own = store
+        .login_failures(&s.org(), "split@example.com", since)
+        .await
+        .unwrap();
+    assert!(own.is_empty(), "the matched account: none");
+}
