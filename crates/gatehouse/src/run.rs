@@ -68,6 +68,11 @@ impl Running {
             tracing::warn!("requests still in flight after 30 s; stopping anyway");
             self.tasks.abort_all();
         }
+        // D46: the usage of requests that finished while draining, after the
+        // background flush's last round.
+        if let Err(e) = self.state.auth.flush_usage().await {
+            tracing::warn!(error = %e, "storing the last usage counts failed");
+        }
     }
 }
 

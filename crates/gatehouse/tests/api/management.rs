@@ -907,3 +907,51 @@ async fn d46_usage_counts_every_request_and_429_exactly() {
         "the key creation was made with the application's token"
     );
 }
+
+/// D46: counts made just before a graceful restart are not lost.
+#[tokio::test]
+async fn d46_usage_survives_a_restart() {
+    let s = TestServer::start().await;
+    let t = s.token(&format!("{MANAGE} products:read")).await;
+    let key = json_of(
+        s.call(
+            Method::POST,
+            "/v1/api-keys",
+            &t,
+            Some(json!({"name": "restart", "scopes": ["products:read"]})),
+        )
+        .await,
+        StatusCode::CREATED,
+    )
+    .await;
+    let key_id = key["data"]["id"].as_str().unwrap().to_owned();
+    let secret = key["data"]["key"].as_str().unwrap().to_owned();
+    for _ in 0..3 {
+        assert_eq!(
+            s.call(Method::GET, "/v1/products", &secret, None)
+                .await
+                .status(),
+            StatusCode::OK
+        );
+    }
+    let s = s.restart().await;
+    let t = s.token(&format!("{MANAGE} products:read")).await;
+    let body = json_of(
+        s.call(
+            Method::GET,
+            &format!("/v1/api-keys/{key_id}/usage"),
+            &t,
+            None,
+        )
+        .await,
+        StatusCode::OK,
+    )
+    .await;
+    let requests: u64 = body["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["requests"].as_u64().unwrap())
+        .sum();
+    assert_eq!(requests, 3, "read right after the restart, nothing lost");
+}
