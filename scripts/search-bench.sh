@@ -10,6 +10,13 @@
 #   USERS=100000 PRODUCTS=100000 SAMPLES=50 scripts/search-bench.sh
 #   KEEP=/tmp/gh-1m scripts/search-bench.sh     # keep the seeded data dir (SQLite) and reuse it next time
 #   ONLY=users scripts/search-bench.sh          # only the user queries (or products)
+#   NOISY=0 scripts/search-bench.sh             # skip the noisy-neighbour run
+#
+# After the table, the noisy-neighbour run (crates/gatehouse/examples/noisy.rs):
+# NOISY (default 8) clients loop the slowest user search (NOISY_PATH, default
+# /v1/users?q=ad) while point reads of one user are sent open loop at
+# READ_RATE (default 2000) per second over 64 other connections for
+# NOISY_SECONDS (default 20); prints the point reads' p50/p99.
 #
 # Settings: SAMPLES (per query, default 200; 5 warm-up requests each are not
 # counted), MAX_SECONDS (per query: stop early after this long, default 300;
@@ -32,9 +39,10 @@ ADMIN_PORT=${ADMIN_PORT:-29190}
 # building this tree's. The binary is built on its own: built together with
 # the example it would get the dev-dependencies' features.
 if [ -z "${SEED:-}" ]; then
-  CARGO_INCREMENTAL=0 cargo build --release -q -p gatehouse --example seed
+  CARGO_INCREMENTAL=0 cargo build --release -q -p gatehouse --example seed --example noisy
   SEED=target/release/examples/seed
 fi
+NOISY_BIN=${NOISY_BIN:-$(dirname "$SEED")/noisy}
 if [ -z "${BIN:-}" ]; then
   CARGO_INCREMENTAL=0 cargo build --release -q -p gatehouse --bin gatehouse
   BIN=target/release/gatehouse
@@ -75,6 +83,7 @@ if [ -f "$DATA/bench-org" ] && [ "$DB" = sqlite ]; then
   ORG=$(cat "$DATA/bench-org")
   echo "reusing $DATA (organization $ORG)"
 else
+  "$BIN" --data-dir "$DATA" $DBARGS migrate >/dev/null
   ORG=$("$BIN" --data-dir "$DATA" $DBARGS org create --name Big --plan enterprise \
     --per-minute 1000000000 --per-second 100000000 --json |
     python3 -c "import json,sys;print(json.load(sys.stdin)['id'])")
@@ -166,3 +175,11 @@ for label, path in queries:
         times.append((time.perf_counter() - t) * 1000)
     print(f"| {label} | {len(times)} | {pct(times, 50):.1f} | {pct(times, 99):.1f} | {max(times):.1f} | {total:,} |", flush=True)
 PY
+
+if [ "${NOISY:-8}" != 0 ]; then
+  USER_ID=$(curl -sk -H "Authorization: Bearer $TOKEN" "https://127.0.0.1:$HTTPS_PORT/v1/users?limit=1" |
+    python3 -c "import json,sys;print(json.load(sys.stdin)['data'][0]['id'])")
+  "$NOISY_BIN" --base "https://localhost:$HTTPS_PORT" --ca "$DATA/tls/cert.pem" --token "$TOKEN" \
+    --noisy "${NOISY:-8}" --noisy-path "${NOISY_PATH:-/v1/users?q=ad}" --read-path "/v1/users/$USER_ID" \
+    --rate "${READ_RATE:-2000}" --conns 64 --seconds "${NOISY_SECONDS:-20}"
+fi

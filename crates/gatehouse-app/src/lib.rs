@@ -26,6 +26,7 @@ pub mod orgs;
 pub mod products;
 pub mod profile;
 pub mod resource;
+pub mod search;
 pub mod staging;
 pub mod users;
 
@@ -56,6 +57,8 @@ struct Inner {
     public_url: String,
     /// D50: how long a kept response to an `Idempotency-Key` lives.
     idempotency_retention_secs: i64,
+    /// Issue 16: the in-memory search indexes of this process.
+    search: search::SearchIndexes,
 }
 
 impl App {
@@ -67,6 +70,7 @@ impl App {
             auth: Some(auth),
             public_url: public_url.trim_end_matches('/').to_owned(),
             idempotency_retention_secs: idempotency::DEFAULT_RETENTION_SECS,
+            search: search::SearchIndexes::new(),
         }))
     }
 
@@ -77,6 +81,7 @@ impl App {
             auth: None,
             public_url: String::new(),
             idempotency_retention_secs: idempotency::DEFAULT_RETENTION_SECS,
+            search: search::SearchIndexes::new(),
         }))
     }
 

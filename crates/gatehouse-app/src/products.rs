@@ -16,6 +16,10 @@ impl App {
         filter: &ProductFilter,
         page: Page,
     ) -> AppResult<Listing<Product>> {
+        // Issue 16: `q` and deep pages through the search index.
+        if Self::searches(filter.q.is_some(), page) {
+            return self.search_products(org, filter, page).await;
+        }
         self.store()
             .list_products(org, filter, page)
             .await
@@ -30,6 +34,9 @@ impl App {
         after: Option<&ProductId>,
         limit: u32,
     ) -> AppResult<Option<Vec<Product>>> {
+        if filter.q.is_some() {
+            return self.search_products_after(org, filter, after, limit).await;
+        }
         self.store()
             .list_products_after(org, filter, after, limit)
             .await

@@ -19,6 +19,10 @@ impl App {
         filter: &UserFilter,
         page: Page,
     ) -> AppResult<Listing<User>> {
+        // Issue 16: `q` and deep pages through the search index.
+        if Self::searches(filter.q.is_some(), page) {
+            return self.search_users(org, filter, page).await;
+        }
         self.store()
             .list_users(org, filter, page)
             .await
@@ -33,6 +37,9 @@ impl App {
         after: Option<&UserId>,
         limit: u32,
     ) -> AppResult<Option<Vec<User>>> {
+        if filter.q.is_some() {
+            return self.search_users_after(org, filter, after, limit).await;
+        }
         self.store()
             .list_users_after(org, filter, after, limit)
             .await

@@ -227,3 +227,264 @@ async fn idempotent_bodies_with_secrets_are_kept_sealed() {
         }
     }
 }
+
+/// Issue 16: the server's lists with `q` and deep pages come from the
+/// in-memory index; on the same rows they equal the store's own search
+/// (SQLite's full-text plans), page and `total`, for users and products,
+/// with filters, after inserts, renames, status changes and deletions made
+/// between searches (the index catches up before each one).
+#[tokio::test]
+async fn the_search_index_answers_like_the_store() {
+    use gatehouse_domain::{
+        NewProduct, NewUser, OrgId, Page, ProductPatch, SearchText, Sku, Timestamp, UserId,
+    };
+    use gatehouse_store::{ProductFilter, UserFilter};
+
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.path().join("db")).unwrap());
+    let app = App::operator(store.clone());
+    let o = app.create_org(org("Acme"), false).await.unwrap().id;
+    let other = app.create_org(org("Other"), false).await.unwrap().id;
+    let names = [
+        "Ada Lovelace",
+        "Grace Hopper",
+        "Alan Turing",
+        "Élodie Durand",
+        "Zoë Ådahl",
+        "Ad Min",
+        "Σωκράτης",
+        "O'Brien-Smith",
+    ];
+    let mut users = Vec::new();
+    for i in 0..240usize {
+        let name = names[i % names.len()];
+        let email = format!(
+            "{}.{i}@{}",
+            name.split(' ')
+                .next()
+                .unwrap()
+                .to_lowercase()
+                .replace('\'', ""),
+            ["example.com", "Ex-Ample.org", "adm.io"][i % 3]
+        );
+        let Ok(email) = Email::parse(&email) else {
+            continue;
+        };
+        let u = NewUser {
+            id: UserId::generate(),
+            email,
+            name: Name::parse(name).unwrap(),
+            role: [Role::Admin, Role::Editor, Role::Viewer][i % 3],
+            status: [
+                UserStatus::Active,
+                UserStatus::Inactive,
+                UserStatus::PendingInvite,
+            ][i % 3],
+            password_hash: None,
+            // Ties of `created_at` are broken by id (D14).
+            created_at: Timestamp::from_millis(1_000 + (i as i64 / 4)),
+        };
+        users.push(store.insert_user(&o, &u).await.unwrap());
+        if i % 10 == 0 {
+            store
+                .insert_user(
+                    &other,
+                    &NewUser {
+                        id: UserId::generate(),
+                        ..u
+                    },
+                )
+                .await
+                .unwrap();
+        }
+    }
+    let kinds = ["Shirt", "Scarf", "Sock", "Café Mug", "Blue-Green Hat"];
+    let mut products = Vec::new();
+    for i in 0..150usize {
+        let p = NewProduct {
+            name: Name::parse(&format!(
+                "{} {}",
+                ["Blue", "Red", "Slim"][i % 3],
+                kinds[i % kinds.len()]
+            ))
+            .unwrap(),
+            sku: Sku::parse(&format!("SK-{i:04}")).unwrap(),
+            price: 100,
+            stock: (i % 4) as i64,
+            discontinued: i % 7 == 0,
+        };
+        products.push(
+            store
+                .insert_product(&o, &p, Timestamp::from_millis(5_000 + i as i64 / 3))
+                .await
+                .unwrap(),
+        );
+    }
+
+    let user_queries = [
+        "ad", "AD", "a", "lovelace", "é", "ÉLO", "σ", "'b", "-ample.", ".1", "@adm", "zz", "ada\n",
+        "n t",
+    ];
+    let product_queries = [
+        "s",
+        "sl sh",
+        "café",
+        "cafe",
+        "CAF",
+        "sk 00",
+        "green",
+        "blue-green",
+        "x",
+        "hat\t",
+    ];
+    let check = |round: u32| {
+        let (app, store, o) = (app.clone(), store.clone(), o.clone());
+        async move {
+            for q in user_queries {
+                for (role, status) in [
+                    (None, None),
+                    (Some(Role::Editor), None),
+                    (None, Some(UserStatus::Inactive)),
+                ] {
+                    let f = UserFilter {
+                        role,
+                        status,
+                        q: SearchText::parse(q).unwrap(),
+                    };
+                    for page in [
+                        Page {
+                            limit: 20,
+                            offset: 0,
+                        },
+                        Page {
+                            limit: 7,
+                            offset: 11,
+                        },
+                        Page {
+                            limit: 100,
+                            offset: 0,
+                        },
+                    ] {
+                        let want = store.list_users(&o, &f, page).await.unwrap();
+                        let got = app.list_users(&o, &f, page).await.unwrap();
+                        assert_eq!(
+                            got.total, want.total,
+                            "round {round}: users q={q:?} {role:?} {status:?}"
+                        );
+                        let ids = |l: &gatehouse_domain::Listing<gatehouse_domain::User>| {
+                            l.items.iter().map(|u| u.id.to_string()).collect::<Vec<_>>()
+                        };
+                        assert_eq!(
+                            ids(&got),
+                            ids(&want),
+                            "round {round}: users q={q:?} {page:?}"
+                        );
+                    }
+                    let want = store
+                        .list_users_after(&o, &f, None, 5)
+                        .await
+                        .unwrap()
+                        .unwrap();
+                    let got = app
+                        .list_users_after(&o, &f, None, 5)
+                        .await
+                        .unwrap()
+                        .unwrap();
+                    assert_eq!(got, want, "round {round}: cursor q={q:?}");
+                    if let Some(last) = want.last() {
+                        let want = store
+                            .list_users_after(&o, &f, Some(&last.id), 5)
+                            .await
+                            .unwrap();
+                        let got = app
+                            .list_users_after(&o, &f, Some(&last.id), 5)
+                            .await
+                            .unwrap();
+                        assert_eq!(got, want, "round {round}: next cursor q={q:?}");
+                    }
+                }
+            }
+            for q in product_queries {
+                for status in [None, Some(gatehouse_domain::ProductStatus::OutOfStock)] {
+                    let f = ProductFilter {
+                        status,
+                        q: SearchText::parse(q).unwrap(),
+                    };
+                    let want = store
+                        .list_products(
+                            &o,
+                            &f,
+                            Page {
+                                limit: 100,
+                                offset: 3,
+                            },
+                        )
+                        .await
+                        .unwrap();
+                    let got = app
+                        .list_products(
+                            &o,
+                            &f,
+                            Page {
+                                limit: 100,
+                                offset: 3,
+                            },
+                        )
+                        .await
+                        .unwrap();
+                    assert_eq!(got, want, "round {round}: products q={q:?} {status:?}");
+                }
+            }
+            // Deep pages without `q` (offset ≥ 5,000 goes through the index).
+            let f = UserFilter::default();
+            let deep = Page {
+                limit: 20,
+                offset: 5_000,
+            };
+            assert_eq!(
+                app.list_users(&o, &f, deep).await.unwrap(),
+                store.list_users(&o, &f, deep).await.unwrap()
+            );
+        }
+    };
+    check(0).await;
+    // Writes between searches: the index catches up before the next one.
+    for u in users.iter().step_by(9) {
+        store
+            .update_user(
+                &o,
+                &u.id,
+                &UserPatch {
+                    name: Some(Name::parse("Adelheid Renamed").unwrap()),
+                    role: Some(Role::Viewer),
+                    status: None,
+                },
+                Timestamp::now(),
+            )
+            .await
+            .unwrap();
+    }
+    for u in users.iter().skip(4).step_by(13) {
+        let _ = store.delete_user(&o, &u.id, None).await;
+    }
+    for p in products.iter().step_by(5) {
+        store
+            .update_product(
+                &o,
+                &p.id,
+                &ProductPatch {
+                    name: Some(Name::parse("Slim Green Sock").unwrap()),
+                    stock: Some(0),
+                    ..Default::default()
+                },
+                Timestamp::now(),
+            )
+            .await
+            .unwrap();
+    }
+    for p in products.iter().skip(2).step_by(11) {
+        store.delete_product(&o, &p.id).await.unwrap();
+    }
+    check(1).await;
+    let _: OrgId = other;
+}

@@ -17,6 +17,7 @@ pub mod page;
 pub mod product;
 pub mod random;
 pub mod scope;
+pub mod search;
 pub mod time;
 pub mod user;
 pub mod values;

@@ -40,6 +40,7 @@ mod rate;
 mod revocations;
 mod rows;
 mod schema;
+mod search;
 mod signing_keys;
 #[cfg(feature = "testing")]
 pub mod testing;

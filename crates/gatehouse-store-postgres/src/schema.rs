@@ -58,6 +58,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "management",
         include_str!("../migrations/0011_management.sql"),
     ),
+    (
+        12,
+        "search_changes",
+        include_str!("../migrations/0012_search_changes.sql"),
+    ),
 ];
 
 /// The advisory-lock key of the migration (`"gatehous"` in ASCII), separate

@@ -276,7 +276,8 @@ async fn a_database_of_the_last_release_migrates_forward_without_loss() {
             (8, true),
             (9, true),
             (10, true),
-            (11, true)
+            (11, true),
+            (12, true)
         ]
     );
     assert_eq!(

@@ -29,6 +29,7 @@ mod rate;
 mod revocations;
 mod rows;
 mod schema;
+mod search;
 mod signing_keys;
 mod usage;
 mod users;

@@ -27,6 +27,7 @@ pub(crate) const MIGRATIONS: &[(i64, &str)] = &[
         include_str!("../migrations/0010_client_revocations.sql"),
     ),
     (11, include_str!("../migrations/0011_management.sql")),
+    (12, include_str!("../migrations/0012_search_changes.sql")),
 ];
 
 /// D8 (revised): gives every row whose `email_norm` was computed by an older

@@ -42,6 +42,7 @@ mod products;
 mod rate;
 pub mod records;
 mod revocations;
+mod search;
 mod signing_keys;
 mod usage;
 mod users;
@@ -58,6 +59,7 @@ pub use products::*;
 pub use rate::*;
 pub use records::*;
 pub use revocations::*;
+pub use search::*;
 pub use signing_keys::*;
 pub use usage::*;
 pub use users::*;
@@ -66,8 +68,8 @@ pub use users::*;
 pub mod prelude {
     pub use crate::{
         ApiKeyStore, ClientStore, GrantStore, IdempotencyStore, JobStore, LinkStore, OrgStore,
-        OutboxStore, ProductStore, RateStore, RevocationStore, SigningKeyStore, Store, UsageStore,
-        UserStore,
+        OutboxStore, ProductStore, RateStore, RevocationStore, SearchStore, SigningKeyStore, Store,
+        UsageStore, UserStore,
     };
 }
 
@@ -131,6 +133,7 @@ pub trait Store:
     + SigningKeyStore
     + IdempotencyStore
     + UsageStore
+    + SearchStore
     + Send
     + Sync
     + 'static

@@ -261,6 +261,7 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
     spawn_background(
         &mut tasks,
         store.clone(),
+        state.app.clone(),
         auth_for_jobs(&state),
         transport,
         settings.mail_from.clone(),
@@ -348,10 +349,13 @@ fn auth_for_jobs(state: &AppState) -> Arc<AuthService> {
 /// Background jobs: e-mail delivery (D30), the revocation set kept in step
 /// with storage (D25, D44), signing keys re-read when one activates or is
 /// rotated elsewhere (D23), and the purge of expired rows (D24) and kept
-/// idempotent responses (D50), and the usage counts (D46).
+/// idempotent responses (D50), the usage counts (D46), and the search
+/// indexes' housekeeping (issue 16).
+#[allow(clippy::too_many_arguments)] // One spawner per process: each argument is a distinct input.
 fn spawn_background(
     tasks: &mut JoinSet<std::io::Result<()>>,
     store: Arc<dyn Store>,
+    app: App,
     auth: Arc<AuthService>,
     transport: crate::mail::Transport,
     mail_from: String,
@@ -410,6 +414,7 @@ fn spawn_background(
     {
         let (auth, store, mut stop) = (auth.clone(), store.clone(), stop.clone());
         tasks.spawn(async move {
+            let app = app;
             let mut tick = tokio::time::interval(Duration::from_secs(5));
             let mut rounds = 0u64;
             loop {
@@ -440,6 +445,10 @@ fn spawn_background(
                         Ok(n) if n > 0 => tracing::debug!(rows = n, "purged expired rows"),
                         Ok(_) => {}
                         Err(e) => tracing::warn!(error = %e, "purge failed"),
+                    }
+                    // Issue 16: idle search indexes dropped, old changes forgotten.
+                    if let Err(e) = app.search_housekeeping(now).await {
+                        tracing::warn!(error = %e, "search housekeeping failed");
                     }
                 }
             }

@@ -17,6 +17,7 @@ mod products;
 mod rate;
 mod revocations;
 mod scoping;
+mod search;
 mod signing_keys;
 mod users;
 
@@ -34,6 +35,7 @@ pub use products::*;
 pub use rate::*;
 pub use revocations::*;
 pub use scoping::*;
+pub use search::*;
 pub use signing_keys::*;
 pub use users::*;
 
@@ -71,7 +73,7 @@ macro_rules! store_conformance_tests {
             idempotency_keys_are_scoped,
             refresh_token_lookup_is_read_only, fixture_users_get_the_fixture_password,
             client_update_narrows_and_revokes, client_delete_removes_everything_it_holds, operator_listings,
-            d46_keys_usage_and_owner_cuts);
+            d46_keys_usage_and_owner_cuts, search_changes_cover_every_write);
     };
     (@each $make:expr; $($name:ident),*) => {
         $(

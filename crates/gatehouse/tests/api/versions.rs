@@ -64,7 +64,18 @@ async fn cursors_walk_a_growing_list_without_skipping_or_repeating() {
     for i in 0..7 {
         originals.push(create_user(&s, &t, i).await);
     }
-    originals.reverse(); // newest first
+    // Newest first; two users made in the same millisecond are in `id`
+    // order (D14), so the list itself says which comes first.
+    let res = s.call(Method::GET, "/v1/users?limit=100", &t, None).await;
+    let listed: Value = res.json().await.unwrap();
+    let listed: Vec<String> = listed["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| u["id"].as_str().unwrap().to_owned())
+        .collect();
+    originals.sort_by_key(|id| listed.iter().position(|l| l == id));
+    assert_eq!(originals.len(), 7);
     let mut seen = Vec::new();
     let mut cursor: Option<String> = None;
     for round in 0..10 {

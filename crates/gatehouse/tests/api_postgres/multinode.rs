@@ -852,3 +852,112 @@ async fn d46_a_deleted_application_stops_on_the_other_node_and_usage_adds_up() {
     let took = refused_within(&a, &token, Duration::from_secs(1)).await;
     eprintln!("the narrowing reached node A after {took:?}");
 }
+
+/// Issue 16: the search index of each node keeps up with the other node's
+/// writes. Node A's index is built first; then users and products are
+/// written, renamed and deleted through node B (eight of the users at once);
+/// A's very next search sees every one of them, `total` exact (D14, D17).
+#[tokio::test]
+async fn search_on_one_node_sees_writes_made_through_the_other() {
+    let (a, b, creds) = two_nodes().await;
+    let token = cc_token_with(
+        &a,
+        &creds,
+        "users:read users:write products:read products:write",
+    )
+    .await;
+    let search = |n: &Node, path: String| {
+        let (client, url, token) = (n.client.clone(), format!("{}{path}", n.base), token.clone());
+        async move {
+            let res = client.get(url).bearer_auth(&token).send().await.unwrap();
+            assert_eq!(res.status(), StatusCode::OK);
+            let body: Value = res.json().await.unwrap();
+            let ids: Vec<String> = body["data"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|u| u["id"].as_str().unwrap().to_owned())
+                .collect();
+            (body["meta"]["total"].as_u64().unwrap(), ids)
+        }
+    };
+    // A's indexes exist before the writes (a search builds them).
+    assert_eq!(search(&a, "/v1/users?q=zephyrine".into()).await.0, 0);
+    assert_eq!(search(&a, "/v1/products?q=zephyr".into()).await.0, 0);
+
+    let creates = (0..8).map(|i| {
+        let (client, base, token) = (b.client.clone(), b.base.clone(), token.clone());
+        async move {
+            let res = client
+                .post(format!("{base}/v1/users"))
+                .bearer_auth(&token)
+                .json(&serde_json::json!({
+                    "email": format!("zephyrine.{i}@example.com"),
+                    "name": format!("Zephyrine {i}"),
+                    "role": "viewer",
+                }))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(res.status(), StatusCode::CREATED);
+            res.json::<Value>().await.unwrap()["data"]["id"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        }
+    });
+    let ids = futures_util::future::join_all(creates).await;
+    let started = Instant::now();
+    let (total, found) = search(&a, "/v1/users?q=ZEPHYRINE&limit=100".into()).await;
+    assert_eq!(total, 8);
+    let mut want = ids.clone();
+    want.sort();
+    let mut found_sorted = found.clone();
+    found_sorted.sort();
+    assert_eq!(found_sorted, want);
+
+    // A rename moves a user out of a search, a deletion removes one.
+    assert_eq!(search(&a, "/v1/users?q=zephyrine%200".into()).await.0, 1);
+    let res = b
+        .client
+        .patch(format!("{}/v1/users/{}", b.base, ids[0]))
+        .bearer_auth(&token)
+        .json(&serde_json::json!({"name": "Someone Else"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    let res = b
+        .client
+        .delete(format!("{}/v1/users/{}", b.base, ids[1]))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::NO_CONTENT);
+    // The renamed user's e-mail still holds the word: only the deletion
+    // changes this total.
+    assert_eq!(search(&a, "/v1/users?q=zephyrine".into()).await.0, 7);
+    assert_eq!(search(&a, "/v1/users?q=zephyrine%200".into()).await.0, 0);
+
+    let res = b
+        .client
+        .post(format!("{}/v1/products", b.base))
+        .bearer_auth(&token)
+        .json(&serde_json::json!({"name": "Zephyr Kite", "sku": "ZK-1", "price": 100, "stock": 3}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::CREATED);
+    assert_eq!(search(&a, "/v1/products?q=zeph%20kit".into()).await.0, 1);
+    assert_eq!(
+        search(&a, "/v1/products?q=zeph&status=out_of_stock".into())
+            .await
+            .0,
+        0
+    );
+    eprintln!(
+        "node A's searches saw node B's writes {:?} after they were acknowledged",
+        started.elapsed()
+    );
+}

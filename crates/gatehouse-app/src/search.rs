@@ -1,0 +1,369 @@
+//! Lists with `q`, and deep pages, through the in-memory search index
+//! (issue 16, `gatehouse-search`), kept in step with storage.
+//!
+//! - **Which lists.** Every list or cursor page with `q`, and every offset
+//!   page from [`DEEP_OFFSET`] on. A shallow page without `q` reads its
+//!   index in storage directly (a few rows, exact counters), as before.
+//! - **In step with every writer.** Storage records every change to the
+//!   searched fields in the change's own transaction (migration 12, both
+//!   backends). Before each search the index asks storage for the changes
+//!   since its mark (one small query) and applies them, so a search sees
+//!   every write committed before it began, on any node, from the operator
+//!   CLI too: the same answer storage itself would give, `total` exact (D14).
+//! - **What it answers.** The ids of the page and the total; the page's rows
+//!   are then read from storage by id (one query), so what a client sees of
+//!   a row is never older than the search.
+//! - **Memory.** An index is built on an organization's first search (about
+//!   90 MB and a second or two per million rows), and dropped after
+//!   [`IDLE_SECS`] without one. An index that has not caught up for
+//!   [`RELOAD_SECS`] reads its list again: storage keeps changes for two
+//!   hours (`prune_search_changes`).
+//! - **Fair to point reads.** Scans run on the blocking pool, at most one
+//!   fewer at once than the machine has cores, so a burst of slow searches
+//!   leaves a core to every other request.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use gatehouse_domain::search::{self, Needles, SearchKind, product_needles, user_needles};
+use gatehouse_domain::{Listing, OrgId, Page, Product, ProductId, Timestamp, User, UserId};
+use gatehouse_search::{Filter, Hits, Index};
+use gatehouse_store::{ProductFilter, Store, StoreError, StoreResult, UserFilter};
+use tokio::sync::Semaphore;
+
+use crate::error::{AppResult, OrApp};
+use crate::{App, Resource};
+
+/// Offset pages from here on go through the index (a storage index walks
+/// every skipped row: 40+ ms at offset 500,000).
+pub const DEEP_OFFSET: u64 = 5_000;
+/// An index not used for this long is dropped.
+pub const IDLE_SECS: u64 = 15 * 60;
+/// An index that has not caught up for this long reads its list again
+/// (storage keeps changes for [`CHANGES_KEPT_SECS`]).
+pub const RELOAD_SECS: u64 = 30 * 60;
+/// How long storage keeps recorded changes.
+pub const CHANGES_KEPT_SECS: i64 = 2 * 3600;
+/// Above this many changes at once (a bulk import, a staging reset) the
+/// list is read again instead of applying them one by one.
+const REBUILD_ABOVE: usize = 20_000;
+
+struct Loaded {
+    index: Index,
+    mark: i64,
+    synced: Instant,
+}
+
+#[derive(Default)]
+struct Entry {
+    /// One catch-up at a time per index.
+    sync: tokio::sync::Mutex<()>,
+    state: RwLock<Option<Loaded>>,
+    used: Mutex<Option<Instant>>,
+}
+
+/// Every search index of this process.
+pub(crate) struct SearchIndexes {
+    entries: Mutex<HashMap<(OrgId, SearchKind), Arc<Entry>>>,
+    scans: Arc<Semaphore>,
+}
+
+impl SearchIndexes {
+    pub(crate) fn new() -> Self {
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        Self {
+            entries: Mutex::default(),
+            scans: Arc::new(Semaphore::new(cores.saturating_sub(1).max(1))),
+        }
+    }
+
+    fn entry(&self, org: &OrgId, kind: SearchKind) -> Arc<Entry> {
+        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        let entry = entries.entry((org.clone(), kind)).or_default().clone();
+        *entry.used.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+        entry
+    }
+
+    /// Drops the indexes not used for [`IDLE_SECS`]; returns how many are left.
+    pub(crate) fn evict_idle(&self) -> usize {
+        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        entries.retain(|_, e| {
+            e.used
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .is_some_and(|at| at.elapsed() < Duration::from_secs(IDLE_SECS))
+        });
+        entries.len()
+    }
+
+    /// The entry of `org`'s `kind` list, caught up with storage.
+    async fn fresh(
+        &self,
+        store: &dyn Store,
+        org: &OrgId,
+        kind: SearchKind,
+    ) -> StoreResult<Arc<Entry>> {
+        let entry = self.entry(org, kind);
+        let _one = entry.sync.lock().await;
+        let known = {
+            let state = entry.state.read().unwrap_or_else(|e| e.into_inner());
+            state
+                .as_ref()
+                .filter(|l| l.synced.elapsed() < Duration::from_secs(RELOAD_SECS))
+                .map(|l| l.mark)
+        };
+        if let Some(mark) = known {
+            let changes = store.search_changes(org, kind, mark).await?;
+            if changes.changed.len() <= REBUILD_ABOVE {
+                let current = if changes.changed.is_empty() {
+                    Vec::new()
+                } else {
+                    let mut ids: Vec<String> =
+                        changes.changed.iter().map(|(_, id)| id.clone()).collect();
+                    ids.sort_unstable();
+                    ids.dedup();
+                    rows_by_ids(store, org, kind, &ids).await?
+                };
+                let mut state = entry.state.write().unwrap_or_else(|e| e.into_inner());
+                if let Some(loaded) = state.as_mut() {
+                    loaded.index.apply(&changes.changed, current);
+                    loaded.mark = changes.mark;
+                    loaded.synced = Instant::now();
+                }
+                return Ok(entry.clone());
+            }
+        }
+        // First use, idle too long, or too many changes: read the list.
+        let mark = store.search_mark().await?;
+        let rows = store.search_rows(org, kind).await?;
+        let index = tokio::task::spawn_blocking(move || Index::from_rows(rows))
+            .await
+            .map_err(|e| StoreError::Internal(format!("building a search index: {e}")))?;
+        tracing::debug!(org = %org, kind = kind.as_str(), rows = index.len(), bytes = index.bytes(), "search index built");
+        *entry.state.write().unwrap_or_else(|e| e.into_inner()) = Some(Loaded {
+            index,
+            mark,
+            synced: Instant::now(),
+        });
+        Ok(entry.clone())
+    }
+
+    /// Runs `f` on the caught-up index of `org`'s `kind` list, on the
+    /// blocking pool, within the scan limit.
+    async fn with_index<T: Send + 'static>(
+        &self,
+        store: &dyn Store,
+        org: &OrgId,
+        kind: SearchKind,
+        f: impl FnOnce(&Index) -> T + Send + 'static,
+    ) -> StoreResult<T> {
+        let entry = self.fresh(store, org, kind).await?;
+        let permit = self
+            .scans
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| StoreError::Unavailable("shutting down".into()))?;
+        tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            let state = entry.state.read().unwrap_or_else(|e| e.into_inner());
+            match state.as_ref() {
+                Some(loaded) => Ok(f(&loaded.index)),
+                None => Err(StoreError::Internal("a search index vanished".into())),
+            }
+        })
+        .await
+        .map_err(|e| StoreError::Internal(format!("a search scan failed: {e}")))?
+    }
+}
+
+async fn rows_by_ids(
+    store: &dyn Store,
+    org: &OrgId,
+    kind: SearchKind,
+    ids: &[String],
+) -> StoreResult<Vec<search::SearchRow>> {
+    Ok(match kind {
+        SearchKind::Users => store
+            .users_by_ids(org, ids)
+            .await?
+            .iter()
+            .map(search::user_row)
+            .collect(),
+        SearchKind::Products => store
+            .products_by_ids(org, ids)
+            .await?
+            .iter()
+            .map(search::product_row)
+            .collect(),
+    })
+}
+
+/// Puts `rows` in the order of `ids` (rows deleted since the search are left out).
+fn in_order<T>(ids: &[String], rows: Vec<T>, id: impl Fn(&T) -> &str) -> Vec<T> {
+    let mut by_id: HashMap<String, T> = rows.into_iter().map(|r| (id(&r).to_owned(), r)).collect();
+    ids.iter().filter_map(|i| by_id.remove(i)).collect()
+}
+
+fn user_filter(f: &UserFilter) -> (Needles, Filter) {
+    let needles = f.q.as_ref().map_or(Some(Vec::new()), user_needles);
+    (needles, Filter(search::user_filter_codes(f.role, f.status)))
+}
+
+fn product_filter(f: &ProductFilter) -> (Needles, Filter) {
+    let needles = f.q.as_ref().map_or(Some(Vec::new()), product_needles);
+    (needles, Filter(search::product_filter_codes(f.status)))
+}
+
+impl App {
+    /// Whether an offset page goes through the index (see the module).
+    pub(crate) fn searches(q: bool, page: Page) -> bool {
+        q || page.offset >= DEEP_OFFSET
+    }
+
+    pub(crate) async fn search_users(
+        &self,
+        org: &OrgId,
+        filter: &UserFilter,
+        page: Page,
+    ) -> AppResult<Listing<User>> {
+        let (needles, f) = user_filter(filter);
+        let hits: Hits = self
+            .0
+            .search
+            .with_index(self.store(), org, SearchKind::Users, move |index| {
+                index.page(&needles, f, page.offset, page.limit)
+            })
+            .await
+            .or_app(Resource::User)?;
+        let rows = self
+            .store()
+            .users_by_ids(org, &hits.ids)
+            .await
+            .or_app(Resource::User)?;
+        Ok(Listing {
+            items: in_order(&hits.ids, rows, |u| u.id.as_str()),
+            total: hits.total,
+        })
+    }
+
+    pub(crate) async fn search_users_after(
+        &self,
+        org: &OrgId,
+        filter: &UserFilter,
+        after: Option<&UserId>,
+        limit: u32,
+    ) -> AppResult<Option<Vec<User>>> {
+        let key = match after {
+            None => None,
+            Some(id) => match self
+                .store()
+                .get_user(org, id)
+                .await
+                .or_app(Resource::User)?
+            {
+                None => return Ok(None),
+                Some(u) => Some((u.created_at.millis(), id.as_str().to_owned())),
+            },
+        };
+        let (needles, f) = user_filter(filter);
+        let ids = self
+            .0
+            .search
+            .with_index(self.store(), org, SearchKind::Users, move |index| {
+                index.after(
+                    &needles,
+                    f,
+                    key.as_ref().map(|(at, id)| (*at, id.as_str())),
+                    limit,
+                )
+            })
+            .await
+            .or_app(Resource::User)?;
+        let rows = self
+            .store()
+            .users_by_ids(org, &ids)
+            .await
+            .or_app(Resource::User)?;
+        Ok(Some(in_order(&ids, rows, |u| u.id.as_str())))
+    }
+
+    pub(crate) async fn search_products(
+        &self,
+        org: &OrgId,
+        filter: &ProductFilter,
+        page: Page,
+    ) -> AppResult<Listing<Product>> {
+        let (needles, f) = product_filter(filter);
+        let hits: Hits = self
+            .0
+            .search
+            .with_index(self.store(), org, SearchKind::Products, move |index| {
+                index.page(&needles, f, page.offset, page.limit)
+            })
+            .await
+            .or_app(Resource::Product)?;
+        let rows = self
+            .store()
+            .products_by_ids(org, &hits.ids)
+            .await
+            .or_app(Resource::Product)?;
+        Ok(Listing {
+            items: in_order(&hits.ids, rows, |p| p.id.as_str()),
+            total: hits.total,
+        })
+    }
+
+    pub(crate) async fn search_products_after(
+        &self,
+        org: &OrgId,
+        filter: &ProductFilter,
+        after: Option<&ProductId>,
+        limit: u32,
+    ) -> AppResult<Option<Vec<Product>>> {
+        let key = match after {
+            None => None,
+            Some(id) => match self
+                .store()
+                .get_product(org, id)
+                .await
+                .or_app(Resource::Product)?
+            {
+                None => return Ok(None),
+                Some(p) => Some((p.created_at.millis(), id.as_str().to_owned())),
+            },
+        };
+        let (needles, f) = product_filter(filter);
+        let ids = self
+            .0
+            .search
+            .with_index(self.store(), org, SearchKind::Products, move |index| {
+                index.after(
+                    &needles,
+                    f,
+                    key.as_ref().map(|(at, id)| (*at, id.as_str())),
+                    limit,
+                )
+            })
+            .await
+            .or_app(Resource::Product)?;
+        let rows = self
+            .store()
+            .products_by_ids(org, &ids)
+            .await
+            .or_app(Resource::Product)?;
+        Ok(Some(in_order(&ids, rows, |p| p.id.as_str())))
+    }
+
+    /// Housekeeping for the serving loop: drops idle indexes and the changes
+    /// storage no longer needs to keep.
+    pub async fn search_housekeeping(&self, now: Timestamp) -> AppResult<()> {
+        self.0.search.evict_idle();
+        self.store()
+            .prune_search_changes(now.plus_seconds(-CHANGES_KEPT_SECS))
+            .await
+            .or_app(Resource::Storage)?;
+        Ok(())
+    }
+}
