@@ -171,6 +171,28 @@ impl AuthService {
             };
             return Ok(Decision::Limited { info, retry_after });
         }
+        if limits.per_second > ratelimit::LEASE_ABOVE_PER_SECOND {
+            // D28 (revised): a busy credential is admitted from this node's
+            // lease of its window; the store is asked once per lease.
+            if let Some(d) = self.limiter.take_leased(&key, now) {
+                return Ok(d);
+            }
+            let (want, returned) = self.limiter.lease_want(&key, limits, now);
+            if let Some((granted, w)) = self
+                .store
+                .lease_requests(
+                    &key.shared_key(),
+                    limits.per_minute.max(1),
+                    limits.per_second.max(1),
+                    want,
+                    returned.map(|(at, n)| (Timestamp::from_millis(at as i64), n)),
+                    Timestamp::from_millis(now as i64),
+                )
+                .await?
+            {
+                return Ok(self.limiter.start_lease(&key, limits, granted, &w, now));
+            }
+        }
         let shared = self
             .store
             .count_request(

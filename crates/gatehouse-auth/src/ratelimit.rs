@@ -114,8 +114,33 @@ impl Admissions {
     }
 }
 
+/// D28 (revised) across nodes: plans above this many per second are
+/// counted by leases (several admissions counted at once in the shared
+/// windows, admitted by this node during one 100 ms bucket); at or below
+/// it every request is decided in the shared store, exactly.
+pub const LEASE_ABOVE_PER_SECOND: u32 = 50;
+/// A lease is good for the bucket it was counted in (the shared windows'
+/// bucket, `gatehouse-store-postgres`'s `RATE_BUCKET_MS`).
+const LEASE_BUCKET_MS: u64 = 100;
+
+/// This node's share of a credential's shared window.
+#[derive(Default)]
+struct Lease {
+    /// The bucket (`now / LEASE_BUCKET_MS`) the admissions were counted in.
+    bucket: u64,
+    /// Admissions left to give in that bucket.
+    left: u32,
+    /// How many the last lease granted, and how many were given in the bucket.
+    size: u32,
+    used: u32,
+    /// The headers of the requests admitted from it (the window as counted
+    /// when the lease was granted, the whole lease included).
+    info: Option<RateInfo>,
+}
+
 #[derive(Default)]
 struct Window {
+    lease: Lease,
     admitted: Admissions,
     /// Until when the last 429 told the credential to wait.
     told_until: u64,
@@ -297,6 +322,93 @@ impl RateLimiter {
         })
     }
 
+    /// Admits a request from this node's lease of `key`'s window when one is
+    /// left for the current bucket (D28 revised: no store call).
+    pub fn take_leased(&self, key: &Lineage, now_ms: u64) -> Option<Decision> {
+        let bucket = now_ms / LEASE_BUCKET_MS;
+        self.windows.with(key, |w| {
+            let l = &mut w.lease;
+            if l.bucket != bucket || l.left == 0 {
+                return None;
+            }
+            l.left -= 1;
+            l.used += 1;
+            w.last_seen = now_ms;
+            l.info.map(Decision::Allowed)
+        })
+    }
+
+    /// How many admissions to lease next, and the admissions of an ended
+    /// lease to give back (its bucket's start, Unix ms, and how many): one
+    /// at first, doubling while leases run out within their bucket, back to
+    /// what was used when one ends with admissions left over; at most a
+    /// twentieth of the per-second number and a hundredth of the per-minute
+    /// one, so what a lease holds back is small next to the plan. Taking the
+    /// leftover here (under the key's lock) gives it back exactly once.
+    pub fn lease_want(
+        &self,
+        key: &Lineage,
+        limits: Limits,
+        now_ms: u64,
+    ) -> (u32, Option<(u64, u32)>) {
+        let cap = (limits.per_second / 20).min(limits.per_minute / 100).max(1);
+        let bucket = now_ms / LEASE_BUCKET_MS;
+        self.windows.with(key, |w| {
+            let l = &mut w.lease;
+            let mut returned = None;
+            let next = if l.size == 0 {
+                1
+            } else if l.bucket == bucket {
+                l.size.saturating_mul(2)
+            } else if l.left > 0 {
+                returned = Some((l.bucket * LEASE_BUCKET_MS, l.left));
+                l.left = 0;
+                l.size = l.used.max(1);
+                l.size
+            } else {
+                l.size
+            };
+            (next.clamp(1, cap), returned)
+        })
+    }
+
+    /// The decision for a request after the store granted `granted`
+    /// admissions of `key`'s window (the counts of `shared` include them all):
+    /// this request takes one, the rest stay for this bucket; nothing granted
+    /// is a refusal, as from [`RateLimiter::decide_shared`].
+    pub fn start_lease(
+        &self,
+        key: &Lineage,
+        limits: Limits,
+        granted: u32,
+        shared: &gatehouse_store::SharedWindow,
+        now_ms: u64,
+    ) -> Decision {
+        let decision = self.decide_shared(key, limits, shared, now_ms);
+        let Decision::Allowed(info) = decision else {
+            return decision;
+        };
+        let bucket = now_ms / LEASE_BUCKET_MS;
+        self.windows.with(key, |w| {
+            let l = &mut w.lease;
+            if l.bucket == bucket {
+                l.left += granted.saturating_sub(1);
+                l.used += 1;
+            } else {
+                *l = Lease {
+                    bucket,
+                    left: granted.saturating_sub(1),
+                    size: 0,
+                    used: 1,
+                    info: None,
+                };
+            }
+            l.size = granted;
+            l.info = Some(info);
+        });
+        decision
+    }
+
     /// Forgets credentials idle for a minute and not suspended (bounded memory).
     pub fn evict_idle(&self, now_ms: u64) {
         self.windows
@@ -434,6 +546,91 @@ mod tests {
 
     fn key() -> Lineage {
         Lineage::Client(ClientId::generate())
+    }
+
+    /// D28 (revised): a lease is given out within its bucket without asking
+    /// again, sizes double while leases run out and shrink to what was used
+    /// when one ends with some left (given back once), capped at a twentieth
+    /// of the per-second number and a hundredth of the per-minute one;
+    /// nothing granted is a refusal with `Retry-After`.
+    #[test]
+    fn leases_are_given_within_their_bucket_and_sized_by_use() {
+        let l = RateLimiter::default();
+        let k = key();
+        let busy = Limits {
+            per_minute: 1_000_000,
+            per_second: 400,
+        };
+        let t0 = 1_000_000_000u64; // on a bucket boundary
+        let window = |granted: u32, in_minute: u32| gatehouse_store::SharedWindow {
+            admitted: granted > 0,
+            in_minute,
+            in_second: in_minute,
+            minute_frees_at: Some(t0 as i64 + 60_000),
+            second_frees_at: Some(t0 as i64 + 1_000),
+        };
+        assert!(l.take_leased(&k, t0).is_none(), "no lease yet");
+        assert_eq!(l.lease_want(&k, busy, t0), (1, None));
+        assert!(matches!(
+            l.start_lease(&k, busy, 1, &window(1, 1), t0),
+            Decision::Allowed(_)
+        ));
+        assert!(
+            l.take_leased(&k, t0 + 1).is_none(),
+            "a lease of one is used up"
+        );
+        // Ran out within the bucket: the next lease is twice as big, and its
+        // admissions are given here until it is used up.
+        assert_eq!(l.lease_want(&k, busy, t0 + 2), (2, None));
+        assert_eq!(l.lease_want(&k, busy, t0 + 2), (2, None));
+        let d = l.start_lease(&k, busy, 2, &window(2, 3), t0 + 2);
+        let Decision::Allowed(info) = d else {
+            panic!("{d:?}")
+        };
+        assert_eq!(info.remaining, 1_000_000 - 3);
+        assert_eq!(l.take_leased(&k, t0 + 3), Some(Decision::Allowed(info)));
+        assert!(l.take_leased(&k, t0 + 4).is_none());
+        assert_eq!(l.lease_want(&k, busy, t0 + 5), (4, None));
+        // The cap: a twentieth of 400 per second.
+        for _ in 0..6 {
+            let (want, _) = l.lease_want(&k, busy, t0 + 6);
+            l.start_lease(&k, busy, want, &window(want, 10), t0 + 6);
+            for _ in 1..want {
+                assert!(l.take_leased(&k, t0 + 6).is_some());
+            }
+        }
+        assert_eq!(l.lease_want(&k, busy, t0 + 7), (20, None));
+        // A lease is good for its bucket only; one that ended with some left
+        // makes the next as big as what was used in its bucket.
+        let b1 = t0 + LEASE_BUCKET_MS;
+        l.start_lease(&k, busy, 20, &window(20, 50), b1);
+        for _ in 0..2 {
+            assert!(l.take_leased(&k, b1 + 1).is_some());
+        }
+        let b2 = b1 + LEASE_BUCKET_MS;
+        assert!(l.take_leased(&k, b2).is_none(), "the bucket ended");
+        // The 17 never given go back, once.
+        assert_eq!(l.lease_want(&k, busy, b2), (3, Some((b1, 17))));
+        assert_eq!(l.lease_want(&k, busy, b2), (3, None));
+        // A plan of 1,000 a minute leases at most 10 at once.
+        let small = Limits {
+            per_minute: 1_000,
+            per_second: 400,
+        };
+        let k2 = key();
+        for _ in 0..8 {
+            let (want, _) = l.lease_want(&k2, small, t0);
+            l.start_lease(&k2, small, want, &window(want, 10), t0);
+            for _ in 1..want {
+                assert!(l.take_leased(&k2, t0).is_some());
+            }
+        }
+        assert_eq!(l.lease_want(&k2, small, t0).0, 10);
+        // Nothing granted: refused with `Retry-After`.
+        match l.start_lease(&k, busy, 0, &window(0, 400), b2) {
+            Decision::Limited { retry_after, .. } => assert_eq!(retry_after, 1),
+            d => panic!("{d:?}"),
+        }
     }
 
     #[test]

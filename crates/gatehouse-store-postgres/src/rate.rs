@@ -65,4 +65,56 @@ impl RateStore for PgStore {
         .map_err(TxError::into_store)?;
         Ok(Some(window))
     }
+
+    async fn lease_requests(
+        &self,
+        lineage: &str,
+        per_minute: u32,
+        per_second: u32,
+        want: u32,
+        returned: Option<(Timestamp, u32)>,
+        now: Timestamp,
+    ) -> StoreResult<Option<(u32, SharedWindow)>> {
+        let bucket = now.millis().div_euclid(RATE_BUCKET_MS);
+        let (returned_bucket, returned_n) = returned.map_or((0, 0), |(at, n)| {
+            (at.millis().div_euclid(RATE_BUCKET_MS), i64::from(n))
+        });
+        // One round trip, under the lineage's lock like a single decision
+        // (migration 13).
+        let row = query(
+            "SELECT granted, in_minute, in_second, oldest_minute, oldest_second
+             FROM gatehouse_lease_requests($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+        )
+        .bind(lineage)
+        .bind(bucket)
+        .bind(i64::from(per_minute))
+        .bind(i64::from(per_second))
+        .bind(RATE_MINUTE_BUCKETS)
+        .bind(RATE_SECOND_BUCKETS)
+        .bind(i64::from(want.max(1)))
+        .bind(returned_bucket)
+        .bind(returned_n)
+        .fetch_one(&self.pool)
+        .await
+        .map_err(db_err)?;
+        let get = |i: usize| row.try_get::<Option<i64>, _>(i).map_err(db_err);
+        let granted = get(0)?.unwrap_or(0).clamp(0, i64::from(u32::MAX));
+        let (minute, second) = (get(1)?.unwrap_or(0), get(2)?.unwrap_or(0));
+        let frees = |oldest: Option<i64>, span: i64| {
+            oldest
+                .or((granted > 0).then_some(bucket))
+                .map(|b| (b + span) * RATE_BUCKET_MS)
+        };
+        Ok(Some((
+            granted as u32,
+            SharedWindow {
+                admitted: granted > 0,
+                // The counts include the whole lease.
+                in_minute: (minute + granted).clamp(0, i64::from(u32::MAX)) as u32,
+                in_second: (second + granted).clamp(0, i64::from(u32::MAX)) as u32,
+                minute_frees_at: frees(get(3)?, RATE_MINUTE_BUCKETS),
+                second_frees_at: frees(get(4)?, RATE_SECOND_BUCKETS),
+            },
+        )))
+    }
 }

@@ -63,6 +63,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "search_changes",
         include_str!("../migrations/0012_search_changes.sql"),
     ),
+    (
+        13,
+        "rate_leases",
+        include_str!("../migrations/0013_rate_leases.sql"),
+    ),
 ];
 
 /// The advisory-lock key of the migration (`"gatehous"` in ASCII), separate

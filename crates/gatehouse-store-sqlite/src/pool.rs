@@ -22,7 +22,11 @@ struct Inner {
     readers: Mutex<Vec<Connection>>,
     read_gate: Arc<Semaphore>,
     writer: Mutex<Connection>,
-    write_gate: Arc<Semaphore>,
+    /// Writes waiting for the writer (see [`Pool::write`]).
+    queue: Mutex<Queue>,
+    /// Batches committed, and the writes they held (group commit's effect).
+    commits: std::sync::atomic::AtomicU64,
+    committed_writes: std::sync::atomic::AtomicU64,
     /// Set by the writer's update hook when a transaction touched `clients`.
     clients_dirty: Arc<AtomicBool>,
     /// Bumped after each commit that changed a client (see [`Generation`]).
@@ -98,11 +102,22 @@ impl Pool {
                 readers: Mutex::new(Vec::new()),
                 read_gate: Arc::new(Semaphore::new(MAX_READERS)),
                 writer: Mutex::new(writer),
-                write_gate: Arc::new(Semaphore::new(1)),
+                queue: Mutex::new(Queue::default()),
+                commits: Default::default(),
+                committed_writes: Default::default(),
                 clients_dirty,
                 generation: Generation::open(path),
             }),
         })
+    }
+
+    /// Commits so far, and the successful writes they held.
+    #[cfg(test)]
+    pub(crate) fn commit_counts(&self) -> (u64, u64) {
+        (
+            self.inner.commits.load(Ordering::Relaxed),
+            self.inner.committed_writes.load(Ordering::Relaxed),
+        )
     }
 
     /// The shared client generation (see [`Generation`]); `None` without one.
@@ -184,48 +199,191 @@ impl Pool {
         .map_err(|e| StoreError::Internal(format!("read task failed: {e}")))?
     }
 
-    /// Runs `f` in an immediate transaction on the writer, off the async
-    /// runtime; commits when `f` succeeds, rolls back otherwise.
+    /// Runs `f` on the writer, off the async runtime, and answers once it
+    /// is durably committed (or failed). Writes that arrive while another
+    /// batch is committing are committed together (group commit, issue 16):
+    /// one `BEGIN IMMEDIATE … COMMIT` and one fsync for the batch, each write
+    /// in its own savepoint, so a write that fails is rolled back alone and
+    /// the others still commit. Every write sees the ones before it, exactly
+    /// as if they had run one after the other; none is acknowledged before
+    /// the commit that holds it is on disk (`synchronous = FULL`, D43).
     pub(crate) async fn write<T: Send + 'static>(
         &self,
         f: impl FnOnce(&Transaction<'_>) -> StoreResult<T> + Send + 'static,
     ) -> StoreResult<T> {
-        let permit = self
-            .inner
-            .write_gate
-            .clone()
-            .acquire_owned()
+        let (send, receive) = tokio::sync::oneshot::channel::<StoreResult<T>>();
+        let job: Job = Box::new(move |tx| {
+            let Some(tx) = tx else {
+                // Not run: its batch could not even begin.
+                let done: Done = Box::new(move |failed: Option<&Failure>| {
+                    let _ = send.send(Err(failed.map_or_else(
+                        || StoreError::Unavailable("the write was not run".into()),
+                        Failure::error,
+                    )));
+                });
+                return (false, done);
+            };
+            let out = f(tx);
+            let ok = out.is_ok();
+            let done: Done = Box::new(move |failed: Option<&Failure>| {
+                let answer = match (out, failed) {
+                    (Ok(v), None) => Ok(v),
+                    (Ok(_), Some(failure)) => Err(failure.error()),
+                    (Err(e), _) => Err(e),
+                };
+                let _ = send.send(answer);
+            });
+            (ok, done)
+        });
+        let start = {
+            let mut queue = lock(&self.inner.queue);
+            queue.jobs.push(job);
+            !std::mem::replace(&mut queue.running, true)
+        };
+        if start {
+            let inner = self.inner.clone();
+            tokio::task::spawn_blocking(move || inner.drain());
+        }
+        receive
             .await
-            .map_err(|_| StoreError::Unavailable("closed".into()))?;
-        let inner = self.inner.clone();
-        tokio::task::spawn_blocking(move || {
-            let mut c = lock(&inner.writer);
-            let out = (|| {
-                let tx = c
-                    .transaction_with_behavior(TransactionBehavior::Immediate)
-                    .map_err(db_err)?;
-                let out = f(&tx)?;
-                tx.commit().map_err(db_err)?;
-                Ok(out)
-            })();
-            // A change to a client is announced after its commit, never
-            // before: a reader that sees the new generation reads the new row.
-            if inner.clients_dirty.swap(false, Ordering::AcqRel)
-                && out.is_ok()
-                && let Some(g) = &inner.generation
-            {
-                g.bump();
-            }
-            drop(c);
-            drop(permit);
-            out
-        })
-        .await
-        .map_err(|e| StoreError::Internal(format!("write task failed: {e}")))?
+            .map_err(|_| StoreError::Internal("a write was dropped unanswered".into()))?
     }
 }
 
+/// A write waiting for the writer: runs in the batch's transaction (or,
+/// given none, is not run) and says whether it succeeded, and how to answer
+/// once the batch is settled.
+type Job = Box<dyn FnOnce(Option<&Transaction<'_>>) -> (bool, Done) + Send>;
+/// Answers a write: `None` when its batch committed.
+type Done = Box<dyn FnOnce(Option<&Failure>) + Send>;
+
+/// Why a batch did not commit, for each write of it that had succeeded.
+struct Failure {
+    unavailable: bool,
+    message: String,
+}
+
+impl Failure {
+    fn from(e: &StoreError) -> Self {
+        Self {
+            unavailable: matches!(e, StoreError::Unavailable(_)),
+            message: e.to_string(),
+        }
+    }
+    fn error(&self) -> StoreError {
+        if self.unavailable {
+            StoreError::Unavailable(self.message.clone())
+        } else {
+            StoreError::Internal(self.message.clone())
+        }
+    }
+}
+
+#[derive(Default)]
+struct Queue {
+    jobs: Vec<Job>,
+    /// A blocking task is draining the queue.
+    running: bool,
+}
+
+/// Writes per batch at most: bounds how long one commit holds the writer.
+const MAX_BATCH: usize = 256;
+
 impl Inner {
+    /// Runs batches until the queue is empty (on the blocking pool; one
+    /// drainer at a time, flagged by `Queue::running`).
+    fn drain(&self) {
+        loop {
+            let batch: Vec<Job> = {
+                let mut queue = lock(&self.queue);
+                if queue.jobs.is_empty() {
+                    queue.running = false;
+                    return;
+                }
+                let n = queue.jobs.len().min(MAX_BATCH);
+                queue.jobs.drain(..n).collect()
+            };
+            self.run_batch(batch);
+        }
+    }
+
+    fn run_batch(&self, batch: Vec<Job>) {
+        let mut c = lock(&self.writer);
+        let mut dones: Vec<(bool, Done)> = Vec::with_capacity(batch.len());
+        let mut jobs = batch.into_iter();
+        let settled: Result<(), StoreError> = (|| {
+            let tx = c
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(db_err)?;
+            for job in jobs.by_ref() {
+                tx.execute_batch("SAVEPOINT gh_write").map_err(db_err)?;
+                let (ok, done) =
+                    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job(Some(&tx))))
+                    {
+                        Ok(r) => r,
+                        Err(_) => {
+                            tracing::error!("a write panicked; rolled back alone");
+                            let done: Done = Box::new(|_| {});
+                            (false, done)
+                        }
+                    };
+                dones.push((ok, done));
+                if tx.is_autocommit() {
+                    // SQLite ended the transaction itself (disk full, I/O
+                    // error): nothing of this batch was committed.
+                    return Err(StoreError::Unavailable(
+                        "the write transaction was rolled back by the database".into(),
+                    ));
+                }
+                if ok {
+                    tx.execute_batch("RELEASE gh_write").map_err(db_err)?;
+                } else {
+                    tx.execute_batch("ROLLBACK TO gh_write; RELEASE gh_write")
+                        .map_err(db_err)?;
+                }
+            }
+            tx.commit().map_err(db_err)
+        })();
+        // A change to a client is announced after its commit, never before:
+        // a reader that sees the new generation reads the new row.
+        if self.clients_dirty.swap(false, Ordering::AcqRel)
+            && settled.is_ok()
+            && let Some(g) = &self.generation
+        {
+            g.bump();
+        }
+        drop(c);
+        // Writes the failed batch never reached run in the next one, unless
+        // it failed before running any (the transaction could not begin):
+        // then they fail with it, so a database that refuses every write
+        // answers every caller instead of retrying forever.
+        let left: Vec<Job> = jobs.collect();
+        if dones.is_empty() {
+            for job in left {
+                dones.push(job(None));
+            }
+        } else if !left.is_empty() {
+            let mut queue = lock(&self.queue);
+            let later = std::mem::take(&mut queue.jobs);
+            queue.jobs = left;
+            queue.jobs.extend(later);
+        }
+        if settled.is_ok() {
+            self.commits.fetch_add(1, Ordering::Relaxed);
+            self.committed_writes.fetch_add(
+                dones.iter().filter(|d| d.0).count() as u64,
+                Ordering::Relaxed,
+            );
+        }
+        let failure = settled.as_ref().err().map(Failure::from);
+        if let Some(f) = &failure {
+            tracing::warn!(error = %f.message, writes = dones.len(), "a batch of writes did not commit");
+        }
+        for (_, done) in dones {
+            done(failure.as_ref());
+        }
+    }
+
     fn with_reader<T>(&self, f: impl FnOnce(&Connection) -> StoreResult<T>) -> StoreResult<T> {
         let conn = match lock(&self.readers).pop() {
             Some(c) => c,
@@ -234,5 +392,85 @@ impl Inner {
         let out = f(&conn);
         lock(&self.readers).push(conn);
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use gatehouse_domain::{
+        Email, Name, NewUser, Organization, Plan, Role, Timestamp, UserId, UserStatus,
+    };
+    use gatehouse_store::StoreError;
+    use gatehouse_store::prelude::*;
+
+    use crate::SqliteStore;
+
+    /// Group commit (issue 16): 300 writes at once are committed in fewer
+    /// transactions than writes; a write that fails (a duplicate e-mail) is
+    /// refused alone and leaves nothing behind, and every other write of its
+    /// batch is committed and answered.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_writes_share_commits_and_fail_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&dir.path().join("db")).unwrap();
+        let org = Organization {
+            id: gatehouse_domain::OrgId::generate(),
+            name: "Acme".into(),
+            plan: Plan::Free,
+            per_minute: None,
+            per_second: None,
+            created_at: Timestamp::now(),
+        };
+        store.create_org(&org).await.unwrap();
+        let (commits_before, _) = store.pool.commit_counts();
+        let writes = (0..300).map(|i| {
+            let (store, org) = (store.clone(), org.id.clone());
+            // Every tenth write repeats an address another write also uses.
+            let n = if i % 10 == 9 { i - 9 } else { i };
+            tokio::spawn(async move {
+                let u = NewUser {
+                    id: UserId::generate(),
+                    email: Email::parse(&format!("u{n}@example.com")).unwrap(),
+                    name: Name::parse(&format!("User {i}")).unwrap(),
+                    role: Role::Viewer,
+                    status: UserStatus::PendingInvite,
+                    password_hash: None,
+                    created_at: Timestamp::now(),
+                };
+                store.insert_user(&org, &u).await.map(|_| u.id)
+            })
+        });
+        let mut created = Vec::new();
+        let mut duplicates = 0;
+        for w in writes.collect::<Vec<_>>() {
+            match w.await.unwrap() {
+                Ok(id) => created.push(id),
+                Err(StoreError::Duplicate("email")) => duplicates += 1,
+                Err(e) => panic!("unexpected {e:?}"),
+            }
+        }
+        assert_eq!(duplicates, 30);
+        assert_eq!(created.len(), 270);
+        for id in &created {
+            assert!(store.get_user(&org.id, id).await.unwrap().is_some());
+        }
+        let listed = store
+            .list_users(
+                &org.id,
+                &Default::default(),
+                gatehouse_domain::Page {
+                    limit: 1,
+                    offset: 0,
+                },
+            )
+            .await
+            .unwrap();
+        assert_eq!(listed.total, 270, "the refused writes left nothing");
+        let (commits, _) = store.pool.commit_counts();
+        assert!(
+            commits - commits_before < 270,
+            "270 writes in {} commits: none shared",
+            commits - commits_before
+        );
     }
 }

@@ -31,4 +31,24 @@ pub trait RateStore: Send + Sync {
         let _ = (lineage, per_minute, per_second, now);
         Ok(None)
     }
+    /// D28 (revised) across nodes for a plan above 50 per second: counts up
+    /// to `want` admissions of `lineage` at once, as many as the windows
+    /// have room for, for this node to admit by itself during the current
+    /// 100 ms bucket (so a busy credential costs a store call per lease, not
+    /// per request). `granted` may be 0 (the window is full). `returned`:
+    /// admissions of an earlier lease (counted at that instant) this node
+    /// never gave, taken off the windows first. `Ok(None)` from a backend
+    /// that serves one node.
+    async fn lease_requests(
+        &self,
+        lineage: &str,
+        per_minute: u32,
+        per_second: u32,
+        want: u32,
+        returned: Option<(Timestamp, u32)>,
+        now: Timestamp,
+    ) -> StoreResult<Option<(u32, SharedWindow)>> {
+        let _ = (lineage, per_minute, per_second, want, returned, now);
+        Ok(None)
+    }
 }

@@ -1,6 +1,7 @@
 //! Token-endpoint throughput for the grants that need per-request state:
 //! `authorization_code` (each code is single-use) and `refresh_token` (each
-//! refresh token is single-use and rotates), next to `client_credentials`.
+//! refresh token is single-use and rotates), next to `client_credentials`;
+//! then user and product creation through `/v1` (one durable write each).
 //!
 //!     cargo bench -p gatehouse --bench grants            # HTTPS
 //!     PROXY=1 cargo bench -p gatehouse --bench grants    # --behind-proxy plain HTTP
@@ -165,16 +166,14 @@ async fn main() {
     );
 
     // authorization_code: codes issued in advance, each exchanged once.
-    let budget = (seconds as usize) * 2000;
+    // Enough codes for 8,000 exchanges a second, issued 64 at a time.
+    let budget = (seconds as usize) * 8000;
     let mut codes = Vec::with_capacity(budget);
-    for _ in 0..budget {
-        codes.push(
-            state
-                .auth
-                .issue_code(&req, &user, &session, scopes)
-                .await
-                .unwrap(),
-        );
+    while codes.len() < budget {
+        let batch = (0..64).map(|_| state.auth.issue_code(&req, &user, &session, scopes));
+        for code in futures_util::future::join_all(batch).await {
+            codes.push(code.unwrap());
+        }
     }
     let codes = Arc::new(codes);
     let next = Arc::new(AtomicUsize::new(0));
@@ -297,6 +296,87 @@ async fn main() {
         "{:<44} {rate:>10.0} req/s",
         "POST /oauth/token refresh_token (rotation)"
     );
+
+    // Creation through the API: a user (with its invitation e-mail in the
+    // outbox, D11/D30) and a product, each one durable write.
+    // An organization whose rate limits (D28) stay out of the way.
+    let writes_org = gatehouse_domain::Organization {
+        id: OrgId::generate(),
+        name: "bench writes".into(),
+        plan: gatehouse_domain::Plan::Enterprise,
+        per_minute: Some(1_000_000_000),
+        per_second: Some(100_000_000),
+        created_at: Timestamp::now(),
+    };
+    running.store.create_org(&writes_org).await.unwrap();
+    let writer_secret = secrets::new_client_secret();
+    let writer = ClientId::generate();
+    running
+        .store
+        .insert_client(
+            &writes_org.id,
+            &NewClient {
+                id: writer.clone(),
+                name: "bench writer".into(),
+                secret_hash: Some(secrets::hash_secret(&writer_secret)),
+                scopes: ScopeSet::parse("users:write products:write").unwrap(),
+                redirect_uris: vec!["https://app.example/cb".into()],
+                post_logout_redirect_uris: vec![],
+                admin_approved: false,
+                owner: None,
+                created_at: Timestamp::now(),
+            },
+        )
+        .await
+        .unwrap();
+    let token: serde_json::Value = client
+        .post(format!("{base}/oauth/token"))
+        .basic_auth(writer.to_string(), Some(&writer_secret))
+        .form(&[
+            ("grant_type", "client_credentials"),
+            ("scope", "users:write products:write"),
+        ])
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let token = token["access_token"].as_str().unwrap().to_owned();
+    let serial = Arc::new(AtomicUsize::new(0));
+    for (label, path) in [
+        ("POST /v1/users", "/v1/users"),
+        ("POST /v1/products", "/v1/products"),
+    ] {
+        let rate = blast(seconds, concurrency, {
+            let (client, base, token, serial) =
+                (client.clone(), base.clone(), token.clone(), serial.clone());
+            move |_| {
+                let (client, base, token, serial) =
+                    (client.clone(), base.clone(), token.clone(), serial.clone());
+                async move {
+                    let i = serial.fetch_add(1, Ordering::Relaxed);
+                    let body = if path == "/v1/users" {
+                        serde_json::json!({"email": format!("bench.{i}@example.com"), "name": format!("Bench {i}"), "role": "viewer"})
+                    } else {
+                        serde_json::json!({"name": format!("Bench {i}"), "sku": format!("B-{i}"), "price": 100, "stock": 1})
+                    };
+                    let res = client
+                        .post(format!("{base}{path}"))
+                        .bearer_auth(token)
+                        .json(&body)
+                        .send()
+                        .await;
+                    Some(match res {
+                        Ok(r) => r.status() == reqwest::StatusCode::CREATED && r.bytes().await.is_ok(),
+                        Err(_) => false,
+                    })
+                }
+            }
+        })
+        .await;
+        println!("{label:<44} {rate:>10.0} req/s");
+    }
     running.shutdown().await;
 }
 

@@ -88,11 +88,22 @@ async fn main() -> anyhow::Result<()> {
     tokio::time::sleep(Duration::from_millis(500)).await;
 
     let interval = Duration::from_secs_f64(args.conns as f64 / args.rate as f64);
+    // Each reader's connection is open (TLS handshake done) before the clock starts.
+    let mut clients = Vec::new();
+    for _ in 0..args.conns {
+        let c = client(&ca)?;
+        c.get(format!("{}{}", args.base, args.read_path))
+            .bearer_auth(&args.token)
+            .send()
+            .await?
+            .bytes()
+            .await?;
+        clients.push(c);
+    }
     let start = Instant::now();
     let mut readers = Vec::new();
-    for i in 0..args.conns {
-        let (c, url, token) = (
-            client(&ca)?,
+    for (i, c) in (0..args.conns).zip(clients) {
+        let (url, token) = (
             format!("{}{}", args.base, args.read_path),
             args.token.clone(),
         );

@@ -73,7 +73,8 @@ macro_rules! store_conformance_tests {
             idempotency_keys_are_scoped,
             refresh_token_lookup_is_read_only, fixture_users_get_the_fixture_password,
             client_update_narrows_and_revokes, client_delete_removes_everything_it_holds, operator_listings,
-            d46_keys_usage_and_owner_cuts, search_changes_cover_every_write);
+            d46_keys_usage_and_owner_cuts, search_changes_cover_every_write,
+            leases_never_exceed_the_window);
     };
     (@each $make:expr; $($name:ident),*) => {
         $(

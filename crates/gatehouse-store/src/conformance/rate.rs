@@ -76,3 +76,73 @@ pub async fn shared_rate_windows(s: &dyn Store) {
     // Those at 1 s left at 61 s; the one at 60 s is still in the window.
     assert_eq!(w.in_minute, 2, "the admission at 60 s survives the purge");
 }
+
+/// D28 (revised): a node leases several admissions of a busy credential at
+/// once; leases are counted in the same windows as single decisions and
+/// never grant more than the windows have room for.
+pub async fn leases_never_exceed_the_window(s: &dyn Store) {
+    let t0 = 1_900_000_000_000i64;
+    let at = |ms: i64| Timestamp::from_millis(t0 + ms);
+    let key = format!("client:{}", ClientId::generate());
+    let Some((granted, w)) = s
+        .lease_requests(&key, 100, 60, 50, None, at(0))
+        .await
+        .unwrap()
+    else {
+        assert!(
+            !s.shares_rate_limits(),
+            "a backend that shares windows leases them"
+        );
+        return;
+    };
+    assert_eq!(granted, 50);
+    assert!(w.admitted);
+    assert_eq!((w.in_minute, w.in_second), (50, 50));
+    // Only ten are left in this second.
+    let (granted, w) = s
+        .lease_requests(&key, 100, 60, 50, None, at(150))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((granted, w.in_second), (10, 60));
+    let (granted, w) = s
+        .lease_requests(&key, 100, 60, 50, None, at(200))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(granted, 0);
+    assert!(!w.admitted);
+    assert_eq!(w.second_frees_at, Some(t0 + 1_000));
+    // Single decisions see the leased admissions.
+    assert!(
+        !s.count_request(&key, 100, 60, at(300))
+            .await
+            .unwrap()
+            .unwrap()
+            .admitted
+    );
+    // A second later the minute still holds 60 of 100: 40 more at most;
+    // with 15 of the first lease given back (never used), 55.
+    let (granted, w) = s
+        .lease_requests(&key, 100, 60, 50, Some((at(0), 15)), at(1_000))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((granted, w.in_minute), (50, 95));
+    let (granted, w) = s
+        .lease_requests(&key, 100, 60, 50, None, at(1_100))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((granted, w.in_minute), (5, 100));
+    // Another lineage is counted apart.
+    let other = format!("client:{}", ClientId::generate());
+    assert_eq!(
+        s.lease_requests(&other, 100, 60, 5, None, at(1_000))
+            .await
+            .unwrap()
+            .unwrap()
+            .0,
+        5
+    );
+}
