@@ -16,8 +16,8 @@
 //! - **Memory.** An index is built on an organization's first search (about
 //!   90 MB and a second or two per million rows), and dropped after
 //!   [`IDLE_SECS`] without one. An index that has not caught up for
-//!   [`RELOAD_SECS`] reads its list again: storage keeps changes for two
-//!   hours (`prune_search_changes`).
+//!   [`RELOAD_SECS`] reads its list again: storage keeps changes for 30
+//!   minutes (`prune_search_changes`).
 //! - **Fair to point reads.** Scans run on the blocking pool, at most one
 //!   fewer at once than the machine has cores, so a burst of slow searches
 //!   leaves a core to every other request.
@@ -42,9 +42,9 @@ pub const DEEP_OFFSET: u64 = 5_000;
 pub const IDLE_SECS: u64 = 15 * 60;
 /// An index that has not caught up for this long reads its list again
 /// (storage keeps changes for [`CHANGES_KEPT_SECS`]).
-pub const RELOAD_SECS: u64 = 30 * 60;
+pub const RELOAD_SECS: u64 = 20 * 60;
 /// How long storage keeps recorded changes.
-pub const CHANGES_KEPT_SECS: i64 = 2 * 3600;
+pub const CHANGES_KEPT_SECS: i64 = 30 * 60;
 /// Above this many changes at once (a bulk import, a staging reset) the
 /// list is read again instead of applying them one by one.
 const REBUILD_ABOVE: usize = 20_000;

@@ -5,7 +5,7 @@
 -- writer. Transactions commit out of id order, so a reader's mark is the
 -- oldest transaction still running when it looked (`pg_snapshot_xmin`):
 -- every change of a transaction below it has been seen, and it asks again
--- for everything from it on. Kept two hours (`search_changes` job); an
+-- for everything from it on. Kept 30 minutes (`search_changes` job); an
 -- index idle longer reads its list again. kind: 0 users, 1 products.
 CREATE TABLE search_changes (
     org_id      text COLLATE "C" NOT NULL,

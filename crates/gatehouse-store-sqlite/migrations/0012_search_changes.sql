@@ -3,8 +3,8 @@
 -- delete), recorded by trigger in the change's own transaction, so that
 -- every process's index catches up with every writer (the operator CLI
 -- included). Writes are serialized, so `seq` order is commit order: an
--- index that has seen `seq` N has seen every change up to N. Kept two
--- hours (`search_changes` job); an index idle longer reads its list again.
+-- index that has seen `seq` N has seen every change up to N. Kept 30
+-- minutes (`search_changes` job); an index idle longer reads its list again.
 -- kind: 0 users, 1 products.
 CREATE TABLE search_changes (
     seq         INTEGER PRIMARY KEY AUTOINCREMENT,
