@@ -52,6 +52,7 @@ const REBUILD_ABOVE: usize = 20_000;
 struct Loaded {
     index: Index,
     mark: i64,
+    /// When the last catch-up began (it covers every write committed before).
     synced: Instant,
 }
 
@@ -105,15 +106,21 @@ impl SearchIndexes {
         kind: SearchKind,
     ) -> StoreResult<Arc<Entry>> {
         let entry = self.entry(org, kind);
+        let began = Instant::now();
         let _one = entry.sync.lock().await;
         let known = {
             let state = entry.state.read().unwrap_or_else(|e| e.into_inner());
-            state
-                .as_ref()
-                .filter(|l| l.synced.elapsed() < Duration::from_secs(RELOAD_SECS))
-                .map(|l| l.mark)
+            match state.as_ref() {
+                // A catch-up that began after this request did (while it
+                // waited for the lock) already covers every write committed
+                // before the request: searches waiting together share one.
+                Some(l) if l.synced >= began => return Ok(entry.clone()),
+                Some(l) if l.synced.elapsed() < Duration::from_secs(RELOAD_SECS) => Some(l.mark),
+                _ => None,
+            }
         };
         if let Some(mark) = known {
+            let sync_began = Instant::now();
             let changes = store.search_changes(org, kind, mark).await?;
             if changes.changed.len() <= REBUILD_ABOVE {
                 let current = if changes.changed.is_empty() {
@@ -129,12 +136,13 @@ impl SearchIndexes {
                 if let Some(loaded) = state.as_mut() {
                     loaded.index.apply(&changes.changed, current);
                     loaded.mark = changes.mark;
-                    loaded.synced = Instant::now();
+                    loaded.synced = sync_began;
                 }
                 return Ok(entry.clone());
             }
         }
         // First use, idle too long, or too many changes: read the list.
+        let sync_began = Instant::now();
         let mark = store.search_mark().await?;
         let rows = store.search_rows(org, kind).await?;
         let index = tokio::task::spawn_blocking(move || Index::from_rows(rows))
@@ -144,7 +152,7 @@ impl SearchIndexes {
         *entry.state.write().unwrap_or_else(|e| e.into_inner()) = Some(Loaded {
             index,
             mark,
-            synced: Instant::now(),
+            synced: sync_began,
         });
         Ok(entry.clone())
     }
@@ -156,15 +164,24 @@ impl SearchIndexes {
         store: &dyn Store,
         org: &OrgId,
         kind: SearchKind,
+        scan: bool,
         f: impl FnOnce(&Index) -> T + Send + 'static,
     ) -> StoreResult<T> {
         let entry = self.fresh(store, org, kind).await?;
-        let permit = self
-            .scans
-            .clone()
-            .acquire_owned()
-            .await
-            .map_err(|_| StoreError::Unavailable("shutting down".into()))?;
+        // Only a scan (a `q`) waits for the scan limit: a page without `q`
+        // skips whole chunks by their counts, microseconds, and must not
+        // queue behind searches.
+        let permit = if scan {
+            Some(
+                self.scans
+                    .clone()
+                    .acquire_owned()
+                    .await
+                    .map_err(|_| StoreError::Unavailable("shutting down".into()))?,
+            )
+        } else {
+            None
+        };
         tokio::task::spawn_blocking(move || {
             let _permit = permit;
             let state = entry.state.read().unwrap_or_else(|e| e.into_inner());
@@ -232,9 +249,13 @@ impl App {
         let hits: Hits = self
             .0
             .search
-            .with_index(self.store(), org, SearchKind::Users, move |index| {
-                index.page(&needles, f, page.offset, page.limit)
-            })
+            .with_index(
+                self.store(),
+                org,
+                SearchKind::Users,
+                filter.q.is_some(),
+                move |index| index.page(&needles, f, page.offset, page.limit),
+            )
             .await
             .or_app(Resource::User)?;
         let rows = self
@@ -271,7 +292,7 @@ impl App {
         let ids = self
             .0
             .search
-            .with_index(self.store(), org, SearchKind::Users, move |index| {
+            .with_index(self.store(), org, SearchKind::Users, true, move |index| {
                 index.after(
                     &needles,
                     f,
@@ -299,9 +320,13 @@ impl App {
         let hits: Hits = self
             .0
             .search
-            .with_index(self.store(), org, SearchKind::Products, move |index| {
-                index.page(&needles, f, page.offset, page.limit)
-            })
+            .with_index(
+                self.store(),
+                org,
+                SearchKind::Products,
+                filter.q.is_some(),
+                move |index| index.page(&needles, f, page.offset, page.limit),
+            )
             .await
             .or_app(Resource::Product)?;
         let rows = self
@@ -338,14 +363,20 @@ impl App {
         let ids = self
             .0
             .search
-            .with_index(self.store(), org, SearchKind::Products, move |index| {
-                index.after(
-                    &needles,
-                    f,
-                    key.as_ref().map(|(at, id)| (*at, id.as_str())),
-                    limit,
-                )
-            })
+            .with_index(
+                self.store(),
+                org,
+                SearchKind::Products,
+                true,
+                move |index| {
+                    index.after(
+                        &needles,
+                        f,
+                        key.as_ref().map(|(at, id)| (*at, id.as_str())),
+                        limit,
+                    )
+                },
+            )
             .await
             .or_app(Resource::Product)?;
         let rows = self
