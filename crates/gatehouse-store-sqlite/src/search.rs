@@ -194,13 +194,12 @@ impl SearchStore for SqliteStore {
         let before = before.unix_seconds();
         self.pool
             .write(move |tx| {
-                // `seq` grows with `at`: the oldest rows are the lowest.
-                tx.prepare_cached(
-                    "DELETE FROM search_changes WHERE seq <= (SELECT max(seq) FROM search_changes WHERE at < ?1)",
-                )
-                .and_then(|mut s| s.execute([before]))
-                .map(|n| n as u64)
-                .map_err(db_err)
+                // Through `search_changes_by_at`: the prune holds the one
+                // writer for the rows it deletes, not for a scan of the table.
+                tx.prepare_cached("DELETE FROM search_changes WHERE at < ?1")
+                    .and_then(|mut s| s.execute([before]))
+                    .map(|n| n as u64)
+                    .map_err(db_err)
             })
             .await
     }
