@@ -132,12 +132,19 @@ impl SearchIndexes {
                     ids.dedup();
                     rows_by_ids(store, org, kind, &ids).await?
                 };
-                let mut state = entry.state.write().unwrap_or_else(|e| e.into_inner());
-                if let Some(loaded) = state.as_mut() {
-                    loaded.index.apply(&changes.changed, current);
-                    loaded.mark = changes.mark;
-                    loaded.synced = sync_began;
-                }
+                // On the blocking pool: taking the write lock waits for the
+                // scans in progress, which must not stall an async worker.
+                let target = entry.clone();
+                tokio::task::spawn_blocking(move || {
+                    let mut state = target.state.write().unwrap_or_else(|e| e.into_inner());
+                    if let Some(loaded) = state.as_mut() {
+                        loaded.index.apply(&changes.changed, current);
+                        loaded.mark = changes.mark;
+                        loaded.synced = sync_began;
+                    }
+                })
+                .await
+                .map_err(|e| StoreError::Internal(format!("updating a search index: {e}")))?;
                 return Ok(entry.clone());
             }
         }
@@ -145,15 +152,20 @@ impl SearchIndexes {
         let sync_began = Instant::now();
         let mark = store.search_mark().await?;
         let rows = store.search_rows(org, kind).await?;
-        let index = tokio::task::spawn_blocking(move || Index::from_rows(rows))
-            .await
-            .map_err(|e| StoreError::Internal(format!("building a search index: {e}")))?;
-        tracing::debug!(org = %org, kind = kind.as_str(), rows = index.len(), bytes = index.bytes(), "search index built");
-        *entry.state.write().unwrap_or_else(|e| e.into_inner()) = Some(Loaded {
-            index,
-            mark,
-            synced: sync_began,
-        });
+        let target = entry.clone();
+        let (len, bytes) = tokio::task::spawn_blocking(move || {
+            let index = Index::from_rows(rows);
+            let built = (index.len(), index.bytes());
+            *target.state.write().unwrap_or_else(|e| e.into_inner()) = Some(Loaded {
+                index,
+                mark,
+                synced: sync_began,
+            });
+            built
+        })
+        .await
+        .map_err(|e| StoreError::Internal(format!("building a search index: {e}")))?;
+        tracing::debug!(org = %org, kind = kind.as_str(), rows = len, bytes, "search index built");
         Ok(entry.clone())
     }
 
