@@ -9,7 +9,7 @@ use gatehouse_domain::{ProductStatus, Role, UserStatus};
 use gatehouse_store::{SearchChanges, SearchStore};
 
 use super::*;
-use crate::rows::{PRODUCT_COLS, corrupt, product_row, user_row};
+use crate::rows::{PRODUCT_COLS, RowResult, decode, product_row, user_row};
 
 fn kind_code(kind: SearchKind) -> i16 {
     match kind {
@@ -20,30 +20,24 @@ fn kind_code(kind: SearchKind) -> i16 {
 
 const MARK: &str = "pg_snapshot_xmin(pg_current_snapshot())::text::bigint";
 
-fn search_row(kind: SearchKind, r: &sqlx_postgres::PgRow) -> Result<SearchRow, sqlx_core::Error> {
+fn search_row(kind: SearchKind, r: &sqlx_postgres::PgRow) -> RowResult<SearchRow> {
     let id: String = r.try_get(1)?;
-    let name: &str = r.try_get(2)?;
-    let other: &str = r.try_get(3)?;
-    let a: &str = r.try_get(4)?;
-    let bad =
-        |column: &str, text: &str| corrupt(kind.as_str(), column, &id, &format!("holds {text:?}"));
+    let at = |column| (kind.as_str(), column, id.as_str());
+    let (name, other): (&str, &str) = (r.try_get(2)?, r.try_get(3)?);
     let (text, attrs) = match kind {
-        SearchKind::Users => {
-            let b: &str = r.try_get(5)?;
-            let role = Role::parse(a).map_err(|_| bad("role", a))?;
-            let status = UserStatus::parse(b).map_err(|_| bad("status", b))?;
-            (
-                search::user_text(name, other),
-                search::user_attrs(role, status),
-            )
-        }
-        SearchKind::Products => {
-            let status = ProductStatus::parse(a).map_err(|_| bad("status", a))?;
-            (
-                search::product_text(name, other),
-                search::product_attrs(status),
-            )
-        }
+        SearchKind::Users => (
+            search::user_text(name, other),
+            search::user_attrs(
+                decode(r, 4, at("role"), |t| Role::parse(t).ok())?,
+                decode(r, 5, at("status"), |t| UserStatus::parse(t).ok())?,
+            ),
+        ),
+        SearchKind::Products => (
+            search::product_text(name, other),
+            search::product_attrs(decode(r, 4, at("status"), |t| {
+                ProductStatus::parse(t).ok()
+            })?),
+        ),
     };
     Ok(SearchRow {
         created_at: r.try_get(0)?,
@@ -119,33 +113,12 @@ impl SearchStore for PgStore {
     }
 
     async fn users_by_ids(&self, org: &OrgId, ids: &[String]) -> StoreResult<Vec<User>> {
-        let rows = query(&format!(
-            "SELECT {USER_COLS} FROM users WHERE org_id = $1 AND id = ANY($2)"
-        ))
-        .bind(org.as_str())
-        .bind(ids)
-        .fetch_all(&self.pool)
-        .await
-        .map_err(db_err)?;
-        rows.iter()
-            .map(user_row)
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(db_err)
+        self.by_ids(("users", USER_COLS), org, ids, user_row).await
     }
 
     async fn products_by_ids(&self, org: &OrgId, ids: &[String]) -> StoreResult<Vec<Product>> {
-        let rows = query(&format!(
-            "SELECT {PRODUCT_COLS} FROM products WHERE org_id = $1 AND id = ANY($2)"
-        ))
-        .bind(org.as_str())
-        .bind(ids)
-        .fetch_all(&self.pool)
-        .await
-        .map_err(db_err)?;
-        rows.iter()
-            .map(product_row)
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(db_err)
+        self.by_ids(("products", PRODUCT_COLS), org, ids, product_row)
+            .await
     }
 
     async fn prune_search_changes(&self, before: Timestamp) -> StoreResult<u64> {
@@ -154,6 +127,30 @@ impl SearchStore for PgStore {
             .execute(&self.pool)
             .await
             .map(|r| r.rows_affected())
+            .map_err(db_err)
+    }
+}
+
+impl PgStore {
+    /// The rows of `table` with these ids in the organization.
+    async fn by_ids<T>(
+        &self,
+        (table, cols): (&str, &str),
+        org: &OrgId,
+        ids: &[String],
+        map: fn(&sqlx_postgres::PgRow) -> RowResult<T>,
+    ) -> StoreResult<Vec<T>> {
+        let rows = query(&format!(
+            "SELECT {cols} FROM {table} WHERE org_id = $1 AND id = ANY($2)"
+        ))
+        .bind(org.as_str())
+        .bind(ids)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db_err)?;
+        rows.iter()
+            .map(map)
+            .collect::<RowResult<Vec<_>>>()
             .map_err(db_err)
     }
 }

@@ -405,6 +405,43 @@ mod tests {
 
     use crate::SqliteStore;
 
+    /// A batch that cannot begin (another process holds the database's
+    /// write lock past the busy timeout) answers every write queued behind
+    /// it with `Unavailable`, none left waiting and none retried forever;
+    /// once the lock is gone, writes commit again.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn writes_that_cannot_begin_are_all_answered_unavailable() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db");
+        let store = SqliteStore::open(&path).unwrap();
+        let org = |name: &str| Organization {
+            id: gatehouse_domain::OrgId::generate(),
+            name: name.into(),
+            plan: Plan::Free,
+            per_minute: None,
+            per_second: None,
+            created_at: Timestamp::now(),
+        };
+        let other = rusqlite::Connection::open(&path).unwrap();
+        other.execute_batch("BEGIN EXCLUSIVE").unwrap();
+        let writes: Vec<_> = (0..5)
+            .map(|i| {
+                let (store, o) = (store.clone(), org(&format!("Blocked {i}")));
+                tokio::spawn(async move { store.create_org(&o).await })
+            })
+            .collect();
+        for w in writes {
+            match w.await.unwrap() {
+                Err(StoreError::Unavailable(_)) => {}
+                other => panic!("expected Unavailable, got {other:?}"),
+            }
+        }
+        other.execute_batch("ROLLBACK").unwrap();
+        let o = org("After");
+        store.create_org(&o).await.unwrap();
+        assert!(store.get_org(&o.id).await.unwrap().is_some());
+    }
+
     /// Group commit (issue 16): 300 writes at once are committed in fewer
     /// transactions than writes; a write that fails (a duplicate e-mail) is
     /// refused alone and leaves nothing behind, and every other write of its

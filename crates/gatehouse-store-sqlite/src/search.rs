@@ -17,30 +17,22 @@ fn kind_code(kind: SearchKind) -> i64 {
 
 fn search_row(kind: SearchKind, r: &Row<'_>) -> rusqlite::Result<SearchRow> {
     let id: String = r.get(1)?;
-    let (name, other, a, b): (String, String, String, Option<String>) =
-        (r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?);
+    let at = |column| (kind.as_str(), column, id.as_str());
+    let (name, other): (String, String) = (r.get(2)?, r.get(3)?);
     let (text, attrs) = match kind {
-        SearchKind::Users => {
-            let role = decode_text(&a, ("users", "role", &id), |t| Role::parse(t).ok())?;
-            let status = decode_text(
-                b.as_deref().unwrap_or_default(),
-                ("users", "status", &id),
-                |t| UserStatus::parse(t).ok(),
-            )?;
-            (
-                search::user_text(&name, &other),
-                search::user_attrs(role, status),
-            )
-        }
-        SearchKind::Products => {
-            let status = decode_text(&a, ("products", "status", &id), |t| {
+        SearchKind::Users => (
+            search::user_text(&name, &other),
+            search::user_attrs(
+                decode(r, 4, at("role"), |t| Role::parse(t).ok())?,
+                decode(r, 5, at("status"), |t| UserStatus::parse(t).ok())?,
+            ),
+        ),
+        SearchKind::Products => (
+            search::product_text(&name, &other),
+            search::product_attrs(decode(r, 4, at("status"), |t| {
                 ProductStatus::parse(t).ok()
-            })?;
-            (
-                search::product_text(&name, &other),
-                search::product_attrs(status),
-            )
-        }
+            })?),
+        ),
     };
     Ok(SearchRow {
         created_at: r.get(0)?,
@@ -50,12 +42,33 @@ fn search_row(kind: SearchKind, r: &Row<'_>) -> rusqlite::Result<SearchRow> {
     })
 }
 
-fn decode_text<T>(
-    text: &str,
-    (table, column, row): (&str, &str, &str),
-    parse: impl Fn(&str) -> Option<T>,
-) -> rusqlite::Result<T> {
-    parse(text).ok_or_else(|| corrupt(table, column, row, text))
+/// The rows of `table` with these ids in the organization, in batches of
+/// 100. `+org_id`: the ids are looked up through their unique index; the
+/// organization's index would walk all its rows.
+fn by_ids<T>(
+    c: &Connection,
+    (table, cols): (&str, &str),
+    org: &OrgId,
+    ids: &[String],
+    map: fn(&Row<'_>) -> rusqlite::Result<T>,
+) -> StoreResult<Vec<T>> {
+    let mut out = Vec::with_capacity(ids.len());
+    for batch in ids.chunks(100) {
+        let mut stmt = c
+            .prepare_cached(&format!(
+                "SELECT {cols} FROM {table} WHERE +org_id = ? AND id IN ({})",
+                placeholders(batch.len())
+            ))
+            .map_err(db_err)?;
+        let params = std::iter::once(org.as_str()).chain(batch.iter().map(String::as_str));
+        let rows = stmt
+            .query_map(rusqlite::params_from_iter(params), map)
+            .map_err(db_err)?;
+        for row in rows {
+            out.push(row.map_err(db_err)?);
+        }
+    }
+    Ok(out)
 }
 
 /// `?, ?, …` for `n` parameters.
@@ -85,7 +98,7 @@ impl SearchStore for SqliteStore {
                          WHERE org_id = ?1 ORDER BY created_at DESC, id DESC"
                     }
                     SearchKind::Products => {
-                        "SELECT created_at, id, name, sku, status, NULL FROM products
+                        "SELECT created_at, id, name, sku, status FROM products
                          WHERE org_id = ?1 ORDER BY created_at DESC, id DESC"
                     }
                 };
@@ -139,54 +152,14 @@ impl SearchStore for SqliteStore {
     async fn users_by_ids(&self, org: &OrgId, ids: &[String]) -> StoreResult<Vec<User>> {
         let (org, ids) = (org.clone(), ids.to_vec());
         self.pool
-            .read_blocking(move |c| {
-                let mut out = Vec::with_capacity(ids.len());
-                for batch in ids.chunks(100) {
-                    // `+org_id`: look the ids up by their unique index; the
-                    // organization's index would walk all its rows.
-                    let mut stmt = c
-                        .prepare_cached(&format!(
-                            "SELECT {USER_COLS} FROM users WHERE +org_id = ? AND id IN ({})",
-                            placeholders(batch.len())
-                        ))
-                        .map_err(db_err)?;
-                    let params =
-                        std::iter::once(org.as_str()).chain(batch.iter().map(String::as_str));
-                    let rows = stmt
-                        .query_map(rusqlite::params_from_iter(params), user_row)
-                        .map_err(db_err)?;
-                    for row in rows {
-                        out.push(row.map_err(db_err)?);
-                    }
-                }
-                Ok(out)
-            })
+            .read_blocking(move |c| by_ids(c, ("users", USER_COLS), &org, &ids, user_row))
             .await
     }
 
     async fn products_by_ids(&self, org: &OrgId, ids: &[String]) -> StoreResult<Vec<Product>> {
         let (org, ids) = (org.clone(), ids.to_vec());
         self.pool
-            .read_blocking(move |c| {
-                let mut out = Vec::with_capacity(ids.len());
-                for batch in ids.chunks(100) {
-                    let mut stmt = c
-                        .prepare_cached(&format!(
-                            "SELECT {PRODUCT_COLS} FROM products WHERE +org_id = ? AND id IN ({})",
-                            placeholders(batch.len())
-                        ))
-                        .map_err(db_err)?;
-                    let params =
-                        std::iter::once(org.as_str()).chain(batch.iter().map(String::as_str));
-                    let rows = stmt
-                        .query_map(rusqlite::params_from_iter(params), product_row)
-                        .map_err(db_err)?;
-                    for row in rows {
-                        out.push(row.map_err(db_err)?);
-                    }
-                }
-                Ok(out)
-            })
+            .read_blocking(move |c| by_ids(c, ("products", PRODUCT_COLS), &org, &ids, product_row))
             .await
     }
 

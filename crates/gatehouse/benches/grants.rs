@@ -83,26 +83,7 @@ async fn main() {
         )
         .await
         .unwrap();
-    let secret = secrets::new_client_secret();
-    let app = ClientId::generate();
-    running
-        .store
-        .insert_client(
-            &org,
-            &NewClient {
-                id: app.clone(),
-                name: "bench".into(),
-                secret_hash: Some(secrets::hash_secret(&secret)),
-                scopes: ScopeSet::parse("users:read products:read").unwrap(),
-                redirect_uris: vec!["https://app.example/cb".into()],
-                post_logout_redirect_uris: vec![],
-                admin_approved: false,
-                owner: None,
-                created_at: Timestamp::now(),
-            },
-        )
-        .await
-        .unwrap();
+    let (app, secret) = bench_client(&running, &org, "users:read products:read").await;
     let verifier = "bench-verifier-0123456789-abcdefghijklmnopqrstuvwxyz";
     let params = AuthorizeParams {
         response_type: Some("code".into()),
@@ -309,26 +290,8 @@ async fn main() {
         created_at: Timestamp::now(),
     };
     running.store.create_org(&writes_org).await.unwrap();
-    let writer_secret = secrets::new_client_secret();
-    let writer = ClientId::generate();
-    running
-        .store
-        .insert_client(
-            &writes_org.id,
-            &NewClient {
-                id: writer.clone(),
-                name: "bench writer".into(),
-                secret_hash: Some(secrets::hash_secret(&writer_secret)),
-                scopes: ScopeSet::parse("users:write products:write").unwrap(),
-                redirect_uris: vec!["https://app.example/cb".into()],
-                post_logout_redirect_uris: vec![],
-                admin_approved: false,
-                owner: None,
-                created_at: Timestamp::now(),
-            },
-        )
-        .await
-        .unwrap();
+    let (writer, writer_secret) =
+        bench_client(&running, &writes_org.id, "users:write products:write").await;
     let token: serde_json::Value = client
         .post(format!("{base}/oauth/token"))
         .basic_auth(writer.to_string(), Some(&writer_secret))
@@ -378,6 +341,31 @@ async fn main() {
         println!("{label:<44} {rate:>10.0} req/s");
     }
     running.shutdown().await;
+}
+
+/// A confidential client of `org` with `scopes` and its redirect URI; its id and secret.
+async fn bench_client(running: &run::Running, org: &OrgId, scopes: &str) -> (ClientId, String) {
+    let secret = secrets::new_client_secret();
+    let id = ClientId::generate();
+    running
+        .store
+        .insert_client(
+            org,
+            &NewClient {
+                id: id.clone(),
+                name: "bench".into(),
+                secret_hash: Some(secrets::hash_secret(&secret)),
+                scopes: ScopeSet::parse(scopes).unwrap(),
+                redirect_uris: vec!["https://app.example/cb".into()],
+                post_logout_redirect_uris: vec![],
+                admin_approved: false,
+                owner: None,
+                created_at: Timestamp::now(),
+            },
+        )
+        .await
+        .unwrap();
+    (id, secret)
 }
 
 /// Reads the whole response, as a real client does: a response dropped
