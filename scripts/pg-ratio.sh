@@ -10,6 +10,7 @@
 #
 #   scripts/pg-ratio.sh                 # 3 rounds of 10 s per measurement
 #   ROUNDS=5 DURATION=5 scripts/pg-ratio.sh
+#   BIN=/tmp/gatehouse-before scripts/pg-ratio.sh   # a binary built earlier
 #
 # Needs wrk, initdb/pg_ctl/psql (Debian's postgresql); loopback only.
 set -euo pipefail
@@ -21,8 +22,11 @@ SQ_PORT=${SQ_PORT:-28081}
 PG_HTTP_PORT=${PG_HTTP_PORT:-28082}
 PG_PORT=${PG_PORT:-25433}
 
-CARGO_INCREMENTAL=0 cargo build --release -q -p gatehouse
-BIN=target/release/gatehouse
+# BIN=path measures an already built binary (e.g. an earlier commit's).
+if [ -z "${BIN:-}" ]; then
+  CARGO_INCREMENTAL=0 cargo build --release -q -p gatehouse
+  BIN=target/release/gatehouse
+fi
 WORK=$(mktemp -d)
 PIDS=()
 PG_DATA=

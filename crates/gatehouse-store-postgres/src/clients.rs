@@ -29,12 +29,7 @@ impl ClientStore for PgStore {
         })
     }
     async fn resolve_client(&self, id: &ClientId) -> StoreResult<Option<Client>> {
-        let row = query(&format!("SELECT {CLIENT_COLS} FROM clients WHERE id = $1"))
-            .bind(id.as_str())
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(db_err)?;
-        row.as_ref().map(client_row).transpose().map_err(db_err)
+        self.reads.clients.get_global(id.as_str()).await
     }
     async fn list_clients(&self, org: &OrgId) -> StoreResult<Vec<Client>> {
         let rows = query(&format!(

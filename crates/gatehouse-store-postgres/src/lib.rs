@@ -27,6 +27,7 @@
 
 mod api_keys;
 mod auth_state;
+mod batch;
 mod clients;
 mod grants;
 mod idempotency;
@@ -47,6 +48,7 @@ pub mod testing;
 mod usage;
 mod users;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -108,10 +110,33 @@ impl Default for PgOptions {
     }
 }
 
-/// The PostgreSQL backend. Cheap to clone (the pool is shared).
+/// The PostgreSQL backend. Cheap to clone (the pool and the batched point
+/// reads are shared).
 #[derive(Clone)]
 pub struct PgStore {
     pool: PgPool,
+    reads: Arc<Reads>,
+}
+
+/// The point reads of the request paths, batched ([`batch`]).
+struct Reads {
+    users: batch::PointReads<User>,
+    products: batch::PointReads<Product>,
+    clients: batch::PointReads<Client>,
+}
+
+impl Reads {
+    fn new(pool: &PgPool) -> Self {
+        Self {
+            users: batch::PointReads::new(pool.clone(), ("users", USER_COLS), user_row),
+            products: batch::PointReads::new(
+                pool.clone(),
+                ("products", rows::PRODUCT_COLS),
+                rows::product_row,
+            ),
+            clients: batch::PointReads::new(pool.clone(), ("clients", CLIENT_COLS), client_row),
+        }
+    }
 }
 
 impl PgStore {
@@ -139,7 +164,17 @@ impl PgStore {
             .idle_timeout(Some(Duration::from_secs(300)))
             .max_lifetime(Some(Duration::from_secs(1800)))
             .connect_lazy_with(connect);
-        Ok(Self { pool })
+        let reads = Arc::new(Reads::new(&pool));
+        Ok(Self { pool, reads })
+    }
+
+    /// Statements the batched point reads (users, products, clients) have
+    /// sent so far: the tests' check that reads arriving together share one.
+    #[cfg(feature = "testing")]
+    pub fn point_read_statements(&self) -> u64 {
+        self.reads.users.statements()
+            + self.reads.products.statements()
+            + self.reads.clients.statements()
     }
 
     /// Applies pending migrations (`gatehouse migrate`); [`PgStore::connect`]

@@ -17,7 +17,7 @@ impl ProductStore for PgStore {
         })
     }
     async fn get_product(&self, org: &OrgId, id: &ProductId) -> StoreResult<Option<Product>> {
-        read!(self, |c| get_product_tx(c, org, id, false).await)
+        self.reads.products.get(org, id.as_str()).await
     }
     async fn list_products(
         &self,

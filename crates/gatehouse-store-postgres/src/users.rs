@@ -36,7 +36,7 @@ impl UserStore for PgStore {
         })
     }
     async fn get_user(&self, org: &OrgId, id: &UserId) -> StoreResult<Option<User>> {
-        read!(self, |c| get_user_tx(c, org, id).await)
+        self.reads.users.get(org, id.as_str()).await
     }
     async fn operator_find_user(&self, id: &UserId) -> StoreResult<Option<User>> {
         let row = query(&format!("SELECT {USER_COLS} FROM users WHERE id = $1"))

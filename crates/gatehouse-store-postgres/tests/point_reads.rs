@@ -1,0 +1,150 @@
+//! Point reads arriving together share one statement (`batch.rs`, issue 16
+//! target 3), and sharing changes no answer: each read gets its own row, in
+//! its own organization only (D2), and a corrupt row fails only its readers.
+
+use gatehouse_domain::{
+    ClientId, Email, Name, NewProduct, NewUser, OrgId, Organization, Plan, Role, ScopeSet, Sku,
+    Timestamp, UserId, UserStatus,
+};
+use gatehouse_store::conformance::PlantRows;
+use gatehouse_store::prelude::*;
+use gatehouse_store::{NewClient, StoreError};
+use gatehouse_store_postgres::PgStore;
+use gatehouse_store_postgres::testing::fresh_store;
+
+async fn org(s: &PgStore) -> OrgId {
+    let o = Organization {
+        id: OrgId::generate(),
+        name: "Batch".into(),
+        plan: Plan::Pro,
+        per_minute: None,
+        per_second: None,
+        created_at: Timestamp::now(),
+    };
+    s.create_org(&o).await.unwrap();
+    o.id
+}
+
+async fn user(s: &PgStore, org: &OrgId, n: usize) -> UserId {
+    let u = NewUser {
+        id: UserId::generate(),
+        email: Email::parse(&format!("u{n}@example.com")).unwrap(),
+        name: Name::parse(&format!("User {n}")).unwrap(),
+        role: Role::Viewer,
+        status: UserStatus::Active,
+        password_hash: None,
+        created_at: Timestamp::now(),
+    };
+    s.insert_user(org, &u).await.unwrap().id
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn reads_arriving_together_share_statements_and_keep_their_own_answers() {
+    let Some(s) = fresh_store().await else { return };
+    let a = org(&s).await;
+    let b = org(&s).await;
+    let mut users_a = Vec::new();
+    for n in 0..20 {
+        users_a.push(user(&s, &a, n).await);
+    }
+    let user_b = user(&s, &b, 99).await;
+    let product = s
+        .insert_product(
+            &a,
+            &NewProduct {
+                name: Name::parse("Widget").unwrap(),
+                sku: Sku::parse("W-1").unwrap(),
+                price: 100,
+                stock: 3,
+                discontinued: false,
+            },
+            Timestamp::now(),
+        )
+        .await
+        .unwrap();
+    let client = s
+        .insert_client(
+            &a,
+            &NewClient {
+                id: ClientId::generate(),
+                name: "app".into(),
+                secret_hash: Some([7; 32]),
+                scopes: ScopeSet::parse("users:read").unwrap(),
+                redirect_uris: vec![],
+                admin_approved: false,
+                owner: None,
+                created_at: Timestamp::now(),
+                post_logout_redirect_uris: vec![],
+            },
+        )
+        .await
+        .unwrap();
+
+    // 20 users read under their organization, each twice; the same ids
+    // under the other organization; B's user under A; an unknown id.
+    let before = s.point_read_statements();
+    let mut reads = Vec::new();
+    for id in users_a.iter().chain(users_a.iter()) {
+        reads.push((a.clone(), id.clone(), true));
+        reads.push((b.clone(), id.clone(), false));
+    }
+    reads.push((a.clone(), user_b.clone(), false));
+    reads.push((b.clone(), user_b.clone(), true));
+    reads.push((a.clone(), UserId::generate(), false));
+    let answers =
+        futures_util::future::join_all(reads.iter().map(|(o, id, _)| s.get_user(o, id))).await;
+    for ((o, id, there), got) in reads.iter().zip(answers) {
+        let got = got.unwrap();
+        assert_eq!(
+            got.as_ref().map(|u| &u.id),
+            there.then_some(id),
+            "user {id} read in organization {o}"
+        );
+    }
+    let statements = s.point_read_statements() - before;
+    assert!(
+        statements > 0 && statements <= 3,
+        "{} reads sent {statements} statements",
+        reads.len()
+    );
+
+    // Products and clients, batched the same way: the right row or none.
+    let unknown = ClientId::generate();
+    let (p_a, p_b, c, c_none) = tokio::join!(
+        s.get_product(&a, &product.id),
+        s.get_product(&b, &product.id),
+        s.resolve_client(&client.id),
+        s.resolve_client(&unknown),
+    );
+    assert_eq!(p_a.unwrap().unwrap().id, product.id);
+    assert!(
+        p_b.unwrap().is_none(),
+        "a product is not read through another organization"
+    );
+    let c = c.unwrap().unwrap();
+    assert_eq!((c.id, c.org), (client.id, a.clone()));
+    assert!(c_none.unwrap().is_none());
+
+    // A corrupt row fails its own readers and nobody else in its batch.
+    let bad = &users_a[0];
+    s.plant(&format!(
+        "UPDATE users SET role = 'owner' WHERE id = '{bad}'"
+    ))
+    .await;
+    let answers = futures_util::future::join_all(users_a.iter().map(|id| s.get_user(&a, id))).await;
+    for (id, got) in users_a.iter().zip(answers) {
+        if id == bad {
+            match got {
+                Err(StoreError::Internal(why)) => {
+                    assert!(
+                        why.contains("users") && why.contains("role") && why.contains(bad.as_str()),
+                        "{why}"
+                    )
+                }
+                other => panic!("the corrupt row read as {other:?}"),
+            }
+        } else {
+            assert_eq!(got.unwrap().unwrap().id, *id);
+        }
+    }
+}
