@@ -18,7 +18,7 @@ impl App {
     ) -> AppResult<Listing<Product>> {
         // Issue 16: `q` and deep pages through the search index.
         if Self::searches(filter.q.is_some(), page) {
-            return self.search_products(org, filter, page).await;
+            return self.search_page::<Product>(org, filter, page).await;
         }
         self.store()
             .list_products(org, filter, page)
@@ -35,7 +35,9 @@ impl App {
         limit: u32,
     ) -> AppResult<Option<Vec<Product>>> {
         if filter.q.is_some() {
-            return self.search_products_after(org, filter, after, limit).await;
+            return self
+                .search_after::<Product>(org, filter, after, limit)
+                .await;
         }
         self.store()
             .list_products_after(org, filter, after, limit)

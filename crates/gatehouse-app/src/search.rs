@@ -130,7 +130,7 @@ impl SearchIndexes {
                         changes.changed.iter().map(|(_, id)| id.clone()).collect();
                     ids.sort_unstable();
                     ids.dedup();
-                    rows_by_ids(store, org, kind, &ids).await?
+                    index_rows(store, org, kind, &ids).await?
                 };
                 // On the blocking pool: taking the write lock waits for the
                 // scans in progress, which must not stall an async worker.
@@ -207,42 +207,128 @@ impl SearchIndexes {
     }
 }
 
-async fn rows_by_ids(
+/// What differs between the two searched lists: everything else of a
+/// search (the index, the catch-up, paging, reading the page's rows) is
+/// written once, below.
+pub(crate) trait Searched: Sized + Send + 'static {
+    type Filter;
+    type Id: Sync;
+    const KIND: SearchKind;
+    const RESOURCE: Resource;
+    /// The needles (`None`: nothing can match) and filter codes of `f`.
+    fn terms(f: &Self::Filter) -> (Needles, Filter);
+    fn has_q(f: &Self::Filter) -> bool;
+    fn id(&self) -> &str;
+    fn created_at(&self) -> Timestamp;
+    /// What the index holds of the row.
+    fn row(&self) -> search::SearchRow;
+    fn by_ids(
+        store: &dyn Store,
+        org: &OrgId,
+        ids: &[String],
+    ) -> impl Future<Output = StoreResult<Vec<Self>>> + Send;
+    fn get(
+        store: &dyn Store,
+        org: &OrgId,
+        id: &Self::Id,
+    ) -> impl Future<Output = StoreResult<Option<Self>>> + Send;
+}
+
+impl Searched for User {
+    type Filter = UserFilter;
+    type Id = UserId;
+    const KIND: SearchKind = SearchKind::Users;
+    const RESOURCE: Resource = Resource::User;
+    fn terms(f: &UserFilter) -> (Needles, Filter) {
+        let needles = f.q.as_ref().map_or(Some(Vec::new()), user_needles);
+        (needles, Filter(search::user_filter_codes(f.role, f.status)))
+    }
+    fn has_q(f: &UserFilter) -> bool {
+        f.q.is_some()
+    }
+    fn id(&self) -> &str {
+        self.id.as_str()
+    }
+    fn created_at(&self) -> Timestamp {
+        self.created_at
+    }
+    fn row(&self) -> search::SearchRow {
+        search::user_row(self)
+    }
+    async fn by_ids(store: &dyn Store, org: &OrgId, ids: &[String]) -> StoreResult<Vec<Self>> {
+        store.users_by_ids(org, ids).await
+    }
+    async fn get(store: &dyn Store, org: &OrgId, id: &UserId) -> StoreResult<Option<Self>> {
+        store.get_user(org, id).await
+    }
+}
+
+impl Searched for Product {
+    type Filter = ProductFilter;
+    type Id = ProductId;
+    const KIND: SearchKind = SearchKind::Products;
+    const RESOURCE: Resource = Resource::Product;
+    fn terms(f: &ProductFilter) -> (Needles, Filter) {
+        let needles = f.q.as_ref().map_or(Some(Vec::new()), product_needles);
+        (needles, Filter(search::product_filter_codes(f.status)))
+    }
+    fn has_q(f: &ProductFilter) -> bool {
+        f.q.is_some()
+    }
+    fn id(&self) -> &str {
+        self.id.as_str()
+    }
+    fn created_at(&self) -> Timestamp {
+        self.created_at
+    }
+    fn row(&self) -> search::SearchRow {
+        search::product_row(self)
+    }
+    async fn by_ids(store: &dyn Store, org: &OrgId, ids: &[String]) -> StoreResult<Vec<Self>> {
+        store.products_by_ids(org, ids).await
+    }
+    async fn get(store: &dyn Store, org: &OrgId, id: &ProductId) -> StoreResult<Option<Self>> {
+        store.get_product(org, id).await
+    }
+}
+
+/// The rows with these ids, in the order of `ids` (rows deleted since the
+/// search are left out); no query for none.
+async fn rows_in_order<T: Searched>(
+    store: &dyn Store,
+    org: &OrgId,
+    ids: &[String],
+) -> StoreResult<Vec<T>> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let rows = T::by_ids(store, org, ids).await?;
+    let mut by_id: HashMap<String, T> = rows.into_iter().map(|r| (r.id().to_owned(), r)).collect();
+    Ok(ids.iter().filter_map(|i| by_id.remove(i)).collect())
+}
+
+/// What the index holds of the rows with these ids (a catch-up).
+async fn index_rows(
     store: &dyn Store,
     org: &OrgId,
     kind: SearchKind,
     ids: &[String],
 ) -> StoreResult<Vec<search::SearchRow>> {
-    Ok(match kind {
-        SearchKind::Users => store
-            .users_by_ids(org, ids)
+    async fn rows<T: Searched>(
+        store: &dyn Store,
+        org: &OrgId,
+        ids: &[String],
+    ) -> StoreResult<Vec<search::SearchRow>> {
+        Ok(T::by_ids(store, org, ids)
             .await?
             .iter()
-            .map(search::user_row)
-            .collect(),
-        SearchKind::Products => store
-            .products_by_ids(org, ids)
-            .await?
-            .iter()
-            .map(search::product_row)
-            .collect(),
-    })
-}
-
-/// Puts `rows` in the order of `ids` (rows deleted since the search are left out).
-fn in_order<T>(ids: &[String], rows: Vec<T>, id: impl Fn(&T) -> &str) -> Vec<T> {
-    let mut by_id: HashMap<String, T> = rows.into_iter().map(|r| (id(&r).to_owned(), r)).collect();
-    ids.iter().filter_map(|i| by_id.remove(i)).collect()
-}
-
-fn user_filter(f: &UserFilter) -> (Needles, Filter) {
-    let needles = f.q.as_ref().map_or(Some(Vec::new()), user_needles);
-    (needles, Filter(search::user_filter_codes(f.role, f.status)))
-}
-
-fn product_filter(f: &ProductFilter) -> (Needles, Filter) {
-    let needles = f.q.as_ref().map_or(Some(Vec::new()), product_needles);
-    (needles, Filter(search::product_filter_codes(f.status)))
+            .map(T::row)
+            .collect())
+    }
+    match kind {
+        SearchKind::Users => rows::<User>(store, org, ids).await,
+        SearchKind::Products => rows::<Product>(store, org, ids).await,
+    }
 }
 
 impl App {
@@ -251,60 +337,51 @@ impl App {
         q || page.offset >= DEEP_OFFSET
     }
 
-    pub(crate) async fn search_users(
+    /// An offset page of `T`'s list through the index.
+    pub(crate) async fn search_page<T: Searched>(
         &self,
         org: &OrgId,
-        filter: &UserFilter,
+        filter: &T::Filter,
         page: Page,
-    ) -> AppResult<Listing<User>> {
-        let (needles, f) = user_filter(filter);
+    ) -> AppResult<Listing<T>> {
+        let (needles, f) = T::terms(filter);
         let hits: Hits = self
             .0
             .search
-            .with_index(
-                self.store(),
-                org,
-                SearchKind::Users,
-                filter.q.is_some(),
-                move |index| index.page(&needles, f, page.offset, page.limit),
-            )
+            .with_index(self.store(), org, T::KIND, T::has_q(filter), move |index| {
+                index.page(&needles, f, page.offset, page.limit)
+            })
             .await
-            .or_app(Resource::User)?;
-        let rows = self
-            .store()
-            .users_by_ids(org, &hits.ids)
-            .await
-            .or_app(Resource::User)?;
+            .or_app(T::RESOURCE)?;
         Ok(Listing {
-            items: in_order(&hits.ids, rows, |u| u.id.as_str()),
+            items: rows_in_order(self.store(), org, &hits.ids)
+                .await
+                .or_app(T::RESOURCE)?,
             total: hits.total,
         })
     }
 
-    pub(crate) async fn search_users_after(
+    /// A cursor page (D32) of `T`'s list with `q` through the index; `None`
+    /// when `after` is not in the list.
+    pub(crate) async fn search_after<T: Searched>(
         &self,
         org: &OrgId,
-        filter: &UserFilter,
-        after: Option<&UserId>,
+        filter: &T::Filter,
+        after: Option<&T::Id>,
         limit: u32,
-    ) -> AppResult<Option<Vec<User>>> {
+    ) -> AppResult<Option<Vec<T>>> {
         let key = match after {
             None => None,
-            Some(id) => match self
-                .store()
-                .get_user(org, id)
-                .await
-                .or_app(Resource::User)?
-            {
+            Some(id) => match T::get(self.store(), org, id).await.or_app(T::RESOURCE)? {
                 None => return Ok(None),
-                Some(u) => Some((u.created_at.millis(), id.as_str().to_owned())),
+                Some(row) => Some((row.created_at().millis(), row.id().to_owned())),
             },
         };
-        let (needles, f) = user_filter(filter);
+        let (needles, f) = T::terms(filter);
         let ids = self
             .0
             .search
-            .with_index(self.store(), org, SearchKind::Users, true, move |index| {
+            .with_index(self.store(), org, T::KIND, true, move |index| {
                 index.after(
                     &needles,
                     f,
@@ -313,90 +390,12 @@ impl App {
                 )
             })
             .await
-            .or_app(Resource::User)?;
-        let rows = self
-            .store()
-            .users_by_ids(org, &ids)
-            .await
-            .or_app(Resource::User)?;
-        Ok(Some(in_order(&ids, rows, |u| u.id.as_str())))
-    }
-
-    pub(crate) async fn search_products(
-        &self,
-        org: &OrgId,
-        filter: &ProductFilter,
-        page: Page,
-    ) -> AppResult<Listing<Product>> {
-        let (needles, f) = product_filter(filter);
-        let hits: Hits = self
-            .0
-            .search
-            .with_index(
-                self.store(),
-                org,
-                SearchKind::Products,
-                filter.q.is_some(),
-                move |index| index.page(&needles, f, page.offset, page.limit),
-            )
-            .await
-            .or_app(Resource::Product)?;
-        let rows = self
-            .store()
-            .products_by_ids(org, &hits.ids)
-            .await
-            .or_app(Resource::Product)?;
-        Ok(Listing {
-            items: in_order(&hits.ids, rows, |p| p.id.as_str()),
-            total: hits.total,
-        })
-    }
-
-    pub(crate) async fn search_products_after(
-        &self,
-        org: &OrgId,
-        filter: &ProductFilter,
-        after: Option<&ProductId>,
-        limit: u32,
-    ) -> AppResult<Option<Vec<Product>>> {
-        let key = match after {
-            None => None,
-            Some(id) => match self
-                .store()
-                .get_product(org, id)
+            .or_app(T::RESOURCE)?;
+        Ok(Some(
+            rows_in_order(self.store(), org, &ids)
                 .await
-                .or_app(Resource::Product)?
-            {
-                None => return Ok(None),
-                Some(p) => Some((p.created_at.millis(), id.as_str().to_owned())),
-            },
-        };
-        let (needles, f) = product_filter(filter);
-        let ids = self
-            .0
-            .search
-            .with_index(
-                self.store(),
-                org,
-                SearchKind::Products,
-                true,
-                move |index| {
-                    index.after(
-                        &needles,
-                        f,
-                        key.as_ref().map(|(at, id)| (*at, id.as_str())),
-                        limit,
-                    )
-                },
-            )
-            .await
-            .or_app(Resource::Product)?;
-        let rows = self
-            .store()
-            .products_by_ids(org, &ids)
-            .await
-            .or_app(Resource::Product)?;
-        Ok(Some(in_order(&ids, rows, |p| p.id.as_str())))
+                .or_app(T::RESOURCE)?,
+        ))
     }
 
     /// Housekeeping for the serving loop: drops idle indexes and the changes

@@ -21,7 +21,7 @@ impl App {
     ) -> AppResult<Listing<User>> {
         // Issue 16: `q` and deep pages through the search index.
         if Self::searches(filter.q.is_some(), page) {
-            return self.search_users(org, filter, page).await;
+            return self.search_page::<User>(org, filter, page).await;
         }
         self.store()
             .list_users(org, filter, page)
@@ -38,7 +38,7 @@ impl App {
         limit: u32,
     ) -> AppResult<Option<Vec<User>>> {
         if filter.q.is_some() {
-            return self.search_users_after(org, filter, after, limit).await;
+            return self.search_after::<User>(org, filter, after, limit).await;
         }
         self.store()
             .list_users_after(org, filter, after, limit)
