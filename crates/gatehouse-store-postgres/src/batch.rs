@@ -24,16 +24,25 @@
 //!
 //! Consistency is that of a read of its own: the statement is sent after
 //! every read in it was asked for, so each sees every write committed before
-//! it was asked (read-your-writes across nodes, D44). Each key carries its
-//! organization into the SQL join, so tenant isolation stays in the query
-//! (D2); a key without one is the client look-up of the token endpoint,
-//! whose ids are global. A row that cannot be decoded fails its own reads,
-//! not the batch's others; a statement that fails (the database down) fails
-//! every read in it with the same error, as each would have failed alone.
+//! it was asked (read-your-writes across nodes, D44). Tenant reads
+//! ([`Tenant`]: users, products) carry their organization into the SQL join,
+//! so tenant isolation stays in the query (D2); only the client look-up of
+//! the token endpoint is [`Global`], as client ids are, and the types keep
+//! the two apart. A row that cannot be decoded fails its own reads, not the
+//! batch's others; a statement that fails fails every read in it with the
+//! same error, as each would have failed alone.
+//!
+//! Waiting is bounded as the pool bounds it (D6: a 503, never a hang): a
+//! read still queued after the pool's acquire timeout is answered
+//! `Unavailable` instead of joining a batch, and when a statement fails
+//! because no connection could be had (the database away), the reads queued
+//! behind it fail with it rather than wait for a connection in turn.
 
 use std::collections::HashMap;
+use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use sqlx_postgres::{PgPool, PgRow};
 use tokio::sync::oneshot;
@@ -50,20 +59,44 @@ pub(crate) const IN_FLIGHT: usize = 1;
 /// Keys per statement at most.
 pub(crate) const MAX_BATCH: usize = 256;
 
-/// `(organization, id)`; `None` for the global client look-up.
+/// Reads of one organization's rows (users, products).
+pub(crate) struct Tenant;
+/// Reads by a globally unique id alone (the token endpoint's client).
+pub(crate) struct Global;
+
+/// How a kind of read joins its keys to its table.
+pub(crate) trait Scope {
+    const JOIN: &'static str;
+}
+impl Scope for Tenant {
+    const JOIN: &'static str = "t.id = k.i AND t.org_id = k.o";
+}
+impl Scope for Global {
+    const JOIN: &'static str = "t.id = k.i";
+}
+
+/// `(organization, id)`; `None` for a [`Global`] read.
 type Key = (Option<String>, String);
 type Answer<V> = StoreResult<Option<V>>;
-type Waiter<V> = (Key, oneshot::Sender<Answer<V>>);
+
+struct Waiter<V> {
+    key: Key,
+    asked: Instant,
+    tx: oneshot::Sender<Answer<V>>,
+}
 
 /// One kind of point read (users, products, clients), batched.
-pub(crate) struct PointReads<V> {
+pub(crate) struct PointReads<V, S> {
     inner: Arc<Inner<V>>,
+    scope: PhantomData<S>,
 }
 
 struct Inner<V> {
     pool: PgPool,
     sql: String,
     decode: fn(&PgRow) -> RowResult<V>,
+    /// How long a read may wait in the queue (the pool's acquire timeout).
+    wait: Duration,
     state: Mutex<State<V>>,
     /// Statements sent so far (the tests' measure of the sharing).
     statements: AtomicU64,
@@ -74,30 +107,35 @@ struct State<V> {
     running: usize,
 }
 
-impl<V: Clone + Send + 'static> PointReads<V> {
-    /// Reads of `table`'s rows as `decode` reads its first columns (`cols`).
+impl<V: Clone + Send + 'static, S: Scope> PointReads<V, S> {
+    /// Reads of `table`'s rows as `decode` reads its first columns (`cols`);
+    /// a read waits in the queue for `wait` at most.
     pub(crate) fn new(
         pool: PgPool,
         (table, cols): (&str, &str),
         decode: fn(&PgRow) -> RowResult<V>,
+        wait: Duration,
     ) -> Self {
         // The key as asked comes back as the last two columns, so answers
         // are matched to readers without trusting anything the row holds.
         let sql = format!(
             "SELECT {cols}, k.o, k.i FROM unnest($1::text[], $2::text[]) AS k(o, i) \
-             JOIN {table} t ON t.id = k.i AND (k.o IS NULL OR t.org_id = k.o)"
+             JOIN {table} t ON {}",
+            S::JOIN
         );
         Self {
             inner: Arc::new(Inner {
                 pool,
                 sql,
                 decode,
+                wait,
                 state: Mutex::new(State {
                     queue: Vec::new(),
                     running: 0,
                 }),
                 statements: AtomicU64::new(0),
             }),
+            scope: PhantomData,
         }
     }
 
@@ -107,31 +145,30 @@ impl<V: Clone + Send + 'static> PointReads<V> {
         self.inner.statements.load(Ordering::Relaxed)
     }
 
-    /// The row with this id in this organization.
-    pub(crate) async fn get(&self, org: &OrgId, id: &str) -> Answer<V> {
-        self.read((Some(org.as_str().to_owned()), id.to_owned()))
-            .await
-    }
-
-    /// The row with this id, whatever its organization (global ids only).
-    pub(crate) async fn get_global(&self, id: &str) -> Answer<V> {
-        self.read((None, id.to_owned())).await
-    }
-
     async fn read(&self, key: Key) -> Answer<V> {
         let (tx, rx) = oneshot::channel();
         let start = {
             let mut state = self.inner.lock();
-            state.queue.push((key, tx));
+            state.queue.push(Waiter {
+                key,
+                asked: Instant::now(),
+                tx,
+            });
             if state.running < IN_FLIGHT {
                 state.running += 1;
-                Some(state.take())
+                // The slot is owned from here: were the task never to run
+                // (a runtime shutting down), dropping it frees the slot.
+                let slot = Running {
+                    inner: Arc::clone(&self.inner),
+                    ended: false,
+                };
+                Some((slot, state.take(self.inner.wait)))
             } else {
                 None
             }
         };
-        if let Some(batch) = start {
-            tokio::spawn(Arc::clone(&self.inner).run(batch));
+        if let Some((slot, batch)) = start {
+            tokio::spawn(slot.run(batch));
         }
         rx.await.unwrap_or_else(|_| {
             Err(StoreError::Unavailable(
@@ -141,45 +178,108 @@ impl<V: Clone + Send + 'static> PointReads<V> {
     }
 }
 
+impl<V: Clone + Send + 'static> PointReads<V, Tenant> {
+    /// The row with this id in this organization.
+    pub(crate) async fn get(&self, org: &OrgId, id: &str) -> Answer<V> {
+        self.read((Some(org.as_str().to_owned()), id.to_owned()))
+            .await
+    }
+}
+
+impl<V: Clone + Send + 'static> PointReads<V, Global> {
+    /// The row with this id, whatever its organization.
+    pub(crate) async fn get(&self, id: &str) -> Answer<V> {
+        self.read((None, id.to_owned())).await
+    }
+}
+
 impl<V> State<V> {
-    fn take(&mut self) -> Vec<Waiter<V>> {
-        if self.queue.len() <= MAX_BATCH {
-            std::mem::take(&mut self.queue)
-        } else {
-            self.queue.drain(..MAX_BATCH).collect()
+    /// The next batch: up to [`MAX_BATCH`] of the queued reads, oldest
+    /// first. Reads that have waited longer than `wait` are answered
+    /// `Unavailable` instead, as a pool checkout would have been.
+    fn take(&mut self, wait: Duration) -> Vec<Waiter<V>> {
+        let now = Instant::now();
+        let mut batch = Vec::with_capacity(self.queue.len().min(MAX_BATCH));
+        let mut rest = Vec::new();
+        for w in self.queue.drain(..) {
+            if now.duration_since(w.asked) > wait {
+                let _ = w.tx.send(Err(StoreError::Unavailable(
+                    "timed out waiting for the database".into(),
+                )));
+            } else if batch.len() < MAX_BATCH {
+                batch.push(w);
+            } else {
+                rest.push(w);
+            }
+        }
+        self.queue = rest;
+        batch
+    }
+
+    /// Answers every queued read with `e`.
+    fn fail_all(&mut self, e: &StoreError) {
+        for w in self.queue.drain(..) {
+            let _ = w.tx.send(Err(same_error(e)));
         }
     }
 }
 
-impl<V: Clone + Send + 'static> Inner<V> {
+impl<V> Inner<V> {
     fn lock(&self) -> std::sync::MutexGuard<'_, State<V>> {
         // The lock guards a queue and a counter, never left half-changed.
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
+}
 
+/// A running batch's slot, taken in [`PointReads::read`] under the lock.
+/// Should the task stop before it hands the slot back (a panic, its runtime
+/// shutting down, never being polled), dropping it frees the slot and the
+/// queued reads are answered `Unavailable` (their senders dropped), so no
+/// later read waits behind a batch that will never finish.
+struct Running<V> {
+    inner: Arc<Inner<V>>,
+    ended: bool,
+}
+
+impl<V: Clone + Send + 'static> Running<V> {
     /// Answers `batch`, then every batch queued meanwhile, until the queue
     /// is empty.
-    async fn run(self: Arc<Self>, mut batch: Vec<Waiter<V>>) {
-        let mut running = Running {
-            inner: &self,
-            ended: false,
-        };
+    async fn run(mut self, mut batch: Vec<Waiter<V>>) {
         loop {
-            self.answer(batch).await;
-            let mut state = self.lock();
-            if state.queue.is_empty() {
+            let outage = self.inner.answer(batch).await;
+            let mut state = self.inner.lock();
+            if let Some(e) = outage {
+                // No connection could be had for a whole acquire timeout:
+                // the reads queued meanwhile would wait as long again.
+                state.fail_all(&e);
+            }
+            batch = state.take(self.inner.wait);
+            if batch.is_empty() {
                 // In the same lock as the check: a read queued after it
                 // finds a free slot and starts its own batch.
                 state.running -= 1;
-                running.ended = true;
+                self.ended = true;
                 return;
             }
-            batch = state.take();
         }
     }
+}
 
-    async fn answer(&self, batch: Vec<Waiter<V>>) {
-        let mut keys: Vec<&Key> = batch.iter().map(|(k, _)| k).collect();
+impl<V> Drop for Running<V> {
+    fn drop(&mut self) {
+        if !self.ended {
+            let mut state = self.inner.lock();
+            state.running -= 1;
+            state.queue.clear();
+        }
+    }
+}
+
+impl<V: Clone> Inner<V> {
+    /// Sends one statement for `batch` and answers its reads; returns the
+    /// error when no connection could be had (the pool timed out).
+    async fn answer(&self, batch: Vec<Waiter<V>>) -> Option<StoreError> {
+        let mut keys: Vec<&Key> = batch.iter().map(|w| &w.key).collect();
         keys.sort_unstable();
         keys.dedup();
         let (orgs, ids): (Vec<Option<&str>>, Vec<&str>) =
@@ -193,11 +293,15 @@ impl<V: Clone + Send + 'static> Inner<V> {
         let rows = match rows {
             Ok(rows) => rows,
             Err(e) => {
+                let outage = matches!(
+                    e,
+                    sqlx_core::Error::PoolTimedOut | sqlx_core::Error::PoolClosed
+                );
                 let e = db_err(e);
-                for (_, tx) in batch {
-                    let _ = tx.send(Err(same_error(&e)));
+                for w in batch {
+                    let _ = w.tx.send(Err(same_error(&e)));
                 }
-                return;
+                return outage.then_some(e);
             }
         };
         // The asked key is the last two columns; the row's own are before.
@@ -213,44 +317,22 @@ impl<V: Clone + Send + 'static> Inner<V> {
                 }
                 Err(e) => {
                     let e = db_err(e);
-                    for (_, tx) in batch {
-                        let _ = tx.send(Err(same_error(&e)));
+                    for w in batch {
+                        let _ = w.tx.send(Err(same_error(&e)));
                     }
-                    return;
+                    return None;
                 }
             }
         }
-        for (key, tx) in batch {
-            let answer = match found.get(&key) {
+        for w in batch {
+            let answer = match found.get(&w.key) {
                 None => Ok(None),
                 Some(Ok(v)) => Ok(Some(v.clone())),
                 Some(Err(e)) => Err(same_error(e)),
             };
-            let _ = tx.send(answer);
+            let _ = w.tx.send(answer);
         }
-    }
-}
-
-/// A running batch's slot. Should the task stop before the queue is empty
-/// (its runtime shutting down, a panic), the slot is freed and the queued
-/// reads are answered `Unavailable` (their senders dropped), so no later
-/// read waits behind a batch that will never finish.
-struct Running<'a, V> {
-    inner: &'a Inner<V>,
-    ended: bool,
-}
-
-impl<V> Drop for Running<'_, V> {
-    fn drop(&mut self) {
-        if !self.ended {
-            let mut state = self
-                .inner
-                .state
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            state.running -= 1;
-            state.queue.clear();
-        }
+        None
     }
 }
 

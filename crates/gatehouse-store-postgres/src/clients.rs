@@ -29,7 +29,7 @@ impl ClientStore for PgStore {
         })
     }
     async fn resolve_client(&self, id: &ClientId) -> StoreResult<Option<Client>> {
-        self.reads.clients.get_global(id.as_str()).await
+        self.reads.clients.get(id.as_str()).await
     }
     async fn list_clients(&self, org: &OrgId) -> StoreResult<Vec<Client>> {
         let rows = query(&format!(

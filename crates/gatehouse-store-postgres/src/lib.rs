@@ -120,21 +120,27 @@ pub struct PgStore {
 
 /// The point reads of the request paths, batched ([`batch`]).
 struct Reads {
-    users: batch::PointReads<User>,
-    products: batch::PointReads<Product>,
-    clients: batch::PointReads<Client>,
+    users: batch::PointReads<User, batch::Tenant>,
+    products: batch::PointReads<Product, batch::Tenant>,
+    clients: batch::PointReads<Client, batch::Global>,
 }
 
 impl Reads {
-    fn new(pool: &PgPool) -> Self {
+    fn new(pool: &PgPool, wait: Duration) -> Self {
         Self {
-            users: batch::PointReads::new(pool.clone(), ("users", USER_COLS), user_row),
+            users: batch::PointReads::new(pool.clone(), ("users", USER_COLS), user_row, wait),
             products: batch::PointReads::new(
                 pool.clone(),
                 ("products", rows::PRODUCT_COLS),
                 rows::product_row,
+                wait,
             ),
-            clients: batch::PointReads::new(pool.clone(), ("clients", CLIENT_COLS), client_row),
+            clients: batch::PointReads::new(
+                pool.clone(),
+                ("clients", CLIENT_COLS),
+                client_row,
+                wait,
+            ),
         }
     }
 }
@@ -164,7 +170,7 @@ impl PgStore {
             .idle_timeout(Some(Duration::from_secs(300)))
             .max_lifetime(Some(Duration::from_secs(1800)))
             .connect_lazy_with(connect);
-        let reads = Arc::new(Reads::new(&pool));
+        let reads = Arc::new(Reads::new(&pool, options.acquire_timeout));
         Ok(Self { pool, reads })
     }
 

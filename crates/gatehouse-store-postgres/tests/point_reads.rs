@@ -41,6 +41,13 @@ async fn user(s: &PgStore, org: &OrgId, n: usize) -> UserId {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn reads_arriving_together_share_statements_and_keep_their_own_answers() {
     let Some(s) = fresh_store().await else { return };
+    // A read stranded in the queue would hang: fail instead.
+    tokio::time::timeout(std::time::Duration::from_secs(60), reads(s))
+        .await
+        .expect("every batched read was answered within a minute");
+}
+
+async fn reads(s: PgStore) {
     let a = org(&s).await;
     let b = org(&s).await;
     let mut users_a = Vec::new();
@@ -125,13 +132,21 @@ async fn reads_arriving_together_share_statements_and_keep_their_own_answers() {
     assert_eq!((c.id, c.org), (client.id, a.clone()));
     assert!(c_none.unwrap().is_none());
 
-    // A corrupt row fails its own readers and nobody else in its batch.
-    let bad = &users_a[0];
+    // A corrupt row fails its own readers and nobody else in its batch: the
+    // first read starts a statement alone, the other 19, the corrupt one in
+    // their middle, share the next.
+    let bad = &users_a[10];
     s.plant(&format!(
         "UPDATE users SET role = 'owner' WHERE id = '{bad}'"
     ))
     .await;
+    let before = s.point_read_statements();
     let answers = futures_util::future::join_all(users_a.iter().map(|id| s.get_user(&a, id))).await;
+    assert_eq!(
+        s.point_read_statements() - before,
+        2,
+        "the corrupt row was read in a statement shared with others"
+    );
     for (id, got) in users_a.iter().zip(answers) {
         if id == bad {
             match got {
