@@ -218,9 +218,7 @@ impl<V> State<V> {
 
     /// Answers every queued read with `e`.
     fn fail_all(&mut self, e: &StoreError) {
-        for w in self.queue.drain(..) {
-            let _ = w.tx.send(Err(same_error(e)));
-        }
+        fail(self.queue.drain(..), e);
     }
 }
 
@@ -298,9 +296,7 @@ impl<V: Clone> Inner<V> {
                     sqlx_core::Error::PoolTimedOut | sqlx_core::Error::PoolClosed
                 );
                 let e = db_err(e);
-                for w in batch {
-                    let _ = w.tx.send(Err(same_error(&e)));
-                }
+                fail(batch, &e);
                 return outage.then_some(e);
             }
         };
@@ -316,10 +312,7 @@ impl<V: Clone> Inner<V> {
                     found.insert(key, (self.decode)(row).map_err(db_err));
                 }
                 Err(e) => {
-                    let e = db_err(e);
-                    for w in batch {
-                        let _ = w.tx.send(Err(same_error(&e)));
-                    }
+                    fail(batch, &db_err(e));
                     return None;
                 }
             }
@@ -328,7 +321,7 @@ impl<V: Clone> Inner<V> {
             let answer = match found.get(&w.key) {
                 None => Ok(None),
                 Some(Ok(v)) => Ok(Some(v.clone())),
-                Some(Err(e)) => Err(same_error(e)),
+                Some(Err(e)) => Err(e.clone()),
             };
             let _ = w.tx.send(answer);
         }
@@ -336,11 +329,54 @@ impl<V: Clone> Inner<V> {
     }
 }
 
-/// The error a failed statement gives each read batched in it.
-fn same_error(e: &StoreError) -> StoreError {
-    match e {
-        StoreError::Unavailable(why) => StoreError::Unavailable(why.clone()),
-        StoreError::Internal(why) => StoreError::Internal(why.clone()),
-        other => StoreError::Internal(other.to_string()),
+/// Answers each of `waiters` with `e`, as each would have failed alone.
+fn fail<V>(waiters: impl IntoIterator<Item = Waiter<V>>, e: &StoreError) {
+    for w in waiters {
+        let _ = w.tx.send(Err(e.clone()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn waiter(id: &str, age: Duration) -> (Waiter<u8>, oneshot::Receiver<Answer<u8>>) {
+        let (tx, rx) = oneshot::channel();
+        let asked = Instant::now().checked_sub(age).expect("a clock past boot");
+        let key = (None, id.to_owned());
+        (Waiter { key, asked, tx }, rx)
+    }
+
+    /// A read queued longer than the wait is answered 503 instead of joining
+    /// the batch (D6: the bound a pool checkout had); the rest go oldest
+    /// first, at most MAX_BATCH at once, the others staying queued.
+    #[test]
+    fn take_sheds_reads_queued_too_long_and_caps_the_batch() {
+        let wait = Duration::from_secs(2);
+        let (old, mut old_rx) = waiter("old", Duration::from_secs(3));
+        let mut state = State {
+            queue: vec![old],
+            running: 1,
+        };
+        let mut fresh = Vec::new();
+        for n in 0..MAX_BATCH + 5 {
+            let (w, rx) = waiter(&format!("r{n}"), Duration::ZERO);
+            state.queue.push(w);
+            fresh.push(rx);
+        }
+        let batch = state.take(wait);
+        assert!(matches!(
+            old_rx.try_recv(),
+            Ok(Err(StoreError::Unavailable(_)))
+        ));
+        let ids: Vec<&str> = batch.iter().map(|w| w.key.1.as_str()).collect();
+        assert_eq!(ids.len(), MAX_BATCH);
+        assert_eq!((ids[0], ids[MAX_BATCH - 1]), ("r0", "r255"));
+        let left: Vec<&str> = state.queue.iter().map(|w| w.key.1.as_str()).collect();
+        assert_eq!(left, ["r256", "r257", "r258", "r259", "r260"]);
+        assert!(
+            fresh.iter_mut().all(|rx| rx.try_recv().is_err()),
+            "nobody else answered"
+        );
     }
 }

@@ -56,7 +56,7 @@ impl ProductStore for PgStore {
         now: Timestamp,
     ) -> StoreResult<Product> {
         write_tx!(self, |tx| {
-            let current = get_product_tx(&mut tx, org, id, true)
+            let current = lock_product(&mut tx, org, id)
                 .await?
                 .ok_or(StoreError::NotFound)?;
             let (next, changed) = product::apply_patch(&current, patch, now)?;
@@ -97,16 +97,15 @@ impl ProductStore for PgStore {
     }
 }
 
-pub(crate) async fn get_product_tx(
+/// The product, locked for the rest of the transaction (`FOR UPDATE`).
+async fn lock_product(
     c: &mut PgConnection,
     org: &OrgId,
     id: &ProductId,
-    lock: bool,
 ) -> TxResult<Option<Product>> {
     let row = query(&format!(
-        "SELECT {} FROM products WHERE id = $1 AND org_id = $2{}",
+        "SELECT {} FROM products WHERE id = $1 AND org_id = $2 FOR UPDATE",
         rows::PRODUCT_COLS,
-        if lock { " FOR UPDATE" } else { "" }
     ))
     .bind(id.as_str())
     .bind(org.as_str())

@@ -5,53 +5,18 @@
 use std::collections::HashSet;
 
 use gatehouse_domain::{
-    ChainId, ClientId, DomainError, Email, Name, NewUser, OrgId, Organization, Page, Plan, Role,
-    ScopeSet, Timestamp, UserId, UserPatch, UserStatus,
+    ChainId, DomainError, OrgId, Page, Role, ScopeSet, Timestamp, UserPatch, UserStatus,
 };
 use gatehouse_store::prelude::*;
 use gatehouse_store::{
-    AuthCode, NewClient, NewLink, OutboundEmail, Redeemed, RefreshChain, RefreshToken,
-    RevocationKind, Rotated, StoreError, UserFilter,
+    AuthCode, NewLink, OutboundEmail, Redeemed, RefreshChain, RefreshToken, RevocationKind,
+    Rotated, StoreError, UserFilter,
 };
 use gatehouse_store_postgres::PgStore;
 use gatehouse_store_postgres::testing::{fresh_database_url, fresh_store};
 
-fn org() -> Organization {
-    Organization {
-        id: OrgId::generate(),
-        name: "Race".into(),
-        plan: Plan::Pro,
-        per_minute: None,
-        per_second: None,
-        created_at: Timestamp::now(),
-    }
-}
-
-fn user(email: &str, role: Role) -> NewUser {
-    NewUser {
-        id: UserId::generate(),
-        email: Email::parse(email).unwrap(),
-        name: Name::parse("Racer").unwrap(),
-        role,
-        status: UserStatus::Active,
-        password_hash: Some("$argon2id$test".into()),
-        created_at: Timestamp::now(),
-    }
-}
-
-fn client() -> NewClient {
-    NewClient {
-        id: ClientId::generate(),
-        name: "app".into(),
-        secret_hash: Some([7; 32]),
-        scopes: ScopeSet::parse("users:read").unwrap(),
-        redirect_uris: vec!["https://app.example.com/cb".into()],
-        admin_approved: false,
-        owner: None,
-        created_at: Timestamp::now(),
-        post_logout_redirect_uris: vec![],
-    }
-}
+mod common;
+use common::{client, org, user};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn last_admin_survives_concurrent_demotions() {

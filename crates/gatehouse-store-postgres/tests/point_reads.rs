@@ -2,39 +2,25 @@
 //! target 3), and sharing changes no answer: each read gets its own row, in
 //! its own organization only (D2), and a corrupt row fails only its readers.
 
-use gatehouse_domain::{
-    ClientId, Email, Name, NewProduct, NewUser, OrgId, Organization, Plan, Role, ScopeSet, Sku,
-    Timestamp, UserId, UserStatus,
-};
+use std::time::{Duration, Instant};
+
+use gatehouse_domain::{ClientId, Name, NewProduct, OrgId, Role, Sku, Timestamp, UserId};
 use gatehouse_store::conformance::PlantRows;
 use gatehouse_store::prelude::*;
 use gatehouse_store::{NewClient, StoreError};
-use gatehouse_store_postgres::PgStore;
-use gatehouse_store_postgres::testing::fresh_store;
+use gatehouse_store_postgres::testing::{StoppableCluster, fresh_store};
+use gatehouse_store_postgres::{PgOptions, PgStore};
 
-async fn org(s: &PgStore) -> OrgId {
-    let o = Organization {
-        id: OrgId::generate(),
-        name: "Batch".into(),
-        plan: Plan::Pro,
-        per_minute: None,
-        per_second: None,
-        created_at: Timestamp::now(),
-    };
+mod common;
+
+async fn new_org(s: &PgStore) -> OrgId {
+    let o = common::org();
     s.create_org(&o).await.unwrap();
     o.id
 }
 
-async fn user(s: &PgStore, org: &OrgId, n: usize) -> UserId {
-    let u = NewUser {
-        id: UserId::generate(),
-        email: Email::parse(&format!("u{n}@example.com")).unwrap(),
-        name: Name::parse(&format!("User {n}")).unwrap(),
-        role: Role::Viewer,
-        status: UserStatus::Active,
-        password_hash: None,
-        created_at: Timestamp::now(),
-    };
+async fn new_user(s: &PgStore, org: &OrgId, n: usize) -> UserId {
+    let u = common::user(&format!("u{n}@example.com"), Role::Viewer);
     s.insert_user(org, &u).await.unwrap().id
 }
 
@@ -48,13 +34,13 @@ async fn reads_arriving_together_share_statements_and_keep_their_own_answers() {
 }
 
 async fn reads(s: PgStore) {
-    let a = org(&s).await;
-    let b = org(&s).await;
+    let a = new_org(&s).await;
+    let b = new_org(&s).await;
     let mut users_a = Vec::new();
     for n in 0..20 {
-        users_a.push(user(&s, &a, n).await);
+        users_a.push(new_user(&s, &a, n).await);
     }
-    let user_b = user(&s, &b, 99).await;
+    let user_b = new_user(&s, &b, 99).await;
     let product = s
         .insert_product(
             &a,
@@ -73,15 +59,8 @@ async fn reads(s: PgStore) {
         .insert_client(
             &a,
             &NewClient {
-                id: ClientId::generate(),
-                name: "app".into(),
-                secret_hash: Some([7; 32]),
-                scopes: ScopeSet::parse("users:read").unwrap(),
                 redirect_uris: vec![],
-                admin_approved: false,
-                owner: None,
-                created_at: Timestamp::now(),
-                post_logout_redirect_uris: vec![],
+                ..common::client()
             },
         )
         .await
@@ -161,5 +140,64 @@ async fn reads(s: PgStore) {
         } else {
             assert_eq!(got.unwrap().unwrap().id, *id);
         }
+    }
+}
+
+/// D6 during an outage: reads queued behind a statement that found no
+/// connection for a whole acquire timeout fail with it (503), rather than
+/// wait for a connection in turn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn reads_queued_in_an_outage_fail_with_the_statement_ahead_of_them() {
+    let Some(mut cluster) = StoppableCluster::start() else {
+        return;
+    };
+    let url = cluster.create_database("outage").await;
+    let wait = Duration::from_secs(1);
+    let s = PgStore::connect_with(
+        &url,
+        PgOptions {
+            max_connections: 1,
+            acquire_timeout: wait,
+        },
+    )
+    .await
+    .unwrap();
+    let o = new_org(&s).await;
+    let id = new_user(&s, &o, 1).await;
+    cluster.stop_fast();
+    // The one pooled connection is dead: the first read finds that out
+    // (503) and the pool drops it; from then on no connection can be had.
+    assert!(matches!(
+        s.get_user(&o, &id).await,
+        Err(StoreError::Unavailable(_))
+    ));
+
+    let began = Instant::now();
+    let first = tokio::spawn({
+        let (s, o, id) = (s.clone(), o.clone(), id.clone());
+        async move { s.get_user(&o, &id).await }
+    });
+    // While that statement waits for a connection, more reads queue.
+    tokio::time::sleep(wait / 4).await;
+    let queued = futures_util::future::join_all((0..10).map(|_| async {
+        let answer = s.get_user(&o, &id).await;
+        (answer, began.elapsed())
+    }))
+    .await;
+    assert!(matches!(
+        first.await.unwrap(),
+        Err(StoreError::Unavailable(_))
+    ));
+    for (answer, after) in queued {
+        assert!(
+            matches!(answer, Err(StoreError::Unavailable(_))),
+            "a queued read during the outage answered {answer:?}"
+        );
+        // One acquire timeout (the statement ahead), not two (its own too).
+        assert!(
+            after < wait * 2,
+            "a queued read was answered {after:?} after the outage's first read, \
+             the acquire timeout being {wait:?}"
+        );
     }
 }

@@ -77,7 +77,7 @@ use async_trait::async_trait;
 use gatehouse_domain::{DomainError, OrgId};
 
 /// What can go wrong in storage.
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, thiserror::Error)]
 pub enum StoreError {
     /// No such record in this organization.
     #[error("not found")]
