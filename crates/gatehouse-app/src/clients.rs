@@ -2,9 +2,7 @@
 //! operator's approval of `admin`.
 
 use gatehouse_auth::secrets;
-use gatehouse_domain::{
-    Client, ClientId, DomainError, Name, OrgId, RedirectUri, ScopeSet, Timestamp, UserId,
-};
+use gatehouse_domain::{Client, ClientId, Name, OrgId, RedirectUri, ScopeSet, Timestamp, UserId};
 use gatehouse_store::{ClientChanges, NewClient};
 
 use crate::App;
@@ -33,6 +31,9 @@ pub struct ClientUpdate {
     pub redirect_uris: Option<Vec<RedirectUri>>,
     pub post_logout_redirect_uris: Option<Vec<RedirectUri>>,
     pub scopes: Option<ScopeSet>,
+    /// D46 (revised): move it to this user (an active user of its
+    /// organization).
+    pub owner: Option<UserId>,
 }
 
 /// A registered client and its secret, shown only now.
@@ -101,12 +102,9 @@ impl App {
         id: &ClientId,
         grace_secs: u64,
     ) -> AppResult<RotatedSecret> {
+        // Whether it has a secret to rotate, and whether a grace is allowed
+        // (D46 revised), is `client::check_rotation`'s, in the transaction.
         let c = self.find_client(id).await?;
-        if c.is_public() {
-            return Err(AppError::Rule(DomainError::InvalidStateTransition(
-                format!("{id} is a public client: it has no secret"),
-            )));
-        }
         let secret = secrets::new_client_secret();
         let until = (grace_secs > 0)
             .then(|| Timestamp::now().plus_seconds(grace_secs.min(i64::MAX as u64 / 2000) as i64));
@@ -192,6 +190,7 @@ impl App {
                 .post_logout_redirect_uris
                 .map(|v| v.into_iter().map(RedirectUri::into_string).collect()),
             scopes: update.scopes,
+            owner: update.owner,
         };
         let now = Timestamp::now();
         let client = self
@@ -199,8 +198,11 @@ impl App {
             .update_client(org, id, &changes, now)
             .await
             .or_app(Resource::Client)?;
-        if !old.scopes.is_subset(client.scopes) {
-            self.note_client_revoked(id, now);
+        if !old.scopes.is_subset(client.scopes) || old.suspension != client.suspension {
+            // The revocations the change wrote (D46 revised: the tokens
+            // carrying a removed scope; those of a newly suspended
+            // application) hold on this node from the next request.
+            self.sync_revocations().await?;
         }
         Ok(client)
     }

@@ -119,6 +119,16 @@ impl App {
         }
     }
 
+    /// Pulls the revocations written since this node last looked into its
+    /// in-memory set, so the next request sees what a change just wrote in
+    /// its transaction, whatever it wrote (D46 revised).
+    async fn sync_revocations(&self) -> AppResult<()> {
+        if let Some(auth) = &self.0.auth {
+            auth.sync_revocations().await.or_app(Resource::Storage)?;
+        }
+        Ok(())
+    }
+
     /// `/readyz` (D42): storage answers.
     pub async fn ready(&self) -> AppResult<()> {
         self.store().ping().await.or_app(Resource::Storage)

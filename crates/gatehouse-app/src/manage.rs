@@ -80,13 +80,23 @@ impl App {
     /// The management rights of a verified credential (D46): a person's
     /// reach comes from their role as it is now, not as it was when the
     /// token was issued.
+    ///
+    /// D46 (revised): what a credential creates belongs to its owner: an
+    /// API key's `owner_id`, or the `owner_id` of the application a
+    /// client-credentials token was issued to.
     pub async fn manager(&self, caller: &Caller) -> AppResult<Manager> {
-        match caller.user() {
-            None => Ok(Manager::credential(caller.scopes())),
-            Some(user) => {
-                let person = self.get_user(caller.org(), user).await?;
-                Ok(Manager::person(caller.scopes(), person.id, person.role))
-            }
+        match caller {
+            Caller::Token(c) => match &c.user {
+                Some(user) => {
+                    let person = self.get_user(&c.org, user).await?;
+                    Ok(Manager::person(c.scopes, person.id, person.role))
+                }
+                None => {
+                    let app = self.client(&c.org, &c.client_id).await?;
+                    Ok(Manager::credential(c.scopes, app.owner))
+                }
+            },
+            Caller::ApiKey(k) => Ok(Manager::credential(k.scopes, k.owner.clone())),
         }
     }
 
@@ -105,11 +115,15 @@ impl App {
     }
 
     /// The applications the caller reaches, oldest first, one page.
+    ///
+    /// `suspended` keeps only the suspended applications (`true`) or only
+    /// the others (`false`, D46 revised).
     pub async fn list_applications(
         &self,
         m: &Manager,
         org: &OrgId,
         kind: Option<ApplicationType>,
+        suspended: Option<bool>,
         page: Page,
     ) -> AppResult<Listing<Client>> {
         let all: Vec<Client> = self
@@ -120,6 +134,7 @@ impl App {
             .into_iter()
             .filter(|c| m.reaches(c.owner.as_ref()))
             .filter(|c| kind.is_none_or(|k| ApplicationType::of(c) == k))
+            .filter(|c| suspended.is_none_or(|s| c.suspended_reason().is_some() == s))
             .collect();
         Ok(page_of(&all, page))
     }
@@ -140,7 +155,9 @@ impl App {
     /// Changes an application (D46): the name and post-logout URIs need only
     /// `applications:write`; redirect URIs and scopes need every scope the
     /// application is registered for (and `admin` when approved), and a new
-    /// scope set nothing the caller lacks.
+    /// scope set nothing the caller lacks. D46 (revised): only an admin or
+    /// an organization-wide credential moves it to another owner, an active
+    /// user of the organization (another organization's is 404).
     pub async fn update_application(
         &self,
         m: &Manager,
@@ -151,6 +168,12 @@ impl App {
         let app = self.managed_application(m, org, id).await?;
         if update.redirect_uris.is_some() || update.scopes.is_some() {
             m.may_reconfigure(&app)?;
+        }
+        if let Some(owner) = &update.owner {
+            m.may_move()?;
+            // 404 for a user the caller cannot see; whether they are active
+            // is the move's rule, decided in its transaction.
+            self.get_user(org, owner).await?;
         }
         if let Some(scopes) = update.scopes {
             // Only what is added must be grantable: keeping a scope the

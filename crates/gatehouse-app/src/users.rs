@@ -124,6 +124,11 @@ impl App {
             // D11, D29: the next request with the user's tokens is refused.
             self.note_user_revoked(id, now);
         }
+        if change.changed && patch.status.is_some() {
+            // D46 (revised): a deactivation suspended the applications the
+            // person owns and revoked their tokens in the same transaction.
+            self.sync_revocations().await?;
+        }
         if change.changed && patch.role.is_some() {
             self.narrow_owned_applications(org, &change.user).await?;
         }
@@ -157,7 +162,8 @@ impl App {
                 .update_client(org, &app.id, &changes, now)
                 .await
                 .or_app(Resource::Client)?;
-            self.note_client_revoked(&app.id, now);
+            // D46 (revised): exactly the tokens carrying a removed scope.
+            self.sync_revocations().await?;
         }
         Ok(())
     }
@@ -175,6 +181,11 @@ impl App {
             .or_app(Resource::User)?;
         // D13: every token of the user stops working at once.
         self.note_user_revoked(id, now);
+        if transfer_to.is_some() {
+            // D46 (revised): the applications handed on were suspended
+            // until their secrets are rotated, their tokens revoked.
+            self.sync_revocations().await?;
+        }
         Ok(())
     }
 

@@ -49,6 +49,10 @@ impl OAuthErrorKind {
     }
 }
 
+/// D46 (revised): the `error_description` of a suspended application's
+/// `invalid_client`.
+pub const APPLICATION_SUSPENDED: &str = "application suspended";
+
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{}: {description}", kind.as_str())]
 pub struct OAuthError {
@@ -71,6 +75,16 @@ impl OAuthError {
             OAuthErrorKind::InvalidClient,
             "client authentication failed",
         )
+    }
+    /// D46 (revised): the client authenticated, but its application is
+    /// suspended (its owner deactivated, or a rotation owed after a move).
+    pub fn application_suspended() -> Self {
+        Self::new(OAuthErrorKind::InvalidClient, APPLICATION_SUSPENDED)
+    }
+    /// Whether this is [`OAuthError::application_suspended`]: the client
+    /// proved its secret, so it is no failed authentication (D28).
+    pub fn is_suspension(&self) -> bool {
+        self.kind == OAuthErrorKind::InvalidClient && self.description == APPLICATION_SUSPENDED
     }
     pub fn invalid_scope(d: impl Into<String>) -> Self {
         Self::new(OAuthErrorKind::InvalidScope, d)

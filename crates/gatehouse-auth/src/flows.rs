@@ -210,6 +210,14 @@ impl AuthService {
             login_hint: p.login_hint.clone(),
             client,
         };
+        // D46 (revised): a suspended application signs nobody in; its
+        // redirect URI is verified, so it is told there.
+        if req.client.suspended_reason().is_some() {
+            return Err(req.error(
+                OAuthErrorKind::UnauthorizedClient,
+                crate::error::APPLICATION_SUSPENDED,
+            ));
+        }
         // D49: request objects by value or by reference are not supported.
         if p.request_uri.is_some() {
             return Err(req.error(
@@ -635,13 +643,8 @@ impl AuthService {
             Ok(()) | Err(StoreError::NotFound) => {}
             Err(e) => return Err(e.into()),
         }
-        self.revocations.apply(&[gatehouse_store::Revocation {
-            id: 0,
-            kind: RevocationKind::Chain,
-            subject: chain.as_str().to_owned(),
-            cutoff: now.unix_seconds(),
-            expires_at: until,
-        }]);
+        self.revocations
+            .apply(&[gatehouse_store::NewRevocation::chain(chain, now, until).stored(0)]);
         Ok(())
     }
 
@@ -662,6 +665,7 @@ impl AuthService {
             subject: jti.to_owned(),
             cutoff: now.unix_seconds(),
             expires_at,
+            scopes: None,
         }]);
         Ok(())
     }

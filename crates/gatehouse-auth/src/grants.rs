@@ -286,25 +286,15 @@ impl AuthService {
     /// Notes in memory that a user's tokens up to `now` are revoked (the store
     /// wrote the record in the same transaction as the change).
     pub fn note_user_revoked(&self, user: &gatehouse_domain::UserId, now: Timestamp) {
-        self.revocations.apply(&[gatehouse_store::Revocation {
-            id: 0,
-            kind: gatehouse_store::RevocationKind::User,
-            subject: user.to_string(),
-            cutoff: now.unix_seconds(),
-            expires_at: crate::access_revocation_expiry(now),
-        }]);
+        self.revocations
+            .apply(&[gatehouse_store::NewRevocation::user(user, now).stored(0)]);
     }
 
     /// Notes in memory that every access token issued to `client` up to
     /// `now` is revoked; the store wrote the record with the change (D46, D47).
     pub fn note_client_revoked(&self, client: &gatehouse_domain::ClientId, now: Timestamp) {
-        self.revocations.apply(&[gatehouse_store::Revocation {
-            id: 0,
-            kind: gatehouse_store::RevocationKind::Client,
-            subject: client.to_string(),
-            cutoff: now.unix_seconds(),
-            expires_at: crate::access_revocation_expiry(now),
-        }]);
+        self.revocations
+            .apply(&[gatehouse_store::NewRevocation::client(client, now).stored(0)]);
     }
 
     pub fn issuer(&self) -> &Issuer {
@@ -382,11 +372,10 @@ impl AuthService {
             let _ = secrets::verify_secret(auth.secret.as_deref().unwrap_or(""), &[0; 32]);
             return Err(OAuthError::invalid_client());
         };
-        match (&client.secret_hash, auth.secret.as_deref()) {
+        let authenticated = match (&client.secret_hash, auth.secret.as_deref()) {
             // A public client identifies itself by id alone.
-            (None, None) => Ok(client),
-            (None, Some(_)) => Err(OAuthError::invalid_client()),
-            (Some(_), None) => Err(OAuthError::invalid_client()),
+            (None, None) => true,
+            (None, Some(_)) | (Some(_), None) => false,
             (Some(current), Some(given)) => {
                 let now = Timestamp::now();
                 let ok_current = secrets::verify_secret(given, current);
@@ -394,13 +383,18 @@ impl AuthService {
                     .previous_secret
                     .as_ref()
                     .is_some_and(|(h, until)| *until > now && secrets::verify_secret(given, h));
-                if ok_current || ok_previous {
-                    Ok(client)
-                } else {
-                    Err(OAuthError::invalid_client())
-                }
+                ok_current || ok_previous
             }
+        };
+        if !authenticated {
+            return Err(OAuthError::invalid_client());
         }
+        // D46 (revised): a suspended application gets no token, and is
+        // told why only once it has proved who it is.
+        if client.suspended_reason().is_some() {
+            return Err(OAuthError::application_suspended());
+        }
+        Ok(client)
     }
 
     /// A client application, from memory while the store says no client has
@@ -532,6 +526,7 @@ mod tests {
             created_at: Timestamp::now(),
             updated_at: Timestamp::now(),
             post_logout_redirect_uris: vec![],
+            suspension: Default::default(),
         }
     }
 

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::sync::RwLock;
 use std::sync::atomic::{AtomicI64, Ordering};
 
-use gatehouse_domain::Timestamp;
+use gatehouse_domain::{ScopeSet, Timestamp};
 use gatehouse_store::{Revocation, RevocationKind, Store, StoreError};
 
 use crate::jwt::AccessClaims;
@@ -25,6 +25,20 @@ struct Sets {
     /// client id → (cut-off in Unix seconds, expiry ms): tokens issued to the
     /// client at or before are dead (D46, D47).
     clients: HashMap<String, (i64, i64)>,
+    /// client id → (scopes, cut-off, expiry ms): tokens issued to the client
+    /// at or before the cut-off that carry one of the scopes are dead (D46
+    /// revised: a scope removed from the application).
+    client_scopes: HashMap<String, Vec<(ScopeSet, i64, i64)>>,
+}
+
+impl Sets {
+    fn is_empty(&self) -> bool {
+        self.jtis.is_empty()
+            && self.chains.is_empty()
+            && self.users.is_empty()
+            && self.clients.is_empty()
+            && self.client_scopes.is_empty()
+    }
 }
 
 #[derive(Default)]
@@ -37,7 +51,7 @@ impl RevocationSet {
     /// Whether the token is revoked.
     pub fn is_revoked(&self, c: &AccessClaims) -> bool {
         let s = self.sets.read().unwrap_or_else(|e| e.into_inner());
-        if s.jtis.is_empty() && s.chains.is_empty() && s.users.is_empty() && s.clients.is_empty() {
+        if s.is_empty() {
             return false;
         }
         s.jtis.contains_key(c.jti.as_str())
@@ -51,6 +65,13 @@ impl RevocationSet {
             || s.clients
                 .get(c.client_id.as_str())
                 .is_some_and(|(cutoff, _)| c.iat <= *cutoff)
+            || s.client_scopes
+                .get(c.client_id.as_str())
+                .is_some_and(|cuts| {
+                    cuts.iter().any(|(scopes, cutoff, _)| {
+                        c.iat <= *cutoff && !c.scopes.intersect(*scopes).is_empty()
+                    })
+                })
     }
 
     /// Applies revocations (from this process or from storage).
@@ -72,6 +93,19 @@ impl RevocationSet {
                     let e = s.users.entry(r.subject.clone()).or_insert((r.cutoff, exp));
                     e.0 = e.0.max(r.cutoff);
                     e.1 = e.1.max(exp);
+                }
+                RevocationKind::Client if r.scopes.is_some() => {
+                    let scopes = r.scopes.unwrap_or(ScopeSet::EMPTY);
+                    let cuts = s.client_scopes.entry(r.subject.clone()).or_default();
+                    // The same scopes cut again (another node's copy of one
+                    // record, or a later narrowing) keep one entry.
+                    match cuts.iter_mut().find(|(s, _, _)| *s == scopes) {
+                        Some(e) => {
+                            e.1 = e.1.max(r.cutoff);
+                            e.2 = e.2.max(exp);
+                        }
+                        None => cuts.push((scopes, r.cutoff, exp)),
+                    }
                 }
                 RevocationKind::Client => {
                     let e = s
@@ -100,13 +134,21 @@ impl RevocationSet {
         s.chains.retain(|_, exp| *exp > now);
         s.users.retain(|_, (_, exp)| *exp > now);
         s.clients.retain(|_, (_, exp)| *exp > now);
+        s.client_scopes.retain(|_, cuts| {
+            cuts.retain(|(_, _, exp)| *exp > now);
+            !cuts.is_empty()
+        });
         Ok(revs.len())
     }
 
     /// Entries held (for metrics and tests).
     pub fn len(&self) -> usize {
         let s = self.sets.read().unwrap_or_else(|e| e.into_inner());
-        s.jtis.len() + s.chains.len() + s.users.len() + s.clients.len()
+        s.jtis.len()
+            + s.chains.len()
+            + s.users.len()
+            + s.clients.len()
+            + s.client_scopes.values().map(Vec::len).sum::<usize>()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -117,7 +159,7 @@ impl RevocationSet {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gatehouse_domain::{ChainId, ClientId, Jti, OrgId, ScopeSet, UserId};
+    use gatehouse_domain::{ChainId, ClientId, Jti, OrgId, UserId};
 
     fn claims(user: Option<UserId>, iat: i64, chain: Option<&str>) -> AccessClaims {
         AccessClaims {
@@ -139,7 +181,28 @@ mod tests {
             subject: subject.into(),
             cutoff,
             expires_at: Timestamp::now().plus_seconds(100),
+            scopes: None,
         }
+    }
+
+    #[test]
+    fn d46_revised_a_scope_cut_revokes_only_the_tokens_that_carry_a_removed_scope() {
+        let set = RevocationSet::default();
+        let mut carrying = claims(None, 1000, None);
+        carrying.scopes = ScopeSet::parse("users:read users:write").unwrap();
+        let mut other = carrying.clone();
+        other.scopes = ScopeSet::parse("users:read").unwrap();
+        set.apply(&[Revocation {
+            scopes: Some(ScopeSet::parse("users:write admin").unwrap()),
+            ..rev(RevocationKind::Client, carrying.client_id.as_str(), 1000)
+        }]);
+        assert!(set.is_revoked(&carrying));
+        assert!(!set.is_revoked(&other), "carries no removed scope");
+        carrying.iat = 1001;
+        assert!(!set.is_revoked(&carrying), "issued after the cut-off");
+        let mut elsewhere = claims(None, 10, None);
+        elsewhere.scopes = ScopeSet::parse("users:write").unwrap();
+        assert!(!set.is_revoked(&elsewhere), "another client");
     }
 
     #[test]

@@ -482,12 +482,18 @@ pub struct Application {
     pub scopes: Vec<String>,
     /// Whether the operator approved `admin`.
     pub admin_approved: bool,
-    /// The person who registered it, if a person did.
+    /// The person who answers for it: whoever registered it (a person, or
+    /// the owner of the credential used), or who it was moved to.
     pub owner_id: Option<String>,
     /// Creation time.
     pub created_at: String,
     /// Time of the last change.
     pub updated_at: String,
+    /// Why it gets no token now (`owner_inactive`,
+    /// `secret_rotation_required`), or `None` (D46 revised). Absent from
+    /// older servers' answers.
+    #[serde(default)]
+    pub suspended_reason: Option<String>,
 }
 
 impl Identified for Application {
@@ -585,6 +591,10 @@ pub struct ApplicationPatch {
     /// New scopes.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub scopes: Option<Vec<String>>,
+    /// A new owner, an active user of the organization (admins and
+    /// organization-wide credentials only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub owner_id: Option<String>,
 }
 
 impl ApplicationPatch {
@@ -605,6 +615,11 @@ impl ApplicationPatch {
     /// Sets the scopes.
     pub fn scopes(mut self, scopes: &[&str]) -> Self {
         self.scopes = Some(scopes.iter().map(|s| s.to_string()).collect());
+        self
+    }
+    /// Moves the application to another owner (`usr_…`).
+    pub fn owner_id(mut self, owner: impl Into<String>) -> Self {
+        self.owner_id = Some(owner.into());
         self
     }
 }

@@ -109,11 +109,18 @@ pub struct Client {
     pub created_at: Timestamp,
     /// D46: the last change of its settings or secret.
     pub updated_at: Timestamp,
+    /// D46 (revised): what keeps it from getting tokens, if anything.
+    pub suspension: client::Suspension,
 }
 
 impl Client {
     pub fn is_public(&self) -> bool {
         self.secret_hash.is_none()
+    }
+
+    /// D46 (revised): why it may not get tokens now (`None`: it may).
+    pub fn suspended_reason(&self) -> Option<client::SuspendedReason> {
+        self.suspension.reason()
     }
 }
 

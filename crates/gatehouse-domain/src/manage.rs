@@ -24,12 +24,17 @@ pub enum Reach {
     Owner(UserId),
 }
 
-/// A caller of the management use cases: the scopes its credential holds
-/// and its reach.
+/// A caller of the management use cases: the scopes its credential holds,
+/// its reach, and who owns what it creates.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Manager {
     pub scopes: ScopeSet,
     pub reach: Reach,
+    /// D46 (revised): the owner of what this caller creates: the person
+    /// signed in, whatever their role, or the owner of the credential (an
+    /// API key's owner, a client-credentials token's application's owner);
+    /// `None` (the organization's) only when that owner is none.
+    pub owner: Option<UserId>,
 }
 
 /// `applications:read` and `applications:write`.
@@ -45,33 +50,51 @@ impl Manager {
         Self {
             scopes: ScopeSet::all(),
             reach: Reach::OrgWide,
+            owner: None,
         }
     }
 
     /// A caller acting for a person of `role` (D46): an `admin` acts on the
-    /// whole organization, anyone else only on what they own.
+    /// whole organization, anyone else only on what they own; whatever the
+    /// role, the person owns what they create (D46 revised).
     pub fn person(scopes: ScopeSet, user: UserId, role: Role) -> Self {
         let reach = match role {
             Role::Admin => Reach::OrgWide,
-            Role::Editor | Role::Viewer => Reach::Owner(user),
+            Role::Editor | Role::Viewer => Reach::Owner(user.clone()),
         };
-        Self { scopes, reach }
-    }
-
-    /// A client-credentials token or an API key (D46): organization-wide.
-    pub fn credential(scopes: ScopeSet) -> Self {
         Self {
             scopes,
-            reach: Reach::OrgWide,
+            reach,
+            owner: Some(user),
         }
     }
 
-    /// The owner a new application or key of this caller gets (D46: an
-    /// editor becomes the owner of what it creates; so does an admin).
+    /// A client-credentials token or an API key (D46): organization-wide.
+    /// What it creates belongs to `owner`, the credential's owner (D46
+    /// revised: the key's owner, or the token's application's owner).
+    pub fn credential(scopes: ScopeSet, owner: Option<UserId>) -> Self {
+        Self {
+            scopes,
+            reach: Reach::OrgWide,
+            owner,
+        }
+    }
+
+    /// The owner a new application or key of this caller gets (D46
+    /// revised: whatever a person creates is theirs; what a credential
+    /// creates is its owner's).
     pub fn owner(&self) -> Option<&UserId> {
-        match &self.reach {
-            Reach::Owner(u) => Some(u),
-            Reach::OrgWide => None,
+        self.owner.as_ref()
+    }
+
+    /// D46 (revised): only an admin or an organization-wide credential
+    /// moves an application to another owner.
+    pub fn may_move(&self) -> Result<(), DomainError> {
+        match self.reach {
+            Reach::OrgWide => Ok(()),
+            Reach::Owner(_) => Err(DomainError::MissingScope(
+                "only an admin or an organization-wide credential may move an application to another owner".into(),
+            )),
         }
     }
 
@@ -194,6 +217,18 @@ pub fn scopes_left_by_role(scopes: ScopeSet, role: Role) -> Option<ScopeSet> {
     (left != scopes).then_some(left)
 }
 
+/// D46 (revised): what a change from `old` to `new` does to the
+/// applications `old` owns: `Some(true)` suspends them (the owner was
+/// deactivated), `Some(false)` lifts that suspension (active again),
+/// `None` leaves them as they are.
+pub fn owner_inactive_after(old: &User, new: &User) -> Option<bool> {
+    let (was, is) = (
+        old.status == UserStatus::Inactive,
+        new.status == UserStatus::Inactive,
+    );
+    (was != is).then_some(is)
+}
+
 /// D46: what a change to a person does to the API keys they own.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum KeyCut {
@@ -240,6 +275,7 @@ mod tests {
             owner: None,
             created_at: Timestamp::now(),
             updated_at: Timestamp::now(),
+            suspension: crate::client::Suspension::NONE,
         }
     }
 
@@ -257,7 +293,47 @@ mod tests {
         assert_eq!(editor.owner(), Some(&me));
         let admin = Manager::person(ScopeSet::for_role(Role::Admin), me.clone(), Role::Admin);
         assert!(admin.reaches(Some(&other)) && admin.reaches(None));
-        assert!(Manager::credential(set("applications:read")).reaches(Some(&other)));
+        assert!(Manager::credential(set("applications:read"), None).reaches(Some(&other)));
+    }
+
+    #[test]
+    fn d46_revised_what_anyone_creates_has_an_owner_and_only_org_wide_callers_move_it() {
+        let me = UserId::generate();
+        let admin = Manager::person(ScopeSet::for_role(Role::Admin), me.clone(), Role::Admin);
+        assert_eq!(admin.owner(), Some(&me), "an admin owns what it creates");
+        let key = Manager::credential(set("applications:write"), Some(me.clone()));
+        assert_eq!(key.owner(), Some(&me), "a credential's owner owns it");
+        assert_eq!(Manager::credential(set("admin"), None).owner(), None);
+        assert_eq!(Manager::operator().owner(), None);
+        assert!(admin.may_move().is_ok() && key.may_move().is_ok());
+        let editor = Manager::person(ScopeSet::for_role(Role::Editor), me, Role::Editor);
+        assert!(matches!(
+            editor.may_move(),
+            Err(DomainError::MissingScope(_))
+        ));
+    }
+
+    #[test]
+    fn d46_revised_deactivation_suspends_owned_applications_and_return_lifts_it() {
+        let active = User {
+            id: UserId::generate(),
+            email: crate::Email::parse("o@b.co").unwrap(),
+            name: crate::Name::parse("O").unwrap(),
+            role: Role::Editor,
+            status: UserStatus::Active,
+            created_at: Timestamp::now(),
+            updated_at: Timestamp::now(),
+            has_password: true,
+        };
+        let mut inactive = active.clone();
+        inactive.status = UserStatus::Inactive;
+        let mut pending = active.clone();
+        pending.status = UserStatus::PendingInvite;
+        assert_eq!(owner_inactive_after(&active, &inactive), Some(true));
+        assert_eq!(owner_inactive_after(&inactive, &active), Some(false));
+        assert_eq!(owner_inactive_after(&active, &active), None);
+        assert_eq!(owner_inactive_after(&pending, &inactive), Some(true));
+        assert_eq!(owner_inactive_after(&pending, &active), None);
     }
 
     #[test]
@@ -276,7 +352,7 @@ mod tests {
             editor.may_grant(set("applications:read")),
             Err(DomainError::MissingScope(_))
         ));
-        let cc = Manager::credential(set("applications:write applications:read users:read"));
+        let cc = Manager::credential(set("applications:write applications:read users:read"), None);
         assert!(cc.may_grant(set("applications:read users:read")).is_ok());
         assert!(
             cc.may_grant(set("users:read admin")).is_err(),
@@ -287,7 +363,7 @@ mod tests {
 
     #[test]
     fn d46_reconfiguring_needs_every_registered_scope_and_admin_when_approved() {
-        let cc = Manager::credential(set("applications:write products:read openid"));
+        let cc = Manager::credential(set("applications:write products:read openid"), None);
         assert!(
             cc.may_reconfigure(&app("products:read openid profile email", false))
                 .is_ok()
@@ -305,7 +381,7 @@ mod tests {
             cc.may_reconfigure(&app("products:read admin", true))
                 .is_err()
         );
-        let admin = Manager::credential(set("admin"));
+        let admin = Manager::credential(set("admin"), None);
         assert!(
             admin
                 .may_reconfigure(&app("users:write admin", true))

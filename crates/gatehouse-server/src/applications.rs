@@ -71,6 +71,7 @@ pub(crate) fn usage_range(query: &mut Query) -> Option<UsageRange> {
         ("limit" = Option<u32>, Query, minimum = 1, description = "Page size (default 20, at most 100); values above 100 are clamped to 100."),
         ("offset" = Option<u64>, Query, description = "Items to skip."),
         ("type" = Option<crate::openapi::ApplicationTypeName>, Query, description = "Only applications of this type."),
+        ("suspended" = Option<bool>, Query, description = "Only suspended applications (`true`: `suspended_reason` is not null) or only the others (`false`)."),
     ),
     responses(
         (status = 200, description = "A page of applications", body = crate::respond::List<'static, crate::responses::ApplicationResponse<'static>>),
@@ -86,9 +87,17 @@ pub(crate) async fn list(
 ) -> Result<Response, ApiError> {
     let page = query.page();
     let kind = query.field("type", ApplicationType::parse);
+    let suspended = query.field("suspended", |s| match s {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err("must be true or false".to_owned()),
+    });
     query.finish()?;
     let m = st.app.manager(&auth.caller).await?;
-    let listing = st.app.list_applications(&m, auth.org(), kind, page).await?;
+    let listing = st
+        .app
+        .list_applications(&m, auth.org(), kind, suspended, page)
+        .await?;
     Ok(respond::list::<_, ApplicationResponse<'_>>(
         &ctx, &listing, page,
     ))

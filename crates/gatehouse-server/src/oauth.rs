@@ -220,7 +220,7 @@ pub(crate) async fn client_endpoint<T>(
         return Err(res);
     }
     let result = work(&auth, &form).await;
-    if matches!(&result, Err(e) if e.kind == OAuthErrorKind::InvalidClient) {
+    if matches!(&result, Err(e) if e.kind == OAuthErrorKind::InvalidClient && !e.is_suspension()) {
         st.app.record_auth_failure(presented, source);
     }
     result.map_err(|e| OAuthFailure(e).into_response())

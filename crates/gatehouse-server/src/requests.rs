@@ -561,6 +561,13 @@ pub struct UpdateApplicationRequest {
     #[serde(default)]
     #[schema(schema_with = schemas::scope_list)]
     pub scopes: Input<Vec<String>>,
+    /// D46 (revised): move the application to this active user of the
+    /// organization (an admin or an organization-wide credential only). A
+    /// confidential application moved away from a deactivated or deleted
+    /// owner refuses its secret until it is rotated with no grace.
+    #[serde(default)]
+    #[schema(value_type = String, pattern = "^usr_[A-Za-z0-9]+$")]
+    pub owner_id: Input<String>,
 }
 
 impl RequestBody for UpdateApplicationRequest {
@@ -576,6 +583,10 @@ impl RequestBody for UpdateApplicationRequest {
                 uri_list,
             ),
             scopes: issues.check("scopes", self.scopes, false, scope_list),
+            owner: issues.optional_text("owner_id", self.owner_id, |s| {
+                gatehouse_domain::UserId::parse(s)
+                    .ok_or_else(|| "must be a user id (usr_…)".to_owned())
+            }),
         };
         issues.finish(update)
     }

@@ -107,6 +107,13 @@ pub struct ApplicationResponse<'a> {
     pub created_at: Timestamp,
     #[schema(schema_with = schemas::timestamp)]
     pub updated_at: Timestamp,
+    /// D46 (revised): why it gets no token now, or null. `owner_inactive`:
+    /// its owner is deactivated (lifted when they are active again or an
+    /// admin moves it); `secret_rotation_required`: it was moved away from
+    /// a deactivated or deleted owner and refuses its secret until it is
+    /// rotated with no grace.
+    #[schema(value_type = Option<String>)]
+    pub suspended_reason: Option<&'static str>,
 }
 
 impl<'a> From<&'a gatehouse_domain::Client> for ApplicationResponse<'a> {
@@ -122,6 +129,7 @@ impl<'a> From<&'a gatehouse_domain::Client> for ApplicationResponse<'a> {
             owner_id: c.owner.as_ref().map(|u| u.as_str()),
             created_at: c.created_at,
             updated_at: c.updated_at,
+            suspended_reason: c.suspended_reason().map(|r| r.as_str()),
         }
     }
 }

@@ -34,12 +34,13 @@ pub(crate) async fn insert_revocation(c: &mut PgConnection, r: &NewRevocation) -
         .execute(&mut *c)
         .await?;
     let id = query_scalar(
-        "INSERT INTO revocations (kind, subject, cutoff, expires_at) VALUES ($1, $2, $3, $4) RETURNING id",
+        "INSERT INTO revocations (kind, subject, cutoff, expires_at, scopes) VALUES ($1, $2, $3, $4, $5) RETURNING id",
     )
     .bind(r.kind.as_str())
     .bind(&r.subject)
     .bind(r.cutoff)
     .bind(r.expires_at.millis())
+    .bind(r.scopes.map(super::bits))
     .fetch_one(&mut *c)
     .await?;
     Ok(id)

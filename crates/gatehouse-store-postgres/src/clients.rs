@@ -10,8 +10,8 @@ impl ClientStore for PgStore {
                 Some(id) => get_user_tx(&mut tx, org, id).await?,
                 None => None,
             };
-            client::check_owner(client.owner.as_ref(), owner.as_ref())?;
-            insert_client_row(&mut tx, org, client).await?;
+            let suspension = client::check_owner(client.owner.as_ref(), owner.as_ref())?;
+            insert_client_row(&mut tx, org, client, suspension).await?;
             Ok(Client {
                 id: client.id.clone(),
                 org: org.clone(),
@@ -25,6 +25,7 @@ impl ClientStore for PgStore {
                 owner: client.owner.clone(),
                 created_at: client.created_at,
                 updated_at: client.created_at,
+                suspension,
             })
         })
     }
@@ -52,17 +53,28 @@ impl ClientStore for PgStore {
         now: Timestamp,
     ) -> StoreResult<Client> {
         write_tx!(self, |tx| {
-            let old = query(&format!(
-                "SELECT {CLIENT_COLS} FROM clients WHERE id = $1 AND org_id = $2 FOR UPDATE"
-            ))
-            .bind(id.as_str())
-            .bind(org.as_str())
-            .fetch_optional(&mut *tx)
-            .await?
-            .ok_or(StoreError::NotFound)?;
-            let old = client_row(&old)?;
+            let old = lock_client(&mut tx, org, id)
+                .await?
+                .ok_or(StoreError::NotFound)?;
             let (new, narrowed) = changes.apply(&old);
             let scopes = new.scopes;
+            let mut revocations = Vec::new();
+            if let Some(to) = &changes.owner {
+                // D46 (revised): the move, decided with both owners as they
+                // are in this transaction (the new one held active till commit).
+                let current = match &old.owner {
+                    Some(u) => get_user_tx(&mut tx, org, u).await?,
+                    None => None,
+                };
+                let found = user_with_lock(&mut tx, org, to, "FOR SHARE").await?;
+                let suspension = client::move_owner(&old, current.as_ref(), to, found.as_ref())?;
+                query("UPDATE clients SET owner_id = $2 WHERE id = $1")
+                    .bind(id.as_str())
+                    .bind(to.as_str())
+                    .execute(&mut *tx)
+                    .await?;
+                revocations.extend(set_suspension(&mut tx, &old, suspension, now).await?);
+            }
             let row = query(&format!(
                 "UPDATE clients SET name = $2, redirect_uris = $3, post_logout_redirect_uris = $4,
                     scopes = $5, admin_approved = $6, updated_at = $7
@@ -114,8 +126,16 @@ impl ClientStore for PgStore {
                     .bind(id.as_str())
                     .execute(&mut *tx)
                     .await?;
-                // Last statement of the transaction (see insert_revocation).
-                auth_state::insert_revocation(&mut tx, &NewRevocation::client(id, now)).await?;
+                // D46 (revised): exactly the tokens carrying a removed scope.
+                revocations.push(NewRevocation::client_scopes(
+                    id,
+                    changes.removed_scopes(&old),
+                    now,
+                ));
+            }
+            // Last statements of the transaction (see insert_revocation).
+            for r in &revocations {
+                auth_state::insert_revocation(&mut tx, r).await?;
             }
             Ok(client)
         })
@@ -168,14 +188,21 @@ impl ClientStore for PgStore {
         previous_until: Option<Timestamp>,
     ) -> StoreResult<Client> {
         write_tx!(self, |tx| {
+            let old = lock_client(&mut tx, org, id)
+                .await?
+                .ok_or(StoreError::NotFound)?;
+            // D46 (revised): an owed rotation takes no grace, and is lifted.
+            let suspension = client::check_rotation(&old, previous_until.is_some())?;
             // D20: the old secret keeps working until `previous_until`; none: at once.
             let row = query(&format!(
                 "UPDATE clients SET
                      previous_secret_hash = CASE WHEN $3::bigint IS NULL THEN NULL ELSE secret_hash END,
                      previous_secret_until = $3::bigint,
                      secret_hash = $4,
-                     updated_at = $5
-                 WHERE id = $1 AND org_id = $2 AND secret_hash IS NOT NULL
+                     updated_at = $5,
+                     owner_inactive = $6,
+                     rotation_required = $7
+                 WHERE id = $1 AND org_id = $2
                  RETURNING {CLIENT_COLS}"
             ))
             .bind(id.as_str())
@@ -183,22 +210,80 @@ impl ClientStore for PgStore {
             .bind(previous_until.map(Timestamp::millis))
             .bind(&secret_hash[..])
             .bind(Timestamp::now().millis())
-            .fetch_optional(&mut *tx)
-            .await?
-            .ok_or(StoreError::NotFound)?;
+            .bind(suspension.owner_inactive)
+            .bind(suspension.rotation_required)
+            .fetch_one(&mut *tx)
+            .await?;
             Ok(client_row(&row)?)
         })
     }
+}
+
+/// A client of `org`, locked for the rest of the transaction.
+pub(crate) async fn lock_client(
+    c: &mut PgConnection,
+    org: &OrgId,
+    id: &ClientId,
+) -> TxResult<Option<Client>> {
+    let row = query(&format!(
+        "SELECT {CLIENT_COLS} FROM clients WHERE id = $1 AND org_id = $2 FOR UPDATE"
+    ))
+    .bind(id.as_str())
+    .bind(org.as_str())
+    .fetch_optional(&mut *c)
+    .await?;
+    Ok(row.as_ref().map(client_row).transpose()?)
+}
+
+/// The clients of `org` that `owner` owns, locked for the rest of the
+/// transaction.
+pub(crate) async fn lock_owned_clients(
+    c: &mut PgConnection,
+    org: &OrgId,
+    owner: &UserId,
+) -> TxResult<Vec<Client>> {
+    let rows = query(&format!(
+        "SELECT {CLIENT_COLS} FROM clients WHERE org_id = $1 AND owner_id = $2
+         ORDER BY created_at, id FOR UPDATE"
+    ))
+    .bind(org.as_str())
+    .bind(owner.as_str())
+    .fetch_all(&mut *c)
+    .await?;
+    Ok(rows.iter().map(client_row).collect::<Result<Vec<_>, _>>()?)
+}
+
+/// Writes the suspension a rule decided for `app` (D46 revised). One that
+/// newly suspends it calls for a revocation of its access tokens so far
+/// ([`client::Suspension::revokes_on`]), returned for the caller to write
+/// last in the transaction (see `auth_state::insert_revocation`).
+pub(crate) async fn set_suspension(
+    c: &mut PgConnection,
+    app: &Client,
+    next: client::Suspension,
+    now: Timestamp,
+) -> TxResult<Option<NewRevocation>> {
+    query("UPDATE clients SET owner_inactive = $2, rotation_required = $3 WHERE id = $1")
+        .bind(app.id.as_str())
+        .bind(next.owner_inactive)
+        .bind(next.rotation_required)
+        .execute(&mut *c)
+        .await?;
+    Ok(app
+        .suspension
+        .revokes_on(next)
+        .then(|| NewRevocation::client(&app.id, now)))
 }
 
 pub(crate) async fn insert_client_row(
     c: &mut PgConnection,
     org: &OrgId,
     n: &NewClient,
+    suspension: client::Suspension,
 ) -> TxResult<()> {
     let r = query(
-        "INSERT INTO clients (id, org_id, name, secret_hash, scopes, redirect_uris, admin_approved, owner_id, created_at, post_logout_redirect_uris)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+        "INSERT INTO clients (id, org_id, name, secret_hash, scopes, redirect_uris, admin_approved, owner_id, created_at, post_logout_redirect_uris, owner_inactive, rotation_required)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
     )
     .bind(n.id.as_str())
     .bind(org.as_str())
@@ -210,6 +295,8 @@ pub(crate) async fn insert_client_row(
     .bind(n.owner.as_ref().map(UserId::as_str))
     .bind(n.created_at.millis())
     .bind(&n.post_logout_redirect_uris)
+    .bind(suspension.owner_inactive)
+    .bind(suspension.rotation_required)
     .execute(&mut *c)
     .await;
     match r {

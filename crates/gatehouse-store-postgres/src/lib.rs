@@ -84,7 +84,7 @@ use rows::{
     API_KEY_COLS, CLIENT_COLS, CODE_COLS, ORG_COLS, TOKEN_COLS, USER_COLS, api_key_row, chain_row,
     client_row, code_row, org_row, token_row, user_row,
 };
-use users::{get_user_tx, insert_user_row, lock_user};
+use users::{get_user_tx, insert_user_row, lock_user, user_with_lock};
 
 /// Pool settings.
 #[derive(Clone, Debug)]

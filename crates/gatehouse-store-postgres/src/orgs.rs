@@ -67,7 +67,13 @@ impl OrgStore for PgStore {
                 return Ok(false);
             }
             insert_org(&mut tx, org).await?;
-            insert_client_row(&mut tx, &org.id, client).await?;
+            insert_client_row(
+                &mut tx,
+                &org.id,
+                client,
+                gatehouse_domain::client::Suspension::NONE,
+            )
+            .await?;
             Ok(true)
         })
     }

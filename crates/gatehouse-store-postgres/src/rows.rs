@@ -118,7 +118,7 @@ pub(crate) fn org_row(r: &PgRow) -> RowResult<Organization> {
     })
 }
 
-pub(crate) const CLIENT_COLS: &str = "id, org_id, name, secret_hash, previous_secret_hash, previous_secret_until, scopes, redirect_uris, admin_approved, owner_id, created_at, post_logout_redirect_uris, coalesce(updated_at, created_at)";
+pub(crate) const CLIENT_COLS: &str = "id, org_id, name, secret_hash, previous_secret_hash, previous_secret_until, scopes, redirect_uris, admin_approved, owner_id, created_at, post_logout_redirect_uris, coalesce(updated_at, created_at), owner_inactive, rotation_required";
 
 pub(crate) fn client_row(r: &PgRow) -> RowResult<Client> {
     let id = decode_id(r, 0, "clients", ClientId::parse)?;
@@ -143,6 +143,10 @@ pub(crate) fn client_row(r: &PgRow) -> RowResult<Client> {
         owner: r.try_get::<Option<String>, _>(9)?.map(UserId::from_trusted),
         created_at: ts(r.try_get(10)?),
         updated_at: ts(r.try_get(12)?),
+        suspension: gatehouse_domain::client::Suspension {
+            owner_inactive: r.try_get(13)?,
+            rotation_required: r.try_get(14)?,
+        },
         id,
     })
 }

@@ -68,6 +68,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "rate_leases",
         include_str!("../migrations/0013_rate_leases.sql"),
     ),
+    (
+        14,
+        "offboarding",
+        include_str!("../migrations/0014_offboarding.sql"),
+    ),
 ];
 
 /// The advisory-lock key of the migration (`"gatehous"` in ASCII), separate

@@ -14,14 +14,15 @@ use crate::{corrupt, db_err, digest32, scopes};
 
 pub(crate) fn insert_revocation(c: &Connection, r: &NewRevocation) -> StoreResult<i64> {
     c.prepare_cached(
-        "INSERT INTO revocations (kind, subject, cutoff, expires_at) VALUES (?1, ?2, ?3, ?4)",
+        "INSERT INTO revocations (kind, subject, cutoff, expires_at, scopes) VALUES (?1, ?2, ?3, ?4, ?5)",
     )
     .and_then(|mut s| {
         s.execute(params![
             r.kind.as_str(),
             r.subject,
             r.cutoff,
-            r.expires_at.millis()
+            r.expires_at.millis(),
+            r.scopes.map(|s| i64::from(s.bits())),
         ])
     })
     .map_err(db_err)?;

@@ -12,8 +12,8 @@ impl ClientStore for SqliteStore {
                     Some(id) => get_user_tx(tx, &org, id)?,
                     None => None,
                 };
-                client::check_owner(client.owner.as_ref(), owner.as_ref())?;
-                insert_client_row(tx, &org, &client)?;
+                let suspension = client::check_owner(client.owner.as_ref(), owner.as_ref())?;
+                insert_client_row(tx, &org, &client, suspension)?;
                 Ok(Client {
                     id: client.id,
                     org,
@@ -27,6 +27,7 @@ impl ClientStore for SqliteStore {
                     owner: client.owner,
                     created_at: client.created_at,
                     updated_at: client.created_at,
+                    suspension,
                 })
             })
             .await
@@ -65,18 +66,23 @@ impl ClientStore for SqliteStore {
         let (org, id, ch) = (org.clone(), id.clone(), changes.clone());
         self.pool
             .write(move |tx| {
-                let old = tx
-                    .prepare_cached(&format!(
-                        "SELECT {CLIENT_COLS} FROM clients WHERE id = ?1 AND org_id = ?2"
-                    ))
-                    .and_then(|mut s| {
-                        s.query_row(params![id.as_str(), org.as_str()], client_row)
-                            .optional()
-                    })
-                    .map_err(db_err)?
-                    .ok_or(StoreError::NotFound)?;
+                let old = get_client_tx(tx, &org, &id)?.ok_or(StoreError::NotFound)?;
                 let (new, narrowed) = ch.apply(&old);
                 let scopes = new.scopes;
+                if let Some(to) = &ch.owner {
+                    // D46 (revised): the move, decided with both owners as
+                    // they are in this transaction.
+                    let current = match &old.owner {
+                        Some(u) => get_user_tx(tx, &org, u)?,
+                        None => None,
+                    };
+                    let found = get_user_tx(tx, &org, to)?;
+                    let suspension = client::move_owner(&old, current.as_ref(), to, found.as_ref())?;
+                    tx.prepare_cached("UPDATE clients SET owner_id = ?2 WHERE id = ?1")
+                        .and_then(|mut s| s.execute(params![id.as_str(), to.as_str()]))
+                        .map_err(db_err)?;
+                    set_suspension(tx, &old, suspension, now)?;
+                }
                 tx.prepare_cached(
                     "UPDATE clients SET name = ?2, redirect_uris = ?3, post_logout_redirect_uris = ?4,
                         scopes = ?5, admin_approved = ?6, updated_at = ?7
@@ -110,7 +116,11 @@ impl ClientStore for SqliteStore {
                             .and_then(|mut s| s.execute(params![id.as_str(), keep, now.millis()]))
                             .map_err(db_err)?;
                     }
-                    auth_state::insert_revocation(tx, &NewRevocation::client(&id, now))?;
+                    // D46 (revised): exactly the tokens carrying a removed scope.
+                    auth_state::insert_revocation(
+                        tx,
+                        &NewRevocation::client_scopes(&id, ch.removed_scopes(&old), now),
+                    )?;
                 }
                 tx.prepare_cached(&format!("SELECT {CLIENT_COLS} FROM clients WHERE id = ?1"))
                     .and_then(|mut s| s.query_row([id.as_str()], client_row))
@@ -178,20 +188,27 @@ impl ClientStore for SqliteStore {
         let (org, id, hash) = (org.clone(), id.clone(), *secret_hash);
         self.pool
             .write(move |tx| {
-                let n = tx
-                    .prepare_cached(
-                        "UPDATE clients SET
-                            previous_secret_hash = CASE WHEN ?3 IS NULL THEN NULL ELSE secret_hash END,
-                            previous_secret_until = ?3,
-                            secret_hash = ?4,
-                            updated_at = ?5
-                         WHERE id = ?1 AND org_id = ?2 AND secret_hash IS NOT NULL",
-                    )
-                    .and_then(|mut s| s.execute(params![id.as_str(), org.as_str(), previous_until.map(Timestamp::millis), hash.to_vec(), Timestamp::now().millis()]))
-                    .map_err(db_err)?;
-                if n == 0 {
-                    return Err(StoreError::NotFound);
-                }
+                let old = get_client_tx(tx, &org, &id)?.ok_or(StoreError::NotFound)?;
+                let suspension = client::check_rotation(&old, previous_until.is_some())?;
+                tx.prepare_cached(
+                    "UPDATE clients SET
+                        previous_secret_hash = CASE WHEN ?3 IS NULL THEN NULL ELSE secret_hash END,
+                        previous_secret_until = ?3,
+                        secret_hash = ?4,
+                        updated_at = ?5
+                     WHERE id = ?1 AND org_id = ?2",
+                )
+                .and_then(|mut s| {
+                    s.execute(params![
+                        id.as_str(),
+                        org.as_str(),
+                        previous_until.map(Timestamp::millis),
+                        hash.to_vec(),
+                        Timestamp::now().millis()
+                    ])
+                })
+                .map_err(db_err)?;
+                set_suspension(tx, &old, suspension, Timestamp::now())?;
                 tx.prepare_cached(&format!("SELECT {CLIENT_COLS} FROM clients WHERE id = ?1"))
                     .and_then(|mut s| s.query_row([id.as_str()], client_row))
                     .map_err(db_err)
@@ -203,10 +220,73 @@ impl ClientStore for SqliteStore {
     }
 }
 
-pub(crate) fn insert_client_row(c: &Connection, org: &OrgId, n: &NewClient) -> StoreResult<()> {
+/// A client of `org` as it is in this transaction.
+pub(crate) fn get_client_tx(
+    c: &Connection,
+    org: &OrgId,
+    id: &ClientId,
+) -> StoreResult<Option<Client>> {
+    c.prepare_cached(&format!(
+        "SELECT {CLIENT_COLS} FROM clients WHERE id = ?1 AND org_id = ?2"
+    ))
+    .and_then(|mut s| {
+        s.query_row(params![id.as_str(), org.as_str()], client_row)
+            .optional()
+    })
+    .map_err(db_err)
+}
+
+/// The clients of `org` that `owner` owns, as they are in this transaction.
+pub(crate) fn owned_clients_tx(
+    c: &Connection,
+    org: &OrgId,
+    owner: &UserId,
+) -> StoreResult<Vec<Client>> {
+    c.prepare_cached(&format!(
+        "SELECT {CLIENT_COLS} FROM clients WHERE org_id = ?1 AND owner_id = ?2 ORDER BY created_at, id"
+    ))
+    .and_then(|mut s| {
+        s.query_map(params![org.as_str(), owner.as_str()], client_row)?
+            .collect::<rusqlite::Result<Vec<_>>>()
+    })
+    .map_err(db_err)
+}
+
+/// Writes the suspension a rule decided for `app` (D46 revised); one that
+/// newly suspends it also revokes its access tokens so far
+/// ([`client::Suspension::revokes_on`]).
+pub(crate) fn set_suspension(
+    c: &Connection,
+    app: &Client,
+    next: client::Suspension,
+    now: Timestamp,
+) -> StoreResult<()> {
     c.prepare_cached(
-        "INSERT INTO clients (id, org_id, name, secret_hash, scopes, redirect_uris, admin_approved, owner_id, created_at, post_logout_redirect_uris)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+        "UPDATE clients SET owner_inactive = ?2, rotation_required = ?3 WHERE id = ?1",
+    )
+    .and_then(|mut st| {
+        st.execute(params![
+            app.id.as_str(),
+            next.owner_inactive,
+            next.rotation_required
+        ])
+    })
+    .map_err(db_err)?;
+    if app.suspension.revokes_on(next) {
+        auth_state::insert_revocation(c, &NewRevocation::client(&app.id, now))?;
+    }
+    Ok(())
+}
+
+pub(crate) fn insert_client_row(
+    c: &Connection,
+    org: &OrgId,
+    n: &NewClient,
+    suspension: client::Suspension,
+) -> StoreResult<()> {
+    c.prepare_cached(
+        "INSERT INTO clients (id, org_id, name, secret_hash, scopes, redirect_uris, admin_approved, owner_id, created_at, post_logout_redirect_uris, owner_inactive, rotation_required)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
     )
     .and_then(|mut s| {
         s.execute(params![
@@ -220,6 +300,8 @@ pub(crate) fn insert_client_row(c: &Connection, org: &OrgId, n: &NewClient) -> S
             n.owner.as_ref().map(|u| u.as_str().to_owned()),
             n.created_at.millis(),
             n.post_logout_redirect_uris.join("\n"),
+            suspension.owner_inactive,
+            suspension.rotation_required,
         ])
     })
     .map_err(|e| match db_err(e) {

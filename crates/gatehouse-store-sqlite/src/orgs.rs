@@ -68,7 +68,12 @@ impl OrgStore for SqliteStore {
                     return Ok(false);
                 }
                 insert_org(tx, &org)?;
-                insert_client_row(tx, &org.id, &client)?;
+                insert_client_row(
+                    tx,
+                    &org.id,
+                    &client,
+                    gatehouse_domain::client::Suspension::NONE,
+                )?;
                 Ok(true)
             })
             .await

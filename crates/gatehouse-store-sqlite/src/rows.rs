@@ -108,7 +108,7 @@ pub(crate) fn api_key_row(r: &Row<'_>) -> rusqlite::Result<ApiKey> {
     })
 }
 
-pub(crate) const CLIENT_COLS: &str = "id, org_id, name, secret_hash, previous_secret_hash, previous_secret_until, scopes, redirect_uris, admin_approved, owner_id, created_at, post_logout_redirect_uris, coalesce(updated_at, created_at)";
+pub(crate) const CLIENT_COLS: &str = "id, org_id, name, secret_hash, previous_secret_hash, previous_secret_until, scopes, redirect_uris, admin_approved, owner_id, created_at, post_logout_redirect_uris, coalesce(updated_at, created_at), owner_inactive, rotation_required";
 
 pub(crate) fn client_row(r: &Row<'_>) -> rusqlite::Result<Client> {
     let id = decode_id(r, 0, "clients", ClientId::parse)?;
@@ -143,6 +143,10 @@ pub(crate) fn client_row(r: &Row<'_>) -> rusqlite::Result<Client> {
         owner: r.get::<_, Option<String>>(9)?.map(UserId::from_trusted),
         created_at: Timestamp::from_millis(r.get(10)?),
         updated_at: Timestamp::from_millis(r.get(12)?),
+        suspension: gatehouse_domain::client::Suspension {
+            owner_inactive: r.get(13)?,
+            rotation_required: r.get(14)?,
+        },
         id,
     })
 }

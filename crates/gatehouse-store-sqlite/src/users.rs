@@ -118,6 +118,15 @@ impl UserStore for SqliteStore {
                 if let Some(cut) = manage::owned_keys_cut(&current, Some(&change.user)) {
                     api_keys::cut_owned_keys(tx, &org, &id, cut, now)?;
                 }
+                if let Some(inactive) = manage::owner_inactive_after(&current, &change.user) {
+                    // D46 (revised): the owner's applications are suspended
+                    // while they are inactive; their earlier access tokens
+                    // stay refused for good.
+                    for app in clients::owned_clients_tx(tx, &org, &id)? {
+                        let next = client::owner_status_changed(&app, inactive);
+                        clients::set_suspension(tx, &app, next, now)?;
+                    }
+                }
                 if change.cancels_invitation {
                     auth_state::delete_links(tx, LinkKind::Invitation, &id)?;
                 }
@@ -157,11 +166,15 @@ impl UserStore for SqliteStore {
                     heir_row.as_ref(),
                 )?;
                 if let Some(heir) = &plan.transfer_clients_to {
-                    tx.prepare_cached(
-                        "UPDATE clients SET owner_id = ?1 WHERE org_id = ?2 AND owner_id = ?3",
-                    )
-                    .and_then(|mut s| s.execute(params![heir.as_str(), org.as_str(), id.as_str()]))
-                    .map_err(db_err)?;
+                    // D13, D46 (revised): each application goes to the heir,
+                    // suspended as `inherited` says (its secret may have
+                    // left with the deleted owner).
+                    for app in clients::owned_clients_tx(tx, &org, &id)? {
+                        tx.prepare_cached("UPDATE clients SET owner_id = ?2 WHERE id = ?1")
+                            .and_then(|mut s| s.execute(params![app.id.as_str(), heir.as_str()]))
+                            .map_err(db_err)?;
+                        clients::set_suspension(tx, &app, client::inherited(&app), now)?;
+                    }
                 }
                 // D13: every session, code and token dies with the user;
                 // D46: so do the API keys they own.

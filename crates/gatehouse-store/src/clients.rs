@@ -27,6 +27,10 @@ pub struct ClientChanges {
     pub redirect_uris: Option<Vec<String>>,
     pub post_logout_redirect_uris: Option<Vec<String>>,
     pub scopes: Option<ScopeSet>,
+    /// D46 (revised): a new owner, an active user of the organization; the
+    /// backend reads the current and the new owner in the transaction and
+    /// applies `gatehouse_domain::client::move_owner`.
+    pub owner: Option<UserId>,
 }
 
 impl ClientChanges {
@@ -36,6 +40,8 @@ impl ClientChanges {
     /// `client approve-admin` does, D22/D46); removing it withdraws the
     /// approval. The one place both backends take this rule from.
     pub fn apply(&self, old: &Client) -> (Client, bool) {
+        // The owner and the suspension a move leaves are the caller's
+        // (`move_owner`, with the owners read in the same transaction).
         let scopes = self.scopes.unwrap_or(old.scopes);
         let mut new = old.clone();
         new.scopes = scopes;
@@ -50,6 +56,14 @@ impl ClientChanges {
             new.post_logout_redirect_uris = u.clone();
         }
         (new, !old.scopes.is_subset(scopes))
+    }
+
+    /// The scopes these changes take away from `old` (D46 revised: what is
+    /// revoked), empty when none.
+    pub fn removed_scopes(&self, old: &Client) -> ScopeSet {
+        self.scopes.map_or(ScopeSet::EMPTY, |s| {
+            ScopeSet::from_bits(old.scopes.bits() & !s.bits())
+        })
     }
 }
 
@@ -74,8 +88,14 @@ pub trait ClientStore: Send + Sync {
     ///   (a consent left with no scope is forgotten),
     /// - clears `admin_approved` when `admin` is dropped (listing it again
     ///   needs the operator's approval again),
-    /// - writes a `Client` revocation at `now`, so every access token issued
-    ///   to the client so far dies on every node.
+    /// - writes a `Client` revocation at `now` limited to the dropped scopes
+    ///   ([`NewRevocation::client_scopes`](crate::NewRevocation::client_scopes)),
+    ///   so exactly the access tokens issued to the client so far that carry
+    ///   one die on every node (D46 revised).
+    ///
+    /// With `changes.owner`, the application moves to that user as
+    /// `gatehouse_domain::client::move_owner` decides (D46 revised), the
+    /// current and the new owner read in the same transaction.
     ///
     /// A new scope set never approves `admin`: `admin_approved` only goes
     /// from true to false here. `NotFound` for a client of another organization.
@@ -94,7 +114,9 @@ pub trait ClientStore: Send + Sync {
     /// Allows the `admin` scope for a client (D22), adding it to its scopes.
     async fn approve_admin(&self, org: &OrgId, id: &ClientId) -> StoreResult<Client>;
     /// D20 rotate-secret: a new secret digest; the old one keeps working until
-    /// `previous_until` (none: at once).
+    /// `previous_until` (none: at once). `gatehouse_domain::client::check_rotation`
+    /// decides in the transaction (D46 revised: an owed rotation takes no
+    /// grace, and is lifted by it).
     async fn rotate_client_secret(
         &self,
         org: &OrgId,
@@ -131,6 +153,7 @@ mod tests {
             owner: None,
             created_at: Timestamp::now(),
             updated_at: Timestamp::now(),
+            suspension: gatehouse_domain::client::Suspension::NONE,
         }
     }
 

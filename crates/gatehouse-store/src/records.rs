@@ -15,8 +15,11 @@ pub enum RevocationKind {
     /// Every access token of a refresh chain, by the chain id (`sid`) (D24, D25).
     Chain,
     /// Every access token issued to a client application at or before
-    /// `cutoff`, for itself or for a user (D46, D47: a scope removed from the
-    /// application, or the application deleted).
+    /// `cutoff`, for itself or for a user (D46, D47: the application deleted
+    /// or suspended, D46 revised); with `scopes`, only those of them that
+    /// carry one of these scopes (D46 revised: a scope removed from the
+    /// application). A node that does not know `scopes` revokes them all:
+    /// too much, never too little.
     Client,
 }
 
@@ -50,6 +53,9 @@ pub struct Revocation {
     pub cutoff: i64,
     /// After this no token it covers can still be valid; then it is purged.
     pub expires_at: Timestamp,
+    /// `Client` only: the revocation covers only tokens carrying one of
+    /// these scopes (`None`: every token of the client).
+    pub scopes: Option<ScopeSet>,
 }
 
 /// A revocation to write; storage assigns its id. The constructors are the
@@ -60,6 +66,8 @@ pub struct NewRevocation {
     pub subject: String,
     pub cutoff: i64,
     pub expires_at: Timestamp,
+    /// See [`Revocation::scopes`].
+    pub scopes: Option<ScopeSet>,
 }
 
 impl NewRevocation {
@@ -70,6 +78,7 @@ impl NewRevocation {
             subject: user.as_str().to_owned(),
             cutoff: now.unix_seconds(),
             expires_at: gatehouse_domain::access_revocation_expiry(now),
+            scopes: None,
         }
     }
 
@@ -81,6 +90,17 @@ impl NewRevocation {
             subject: client.as_str().to_owned(),
             cutoff: now.unix_seconds(),
             expires_at: gatehouse_domain::access_revocation_expiry(now),
+            scopes: None,
+        }
+    }
+
+    /// The access tokens issued to `client` up to `now` that carry one of
+    /// `removed` (D46 revised: exactly what narrowing the application
+    /// takes away); its other tokens keep working.
+    pub fn client_scopes(client: &ClientId, removed: ScopeSet, now: Timestamp) -> Self {
+        Self {
+            scopes: Some(removed),
+            ..Self::client(client, now)
         }
     }
 
@@ -92,6 +112,7 @@ impl NewRevocation {
             subject: chain.as_str().to_owned(),
             cutoff: now.unix_seconds(),
             expires_at: access_expiry,
+            scopes: None,
         }
     }
 
@@ -102,6 +123,7 @@ impl NewRevocation {
             subject: jti.as_str().to_owned(),
             cutoff: now.unix_seconds(),
             expires_at: access_expiry,
+            scopes: None,
         }
     }
 
@@ -113,6 +135,7 @@ impl NewRevocation {
             subject: self.subject,
             cutoff: self.cutoff,
             expires_at: self.expires_at,
+            scopes: self.scopes,
         }
     }
 }

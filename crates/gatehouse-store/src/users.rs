@@ -64,7 +64,11 @@ pub trait UserStore: Send + Sync {
     /// refresh chains; cancelling an invitation kills its link. The API keys
     /// the user owns are cut as `manage::owned_keys_cut` decides (D46:
     /// deactivation revokes them all, a demotion those carrying a scope the
-    /// new role lacks), in the same transaction.
+    /// new role lacks), in the same transaction. D46 (revised): the
+    /// applications the user owns are suspended or resumed as
+    /// `manage::owner_inactive_after` decides; suspending one also writes a
+    /// `Client` revocation at `now` (its earlier access tokens stay refused
+    /// for good).
     async fn update_user(
         &self,
         org: &OrgId,
@@ -76,8 +80,10 @@ pub trait UserStore: Send + Sync {
     /// `OwnedResourcesExist` unless `transfer_to` names another active user
     /// of the organization (checked by the caller for shape; `NotFound`-like
     /// problems with the target come back as `Rule(Validation)`), ownership
-    /// moved in the same transaction; the API keys the user owns are
-    /// revoked with them (D46).
+    /// moved in the same transaction, each application's suspension as
+    /// `gatehouse_domain::client::inherited` decides, with a `Client`
+    /// revocation at `now` for each one it suspends (D46 revised); the API
+    /// keys the user owns are revoked with them (D46).
     async fn delete_user_at(
         &self,
         org: &OrgId,

@@ -320,6 +320,7 @@ fn client_json(c: &gatehouse_domain::Client, secret: Option<&str>) -> Value {
         "redirect_uris": c.redirect_uris,
         "post_logout_redirect_uris": c.post_logout_redirect_uris,
         "owner": c.owner,
+        "suspended_reason": c.suspended_reason().map(|r| r.as_str()),
         "created_at": c.created_at,
     })
 }
@@ -377,6 +378,12 @@ pub async fn client(app: &App, cmd: ClientCommand) -> anyhow::Result<Output> {
                         }
                         .to_owned(),
                         scope_names(c.scopes).join(" "),
+                        // D46 (revised): who answers for it ("-": nobody
+                        // recorded, docs/security.md says what to do).
+                        c.owner
+                            .as_ref()
+                            .map_or_else(|| "-".to_owned(), |u| u.to_string()),
+                        c.suspended_reason().map_or("-", |r| r.as_str()).to_owned(),
                         c.name.clone(),
                     ]
                 })
@@ -385,7 +392,7 @@ pub async fn client(app: &App, cmd: ClientCommand) -> anyhow::Result<Output> {
             Ok(Output::with_text(
                 json!({ "data": data }),
                 table(
-                    &["CLIENT_ID", "TYPE", "SCOPES", "NAME"],
+                    &["CLIENT_ID", "TYPE", "SCOPES", "OWNER", "SUSPENDED", "NAME"],
                     &rows,
                     "No client applications in this organization.",
                 ),
@@ -402,9 +409,11 @@ pub async fn client(app: &App, cmd: ClientCommand) -> anyhow::Result<Output> {
             redirect_uris: raw_uris,
             post_logout_redirect_uris,
             scopes: raw_scopes,
+            owner,
         } => {
             let id = client_id(&raw)?;
             let update = ClientUpdate {
+                owner: owner.as_deref().map(user_id).transpose()?,
                 name: raw_name.as_deref().map(name).transpose()?,
                 redirect_uris: (!raw_uris.is_empty())
                     .then(|| redirect_uris("redirect-uri", &raw_uris))
@@ -616,6 +625,9 @@ pub async fn apikey(app: &App, cmd: ApiKeyCommand, env: Env) -> anyhow::Result<O
                         scope_names(k.scopes).join(" "),
                         k.last_used_at
                             .map_or_else(|| "never".to_owned(), |t| t.to_rfc3339()),
+                        k.owner
+                            .as_ref()
+                            .map_or_else(|| "-".to_owned(), |u| u.to_string()),
                         k.name.clone(),
                     ]
                 })
@@ -624,7 +636,7 @@ pub async fn apikey(app: &App, cmd: ApiKeyCommand, env: Env) -> anyhow::Result<O
             Ok(Output::with_text(
                 json!({ "data": data }),
                 table(
-                    &["ID", "STATE", "SCOPES", "LAST USED", "NAME"],
+                    &["ID", "STATE", "SCOPES", "LAST USED", "OWNER", "NAME"],
                     &rows,
                     "No API keys in this organization.",
                 ),

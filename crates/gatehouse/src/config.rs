@@ -298,7 +298,7 @@ pub enum ClientCommand {
         clap::ArgGroup::new("change")
             .required(true)
             .multiple(true)
-            .args(["name", "redirect_uris", "post_logout_redirect_uris", "scopes"])
+            .args(["name", "redirect_uris", "post_logout_redirect_uris", "scopes", "owner"])
     ))]
     Update {
         /// The application's client_id (app_…).
@@ -318,6 +318,12 @@ pub enum ClientCommand {
         /// not approve it (`gatehouse client approve-admin` does).
         #[arg(long)]
         scopes: Option<String>,
+        /// Moves the application to another active user of its organization
+        /// (usr_…). Moved away from a deactivated or deleted owner, a
+        /// confidential application refuses its secret until
+        /// `gatehouse client rotate-secret` (with no grace) issues a new one.
+        #[arg(long, value_name = "USR")]
+        owner: Option<String>,
     },
     /// Delete a client application and everything it holds: its tokens,
     /// sign-ins and consents stop working at once.

@@ -204,6 +204,7 @@ pub async fn client_update_narrows_and_revokes(s: &dyn Store) {
         redirect_uris: Some(vec!["https://new.example.com/cb".into()]),
         post_logout_redirect_uris: Some(vec!["https://new.example.com/bye".into()]),
         scopes: None,
+        owner: None,
     };
     let got = s.update_client(&o, &c.id, &changes, now).await.unwrap();
     assert_eq!(got.name, "renamed");

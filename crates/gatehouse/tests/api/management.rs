@@ -13,7 +13,7 @@ const MANAGE: &str = "applications:read applications:write";
 
 /// A confidential "console" application registered for everything a person
 /// may use here, so a person's token carries their role's caps (D29, D46).
-async fn console(s: &TestServer) -> App {
+pub(super) async fn console(s: &TestServer) -> App {
     register(
         s,
         &s.org(),
@@ -26,25 +26,30 @@ async fn console(s: &TestServer) -> App {
 }
 
 /// A person's access token through the console, asking for `scope`.
-async fn person_token(s: &TestServer, console: &App, email: &str, scope: &str) -> String {
+pub(super) async fn person_token(
+    s: &TestServer,
+    console: &App,
+    email: &str,
+    scope: &str,
+) -> String {
     let pair = pair_for(s, console, email, Some(scope)).await;
     pair["access_token"].as_str().unwrap().to_owned()
 }
 
-async fn json_of(res: Response, status: StatusCode) -> Value {
+pub(super) async fn json_of(res: Response, status: StatusCode) -> Value {
     let got = res.status();
     let body = res.text().await.unwrap();
     assert_eq!(got, status, "{body}");
     serde_json::from_str(&body).unwrap_or(Value::Null)
 }
 
-async fn create_app(s: &TestServer, token: &str, body: Value) -> Response {
+pub(super) async fn create_app(s: &TestServer, token: &str, body: Value) -> Response {
     s.call(Method::POST, "/v1/applications", token, Some(body))
         .await
 }
 
 /// client_credentials with `id`/`secret`: the status.
-async fn cc_status(s: &TestServer, id: &str, secret: &str) -> StatusCode {
+pub(super) async fn cc_status(s: &TestServer, id: &str, secret: &str) -> StatusCode {
     s.request(Method::POST, "/oauth/token")
         .basic_auth(id, Some(secret))
         .form(&[("grant_type", "client_credentials")])

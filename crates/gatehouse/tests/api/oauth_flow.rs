@@ -2897,3 +2897,6 @@ mod oidc;
 
 #[path = "management.rs"]
 mod management;
+
+#[path = "offboarding.rs"]
+mod offboarding;

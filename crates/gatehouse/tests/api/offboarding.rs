@@ -1,0 +1,645 @@
+//! Ownership and offboarding (D46 revised, issue 24): whatever a person
+//! creates is theirs, whatever their role, and what a credential creates is
+//! its owner's; deactivating an owner suspends their applications, moving
+//! one away from a leaver needs a new secret, and narrowing an application
+//! revokes exactly what carries the removed scope. Each test drives the
+//! server over HTTPS as an outside client would. A child of `oauth_flow`
+//! (its sign-in helpers) beside `management` (its callers), so it runs on
+//! SQLite here and on PostgreSQL in `api_postgres`.
+
+use serde_json::json;
+
+use super::management::{cc_status, console, create_app, json_of, person_token};
+use super::*;
+
+/// What an admin may do here through the console.
+const ADMIN_SCOPES: &str =
+    "applications:read applications:write users:read users:write products:read products:write";
+
+/// A client-credentials access token for `id`/`secret` with `scope`.
+async fn cc_token(s: &TestServer, id: &str, secret: &str, scope: &str) -> String {
+    let res = s
+        .request(Method::POST, "/oauth/token")
+        .basic_auth(id, Some(secret))
+        .form(&[("grant_type", "client_credentials"), ("scope", scope)])
+        .send()
+        .await
+        .unwrap();
+    let body = json_of(res, StatusCode::OK).await;
+    body["access_token"].as_str().unwrap().to_owned()
+}
+
+/// client_credentials for `id`/`secret`: D46 (revised)'s refusal of a
+/// suspended application, `invalid_client` with "application suspended".
+async fn expect_suspended(s: &TestServer, id: &str, secret: &str) {
+    let res = s
+        .request(Method::POST, "/oauth/token")
+        .basic_auth(id, Some(secret))
+        .form(&[("grant_type", "client_credentials")])
+        .send()
+        .await
+        .unwrap();
+    let body = expect_oauth_error(res, StatusCode::UNAUTHORIZED, "invalid_client").await;
+    assert_eq!(body["error_description"], "application suspended", "{body}");
+}
+
+/// A `GET /v1/products` with `token`: its status.
+async fn products_status(s: &TestServer, token: &str) -> StatusCode {
+    s.call(Method::GET, "/v1/products", token, None)
+        .await
+        .status()
+}
+
+/// An API key made with `token`: (id, key, owner_id).
+async fn new_key(s: &TestServer, token: &str, scopes: Value) -> (String, String, Value) {
+    let k = json_of(
+        s.call(
+            Method::POST,
+            "/v1/api-keys",
+            token,
+            Some(json!({"name": "k", "scopes": scopes})),
+        )
+        .await,
+        StatusCode::CREATED,
+    )
+    .await;
+    (
+        k["data"]["id"].as_str().unwrap().to_owned(),
+        k["data"]["key"].as_str().unwrap().to_owned(),
+        k["data"]["owner_id"].clone(),
+    )
+}
+
+/// A confidential application made with `token`: (id, secret, owner_id).
+async fn new_app(s: &TestServer, token: &str, scopes: Value) -> (String, String, Value) {
+    let a = json_of(
+        create_app(
+            s,
+            token,
+            json!({"name": "a", "type": "confidential", "redirect_uris": [REDIRECT], "scopes": scopes}),
+        )
+        .await,
+        StatusCode::CREATED,
+    )
+    .await;
+    (
+        a["data"]["id"].as_str().unwrap().to_owned(),
+        a["data"]["client_secret"].as_str().unwrap().to_owned(),
+        a["data"]["owner_id"].clone(),
+    )
+}
+
+/// `PATCH /v1/users/{id}` with an organization-wide token.
+async fn set_user(s: &TestServer, id: &str, body: Value) {
+    let admin = s.token("users:write").await;
+    json_of(
+        s.call(
+            Method::PATCH,
+            &format!("/v1/users/{id}"),
+            &admin,
+            Some(body),
+        )
+        .await,
+        StatusCode::OK,
+    )
+    .await;
+}
+
+async fn application(s: &TestServer, token: &str, id: &str) -> Value {
+    json_of(
+        s.call(Method::GET, &format!("/v1/applications/{id}"), token, None)
+            .await,
+        StatusCode::OK,
+    )
+    .await["data"]
+        .clone()
+}
+
+#[tokio::test]
+async fn d46_revised_what_an_admin_or_its_credentials_create_is_the_admins_and_dies_with_its_deactivation()
+ {
+    let s = TestServer::start().await;
+    let c = console(&s).await;
+    let boss = active_user(&s, "boss@example.com", Role::Admin).await;
+    active_user(&s, "other-admin@example.com", Role::Admin).await;
+    let admin = person_token(&s, &c, "boss@example.com", ADMIN_SCOPES).await;
+    let me = json!(boss.id.to_string());
+
+    // An admin's key and application are the admin's (they were null).
+    let (_, key, owner) = new_key(
+        &s,
+        &admin,
+        json!(["users:write", "applications:write", "products:read"]),
+    )
+    .await;
+    assert_eq!(owner, me, "D46 revised: an admin owns the key it creates");
+    let (app_id, app_secret, owner) =
+        new_app(&s, &admin, json!(["applications:write", "products:read"])).await;
+    assert_eq!(
+        owner, me,
+        "D46 revised: an admin owns the application it creates"
+    );
+
+    // What the admin's credentials create is the admin's too.
+    let (_, key_of_key, owner) = new_key(&s, &key, json!(["products:read"])).await;
+    assert_eq!(owner, me, "a key made with a key is the key owner's");
+    let app_token = cc_token(&s, &app_id, &app_secret, "applications:write products:read").await;
+    let (_, key_of_app, owner) = new_key(&s, &app_token, json!(["products:read"])).await;
+    assert_eq!(
+        owner, me,
+        "a key made with an application's token is the application owner's"
+    );
+    let (_, _, owner) = new_app(&s, &key, json!(["products:read"])).await;
+    assert_eq!(
+        owner, me,
+        "an application made with a key is the key owner's"
+    );
+    for k in [&key, &key_of_key, &key_of_app, &app_token] {
+        assert_eq!(products_status(&s, k).await, StatusCode::OK);
+    }
+
+    // Deactivated, the admin takes all of it away.
+    set_user(&s, boss.id.as_str(), json!({"status": "inactive"})).await;
+    for (what, k) in [
+        ("the admin's key", &key),
+        ("the key's key", &key_of_key),
+        ("the application's key", &key_of_app),
+        ("the application's earlier token", &app_token),
+    ] {
+        assert_eq!(
+            products_status(&s, k).await,
+            StatusCode::UNAUTHORIZED,
+            "{what} dies with its owner's deactivation"
+        );
+    }
+    // The key can no longer make a new admin (the finding).
+    expect_error(
+        s.call(
+            Method::POST,
+            "/v1/users",
+            &key,
+            Some(json!({"email": "mallory@example.com", "name": "M", "role": "admin"})),
+        )
+        .await,
+        StatusCode::UNAUTHORIZED,
+        "INVALID_TOKEN",
+    )
+    .await;
+    expect_suspended(&s, &app_id, &app_secret).await;
+}
+
+#[tokio::test]
+async fn d46_revised_a_demoted_admins_key_loses_what_the_new_role_lacks() {
+    let s = TestServer::start().await;
+    let c = console(&s).await;
+    let boss = active_user(&s, "boss@example.com", Role::Admin).await;
+    active_user(&s, "other-admin@example.com", Role::Admin).await;
+    let admin = person_token(&s, &c, "boss@example.com", ADMIN_SCOPES).await;
+    let (_, writer, _) = new_key(&s, &admin, json!(["users:write"])).await;
+    let (_, reader, _) = new_key(&s, &admin, json!(["products:read"])).await;
+    let (app_id, _, _) = new_app(&s, &admin, json!(["users:write", "products:read"])).await;
+
+    set_user(&s, boss.id.as_str(), json!({"role": "editor"})).await;
+    expect_error(
+        s.call(
+            Method::PATCH,
+            &format!("/v1/users/{}", boss.id),
+            &writer,
+            Some(json!({"name": "Changed"})),
+        )
+        .await,
+        StatusCode::UNAUTHORIZED,
+        "INVALID_TOKEN",
+    )
+    .await;
+    assert_eq!(
+        products_status(&s, &reader).await,
+        StatusCode::OK,
+        "a key within the new role stays"
+    );
+    let org_wide = s.token("applications:read").await;
+    assert_eq!(
+        application(&s, &org_wide, &app_id).await["scopes"],
+        json!(["products:read"]),
+        "the demoted admin's application is narrowed"
+    );
+}
+
+#[tokio::test]
+async fn d46_revised_a_deleted_admins_application_needs_an_heir_and_a_new_secret() {
+    let s = TestServer::start().await;
+    let c = console(&s).await;
+    let boss = active_user(&s, "boss@example.com", Role::Admin).await;
+    let heir = active_user(&s, "heir@example.com", Role::Admin).await;
+    let admin = person_token(&s, &c, "boss@example.com", ADMIN_SCOPES).await;
+    let (app_id, secret, _) =
+        new_app(&s, &admin, json!(["applications:write", "products:read"])).await;
+    let public = json_of(
+        create_app(
+            &s,
+            &admin,
+            json!({"name": "p", "type": "public", "redirect_uris": [REDIRECT], "scopes": ["products:read"]}),
+        )
+        .await,
+        StatusCode::CREATED,
+    )
+    .await["data"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let before = cc_token(&s, &app_id, &secret, "applications:write products:read").await;
+
+    // D13: the admin's applications block a plain delete now that they are
+    // recorded as the admin's.
+    let ops = s.token("users:write applications:read").await;
+    expect_error(
+        s.call(
+            Method::DELETE,
+            &format!("/v1/users/{}", boss.id),
+            &ops,
+            None,
+        )
+        .await,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "OWNED_RESOURCES_EXIST",
+    )
+    .await;
+    let gone = s
+        .call(
+            Method::DELETE,
+            &format!("/v1/users/{}?transfer_to={}", boss.id, heir.id),
+            &ops,
+            None,
+        )
+        .await;
+    assert_eq!(gone.status(), StatusCode::NO_CONTENT);
+
+    // Handed on, the confidential one refuses the secret the leaver holds,
+    // and its earlier token is dead; the public one works at once.
+    let moved = application(&s, &ops, &app_id).await;
+    assert_eq!(moved["owner_id"], heir.id.to_string());
+    assert_eq!(moved["suspended_reason"], "secret_rotation_required");
+    expect_suspended(&s, &app_id, &secret).await;
+    assert_eq!(products_status(&s, &before).await, StatusCode::UNAUTHORIZED);
+    expect_error(
+        s.call(
+            Method::POST,
+            "/v1/api-keys",
+            &before,
+            Some(json!({"name": "late", "scopes": ["products:read"]})),
+        )
+        .await,
+        StatusCode::UNAUTHORIZED,
+        "INVALID_TOKEN",
+    )
+    .await;
+    assert_eq!(
+        application(&s, &ops, &public).await["suspended_reason"],
+        Value::Null
+    );
+
+    // Only a rotation with no grace lifts it.
+    let manage = s.token("applications:write products:read").await;
+    let path = format!("/v1/applications/{app_id}/secret");
+    expect_error(
+        s.call(
+            Method::POST,
+            &path,
+            &manage,
+            Some(json!({"grace_seconds": 60})),
+        )
+        .await,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "INVALID_STATE_TRANSITION",
+    )
+    .await;
+    expect_suspended(&s, &app_id, &secret).await;
+    let rotated = json_of(
+        s.call(Method::POST, &path, &manage, None).await,
+        StatusCode::CREATED,
+    )
+    .await;
+    let new_secret = rotated["data"]["client_secret"].as_str().unwrap();
+    assert_eq!(
+        rotated["data"]["suspended_reason"],
+        Value::Null,
+        "{rotated}"
+    );
+    assert_eq!(cc_status(&s, &app_id, new_secret).await, StatusCode::OK);
+    expect_oauth_error(
+        s.request(Method::POST, "/oauth/token")
+            .basic_auth(&app_id, Some(&secret))
+            .form(&[("grant_type", "client_credentials")])
+            .send()
+            .await
+            .unwrap(),
+        StatusCode::UNAUTHORIZED,
+        "invalid_client",
+    )
+    .await;
+    assert_eq!(
+        products_status(&s, &before).await,
+        StatusCode::UNAUTHORIZED,
+        "tokens from before the suspension stay refused for good"
+    );
+}
+
+#[tokio::test]
+async fn d46_revised_deactivation_suspends_owned_applications_until_the_owner_returns_or_an_admin_moves_them()
+ {
+    let s = TestServer::start().await;
+    let c = console(&s).await;
+    let owner = active_user(&s, "owner@example.com", Role::Editor).await;
+    let taker = active_user(&s, "taker@example.com", Role::Editor).await;
+    let idle = user_with_password(
+        &s,
+        &s.org(),
+        "idle@example.com",
+        Role::Editor,
+        UserStatus::Inactive,
+    )
+    .await;
+    active_user(&s, "person@example.com", Role::Viewer).await;
+    let editor_scopes = "applications:read applications:write products:read products:write";
+    let ed = person_token(&s, &c, "owner@example.com", editor_scopes).await;
+    let (app_id, secret, owner_id) = new_app(&s, &ed, json!(["products:read"])).await;
+    assert_eq!(owner_id, json!(owner.id.to_string()));
+    let app = App {
+        id: app_id.clone(),
+        secret: Some(secret.clone()),
+    };
+    // A person's sign-in through the application: a refresh chain.
+    let pair = pair_for(&s, &app, "person@example.com", Some("products:read")).await;
+    let rt = str_of(&pair, "refresh_token").to_owned();
+    let before = cc_token(&s, &app_id, &secret, "products:read").await;
+    let user_token = str_of(&pair, "access_token").to_owned();
+
+    set_user(&s, owner.id.as_str(), json!({"status": "inactive"})).await;
+    let org_wide = s.token("applications:read applications:write").await;
+    assert_eq!(
+        application(&s, &org_wide, &app_id).await["suspended_reason"],
+        "owner_inactive"
+    );
+    expect_suspended(&s, &app_id, &secret).await;
+    for t in [&before, &user_token] {
+        assert_eq!(
+            products_status(&s, t).await,
+            StatusCode::UNAUTHORIZED,
+            "access tokens issued to a suspended application are refused"
+        );
+    }
+    let body = expect_oauth_error(
+        refresh(&s, &app, &rt).await,
+        StatusCode::UNAUTHORIZED,
+        "invalid_client",
+    )
+    .await;
+    assert_eq!(body["error_description"], "application suspended");
+    // The list's filter.
+    let ids = |v: Value| -> Vec<String> {
+        v["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a["id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let suspended = json_of(
+        s.call(
+            Method::GET,
+            "/v1/applications?suspended=true",
+            &org_wide,
+            None,
+        )
+        .await,
+        StatusCode::OK,
+    )
+    .await;
+    assert_eq!(ids(suspended), vec![app_id.clone()]);
+    let working = json_of(
+        s.call(
+            Method::GET,
+            "/v1/applications?suspended=false",
+            &org_wide,
+            None,
+        )
+        .await,
+        StatusCode::OK,
+    )
+    .await;
+    assert!(!ids(working).contains(&app_id));
+    expect_error(
+        s.call(
+            Method::GET,
+            "/v1/applications?suspended=maybe",
+            &org_wide,
+            None,
+        )
+        .await,
+        StatusCode::BAD_REQUEST,
+        "VALIDATION_ERROR",
+    )
+    .await;
+
+    // Active again: the application works again, its refresh chain too;
+    // its earlier access tokens stay refused for good.
+    set_user(&s, owner.id.as_str(), json!({"status": "active"})).await;
+    assert_eq!(
+        application(&s, &org_wide, &app_id).await["suspended_reason"],
+        Value::Null
+    );
+    assert_eq!(cc_status(&s, &app_id, &secret).await, StatusCode::OK);
+    let renewed = expect_pair(refresh(&s, &app, &rt).await, true).await;
+    let rt = str_of(&renewed, "refresh_token").to_owned();
+    assert_eq!(products_status(&s, &before).await, StatusCode::UNAUTHORIZED);
+
+    // Deactivated again, then moved: who may move it, and to whom.
+    set_user(&s, owner.id.as_str(), json!({"status": "inactive"})).await;
+    let path = format!("/v1/applications/{app_id}");
+    let ed_taker = person_token(&s, &c, "taker@example.com", editor_scopes).await;
+    let (own_app, _, _) = new_app(&s, &ed_taker, json!(["products:read"])).await;
+    expect_error(
+        s.call(
+            Method::PATCH,
+            &format!("/v1/applications/{own_app}"),
+            &ed_taker,
+            Some(json!({"owner_id": owner.id.to_string()})),
+        )
+        .await,
+        StatusCode::FORBIDDEN,
+        "INSUFFICIENT_SCOPE",
+    )
+    .await;
+    let stranger = UserId::generate().to_string();
+    expect_error(
+        s.call(
+            Method::PATCH,
+            &path,
+            &org_wide,
+            Some(json!({"owner_id": stranger})),
+        )
+        .await,
+        StatusCode::NOT_FOUND,
+        "RESOURCE_NOT_FOUND",
+    )
+    .await;
+    expect_error(
+        s.call(
+            Method::PATCH,
+            &path,
+            &org_wide,
+            Some(json!({"owner_id": idle.id.to_string()})),
+        )
+        .await,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "INVALID_STATE_TRANSITION",
+    )
+    .await;
+    let moved = json_of(
+        s.call(
+            Method::PATCH,
+            &path,
+            &org_wide,
+            Some(json!({"owner_id": taker.id.to_string()})),
+        )
+        .await,
+        StatusCode::OK,
+    )
+    .await;
+    assert_eq!(moved["data"]["owner_id"], taker.id.to_string());
+    assert_eq!(
+        moved["data"]["suspended_reason"],
+        "secret_rotation_required"
+    );
+    // The leaver's secret stays refused, even once they are back.
+    set_user(&s, owner.id.as_str(), json!({"status": "active"})).await;
+    expect_suspended(&s, &app_id, &secret).await;
+    let rotated = json_of(
+        s.call(
+            Method::POST,
+            &format!("{path}/secret"),
+            &s.token("applications:write products:read").await,
+            None,
+        )
+        .await,
+        StatusCode::CREATED,
+    )
+    .await;
+    let new_secret = rotated["data"]["client_secret"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let app = App {
+        id: app_id.clone(),
+        secret: Some(new_secret),
+    };
+    expect_pair(refresh(&s, &app, &rt).await, true).await;
+}
+
+#[tokio::test]
+async fn d46_revised_a_public_application_moved_from_a_leaver_resumes_at_once() {
+    let s = TestServer::start().await;
+    let c = console(&s).await;
+    let owner = active_user(&s, "owner@example.com", Role::Editor).await;
+    let taker = active_user(&s, "taker@example.com", Role::Editor).await;
+    let ed = person_token(
+        &s,
+        &c,
+        "owner@example.com",
+        "applications:read applications:write products:read",
+    )
+    .await;
+    let public = json_of(
+        create_app(
+            &s,
+            &ed,
+            json!({"name": "p", "type": "public", "redirect_uris": [REDIRECT], "scopes": ["products:read"]}),
+        )
+        .await,
+        StatusCode::CREATED,
+    )
+    .await["data"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    set_user(&s, owner.id.as_str(), json!({"status": "inactive"})).await;
+    let org_wide = s.token("applications:read applications:write").await;
+    assert_eq!(
+        application(&s, &org_wide, &public).await["suspended_reason"],
+        "owner_inactive"
+    );
+    let moved = json_of(
+        s.call(
+            Method::PATCH,
+            &format!("/v1/applications/{public}"),
+            &org_wide,
+            Some(json!({"owner_id": taker.id.to_string()})),
+        )
+        .await,
+        StatusCode::OK,
+    )
+    .await;
+    assert_eq!(moved["data"]["suspended_reason"], Value::Null);
+    let app = App {
+        id: public,
+        secret: None,
+    };
+    pair_for(&s, &app, "taker@example.com", Some("products:read")).await;
+}
+
+#[tokio::test]
+async fn d46_revised_narrowing_revokes_exactly_the_tokens_and_chains_carrying_the_removed_scope() {
+    let s = TestServer::start().await;
+    let app = register(
+        &s,
+        &s.org(),
+        "products:read users:read",
+        &[REDIRECT],
+        false,
+        false,
+    )
+    .await;
+    let secret = app.secret.clone().unwrap();
+    active_user(&s, "person@example.com", Role::Viewer).await;
+    let keeps = cc_token(&s, &app.id, &secret, "products:read").await;
+    let carries = cc_token(&s, &app.id, &secret, "users:read").await;
+    let both = cc_token(&s, &app.id, &secret, "products:read users:read").await;
+    let kept_chain = pair_for(&s, &app, "person@example.com", Some("products:read")).await;
+    let cut_chain = pair_for(&s, &app, "person@example.com", Some("users:read")).await;
+
+    let manage = s.token("applications:write products:read users:read").await;
+    json_of(
+        s.call(
+            Method::PATCH,
+            &format!("/v1/applications/{}", app.id),
+            &manage,
+            Some(json!({"scopes": ["products:read"]})),
+        )
+        .await,
+        StatusCode::OK,
+    )
+    .await;
+
+    assert_eq!(
+        products_status(&s, &keeps).await,
+        StatusCode::OK,
+        "D46 revised: a token without the removed scope keeps working"
+    );
+    assert_eq!(
+        products_status(&s, str_of(&kept_chain, "access_token")).await,
+        StatusCode::OK
+    );
+    for (what, t) in [("users:read", &carries), ("both scopes", &both)] {
+        assert_eq!(
+            products_status(&s, t).await,
+            StatusCode::UNAUTHORIZED,
+            "a token carrying {what} is revoked"
+        );
+    }
+    expect_pair(
+        refresh(&s, &app, str_of(&kept_chain, "refresh_token")).await,
+        true,
+    )
+    .await;
+    expect_invalid_grant(refresh(&s, &app, str_of(&cut_chain, "refresh_token")).await).await;
+}
