@@ -159,9 +159,11 @@ impl App {
     /// - listing `admin` never approves it: only [`App::approve_admin`]
     ///   does (D22, D46), and dropping it withdraws the approval;
     /// - a scope removed revokes, at once and on every node, the client's
-    ///   refresh chains that carry it and every access token issued to the
-    ///   client so far, and is removed from the consents people gave it
-    ///   (D46, D49).
+    ///   refresh chains and access tokens that carry it, and is removed from
+    ///   the consents people gave it (D46 revised, D49);
+    /// - a new owner is an active user of the organization; moved away from
+    ///   a deactivated or deleted owner, a confidential client refuses its
+    ///   secret until it is rotated with no grace (D46 revised).
     ///
     /// The caller-specific checks of the API (D46: which scopes the caller
     /// must hold) belong to the caller; the operator holds them all.
@@ -172,6 +174,12 @@ impl App {
         update: ClientUpdate,
     ) -> AppResult<Client> {
         let old = self.client(org, id).await?;
+        if let Some(owner) = &update.owner {
+            // D46 (revised): another organization's user is 404 (`user not
+            // found`); whether they are active is the move's rule
+            // (`client::move_owner`), decided in its transaction.
+            self.get_user(org, owner).await?;
+        }
         if update.scopes.is_some_and(ScopeSet::is_empty) {
             return Err(AppError::invalid("scopes", "must name at least one scope"));
         }

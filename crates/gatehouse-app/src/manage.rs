@@ -169,11 +169,8 @@ impl App {
         if update.redirect_uris.is_some() || update.scopes.is_some() {
             m.may_reconfigure(&app)?;
         }
-        if let Some(owner) = &update.owner {
+        if update.owner.is_some() {
             m.may_move()?;
-            // 404 for a user the caller cannot see; whether they are active
-            // is the move's rule, decided in its transaction.
-            self.get_user(org, owner).await?;
         }
         if let Some(scopes) = update.scopes {
             // Only what is added must be grantable: keeping a scope the

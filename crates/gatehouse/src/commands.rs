@@ -42,30 +42,35 @@ impl Output {
     }
 
     pub fn print(&self, as_json: bool) {
+        crate::out::print(&self.render(as_json));
+    }
+
+    /// What [`Output::print`] writes.
+    pub fn render(&self, as_json: bool) -> String {
+        use std::fmt::Write;
         if as_json {
-            println!("{}", self.value);
-            return;
+            return format!("{}\n", self.value);
         }
         if let Some(text) = &self.text {
-            print!("{text}");
-            return;
+            return text.clone();
         }
+        let mut out = String::new();
         if let Value::Object(m) = &self.value {
             for (k, v) in m {
-                match v {
-                    Value::String(s) => println!("{k}: {s}"),
-                    Value::Null => println!("{k}: -"),
-                    Value::Array(a) => println!(
-                        "{k}: {}",
-                        a.iter()
-                            .map(|x| x.as_str().map_or_else(|| x.to_string(), str::to_owned))
-                            .collect::<Vec<_>>()
-                            .join(" ")
-                    ),
-                    other => println!("{k}: {other}"),
-                }
+                let shown = match v {
+                    Value::String(s) => s.clone(),
+                    Value::Null => "-".to_owned(),
+                    Value::Array(a) => a
+                        .iter()
+                        .map(|x| x.as_str().map_or_else(|| x.to_string(), str::to_owned))
+                        .collect::<Vec<_>>()
+                        .join(" "),
+                    other => other.to_string(),
+                };
+                let _ = writeln!(out, "{k}: {shown}");
             }
         }
+        out
     }
 }
 

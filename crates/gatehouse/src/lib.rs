@@ -11,6 +11,7 @@ pub mod commands;
 pub mod config;
 pub mod mail;
 pub mod metrics;
+pub mod out;
 pub mod run;
 pub mod tls;
 

@@ -30,7 +30,7 @@ fn main() -> std::process::ExitCode {
         Err(e) => {
             // D47: with --json, one error object on stdout as well; exit 1.
             if json {
-                println!("{}", commands::error_json(&e));
+                gatehouse::out::print(&format!("{}\n", commands::error_json(&e)));
             }
             eprintln!("error: {e:#}");
             std::process::ExitCode::FAILURE
@@ -58,7 +58,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<()> {
     let out = match cli.command {
         Command::Openapi => {
             let doc = gatehouse_server::openapi::document(&settings.public_url);
-            println!("{}", serde_json::to_string_pretty(&doc)?);
+            gatehouse::out::print(&format!("{}\n", serde_json::to_string_pretty(&doc)?));
             return Ok(());
         }
         Command::Serve(_) => return serve(settings, json).await,
@@ -107,9 +107,9 @@ async fn mock(settings: Settings, addr: std::net::SocketAddr, json: bool) -> any
         .as_ref()
         .map(|c| c.org.clone())
         .context("the mock created its organization")?;
-    if json {
-        println!(
-            "{}",
+    let banner = if json {
+        format!(
+            "{}\n",
             serde_json::json!({
                 "url": url,
                 "org": org,
@@ -118,34 +118,20 @@ async fn mock(settings: Settings, addr: std::net::SocketAddr, json: bool) -> any
                 "redirect_uri": run::MOCK_REDIRECT_URI,
                 "password": run::MOCK_PASSWORD,
             })
-        );
+        )
     } else {
-        println!("Gatehouse mock on {url} (data in memory, gone at exit)");
-        println!("  org:           {org}");
-        println!("  client_id:     {}", run::MOCK_CLIENT_ID);
-        println!("  client_secret: {}", run::MOCK_CLIENT_SECRET);
-        println!("  redirect_uri:  {} (any port)", run::MOCK_REDIRECT_URI);
-        println!(
-            "  every fixture user signs in with the password {}",
-            run::MOCK_PASSWORD
-        );
-        println!(
-            "  every scope; send `Prefer: code=NNN` ({}) to get that error",
-            gatehouse_server::mock::PREFERRED_CODES
-                .iter()
-                .map(u16::to_string)
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
-        println!(
-            "  on /oauth/token, /oauth/revoke and /oauth/introspect: `Prefer: code=NNN` ({}) or `Prefer: error=<code>`",
-            gatehouse_server::mock::OAUTH_PREFERRED_CODES
-                .iter()
-                .map(u16::to_string)
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
-    }
+        let codes = |c: &[u16]| c.iter().map(u16::to_string).collect::<Vec<_>>().join(", ");
+        format!(
+            "Gatehouse mock on {url} (data in memory, gone at exit)\n  org:           {org}\n  client_id:     {}\n  client_secret: {}\n  redirect_uri:  {} (any port)\n  every fixture user signs in with the password {}\n  every scope; send `Prefer: code=NNN` ({}) to get that error\n  on /oauth/token, /oauth/revoke and /oauth/introspect: `Prefer: code=NNN` ({}) or `Prefer: error=<code>`\n",
+            run::MOCK_CLIENT_ID,
+            run::MOCK_CLIENT_SECRET,
+            run::MOCK_REDIRECT_URI,
+            run::MOCK_PASSWORD,
+            codes(gatehouse_server::mock::PREFERRED_CODES),
+            codes(gatehouse_server::mock::OAUTH_PREFERRED_CODES),
+        )
+    };
+    gatehouse::out::announce(&banner);
     shutdown_signal().await;
     running.shutdown().await;
     drop(dir);
@@ -162,20 +148,18 @@ async fn serve(settings: Settings, json: bool) -> anyhow::Result<()> {
     let running = run::start(&settings).await?;
     if let Some(creds) = &running.bootstrap {
         let path = settings.data_dir.join("bootstrap-credentials.json");
-        if json {
-            println!("{}", serde_json::to_string(creds)?);
+        let banner = if json {
+            format!("{}\n", serde_json::to_string(creds)?)
         } else {
-            println!(
-                "First start: created organization {} and a client approved for every scope.",
-                creds.org
-            );
-            println!("  client_id:     {}", creds.client_id);
-            println!("  client_secret: {}", creds.client_secret);
-            println!(
-                "These are shown once; they are also in {} (mode 0600).",
+            format!(
+                "First start: created organization {} and a client approved for every scope.\n  client_id:     {}\n  client_secret: {}\nThese are shown once; they are also in {} (mode 0600).\n",
+                creds.org,
+                creds.client_id,
+                creds.client_secret,
                 path.display()
-            );
-        }
+            )
+        };
+        gatehouse::out::announce(&banner);
     }
     match running.https_addr {
         Some(a) => {

@@ -2045,3 +2045,135 @@ fn help_texts_name_no_decision_numbers() {
     walk(&mut cmd, "gatehouse", &mut seen);
     assert!(seen > 25, "every subcommand was walked ({seen})");
 }
+
+#[tokio::test]
+async fn d46_revised_the_cli_shows_owners_moves_an_application_and_rotates_without_grace() {
+    use crate::oauth_flow::active_user;
+    let s = TestServer::start().await;
+    let dir = s.data_dir();
+    let org = s.org().to_string();
+    let leaver = active_user(&s, "leaver@example.com", gatehouse_domain::Role::Editor).await;
+    let heir = active_user(&s, "heir@example.com", gatehouse_domain::Role::Editor).await;
+    let made = json_of(
+        &dir,
+        &[
+            "client",
+            "create",
+            "--org",
+            &org,
+            "--name",
+            "Owned",
+            "--scopes",
+            "users:read",
+            "--owner",
+            leaver.id.as_str(),
+        ],
+    )
+    .await;
+    let id = made["client_id"].as_str().unwrap().to_owned();
+    let secret = made["client_secret"].as_str().unwrap().to_owned();
+    let ops = s.token("users:write").await;
+    let res = s
+        .call(
+            Method::PATCH,
+            &format!("/v1/users/{}", leaver.id),
+            &ops,
+            Some(json!({"status": "inactive"})),
+        )
+        .await;
+    assert_eq!(res.status(), StatusCode::OK);
+
+    // The list names each application's owner and suspension (D46 revised:
+    // `-` for rows no owner was recorded for, docs/security.md).
+    let text = text_of(&dir, &["client", "list", "--org", &org]).await;
+    let header = text.lines().next().unwrap();
+    assert!(
+        header.contains("OWNER") && header.contains("SUSPENDED"),
+        "{text}"
+    );
+    let row = text.lines().find(|l| l.contains(&id)).unwrap();
+    assert!(
+        row.contains(leaver.id.as_str()) && row.contains("owner_inactive"),
+        "{row}"
+    );
+    let key = s
+        .call(
+            Method::POST,
+            "/v1/api-keys",
+            &s.token("applications:write users:read").await,
+            Some(json!({"name": "ci", "scopes": ["users:read"]})),
+        )
+        .await;
+    assert_eq!(key.status(), StatusCode::CREATED);
+    let keys = text_of(&dir, &["apikey", "list", "--org", &org]).await;
+    let header = keys.lines().next().unwrap();
+    assert!(header.contains("OWNER"), "{keys}");
+
+    // Moved by the operator: the leaver's secret stays refused until a
+    // rotation with no grace.
+    let moved = json_of(
+        &dir,
+        &["client", "update", &id, "--owner", heir.id.as_str()],
+    )
+    .await;
+    assert_eq!(moved["owner"], heir.id.to_string());
+    assert_eq!(moved["suspended_reason"], "secret_rotation_required");
+    let (status, body) = token_response(&s, &id, &secret, None).await;
+    assert_eq!(
+        (status, body["error_description"].as_str()),
+        (StatusCode::UNAUTHORIZED, Some("application suspended"))
+    );
+    json_fails(
+        &dir,
+        &["client", "rotate-secret", &id, "--grace", "60"],
+        "INVALID_STATE_TRANSITION",
+    )
+    .await;
+    let rotated = json_of(&dir, &["client", "rotate-secret", &id]).await;
+    let fresh = rotated["client_secret"].as_str().unwrap();
+    let (status, _) = token_response(&s, &id, fresh, None).await;
+    assert_eq!(status, StatusCode::OK);
+    json_fails(
+        &dir,
+        &[
+            "client",
+            "update",
+            &id,
+            "--owner",
+            &gatehouse_domain::UserId::generate().to_string(),
+        ],
+        "RESOURCE_NOT_FOUND",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_closed_pipe_ends_a_command_quietly() {
+    use tokio::io::AsyncReadExt;
+    // `gatehouse openapi | head -c 100`: the reader goes away long before
+    // the ~200 KiB document is written (a pipe holds 64 KiB).
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_gatehouse"))
+        .arg("openapi")
+        .env("GATEHOUSE_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut first = [0u8; 100];
+    stdout.read_exact(&mut first).await.unwrap();
+    assert!(first.starts_with(b"{"));
+    drop(stdout);
+    let out = tokio::time::timeout(Duration::from_secs(60), child.wait_with_output())
+        .await
+        .expect("finishes")
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && stderr.trim().is_empty(),
+        "exit quietly, never a panic: status {}, stderr {stderr}",
+        out.status
+    );
+}

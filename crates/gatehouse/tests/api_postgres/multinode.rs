@@ -1015,3 +1015,228 @@ async fn d28_leased_windows_never_admit_more_than_the_plan_across_nodes() {
     assert!(admitted <= 150, "{admitted} admitted: more than the plan");
     assert!(admitted >= 135, "only {admitted} of 150 admitted");
 }
+
+/// A person of `role` in `org` and their access token through `console`
+/// (a confidential client of node `n`), asking for `scope`.
+async fn person_token(
+    n: &Node,
+    org: &OrgId,
+    (console, secret): (&str, &str),
+    email: &str,
+    role: Role,
+    scope: &str,
+) -> (UserId, String) {
+    let state = &n.running.state;
+    let user = n
+        .running
+        .store
+        .insert_user(
+            org,
+            &NewUser {
+                id: UserId::generate(),
+                email: Email::parse(email).unwrap(),
+                name: Name::parse("Multi Node").unwrap(),
+                role,
+                status: UserStatus::Active,
+                password_hash: Some("$argon2id$placeholder".into()),
+                created_at: Timestamp::now(),
+            },
+        )
+        .await
+        .unwrap();
+    let verifier = "multi-node-verifier-0123456789-abcdefghijklmnopqrstuvwxyz";
+    let params = AuthorizeParams {
+        response_type: Some("code".into()),
+        client_id: Some(console.into()),
+        redirect_uri: Some("https://app.example/cb".into()),
+        scope: Some(scope.into()),
+        code_challenge: Some(pkce::challenge_for(verifier)),
+        code_challenge_method: Some("S256".into()),
+        ..AuthorizeParams::default()
+    };
+    let req = state.auth.check_authorize(&params).await.unwrap();
+    let (_, session) = state
+        .auth
+        .create_session(&user, &req.client.org)
+        .await
+        .unwrap();
+    let code = state
+        .auth
+        .issue_code(&req, &user, &session, req.grantable(role))
+        .await
+        .unwrap();
+    let res = n
+        .client
+        .post(format!("{}/oauth/token", n.base))
+        .basic_auth(console, Some(secret))
+        .form(&[
+            ("grant_type", "authorization_code"),
+            ("code", code.as_str()),
+            ("redirect_uri", "https://app.example/cb"),
+            ("code_verifier", verifier),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    let token = res.json::<Value>().await.unwrap()["access_token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    (user.id, token)
+}
+
+/// A JSON request to node `n`: (status, body).
+async fn send_json(
+    n: &Node,
+    method: reqwest::Method,
+    path: &str,
+    token: &str,
+    body: Option<Value>,
+) -> (StatusCode, Value) {
+    let mut req = n
+        .client
+        .request(method, format!("{}{path}", n.base))
+        .bearer_auth(token);
+    if let Some(b) = body {
+        req = req.json(&b);
+    }
+    let res = req.send().await.unwrap();
+    let status = res.status();
+    (status, res.json().await.unwrap_or(Value::Null))
+}
+
+/// client_credentials at node `n`: (status, body).
+async fn cc_answer(n: &Node, app: &str, secret: &str) -> (StatusCode, Value) {
+    let res = n
+        .client
+        .post(format!("{}/oauth/token", n.base))
+        .basic_auth(app, Some(secret))
+        .form(&[("grant_type", "client_credentials")])
+        .send()
+        .await
+        .unwrap();
+    let status = res.status();
+    (status, res.json().await.unwrap())
+}
+
+/// D46 (revised) across nodes: what an admin creates through node A is
+/// theirs; their deactivation through A ends their key and suspends their
+/// application on node B within a second; a move through B needs a new
+/// secret on A.
+#[tokio::test]
+async fn d46_revised_an_admins_deactivation_on_one_node_ends_their_key_and_suspends_their_application_on_the_other()
+ {
+    use reqwest::Method;
+    let (a, b, creds) = two_nodes().await;
+    let org = OrgId::parse(&creds.org).unwrap();
+    let console = app_client_with(
+        &a,
+        &org,
+        "applications:read applications:write users:read users:write",
+    )
+    .await;
+    let manage = "applications:read applications:write users:read users:write";
+    let (boss, admin) = person_token(
+        &a,
+        &org,
+        (&console.0, &console.1),
+        "boss@example.com",
+        Role::Admin,
+        manage,
+    )
+    .await;
+    let (heir, _) = person_token(
+        &a,
+        &org,
+        (&console.0, &console.1),
+        "heir@example.com",
+        Role::Admin,
+        manage,
+    )
+    .await;
+
+    let (st, key) = send_json(
+        &a,
+        Method::POST,
+        "/v1/api-keys",
+        &admin,
+        Some(serde_json::json!({"name": "k", "scopes": ["users:read", "users:write"]})),
+    )
+    .await;
+    assert_eq!(st, StatusCode::CREATED, "{key}");
+    assert_eq!(key["data"]["owner_id"], boss.to_string());
+    let key = key["data"]["key"].as_str().unwrap().to_owned();
+    let (st, app) = send_json(
+        &a,
+        Method::POST,
+        "/v1/applications",
+        &admin,
+        Some(serde_json::json!({"name": "a", "type": "confidential", "scopes": ["users:read"]})),
+    )
+    .await;
+    assert_eq!(st, StatusCode::CREATED, "{app}");
+    assert_eq!(app["data"]["owner_id"], boss.to_string());
+    let app_id = app["data"]["id"].as_str().unwrap().to_owned();
+    let secret = app["data"]["client_secret"].as_str().unwrap().to_owned();
+    let app_token = token_from(&b, &app_id, &secret).await;
+    assert_eq!(status(&b, &key).await, StatusCode::OK);
+    assert_eq!(status(&b, &app_token).await, StatusCode::OK);
+
+    let ops = cc_token_with(
+        &a,
+        &creds,
+        "users:write applications:read applications:write",
+    )
+    .await;
+    let (st, _) = send_json(
+        &a,
+        Method::PATCH,
+        &format!("/v1/users/{boss}"),
+        &ops,
+        Some(serde_json::json!({"status": "inactive"})),
+    )
+    .await;
+    assert_eq!(st, StatusCode::OK);
+    let took = refused_within(&b, &key, Duration::from_secs(1)).await;
+    eprintln!("the deactivated admin's key was refused on node B after {took:?}");
+    refused_within(&b, &app_token, Duration::from_secs(1)).await;
+    let (st, body) = cc_answer(&b, &app_id, &secret).await;
+    assert_eq!(
+        (st, body["error_description"].as_str()),
+        (StatusCode::UNAUTHORIZED, Some("application suspended"))
+    );
+
+    // Moved through node B: node A refuses the leaver's secret until a
+    // rotation, and B takes the new one.
+    let (st, moved) = send_json(
+        &b,
+        Method::PATCH,
+        &format!("/v1/applications/{app_id}"),
+        &ops,
+        Some(serde_json::json!({"owner_id": heir.to_string()})),
+    )
+    .await;
+    assert_eq!(st, StatusCode::OK, "{moved}");
+    assert_eq!(
+        moved["data"]["suspended_reason"],
+        "secret_rotation_required"
+    );
+    let (st, body) = cc_answer(&a, &app_id, &secret).await;
+    assert_eq!(
+        (st, body["error_description"].as_str()),
+        (StatusCode::UNAUTHORIZED, Some("application suspended"))
+    );
+    let rotator = cc_token_with(&a, &creds, "applications:write users:read").await;
+    let (st, rotated) = send_json(
+        &a,
+        Method::POST,
+        &format!("/v1/applications/{app_id}/secret"),
+        &rotator,
+        None,
+    )
+    .await;
+    assert_eq!(st, StatusCode::CREATED, "{rotated}");
+    let fresh = rotated["data"]["client_secret"].as_str().unwrap();
+    assert_eq!(cc_answer(&b, &app_id, fresh).await.0, StatusCode::OK);
+}
