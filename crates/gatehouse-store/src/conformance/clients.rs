@@ -345,6 +345,18 @@ pub async fn client_update_narrows_and_revokes(s: &dyn Store) {
         vec![(c.id.to_string(), now.unix_seconds())],
         "one Client revocation at now"
     );
+    let cut: Vec<_> = s
+        .revocations_since(before, Timestamp::now())
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.scopes)
+        .collect();
+    assert_eq!(
+        cut,
+        vec![Some(ScopeSet::parse("users:write products:read admin").unwrap())],
+        "D46 revised: it covers exactly the tokens carrying a removed scope"
+    );
 
     // Listing admin again does not approve it.
     let got = s
@@ -492,5 +504,165 @@ pub async fn operator_listings(s: &dyn Store) {
     assert_eq!(
         s.operator_find_user(&UserId::generate()).await.unwrap(),
         None
+    );
+}
+
+/// D46 (revised): an application's suspension follows its owner. A
+/// deactivation suspends what they own (and revokes its access tokens so
+/// far), their return lifts it; a move to an active user of the
+/// organization away from a leaver owes a rotation with no grace (not for
+/// a public application); a deletion hands the applications to the heir
+/// owing one too. Each change is atomic with the change that causes it.
+pub async fn owner_suspensions_follow_deactivation_moves_and_rotation(s: &dyn Store) {
+    use gatehouse_domain::client::{SuspendedReason, Suspension};
+    let o = new_org(s).await;
+    let other = new_org(s).await;
+    let add = |email: &'static str, role: Role, status: UserStatus, org: OrgId| async move {
+        s.insert_user(&org, &user(email, role, status, 1))
+            .await
+            .unwrap()
+    };
+    let a = add("a@example.com", Role::Editor, UserStatus::Active, o.clone()).await;
+    let b = add("b@example.com", Role::Editor, UserStatus::Active, o.clone()).await;
+    let gone = add(
+        "c@example.com",
+        Role::Editor,
+        UserStatus::Inactive,
+        o.clone(),
+    )
+    .await;
+    let foreign = add(
+        "d@example.com",
+        Role::Editor,
+        UserStatus::Active,
+        other.clone(),
+    )
+    .await;
+    let reason = |c: &gatehouse_domain::Client| c.suspended_reason();
+    let fetch = |id: ClientId| async move { s.resolve_client(&id).await.unwrap().unwrap() };
+
+    let born = s
+        .insert_client(&o, &client(Some(gone.id.clone())))
+        .await
+        .unwrap();
+    assert_eq!(
+        reason(&born),
+        Some(SuspendedReason::OwnerInactive),
+        "an inactive owner's new application is suspended"
+    );
+    assert_eq!(fetch(born.id.clone()).await, born);
+    let x = s
+        .insert_client(&o, &client(Some(a.id.clone())))
+        .await
+        .unwrap();
+    let mut public = client(Some(a.id.clone()));
+    public.secret_hash = None;
+    let p = s.insert_client(&o, &public).await.unwrap();
+    assert_eq!(x.suspension, Suspension::NONE);
+
+    let status = |st: UserStatus| UserPatch {
+        status: Some(st),
+        ..Default::default()
+    };
+    let now = Timestamp::from_millis(Timestamp::now().millis());
+    let before = last_revocation(s).await;
+    s.update_user(&o, &a.id, &status(UserStatus::Inactive), now)
+        .await
+        .unwrap();
+    for c in [&x, &p] {
+        assert_eq!(
+            reason(&fetch(c.id.clone()).await),
+            Some(SuspendedReason::OwnerInactive)
+        );
+    }
+    let mut revoked = client_revocations(s, before).await;
+    revoked.sort();
+    let mut expected = vec![
+        (x.id.to_string(), now.unix_seconds()),
+        (p.id.to_string(), now.unix_seconds()),
+    ];
+    expected.sort();
+    assert_eq!(revoked, expected, "their access tokens so far are revoked");
+
+    let before = last_revocation(s).await;
+    s.update_user(&o, &a.id, &status(UserStatus::Active), now)
+        .await
+        .unwrap();
+    assert_eq!(
+        reason(&fetch(x.id.clone()).await),
+        None,
+        "the owner's return lifts it"
+    );
+    assert!(client_revocations(s, before).await.is_empty());
+
+    // A move away from a deactivated owner.
+    s.update_user(&o, &a.id, &status(UserStatus::Inactive), now)
+        .await
+        .unwrap();
+    let to = |u: &UserId| ClientChanges {
+        owner: Some(u.clone()),
+        ..Default::default()
+    };
+    assert!(matches!(
+        s.update_client(&o, &x.id, &to(&gone.id), now).await,
+        Err(StoreError::Rule(DomainError::InvalidStateTransition(_)))
+    ));
+    assert!(matches!(
+        s.update_client(&o, &x.id, &to(&foreign.id), now).await,
+        Err(StoreError::Rule(DomainError::Validation(_)))
+    ));
+    let moved = s.update_client(&o, &x.id, &to(&b.id), now).await.unwrap();
+    assert_eq!(moved.owner.as_ref(), Some(&b.id));
+    assert_eq!(
+        reason(&moved),
+        Some(SuspendedReason::SecretRotationRequired)
+    );
+    assert_eq!(fetch(x.id.clone()).await, moved);
+    let moved_public = s.update_client(&o, &p.id, &to(&b.id), now).await.unwrap();
+    assert_eq!(
+        reason(&moved_public),
+        None,
+        "a public application resumes at once"
+    );
+    assert!(matches!(
+        s.rotate_client_secret(&o, &x.id, &[9; 32], Some(now.plus_seconds(60)))
+            .await,
+        Err(StoreError::Rule(DomainError::InvalidStateTransition(_)))
+    ));
+    assert_eq!(
+        fetch(x.id.clone()).await.secret_hash,
+        Some([7; 32]),
+        "a refused rotation changes nothing"
+    );
+    let rotated = s
+        .rotate_client_secret(&o, &x.id, &[9; 32], None)
+        .await
+        .unwrap();
+    assert_eq!(
+        (reason(&rotated), rotated.secret_hash),
+        (None, Some([9; 32]))
+    );
+
+    // A deletion hands them to the heir, owing a rotation.
+    s.update_user(&o, &a.id, &status(UserStatus::Active), now)
+        .await
+        .unwrap();
+    let before = last_revocation(s).await;
+    s.delete_user_at(&o, &b.id, Some(&a.id), now).await.unwrap();
+    let inherited = fetch(x.id.clone()).await;
+    assert_eq!(inherited.owner.as_ref(), Some(&a.id));
+    assert_eq!(
+        reason(&inherited),
+        Some(SuspendedReason::SecretRotationRequired)
+    );
+    assert_eq!(reason(&fetch(p.id.clone()).await), None);
+    assert_eq!(
+        client_revocations(s, before)
+            .await
+            .into_iter()
+            .filter(|(c, _)| *c == x.id.to_string())
+            .count(),
+        1,
+        "the newly suspended application's tokens are revoked"
     );
 }

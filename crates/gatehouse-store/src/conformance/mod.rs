@@ -72,7 +72,7 @@ macro_rules! store_conformance_tests {
             stale_idempotent_claims_are_taken_over, expired_idempotency_keys_are_purged,
             idempotency_keys_are_scoped,
             refresh_token_lookup_is_read_only, fixture_users_get_the_fixture_password,
-            client_update_narrows_and_revokes, client_delete_removes_everything_it_holds, operator_listings,
+            client_update_narrows_and_revokes, client_delete_removes_everything_it_holds, owner_suspensions_follow_deactivation_moves_and_rotation, operator_listings,
             d46_keys_usage_and_owner_cuts, search_changes_cover_every_write,
             leases_never_exceed_the_window);
     };
