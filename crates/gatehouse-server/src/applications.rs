@@ -181,10 +181,11 @@ pub(crate) async fn show(
     responses(
         (status = 200, description = "The changed application", body = crate::respond::Single<'static, crate::responses::ApplicationResponse<'static>>),
         (status = 400, description = "Invalid fields", body = crate::error::ErrorEnvelope<'static>),
-        (status = 403, description = "The change needs a scope you do not hold", body = crate::error::ErrorEnvelope<'static>),
-        (status = 404, description = "No such application that you manage", body = crate::error::ErrorEnvelope<'static>),
+        (status = 403, description = "The change needs a scope you do not hold (moving an application needs an admin or an organization-wide credential)", body = crate::error::ErrorEnvelope<'static>),
+        (status = 404, description = "No such application that you manage, or no such user for `owner_id`", body = crate::error::ErrorEnvelope<'static>),
         (status = 413, description = "Body over 64 KiB", body = crate::error::ErrorEnvelope<'static>),
         (status = 415, description = "Not JSON", body = crate::error::ErrorEnvelope<'static>),
+        (status = 422, description = "`owner_id` names a user who is not active (`INVALID_STATE_TRANSITION`)", body = crate::error::ErrorEnvelope<'static>),
     ),
     security(("bearer" = ["applications:write"]), ("oauth2" = ["applications:write"])),
 )]
@@ -248,7 +249,7 @@ pub(crate) async fn remove(
         (status = 404, description = "No such application that you manage", body = crate::error::ErrorEnvelope<'static>),
         (status = 413, description = "Body over 64 KiB", body = crate::error::ErrorEnvelope<'static>),
         (status = 415, description = "Not JSON", body = crate::error::ErrorEnvelope<'static>),
-        (status = 422, description = "A public application has no secret", body = crate::error::ErrorEnvelope<'static>),
+        (status = 422, description = "A public application has no secret, or one moved away from a former owner is rotated with a grace (`INVALID_STATE_TRANSITION`: rotate with no grace)", body = crate::error::ErrorEnvelope<'static>),
     ),
     security(("bearer" = ["applications:write"]), ("oauth2" = ["applications:write"])),
 )]

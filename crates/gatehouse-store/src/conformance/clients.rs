@@ -354,7 +354,9 @@ pub async fn client_update_narrows_and_revokes(s: &dyn Store) {
         .collect();
     assert_eq!(
         cut,
-        vec![Some(ScopeSet::parse("users:write products:read admin").unwrap())],
+        vec![Some(
+            ScopeSet::parse("users:write products:read admin").unwrap()
+        )],
         "D46 revised: it covers exactly the tokens carrying a removed scope"
     );
 
