@@ -148,8 +148,10 @@ pub(crate) async fn reset_org_tx(
     for id in &removed {
         auth_state::end_user_sessions(c, id, now).await?;
     }
-    // Client applications stay; an owner who disappears is cleared (D33).
-    query("UPDATE clients SET owner_id = NULL WHERE org_id = $1 AND owner_id IS NOT NULL")
+    // Client applications stay; an owner who disappears is cleared (D33),
+    // and so is a suspension for that owner's inactivity (D46 revised; an
+    // owed rotation stays owed).
+    query("UPDATE clients SET owner_id = NULL, owner_inactive = false WHERE org_id = $1 AND owner_id IS NOT NULL")
         .bind(org.as_str())
         .execute(&mut *c)
         .await?;

@@ -150,9 +150,11 @@ pub(crate) fn reset_org_tx(
         // D13: every session, code and token of a removed user dies.
         auth_state::revoke_user(tx, &UserId::from_trusted(id.clone()), now)?;
     }
-    // Client applications stay; an owner who disappears is cleared (D33).
+    // Client applications stay; an owner who disappears is cleared (D33),
+    // and so is a suspension for that owner's inactivity (D46 revised; an
+    // owed rotation stays owed).
     tx.prepare_cached(
-        "UPDATE clients SET owner_id = NULL WHERE org_id = ?1 AND owner_id IS NOT NULL",
+        "UPDATE clients SET owner_id = NULL, owner_inactive = 0 WHERE org_id = ?1 AND owner_id IS NOT NULL",
     )
     .and_then(|mut st| st.execute([org]))
     .map_err(db_err)?;
