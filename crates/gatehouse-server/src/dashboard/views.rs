@@ -206,6 +206,7 @@ fn app_view(a: &Json) -> Value {
         post_logout_redirect_uris => strings(&a["post_logout_redirect_uris"]),
         scopes => strings(&a["scopes"]),
         admin_approved => a["admin_approved"].as_bool().unwrap_or(false),
+        suspended_reason => a["suspended_reason"].as_str(),
         created_at => a["created_at"].as_str().unwrap_or(""),
         updated_at => a["updated_at"].as_str().unwrap_or(""),
     }
