@@ -857,3 +857,59 @@ async fn a_password_that_opens_one_account_counts_a_failure_at_the_other() {
         .unwrap();
     assert!(own.is_empty(), "the matched account: none");
 }
+
+/// D46 (revised) through the dashboard: an admin owns what it registers
+/// there, and a suspended application says why on its page and in the list.
+#[tokio::test]
+async fn an_admins_application_is_theirs_and_its_suspension_is_shown() {
+    let s = TestServer::start().await;
+    let owner = person(&s, &s.org(), "owner@example.com", Role::Admin).await;
+    let other = person(&s, &s.org(), "other@example.com", Role::Admin).await;
+    let mut b = Browser::new(&s);
+    sign_in(&mut b, owner.email.as_str()).await;
+    let new = b.get("/dashboard/applications/new").await;
+    let created = b
+        .post(
+            "/dashboard/applications",
+            &[
+                ("csrf_token", &csrf(&new)),
+                ("name", "Owned"),
+                ("type", "confidential"),
+                ("redirect_uris", "https://owned.example/callback\n"),
+                ("scope.users:read", "on"),
+            ],
+        )
+        .await;
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
+    let i = created.body.find("client ID <code>").unwrap() + 16;
+    let id = created.body[i..i + created.body[i..].find('<').unwrap()].to_owned();
+    let ops = s.token("applications:read users:write").await;
+    let shown: serde_json::Value = s
+        .call(Method::GET, &format!("/v1/applications/{id}"), &ops, None)
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(shown["data"]["owner_id"], owner.id.to_string());
+
+    let res = s
+        .call(
+            Method::PATCH,
+            &format!("/v1/users/{}", owner.id),
+            &ops,
+            Some(serde_json::json!({"status": "inactive"})),
+        )
+        .await;
+    assert_eq!(res.status(), StatusCode::OK);
+    let mut b = Browser::new(&s);
+    sign_in(&mut b, other.email.as_str()).await;
+    let page = b.get(&format!("/dashboard/applications/{id}")).await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    assert!(
+        page.body.contains("Suspended") && page.body.contains("its owner is deactivated"),
+        "{}",
+        page.body
+    );
+    let list = b.get("/dashboard/applications").await;
+    assert!(list.body.contains("suspended"), "{}", list.body);
+}
