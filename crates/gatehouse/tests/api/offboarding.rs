@@ -89,6 +89,23 @@ async fn new_app(s: &TestServer, token: &str, scopes: Value) -> (String, String,
     )
 }
 
+/// A public application made with `token`: its id.
+async fn new_public_app(s: &TestServer, token: &str) -> String {
+    json_of(
+        create_app(
+            s,
+            token,
+            json!({"name": "p", "type": "public", "redirect_uris": [REDIRECT], "scopes": ["products:read"]}),
+        )
+        .await,
+        StatusCode::CREATED,
+    )
+    .await["data"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
 /// `PATCH /v1/users/{id}` with an organization-wide token.
 async fn set_user(s: &TestServer, id: &str, body: Value) {
     let admin = s.token("users:write").await;
@@ -234,19 +251,7 @@ async fn d46_revised_a_deleted_admins_application_needs_an_heir_and_a_new_secret
     let admin = person_token(&s, &c, "boss@example.com", ADMIN_SCOPES).await;
     let (app_id, secret, _) =
         new_app(&s, &admin, json!(["applications:write", "products:read"])).await;
-    let public = json_of(
-        create_app(
-            &s,
-            &admin,
-            json!({"name": "p", "type": "public", "redirect_uris": [REDIRECT], "scopes": ["products:read"]}),
-        )
-        .await,
-        StatusCode::CREATED,
-    )
-    .await["data"]["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let public = new_public_app(&s, &admin).await;
     let before = cc_token(&s, &app_id, &secret, "applications:write products:read").await;
 
     // D13: the admin's applications block a plain delete now that they are
@@ -549,19 +554,7 @@ async fn d46_revised_a_public_application_moved_from_a_leaver_resumes_at_once() 
         "applications:read applications:write products:read",
     )
     .await;
-    let public = json_of(
-        create_app(
-            &s,
-            &ed,
-            json!({"name": "p", "type": "public", "redirect_uris": [REDIRECT], "scopes": ["products:read"]}),
-        )
-        .await,
-        StatusCode::CREATED,
-    )
-    .await["data"]["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let public = new_public_app(&s, &ed).await;
     set_user(&s, owner.id.as_str(), json!({"status": "inactive"})).await;
     let org_wide = s.token("applications:read applications:write").await;
     assert_eq!(

@@ -119,61 +119,15 @@ async fn d44_a_revocation_on_one_node_is_enforced_by_the_other_within_a_second()
 
 /// A user's refresh chain, started through the auth layer of node `n`.
 async fn user_refresh_token(n: &Node, org: &OrgId, app_secret: &str, app: &str) -> (UserId, Value) {
-    let state = &n.running.state;
-    let user = n
-        .running
-        .store
-        .insert_user(
-            org,
-            &NewUser {
-                id: UserId::generate(),
-                email: Email::parse("multi@example.com").unwrap(),
-                name: Name::parse("Multi Node").unwrap(),
-                role: Role::Editor,
-                status: UserStatus::Active,
-                password_hash: Some("$argon2id$placeholder".into()),
-                created_at: Timestamp::now(),
-            },
-        )
-        .await
-        .unwrap();
-    let verifier = "multi-node-verifier-0123456789-abcdefghijklmnopqrstuvwxyz";
-    let params = AuthorizeParams {
-        response_type: Some("code".into()),
-        client_id: Some(app.into()),
-        redirect_uri: Some("https://app.example/cb".into()),
-        scope: Some("users:read".into()),
-        state: None,
-        code_challenge: Some(pkce::challenge_for(verifier)),
-        code_challenge_method: Some("S256".into()),
-        ..AuthorizeParams::default()
-    };
-    let req = state.auth.check_authorize(&params).await.unwrap();
-    let (_, session) = state
-        .auth
-        .create_session(&user, &req.client.org)
-        .await
-        .unwrap();
-    let code = state
-        .auth
-        .issue_code(&req, &user, &session, req.grantable(Role::Editor))
-        .await
-        .unwrap();
-    let res = n
-        .client
-        .post(format!("{}/oauth/token", n.base))
-        .basic_auth(app, Some(app_secret))
-        .form(&[
-            ("grant_type", "authorization_code"),
-            ("code", code.as_str()),
-            ("redirect_uri", "https://app.example/cb"),
-            ("code_verifier", verifier),
-        ])
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), StatusCode::OK);
-    (user.id, res.json().await.unwrap())
+    person_pair(
+        n,
+        org,
+        (app, app_secret),
+        "multi@example.com",
+        Role::Editor,
+        "users:read",
+    )
+    .await
 }
 
 /// A confidential client of `org` with `scopes`: (client_id, secret).
@@ -1016,16 +970,18 @@ async fn d28_leased_windows_never_admit_more_than_the_plan_across_nodes() {
     assert!(admitted >= 135, "only {admitted} of 150 admitted");
 }
 
-/// A person of `role` in `org` and their access token through `console`
-/// (a confidential client of node `n`), asking for `scope`.
-async fn person_token(
+/// A new person of `role` in `org`, signed in through the auth layer of
+/// node `n` to `app` (a confidential client with the redirect URI
+/// `https://app.example/cb`), asking for `scope`: their id and token
+/// response.
+async fn person_pair(
     n: &Node,
     org: &OrgId,
     (console, secret): (&str, &str),
     email: &str,
     role: Role,
     scope: &str,
-) -> (UserId, String) {
+) -> (UserId, Value) {
     let state = &n.running.state;
     let user = n
         .running
@@ -1079,11 +1035,20 @@ async fn person_token(
         .await
         .unwrap();
     assert_eq!(res.status(), StatusCode::OK);
-    let token = res.json::<Value>().await.unwrap()["access_token"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    (user.id, token)
+    (user.id, res.json().await.unwrap())
+}
+
+/// [`person_pair`]'s access token.
+async fn person_token(
+    n: &Node,
+    org: &OrgId,
+    console: (&str, &str),
+    email: &str,
+    role: Role,
+    scope: &str,
+) -> (UserId, String) {
+    let (id, pair) = person_pair(n, org, console, email, role, scope).await;
+    (id, pair["access_token"].as_str().unwrap().to_owned())
 }
 
 /// A JSON request to node `n`: (status, body).
