@@ -2,15 +2,117 @@
 //! real server over HTTPS as an outside client would — a browser with its
 //! cookie jar, a relying party, an API client — on both backends.
 //!
+//! - Replays of answers that carry a secret are `no-store` (D50 continued).
 //! - No HSTS for a loopback `public_url` (D31 revised).
 //! - Discovery offers no JWT client authentication (D49 continued).
 
-use reqwest::{Method, StatusCode};
-use serde_json::Value;
+use reqwest::header::{CACHE_CONTROL, PRAGMA};
+use reqwest::{Method, Response, StatusCode};
+use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use crate::common::oidc::REDIRECT;
 use crate::common::{TestServer, raw_tls};
 
+// ---------------------------------------------------------------------------
+// Item 5: secrets in replays (D50 continued)
+// ---------------------------------------------------------------------------
+
+/// A POST with an `Idempotency-Key`.
+async fn post_once(s: &TestServer, path: &str, token: &str, key: &str, body: &Value) -> Response {
+    s.request(Method::POST, path)
+        .bearer_auth(token)
+        .header("Idempotency-Key", key)
+        .json(body)
+        .send()
+        .await
+        .unwrap()
+}
+
+/// The answer's status, `no-store` headers, replay marker and body.
+async fn secret_answer(res: Response, what: &str) -> (StatusCode, Option<String>, Value) {
+    let status = res.status();
+    let h = |n| {
+        res.headers()
+            .get(n)
+            .map(|v: &reqwest::header::HeaderValue| v.to_str().unwrap().to_owned())
+    };
+    assert_eq!(
+        h(CACHE_CONTROL).as_deref(),
+        Some("no-store"),
+        "D46, D50 continued: the {what} ({status}) of {}",
+        res.url().path()
+    );
+    assert_eq!(h(PRAGMA).as_deref(), Some("no-cache"), "the {what}");
+    let replayed = h(reqwest::header::HeaderName::from_static(
+        "idempotent-replayed",
+    ));
+    (status, replayed, res.json().await.unwrap())
+}
+
+/// Sends `body` twice with one key: the original and its replay, both
+/// `no-store`, the replay a replay of the same answer.
+async fn original_and_replay(
+    s: &TestServer,
+    path: &str,
+    token: &str,
+    key: &str,
+    body: Value,
+) -> Value {
+    let (status, replayed, first) =
+        secret_answer(post_once(s, path, token, key, &body).await, "original").await;
+    assert_eq!(status, StatusCode::CREATED, "{first}");
+    assert_eq!(replayed, None);
+    let (status, replayed, again) =
+        secret_answer(post_once(s, path, token, key, &body).await, "replay").await;
+    assert_eq!(status, StatusCode::CREATED);
+    assert_eq!(replayed.as_deref(), Some("true"), "a replay");
+    assert_eq!(again["data"], first["data"], "the original's answer");
+    first
+}
+
+#[tokio::test]
+async fn d50_continued_replays_of_answers_with_a_secret_are_no_store_like_the_original() {
+    let s = TestServer::start().await;
+    let t = s
+        .token("applications:read applications:write users:read")
+        .await;
+
+    let key = original_and_replay(
+        &s,
+        "/v1/api-keys",
+        &t,
+        "key-1",
+        json!({"name": "ci", "scopes": ["users:read"]}),
+    )
+    .await;
+    assert!(key["data"]["key"].as_str().is_some(), "{key}");
+
+    let app = original_and_replay(
+        &s,
+        "/v1/applications",
+        &t,
+        "app-1",
+        json!({"name": "Backend", "type": "confidential",
+               "redirect_uris": [REDIRECT], "scopes": ["users:read"]}),
+    )
+    .await;
+    assert!(app["data"]["client_secret"].as_str().is_some(), "{app}");
+
+    let id = app["data"]["id"].as_str().unwrap();
+    let rotated = original_and_replay(
+        &s,
+        &format!("/v1/applications/{id}/secret"),
+        &t,
+        "rotate-1",
+        json!({}),
+    )
+    .await;
+    assert_ne!(
+        rotated["data"]["client_secret"],
+        app["data"]["client_secret"]
+    );
+}
 // ---------------------------------------------------------------------------
 // Item 7b: HSTS (D31 revised)
 // ---------------------------------------------------------------------------
