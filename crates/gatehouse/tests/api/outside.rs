@@ -2,18 +2,217 @@
 //! real server over HTTPS as an outside client would — a browser with its
 //! cookie jar, a relying party, an API client — on both backends.
 //!
+//! - Repeated parameters (D45 continued) at `/oauth/authorize`,
+//!   `/oauth/logout` and the sign-in pages.
 //! - Replays of answers that carry a secret are `no-store` (D50 continued).
 //! - No HSTS for a loopback `public_url` (D31 revised).
 //! - Discovery offers no JWT client authentication (D49 continued).
 
 use reqwest::header::{CACHE_CONTROL, PRAGMA};
-use reqwest::{Method, Response, StatusCode};
+use reqwest::{Method, Response, StatusCode, Url};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::common::oidc::REDIRECT;
-use crate::common::{TestServer, raw_tls};
+use crate::common::browser::{Browser, Page};
+use crate::common::oidc::{REDIRECT, Rp, location_param, person, rp, session_works};
+use crate::common::{PUBLIC_URL, TestServer, raw_tls};
 
+const LOGOUT_TO: &str = "https://rp.example.com/signed-out";
+
+/// An error page: 400, HTML, never a redirect.
+#[track_caller]
+fn expect_error_page(page: &Page) {
+    assert_eq!(page.status, StatusCode::BAD_REQUEST, "{}", page.body);
+    assert!(page.location().is_none(), "{:?}", page.location());
+    assert!(
+        page.headers["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/html"),
+        "{:?}",
+        page.headers
+    );
+}
+
+// ---------------------------------------------------------------------------
+// Item 4: repeated parameters (D45 continued)
+// ---------------------------------------------------------------------------
+
+/// A valid authorization request of `app` (PKCE S256, state `st`).
+fn authorize_params(app: &Rp) -> Vec<(&str, String)> {
+    let challenge = gatehouse_auth::pkce::challenge_for(&gatehouse_domain::random::base62(256));
+    vec![
+        ("response_type", "code".to_owned()),
+        ("client_id", app.id.clone()),
+        ("redirect_uri", REDIRECT.to_owned()),
+        ("scope", "openid".to_owned()),
+        ("state", "st".to_owned()),
+        ("code_challenge", challenge),
+        ("code_challenge_method", "S256".to_owned()),
+    ]
+}
+
+/// The request with `name` sent a second time, with `value`.
+fn with_twice<'a>(
+    params: &[(&'a str, String)],
+    name: &'a str,
+    value: &str,
+) -> Vec<(&'a str, String)> {
+    let mut p = params.to_vec();
+    p.push((name, value.to_owned()));
+    p
+}
+
+/// `/oauth/authorize` by GET (query) or POST (form), in a fresh browser.
+async fn authorize(s: &TestServer, by_post: bool, params: &[(&str, String)]) -> Page {
+    let mut b = Browser::new(s);
+    if by_post {
+        let fields: Vec<(&str, &str)> = params.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        b.post("/oauth/authorize", &fields).await
+    } else {
+        let mut u = Url::parse(&s.url("/oauth/authorize")).unwrap();
+        u.query_pairs_mut().extend_pairs(params);
+        b.get(u.as_str()).await
+    }
+}
+
+#[tokio::test]
+async fn d45_continued_authorize_answers_a_repeated_client_id_or_redirect_uri_with_the_error_page()
+{
+    let s = TestServer::start().await;
+    let app = rp(&s, &s.org(), LOGOUT_TO).await;
+    let ok = authorize_params(&app);
+    for by_post in [false, true] {
+        // The request as it is: the sign-in page.
+        let page = authorize(&s, by_post, &ok).await;
+        assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+        assert!(page.form_with("password").is_some());
+        // Sent twice, even with the same value, never a redirect.
+        for (name, value) in [
+            ("client_id", app.id.as_str()),
+            ("redirect_uri", REDIRECT),
+            ("redirect_uri", "https://evil.example/cb"),
+        ] {
+            let page = authorize(&s, by_post, &with_twice(&ok, name, value)).await;
+            expect_error_page(&page);
+            assert!(page.body.contains(name), "names {name}: {}", page.body);
+        }
+    }
+}
+
+#[tokio::test]
+async fn d45_continued_authorize_sends_any_other_repeated_parameter_back_as_invalid_request() {
+    let s = TestServer::start().await;
+    let app = rp(&s, &s.org(), LOGOUT_TO).await;
+    let ok = authorize_params(&app);
+    for by_post in [false, true] {
+        for (name, value) in [
+            ("scope", "openid profile:read"),
+            ("response_type", "code"),
+            ("code_challenge_method", "S256"),
+            ("nonce", "n"),
+            ("prompt", "login"),
+            ("unknown_extension", "1"),
+            ("state", "st"),
+        ] {
+            // Twice with the same value: still ambiguous.
+            let mut params = ok.clone();
+            params.retain(|(k, _)| *k != name);
+            params.extend([(name, value.to_owned()), (name, value.to_owned())]);
+            let page = authorize(&s, by_post, &params).await;
+            assert_eq!(
+                page.status,
+                StatusCode::SEE_OTHER,
+                "{name} twice (post: {by_post}): {}",
+                page.body
+            );
+            assert!(page.location().unwrap().starts_with(REDIRECT));
+            assert_eq!(
+                location_param(&page, "error").as_deref(),
+                Some("invalid_request"),
+                "{name} twice (post: {by_post})"
+            );
+            assert!(
+                location_param(&page, "error_description").is_some_and(|d| d.contains(name)),
+                "{:?}",
+                page.location()
+            );
+            assert_eq!(location_param(&page, "iss").as_deref(), Some(PUBLIC_URL));
+            assert!(location_param(&page, "code").is_none());
+            let state = location_param(&page, "state");
+            if name == "state" {
+                assert_eq!(state, None, "a repeated state is not sent back");
+            } else {
+                assert_eq!(state.as_deref(), Some("st"), "{name}");
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn d45_continued_sign_in_pages_refuse_a_repeated_parameter() {
+    let s = TestServer::start().await;
+    let app = rp(&s, &s.org(), LOGOUT_TO).await;
+    person(&s, &s.org(), "hana@example.com").await;
+    let id = app.id.as_str();
+
+    // The forgotten-password page by GET, and its form.
+    let mut b = Browser::new(&s);
+    let page = b
+        .get(&format!("/password/forgot?client_id={id}&return_to=/docs"))
+        .await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    let forgot = page.form_with("email").expect("the forgot form");
+    let page = b
+        .get(&format!("/password/forgot?client_id={id}&client_id={id}"))
+        .await;
+    expect_error_page(&page);
+    assert!(page.form_with("email").is_none());
+    let page = b
+        .submit(
+            &forgot,
+            &[("email", "hana@example.com"), ("email", "x@example.com")],
+        )
+        .await;
+    expect_error_page(&page);
+
+    // The login form: a repeated e-mail signs nobody in.
+    let ok = authorize_params(&app);
+    let mut b = Browser::new(&s);
+    let mut u = Url::parse(&s.url("/oauth/authorize")).unwrap();
+    u.query_pairs_mut().extend_pairs(&ok);
+    let login = b.get(u.as_str()).await;
+    let form = login.form_with("password").expect("a login form");
+    let page = b
+        .submit(
+            &form,
+            &[
+                ("email", "hana@example.com"),
+                ("email", "hana@example.com"),
+                ("password", crate::common::oidc::PASSWORD),
+            ],
+        )
+        .await;
+    expect_error_page(&page);
+    assert!(!session_works(&mut b, &app).await, "nobody signed in");
+
+    // The consent form: a repeated decision is no decision.
+    let consent = b
+        .submit(
+            &form,
+            &[
+                ("email", "hana@example.com"),
+                ("password", crate::common::oidc::PASSWORD),
+            ],
+        )
+        .await;
+    let form = consent.form_with("decision").expect("a consent page");
+    let page = b
+        .submit(&form, &[("decision", "allow"), ("decision", "allow")])
+        .await;
+    expect_error_page(&page);
+    assert!(page.location().is_none());
+}
 // ---------------------------------------------------------------------------
 // Item 5: secrets in replays (D50 continued)
 // ---------------------------------------------------------------------------
