@@ -2,6 +2,9 @@
 //! real server over HTTPS as an outside client would — a browser with its
 //! cookie jar, a relying party, an API client — on both backends.
 //!
+//! - Logout (D49 revised): only a hint that names this very session ends
+//!   it without asking; a hint and `client_id` must agree; with a session,
+//!   only its organization's clients are followed.
 //! - Repeated parameters (D45 continued) at `/oauth/authorize`,
 //!   `/oauth/logout` and the sign-in pages.
 //! - Replays of answers that carry a secret are `no-store` (D50 continued).
@@ -14,10 +17,25 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::common::browser::{Browser, Page};
-use crate::common::oidc::{REDIRECT, Rp, location_param, person, rp, session_works};
+use crate::common::oidc::{
+    REDIRECT, Rp, claims, expect_confirmation, id_token, location_param, logout, person,
+    refresh_status, rp, session_works, sign_in,
+};
 use crate::common::{PUBLIC_URL, TestServer, raw_tls};
 
 const LOGOUT_TO: &str = "https://rp.example.com/signed-out";
+const OTHER_LOGOUT_TO: &str = "https://other-rp.example.com/bye";
+
+/// A redirect (303) to `to` with `state` (when given) after the logout.
+#[track_caller]
+fn expect_redirect_to(page: &Page, to: &str, state: Option<&str>) {
+    assert_eq!(page.status, StatusCode::SEE_OTHER, "{}", page.body);
+    let want = match state {
+        Some(s) => format!("{to}?state={s}"),
+        None => to.to_owned(),
+    };
+    assert_eq!(page.location().as_deref(), Some(want.as_str()));
+}
 
 /// An error page: 400, HTML, never a redirect.
 #[track_caller]
@@ -32,6 +50,218 @@ fn expect_error_page(page: &Page) {
         "{:?}",
         page.headers
     );
+}
+
+// ---------------------------------------------------------------------------
+// Item 3: logout (D49 revised)
+// ---------------------------------------------------------------------------
+
+#[tokio::test]
+async fn d49_revised_a_colleagues_id_token_asks_first_and_ends_nothing_until_confirmed() {
+    let s = TestServer::start().await;
+    let app = rp(&s, &s.org(), LOGOUT_TO).await;
+    person(&s, &s.org(), "alice@example.com").await;
+    person(&s, &s.org(), "bob@example.com").await;
+    let mut alice = Browser::new(&s);
+    let alices = sign_in(&mut alice, &s, &app, "alice@example.com").await;
+    let mut bob = Browser::new(&s);
+    let bobs = sign_in(&mut bob, &s, &app, "bob@example.com").await;
+
+    // Bob's ID token in Alice's browser: a page that asks, nothing ends.
+    let page = logout(
+        &mut alice,
+        &s,
+        &[
+            ("id_token_hint", id_token(&bobs)),
+            ("post_logout_redirect_uri", LOGOUT_TO),
+            ("state", "s1"),
+        ],
+    )
+    .await;
+    let form = expect_confirmation(&page);
+    assert!(
+        session_works(&mut alice, &app).await,
+        "D49 revised: a colleague's ID token signs nobody out without asking"
+    );
+    assert!(session_works(&mut bob, &app).await);
+
+    // Confirmed: Alice's session ends, and the hint's client's registered
+    // URI is followed.
+    let page = alice.submit(&form, &[]).await;
+    expect_redirect_to(&page, LOGOUT_TO, Some("s1"));
+    assert!(!session_works(&mut alice, &app).await);
+    assert_eq!(
+        refresh_status(&s, &app, &alices).await,
+        StatusCode::BAD_REQUEST,
+        "the chains begun in the session are revoked"
+    );
+    assert!(session_works(&mut bob, &app).await, "Bob was never asked");
+    assert_eq!(refresh_status(&s, &app, &bobs).await, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn d49_revised_an_earlier_sessions_id_token_asks_first_and_ones_own_ends_at_once() {
+    let s = TestServer::start().await;
+    let app = rp(&s, &s.org(), LOGOUT_TO).await;
+    person(&s, &s.org(), "carol@example.com").await;
+    let mut b = Browser::new(&s);
+    let earlier = sign_in(&mut b, &s, &app, "carol@example.com").await;
+    // Signing in again (prompt=login) starts another session.
+    let current = sign_in(&mut b, &s, &app, "carol@example.com").await;
+    let (old_sid, sid) = (
+        claims(id_token(&earlier))["sid"].clone(),
+        claims(id_token(&current))["sid"].clone(),
+    );
+    assert!(sid.is_string() && old_sid != sid, "{old_sid} {sid}");
+
+    let page = logout(
+        &mut b,
+        &s,
+        &[
+            ("id_token_hint", id_token(&earlier)),
+            ("post_logout_redirect_uri", LOGOUT_TO),
+        ],
+    )
+    .await;
+    expect_confirmation(&page);
+    assert!(
+        session_works(&mut b, &app).await,
+        "D49 revised: an earlier session's hint does not end this one"
+    );
+
+    // The hint of this very session (its sub and sid): at once.
+    let page = logout(
+        &mut b,
+        &s,
+        &[
+            ("id_token_hint", id_token(&current)),
+            ("post_logout_redirect_uri", LOGOUT_TO),
+            ("state", "bye"),
+        ],
+    )
+    .await;
+    expect_redirect_to(&page, LOGOUT_TO, Some("bye"));
+    assert!(!session_works(&mut b, &app).await);
+    assert_eq!(
+        refresh_status(&s, &app, &current).await,
+        StatusCode::BAD_REQUEST
+    );
+}
+
+#[tokio::test]
+async fn d49_revised_a_hint_and_a_client_id_that_disagree_get_an_error_page() {
+    let s = TestServer::start().await;
+    let app = rp(&s, &s.org(), LOGOUT_TO).await;
+    let other = rp(&s, &s.org(), OTHER_LOGOUT_TO).await;
+    person(&s, &s.org(), "dave@example.com").await;
+    let mut b = Browser::new(&s);
+    let pair = sign_in(&mut b, &s, &app, "dave@example.com").await;
+
+    let params = [
+        ("id_token_hint", id_token(&pair)),
+        ("client_id", other.id.as_str()),
+        ("post_logout_redirect_uri", OTHER_LOGOUT_TO),
+    ];
+    // With the session: refused, no redirect, the session lives on.
+    let page = logout(&mut b, &s, &params).await;
+    expect_error_page(&page);
+    assert!(session_works(&mut b, &app).await);
+    // Without a session, the same.
+    let mut stranger = Browser::new(&s);
+    expect_error_page(&logout(&mut stranger, &s, &params).await);
+    // Agreeing, they are followed.
+    let page = logout(
+        &mut b,
+        &s,
+        &[
+            ("id_token_hint", id_token(&pair)),
+            ("client_id", app.id.as_str()),
+            ("post_logout_redirect_uri", LOGOUT_TO),
+        ],
+    )
+    .await;
+    expect_redirect_to(&page, LOGOUT_TO, None);
+}
+
+#[tokio::test]
+async fn d49_revised_another_organizations_client_is_never_followed_with_a_session() {
+    let s = TestServer::start().await;
+    let app = rp(&s, &s.org(), LOGOUT_TO).await;
+    let elsewhere = s.new_org(gatehouse_domain::Plan::Free).await;
+    let foreign = rp(&s, &elsewhere, OTHER_LOGOUT_TO).await;
+    person(&s, &s.org(), "erin@example.com").await;
+    person(&s, &elsewhere, "frank@example.com").await;
+    let mut b = Browser::new(&s);
+    let pair = sign_in(&mut b, &s, &app, "erin@example.com").await;
+
+    // Another organization's client_id: asked, and once confirmed signed
+    // out on a page of ours, never sent to its URI.
+    let page = logout(
+        &mut b,
+        &s,
+        &[
+            ("client_id", foreign.id.as_str()),
+            ("post_logout_redirect_uri", OTHER_LOGOUT_TO),
+            ("state", "x"),
+        ],
+    )
+    .await;
+    let form = expect_confirmation(&page);
+    let page = b.submit(&form, &[]).await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    assert!(
+        page.location().is_none(),
+        "D49 revised: not another organization's URI: {:?}",
+        page.location()
+    );
+    assert!(!session_works(&mut b, &app).await);
+    assert_eq!(
+        refresh_status(&s, &app, &pair).await,
+        StatusCode::BAD_REQUEST
+    );
+
+    // Another organization's person's ID token in this session: no hint.
+    let mut other = Browser::new(&s);
+    let franks = sign_in(&mut other, &s, &foreign, "frank@example.com").await;
+    let _ = sign_in(&mut b, &s, &app, "erin@example.com").await;
+    let page = logout(
+        &mut b,
+        &s,
+        &[
+            ("id_token_hint", id_token(&franks)),
+            ("post_logout_redirect_uri", OTHER_LOGOUT_TO),
+        ],
+    )
+    .await;
+    let form = expect_confirmation(&page);
+    assert!(session_works(&mut b, &app).await);
+    assert!(b.submit(&form, &[]).await.location().is_none());
+
+    // Without a session: a valid hint's client is followed at once, a
+    // client_id alone after the confirmation page.
+    let mut fresh = Browser::new(&s);
+    let page = logout(
+        &mut fresh,
+        &s,
+        &[
+            ("id_token_hint", id_token(&franks)),
+            ("post_logout_redirect_uri", OTHER_LOGOUT_TO),
+        ],
+    )
+    .await;
+    expect_redirect_to(&page, OTHER_LOGOUT_TO, None);
+    assert!(session_works(&mut other, &foreign).await, "ended nothing");
+    let page = logout(
+        &mut fresh,
+        &s,
+        &[
+            ("client_id", foreign.id.as_str()),
+            ("post_logout_redirect_uri", OTHER_LOGOUT_TO),
+        ],
+    )
+    .await;
+    let form = expect_confirmation(&page);
+    expect_redirect_to(&fresh.submit(&form, &[]).await, OTHER_LOGOUT_TO, None);
 }
 
 // ---------------------------------------------------------------------------
@@ -150,6 +380,49 @@ async fn d45_continued_authorize_sends_any_other_repeated_parameter_back_as_inva
 }
 
 #[tokio::test]
+async fn d45_continued_logout_refuses_a_repeated_parameter_and_ends_nothing() {
+    let s = TestServer::start().await;
+    let app = rp(&s, &s.org(), LOGOUT_TO).await;
+    person(&s, &s.org(), "gina@example.com").await;
+    let mut b = Browser::new(&s);
+    let pair = sign_in(&mut b, &s, &app, "gina@example.com").await;
+    let hint = id_token(&pair);
+    for (name, value) in [
+        ("post_logout_redirect_uri", LOGOUT_TO),
+        ("id_token_hint", hint),
+        ("state", "a"),
+    ] {
+        let mut params = vec![
+            ("id_token_hint", hint),
+            ("post_logout_redirect_uri", LOGOUT_TO),
+            ("state", "a"),
+        ];
+        params.push((name, value));
+        let page = logout(&mut b, &s, &params).await;
+        expect_error_page(&page);
+        assert!(
+            session_works(&mut b, &app).await,
+            "{name} twice ends nothing"
+        );
+        // The same by POST.
+        let page = b.post("/oauth/logout", &params).await;
+        expect_error_page(&page);
+        assert!(session_works(&mut b, &app).await);
+    }
+    // Once each: this session's hint ends it at once.
+    let page = logout(
+        &mut b,
+        &s,
+        &[
+            ("id_token_hint", hint),
+            ("post_logout_redirect_uri", LOGOUT_TO),
+        ],
+    )
+    .await;
+    expect_redirect_to(&page, LOGOUT_TO, None);
+}
+
+#[tokio::test]
 async fn d45_continued_sign_in_pages_refuse_a_repeated_parameter() {
     let s = TestServer::start().await;
     let app = rp(&s, &s.org(), LOGOUT_TO).await;
@@ -213,6 +486,7 @@ async fn d45_continued_sign_in_pages_refuse_a_repeated_parameter() {
     expect_error_page(&page);
     assert!(page.location().is_none());
 }
+
 // ---------------------------------------------------------------------------
 // Item 5: secrets in replays (D50 continued)
 // ---------------------------------------------------------------------------
@@ -312,6 +586,7 @@ async fn d50_continued_replays_of_answers_with_a_secret_are_no_store_like_the_or
         app["data"]["client_secret"]
     );
 }
+
 // ---------------------------------------------------------------------------
 // Item 7b: HSTS (D31 revised)
 // ---------------------------------------------------------------------------
@@ -389,6 +664,7 @@ async fn d31_revised_no_hsts_when_the_public_url_is_loopback() {
         );
     }
 }
+
 // ---------------------------------------------------------------------------
 // Item 7c: discovery (D49 continued)
 // ---------------------------------------------------------------------------

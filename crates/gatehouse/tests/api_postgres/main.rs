@@ -52,3 +52,4 @@ mod versions;
 
 /// Only here: several nodes on one PostgreSQL database.
 mod multinode;
+mod multinode_logout;
