@@ -58,9 +58,11 @@ pub fn kept_status(status: u16) -> bool {
 }
 
 /// Whether a body holds a secret and is therefore kept sealed (D50: a
-/// `client_secret` or a `key`). Any mention of either name seals it: sealing
-/// a body that did not need it costs a few microseconds, and misses none.
-fn holds_secret(body: &[u8]) -> bool {
+/// `client_secret` or a `key`), and replayed, like the original, with
+/// `Cache-Control: no-store` and `Pragma: no-cache` (D50 continued). Any
+/// mention of either name counts: sealing a body that did not need it costs
+/// a few microseconds, and misses none.
+pub fn holds_secret(body: &[u8]) -> bool {
     let has = |needle: &[u8]| body.windows(needle.len()).any(|w| w == needle);
     has(b"\"client_secret\"") || has(b"\"key\"")
 }

@@ -185,6 +185,7 @@ impl AuthService {
         &self,
         p: &AuthorizeParams,
     ) -> Result<DashboardRequest, AuthorizeError> {
+        p.refuse_repeated_target()?;
         let expected = self.dashboard_redirect_uri();
         if p.redirect_uri.as_deref() != Some(expected.as_str()) {
             return Err(AuthorizeError::Page(
@@ -198,6 +199,7 @@ impl AuthService {
             login_hint: p.login_hint.clone(),
             fresh_login: false,
         };
+        p.refuse_repeated(|e, d| req.error(e, d))?;
         if p.request_uri.is_some() {
             return Err(req.error(
                 OAuthErrorKind::RequestUriNotSupported,

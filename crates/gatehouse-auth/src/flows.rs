@@ -47,6 +47,50 @@ pub struct AuthorizeParams {
     pub login_hint: Option<String>,
     pub request_uri: Option<String>,
     pub request: Option<String>,
+    /// D45 (continued): the names sent more than once. None of their values
+    /// is in the fields above (never the first or the last).
+    pub repeated: Vec<String>,
+}
+
+impl AuthorizeParams {
+    /// D45 (continued), first step: a repeated `client_id` or
+    /// `redirect_uri` leaves no redirect URI to trust, so it gets D26's
+    /// error page and never a redirect.
+    pub(crate) fn refuse_repeated_target(&self) -> Result<(), AuthorizeError> {
+        match self
+            .repeated
+            .iter()
+            .find(|n| *n == "client_id" || *n == "redirect_uri")
+        {
+            Some(name) => Err(AuthorizeError::Page(format!(
+                "The application sent {name} more than once."
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    /// D45 (continued), once the redirect URI is verified: any other
+    /// repeated parameter is `invalid_request` (RFC 6749 §3.1), sent there
+    /// by `to_client` (which adds `state` — absent when `state` itself is
+    /// the repeated one, since its value was never read).
+    pub(crate) fn refuse_repeated(
+        &self,
+        to_client: impl FnOnce(OAuthErrorKind, &str) -> AuthorizeError,
+    ) -> Result<(), AuthorizeError> {
+        let Some(name) = self.repeated.first() else {
+            return Ok(());
+        };
+        // The name is the sender's: echoed only when short and plain
+        // (RFC 6749 §5.2 limits `error_description`'s characters).
+        let plain =
+            name.len() <= 64 && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+        let description = if plain {
+            format!("{name} is given more than once")
+        } else {
+            "a parameter is given more than once".to_owned()
+        };
+        Err(to_client(OAuthErrorKind::InvalidRequest, &description))
+    }
 }
 
 /// Why an authorization request is refused.
@@ -167,6 +211,7 @@ impl AuthService {
         p: &AuthorizeParams,
     ) -> Result<AuthorizeRequest, AuthorizeError> {
         let page = |m: &str| AuthorizeError::Page(m.to_owned());
+        p.refuse_repeated_target()?;
         let client_id = p
             .client_id
             .as_deref()
@@ -210,6 +255,7 @@ impl AuthService {
             login_hint: p.login_hint.clone(),
             client,
         };
+        p.refuse_repeated(|e, d| req.error(e, d))?;
         // D46 (revised): a suspended application signs nobody in; its
         // redirect URI is verified, so it is told there.
         if req.client.suspended_reason().is_some() {

@@ -12,7 +12,9 @@ use aws_lc_rs::rand::SystemRandom;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 use gatehouse_domain::{ClientId, Scope, ScopeSet, Timestamp, User};
+use gatehouse_store::Session;
 use serde::{Deserialize, Serialize};
+use subtle::ConstantTimeEq;
 
 use crate::keys::KeySet;
 use crate::{ACCESS_TOKEN_TTL_SECS, Issuer};
@@ -142,6 +144,22 @@ pub struct Hint {
     pub client: ClientId,
     pub sub: String,
     pub sid: Option<String>,
+}
+
+impl Hint {
+    /// D49 (revised): whether the hint names this very browser session —
+    /// its `sub` the session's person and its `sid` the session's id. Only
+    /// then does `/oauth/logout` end the session without asking; another
+    /// person's ID token, or one of an earlier session, does not.
+    pub fn names(&self, session: &Session) -> bool {
+        match (&self.sid, &session.sid) {
+            (Some(hinted), Some(sid)) => {
+                self.sub == session.user.as_str()
+                    && bool::from(hinted.as_bytes().ct_eq(sid.as_bytes()))
+            }
+            _ => false,
+        }
+    }
 }
 
 #[derive(Deserialize)]

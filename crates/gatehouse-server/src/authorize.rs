@@ -263,13 +263,19 @@ pub(crate) async fn start(State(st): State<AppState>, headers: HeaderMap, uri: U
     authorize(st, headers, p).await
 }
 
-/// D49: an authorization request may also be a form POST.
+/// D49: an authorization request may also be a form POST. A repeated
+/// parameter is refused like in a query (D45 continued), after the
+/// redirect URI is known.
 async fn start_by_post(State(st): State<AppState>, request: Request) -> Response {
-    let (headers, form) = match pages::read_form(request).await {
+    let (parts, body) = request.into_parts();
+    let form = match crate::form::Form::read_reporting(&parts.headers, body).await {
         Ok(f) => f,
-        Err(m) => return pages::message(&st, StatusCode::BAD_REQUEST, "Something went wrong", m),
+        Err(p) => {
+            let m = pages::form_problem(p);
+            return pages::message(&st, StatusCode::BAD_REQUEST, "Something went wrong", m);
+        }
     };
-    authorize(st, headers, AuthorizeParameters::from_form(&form)).await
+    authorize(st, parts.headers, AuthorizeParameters::from_form(&form)).await
 }
 
 const LOGIN_FAILED: &str = "That e-mail and password do not match an account that can sign in here, or sign-in is paused for a while after too many attempts.";

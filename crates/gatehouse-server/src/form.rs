@@ -1,7 +1,13 @@
 //! The one reader of `application/x-www-form-urlencoded` bodies, used by the
 //! token and revocation endpoints and by every HTML form (sign-in, consent,
-//! invitation, password reset). Each caller words the problems its own way:
-//! an RFC 6749 error for OAuth, a message page for a person.
+//! invitation, password reset), and of the query strings of the sign-in
+//! pages (`/oauth/authorize`, `/oauth/logout`, `/password/forgot`, the
+//! dashboard's callback). A parameter given twice is refused (D45, D45
+//! continued); only `/oauth/authorize` reads on to find where to send the
+//! refusal. Each caller words the problems its own way: an RFC 6749 error
+//! for OAuth, a message page for a person.
+
+use std::collections::HashMap;
 
 use axum::body::Body;
 use axum::http::{HeaderMap, header};
@@ -26,9 +32,13 @@ pub enum FormProblem {
     Repeated(String),
 }
 
-/// A form body: every parameter at most once, in the order sent.
-#[derive(Clone, Debug)]
-pub struct Form(Vec<(String, String)>);
+/// A form body (or a query string): the parameters sent once, in the order
+/// sent, and the names sent more than once, whose values are all dropped.
+#[derive(Clone, Debug, Default)]
+pub struct Form {
+    pairs: Vec<(String, String)>,
+    repeated: Vec<String>,
+}
 
 impl Form {
     /// A parameter's value; an empty value reads as absent (RFC 6749 §3.1).
@@ -38,7 +48,7 @@ impl Form {
 
     /// A parameter's value as sent, empty or not.
     pub fn value(&self, name: &str) -> Option<&str> {
-        self.0
+        self.pairs
             .iter()
             .find(|(k, _)| k == name)
             .map(|(_, v)| v.as_str())
@@ -50,7 +60,7 @@ impl Form {
     /// encoded and parsed a second time on the token endpoint's hot path.
     pub fn decode<T: DeserializeOwned>(&self) -> Result<T, FormProblem> {
         let given = self
-            .0
+            .pairs
             .iter()
             .filter(|(_, v)| !v.is_empty())
             .map(|(k, v)| (k.as_str(), Value(v.as_str())));
@@ -58,8 +68,23 @@ impl Form {
             .map_err(|_| FormProblem::Undecodable)
     }
 
-    /// Reads the form from a request already split into head and body.
+    /// The names sent more than once (only a form read with
+    /// [`Form::read_reporting`] or [`Form::parse_reporting`] has any).
+    pub fn repeated(&self) -> &[String] {
+        &self.repeated
+    }
+
+    /// Reads the form from a request already split into head and body; a
+    /// parameter given twice is refused.
     pub async fn read(headers: &HeaderMap, body: Body) -> Result<Self, FormProblem> {
+        Self::read_reporting(headers, body).await?.refuse_repeated()
+    }
+
+    /// [`Form::read`], reporting a repeated parameter in [`Form::repeated`]
+    /// instead of refusing the form: for `/oauth/authorize`, which must
+    /// still read `client_id` and `redirect_uri` to know where its
+    /// `invalid_request` may go (D45 continued).
+    pub async fn read_reporting(headers: &HeaderMap, body: Body) -> Result<Self, FormProblem> {
         let is_form = headers
             .get(header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
@@ -75,19 +100,47 @@ impl Form {
                     Some(BodyProblem::Incomplete) => FormProblem::Incomplete,
                     _ => FormProblem::TooLarge,
                 })?;
-        Self::parse(&bytes)
+        Self::parse_reporting(&bytes)
     }
 
-    /// Decodes a form body; a parameter given twice is refused.
+    /// Decodes a form body or a query string; a parameter given twice is
+    /// refused.
     pub fn parse(bytes: &[u8]) -> Result<Self, FormProblem> {
-        let pairs: Vec<(String, String)> =
+        Self::parse_reporting(bytes)?.refuse_repeated()
+    }
+
+    /// Decodes a form body or a query string, setting aside every name sent
+    /// more than once (D45, D45 continued: an ambiguous parameter is never
+    /// guessed at — neither its first nor its last value is taken). The one
+    /// place repeated parameters are found.
+    pub fn parse_reporting(bytes: &[u8]) -> Result<Self, FormProblem> {
+        let all: Vec<(String, String)> =
             serde_urlencoded::from_bytes(bytes).map_err(|_| FormProblem::Undecodable)?;
-        for (i, (k, _)) in pairs.iter().enumerate() {
-            if pairs[..i].iter().any(|(k2, _)| k2 == k) {
-                return Err(FormProblem::Repeated(k.clone()));
+        // Counted in a map, so a 64 KiB body of short pairs costs linear time.
+        let mut times: HashMap<&str, usize> = HashMap::with_capacity(all.len());
+        for (k, _) in &all {
+            *times.entry(k.as_str()).or_default() += 1;
+        }
+        let mut form = Self::default();
+        for (k, v) in &all {
+            match times.get_mut(k.as_str()) {
+                Some(1) => form.pairs.push((k.clone(), v.clone())),
+                // A repeated name is reported once, where it first appears.
+                Some(n) if *n > 1 => {
+                    form.repeated.push(k.clone());
+                    *n = 0;
+                }
+                _ => {}
             }
         }
-        Ok(Self(pairs))
+        Ok(form)
+    }
+
+    fn refuse_repeated(self) -> Result<Self, FormProblem> {
+        match self.repeated.first() {
+            Some(name) => Err(FormProblem::Repeated(name.clone())),
+            None => Ok(self),
+        }
     }
 }
 
@@ -157,6 +210,21 @@ mod tests {
         assert_eq!(
             Form::parse(b"scope=a&scope=b").unwrap_err(),
             FormProblem::Repeated("scope".into())
+        );
+    }
+
+    #[test]
+    fn a_repeated_parameter_is_reported_with_none_of_its_values() {
+        let form = Form::parse_reporting(b"state=1&client_id=c&state=2&x=&x=&state=3").unwrap();
+        assert_eq!(form.repeated(), ["state", "x"]);
+        assert_eq!(form.value("state"), None, "neither the first nor the last");
+        assert_eq!(form.value("x"), None);
+        assert_eq!(form.get("client_id"), Some("c"));
+        assert!(
+            Form::parse_reporting(b"a=1&b=2")
+                .unwrap()
+                .repeated()
+                .is_empty()
         );
     }
 }

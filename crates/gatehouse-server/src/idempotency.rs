@@ -175,11 +175,17 @@ pub(crate) async fn claim(
 }
 
 /// The kept response again, with `Idempotent-Replayed: true`; the outer
-/// middleware adds this request's own `X-Request-ID`.
+/// middleware adds this request's own `X-Request-ID`. A body that holds a
+/// secret was answered `no-store` (D46), and so is its replay (D50
+/// continued).
 fn replay(kept: StoredResponse) -> Response {
+    let secret = idempotency::holds_secret(&kept.body);
     let mut res = Response::new(Body::from(kept.body));
     *res.status_mut() = StatusCode::from_u16(kept.status).unwrap_or(StatusCode::OK);
     let h = res.headers_mut();
+    if secret {
+        crate::oauth::no_store(h);
+    }
     if let Some(v) = kept.location.and_then(|v| HeaderValue::from_str(&v).ok()) {
         h.insert(header::LOCATION, v);
     }

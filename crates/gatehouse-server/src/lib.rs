@@ -61,7 +61,9 @@ pub use error::{ApiError, ErrorCode};
 pub struct ServerConfig {
     /// `https://host[:port]` without a trailing slash (D1).
     pub public_url: String,
-    /// Add `Strict-Transport-Security` (D31): on for HTTPS and behind a TLS proxy.
+    /// Add `Strict-Transport-Security` (D31): on for HTTPS and behind a TLS
+    /// proxy, unless `public_url` is a loopback one (D31 revised,
+    /// [`middleware::sends_hsts`]).
     pub hsts: bool,
     /// Behind a TLS-terminating proxy: answer `X-Forwarded-Proto: http` with 301 (D31).
     pub behind_proxy: bool,

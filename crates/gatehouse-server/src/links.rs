@@ -146,9 +146,12 @@ async fn invite_submit(
 }
 
 async fn forgot_form(State(st): State<AppState>, uri: Uri, headers: HeaderMap) -> Response {
-    let q: std::collections::HashMap<String, String> =
-        serde_urlencoded::from_str(uri.query().unwrap_or("")).unwrap_or_default();
-    let client_id = q.get("client_id").cloned().unwrap_or_default();
+    // D45 (continued): a parameter given twice is the page's error.
+    let q = match pages::read_query(&uri) {
+        Ok(q) => q,
+        Err(m) => return pages::message(&st, StatusCode::BAD_REQUEST, "Reset your password", m),
+    };
+    let client_id = q.value("client_id").unwrap_or_default().to_owned();
     if ClientId::parse(&client_id).is_none() {
         return pages::message(
             &st,
@@ -158,7 +161,7 @@ async fn forgot_form(State(st): State<AppState>, uri: Uri, headers: HeaderMap) -
         );
     }
     let (csrf, new) = pages::csrf_token(&st, &headers);
-    let back = pages::way_back(&st, q.get("return_to").map(String::as_str));
+    let back = pages::way_back(&st, q.value("return_to"));
     let res = st.templates.page(
         "forgot.html",
         context! { csrf => &csrf, client_id => client_id, sent => false, back => minijinja::value::Serde(back) },

@@ -39,6 +39,34 @@ pub struct RequestCtx {
 
 static X_REQUEST_ID: header::HeaderName = header::HeaderName::from_static("x-request-id");
 
+/// D31: the `Strict-Transport-Security` of HTTPS answers (here and on the
+/// envelopes `transport` writes for hyper's own errors).
+pub const HSTS: &str = "max-age=31536000; includeSubDomains";
+
+/// D31 (revised): whether HTTPS answers carry [`HSTS`] — not when
+/// `public_url`'s host is `localhost`, a `*.localhost` name or a loopback
+/// address (127.0.0.0/8, `::1`), where it would pin a developer's other
+/// local servers to HTTPS. The server's configuration (`ServerConfig::hsts`,
+/// `TransportConfig::hsts`) is set from this.
+pub fn sends_hsts(public_url: &str) -> bool {
+    let Some(host) = public_url.parse::<axum::http::Uri>().ok().and_then(|u| {
+        u.host()
+            .map(|h| h.trim_end_matches('.').to_ascii_lowercase())
+    }) else {
+        return true;
+    };
+    if host == "localhost" || host.ends_with(".localhost") {
+        return false;
+    }
+    match host.trim_start_matches('[').trim_end_matches(']').parse() {
+        Ok(std::net::IpAddr::V4(a)) => !a.is_loopback(),
+        Ok(std::net::IpAddr::V6(a)) => {
+            !(a.is_loopback() || a.to_ipv4_mapped().is_some_and(|v| v.is_loopback()))
+        }
+        Err(_) => true,
+    }
+}
+
 /// What a page rendered while answering a request may show about it: the
 /// `X-Request-ID` the response will carry (printed on error pages for
 /// support), the page that led here (`Referer`) and the request's own path
@@ -210,7 +238,7 @@ pub async fn outer(State(state): State<AppState>, mut req: Request, next: Next) 
     if state.config.hsts {
         h.insert(
             header::STRICT_TRANSPORT_SECURITY,
-            HeaderValue::from_static("max-age=31536000; includeSubDomains"),
+            HeaderValue::from_static(HSTS),
         );
     }
     let status = res.status().as_u16();
@@ -307,4 +335,37 @@ pub fn panic_response(cause: Box<dyn std::any::Any + Send + 'static>) -> Respons
         .unwrap_or("(no message)");
     tracing::error!(panic = text, "handler panicked");
     ApiError::internal().into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sends_hsts;
+
+    #[test]
+    fn d31_revised_no_hsts_for_a_loopback_public_url() {
+        for url in [
+            "https://localhost:8443",
+            "https://LOCALHOST",
+            "https://localhost.:8443",
+            "https://app.localhost",
+            "https://a.b.localhost:9443/",
+            "https://127.0.0.1:8443",
+            "https://127.1.2.3",
+            "https://[::1]:8443",
+            "https://[::ffff:127.0.0.1]",
+        ] {
+            assert!(!sends_hsts(url), "{url}");
+        }
+        for url in [
+            "https://gatehouse.example",
+            "https://auth.example.com:8443",
+            "https://localhost.example.com",
+            "https://notlocalhost",
+            "https://10.0.0.1",
+            "https://[2001:db8::1]",
+            "not a url",
+        ] {
+            assert!(sends_hsts(url), "{url}");
+        }
+    }
 }

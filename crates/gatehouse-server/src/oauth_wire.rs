@@ -147,9 +147,14 @@ pub struct RevokeForm {
 /// §4.3, OpenID Connect Core §3.1.2.1 (D49)): the query of `GET
 /// /oauth/authorize` or the form of `POST /oauth/authorize`, carried on as
 /// hidden fields of the sign-in and consent forms. Anything else sent is
-/// ignored, as RFC 6749 §3.1 asks.
-#[derive(Clone, Debug, Default, Deserialize)]
-pub struct AuthorizeParameters(Vec<(String, String)>);
+/// ignored, as RFC 6749 §3.1 asks — unless it is sent twice (D45 continued).
+#[derive(Clone, Debug, Default)]
+pub struct AuthorizeParameters {
+    pairs: Vec<(String, String)>,
+    /// Names sent more than once (of any parameter, known or not): the
+    /// request is refused (D45 continued), and none of their values is kept.
+    repeated: Vec<String>,
+}
 
 impl AuthorizeParameters {
     /// The names carried on, in the order the hidden fields are written.
@@ -169,34 +174,26 @@ impl AuthorizeParameters {
         "request",
     ];
 
-    /// From a query string; unknown names are dropped, a repeated name
-    /// keeps its first value.
+    /// From a query string (read like a form, repeated names reported);
+    /// unknown names are dropped.
     pub fn from_query(query: &str) -> Self {
-        let pairs: Vec<(String, String)> = serde_urlencoded::from_str(query).unwrap_or_default();
-        Self::from_pairs(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        Self::from_form(&Form::parse_reporting(query.as_bytes()).unwrap_or_default())
     }
 
-    /// The parameters a form carries on (values as sent, empty or not).
+    /// The parameters a form carries on (values as sent, empty or not), and
+    /// the names it repeats.
     pub fn from_form(form: &Form) -> Self {
-        Self::from_pairs(
-            Self::NAMES
+        Self {
+            pairs: Self::NAMES
                 .iter()
-                .filter_map(|k| form.value(k).map(|v| (*k, v))),
-        )
-    }
-
-    fn from_pairs<'a>(pairs: impl Iterator<Item = (&'a str, &'a str)>) -> Self {
-        let mut out: Vec<(String, String)> = Vec::new();
-        for (k, v) in pairs {
-            if Self::NAMES.contains(&k) && !out.iter().any(|(n, _)| n == k) {
-                out.push((k.to_owned(), v.to_owned()));
-            }
+                .filter_map(|k| form.value(k).map(|v| ((*k).to_owned(), v.to_owned())))
+                .collect(),
+            repeated: form.repeated().to_vec(),
         }
-        Self(out)
     }
 
     fn get(&self, name: &str) -> Option<String> {
-        self.0
+        self.pairs
             .iter()
             .find(|(k, _)| k == name)
             .map(|(_, v)| v.clone())
@@ -205,19 +202,22 @@ impl AuthorizeParameters {
     /// The same request with `prompt` replaced (the consent page's "not
     /// you?" asks for a fresh sign-in, D49).
     pub fn with_prompt(&self, prompt: &str) -> Self {
-        let mut out: Vec<_> = self
-            .0
+        let mut pairs: Vec<_> = self
+            .pairs
             .iter()
             .filter(|(k, _)| k != "prompt")
             .cloned()
             .collect();
-        out.push(("prompt".into(), prompt.into()));
-        Self(out)
+        pairs.push(("prompt".into(), prompt.into()));
+        Self {
+            pairs,
+            repeated: self.repeated.clone(),
+        }
     }
 
     /// The request as a query string for a link back to it.
     pub fn query(&self) -> String {
-        serde_urlencoded::to_string(&self.0).unwrap_or_default()
+        serde_urlencoded::to_string(&self.pairs).unwrap_or_default()
     }
 
     /// The parameters as hidden form fields.
@@ -244,6 +244,7 @@ impl AuthorizeParameters {
             login_hint: self.get("login_hint"),
             request_uri: self.get("request_uri"),
             request: self.get("request"),
+            repeated: self.repeated.clone(),
         }
     }
 }

@@ -167,14 +167,41 @@ pub(crate) async fn userinfo(State(st): State<AppState>, request: Request) -> Re
     }
 }
 
-#[derive(Default)]
 struct LogoutParams {
     id_token_hint: Option<String>,
     client_id: Option<String>,
     post_logout_redirect_uri: Option<String>,
     state: Option<String>,
-    /// The confirmation form's "Sign out" (with its CSRF token).
+    /// The confirmation form's "Sign out" (with its CSRF token, checked
+    /// apart).
     confirmed: bool,
+}
+
+impl LogoutParams {
+    /// The request's parameters (a query or a form, each read by the one
+    /// form reader, which refuses a parameter given twice: D45 continued);
+    /// an empty value reads as absent.
+    fn of(form: &Form, is_post: bool) -> Self {
+        let get = |k: &str| form.get(k).map(str::to_owned);
+        Self {
+            id_token_hint: get("id_token_hint"),
+            client_id: get("client_id"),
+            post_logout_redirect_uri: get("post_logout_redirect_uri"),
+            state: get("state"),
+            confirmed: is_post && form.value("confirm") == Some("yes"),
+        }
+    }
+}
+
+/// A sign-out request that cannot be followed: an error page; nothing
+/// ends and nothing is followed.
+fn refused_logout(st: &AppState, message: &str) -> Response {
+    pages::message(
+        st,
+        StatusCode::BAD_REQUEST,
+        "This sign-out link is not valid",
+        message,
+    )
 }
 
 #[utoipa::path(
@@ -196,71 +223,55 @@ struct LogoutParams {
 )]
 pub(crate) async fn logout(State(st): State<AppState>, request: Request) -> Response {
     let is_post = request.method() == Method::POST;
-    let (headers, p, csrf_ok) = if is_post {
-        let (headers, form) = match pages::read_form(request).await {
+    let (headers, form) = if is_post {
+        match pages::read_form(request).await {
             Ok(f) => f,
-            Err(m) => {
-                return pages::message(&st, StatusCode::BAD_REQUEST, "Something went wrong", m);
-            }
-        };
-        let get = |k: &str| form.value(k).filter(|v| !v.is_empty()).map(str::to_owned);
-        let p = LogoutParams {
-            id_token_hint: get("id_token_hint"),
-            client_id: get("client_id"),
-            post_logout_redirect_uri: get("post_logout_redirect_uri"),
-            state: get("state"),
-            confirmed: form.value("confirm") == Some("yes"),
-        };
-        let ok = pages::csrf_ok(&st, &headers, &form);
-        (headers, p, ok)
+            Err(m) => return refused_logout(&st, m),
+        }
     } else {
         let (parts, _) = request.into_parts();
-        let pairs: Vec<(String, String)> =
-            serde_urlencoded::from_str(parts.uri.query().unwrap_or("")).unwrap_or_default();
-        let get = |k: &str| {
-            pairs
-                .iter()
-                .find(|(n, v)| n == k && !v.is_empty())
-                .map(|(_, v)| v.clone())
-        };
-        let p = LogoutParams {
-            id_token_hint: get("id_token_hint"),
-            client_id: get("client_id"),
-            post_logout_redirect_uri: get("post_logout_redirect_uri"),
-            state: get("state"),
-            confirmed: false,
-        };
-        (parts.headers, p, false)
+        match pages::read_query(&parts.uri) {
+            Ok(f) => (parts.headers, f),
+            Err(m) => return refused_logout(&st, m),
+        }
     };
+    let p = LogoutParams::of(&form, is_post);
+    let confirmed = p.confirmed && pages::csrf_ok(&st, &headers, &form);
     let cookie = pages::session_cookie(&st, &headers);
     let session = match &cookie {
         Some(c) => st.app.session(c).await.ok().flatten(),
         None => None,
     };
-    // D49: a hint is valid when its signature and `iss` check out and its
-    // `aud` is a client of the organization (of the session, if any),
-    // even after it expired.
+    let of_session = |c: &gatehouse_domain::Client| session.as_ref().is_none_or(|s| s.org == c.org);
+    // D49: the hint's signature and `iss` check out (even after it
+    // expired) and its `aud` is a client that exists.
     let hint = match &p.id_token_hint {
-        Some(h) => match st.app.logout_hint(h).await {
-            Ok(found) => found.filter(|(_, client)| {
-                session.as_ref().is_none_or(|s| s.org == client.org)
-                    && p.client_id
-                        .as_deref()
-                        .is_none_or(|id| id == client.id.as_str())
-            }),
-            Err(e) => {
-                tracing::error!(cause = %e, "logout: reading the hint's client failed");
-                None
-            }
-        },
+        Some(h) => st.app.logout_hint(h).await.unwrap_or_else(|e| {
+            tracing::error!(cause = %e, "logout: reading the hint's client failed");
+            None
+        }),
         None => None,
     };
+    // D49 (revised): a hint and a `client_id` must name the same client.
+    if let (Some((_, c)), Some(id)) = (&hint, &p.client_id)
+        && c.id.as_str() != id
+    {
+        return refused_logout(
+            &st,
+            "Its id_token_hint and client_id name different applications.",
+        );
+    }
+    // With a session, only a client of its organization counts (D49): a
+    // hint of another organization is no hint, and its `client_id` names
+    // nobody whose sign-out page may be followed.
+    let hint = hint.filter(|(_, c)| of_session(c));
     let client = match (&hint, &p.client_id) {
         (Some((_, c)), _) => Some(c.clone()),
         (None, Some(id)) => match gatehouse_domain::ClientId::parse(id) {
             Some(id) => st.app.resolve_client(&id).await.ok().flatten(),
             None => None,
-        },
+        }
+        .filter(|c| of_session(c)),
         (None, None) => None,
     };
     // Matched exactly, with no loopback port leeway (D49).
@@ -270,13 +281,21 @@ pub(crate) async fn logout(State(st): State<AppState>, request: Request) -> Resp
         }
         _ => None,
     };
-    let confirmed = hint.is_some() || (is_post && p.confirmed && csrf_ok);
-    if !confirmed {
-        // Without a valid hint, ask first: a link alone must not sign
-        // anyone out.
-        let (csrf, new) = pages::csrf_token(&st, &headers);
+    // D49 (revised): without asking only when the hint names this very
+    // session; without a session, a valid hint's client is followed at
+    // once (there is nothing to end). Anything else — another person's ID
+    // token, an earlier session's, a `client_id` alone, no hint — asks
+    // first: a link alone must not sign anyone out.
+    let at_once = match (&session, &hint) {
+        (Some(s), Some((h, _))) => h.names(s),
+        (None, Some(_)) => true,
+        (_, None) => false,
+    };
+    if !(at_once || confirmed) {
+        // The form carries the client the request named, so the redirect
+        // survives the confirmation; never the hint itself.
         let hidden: Vec<(&str, String)> = [
-            ("client_id", p.client_id.clone()),
+            ("client_id", client.as_ref().map(|c| c.id.to_string())),
             (
                 "post_logout_redirect_uri",
                 p.post_logout_redirect_uri.clone(),
@@ -286,17 +305,21 @@ pub(crate) async fn logout(State(st): State<AppState>, request: Request) -> Resp
         .into_iter()
         .filter_map(|(k, v)| v.map(|v| (k, v)))
         .collect();
+        let (csrf, new) = pages::csrf_token(&st, &headers);
         let res = st.templates.page(
             "logout.html",
             context! {
                 csrf => &csrf, params => hidden,
                 client_name => client.as_ref().map(|c| c.name.clone()),
-                expired => is_post && p.confirmed && !csrf_ok,
+                expired => p.confirmed && !confirmed,
             },
         );
         return pages::with_csrf(&st, res, &csrf, new);
     }
-    if let Some(c) = &cookie
+    // A session is ended when the person confirmed, or when the hint named
+    // it; a valid hint without a live session ends nothing.
+    if (confirmed || session.is_some())
+        && let Some(c) = &cookie
         && let Err(e) = st.app.logout(c).await
     {
         tracing::error!(cause = %e, "logout failed");

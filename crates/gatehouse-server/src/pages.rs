@@ -2,7 +2,7 @@
 //! bodies, the peer address.
 
 use axum::extract::Request;
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::response::Response;
 use gatehouse_domain::random;
 use minijinja::context;
@@ -145,19 +145,33 @@ pub fn csrf_ok(st: &AppState, headers: &HeaderMap, form: &Form) -> bool {
 }
 
 /// The form of a page's POST (the one form reader, [`Form`]); `Err` is the
-/// message to show.
+/// message to show. A field given twice is refused (D45 continued).
 pub async fn read_form(req: Request) -> Result<(HeaderMap, Form), &'static str> {
     let (parts, body) = req.into_parts();
     let form = Form::read(&parts.headers, body)
         .await
-        .map_err(|p| match p {
-            FormProblem::NotAForm => "The form was not sent as a form.",
-            FormProblem::Incomplete => "The form was not received in full.",
-            FormProblem::TooLarge => "The form is too large.",
-            FormProblem::Undecodable => "The form cannot be read.",
-            FormProblem::Repeated(_) => "The form has a field twice.",
-        })?;
+        .map_err(form_problem)?;
     Ok((parts.headers, form))
+}
+
+/// The query of a page's GET, read like a form: a parameter given twice is
+/// refused (D45 continued); `Err` is the message to show.
+pub fn read_query(uri: &Uri) -> Result<Form, &'static str> {
+    Form::parse(uri.query().unwrap_or("").as_bytes()).map_err(|p| match p {
+        FormProblem::Repeated(_) => "The address has a parameter twice.",
+        _ => "The address cannot be read.",
+    })
+}
+
+/// What a page says about a form it cannot take.
+pub fn form_problem(p: FormProblem) -> &'static str {
+    match p {
+        FormProblem::NotAForm => "The form was not sent as a form.",
+        FormProblem::Incomplete => "The form was not received in full.",
+        FormProblem::TooLarge => "The form is too large.",
+        FormProblem::Undecodable => "The form cannot be read.",
+        FormProblem::Repeated(_) => "The form has a field twice.",
+    }
 }
 
 /// A message page (errors included), with a way back.

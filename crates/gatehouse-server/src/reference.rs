@@ -887,8 +887,8 @@ pub fn supplement() -> Value {
         "token_type_hint": {"type": "string", "enum": ["access_token", "refresh_token", "api_key"], "description": "Where to look first; the answer is the same without it."},
     });
     let logout_props = json!({
-        "id_token_hint": {"type": "string", "description": "An ID token the client received (an expired one is fine): names the user, session and client."},
-        "client_id": {"type": "string", "description": "The client, when there is no hint."},
+        "id_token_hint": {"type": "string", "description": "An ID token the client received (an expired one is fine): names the user, session and client. Only one of the person's current session signs them out without asking."},
+        "client_id": {"type": "string", "description": "The client, when there is no hint; sent with one, it must be the hint's `aud`."},
         "post_logout_redirect_uri": {"type": "string", "description": "Where to send the browser afterwards; must be registered exactly for the client (`post_logout_redirect_uris`)."},
         "state": {"type": "string", "description": "Returned unchanged on the redirect."},
     });
@@ -908,14 +908,15 @@ pub fn supplement() -> Value {
     });
     let logout_answers = json!({
         "303": {"description": "To the registered `post_logout_redirect_uri`, with `state`"},
-        "200": {"description": "A signed-out page, or without a valid hint a page asking to confirm (HTML)", "content": {"text/html": {"schema": {"$ref": "#/components/schemas/Html"}}}},
+        "200": {"description": "A signed-out page, or a page asking to confirm unless the hint names the current session (HTML)", "content": {"text/html": {"schema": {"$ref": "#/components/schemas/Html"}}}},
+        "400": {"description": "The hint and `client_id` name different clients, or a parameter is given twice: an error page (HTML); nothing ends", "content": {"text/html": {"schema": {"$ref": "#/components/schemas/Html"}}}},
     });
     let logout = |method: &str| {
         let mut op = json!({
             "operationId": if method == "get" { "logout" } else { "logoutPost" },
             "tags": ["OAuth"],
             "summary": format!("End the browser session (OpenID Connect RP-initiated logout), by {}", method.to_ascii_uppercase()),
-            "description": "Ends the person's Gatehouse session and revokes the refresh chains begun in it, then redirects to `post_logout_redirect_uri` when it is registered for the client the hint or `client_id` names (exact match, no loopback port leeway); otherwise shows a signed-out page. Without a valid `id_token_hint` it asks the person to confirm first.",
+            "description": "Ends the person's Gatehouse session and revokes the refresh chains begun in it, then redirects to `post_logout_redirect_uri` when it is registered for the client the hint or `client_id` names (exact match, no loopback port leeway); otherwise shows a signed-out page. Only an `id_token_hint` whose `sub` and `sid` name the current session ends it at once; any other hint, or none, asks the person to confirm first (D49 revised). With a session, only a client of its organization is followed; without one, a valid hint's client is followed at once.",
             "responses": logout_answers.clone(),
         });
         if method == "get" {

@@ -81,7 +81,8 @@ pub struct TransportConfig {
     pub read_bodies: bool,
     /// For the `docs` link of the envelopes written here (D6).
     pub public_url: String,
-    /// `Strict-Transport-Security` on the envelopes written here (D31).
+    /// `Strict-Transport-Security` on the envelopes written here (D31;
+    /// see [`crate::middleware::sends_hsts`]).
     pub hsts: bool,
 }
 
@@ -730,9 +731,9 @@ pub(crate) fn hyper_error_answer(buf: &[u8], config: &TransportConfig) -> Option
     out.extend_from_slice(format!("x-request-id: {}\r\n", request_id.hyphenated()).as_bytes());
     out.extend_from_slice(b"x-content-type-options: nosniff\r\n");
     if config.hsts {
-        out.extend_from_slice(
-            b"strict-transport-security: max-age=31536000; includeSubDomains\r\n",
-        );
+        out.extend_from_slice(b"strict-transport-security: ");
+        out.extend_from_slice(crate::middleware::HSTS.as_bytes());
+        out.extend_from_slice(b"\r\n");
     }
     // hyper's own Date header, if it wrote one.
     if let Some(at) = lower.windows(8).position(|w| w == b"\r\ndate: ") {

@@ -65,7 +65,8 @@ pub(crate) async fn metadata(State(st): State<AppState>) -> Response {
 
 /// The metadata both documents share (RFC 8414, OpenID Connect Discovery
 /// 1.0; D23, D49): the OpenID provider's fields are in the RFC 8414
-/// document too.
+/// document too. No `token_endpoint_auth_signing_alg_values_supported`:
+/// no JWT client authentication is offered (D49 continued).
 fn document(st: &AppState) -> serde_json::Value {
     let base = st.config.public_url.trim_end_matches('/');
     let scopes: Vec<&str> = Scope::ALL.iter().map(|s| s.as_str()).collect();
@@ -86,7 +87,6 @@ fn document(st: &AppState) -> serde_json::Value {
         "response_modes_supported": ["query"],
         "grant_types_supported": ["authorization_code", "client_credentials", "refresh_token"],
         "token_endpoint_auth_methods_supported": ["client_secret_basic", "client_secret_post", "none"],
-        "token_endpoint_auth_signing_alg_values_supported": ["ES256"],
         "subject_types_supported": ["public"],
         "id_token_signing_alg_values_supported": ["ES256"],
         "userinfo_signing_alg_values_supported": ["none"],

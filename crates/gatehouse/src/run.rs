@@ -233,9 +233,12 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
     auth.sync_revocations()
         .await
         .context("loading revocations")?;
+    // D31 (revised): no HSTS for a loopback `public_url` (nor the mock's
+    // plain HTTP).
+    let hsts = !settings.mock && gatehouse_server::middleware::sends_hsts(&public_url);
     let config = ServerConfig {
         public_url: public_url.clone(),
-        hsts: !settings.mock,
+        hsts,
         behind_proxy: settings.behind_proxy,
         cors_origins: settings.cors_origins.clone(),
         trusted_proxies: settings.trusted_proxies.clone(),
@@ -290,7 +293,7 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
         });
     }
     let transport_config = || {
-        let mut t = TransportConfig::new(&public_url, !settings.mock);
+        let mut t = TransportConfig::new(&public_url, hsts);
         t.head_timeout = settings.head_timeout;
         t.idle_timeout = settings.idle_timeout;
         t

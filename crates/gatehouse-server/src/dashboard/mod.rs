@@ -293,9 +293,11 @@ async fn callback(
     headers: HeaderMap,
     uri: axum::http::Uri,
 ) -> Response {
-    let q: CallbackQuery = match serde_urlencoded::from_str(uri.query().unwrap_or("")) {
-        Ok(q) => q,
-        Err(_) => {
+    // D45 (continued): a parameter given twice is refused like any other
+    // unreadable answer.
+    let q: CallbackQuery = match pages::read_query(&uri).map(|f| f.decode()) {
+        Ok(Ok(q)) => q,
+        _ => {
             return message(
                 &st,
                 StatusCode::BAD_REQUEST,

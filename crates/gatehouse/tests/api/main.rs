@@ -21,6 +21,7 @@ mod introspection;
 mod invitations;
 mod mock;
 mod oauth_flow;
+mod outside;
 mod products;
 mod profile;
 mod ratelimits;

@@ -31,6 +31,8 @@ mod introspection;
 mod invitations;
 #[path = "../api/oauth_flow.rs"]
 mod oauth_flow;
+#[path = "../api/outside.rs"]
+mod outside;
 #[path = "../api/products.rs"]
 mod products;
 #[path = "../api/profile.rs"]
@@ -50,3 +52,4 @@ mod versions;
 
 /// Only here: several nodes on one PostgreSQL database.
 mod multinode;
+mod multinode_logout;

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub(crate) mod browser;
+pub(crate) mod oidc;
 
 use std::path::PathBuf;
 
