@@ -211,14 +211,15 @@ fn refused_logout(st: &AppState, message: &str) -> Response {
     tag = "OAuth",
     summary = "Sign out (OpenID Connect RP-initiated logout); also by POST",
     params(
-        ("id_token_hint" = Option<String>, Query, description = "An ID token Gatehouse issued (it may have expired). Without a valid one the person is asked to confirm."),
-        ("client_id" = Option<String>, Query, description = "The application asking, when there is no hint."),
-        ("post_logout_redirect_uri" = Option<String>, Query, description = "Where to go afterwards: one of the application's registered post-logout redirect URIs, matched exactly."),
+        ("id_token_hint" = Option<String>, Query, description = "An ID token Gatehouse issued (it may have expired). The session ends without asking only when the hint's `sub` and `sid` name this very session; with any other hint, or none, the person is asked to confirm first."),
+        ("client_id" = Option<String>, Query, description = "The application asking; when a hint is sent too, it must name the same application (else an error page)."),
+        ("post_logout_redirect_uri" = Option<String>, Query, description = "Where to go afterwards: one of the post-logout redirect URIs registered for the application the hint's `aud` or `client_id` names (of the session's organization), matched exactly."),
         ("state" = Option<String>, Query, description = "Passed back to the post-logout redirect URI."),
     ),
     responses(
         (status = 200, description = "Signed-out page, or the confirmation page (HTML)", body = crate::openapi::Html, content_type = "text/html"),
         (status = 303, description = "Signed out; back to the post-logout redirect URI"),
+        (status = 400, description = "A repeated parameter, or a hint and a `client_id` naming different applications: an error page (HTML); nothing is ended", body = crate::openapi::Html, content_type = "text/html"),
     ),
 )]
 pub(crate) async fn logout(State(st): State<AppState>, request: Request) -> Response {
