@@ -7,7 +7,7 @@
 //! refusal. Each caller words the problems its own way: an RFC 6749 error
 //! for OAuth, a message page for a person.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use axum::body::Body;
 use axum::http::{HeaderMap, header};
@@ -31,6 +31,10 @@ pub enum FormProblem {
     /// D45: a parameter given twice is ambiguous, never guessed at.
     Repeated(String),
 }
+
+/// Forms of up to this many pairs find their repeated names by comparing
+/// every pair with every other (no allocation); larger ones count in a map.
+const PAIRWISE: usize = 16;
 
 /// A form body (or a query string): the parameters sent once, in the order
 /// sent, and the names sent more than once, whose values are all dropped.
@@ -116,21 +120,32 @@ impl Form {
     pub fn parse_reporting(bytes: &[u8]) -> Result<Self, FormProblem> {
         let all: Vec<(String, String)> =
             serde_urlencoded::from_bytes(bytes).map_err(|_| FormProblem::Undecodable)?;
-        // Counted in a map, so a 64 KiB body of short pairs costs linear time.
-        let mut times: HashMap<&str, usize> = HashMap::with_capacity(all.len());
-        for (k, _) in &all {
-            *times.entry(k.as_str()).or_default() += 1;
-        }
-        let mut form = Self::default();
-        for (k, v) in &all {
-            match times.get_mut(k.as_str()) {
-                Some(1) => form.pairs.push((k.clone(), v.clone())),
+        // How often each pair's name was sent. The token endpoint's few
+        // parameters are compared pairwise, with no allocation on its hot
+        // path; a larger form (up to 64 KiB of short pairs) is counted in a
+        // map, so it costs linear time.
+        let times: Vec<usize> = if all.len() <= PAIRWISE {
+            all.iter()
+                .map(|(k, _)| all.iter().filter(|(k2, _)| k2 == k).count())
+                .collect()
+        } else {
+            let mut map: HashMap<&str, usize> = HashMap::with_capacity(all.len());
+            for (k, _) in &all {
+                *map.entry(k.as_str()).or_default() += 1;
+            }
+            all.iter().map(|(k, _)| map[k.as_str()]).collect()
+        };
+        let mut form = Self {
+            pairs: Vec::with_capacity(all.len()),
+            repeated: Vec::new(),
+        };
+        let mut reported: HashSet<String> = HashSet::new();
+        for ((k, v), n) in all.into_iter().zip(times) {
+            if n == 1 {
+                form.pairs.push((k, v));
+            } else if reported.insert(k.clone()) {
                 // A repeated name is reported once, where it first appears.
-                Some(n) if *n > 1 => {
-                    form.repeated.push(k.clone());
-                    *n = 0;
-                }
-                _ => {}
+                form.repeated.push(k);
             }
         }
         Ok(form)
