@@ -377,6 +377,11 @@ async fn app_page(
             .collect::<ScopeSet>(),
     );
     let status = failed.as_ref().map_or(StatusCode::OK, page_status);
+    // D48 (continued): a refused grace period is also said next to its
+    // field, not only at the top of the page.
+    let grace_issue = failed
+        .as_ref()
+        .and_then(|r| field_issue(r, "grace_seconds"));
     let problem = failed.map(|r| r.problem());
     render(
         st,
@@ -387,10 +392,20 @@ async fn app_page(
         "applications",
         context! {
             app => app_view(a), scopes => scope_choices(offered, &checked),
-            kind => a["type"].as_str().unwrap_or(""), problem, notice,
+            kind => a["type"].as_str().unwrap_or(""), problem, notice, grace_issue,
         },
     )
     .await
+}
+
+/// The issue the API named for `field` in a refused request (D6's
+/// `details`), if it named one.
+fn field_issue(reply: &Reply, field: &str) -> Option<String> {
+    reply.body["error"]["details"]
+        .as_array()
+        .and_then(|d| d.iter().find(|d| d["field"].as_str() == Some(field)))
+        .and_then(|d| d["issue"].as_str())
+        .map(str::to_owned)
 }
 
 async fn update_app(
@@ -454,10 +469,13 @@ async fn rotate_secret(
     let Some(id) = safe_id(&id) else {
         return not_found(&st);
     };
-    let body = form
-        .get("grace_seconds")
-        .and_then(|g| g.parse::<u64>().ok())
-        .map(|g| json!({ "grace_seconds": g }));
+    // D48 (continued): a grace the dashboard cannot read is never read as
+    // none. It goes to the API as it was typed, which refuses it (400 on
+    // `grace_seconds`), so nothing is rotated and the page says why.
+    let body = form.get("grace_seconds").map(|g| match g.parse::<u64>() {
+        Ok(n) => json!({ "grace_seconds": n }),
+        Err(_) => json!({ "grace_seconds": g }),
+    });
     let reply = signed
         .api(
             &st,

@@ -913,3 +913,61 @@ async fn an_admins_application_is_theirs_and_its_suspension_is_shown() {
     let list = b.get("/dashboard/applications").await;
     assert!(list.body.contains("suspended"), "{}", list.body);
 }
+
+/// D48 (continued): a grace period the dashboard cannot read is an error
+/// next to its field, and nothing is rotated (it used to rotate with no
+/// grace and report success).
+#[tokio::test]
+async fn an_unreadable_grace_is_an_error_next_to_its_field_and_rotates_nothing() {
+    let s = TestServer::start().await;
+    let admin = person(&s, &s.org(), "rotor@example.com", Role::Admin).await;
+    let mut b = Browser::new(&s);
+    sign_in(&mut b, admin.email.as_str()).await;
+    let new = b.get("/dashboard/applications/new").await;
+    let token = csrf(&new);
+    let created = b
+        .post(
+            "/dashboard/applications",
+            &[
+                ("csrf_token", &token),
+                ("name", "Rotated"),
+                ("type", "confidential"),
+                ("redirect_uris", "https://rotated.example/callback\n"),
+                ("scope.users:read", "on"),
+            ],
+        )
+        .await;
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
+    let secret = shown_secret(&created);
+    let i = created.body.find("client ID <code>").unwrap() + 16;
+    let id = created.body[i..i + created.body[i..].find('<').unwrap()].to_owned();
+
+    for grace in ["an hour", "-5", "99999999999999999999999"] {
+        let page = b
+            .post(
+                &format!("/dashboard/applications/{id}/secret"),
+                &[("csrf_token", &token), ("grace_seconds", grace)],
+            )
+            .await;
+        assert_eq!(
+            page.status,
+            StatusCode::BAD_REQUEST,
+            "{grace}: {}",
+            page.body
+        );
+        let at = page.body.find("id=\"grace-error\"").unwrap_or_else(|| {
+            panic!("{grace}: the error stands next to its field: {}", page.body)
+        });
+        assert!(
+            page.body[at..]
+                .find("id=\"grace_seconds\"")
+                .is_some_and(|n| n < 400),
+            "{grace}: just before the field"
+        );
+        assert_eq!(
+            client_token(&s, &id, &secret).await,
+            StatusCode::OK,
+            "{grace}: nothing was rotated"
+        );
+    }
+}
