@@ -10,7 +10,7 @@ use gatehouse_auth::secrets;
 use gatehouse_domain::manage::{MAX_SECRET_GRACE_SECS, key_prefix};
 use gatehouse_domain::{
     ApiKey, ApiKeyId, Client, ClientId, Listing, Manager, Name, OrgId, Organization, Page,
-    ScopeSet, Timestamp, UsageRange,
+    ScopeSet, Timestamp, UsageRange, UserId,
 };
 use gatehouse_store::{Credential, UsageMinute};
 
@@ -47,6 +47,15 @@ impl ApplicationType {
             _ => Err("must be one of: confidential, public".into()),
         }
     }
+}
+
+/// What `GET /v1/applications` keeps (D46, D46 revised and continued);
+/// `None` keeps everything.
+#[derive(Clone, Debug, Default)]
+pub struct ApplicationFilter {
+    pub kind: Option<ApplicationType>,
+    pub suspended: Option<bool>,
+    pub owner: Option<UserId>,
 }
 
 /// An API key to create (D46).
@@ -117,15 +126,21 @@ impl App {
     /// The applications the caller reaches, oldest first, one page.
     ///
     /// `suspended` keeps only the suspended applications (`true`) or only
-    /// the others (`false`, D46 revised).
+    /// the others (`false`, D46 revised); `owner` only those that person
+    /// owns (D46 continued: an editor, who reaches only its own, gets an
+    /// empty page for anyone else).
     pub async fn list_applications(
         &self,
         m: &Manager,
         org: &OrgId,
-        kind: Option<ApplicationType>,
-        suspended: Option<bool>,
+        filter: ApplicationFilter,
         page: Page,
     ) -> AppResult<Listing<Client>> {
+        let ApplicationFilter {
+            kind,
+            suspended,
+            owner,
+        } = filter;
         let all: Vec<Client> = self
             .store()
             .list_clients(org)
@@ -135,6 +150,7 @@ impl App {
             .filter(|c| m.reaches(c.owner.as_ref()))
             .filter(|c| kind.is_none_or(|k| ApplicationType::of(c) == k))
             .filter(|c| suspended.is_none_or(|s| c.suspended_reason().is_some() == s))
+            .filter(|c| owner.is_none() || c.owner == owner)
             .collect();
         Ok(page_of(&all, page))
     }
@@ -214,11 +230,13 @@ impl App {
         self.rotate_client_secret(id, grace_secs).await
     }
 
-    /// The API keys the caller reaches (revoked ones too), oldest first.
+    /// The API keys the caller reaches (revoked ones too), oldest first;
+    /// with `owner`, only that person's (D46 continued).
     pub async fn list_keys(
         &self,
         m: &Manager,
         org: &OrgId,
+        owner: Option<UserId>,
         page: Page,
     ) -> AppResult<Listing<ApiKey>> {
         let all: Vec<ApiKey> = self
@@ -228,6 +246,7 @@ impl App {
             .or_app(Resource::ApiKey)?
             .into_iter()
             .filter(|k| m.reaches(k.owner.as_ref()))
+            .filter(|k| owner.is_none() || k.owner == owner)
             .collect();
         Ok(page_of(&all, page))
     }

@@ -34,6 +34,7 @@ pub fn router() -> Router<AppState> {
     params(
         ("limit" = Option<u32>, Query, minimum = 1, description = "Page size (default 20, at most 100); values above 100 are clamped to 100."),
         ("offset" = Option<u64>, Query, description = "Items to skip."),
+        ("owner_id" = Option<String>, Query, pattern = "^usr_[A-Za-z0-9]+$", description = "Only the keys this person owns (an editor gets an empty page for anyone but itself)."),
     ),
     responses(
         (status = 200, description = "A page of API keys", body = crate::respond::List<'static, crate::responses::ApiKeyResponse<'static>>),
@@ -48,10 +49,17 @@ pub(crate) async fn list(
     mut query: Query,
 ) -> Result<Response, ApiError> {
     let page = query.page();
+    let owner = query.field("owner_id", owner_id);
     query.finish()?;
     let m = st.app.manager(&auth.caller).await?;
-    let listing = st.app.list_keys(&m, auth.org(), page).await?;
+    let listing = st.app.list_keys(&m, auth.org(), owner, page).await?;
     Ok(respond::list::<_, ApiKeyResponse<'_>>(&ctx, &listing, page))
+}
+
+/// D46 (continued): the `owner_id` filter of the lists of applications
+/// and keys.
+pub(crate) fn owner_id(s: &str) -> Result<gatehouse_domain::UserId, String> {
+    gatehouse_domain::UserId::parse(s).ok_or_else(|| "must be a user id (usr_…)".to_owned())
 }
 
 #[utoipa::path(

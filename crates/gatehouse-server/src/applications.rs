@@ -72,6 +72,7 @@ pub(crate) fn usage_range(query: &mut Query) -> Option<UsageRange> {
         ("offset" = Option<u64>, Query, description = "Items to skip."),
         ("type" = Option<crate::openapi::ApplicationTypeName>, Query, description = "Only applications of this type."),
         ("suspended" = Option<bool>, Query, description = "Only suspended applications (`true`: `suspended_reason` is not null) or only the others (`false`)."),
+        ("owner_id" = Option<String>, Query, pattern = "^usr_[A-Za-z0-9]+$", description = "Only the applications this person owns (an editor gets an empty page for anyone but itself)."),
     ),
     responses(
         (status = 200, description = "A page of applications", body = crate::respond::List<'static, crate::responses::ApplicationResponse<'static>>),
@@ -92,11 +93,17 @@ pub(crate) async fn list(
         "false" => Ok(false),
         _ => Err("must be true or false".to_owned()),
     });
+    let owner = query.field("owner_id", crate::api_keys::owner_id);
     query.finish()?;
     let m = st.app.manager(&auth.caller).await?;
+    let filter = gatehouse_app::manage::ApplicationFilter {
+        kind,
+        suspended,
+        owner,
+    };
     let listing = st
         .app
-        .list_applications(&m, auth.org(), kind, suspended, page)
+        .list_applications(&m, auth.org(), filter, page)
         .await?;
     Ok(respond::list::<_, ApplicationResponse<'_>>(
         &ctx, &listing, page,

@@ -636,3 +636,81 @@ async fn d46_revised_narrowing_revokes_exactly_the_tokens_and_chains_carrying_th
     .await;
     expect_invalid_grant(refresh(&s, &app, str_of(&cut_chain, "refresh_token")).await).await;
 }
+
+#[tokio::test]
+async fn d46_continued_the_lists_filter_by_owner_and_an_editor_sees_only_its_own() {
+    let s = TestServer::start().await;
+    let c = console(&s).await;
+    let boss = active_user(&s, "boss@example.com", Role::Admin).await;
+    let ed = active_user(&s, "ed@example.com", Role::Editor).await;
+    let admin = person_token(&s, &c, "boss@example.com", ADMIN_SCOPES).await;
+    let editor = person_token(
+        &s,
+        &c,
+        "ed@example.com",
+        "applications:read applications:write products:read",
+    )
+    .await;
+    let (boss_app, _, _) = new_app(&s, &admin, json!(["products:read"])).await;
+    let (ed_app, _, _) = new_app(&s, &editor, json!(["products:read"])).await;
+    let (boss_key, _, _) = new_key(&s, &admin, json!(["products:read"])).await;
+    let (ed_key, _, _) = new_key(&s, &editor, json!(["products:read"])).await;
+    let ids = |v: &Value| -> Vec<String> {
+        v["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a["id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let org_wide = s.token("applications:read").await;
+    for (list, who, want) in [
+        ("applications", &boss.id, &boss_app),
+        ("applications", &ed.id, &ed_app),
+        ("api-keys", &boss.id, &boss_key),
+        ("api-keys", &ed.id, &ed_key),
+    ] {
+        let got = json_of(
+            s.call(
+                Method::GET,
+                &format!("/v1/{list}?owner_id={who}"),
+                &org_wide,
+                None,
+            )
+            .await,
+            StatusCode::OK,
+        )
+        .await;
+        assert_eq!(ids(&got), vec![want.clone()], "{list} of {who}");
+        assert_eq!(got["meta"]["total"], 1);
+    }
+    for list in ["applications", "api-keys"] {
+        let theirs = json_of(
+            s.call(
+                Method::GET,
+                &format!("/v1/{list}?owner_id={}", boss.id),
+                &editor,
+                None,
+            )
+            .await,
+            StatusCode::OK,
+        )
+        .await;
+        assert_eq!(
+            theirs["meta"]["total"], 0,
+            "an editor sees only its own {list}"
+        );
+        expect_error(
+            s.call(
+                Method::GET,
+                &format!("/v1/{list}?owner_id=bob"),
+                &org_wide,
+                None,
+            )
+            .await,
+            StatusCode::BAD_REQUEST,
+            "VALIDATION_ERROR",
+        )
+        .await;
+    }
+}
