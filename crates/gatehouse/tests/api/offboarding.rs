@@ -400,6 +400,14 @@ async fn d46_revised_deactivation_suspends_owned_applications_until_the_owner_re
     )
     .await;
     assert_eq!(body["error_description"], "application suspended");
+    // Revocation and introspection authenticate the client too.
+    for res in [
+        revoke(&s, &app, &before).await,
+        post_as(&s, &app, "/oauth/introspect", &[("token", before.as_str())]).await,
+    ] {
+        let body = expect_oauth_error(res, StatusCode::UNAUTHORIZED, "invalid_client").await;
+        assert_eq!(body["error_description"], "application suspended");
+    }
     // The list's filter.
     let ids = |v: Value| -> Vec<String> {
         v["data"]
@@ -561,6 +569,41 @@ async fn d46_revised_a_public_application_moved_from_a_leaver_resumes_at_once() 
         application(&s, &org_wide, &public).await["suspended_reason"],
         "owner_inactive"
     );
+    // Nobody signs in to a suspended application: the verified redirect
+    // URI is told, before any sign-in page (D46 revised).
+    let app = App {
+        id: public.clone(),
+        secret: None,
+    };
+    let req = AuthRequest::new(&app, Some("products:read"));
+    let back = Browser::new(&s).authorize(&req.params()).await;
+    let told = back.expect_redirect_to(&req.redirect_uri);
+    assert_eq!(
+        (
+            told.get("error").map(String::as_str),
+            told.get("error_description").map(String::as_str)
+        ),
+        (Some("unauthorized_client"), Some("application suspended")),
+        "{told:?}"
+    );
+    // A public client authenticates by its id alone, so it is told too.
+    let refused = s
+        .request(Method::POST, "/oauth/token")
+        .form(&[
+            ("grant_type", "authorization_code"),
+            ("client_id", public.as_str()),
+            ("code", "stale"),
+            ("redirect_uri", REDIRECT),
+            (
+                "code_verifier",
+                "0123456789012345678901234567890123456789abc",
+            ),
+        ])
+        .send()
+        .await
+        .unwrap();
+    let body = expect_oauth_error(refused, StatusCode::UNAUTHORIZED, "invalid_client").await;
+    assert_eq!(body["error_description"], "application suspended");
     let moved = json_of(
         s.call(
             Method::PATCH,
@@ -573,10 +616,6 @@ async fn d46_revised_a_public_application_moved_from_a_leaver_resumes_at_once() 
     )
     .await;
     assert_eq!(moved["data"]["suspended_reason"], Value::Null);
-    let app = App {
-        id: public,
-        secret: None,
-    };
     pair_for(&s, &app, "taker@example.com", Some("products:read")).await;
 }
 
