@@ -290,10 +290,9 @@ pub enum ClientCommand {
         client_id: String,
     },
     /// Change a client application; what you leave out stays as it is.
-    /// Removing a scope ends at once every access token issued to the
-    /// application so far (it fetches new ones) and its refresh tokens that
-    /// carry the scope (those people sign in again), and withdraws the scope
-    /// from the consents people gave.
+    /// Removing a scope ends at once the application's access and refresh
+    /// tokens that carry it (those people sign in again; its other tokens
+    /// keep working), and withdraws the scope from the consents people gave.
     #[command(group(
         clap::ArgGroup::new("change")
             .required(true)
