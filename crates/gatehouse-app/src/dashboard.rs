@@ -84,9 +84,10 @@ impl App {
         code: &str,
         verifier: &str,
         client_secret: &str,
+        session_cookie: Option<&str>,
     ) -> Result<DashboardGrant, OAuthError> {
         self.dashboard_auth()
-            .dashboard_token(code, verifier, client_secret)
+            .dashboard_token(code, verifier, client_secret, session_cookie)
             .await
     }
 

@@ -8,8 +8,12 @@
 //! a purpose string as associated data:
 //!
 //! - its authorization codes (two minutes, bound to the PKCE challenge, the
-//!   user, the organization and the browser session's `sid`), single-use on
-//!   the node that redeems them;
+//!   user, the organization and the browser session's `sid`): redeemed only
+//!   with that browser session's cookie, and once on any node sharing the
+//!   storage (D48 continued, the store's `use_once`);
+//! - the choice of organization when an e-mail and password matched
+//!   several accounts: kept in an `HttpOnly` cookie of the browser that
+//!   signed in (never in the page), used once on any node;
 //! - the dashboard's grant, which the dashboard keeps in its session cookie:
 //!   the access token and what a refresh needs. A refresh mints a new access
 //!   token only while the Gatehouse browser session it began in is live and
@@ -113,6 +117,8 @@ struct SealedCode {
 struct SealedPick {
     accounts: Vec<(OrgId, UserId)>,
     exp: i64,
+    /// What makes the choice usable once (D48 continued).
+    nonce: String,
 }
 
 /// The dashboard's grant: its access token and what refreshing it needs.
@@ -200,37 +206,10 @@ impl AuthService {
             fresh_login: false,
         };
         p.refuse_repeated(|e, d| req.error(e, d))?;
-        if p.request_uri.is_some() {
-            return Err(req.error(
-                OAuthErrorKind::RequestUriNotSupported,
-                "request_uri is not supported",
-            ));
-        }
-        if p.response_type.as_deref() != Some("code") {
-            return Err(req.error(
-                OAuthErrorKind::UnsupportedResponseType,
-                "only response_type=code is supported",
-            ));
-        }
-        if p.code_challenge_method.as_deref() != Some("S256") {
-            return Err(req.error(
-                OAuthErrorKind::InvalidRequest,
-                "PKCE with code_challenge_method=S256 is required",
-            ));
-        }
-        match p.code_challenge.as_deref() {
-            Some(c) if pkce::valid_challenge(c) => req.code_challenge = c.to_owned(),
-            _ => {
-                return Err(req.error(
-                    OAuthErrorKind::InvalidRequest,
-                    "code_challenge must be the base64url SHA-256 of the verifier",
-                ));
-            }
-        }
-        let prompt = crate::oidc::Prompt::parse(p.prompt.as_deref())
-            .map_err(|m| req.error(OAuthErrorKind::InvalidRequest, m))?;
-        let max_age = crate::oidc::parse_max_age(p.max_age.as_deref())
-            .map_err(|m| req.error(OAuthErrorKind::InvalidRequest, m))?;
+        // D48 (continued): the same checks as every client's request.
+        let checked = crate::flows::check_after_target(p, |e, d| req.error(e, d))?;
+        req.code_challenge = checked.code_challenge;
+        let (prompt, max_age) = (checked.prompt, checked.max_age);
         req.fresh_login = prompt.login || max_age == Some(0);
         Ok(req)
     }
@@ -315,8 +294,8 @@ impl AuthService {
         Ok(matched)
     }
 
-    /// A sealed choice between several matched accounts, for the form that
-    /// asks the person to pick one.
+    /// A sealed choice between several matched accounts, for the cookie of
+    /// the browser asked to pick one (never the page: D48 continued).
     pub fn seal_pick(&self, matches: &[Match]) -> String {
         self.seal(
             PICK_PURPOSE,
@@ -326,13 +305,15 @@ impl AuthService {
                     .map(|m| (m.org.id.clone(), m.user.id.clone()))
                     .collect(),
                 exp: Timestamp::now().unix_seconds() + PICK_TTL_SECS,
+                nonce: random::base62(128),
             },
         )
     }
 
     /// The account picked from a sealed choice: `None` when the choice is
-    /// forged, expired, or `org` is not among it, or the user is no longer
-    /// active.
+    /// forged, expired, used before (on any node), or `org` is not among
+    /// it, or the user is no longer active. A choice is spent by its first
+    /// use, whatever follows (D48 continued).
     pub async fn open_pick(
         &self,
         sealed: &str,
@@ -347,6 +328,16 @@ impl AuthService {
         let Some((org, user)) = pick.accounts.into_iter().find(|(o, _)| o.as_str() == org) else {
             return Ok(None);
         };
+        if !self
+            .store
+            .use_once(
+                &secrets::hash_secret(&pick.nonce),
+                Timestamp::from_unix_seconds(pick.exp),
+            )
+            .await?
+        {
+            return Ok(None);
+        }
         Ok(self
             .store
             .get_user(&org, &user)
@@ -377,13 +368,17 @@ impl AuthService {
     }
 
     /// The built-in client redeems a code: its secret, the PKCE verifier,
-    /// a live code used once (on this node). The grant's access token acts
-    /// for the user with [`dashboard_scopes`] of the user's role now.
+    /// the cookie of the browser session the code was issued in
+    /// (`session_cookie`: live, same user, organization and `sid`), a live
+    /// code used once on any node (D48 continued). The grant's access
+    /// token acts for the user with [`dashboard_scopes`] of the user's role
+    /// now.
     pub async fn dashboard_token(
         &self,
         code: &str,
         verifier: &str,
         client_secret: &str,
+        session_cookie: Option<&str>,
     ) -> Result<DashboardGrant, OAuthError> {
         let ok: bool = self
             .dashboard_secret()
@@ -402,11 +397,28 @@ impl AuthService {
         if sealed.exp < now.unix_seconds() || !pkce::verify(verifier, &sealed.challenge) {
             return Err(bad());
         }
-        if !self.dashboard_codes.use_once(
-            &secrets::hash_secret(&sealed.nonce),
-            sealed.exp,
-            now.unix_seconds(),
-        ) {
+        // Bound to the browser session that signed in: the code alone, in
+        // another browser, signs nobody in.
+        let session = match session_cookie {
+            Some(cookie) => self.session(cookie).await?,
+            None => None,
+        };
+        let same = session
+            .is_some_and(|s| s.org == sealed.org && s.user == sealed.user && s.sid == sealed.sid);
+        if !same {
+            return Err(OAuthError::new(
+                OAuthErrorKind::InvalidGrant,
+                "the code belongs to another browser session",
+            ));
+        }
+        if !self
+            .store
+            .use_once(
+                &secrets::hash_secret(&sealed.nonce),
+                Timestamp::from_unix_seconds(sealed.exp),
+            )
+            .await?
+        {
             return Err(bad());
         }
         let user = self
@@ -504,24 +516,6 @@ impl AuthService {
     }
 }
 
-/// The codes of the built-in client redeemed on this node, until they
-/// expire: a code is used once.
-#[derive(Default)]
-pub struct UsedCodes(std::sync::Mutex<std::collections::HashMap<[u8; 32], i64>>);
-
-impl UsedCodes {
-    /// `true` the first time `digest` is seen (before `exp`).
-    pub fn use_once(&self, digest: &[u8; 32], exp: i64, now: i64) -> bool {
-        let mut used = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        used.retain(|_, e| *e >= now);
-        if used.len() > 100_000 {
-            // A flood of fresh codes: refusing is safer than growing.
-            return false;
-        }
-        used.insert(*digest, exp).is_none()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -536,15 +530,5 @@ mod tests {
         }
         assert!(dashboard_scopes(Role::Admin).contains(Scope::UsersWrite));
         assert!(!dashboard_scopes(Role::Editor).contains(Scope::UsersWrite));
-    }
-
-    #[test]
-    fn a_code_is_used_once() {
-        let used = UsedCodes::default();
-        assert!(used.use_once(&[1; 32], 100, 10));
-        assert!(!used.use_once(&[1; 32], 100, 20));
-        assert!(used.use_once(&[2; 32], 100, 20));
-        // Expired entries are forgotten.
-        assert!(used.use_once(&[1; 32], 300, 200));
     }
 }

@@ -203,6 +203,87 @@ fn invalid_grant(d: &str) -> OAuthError {
     OAuthError::new(OAuthErrorKind::InvalidGrant, d)
 }
 
+/// What an authorization request carries besides its client and redirect
+/// URI, checked the same way for every client, the dashboard's built-in one
+/// included (D26, D48 continued, D49).
+pub(crate) struct CheckedRequest {
+    pub(crate) code_challenge: String,
+    pub(crate) prompt: Prompt,
+    pub(crate) max_age: Option<i64>,
+    pub(crate) nonce: Option<String>,
+}
+
+/// D26, D49: the checks after the redirect URI is trusted, whose failures
+/// go to it through `to_client`: no request object, `response_type=code`,
+/// PKCE with S256, `prompt`, `max_age` and `nonce` readable.
+pub(crate) fn check_after_target(
+    p: &AuthorizeParams,
+    to_client: impl Fn(OAuthErrorKind, &str) -> AuthorizeError,
+) -> Result<CheckedRequest, AuthorizeError> {
+    // D49: request objects by value or by reference are not supported.
+    if p.request_uri.is_some() {
+        return Err(to_client(
+            OAuthErrorKind::RequestUriNotSupported,
+            "request_uri is not supported",
+        ));
+    }
+    if p.request.is_some() {
+        return Err(to_client(
+            OAuthErrorKind::RequestNotSupported,
+            "request objects are not supported",
+        ));
+    }
+    match p.response_type.as_deref() {
+        Some("code") => {}
+        None => {
+            return Err(to_client(
+                OAuthErrorKind::InvalidRequest,
+                "response_type is required",
+            ));
+        }
+        Some(_) => {
+            return Err(to_client(
+                OAuthErrorKind::UnsupportedResponseType,
+                "only response_type=code is supported",
+            ));
+        }
+    }
+    if p.code_challenge_method.as_deref() != Some("S256") {
+        return Err(to_client(
+            OAuthErrorKind::InvalidRequest,
+            "PKCE with code_challenge_method=S256 is required",
+        ));
+    }
+    let code_challenge = match p.code_challenge.as_deref() {
+        Some(c) if pkce::valid_challenge(c) => c.to_owned(),
+        _ => {
+            return Err(to_client(
+                OAuthErrorKind::InvalidRequest,
+                "code_challenge must be the base64url SHA-256 of the verifier",
+            ));
+        }
+    };
+    let prompt = Prompt::parse(p.prompt.as_deref())
+        .map_err(|m| to_client(OAuthErrorKind::InvalidRequest, m))?;
+    let max_age = oidc::parse_max_age(p.max_age.as_deref())
+        .map_err(|m| to_client(OAuthErrorKind::InvalidRequest, m))?;
+    let nonce = match p.nonce.as_deref() {
+        Some(n) if n.len() > 512 => {
+            return Err(to_client(
+                OAuthErrorKind::InvalidRequest,
+                "nonce must be at most 512 characters",
+            ));
+        }
+        n => n.map(str::to_owned),
+    };
+    Ok(CheckedRequest {
+        code_challenge,
+        prompt,
+        max_age,
+        nonce,
+    })
+}
+
 impl AuthService {
     /// D26: checks client and redirect URI first (failures are pages), then the rest
     /// (failures go to the redirect URI).
@@ -264,62 +345,11 @@ impl AuthService {
                 crate::error::APPLICATION_SUSPENDED,
             ));
         }
-        // D49: request objects by value or by reference are not supported.
-        if p.request_uri.is_some() {
-            return Err(req.error(
-                OAuthErrorKind::RequestUriNotSupported,
-                "request_uri is not supported",
-            ));
-        }
-        if p.request.is_some() {
-            return Err(req.error(
-                OAuthErrorKind::RequestNotSupported,
-                "request objects are not supported",
-            ));
-        }
-        match p.response_type.as_deref() {
-            Some("code") => {}
-            None => {
-                return Err(req.error(OAuthErrorKind::InvalidRequest, "response_type is required"));
-            }
-            Some(_) => {
-                return Err(req.error(
-                    OAuthErrorKind::UnsupportedResponseType,
-                    "only response_type=code is supported",
-                ));
-            }
-        }
-        match p.code_challenge_method.as_deref() {
-            Some("S256") => {}
-            _ => {
-                return Err(req.error(
-                    OAuthErrorKind::InvalidRequest,
-                    "PKCE with code_challenge_method=S256 is required",
-                ));
-            }
-        }
-        match p.code_challenge.as_deref() {
-            Some(c) if pkce::valid_challenge(c) => req.code_challenge = c.to_owned(),
-            _ => {
-                return Err(req.error(
-                    OAuthErrorKind::InvalidRequest,
-                    "code_challenge must be the base64url SHA-256 of the verifier",
-                ));
-            }
-        }
-        req.prompt = Prompt::parse(p.prompt.as_deref())
-            .map_err(|m| req.error(OAuthErrorKind::InvalidRequest, m))?;
-        req.max_age = oidc::parse_max_age(p.max_age.as_deref())
-            .map_err(|m| req.error(OAuthErrorKind::InvalidRequest, m))?;
-        match p.nonce.as_deref() {
-            Some(n) if n.len() > 512 => {
-                return Err(req.error(
-                    OAuthErrorKind::InvalidRequest,
-                    "nonce must be at most 512 characters",
-                ));
-            }
-            n => req.nonce = n.map(str::to_owned),
-        }
+        let checked = check_after_target(p, |e, d| req.error(e, d))?;
+        req.code_challenge = checked.code_challenge;
+        req.prompt = checked.prompt;
+        req.max_age = checked.max_age;
+        req.nonce = checked.nonce;
         Ok(req)
     }
 

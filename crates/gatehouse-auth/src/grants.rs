@@ -82,8 +82,6 @@ pub struct AuthService {
     /// that number is unchanged, so a rotated secret or an approval made by
     /// any process counts on the next request (D40).
     clients: quick_cache::sync::Cache<ClientId, (u64, Arc<Client>)>,
-    /// D48: the built-in dashboard client's codes redeemed on this node.
-    pub(crate) dashboard_codes: crate::dashboard::UsedCodes,
     /// `gatehouse_tokens_issued_total` by grant (D42).
     issued: [std::sync::OnceLock<metrics::Counter>; 3],
     /// D46: requests and 429s per credential and minute, not yet stored.
@@ -117,7 +115,6 @@ impl AuthService {
             reset_requests: ratelimit::SlidingCounter::new(20, 3_600_000),
             org_limits: quick_cache::sync::Cache::new(10_000),
             clients: quick_cache::sync::Cache::new(10_000),
-            dashboard_codes: Default::default(),
             issued: Default::default(),
             usage: Default::default(),
         }

@@ -16,7 +16,7 @@ use minijinja::context;
 
 use crate::AppState;
 use crate::oauth_wire::AuthorizeParameters;
-use crate::pages;
+use crate::pages::{self, Cookies};
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -516,12 +516,19 @@ async fn dashboard_login(
                 .collect();
             let res = st.templates.page(
                 "pick_org.html",
-                context! {
-                    csrf => &csrf, params => p.hidden(), accounts,
-                    pick => st.app.seal_pick(&matches), email => email,
-                },
+                context! { csrf => &csrf, params => p.hidden(), accounts, email => email },
             );
-            pages::with_csrf(st, res, &csrf, new)
+            let mut res = pages::with_csrf(st, res, &csrf, new);
+            // D48 (continued): the choice stays in this browser's cookie,
+            // never in the page, and is spent by its first use.
+            pages::set_cookie(
+                st,
+                &mut res,
+                Cookies::of(st).dashboard_pick(),
+                &st.app.seal_pick(&matches),
+                Some(dashboard::PICK_TTL_SECS),
+            );
+            res
         }
         Err(LoginError::Failed) => {
             dashboard_login_page(st, &req, p, headers, Some(LOGIN_FAILED), email)
@@ -552,7 +559,8 @@ async fn pick_account(State(st): State<AppState>, request: Request) -> Response 
         Ok(r) => r,
         Err(e) => return refuse(&st, e),
     };
-    let sealed = form.value("pick").unwrap_or("");
+    let pick_cookie = Cookies::of(&st).dashboard_pick();
+    let sealed = pages::cookie(&headers, pick_cookie).unwrap_or_default();
     let Some(org) = form.value("org") else {
         return pages::message(
             &st,
@@ -561,19 +569,21 @@ async fn pick_account(State(st): State<AppState>, request: Request) -> Response 
             "Go back and choose the organization to sign in to.",
         );
     };
-    match st.app.open_pick(sealed, org).await {
+    let mut res = match st.app.open_pick(&sealed, org).await {
         Ok(Some((org, user))) => dashboard_signed_in(&st, &req, &org, &user).await,
         Ok(None) => dashboard_login_page(
             &st,
             &req,
             &p,
             &headers,
-            Some("That choice expired. Sign in again."),
+            Some("That choice expired or was made already. Sign in again."),
             "",
         ),
         Err(e) => {
             tracing::error!(cause = %e, "dashboard: reading the chosen account failed");
             unavailable(&st)
         }
-    }
+    };
+    pages::set_cookie(&st, &mut res, pick_cookie, "", Some(0));
+    res
 }

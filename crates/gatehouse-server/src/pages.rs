@@ -21,6 +21,9 @@ pub const MOCK_SESSION_COOKIE: &str = "gh_session";
 /// progress (state and PKCE verifier).
 pub const DASHBOARD_COOKIE: &str = "__Host-gh_dash";
 pub const DASHBOARD_FLOW_COOKIE: &str = "__Host-gh_dash_flow";
+/// D48 (continued): the choice of organization pending in this browser.
+pub const DASHBOARD_PICK_COOKIE: &str = "__Host-gh_dash_pick";
+pub const MOCK_DASHBOARD_PICK_COOKIE: &str = "gh_dash_pick";
 pub const MOCK_DASHBOARD_COOKIE: &str = "gh_dash";
 pub const MOCK_DASHBOARD_FLOW_COOKIE: &str = "gh_dash_flow";
 
@@ -59,6 +62,14 @@ impl Cookies {
             DASHBOARD_COOKIE
         } else {
             MOCK_DASHBOARD_COOKIE
+        }
+    }
+
+    pub fn dashboard_pick(self) -> &'static str {
+        if self.secure {
+            DASHBOARD_PICK_COOKIE
+        } else {
+            MOCK_DASHBOARD_PICK_COOKIE
         }
     }
 

@@ -249,7 +249,7 @@ pub(crate) async fn purge(c: &mut PgConnection, now: Timestamp, batch: u32) -> T
     let now = now.millis();
     let hour_ago = now - 3_600_000;
     // (table, key, condition on $1, the value of $1)
-    let statements: [(&str, &str, &str, i64); 11] = [
+    let statements: [(&str, &str, &str, i64); 12] = [
         ("auth_codes", "digest", "expires_at < $1", now),
         ("refresh_tokens", "digest", "expires_at < $1", now),
         (
@@ -260,6 +260,8 @@ pub(crate) async fn purge(c: &mut PgConnection, now: Timestamp, batch: u32) -> T
         ),
         ("user_tokens", "digest", "expires_at < $1", now),
         ("sessions", "digest", "expires_at < $1", now),
+        // D48 (continued): spent one-time values, once they have expired.
+        ("used_once", "digest", "expires_at < $1", now),
         ("revocations", "id", "expires_at < $1", now),
         ("login_failures", "id", "at < $1", hour_ago),
         (

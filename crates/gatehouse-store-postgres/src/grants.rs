@@ -40,6 +40,20 @@ impl GrantStore for PgStore {
             sid,
         }))
     }
+    async fn use_once(&self, digest: &[u8; 32], expires_at: Timestamp) -> StoreResult<bool> {
+        write_tx!(self, |tx| {
+            // The primary key is the whole race: one insert wins, on any node.
+            Ok(query(
+                "INSERT INTO used_once (digest, expires_at) VALUES ($1, $2) ON CONFLICT (digest) DO NOTHING",
+            )
+            .bind(&digest[..])
+            .bind(expires_at.millis())
+            .execute(&mut *tx)
+            .await?
+            .rows_affected()
+                == 1)
+        })
+    }
     async fn delete_session(&self, digest: &[u8; 32]) -> StoreResult<()> {
         write_tx!(self, |tx| {
             query("DELETE FROM sessions WHERE digest = $1")

@@ -73,6 +73,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "offboarding",
         include_str!("../migrations/0014_offboarding.sql"),
     ),
+    (
+        16,
+        "used_once",
+        include_str!("../migrations/0016_used_once.sql"),
+    ),
 ];
 
 /// The advisory-lock key of the migration (`"gatehous"` in ASCII), separate

@@ -279,7 +279,8 @@ async fn a_database_of_the_last_release_migrates_forward_without_loss() {
             (11, true),
             (12, true),
             (13, true),
-            (14, true)
+            (14, true),
+            (16, true)
         ]
     );
     assert_eq!(

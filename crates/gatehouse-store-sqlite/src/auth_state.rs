@@ -272,6 +272,8 @@ pub(crate) fn purge(c: &Connection, now: Timestamp, batch: u32) -> StoreResult<u
         ),
         ("user_tokens", "expires_at < ?1", now),
         ("sessions", "expires_at < ?1", now),
+        // D48 (continued): spent one-time values, once they have expired.
+        ("used_once", "expires_at < ?1", now),
         ("revocations", "expires_at < ?1", now),
         ("login_failures", "at < ?1", hour_ago),
         ("outbox", "sent_at IS NOT NULL AND sent_at < ?1", hour_ago),
@@ -289,7 +291,7 @@ pub(crate) fn purge(c: &Connection, now: Timestamp, batch: u32) -> StoreResult<u
     for (table, cond, before) in statements {
         let key = if matches!(
             table,
-            "auth_codes" | "refresh_tokens" | "user_tokens" | "sessions"
+            "auth_codes" | "refresh_tokens" | "user_tokens" | "sessions" | "used_once"
         ) {
             "digest"
         } else if table == "usage_minutes" {

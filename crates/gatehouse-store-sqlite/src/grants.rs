@@ -41,6 +41,20 @@ impl GrantStore for SqliteStore {
             })
             .await
     }
+    async fn use_once(&self, digest: &[u8; 32], expires_at: Timestamp) -> StoreResult<bool> {
+        let digest = *digest;
+        self.pool
+            .write(move |tx| {
+                // The primary key is the whole race: one insert wins.
+                tx.prepare_cached(
+                    "INSERT INTO used_once (digest, expires_at) VALUES (?1, ?2) ON CONFLICT (digest) DO NOTHING",
+                )
+                .and_then(|mut s| s.execute(params![digest.to_vec(), expires_at.millis()]))
+                .map(|n| n == 1)
+                .map_err(db_err)
+            })
+            .await
+    }
     async fn delete_session(&self, digest: &[u8; 32]) -> StoreResult<()> {
         let digest = *digest;
         self.pool

@@ -144,7 +144,7 @@ const PRODUCTS: [FixtureProduct; 4] = [
 
 /// The migrations this build embeds, as `schema.rs` lists them: the
 /// checksums recorded for an old database must be these files' SHA-256.
-const MIGRATIONS: [(i64, &str); 13] = [
+const MIGRATIONS: [(i64, &str); 14] = [
     (1, include_str!("../migrations/0001_init.sql")),
     (2, include_str!("../migrations/0002_api_keys.sql")),
     (3, include_str!("../migrations/0003_auth.sql")),
@@ -161,6 +161,7 @@ const MIGRATIONS: [(i64, &str); 13] = [
     (11, include_str!("../migrations/0011_management.sql")),
     (12, include_str!("../migrations/0012_search_changes.sql")),
     (13, include_str!("../migrations/0013_offboarding.sql")),
+    (15, include_str!("../migrations/0015_used_once.sql")),
 ];
 
 fn fixture() -> PathBuf {

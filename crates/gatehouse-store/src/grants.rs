@@ -29,6 +29,12 @@ pub trait GrantStore: Send + Sync {
     /// The tenant-resolving look-up of a session by the digest of its cookie.
     async fn resolve_session(&self, digest: &[u8; 32]) -> StoreResult<Option<Session>>;
     async fn delete_session(&self, digest: &[u8; 32]) -> StoreResult<()>;
+    /// Spends a one-time value, by the digest of its secret, until
+    /// `expires_at`: `true` the first time on any node sharing the storage,
+    /// `false` every later time (D48 continued: the dashboard's choice of
+    /// organization and its codes). Rows past `expires_at` go with
+    /// `purge_expired`; nothing is kept for a value that is never spent.
+    async fn use_once(&self, digest: &[u8; 32], expires_at: Timestamp) -> StoreResult<bool>;
     async fn record_login_failure(
         &self,
         org: &OrgId,

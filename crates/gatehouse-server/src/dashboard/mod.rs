@@ -336,9 +336,17 @@ async fn callback(
         return message(&st, StatusCode::BAD_REQUEST, "Sign-in failed", &text);
     }
     let code = q.code.unwrap_or_default();
+    // D48 (continued): the code works only with the browser session it was
+    // issued in.
+    let session = pages::session_cookie(&st, &headers);
     let grant = match st
         .app
-        .dashboard_token(&code, verifier, &st.app.dashboard_secret())
+        .dashboard_token(
+            &code,
+            verifier,
+            &st.app.dashboard_secret(),
+            session.as_deref(),
+        )
         .await
     {
         Ok(g) => g,

@@ -61,6 +61,36 @@ pub async fn sessions_and_login_failures(s: &dyn Store) {
     );
 }
 
+/// D48 (continued): a one-time value is spent once, whoever races for it;
+/// another value is unaffected; an expired one is purged (and nothing else).
+pub async fn one_time_values_are_spent_once(s: &dyn Store) {
+    let now = Timestamp::now();
+    let live = now.plus_seconds(120);
+    let (a, b) = ([7u8; 32], [8u8; 32]);
+    let tries = tokio::join!(
+        s.use_once(&a, live),
+        s.use_once(&a, live),
+        s.use_once(&a, live),
+        s.use_once(&a, live)
+    );
+    let won = [tries.0, tries.1, tries.2, tries.3]
+        .into_iter()
+        .filter(|r| *r.as_ref().unwrap())
+        .count();
+    assert_eq!(won, 1, "exactly one of four concurrent spends wins");
+    assert!(!s.use_once(&a, live).await.unwrap(), "spent is spent");
+    assert!(s.use_once(&b, now.plus_seconds(-1)).await.unwrap());
+    s.purge_expired(now, 100).await.unwrap();
+    assert!(
+        !s.use_once(&a, live).await.unwrap(),
+        "a live value survives the purge"
+    );
+    assert!(
+        s.use_once(&b, live).await.unwrap(),
+        "an expired value was purged (its code or choice is refused on its expiry anyway)"
+    );
+}
+
 pub async fn codes_redeem_once(s: &dyn Store) {
     let o = new_org(s).await;
     let now = Timestamp::now();

@@ -63,7 +63,7 @@ macro_rules! store_conformance_tests {
             delete_with_owned_clients, products_roundtrip_and_rules, product_search_by_word_prefix, control_characters_in_q_match_nothing,
             clients_and_admin_approval, api_keys, signing_keys,
             invitations_and_outbox, password_resets, reset_password_returns_the_user_as_updated, revocations_follow_user_changes,
-            outbox_claims_and_retries, sessions_and_login_failures, codes_redeem_once, oidc_sessions_chains_and_consents,
+            outbox_claims_and_retries, sessions_and_login_failures, codes_redeem_once, one_time_values_are_spent_once, oidc_sessions_chains_and_consents,
             refresh_rotation_is_atomic, refresh_rotation_revokes_the_replaced_access_token, client_secret_rotation, purge_removes_only_expired, cursor_pages_are_stable_under_inserts, v2_preview_flag,
             staging_reset_restores_the_fixture, shared_rate_windows, jobs_are_claimed_once,
             clients_version_moves_with_every_client_change, corrupt_rows_are_internal_errors,

@@ -14,15 +14,17 @@ use reqwest::{Method, StatusCode};
 use crate::common::browser::{Browser, Page};
 use crate::common::{PUBLIC_URL, TestServer};
 
-const PASSWORD: &str = "dashboard-password-1234";
+pub(crate) const PASSWORD: &str = "dashboard-password-1234";
+/// D48 (continued): the pending choice of organization.
+pub(crate) const PICK_COOKIE: &str = "__Host-gh_dash_pick";
 
-fn password_hash() -> String {
+pub(crate) fn password_hash() -> String {
     static HASH: OnceLock<String> = OnceLock::new();
     HASH.get_or_init(|| gatehouse_auth::password::hash_blocking(PASSWORD))
         .clone()
 }
 
-async fn person(s: &TestServer, org: &OrgId, email: &str, role: Role) -> User {
+pub(crate) async fn person(s: &TestServer, org: &OrgId, email: &str, role: Role) -> User {
     let u = NewUser {
         id: UserId::generate(),
         email: Email::parse(email).unwrap(),
@@ -36,7 +38,7 @@ async fn person(s: &TestServer, org: &OrgId, email: &str, role: Role) -> User {
 }
 
 /// A path of ours from a `Location` (absolute on `public_url`, or a path).
-fn local(location: &str) -> String {
+pub(crate) fn local(location: &str) -> String {
     location
         .strip_prefix(PUBLIC_URL)
         .unwrap_or(location)
@@ -44,7 +46,7 @@ fn local(location: &str) -> String {
 }
 
 /// `/dashboard` → sign-in → `/oauth/authorize`: the sign-in page.
-async fn to_login(b: &mut Browser<'_>) -> Page {
+pub(crate) async fn to_login(b: &mut Browser<'_>) -> Page {
     let home = b.get("/dashboard").await;
     assert_eq!(home.status, StatusCode::SEE_OTHER);
     assert_eq!(home.location().as_deref(), Some("/dashboard/signin"));
@@ -73,7 +75,7 @@ async fn to_login(b: &mut Browser<'_>) -> Page {
 }
 
 /// Follows the redirect to the callback and from it to the dashboard.
-async fn through_callback(b: &mut Browser<'_>, back: &Page) -> Page {
+pub(crate) async fn through_callback(b: &mut Browser<'_>, back: &Page) -> Page {
     assert_eq!(back.status, StatusCode::SEE_OTHER, "{}", back.body);
     let location = back.location().unwrap();
     assert!(
@@ -357,24 +359,64 @@ async fn several_organizations_ask_which_one() {
     assert!(pick.body.contains(other.as_str()));
     assert!(pick.body.contains(s.org().as_str()));
     let form = pick.form_with("org").expect("the choice form");
+    // D48 (continued): the choice is in an HttpOnly cookie of this browser,
+    // never in the page.
+    assert!(
+        !form.hidden.iter().any(|(k, _)| k == "pick"),
+        "no choice in the page: {:?}",
+        form.hidden
+    );
+    let set = pick
+        .set_cookies()
+        .into_iter()
+        .find(|c| c.starts_with(&format!("{PICK_COOKIE}=")))
+        .expect("the choice in a cookie");
+    for attr in [
+        "Secure",
+        "HttpOnly",
+        "SameSite=Lax",
+        "Path=/",
+        "Max-Age=600",
+    ] {
+        assert!(set.contains(attr), "{attr} on {set}");
+    }
+    let sealed = b.jar[PICK_COOKIE].clone();
     // A forged choice is refused.
-    let forged: Vec<(String, String)> = form
-        .hidden
-        .iter()
-        .map(|(k, v)| {
-            if k == "pick" {
-                (k.clone(), format!("{v}x"))
-            } else {
-                (k.clone(), v.clone())
-            }
-        })
-        .collect();
-    let mut forged_form = form.clone();
-    forged_form.hidden = forged;
-    let refused = b.submit(&forged_form, &[("org", other.as_str())]).await;
+    b.jar.insert(PICK_COOKIE.into(), format!("{sealed}x"));
+    let refused = b.submit(&form, &[("org", other.as_str())]).await;
     assert_eq!(refused.status, StatusCode::UNAUTHORIZED, "{}", refused.body);
+    // The page (its CSRF token and fields) in another browser, without
+    // this browser's cookie, signs nobody in.
+    let mut elsewhere = Browser::new(&s);
+    elsewhere.jar.insert(
+        "__Host-gh_csrf".into(),
+        b.jar.get("__Host-gh_csrf").cloned().unwrap(),
+    );
+    let refused = elsewhere.submit(&form, &[("org", other.as_str())]).await;
+    assert_eq!(refused.status, StatusCode::UNAUTHORIZED, "{}", refused.body);
+    assert!(refused.body.contains("Sign in again"), "{}", refused.body);
+    assert!(
+        !elsewhere
+            .jar
+            .get("__Host-gh_session")
+            .is_some_and(|v| !v.is_empty()),
+        "no session for the other browser"
+    );
 
+    b.jar.insert(PICK_COOKIE.into(), sealed.clone());
     let back = b.submit(&form, &[("org", other.as_str())]).await;
+    assert_eq!(
+        b.jar.get(PICK_COOKIE).map(String::as_str),
+        Some(""),
+        "the choice's cookie is cleared once used"
+    );
+    // The same choice again, even from this browser: spent.
+    let mut again = Browser::new(&s);
+    again.jar = b.jar.clone();
+    again.jar.remove("__Host-gh_session");
+    again.jar.insert(PICK_COOKIE.into(), sealed);
+    let replay = again.submit(&form, &[("org", s.org().as_str())]).await;
+    assert_eq!(replay.status, StatusCode::UNAUTHORIZED, "{}", replay.body);
     through_callback(&mut b, &back).await;
     let team = b.get("/dashboard/team").await;
     assert_eq!(team.status, StatusCode::OK);
@@ -970,4 +1012,127 @@ async fn an_unreadable_grace_is_an_error_next_to_its_field_and_rotates_nothing()
             "{grace}: nothing was rotated"
         );
     }
+}
+
+/// D48 (continued): the dashboard's code works only with the browser
+/// session it was issued in, and once: the answer copied with the sign-in's
+/// state and verifier into another browser is refused, and so is a second
+/// use in the first.
+#[tokio::test]
+async fn the_code_works_only_in_the_browser_session_that_signed_in_and_once() {
+    let s = TestServer::start().await;
+    person(&s, &s.org(), "bound@example.com", Role::Editor).await;
+    let mut b = Browser::new(&s);
+    let login = to_login(&mut b).await;
+    let form = login.form_with("password").unwrap();
+    let back = b
+        .submit(
+            &form,
+            &[("email", "bound@example.com"), ("password", PASSWORD)],
+        )
+        .await;
+    assert_eq!(back.status, StatusCode::SEE_OTHER, "{}", back.body);
+    let callback = local(&back.location().unwrap());
+    // Another browser with the sign-in's state and verifier (everything
+    // but the Gatehouse session): refused, and it does not spend the code.
+    let mut other = Browser::new(&s);
+    other.jar.insert(
+        "__Host-gh_dash_flow".into(),
+        b.jar["__Host-gh_dash_flow"].clone(),
+    );
+    let refused = other.get(&callback).await;
+    assert_eq!(refused.status, StatusCode::BAD_REQUEST, "{}", refused.body);
+    assert!(
+        !other
+            .jar
+            .get("__Host-gh_dash")
+            .is_some_and(|v| !v.is_empty()),
+        "no dashboard session"
+    );
+    // Another person's session with it: refused too.
+    person(&s, &s.org(), "someone@example.com", Role::Admin).await;
+    let mut someone = Browser::new(&s);
+    sign_in(&mut someone, "someone@example.com").await;
+    someone.jar.insert(
+        "__Host-gh_dash_flow".into(),
+        b.jar["__Host-gh_dash_flow"].clone(),
+    );
+    someone.jar.remove("__Host-gh_dash");
+    let refused = someone.get(&callback).await;
+    assert_eq!(refused.status, StatusCode::BAD_REQUEST, "{}", refused.body);
+    // The browser that signed in: once.
+    let mut replay = Browser::new(&s);
+    replay.jar = b.jar.clone();
+    through_callback(&mut b, &back).await;
+    let again = replay.get(&callback).await;
+    assert_eq!(again.status, StatusCode::BAD_REQUEST, "{}", again.body);
+    assert!(
+        !replay
+            .jar
+            .get("__Host-gh_dash")
+            .is_some_and(|v| !v.is_empty()),
+        "used once: {:?}",
+        replay.seen
+    );
+}
+
+/// D48 (continued): what one address leaves pending (sign-ins started,
+/// codes issued and not redeemed, choices not made) blocks no one else:
+/// nothing is kept per pending sign-in, and a spent code takes no room
+/// that a newcomer needs.
+#[tokio::test]
+async fn pending_sign_ins_from_one_address_block_no_one_else() {
+    let s = TestServer::start().await;
+    person(&s, &s.org(), "flood@example.com", Role::Viewer).await;
+    person(&s, &s.org(), "newcomer@example.com", Role::Editor).await;
+    let mut flood = Browser::new(&s);
+    sign_in(&mut flood, "flood@example.com").await;
+    for _ in 0..100 {
+        // A code issued at once from the live session, never redeemed.
+        let start = flood.get("/dashboard/signin").await;
+        let pending = flood.get(&start.location().unwrap()).await;
+        assert_eq!(pending.status, StatusCode::SEE_OTHER, "{}", pending.body);
+    }
+    for _ in 0..50 {
+        // A code redeemed (spent), which a per-node cap used to count.
+        let start = flood.get("/dashboard/signin").await;
+        let back = flood.get(&start.location().unwrap()).await;
+        through_callback(&mut flood, &back).await;
+    }
+    let mut newcomer = Browser::new(&s);
+    sign_in(&mut newcomer, "newcomer@example.com").await;
+    let page = newcomer.get("/dashboard/applications").await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+}
+
+/// D48 (continued): the built-in client's request is checked like every
+/// client's once its redirect URI is trusted: a request object is
+/// `request_not_supported` and a missing `response_type` is
+/// `invalid_request`, both sent to its redirect URI.
+#[tokio::test]
+async fn the_dashboards_request_is_checked_like_any_clients() {
+    let s = TestServer::start().await;
+    let mut b = Browser::new(&s);
+    let redirect = format!("{PUBLIC_URL}/dashboard/callback");
+    let challenge = "a".repeat(43);
+    let base = [
+        ("client_id", "app_dashboard"),
+        ("redirect_uri", redirect.as_str()),
+        ("state", "st"),
+        ("code_challenge", challenge.as_str()),
+        ("code_challenge_method", "S256"),
+    ];
+    let mut with_request = base.to_vec();
+    with_request.push(("response_type", "code"));
+    with_request.push(("request", "eyJhbGciOiJub25lIn0.e30."));
+    let page = b.authorize(&with_request).await;
+    assert_eq!(page.status, StatusCode::SEE_OTHER, "{}", page.body);
+    let to = page.location().unwrap();
+    assert!(to.starts_with(&redirect), "{to}");
+    assert!(to.contains("error=request_not_supported"), "{to}");
+    assert!(to.contains("state=st"), "{to}");
+    let page = b.authorize(&base).await;
+    assert_eq!(page.status, StatusCode::SEE_OTHER, "{}", page.body);
+    let to = page.location().unwrap();
+    assert!(to.contains("error=invalid_request"), "{to}");
 }

@@ -52,4 +52,5 @@ mod versions;
 
 /// Only here: several nodes on one PostgreSQL database.
 mod multinode;
+mod multinode_dashboard;
 mod multinode_logout;

@@ -17,7 +17,7 @@ const LOGOUT_TO: &str = "https://rp.example.com/signed-out";
 
 /// Two test servers on one fresh database with one master key; the first
 /// bootstraps it, the second reads its bootstrap credentials.
-async fn two_nodes() -> (TestServer, TestServer) {
+pub(crate) async fn two_nodes() -> (TestServer, TestServer) {
     let key = gatehouse_auth::MasterKey::generate().to_text();
     let a = TestServer::start_with(|c| c.master_key = Some(key.clone())).await;
     let creds = serde_json::json!({

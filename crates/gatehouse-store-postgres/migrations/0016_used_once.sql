@@ -1,0 +1,8 @@
+-- D48 (continued): one-time values spent across every node (the dashboard's
+-- choice of organization and its codes), by the digest of the value, until
+-- they expire. A value never spent leaves no row.
+CREATE TABLE used_once (
+    digest      bytea PRIMARY KEY,
+    expires_at  bigint NOT NULL
+);
+CREATE INDEX used_once_by_expiry ON used_once (expires_at);
