@@ -1,11 +1,32 @@
-//! Signing keys (D23).
+//! Signing keys (D23): the key ring loaded from storage, kept in step with
+//! it, and rotated. The keys' cryptography is `gatehouse_auth::keys`'.
 
-use gatehouse_auth::{KeyRing, MasterKey, keys::KeyError};
-use gatehouse_store::SigningKeyRecord;
+use gatehouse_auth::keys::KeyError;
+use gatehouse_auth::{KeyRing, MasterKey, OAuthError};
+use gatehouse_domain::Timestamp;
+use gatehouse_store::{SigningKeyRecord, Store, StoreError};
 
 use crate::App;
 use crate::Resource;
 use crate::error::{AppError, AppResult};
+
+fn key_store_error(e: StoreError) -> KeyError {
+    KeyError::Store(e.to_string())
+}
+
+/// Loads the key ring of a serving process, storing the first key if none
+/// signs yet (D23).
+pub async fn load_key_ring(store: &dyn Store, master: MasterKey) -> Result<KeyRing, KeyError> {
+    let mut records = store.signing_keys().await.map_err(key_store_error)?;
+    if let Some(first) = KeyRing::first_key(&master, &records) {
+        store
+            .insert_signing_key(&first)
+            .await
+            .map_err(key_store_error)?;
+        records = store.signing_keys().await.map_err(key_store_error)?;
+    }
+    KeyRing::from_records(master, &records)
+}
 
 impl App {
     /// A new key, published now, signing after `publish_delay_secs` (D23).
@@ -17,11 +38,29 @@ impl App {
         // D23: a key is published first and signs later; a year is as long
         // as any verifier needs to see it first.
         let delay = publish_delay_secs.min(365 * 86_400) as i64;
-        KeyRing::rotate(self.store(), master, delay)
+        let rec = KeyRing::rotation(master, delay);
+        self.store()
+            .insert_signing_key(&rec)
             .await
-            .map_err(|e| match e {
-                KeyError::Store(e) => AppError::store(e, Resource::SigningKey),
-                other => AppError::Internal(other.to_string()),
-            })
+            .map_err(|e| AppError::store(e, Resource::SigningKey))?;
+        Ok(rec)
+    }
+
+    /// Reloads the key ring now: a `gatehouse keys rotate` run by another
+    /// process is published on the next JWKS request (D23, D40: no stale
+    /// cache).
+    pub async fn reload_keys(&self) -> Result<(), KeyError> {
+        let records = self.store().signing_keys().await.map_err(key_store_error)?;
+        self.authority().keys().replace(&records)
+    }
+
+    /// Re-reads signing keys when one is due to activate or retire.
+    pub async fn refresh_keys_if_due(&self) -> Result<(), OAuthError> {
+        if self.authority().keys().stale(Timestamp::now()) {
+            self.reload_keys()
+                .await
+                .map_err(|e| OAuthError::internal(e.to_string()))?;
+        }
+        Ok(())
     }
 }

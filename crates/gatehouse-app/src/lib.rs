@@ -14,14 +14,13 @@
 pub mod api_keys;
 pub mod bootstrap;
 pub mod clients;
-pub mod dashboard;
 pub mod error;
-mod grants;
 pub mod idempotency;
-mod introspect;
+mod jobs;
 pub mod keys;
 pub mod links;
 pub mod manage;
+pub mod oauth;
 pub mod orgs;
 pub mod products;
 pub mod profile;
@@ -103,7 +102,8 @@ impl App {
     /// store wrote the record with the change (D11, D13, D19, D29).
     fn note_user_revoked(&self, user: &gatehouse_domain::UserId, now: gatehouse_domain::Timestamp) {
         if let Some(auth) = &self.0.auth {
-            auth.note_user_revoked(user, now);
+            auth.revocations()
+                .apply(&[gatehouse_store::NewRevocation::user(user, now).stored(0)]);
         }
     }
 
@@ -115,18 +115,26 @@ impl App {
         now: gatehouse_domain::Timestamp,
     ) {
         if let Some(auth) = &self.0.auth {
-            auth.note_client_revoked(client, now);
+            auth.revocations()
+                .apply(&[gatehouse_store::NewRevocation::client(client, now).stored(0)]);
         }
     }
 
     /// Pulls the revocations written since this node last looked into its
     /// in-memory set, so the next request sees what a change just wrote in
     /// its transaction, whatever it wrote (D46 revised).
-    async fn sync_revocations(&self) -> AppResult<()> {
-        if let Some(auth) = &self.0.auth {
-            auth.sync_revocations().await.or_app(Resource::Storage)?;
-        }
-        Ok(())
+    /// Also the periodic pull of what other processes wrote (D25, D44).
+    pub async fn sync_revocations(&self) -> AppResult<usize> {
+        let Some(auth) = &self.0.auth else {
+            return Ok(0);
+        };
+        let now = gatehouse_domain::Timestamp::now();
+        let revs = self
+            .store()
+            .revocations_since(auth.revocations().last_seen(), now)
+            .await
+            .or_app(Resource::Storage)?;
+        Ok(auth.revocations().absorb(&revs, now))
     }
 
     /// `/readyz` (D42): storage answers.

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use gatehouse_auth::{AuthService, password};
 use gatehouse_domain::{ClientId, Email, Timestamp, User, link};
-use gatehouse_store::LinkKind;
+use gatehouse_store::{LinkKind, NewLink};
 
 use crate::App;
 use crate::Resource;
@@ -102,7 +102,7 @@ impl App {
             }
         };
         let base = self.public_url();
-        let (_, link) = AuthService::new_link(
+        let (_, link) = new_link(
             LinkKind::Reset,
             email.as_str(),
             "Reset your Gatehouse password".into(),
@@ -127,4 +127,30 @@ impl AppError {
     pub fn is_dead_link(&self) -> bool {
         matches!(self, AppError::NotFound(Resource::Link))
     }
+}
+
+/// A new single-use link: (token for the URL, the record to store with its
+/// e-mail), living as D11 (invitations) or D19 (resets) says.
+pub(crate) fn new_link(
+    kind: LinkKind,
+    to: &str,
+    subject: String,
+    body: impl FnOnce(&str) -> String,
+) -> (String, NewLink) {
+    use gatehouse_auth::flows::{INVITATION_TTL_SECS, RESET_TTL_SECS};
+    let token = gatehouse_domain::random::token("", 256);
+    let ttl = match kind {
+        LinkKind::Invitation => INVITATION_TTL_SECS,
+        LinkKind::Reset => RESET_TTL_SECS,
+    };
+    let link = NewLink {
+        digest: AuthService::link_digest(&token),
+        expires_at: Timestamp::now().plus_seconds(ttl),
+        email: gatehouse_store::OutboundEmail {
+            to: to.to_owned(),
+            subject,
+            body: body(&token),
+        },
+    };
+    (token, link)
 }

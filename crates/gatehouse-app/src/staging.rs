@@ -16,11 +16,7 @@ impl App {
             .reset_to_fixture(None, &Fixture::standard(), Timestamp::now())
             .await
             .or_app(Resource::Organization)?;
-        let synced = match self.auth() {
-            Some(auth) => auth.sync_revocations().await.map(drop),
-            None => Ok(()),
-        };
-        if let Err(e) = synced {
+        if let Err(e) = self.sync_revocations().await {
             tracing::warn!(error = %e, "revocation sync failed");
         }
         Ok(n)

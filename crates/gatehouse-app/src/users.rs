@@ -1,7 +1,7 @@
 //! Users (interface.md §4.3, D10–D14): the invitation and its e-mail on
 //! creation, the revocations deactivation, demotion and deletion cause.
 
-use gatehouse_auth::{AuthService, password};
+use gatehouse_auth::password;
 use gatehouse_domain::user::UserPatch;
 use gatehouse_domain::{
     Email, Listing, Name, NewUser, OrgId, Page, Role, Timestamp, User, UserId, UserStatus,
@@ -212,7 +212,7 @@ impl App {
     ) -> AppResult<NewLink> {
         let org_name = self.org_name(org).await?;
         let base = self.public_url();
-        let (_, link) = AuthService::new_link(
+        let (_, link) = crate::links::new_link(
             LinkKind::Invitation,
             email.as_str(),
             format!("You are invited to {org_name}"),

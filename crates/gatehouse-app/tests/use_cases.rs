@@ -6,7 +6,7 @@ use gatehouse_app::Resource;
 use gatehouse_app::clients::ClientRegistration;
 use gatehouse_app::orgs::NewOrg;
 use gatehouse_app::{App, AppError};
-use gatehouse_auth::{AuthService, Issuer, KeyRing, MasterKey};
+use gatehouse_auth::{AuthService, Issuer, MasterKey};
 use gatehouse_domain::user::UserPatch;
 use gatehouse_domain::{DomainError, Email, Name, Plan, RedirectUri, Role, ScopeSet, UserStatus};
 use gatehouse_store::Store;
@@ -14,14 +14,10 @@ use gatehouse_store_sqlite::SqliteStore;
 
 async fn serving(dir: &tempfile::TempDir) -> (App, Arc<AuthService>) {
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.path().join("db")).unwrap());
-    let keys = KeyRing::load(store.as_ref(), MasterKey::generate())
+    let keys = gatehouse_app::keys::load_key_ring(store.as_ref(), MasterKey::generate())
         .await
         .unwrap();
-    let auth = Arc::new(AuthService::new(
-        store.clone(),
-        keys,
-        Issuer::new("https://gh.test"),
-    ));
+    let auth = Arc::new(AuthService::new(keys, Issuer::new("https://gh.test")));
     (App::new(store, auth.clone(), "https://gh.test/"), auth)
 }
 
@@ -161,14 +157,10 @@ async fn idempotent_bodies_with_secrets_are_kept_sealed() {
 
     let dir = tempfile::tempdir().unwrap();
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.path().join("db")).unwrap());
-    let keys = KeyRing::load(store.as_ref(), MasterKey::generate())
+    let keys = gatehouse_app::keys::load_key_ring(store.as_ref(), MasterKey::generate())
         .await
         .unwrap();
-    let auth = Arc::new(AuthService::new(
-        store.clone(),
-        keys,
-        Issuer::new("https://gh.test"),
-    ));
+    let auth = Arc::new(AuthService::new(keys, Issuer::new("https://gh.test")));
     let app = App::new(store.clone(), auth, "https://gh.test/");
     let org = OrgId::generate();
     let lineage = Lineage::Client(ClientId::generate());

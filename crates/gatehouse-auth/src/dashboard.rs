@@ -26,19 +26,16 @@
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
+use gatehouse_domain::auth_state::Session;
 use gatehouse_domain::{
-    ClientId, Email, OrgId, Organization, Role, Scope, ScopeSet, Timestamp, User, UserId,
-    UserStatus, random,
+    ClientId, OrgId, Organization, Role, Scope, ScopeSet, Timestamp, User, UserId, random,
 };
-use gatehouse_store::{Session, StoreError};
 use serde::{Deserialize, Serialize};
-use subtle::ConstantTimeEq;
 
-use crate::error::{OAuthError, OAuthErrorKind};
-use crate::flows::{AuthorizeError, AuthorizeParams, LoginError};
+use crate::error::OAuthErrorKind;
+use crate::flows::{AuthorizeError, AuthorizeParams};
 use crate::grants::AuthService;
 use crate::jwt::{self, AccessClaims};
-use crate::{password, pkce, secrets, throttle};
 
 /// The built-in client's id. Stored ids are generated with 128 random bits,
 /// so no stored client ever has this one; `resolve_client` never finds it,
@@ -103,22 +100,24 @@ pub struct Match {
     pub user: User,
 }
 
+/// A code of the built-in client, as sealed.
 #[derive(Serialize, Deserialize)]
-struct SealedCode {
-    org: OrgId,
-    user: UserId,
-    challenge: String,
-    sid: Option<String>,
-    exp: i64,
-    nonce: String,
+pub struct SealedCode {
+    pub org: OrgId,
+    pub user: UserId,
+    pub challenge: String,
+    pub sid: Option<String>,
+    pub exp: i64,
+    pub nonce: String,
 }
 
+/// A pending choice of organization, as sealed.
 #[derive(Serialize, Deserialize)]
-struct SealedPick {
-    accounts: Vec<(OrgId, UserId)>,
-    exp: i64,
+pub struct SealedPick {
+    pub accounts: Vec<(OrgId, UserId)>,
+    pub exp: i64,
     /// What makes the choice usable once (D48 continued).
-    nonce: String,
+    pub nonce: String,
 }
 
 /// The dashboard's grant: its access token and what refreshing it needs.
@@ -155,14 +154,26 @@ impl DashboardGrant {
 pub enum DashboardRefreshError {
     #[error("the dashboard session ended")]
     Ended,
-    #[error(transparent)]
-    Store(#[from] StoreError),
+    /// Storage could not be read (the application layer's words).
+    #[error("{0}")]
+    Unavailable(String),
 }
 
 impl AuthService {
     fn seal(&self, purpose: &[u8], value: &impl Serialize) -> String {
         let plain = serde_json::to_vec(value).expect("serializable");
         B64.encode(self.keys.master().encrypt(&plain, purpose))
+    }
+
+    /// A sealed choice of organization, when it is ours (not checked for
+    /// expiry or use: the application layer does).
+    pub fn unseal_pick(&self, sealed: &str) -> Option<SealedPick> {
+        self.unseal(PICK_PURPOSE, sealed)
+    }
+
+    /// A sealed code of the built-in client, when it is ours.
+    pub fn unseal_code(&self, code: &str) -> Option<SealedCode> {
+        self.unseal(CODE_PURPOSE, code)
     }
 
     fn unseal<T: for<'de> Deserialize<'de>>(&self, purpose: &[u8], text: &str) -> Option<T> {
@@ -214,86 +225,6 @@ impl AuthService {
         Ok(req)
     }
 
-    /// D48: e-mail and password checked against every organization: the
-    /// active accounts whose password matches, each organization's
-    /// throttle (D26) applied to its own account. No match records a
-    /// failure in every organization where the address has an account.
-    ///
-    /// This reads each organization in turn (the store has no look-up of
-    /// an address across organizations); fine for the number of
-    /// organizations a deployment has today.
-    pub async fn login_anywhere(
-        &self,
-        email: &str,
-        pw: &str,
-        source: &str,
-    ) -> Result<Vec<Match>, LoginError> {
-        let unavailable = |e: StoreError| LoginError::Unavailable(e.to_string());
-        let Ok(email) = Email::parse_for_lookup(email) else {
-            return Err(LoginError::Failed);
-        };
-        let norm = email.normalized();
-        let now = Timestamp::now();
-        let orgs = self.store.list_orgs().await.map_err(unavailable)?;
-        let mut found = Vec::new();
-        for org in orgs {
-            if let Some((user, hash)) = self
-                .store
-                .find_user_by_email(&org.id, &email)
-                .await
-                .map_err(unavailable)?
-            {
-                found.push((org, user, hash));
-            }
-        }
-        let mut matched = Vec::new();
-        // D26: every account whose password did not match counts a failure,
-        // even when another organization's account matched, so knowing one
-        // account's password buys no unthrottled guesses at another's.
-        let mut missed = Vec::new();
-        let mut checked = false;
-        for (org, user, hash) in &found {
-            let failures = self
-                .store
-                .login_failures(&org.id, &norm, throttle::lookback(now))
-                .await
-                .map_err(unavailable)?;
-            if throttle::is_locked(&failures, source, now) {
-                continue;
-            }
-            if let (UserStatus::Active, Some(hash)) = (user.status, hash) {
-                checked = true;
-                if password::verify(pw.to_owned(), hash.clone()).await {
-                    matched.push(Match {
-                        org: org.clone(),
-                        user: user.clone(),
-                    });
-                } else {
-                    missed.push(org.id.clone());
-                }
-            }
-        }
-        if !checked {
-            // The same work as a real check, so timing tells little.
-            password::verify(pw.to_owned(), password::dummy_hash().to_owned()).await;
-        }
-        let failed: Vec<&OrgId> = if matched.is_empty() {
-            found.iter().map(|(org, _, _)| &org.id).collect()
-        } else {
-            missed.iter().collect()
-        };
-        for org in failed {
-            self.store
-                .record_login_failure(org, &norm, source, now)
-                .await
-                .map_err(unavailable)?;
-        }
-        if matched.is_empty() {
-            return Err(LoginError::Failed);
-        }
-        Ok(matched)
-    }
-
     /// A sealed choice between several matched accounts, for the cookie of
     /// the browser asked to pick one (never the page: D48 continued).
     pub fn seal_pick(&self, matches: &[Match]) -> String {
@@ -308,42 +239,6 @@ impl AuthService {
                 nonce: random::base62(128),
             },
         )
-    }
-
-    /// The account picked from a sealed choice: `None` when the choice is
-    /// forged, expired, used before (on any node), or `org` is not among
-    /// it, or the user is no longer active. A choice is spent by its first
-    /// use, whatever follows (D48 continued).
-    pub async fn open_pick(
-        &self,
-        sealed: &str,
-        org: &str,
-    ) -> Result<Option<(OrgId, User)>, StoreError> {
-        let Some(pick) = self.unseal::<SealedPick>(PICK_PURPOSE, sealed) else {
-            return Ok(None);
-        };
-        if pick.exp < Timestamp::now().unix_seconds() {
-            return Ok(None);
-        }
-        let Some((org, user)) = pick.accounts.into_iter().find(|(o, _)| o.as_str() == org) else {
-            return Ok(None);
-        };
-        if !self
-            .store
-            .use_once(
-                &secrets::hash_secret(&pick.nonce),
-                Timestamp::from_unix_seconds(pick.exp),
-            )
-            .await?
-        {
-            return Ok(None);
-        }
-        Ok(self
-            .store
-            .get_user(&org, &user)
-            .await?
-            .filter(|u| u.status == UserStatus::Active)
-            .map(|u| (org, u)))
     }
 
     /// A code for the built-in client (no consent page, D48).
@@ -367,75 +262,8 @@ impl AuthService {
         )
     }
 
-    /// The built-in client redeems a code: its secret, the PKCE verifier,
-    /// the cookie of the browser session the code was issued in
-    /// (`session_cookie`: live, same user, organization and `sid`), a live
-    /// code used once on any node (D48 continued). The grant's access
-    /// token acts for the user with [`dashboard_scopes`] of the user's role
-    /// now.
-    pub async fn dashboard_token(
-        &self,
-        code: &str,
-        verifier: &str,
-        client_secret: &str,
-        session_cookie: Option<&str>,
-    ) -> Result<DashboardGrant, OAuthError> {
-        let ok: bool = self
-            .dashboard_secret()
-            .as_bytes()
-            .ct_eq(client_secret.as_bytes())
-            .into();
-        if !ok {
-            return Err(OAuthError::new(
-                OAuthErrorKind::InvalidClient,
-                "client authentication failed",
-            ));
-        }
-        let bad = || OAuthError::new(OAuthErrorKind::InvalidGrant, "the code is not valid");
-        let sealed: SealedCode = self.unseal(CODE_PURPOSE, code).ok_or_else(bad)?;
-        let now = Timestamp::now();
-        if sealed.exp < now.unix_seconds() || !pkce::verify(verifier, &sealed.challenge) {
-            return Err(bad());
-        }
-        // Bound to the browser session that signed in: the code alone, in
-        // another browser, signs nobody in.
-        let session = match session_cookie {
-            Some(cookie) => self.session(cookie).await?,
-            None => None,
-        };
-        let same = session
-            .is_some_and(|s| s.org == sealed.org && s.user == sealed.user && s.sid == sealed.sid);
-        if !same {
-            return Err(OAuthError::new(
-                OAuthErrorKind::InvalidGrant,
-                "the code belongs to another browser session",
-            ));
-        }
-        if !self
-            .store
-            .use_once(
-                &secrets::hash_secret(&sealed.nonce),
-                Timestamp::from_unix_seconds(sealed.exp),
-            )
-            .await?
-        {
-            return Err(bad());
-        }
-        let user = self
-            .store
-            .get_user(&sealed.org, &sealed.user)
-            .await?
-            .filter(|u| u.status == UserStatus::Active)
-            .ok_or_else(bad)?;
-        Ok(self.mint_dashboard(
-            &sealed.org,
-            &user,
-            sealed.sid,
-            now.unix_seconds() + crate::flows::SESSION_TTL_SECS,
-        ))
-    }
-
-    fn mint_dashboard(
+    /// The grant's access token for `user` now (D48).
+    pub fn mint_dashboard(
         &self,
         org: &OrgId,
         user: &User,
@@ -471,48 +299,6 @@ impl AuthService {
     pub fn open_grant(&self, sealed: &str) -> Option<DashboardGrant> {
         self.unseal::<DashboardGrant>(GRANT_PURPOSE, sealed)
             .filter(|g| g.session_expires_at > Timestamp::now().unix_seconds())
-    }
-
-    /// A new access token for the grant, while the Gatehouse browser
-    /// session it began in (`session_cookie`) is live and of the same user,
-    /// and the user is active. The scopes follow the user's role now.
-    pub async fn refresh_dashboard(
-        &self,
-        grant: &DashboardGrant,
-        session_cookie: Option<&str>,
-    ) -> Result<DashboardGrant, DashboardRefreshError> {
-        let cookie = session_cookie.ok_or(DashboardRefreshError::Ended)?;
-        let session = self
-            .session(cookie)
-            .await?
-            .ok_or(DashboardRefreshError::Ended)?;
-        if session.org != grant.org || session.user != grant.user || session.sid != grant.sid {
-            return Err(DashboardRefreshError::Ended);
-        }
-        let user = self
-            .store
-            .get_user(&grant.org, &grant.user)
-            .await?
-            .filter(|u| u.status == UserStatus::Active)
-            .ok_or(DashboardRefreshError::Ended)?;
-        Ok(self.mint_dashboard(
-            &grant.org,
-            &user,
-            grant.sid.clone(),
-            grant.session_expires_at,
-        ))
-    }
-
-    /// Sign-out: the grant's access token stops working at once.
-    pub async fn revoke_dashboard(&self, grant: &DashboardGrant) -> Result<(), OAuthError> {
-        let now = Timestamp::now().unix_seconds();
-        if let Ok(claims) =
-            jwt::verify(&self.keys.current(), &self.issuer, &grant.access_token, now)
-        {
-            self.revoke_jti_now(&claims.jti, Timestamp::from_unix_seconds(claims.exp + 60))
-                .await?;
-        }
-        Ok(())
     }
 }
 

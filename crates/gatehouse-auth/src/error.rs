@@ -1,7 +1,5 @@
 //! Errors of the authorization layer.
 
-use gatehouse_store::StoreError;
-
 /// The RFC 6749 §5.2 error codes (D21).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OAuthErrorKind {
@@ -86,17 +84,18 @@ impl OAuthError {
     pub fn is_suspension(&self) -> bool {
         self.kind == OAuthErrorKind::InvalidClient && self.description == APPLICATION_SUSPENDED
     }
+    /// Storage is unavailable: `temporarily_unavailable`, try again.
+    pub fn unavailable(cause: impl Into<String>) -> Self {
+        Self::new(OAuthErrorKind::Unavailable, cause)
+    }
+
+    /// Something that cannot be the caller's fault (logged, never shown).
+    pub fn internal(cause: impl Into<String>) -> Self {
+        Self::new(OAuthErrorKind::Internal, cause)
+    }
+
     pub fn invalid_scope(d: impl Into<String>) -> Self {
         Self::new(OAuthErrorKind::InvalidScope, d)
-    }
-}
-
-impl From<StoreError> for OAuthError {
-    fn from(e: StoreError) -> Self {
-        match e {
-            StoreError::Unavailable(m) => Self::new(OAuthErrorKind::Unavailable, m),
-            other => Self::new(OAuthErrorKind::Internal, other.to_string()),
-        }
     }
 }
 

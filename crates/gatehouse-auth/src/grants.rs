@@ -4,15 +4,13 @@ use std::sync::Arc;
 
 use aws_lc_rs::rand::SystemRandom;
 use gatehouse_domain::{Client, ClientId, Scope, ScopeSet, Timestamp};
-use gatehouse_store::{Store, StoreError};
 
-use crate::caller::{API_KEY_PREFIX, Caller, TEST_API_KEY_PREFIX};
-use crate::error::{OAuthError, OAuthErrorKind};
+use crate::caller::Caller;
+use crate::error::OAuthError;
 use crate::jwt::{self, AccessClaims};
 use crate::keys::KeyRing;
-use crate::ratelimit::{self, Decision, FailureGuard, Limits, RateLimiter};
+use crate::ratelimit::{self, FailureGuard, Limits, RateLimiter};
 use crate::revocation::RevocationSet;
-use crate::secrets;
 use crate::verifier::TokenVerifier;
 use crate::{ACCESS_TOKEN_TTL_SECS, Issuer, TokenError};
 
@@ -62,7 +60,6 @@ impl Default for AuthConfig {
 
 /// The authorization server: issues and verifies tokens.
 pub struct AuthService {
-    pub(crate) store: Arc<dyn Store>,
     pub(crate) keys: KeyRing,
     pub(crate) issuer: Issuer,
     verifier: TokenVerifier,
@@ -89,18 +86,12 @@ pub struct AuthService {
 }
 
 impl AuthService {
-    pub fn new(store: Arc<dyn Store>, keys: KeyRing, issuer: Issuer) -> Self {
-        Self::with_config(store, keys, issuer, AuthConfig::default())
+    pub fn new(keys: KeyRing, issuer: Issuer) -> Self {
+        Self::with_config(keys, issuer, AuthConfig::default())
     }
 
-    pub fn with_config(
-        store: Arc<dyn Store>,
-        keys: KeyRing,
-        issuer: Issuer,
-        config: AuthConfig,
-    ) -> Self {
+    pub fn with_config(keys: KeyRing, issuer: Issuer, config: AuthConfig) -> Self {
         Self {
-            store,
             keys,
             issuer,
             verifier: TokenVerifier::default(),
@@ -124,86 +115,51 @@ impl AuthService {
         &self.config
     }
 
-    /// D28: counts one API request of `caller` against its organization's plan.
-    /// D28: the limits of an organization's plan; `None` when it does not exist.
-    pub async fn org_limits(
-        &self,
-        org: &gatehouse_domain::OrgId,
-    ) -> Result<Option<Limits>, StoreError> {
-        if let Some(l) = self.org_limits.get(org) {
-            return Ok(Some(l));
-        }
-        let Some(o) = self.store.get_org(org).await? else {
-            return Ok(None);
-        };
-        let (per_minute, per_second) = o.limits();
-        let limits = Limits {
-            per_minute,
-            per_second,
-        };
-        self.org_limits.insert(org.clone(), limits);
-        Ok(Some(limits))
+    /// The digest under which a link token is stored (D11, D19).
+    pub fn link_digest(token: &str) -> [u8; 32] {
+        crate::flows::digest(token)
     }
 
-    /// D28: decides on (and counts) one request of the caller's lineage —
-    /// in memory on a single node, in the shared store when the backend
-    /// serves several nodes (D44).
-    pub async fn rate_check(
-        &self,
-        caller: &Caller,
-        limits: Limits,
-    ) -> Result<Decision, StoreError> {
-        let key = caller.lineage();
-        let now = now_ms();
-        // One node (SQLite): the in-memory limiter decides, with no
-        // allocation or storage call on the request path.
-        if !self.store.shares_rate_limits() {
-            return Ok(self.limiter.check(&key, limits, now));
-        }
-        if let Some(retry_after) = self.limiter.suspended(&key, now) {
-            let info = ratelimit::RateInfo {
-                limit: limits.per_minute.max(1),
-                remaining: 0,
-                reset: now.div_ceil(1000) + retry_after,
-            };
-            return Ok(Decision::Limited { info, retry_after });
-        }
-        if limits.per_second > ratelimit::LEASE_ABOVE_PER_SECOND {
-            // D28 (revised): a busy credential is admitted from this node's
-            // lease of its window; the store is asked once per lease.
-            if let Some(d) = self.limiter.take_leased(&key, now) {
-                return Ok(d);
-            }
-            let (want, returned) = self.limiter.lease_want(&key, limits, now);
-            if let Some((granted, w)) = self
-                .store
-                .lease_requests(
-                    &key.shared_key(),
-                    limits.per_minute.max(1),
-                    limits.per_second.max(1),
-                    want,
-                    returned.map(|(at, n)| (Timestamp::from_millis(at as i64), n)),
-                    Timestamp::from_millis(now as i64),
-                )
-                .await?
-            {
-                return Ok(self.limiter.start_lease(&key, limits, granted, &w, now));
-            }
-        }
-        let shared = self
-            .store
-            .count_request(
-                &key.shared_key(),
-                limits.per_minute.max(1),
-                limits.per_second.max(1),
-                Timestamp::from_millis(now as i64),
-            )
-            .await?;
-        Ok(match shared {
-            Some(w) => self.limiter.decide_shared(&key, limits, &w, now),
-            // A backend that shares limits but answered nothing: count here.
-            None => self.limiter.check(&key, limits, now),
-        })
+    /// The random source tokens are made with.
+    pub fn rng(&self) -> &SystemRandom {
+        &self.rng
+    }
+
+    /// D28: the in-memory rate limiter (the application layer consults
+    /// the shared store when several nodes share the limits).
+    pub fn limiter(&self) -> &RateLimiter {
+        &self.limiter
+    }
+
+    /// D46: this node's usage counts not yet stored.
+    pub fn usage(&self) -> &crate::usage::UsageCounter {
+        &self.usage
+    }
+
+    /// D28: an organization's limits as cached (a plan never changes).
+    pub fn cached_limits(&self, org: &gatehouse_domain::OrgId) -> Option<Limits> {
+        self.org_limits.get(org)
+    }
+
+    pub fn cache_limits(&self, org: gatehouse_domain::OrgId, limits: Limits) {
+        self.org_limits.insert(org, limits);
+    }
+
+    /// A client application read at `version` of the clients (see the
+    /// store's `clients_version`): used only while that number is unchanged.
+    pub fn cached_client(&self, id: &ClientId, version: u64) -> Option<Arc<Client>> {
+        self.clients
+            .get(id)
+            .and_then(|(seen, c)| (seen == version).then_some(c))
+    }
+
+    pub fn cache_client(&self, id: ClientId, version: u64, client: Arc<Client>) {
+        self.clients.insert(id, (version, client));
+    }
+
+    /// The current time in Unix milliseconds, as the limiter counts it.
+    pub fn now_ms(&self) -> u64 {
+        now_ms()
     }
 
     /// D28 (revised): `Some(retry_after)` while failed client
@@ -255,12 +211,6 @@ impl AuthService {
         self.usage.record(caller, rejected, now_ms());
     }
 
-    /// D46: adds this node's pending usage counts to storage (call every
-    /// few seconds and at shutdown); kept for the next call on failure.
-    pub async fn flush_usage(&self) -> Result<usize, StoreError> {
-        self.usage.flush(self.store.as_ref()).await
-    }
-
     /// Forgets idle rate-limit state (call periodically; keeps memory bounded).
     pub fn evict_idle_limits(&self) {
         let now = now_ms();
@@ -273,25 +223,6 @@ impl AuthService {
     /// The in-memory revocation set.
     pub fn revocations(&self) -> &RevocationSet {
         &self.revocations
-    }
-
-    /// Pulls revocations written by other processes (call periodically).
-    pub async fn sync_revocations(&self) -> Result<usize, StoreError> {
-        self.revocations.sync(self.store.as_ref()).await
-    }
-
-    /// Notes in memory that a user's tokens up to `now` are revoked (the store
-    /// wrote the record in the same transaction as the change).
-    pub fn note_user_revoked(&self, user: &gatehouse_domain::UserId, now: Timestamp) {
-        self.revocations
-            .apply(&[gatehouse_store::NewRevocation::user(user, now).stored(0)]);
-    }
-
-    /// Notes in memory that every access token issued to `client` up to
-    /// `now` is revoked; the store wrote the record with the change (D46, D47).
-    pub fn note_client_revoked(&self, client: &gatehouse_domain::ClientId, now: Timestamp) {
-        self.revocations
-            .apply(&[gatehouse_store::NewRevocation::client(client, now).stored(0)]);
     }
 
     pub fn issuer(&self) -> &Issuer {
@@ -316,126 +247,8 @@ impl AuthService {
         Ok(claims)
     }
 
-    /// Verifies a bearer credential: an API key (D27, by its prefix) or an
-    /// access token. Storage trouble while looking up a key is `Err(Err(_))`.
-    pub async fn authenticate_bearer(
-        &self,
-        bearer: &str,
-    ) -> Result<Caller, Result<TokenError, StoreError>> {
-        if bearer.starts_with(API_KEY_PREFIX) || bearer.starts_with(TEST_API_KEY_PREFIX) {
-            // D33: a key of the other environment is refused without a look-up.
-            if !bearer.starts_with(crate::caller::api_key_prefix(self.config.staging)) {
-                return Err(Ok(TokenError::Invalid));
-            }
-            let digest = secrets::hash_secret(bearer);
-            return match self.store.resolve_api_key(&digest).await {
-                // D46: a revoked or expired key is refused.
-                Ok(Some(k)) if k.is_live(Timestamp::now()) => Ok(Caller::ApiKey(Arc::new(k))),
-                Ok(_) => Err(Ok(TokenError::Invalid)),
-                Err(e) => Err(Err(e)),
-            };
-        }
-        self.verify_access_token(bearer)
-            .map(Caller::Token)
-            .map_err(Ok)
-    }
-
-    /// Re-reads signing keys when one is due to activate or retire, or on demand.
-    /// Reloads the key ring now: a `gatehouse keys rotate` run by another
-    /// process is published on the next JWKS request (D23, D40: no stale cache).
-    pub async fn reload_keys(&self) -> Result<(), crate::keys::KeyError> {
-        self.keys.refresh(self.store.as_ref()).await
-    }
-
-    pub async fn refresh_keys_if_due(&self) -> Result<(), OAuthError> {
-        if self.keys.stale(Timestamp::now()) {
-            self.keys
-                .refresh(self.store.as_ref())
-                .await
-                .map_err(|e| OAuthError::new(OAuthErrorKind::Internal, e.to_string()))?;
-        }
-        Ok(())
-    }
-
-    /// Authenticates a client (D20). Unknown ids, missing or wrong secrets all
-    /// give the same `invalid_client`.
-    pub async fn authenticate_client(&self, auth: &ClientAuth) -> Result<Arc<Client>, OAuthError> {
-        let Some(id) = ClientId::parse(&auth.client_id) else {
-            return Err(OAuthError::invalid_client());
-        };
-        let client = self.find_client(&id).await?;
-        let Some(client) = client else {
-            // Spend the same work as a real check.
-            let _ = secrets::verify_secret(auth.secret.as_deref().unwrap_or(""), &[0; 32]);
-            return Err(OAuthError::invalid_client());
-        };
-        let authenticated = match (&client.secret_hash, auth.secret.as_deref()) {
-            // A public client identifies itself by id alone.
-            (None, None) => true,
-            (None, Some(_)) | (Some(_), None) => false,
-            (Some(current), Some(given)) => {
-                let now = Timestamp::now();
-                let ok_current = secrets::verify_secret(given, current);
-                let ok_previous = client
-                    .previous_secret
-                    .as_ref()
-                    .is_some_and(|(h, until)| *until > now && secrets::verify_secret(given, h));
-                ok_current || ok_previous
-            }
-        };
-        if !authenticated {
-            return Err(OAuthError::invalid_client());
-        }
-        // D46 (revised): a suspended application gets no token, and is
-        // told why only once it has proved who it is.
-        if client.suspended_reason().is_some() {
-            return Err(OAuthError::application_suspended());
-        }
-        Ok(client)
-    }
-
-    /// A client application, from memory while the store says no client has
-    /// changed since it was read (see [`Store::clients_version`]).
-    async fn find_client(&self, id: &ClientId) -> Result<Option<Arc<Client>>, StoreError> {
-        let Some(version) = self.store.clients_version() else {
-            return Ok(self.store.resolve_client(id).await?.map(Arc::new));
-        };
-        if let Some((seen, client)) = self.clients.get(id)
-            && seen == version
-        {
-            return Ok(Some(client));
-        }
-        // The version is taken before the read: a change committed meanwhile
-        // moves it on, and the next request reads again.
-        let found = self.store.resolve_client(id).await?.map(Arc::new);
-        if let Some(c) = &found {
-            self.clients.insert(id.clone(), (version, c.clone()));
-        }
-        Ok(found)
-    }
-
-    /// `grant_type=client_credentials` (D20, D22): an access token only.
-    pub async fn client_credentials(
-        &self,
-        auth: &ClientAuth,
-        scope: Option<&str>,
-    ) -> Result<IssuedTokens, OAuthError> {
-        let client = self.authenticate_client(auth).await?;
-        if client.is_public() {
-            return Err(OAuthError::new(
-                OAuthErrorKind::UnauthorizedClient,
-                "public clients may use only the authorization-code grant",
-            ));
-        }
-        let scopes = grant_scopes(&client, scope)?;
-        self.refresh_keys_if_due().await?;
-        let claims = AccessClaims::issue(client.org.clone(), client.id.clone(), None, scopes);
-        self.count_issued("client_credentials");
-        Ok(self.token_response(&claims, None))
-    }
-
     /// Counts issued tokens by grant (D42).
-    pub(crate) fn count_issued(&self, grant: &'static str) {
+    pub fn count_issued(&self, grant: &'static str) {
         // The handle is registered once per grant, on first use (after the
         // binary installed its recorder), not looked up per token.
         let slot = match grant {
@@ -447,7 +260,7 @@ impl AuthService {
             .increment(1);
     }
 
-    pub(crate) fn token_response(
+    pub fn token_response(
         &self,
         claims: &AccessClaims,
         refresh_token: Option<String>,
@@ -507,6 +320,7 @@ fn now_ms() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::OAuthErrorKind;
     use gatehouse_domain::{OrgId, Timestamp};
 
     fn client(scopes: &str, admin_approved: bool) -> Client {

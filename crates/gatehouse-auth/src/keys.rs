@@ -13,8 +13,8 @@ use aws_lc_rs::signature::{
 };
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
+use gatehouse_domain::auth_state::SigningKeyRecord;
 use gatehouse_domain::{Timestamp, random};
-use gatehouse_store::{SigningKeyRecord, Store, StoreError};
 
 use crate::ACCESS_TOKEN_TTL_SECS;
 
@@ -141,8 +141,9 @@ pub struct KeyRing {
 
 #[derive(Debug, thiserror::Error)]
 pub enum KeyError {
-    #[error(transparent)]
-    Store(#[from] StoreError),
+    /// Storage could not be read or written (the application layer's words).
+    #[error("{0}")]
+    Store(String),
     #[error(
         "signing key {0} cannot be decrypted: is GATEHOUSE_MASTER_KEY the key this database was created with?"
     )]
@@ -156,33 +157,28 @@ fn kid_aad(kid: &str) -> Vec<u8> {
 }
 
 impl KeyRing {
-    /// Loads the keys, creating the first one if there is none (it signs at once:
-    /// nobody can have cached a JWKS without it yet).
-    pub async fn load(store: &dyn Store, master: MasterKey) -> Result<Self, KeyError> {
-        let mut records = store.signing_keys().await?;
-        let now = Timestamp::now();
-        if !records.iter().any(|r| r.activates_at <= now) {
-            let rec = new_record(&master, now, now);
-            store.insert_signing_key(&rec).await?;
-            records = store.signing_keys().await?;
-        }
-        let set = build(&master, &records, now)?;
+    /// The ring of the stored `records`. When none signs yet, the
+    /// application layer first stores [`KeyRing::first_key`].
+    pub fn from_records(master: MasterKey, records: &[SigningKeyRecord]) -> Result<Self, KeyError> {
+        let set = build(&master, records, Timestamp::now())?;
         Ok(Self {
             master,
             current: RwLock::new(Arc::new(set)),
         })
     }
 
-    /// Creates a key that is published now and signs after `publish_delay_secs` (D23).
-    pub async fn rotate(
-        store: &dyn Store,
-        master: &MasterKey,
-        publish_delay_secs: i64,
-    ) -> Result<SigningKeyRecord, KeyError> {
+    /// The first key when none of `records` signs yet (it signs at once:
+    /// nobody can have cached a JWKS without it yet); `None` otherwise.
+    pub fn first_key(master: &MasterKey, records: &[SigningKeyRecord]) -> Option<SigningKeyRecord> {
         let now = Timestamp::now();
-        let rec = new_record(master, now, now.plus_seconds(publish_delay_secs));
-        store.insert_signing_key(&rec).await?;
-        Ok(rec)
+        (!records.iter().any(|r| r.activates_at <= now)).then(|| new_record(master, now, now))
+    }
+
+    /// A new key, published now, that signs after `publish_delay_secs`
+    /// (D23), for the application layer to store.
+    pub fn rotation(master: &MasterKey, publish_delay_secs: i64) -> SigningKeyRecord {
+        let now = Timestamp::now();
+        new_record(master, now, now.plus_seconds(publish_delay_secs))
     }
 
     /// The keys in force now; rebuilds when a pending key has activated or an old one expired.
@@ -193,10 +189,10 @@ impl KeyRing {
             .clone()
     }
 
-    /// Re-reads the keys from storage (another process may have rotated them).
-    pub async fn refresh(&self, store: &dyn Store) -> Result<(), KeyError> {
-        let records = store.signing_keys().await?;
-        let set = build(&self.master, &records, Timestamp::now())?;
+    /// Rebuilds from the keys as storage holds them now (another process
+    /// may have rotated them).
+    pub fn replace(&self, records: &[SigningKeyRecord]) -> Result<(), KeyError> {
+        let set = build(&self.master, records, Timestamp::now())?;
         *self.current.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(set);
         Ok(())
     }

@@ -11,8 +11,8 @@ use aws_lc_rs::digest;
 use aws_lc_rs::rand::SystemRandom;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
+use gatehouse_domain::auth_state::Session;
 use gatehouse_domain::{ClientId, Scope, ScopeSet, Timestamp, User};
-use gatehouse_store::Session;
 use serde::{Deserialize, Serialize};
 use subtle::ConstantTimeEq;
 

@@ -293,7 +293,7 @@ impl RateLimiter {
         &self,
         key: &Lineage,
         limits: Limits,
-        shared: &gatehouse_store::SharedWindow,
+        shared: &gatehouse_domain::auth_state::SharedWindow,
         now_ms: u64,
     ) -> Decision {
         let per_minute = limits.per_minute.max(1);
@@ -381,7 +381,7 @@ impl RateLimiter {
         key: &Lineage,
         limits: Limits,
         granted: u32,
-        shared: &gatehouse_store::SharedWindow,
+        shared: &gatehouse_domain::auth_state::SharedWindow,
         now_ms: u64,
     ) -> Decision {
         let decision = self.decide_shared(key, limits, shared, now_ms);
@@ -562,7 +562,7 @@ mod tests {
             per_second: 400,
         };
         let t0 = 1_000_000_000u64; // on a bucket boundary
-        let window = |granted: u32, in_minute: u32| gatehouse_store::SharedWindow {
+        let window = |granted: u32, in_minute: u32| gatehouse_domain::auth_state::SharedWindow {
             admitted: granted > 0,
             in_minute,
             in_second: in_minute,

@@ -9,8 +9,8 @@ use std::collections::HashMap;
 use std::sync::RwLock;
 use std::sync::atomic::{AtomicI64, Ordering};
 
+use gatehouse_domain::auth_state::{Revocation, RevocationKind};
 use gatehouse_domain::{ScopeSet, Timestamp};
-use gatehouse_store::{Revocation, RevocationKind, Store, StoreError};
 
 use crate::jwt::AccessClaims;
 
@@ -119,15 +119,19 @@ impl RevocationSet {
         }
     }
 
-    /// Pulls revocations written since the last sync, and forgets expired ones.
-    pub async fn sync(&self, store: &dyn Store) -> Result<usize, StoreError> {
-        let now = Timestamp::now();
-        let after = self.last_id.load(Ordering::SeqCst);
-        let revs = store.revocations_since(after, now).await?;
+    /// The id of the newest revocation absorbed: the application layer
+    /// reads storage's revocations above it.
+    pub fn last_seen(&self) -> i64 {
+        self.last_id.load(Ordering::SeqCst)
+    }
+
+    /// Takes in revocations read from storage since [`Self::last_seen`],
+    /// and forgets expired ones.
+    pub fn absorb(&self, revs: &[Revocation], now: Timestamp) -> usize {
         if let Some(last) = revs.last() {
             self.last_id.fetch_max(last.id, Ordering::SeqCst);
         }
-        self.apply(&revs);
+        self.apply(revs);
         let mut s = self.sets.write().unwrap_or_else(|e| e.into_inner());
         let now = now.millis();
         s.jtis.retain(|_, exp| *exp > now);
@@ -138,7 +142,7 @@ impl RevocationSet {
             cuts.retain(|(_, _, exp)| *exp > now);
             !cuts.is_empty()
         });
-        Ok(revs.len())
+        revs.len()
     }
 
     /// Entries held (for metrics and tests).

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use gatehouse_domain::OrgId;
-use gatehouse_store::{Credential, Store, StoreError, UsageCount};
+use gatehouse_domain::auth_state::{Credential, UsageCount};
 
 use crate::Caller;
 
@@ -43,7 +43,8 @@ impl UsageCounter {
         entry.2 += u64::from(rejected);
     }
 
-    fn take(&self) -> Vec<UsageCount> {
+    /// The pending counts, taken out for storage.
+    pub fn take(&self) -> Vec<UsageCount> {
         let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
         std::mem::take(&mut *pending)
             .into_iter()
@@ -59,7 +60,9 @@ impl UsageCounter {
             .collect()
     }
 
-    fn put_back(&self, counts: Vec<UsageCount>) {
+    /// Puts counts that storage did not take back, for the next flush, so
+    /// no count is lost to a passing outage.
+    pub fn put_back(&self, counts: Vec<UsageCount>) {
         let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
         for c in counts {
             let entry = pending
@@ -67,23 +70,6 @@ impl UsageCounter {
                 .or_insert_with(|| (c.org, 0, 0));
             entry.1 += c.requests;
             entry.2 += c.rejected;
-        }
-    }
-
-    /// Adds the pending counts to storage. When storage fails they are kept
-    /// for the next flush, so no count is lost to a passing outage.
-    pub async fn flush(&self, store: &dyn Store) -> Result<usize, StoreError> {
-        let counts = self.take();
-        if counts.is_empty() {
-            return Ok(0);
-        }
-        let n = counts.len();
-        match store.add_usage(&counts).await {
-            Ok(()) => Ok(n),
-            Err(e) => {
-                self.put_back(counts);
-                Err(e)
-            }
         }
     }
 }

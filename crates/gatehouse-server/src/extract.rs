@@ -11,7 +11,6 @@ use std::marker::PhantomData;
 use axum::extract::{FromRequest, FromRequestParts, Path, Request};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, header};
-use gatehouse_app::AppError;
 use gatehouse_auth::ratelimit::Decision;
 use gatehouse_auth::{Caller, TokenError};
 use gatehouse_domain::{FieldIssue, OrgId, ProductId, Scope, UserId};
@@ -93,7 +92,7 @@ pub async fn authenticate(headers: &HeaderMap, state: &AppState) -> Result<Calle
             .with_header(header::WWW_AUTHENTICATE, "Bearer error=\"invalid_token\"")
     };
     state
-        .auth
+        .app
         .authenticate_bearer(token)
         .await
         .map_err(|e| match e {
@@ -104,7 +103,7 @@ pub async fn authenticate(headers: &HeaderMap, state: &AppState) -> Result<Calle
             Ok(TokenError::Invalid) => {
                 invalid(ErrorCode::InvalidToken, "the access token is invalid")
             }
-            Err(store) => AppError::store(store, Resource::Credential).into(),
+            Err(e) => e.into(),
         })
 }
 
@@ -170,10 +169,10 @@ impl<S: RequiredScope> FromRequestParts<AppState> for Authorized<S> {
 /// response through the request's [`RateSlot`].
 async fn rate_limit(parts: &Parts, state: &AppState, caller: &Caller) -> Result<(), ApiError> {
     let limits = state
-        .auth
+        .app
         .org_limits(caller.org())
         .await
-        .map_err(|e| ApiError::from(AppError::store(e, Resource::Organization)))?
+        .map_err(ApiError::from)?
         .ok_or_else(|| {
             ApiError::new(
                 ErrorCode::InvalidToken,
@@ -181,16 +180,16 @@ async fn rate_limit(parts: &Parts, state: &AppState, caller: &Caller) -> Result<
             )
         })?;
     let decision = state
-        .auth
+        .app
         .rate_check(caller, limits)
         .await
-        .map_err(|e| ApiError::from(AppError::store(e, Resource::RateLimit)))?;
+        .map_err(ApiError::from)?;
     let info = match decision {
         Decision::Allowed(i) | Decision::Limited { info: i, .. } => i,
     };
     // D46: every API request made with the credential counts, 429s too.
     state
-        .auth
+        .app
         .record_usage(caller, matches!(decision, Decision::Limited { .. }));
     if let Some(slot) = parts.extensions.get::<RateSlot>() {
         slot.set(info);

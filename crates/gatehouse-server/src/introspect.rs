@@ -137,7 +137,7 @@ pub(crate) async fn introspect(
         let Some(token) = req.token.as_deref() else {
             // The caller's credentials are checked before its request (as
             // at /oauth/revoke): a bad secret is 401 whatever the form says.
-            st.app.authenticate_client(auth, true).await?;
+            st.app.check_client_authentication(auth, true).await?;
             return Err(OAuthError::invalid_request("token is required"));
         };
         st.app

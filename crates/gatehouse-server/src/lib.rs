@@ -52,7 +52,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use axum::Router;
 use gatehouse_app::App;
-use gatehouse_auth::AuthService;
 
 pub use error::{ApiError, ErrorCode};
 
@@ -91,10 +90,6 @@ pub struct AppState(Arc<Inner>);
 pub struct Inner {
     /// The use cases.
     pub app: App,
-    /// The authorization server inside `app`, for the extractors (bearer
-    /// tokens, rate limits) and the JWKS endpoint; the OAuth endpoints and
-    /// pages go through `app`.
-    pub auth: Arc<AuthService>,
     pub config: ServerConfig,
     pub templates: docs::Templates,
     /// The reference documentation, rendered on first use (D52).
@@ -115,13 +110,12 @@ impl AppState {
     /// auth service.
     pub fn new(app: App, mut config: ServerConfig) -> Self {
         config.public_url = config.public_url.trim_end_matches('/').to_owned();
-        let auth = app
-            .auth()
-            .cloned()
-            .expect("the server runs on App::new, which has the auth service");
+        assert!(
+            app.auth().is_some(),
+            "the server runs on App::new, which has the auth service"
+        );
         Self(Arc::new(Inner {
             app,
-            auth,
             config,
             templates: docs::Templates::new(),
             docs: std::sync::OnceLock::new(),

@@ -301,7 +301,7 @@ pub async fn oauth_preference(
     }
     let pref = preferred_oauth(headers)?;
     let checked = match auth {
-        Ok(a) => st.app.authenticate_client(a, introspection).await,
+        Ok(a) => st.app.check_client_authentication(a, introspection).await,
         Err(e) => Err(e.clone()),
     };
     if let Err(e) = checked {

@@ -153,7 +153,7 @@ pub(crate) async fn userinfo(State(st): State<AppState>, request: Request) -> Re
             Some("insufficient_scope"),
             "the token was not issued to a person with the openid scope",
         ),
-        Err(UserinfoError::Store(e)) => {
+        Err(UserinfoError::Unavailable(e)) => {
             tracing::error!(cause = %e, "userinfo: storage failed");
             let mut res = bearer_error(
                 StatusCode::SERVICE_UNAVAILABLE,

@@ -32,10 +32,10 @@ pub fn router() -> Router<AppState> {
 pub(crate) async fn jwks(State(st): State<AppState>) -> Response {
     // D23: a key added by `gatehouse keys rotate` in another process is
     // published at once; on a storage hiccup the loaded ring still answers.
-    if let Err(e) = st.auth.reload_keys().await {
+    if let Err(e) = st.app.reload_keys().await {
         tracing::warn!(error = %e, "could not reload signing keys for the JWKS");
     }
-    let mut res = st.auth.jwks().to_string().into_response();
+    let mut res = st.app.jwks().to_string().into_response();
     let h = res.headers_mut();
     h.insert(
         header::CONTENT_TYPE,

@@ -8,7 +8,7 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use axum::routing::get;
 use gatehouse_app::App;
-use gatehouse_auth::{AuthService, Issuer, KeyRing, MasterKey};
+use gatehouse_auth::{AuthService, Issuer, MasterKey};
 use gatehouse_server::{AppState, ServerConfig, with_layers};
 use gatehouse_store::Store;
 use gatehouse_store_sqlite::SqliteStore;
@@ -16,14 +16,10 @@ use tower::ServiceExt;
 
 async fn state(dir: &tempfile::TempDir) -> AppState {
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.path().join("db")).unwrap());
-    let keys = KeyRing::load(store.as_ref(), MasterKey::generate())
+    let keys = gatehouse_app::keys::load_key_ring(store.as_ref(), MasterKey::generate())
         .await
         .unwrap();
-    let auth = Arc::new(AuthService::new(
-        store.clone(),
-        keys,
-        Issuer::new("https://gh.test"),
-    ));
+    let auth = Arc::new(AuthService::new(keys, Issuer::new("https://gh.test")));
     AppState::new(
         App::new(store, auth, "https://gh.test"),
         ServerConfig {

@@ -1,38 +1,11 @@
 //! Usage counts per credential and minute (D46).
 
 use async_trait::async_trait;
-use gatehouse_domain::{ApiKeyId, ClientId, OrgId, UsageRange};
+use gatehouse_domain::{OrgId, UsageRange};
 
 use crate::StoreResult;
 
-/// The credential a request was made with, as usage counts it (D46): an
-/// application (any access token issued to it) or an API key.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Credential {
-    Application(ClientId),
-    ApiKey(ApiKeyId),
-}
-
-impl Credential {
-    /// The id the counts are stored under.
-    pub fn as_str(&self) -> &str {
-        match self {
-            Credential::Application(c) => c.as_str(),
-            Credential::ApiKey(k) => k.as_str(),
-        }
-    }
-}
-
-/// One node's counts for one credential in one UTC minute.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct UsageCount {
-    pub org: OrgId,
-    pub credential: Credential,
-    /// Unix minutes.
-    pub minute: i64,
-    pub requests: u64,
-    pub rejected: u64,
-}
+pub use gatehouse_domain::auth_state::{Credential, UsageCount};
 
 /// One minute of a credential's usage, as stored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -95,10 +95,10 @@ async fn main() {
         code_challenge_method: Some("S256".into()),
         ..AuthorizeParams::default()
     };
-    let req = state.auth.check_authorize(&params).await.unwrap();
+    let req = state.app.check_authorize(&params).await.unwrap();
     let scopes = req.grantable(Role::Editor);
     let (_, session) = state
-        .auth
+        .app
         .create_session(&user, &req.client.org)
         .await
         .unwrap();
@@ -151,7 +151,7 @@ async fn main() {
     let budget = (seconds as usize) * 8000;
     let mut codes = Vec::with_capacity(budget);
     while codes.len() < budget {
-        let batch = (0..64).map(|_| state.auth.issue_code(&req, &user, &session, scopes));
+        let batch = (0..64).map(|_| state.app.issue_code(&req, &user, &session, scopes));
         for code in futures_util::future::join_all(batch).await {
             codes.push(code.unwrap());
         }
@@ -205,7 +205,7 @@ async fn main() {
     let mut chains = Vec::new();
     for _ in 0..concurrency {
         let code = state
-            .auth
+            .app
             .issue_code(&req, &user, &session, scopes)
             .await
             .unwrap();

@@ -9,7 +9,7 @@ use anyhow::Context;
 use gatehouse_app::App;
 use gatehouse_app::bootstrap::Bootstrap;
 use gatehouse_app::staging::NightlyReset;
-use gatehouse_auth::{AuthConfig, AuthService, Issuer, KeyRing, secrets};
+use gatehouse_auth::{AuthConfig, AuthService, Issuer, secrets};
 use gatehouse_domain::{ClientId, OrgId, Timestamp};
 use gatehouse_server::transport::TransportConfig;
 use gatehouse_server::{AppState, ServerConfig};
@@ -70,7 +70,7 @@ impl Running {
         }
         // D46: the usage of requests that finished while draining, after the
         // background flush's last round.
-        if let Err(e) = self.state.auth.flush_usage().await {
+        if let Err(e) = self.state.app.flush_usage().await {
             tracing::warn!(error = %e, "storing the last usage counts failed");
         }
     }
@@ -174,7 +174,7 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
     })?;
     let store = crate::open_store(&settings.database_url).await?;
     let master = crate::load_master_key(settings.master_key.as_deref(), &settings.data_dir)?;
-    let keys = KeyRing::load(store.as_ref(), master)
+    let keys = gatehouse_app::keys::load_key_ring(store.as_ref(), master)
         .await
         .context("loading signing keys")?;
     // Nothing is in memory yet: the first start's writes need no auth service.
@@ -225,14 +225,10 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
         staging: settings.env == Env::Staging,
     };
     let auth = Arc::new(AuthService::with_config(
-        store.clone(),
         keys,
         Issuer::new(&public_url),
         auth_config,
     ));
-    auth.sync_revocations()
-        .await
-        .context("loading revocations")?;
     // D31 (revised): no HSTS for a loopback `public_url` (nor the mock's
     // plain HTTP).
     let hsts = !settings.mock && gatehouse_server::middleware::sends_hsts(&public_url);
@@ -247,11 +243,12 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
     };
     let transport =
         crate::mail::Transport::from_settings(settings.smtp_url.as_deref(), &settings.data_dir)?;
-    let state = AppState::new(
-        App::new(store.clone(), auth, &public_url)
-            .with_idempotency_retention_secs(settings.idempotency_retention_secs),
-        config,
-    );
+    let app = App::new(store.clone(), auth, &public_url)
+        .with_idempotency_retention_secs(settings.idempotency_retention_secs);
+    app.sync_revocations()
+        .await
+        .context("loading revocations")?;
+    let state = AppState::new(app, config);
     let app = gatehouse_server::app(state.clone());
     let (stop, stopped) = watch::channel(false);
     let signal = move || {
@@ -265,7 +262,6 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
         &mut tasks,
         store.clone(),
         state.app.clone(),
-        auth_for_jobs(&state),
         transport,
         settings.mail_from.clone(),
         settings.idempotency_retention_secs,
@@ -345,10 +341,6 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
     })
 }
 
-fn auth_for_jobs(state: &AppState) -> Arc<AuthService> {
-    state.auth.clone()
-}
-
 /// Background jobs: e-mail delivery (D30), the revocation set kept in step
 /// with storage (D25, D44), signing keys re-read when one activates or is
 /// rotated elsewhere (D23), and the purge of expired rows (D24) and kept
@@ -359,7 +351,6 @@ fn spawn_background(
     tasks: &mut JoinSet<std::io::Result<()>>,
     store: Arc<dyn Store>,
     app: App,
-    auth: Arc<AuthService>,
     transport: crate::mail::Transport,
     mail_from: String,
     idempotency_retention_secs: i64,
@@ -382,7 +373,7 @@ fn spawn_background(
     {
         // D46: usage counts reach storage every 2 s (a minute's counts are
         // final well within 60 s of its end), and once more at shutdown.
-        let (auth, mut stop) = (auth.clone(), stop.clone());
+        let (app, mut stop) = (app.clone(), stop.clone());
         tasks.spawn(async move {
             let mut tick = tokio::time::interval(Duration::from_secs(2));
             loop {
@@ -390,7 +381,7 @@ fn spawn_background(
                     _ = tick.tick() => false,
                     _ = stop.wait_for(|s| *s) => true,
                 };
-                if let Err(e) = auth.flush_usage().await {
+                if let Err(e) = app.flush_usage().await {
                     tracing::warn!(error = %e, "storing usage counts failed; kept for the next try");
                 }
                 if stopping {
@@ -400,7 +391,7 @@ fn spawn_background(
         });
     }
     {
-        let (auth, mut stop) = (auth.clone(), stop.clone());
+        let (app, mut stop) = (app.clone(), stop.clone());
         tasks.spawn(async move {
             let mut tick = tokio::time::interval(Duration::from_millis(500));
             loop {
@@ -408,14 +399,14 @@ fn spawn_background(
                     _ = tick.tick() => {}
                     _ = stop.wait_for(|s| *s) => return Ok(()),
                 }
-                if let Err(e) = auth.sync_revocations().await {
+                if let Err(e) = app.sync_revocations().await {
                     tracing::warn!(error = %e, "revocation sync failed");
                 }
             }
         });
     }
     {
-        let (auth, store, mut stop) = (auth.clone(), store.clone(), stop.clone());
+        let mut stop = stop.clone();
         tasks.spawn(async move {
             let app = app;
             let mut tick = tokio::time::interval(Duration::from_secs(5));
@@ -426,34 +417,13 @@ fn spawn_background(
                     _ = stop.wait_for(|s| *s) => return Ok(()),
                 }
                 rounds += 1;
-                let now = Timestamp::now();
-                // D28: idle rate-limit state is forgotten, so memory stays bounded.
-                auth.evict_idle_limits();
-                if let Ok(n) = store.outbox_backlog().await {
-                    metrics::gauge!("gatehouse_outbox_backlog").set(n as f64);
-                }
-                // D24: sealed successor pairs live for the grace window only.
-                if let Err(e) = store.erase_expired_successors(now).await {
-                    tracing::warn!(error = %e, "erasing successor pairs failed");
-                }
-                // Keys: every 30 s, or when one is due to activate or retire.
-                if (rounds.is_multiple_of(6) || auth.keys().stale(now))
-                    && let Err(e) = auth.keys().refresh(store.as_ref()).await
-                {
-                    tracing::warn!(error = %e, "re-reading signing keys failed");
-                }
-                // Purge in small batches every minute.
-                if rounds.is_multiple_of(purge_every) {
-                    match store.purge_expired(now, 500).await {
-                        Ok(n) if n > 0 => tracing::debug!(rows = n, "purged expired rows"),
-                        Ok(_) => {}
-                        Err(e) => tracing::warn!(error = %e, "purge failed"),
-                    }
-                    // Issue 16: idle search indexes dropped, old changes forgotten.
-                    if let Err(e) = app.search_housekeeping(now).await {
-                        tracing::warn!(error = %e, "search housekeeping failed");
-                    }
-                }
+                // Keys every 30 s (or when one is due); purge every minute.
+                app.housekeeping_round(
+                    Timestamp::now(),
+                    rounds.is_multiple_of(6),
+                    rounds.is_multiple_of(purge_every),
+                )
+                .await;
             }
         });
     }

@@ -104,7 +104,7 @@ pub(crate) async fn signed(
     };
     // A token revoked since (sign-out elsewhere, a deactivation, a
     // demotion) is refreshed like an expired one: the refresh decides.
-    let usable = st.auth.verify_access_token(&grant.access_token).is_ok();
+    let usable = st.app.verify_access_token(&grant.access_token).is_ok();
     if usable && !grant.needs_refresh(Timestamp::now()) {
         return Ok(Signed {
             grant,
@@ -120,7 +120,7 @@ pub(crate) async fn signed(
             peer,
         }),
         Err(DashboardRefreshError::Ended) => Err(Box::new(to_sign_in(st))),
-        Err(DashboardRefreshError::Store(e)) => {
+        Err(DashboardRefreshError::Unavailable(e)) => {
             tracing::error!(cause = %e, "dashboard: refreshing the session failed");
             Err(Box::new(message(
                 st,

@@ -434,7 +434,7 @@ fn assert_password_form(p: &Page, path: &str) {
 
 /// A token for `user`, signed by the server's own key.
 fn user_token(s: &TestServer, user: &UserId, scopes: &str) -> String {
-    let auth = &s.running.as_ref().unwrap().state.auth;
+    let auth = &s.running.as_ref().unwrap().state.app.auth().unwrap();
     let claims = AccessClaims::issue(
         s.org(),
         ClientId::parse(&s.creds.client_id).unwrap(),

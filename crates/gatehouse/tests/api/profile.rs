@@ -10,7 +10,7 @@ use crate::common::{TestServer, expect_error};
 /// A token for `user`, signed by the server's own key (the authorization-code
 /// flow that issues these to clients is exercised elsewhere).
 fn user_token(s: &TestServer, user: &gatehouse_domain::UserId, scopes: &str) -> String {
-    let auth = &s.running.as_ref().unwrap().state.auth;
+    let auth = &s.running.as_ref().unwrap().state.app.auth().unwrap();
     let claims = AccessClaims::issue(
         s.org(),
         ClientId::parse(&s.creds.client_id).unwrap(),

@@ -20,7 +20,7 @@ use crate::common::{TestServer, expect_error};
 /// A token for `user`, signed by the server's own key (as the authorization
 /// code flow would issue it to the bootstrap client).
 fn user_token(s: &TestServer, user: &UserId, scopes: &str) -> String {
-    let auth = &s.running.as_ref().unwrap().state.auth;
+    let auth = &s.running.as_ref().unwrap().state.app.auth().unwrap();
     let claims = AccessClaims::issue(
         s.org(),
         ClientId::parse(&s.creds.client_id).unwrap(),

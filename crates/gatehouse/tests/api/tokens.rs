@@ -190,7 +190,7 @@ fn mint(s: &TestServer, issuer: &Issuer, scope: &str, iat: i64, exp: i64) -> Str
         chain: None,
     };
     gatehouse_auth::jwt::sign(
-        &st.auth.keys().current(),
+        &st.app.auth().unwrap().keys().current(),
         issuer,
         &SystemRandom::new(),
         &claims,
@@ -198,7 +198,15 @@ fn mint(s: &TestServer, issuer: &Issuer, scope: &str, iat: i64, exp: i64) -> Str
 }
 
 fn real_issuer(s: &TestServer) -> Issuer {
-    s.running.as_ref().unwrap().state.auth.issuer().clone()
+    s.running
+        .as_ref()
+        .unwrap()
+        .state
+        .app
+        .auth()
+        .unwrap()
+        .issuer()
+        .clone()
 }
 
 // ---------------------------------------------------------------------------

@@ -595,23 +595,23 @@ async fn d49_consent_logout_and_userinfo_hold_across_nodes() {
         ..AuthorizeParams::default()
     };
     let (sa, sb) = (&a.running.state, &b.running.state);
-    let req_a = sa.auth.check_authorize(&params).await.unwrap();
+    let req_a = sa.app.check_authorize(&params).await.unwrap();
     let granted = req_a.grantable(Role::Viewer);
-    let (cookie, session) = sa.auth.create_session(&user, &org).await.unwrap();
-    sa.auth
+    let (cookie, session) = sa.app.create_session(&user, &org).await.unwrap();
+    sa.app
         .remember_consent(&req_a, &user, granted)
         .await
         .unwrap();
-    let req_b = sb.auth.check_authorize(&params).await.unwrap();
+    let req_b = sb.app.check_authorize(&params).await.unwrap();
     assert!(
-        sb.auth
+        sb.app
             .remembered_consent_covers(&req_b, &user, granted)
             .await
             .unwrap(),
         "a consent remembered through A is B's too"
     );
     let code = sa
-        .auth
+        .app
         .issue_code(&req_a, &user, &session, granted)
         .await
         .unwrap();
@@ -1010,14 +1010,14 @@ async fn person_pair(
         code_challenge_method: Some("S256".into()),
         ..AuthorizeParams::default()
     };
-    let req = state.auth.check_authorize(&params).await.unwrap();
+    let req = state.app.check_authorize(&params).await.unwrap();
     let (_, session) = state
-        .auth
+        .app
         .create_session(&user, &req.client.org)
         .await
         .unwrap();
     let code = state
-        .auth
+        .app
         .issue_code(&req, &user, &session, req.grantable(role))
         .await
         .unwrap();

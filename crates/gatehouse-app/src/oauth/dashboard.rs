@@ -1,0 +1,301 @@
+//! The developer dashboard's built-in client (D48): sign-in across
+//! organizations, the choice of organization and the codes (spent once in
+//! storage, bound to the browser session, D48 continued), the grant's
+//! refresh and revocation. Sealing, scopes and minting are
+//! `gatehouse_auth::dashboard`'s.
+
+use gatehouse_auth::dashboard::*;
+use gatehouse_auth::flows::{AuthorizeError, AuthorizeParams, LoginError};
+use gatehouse_auth::{OAuthError, OAuthErrorKind, password, pkce, secrets, throttle};
+use gatehouse_domain::{Email, OrgId, Timestamp, User, UserStatus};
+use gatehouse_store::{Session, StoreError};
+use subtle::ConstantTimeEq;
+
+use crate::App;
+use crate::oauth::OrOAuth;
+
+impl App {
+    /// D48: e-mail and password checked against every organization: the
+    /// active accounts whose password matches, each organization's
+    /// throttle (D26) applied to its own account. No match records a
+    /// failure in every organization where the address has an account.
+    ///
+    /// This reads each organization in turn (the store has no look-up of
+    /// an address across organizations); fine for the number of
+    /// organizations a deployment has today.
+    pub async fn login_anywhere(
+        &self,
+        email: &str,
+        pw: &str,
+        source: &str,
+    ) -> Result<Vec<Match>, LoginError> {
+        let unavailable = |e: StoreError| LoginError::Unavailable(e.to_string());
+        let Ok(email) = Email::parse_for_lookup(email) else {
+            return Err(LoginError::Failed);
+        };
+        let norm = email.normalized();
+        let now = Timestamp::now();
+        let orgs = self.store().list_orgs().await.map_err(unavailable)?;
+        let mut found = Vec::new();
+        for org in orgs {
+            if let Some((user, hash)) = self
+                .store()
+                .find_user_by_email(&org.id, &email)
+                .await
+                .map_err(unavailable)?
+            {
+                found.push((org, user, hash));
+            }
+        }
+        let mut matched = Vec::new();
+        // D26: every account whose password did not match counts a failure,
+        // even when another organization's account matched, so knowing one
+        // account's password buys no unthrottled guesses at another's.
+        let mut missed = Vec::new();
+        let mut checked = false;
+        for (org, user, hash) in &found {
+            let failures = self
+                .store()
+                .login_failures(&org.id, &norm, throttle::lookback(now))
+                .await
+                .map_err(unavailable)?;
+            if throttle::is_locked(&failures, source, now) {
+                continue;
+            }
+            if let (UserStatus::Active, Some(hash)) = (user.status, hash) {
+                checked = true;
+                if password::verify(pw.to_owned(), hash.clone()).await {
+                    matched.push(Match {
+                        org: org.clone(),
+                        user: user.clone(),
+                    });
+                } else {
+                    missed.push(org.id.clone());
+                }
+            }
+        }
+        if !checked {
+            // The same work as a real check, so timing tells little.
+            password::verify(pw.to_owned(), password::dummy_hash().to_owned()).await;
+        }
+        let failed: Vec<&OrgId> = if matched.is_empty() {
+            found.iter().map(|(org, _, _)| &org.id).collect()
+        } else {
+            missed.iter().collect()
+        };
+        for org in failed {
+            self.store()
+                .record_login_failure(org, &norm, source, now)
+                .await
+                .map_err(unavailable)?;
+        }
+        if matched.is_empty() {
+            return Err(LoginError::Failed);
+        }
+        Ok(matched)
+    }
+
+    /// The account picked from a sealed choice: `None` when the choice is
+    /// forged, expired, used before (on any node), or `org` is not among
+    /// it, or the user is no longer active. A choice is spent by its first
+    /// use, whatever follows (D48 continued).
+    pub async fn open_pick(
+        &self,
+        sealed: &str,
+        org: &str,
+    ) -> Result<Option<(OrgId, User)>, StoreError> {
+        let Some(pick) = self.authority().unseal_pick(sealed) else {
+            return Ok(None);
+        };
+        if pick.exp < Timestamp::now().unix_seconds() {
+            return Ok(None);
+        }
+        let Some((org, user)) = pick.accounts.into_iter().find(|(o, _)| o.as_str() == org) else {
+            return Ok(None);
+        };
+        if !self
+            .store()
+            .use_once(
+                &secrets::hash_secret(&pick.nonce),
+                Timestamp::from_unix_seconds(pick.exp),
+            )
+            .await?
+        {
+            return Ok(None);
+        }
+        Ok(self
+            .store()
+            .get_user(&org, &user)
+            .await?
+            .filter(|u| u.status == UserStatus::Active)
+            .map(|u| (org, u)))
+    }
+
+    /// The built-in client redeems a code: its secret, the PKCE verifier,
+    /// the cookie of the browser session the code was issued in
+    /// (`session_cookie`: live, same user, organization and `sid`), a live
+    /// code used once on any node (D48 continued). The grant's access
+    /// token acts for the user with [`dashboard_scopes`] of the user's role
+    /// now.
+    pub async fn dashboard_token(
+        &self,
+        code: &str,
+        verifier: &str,
+        client_secret: &str,
+        session_cookie: Option<&str>,
+    ) -> Result<DashboardGrant, OAuthError> {
+        let ok: bool = self
+            .dashboard_secret()
+            .as_bytes()
+            .ct_eq(client_secret.as_bytes())
+            .into();
+        if !ok {
+            return Err(OAuthError::new(
+                OAuthErrorKind::InvalidClient,
+                "client authentication failed",
+            ));
+        }
+        let bad = || OAuthError::new(OAuthErrorKind::InvalidGrant, "the code is not valid");
+        let sealed: SealedCode = self.authority().unseal_code(code).ok_or_else(bad)?;
+        let now = Timestamp::now();
+        if sealed.exp < now.unix_seconds() || !pkce::verify(verifier, &sealed.challenge) {
+            return Err(bad());
+        }
+        // Bound to the browser session that signed in: the code alone, in
+        // another browser, signs nobody in.
+        let session = match session_cookie {
+            Some(cookie) => self.session(cookie).await.or_oauth()?,
+            None => None,
+        };
+        let same = session
+            .is_some_and(|s| s.org == sealed.org && s.user == sealed.user && s.sid == sealed.sid);
+        if !same {
+            return Err(OAuthError::new(
+                OAuthErrorKind::InvalidGrant,
+                "the code belongs to another browser session",
+            ));
+        }
+        if !self
+            .store()
+            .use_once(
+                &secrets::hash_secret(&sealed.nonce),
+                Timestamp::from_unix_seconds(sealed.exp),
+            )
+            .await
+            .or_oauth()?
+        {
+            return Err(bad());
+        }
+        let user = self
+            .store()
+            .get_user(&sealed.org, &sealed.user)
+            .await
+            .or_oauth()?
+            .filter(|u| u.status == UserStatus::Active)
+            .ok_or_else(bad)?;
+        Ok(self.authority().mint_dashboard(
+            &sealed.org,
+            &user,
+            sealed.sid,
+            now.unix_seconds() + gatehouse_auth::flows::SESSION_TTL_SECS,
+        ))
+    }
+
+    /// A new access token for the grant, while the Gatehouse browser
+    /// session it began in (`session_cookie`) is live and of the same user,
+    /// and the user is active. The scopes follow the user's role now.
+    pub async fn refresh_dashboard(
+        &self,
+        grant: &DashboardGrant,
+        session_cookie: Option<&str>,
+    ) -> Result<DashboardGrant, DashboardRefreshError> {
+        let cookie = session_cookie.ok_or(DashboardRefreshError::Ended)?;
+        let session = self
+            .session(cookie)
+            .await
+            .map_err(|e| DashboardRefreshError::Unavailable(e.to_string()))?
+            .ok_or(DashboardRefreshError::Ended)?;
+        if session.org != grant.org || session.user != grant.user || session.sid != grant.sid {
+            return Err(DashboardRefreshError::Ended);
+        }
+        let user = self
+            .store()
+            .get_user(&grant.org, &grant.user)
+            .await
+            .map_err(|e| DashboardRefreshError::Unavailable(e.to_string()))?
+            .filter(|u| u.status == UserStatus::Active)
+            .ok_or(DashboardRefreshError::Ended)?;
+        Ok(self.authority().mint_dashboard(
+            &grant.org,
+            &user,
+            grant.sid.clone(),
+            grant.session_expires_at,
+        ))
+    }
+
+    /// Sign-out: the grant's access token stops working at once.
+    pub async fn revoke_dashboard(&self, grant: &DashboardGrant) -> Result<(), OAuthError> {
+        let now = Timestamp::now().unix_seconds();
+        if let Ok(claims) = gatehouse_auth::jwt::verify(
+            &self.authority().keys().current(),
+            self.authority().issuer(),
+            &grant.access_token,
+            now,
+        ) {
+            self.revoke_jti_now(&claims.jti, Timestamp::from_unix_seconds(claims.exp + 60))
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Checks an authorization request of the built-in client.
+    pub fn check_dashboard_authorize(
+        &self,
+        params: &AuthorizeParams,
+    ) -> Result<DashboardRequest, AuthorizeError> {
+        self.authority().check_dashboard_authorize(params)
+    }
+
+    pub fn seal_pick(&self, matches: &[Match]) -> String {
+        self.authority().seal_pick(matches)
+    }
+
+    /// The browser session of a cookie, whatever its organization.
+    pub async fn any_session_user(
+        &self,
+        cookie: &str,
+    ) -> Result<Option<(User, Session)>, StoreError> {
+        let Some(session) = self.session(cookie).await? else {
+            return Ok(None);
+        };
+        let org = session.org.clone();
+        self.session_user(cookie, &org).await
+    }
+
+    pub fn issue_dashboard_code(
+        &self,
+        req: &DashboardRequest,
+        user: &User,
+        org: &OrgId,
+        session: &Session,
+    ) -> String {
+        self.authority()
+            .issue_dashboard_code(req, user, org, session)
+    }
+
+    pub fn dashboard_secret(&self) -> String {
+        self.authority().dashboard_secret()
+    }
+
+    pub fn dashboard_redirect_uri(&self) -> String {
+        self.authority().dashboard_redirect_uri()
+    }
+
+    pub fn seal_grant(&self, grant: &DashboardGrant) -> String {
+        self.authority().seal_grant(grant)
+    }
+
+    pub fn open_grant(&self, sealed: &str) -> Option<DashboardGrant> {
+        self.authority().open_grant(sealed)
+    }
+}

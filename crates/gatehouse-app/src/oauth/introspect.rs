@@ -1,0 +1,150 @@
+//! Token introspection (RFC 7662, D49): what a confidential client may
+//! learn about a token. Looking never changes anything: a refresh token is
+//! read, never used up or replayed (D24), and no counter but D28's failure
+//! guard moves.
+
+use std::sync::Arc;
+
+use gatehouse_auth::caller::Caller;
+use gatehouse_auth::introspect::{ActiveToken, Introspection, REFRESH_PREFIX, TokenUse};
+use gatehouse_auth::{ClientAuth, OAuthError, OAuthErrorKind, secrets};
+use gatehouse_domain::{Client, Timestamp, UserStatus};
+
+use crate::App;
+use crate::oauth::OrOAuth;
+
+impl App {
+    /// D49: authenticates a client allowed to introspect — a confidential
+    /// one; a public client is `invalid_client` like a wrong secret (D20).
+    pub async fn authenticate_introspector(
+        &self,
+        auth: &ClientAuth,
+    ) -> Result<Arc<Client>, OAuthError> {
+        let client = self.authenticate_client(auth).await?;
+        if client.is_public() {
+            return Err(OAuthError::new(
+                OAuthErrorKind::InvalidClient,
+                "public clients cannot introspect tokens",
+            ));
+        }
+        Ok(client)
+    }
+
+    /// `POST /oauth/introspect` (RFC 7662, D49): an access token or API key
+    /// of the caller's organization, or a refresh token issued to the caller
+    /// itself. `hint` (`token_type_hint`) is only a hint: a token is known
+    /// by its form, so a wrong hint changes nothing. Anything else —
+    /// malformed, forged, expired, revoked, unknown, another organization's
+    /// or (refresh tokens) another client's — is `Ok(None)`.
+    pub async fn introspect(
+        &self,
+        auth: &ClientAuth,
+        token: &str,
+        _hint: Option<&str>,
+    ) -> Result<Introspection, OAuthError> {
+        let client = self.authenticate_introspector(auth).await?;
+        if token.starts_with(REFRESH_PREFIX) {
+            return self.introspect_refresh(&client, token).await;
+        }
+        let caller = match self.authenticate_bearer(token).await {
+            Ok(c) => c,
+            Err(Ok(_)) => return Ok(None),
+            Err(Err(crate::AppError::Unavailable(m))) => return Err(OAuthError::unavailable(m)),
+            Err(Err(e)) => return Err(OAuthError::internal(e.to_string())),
+        };
+        let active = match caller {
+            Caller::Token(c) => ActiveToken {
+                scopes: c.scopes,
+                client_id: Some(c.client_id.clone()),
+                sub: c
+                    .user
+                    .as_ref()
+                    .map_or_else(|| c.client_id.to_string(), ToString::to_string),
+                exp: Some(c.exp),
+                iat: c.iat,
+                iss: self.authority().issuer().iss.clone(),
+                aud: self.authority().issuer().aud.clone(),
+                token_use: TokenUse::AccessToken,
+                org: c.org.clone(),
+            },
+            Caller::ApiKey(k) => ActiveToken {
+                scopes: k.scopes,
+                client_id: None,
+                sub: k.id.to_string(),
+                // D27: keys have no expiry here (D49 allows `exp` absent).
+                exp: None,
+                iat: k.created_at.unix_seconds(),
+                iss: self.authority().issuer().iss.clone(),
+                aud: self.authority().issuer().aud.clone(),
+                token_use: TokenUse::ApiKey,
+                org: k.org.clone(),
+            },
+        };
+        // D2, D49: another organization's token is as good as unknown.
+        Ok((active.org == client.org).then_some(active))
+    }
+
+    /// D49: a refresh token, read only (`resolve_refresh_token` writes
+    /// nothing): live, unused, unexpired, its chain not revoked, issued to
+    /// the caller, its user still active.
+    async fn introspect_refresh(
+        &self,
+        client: &Client,
+        token: &str,
+    ) -> Result<Introspection, OAuthError> {
+        let digest = secrets::hash_secret(token);
+        let Some((tok, chain)) = self
+            .store()
+            .resolve_refresh_token(&digest)
+            .await
+            .or_oauth()?
+        else {
+            return Ok(None);
+        };
+        let now = Timestamp::now();
+        if chain.client != client.id
+            || chain.org != client.org
+            || chain.revoked_at.is_some()
+            || tok.used_at.is_some()
+            || tok.expires_at <= now
+            || chain.ends_at <= now
+        {
+            return Ok(None);
+        }
+        match self
+            .store()
+            .get_user(&chain.org, &chain.user)
+            .await
+            .or_oauth()?
+        {
+            Some(u) if u.status == UserStatus::Active => {}
+            _ => return Ok(None),
+        }
+        Ok(Some(ActiveToken {
+            scopes: chain.scopes,
+            client_id: Some(chain.client.clone()),
+            sub: chain.user.to_string(),
+            exp: Some(tok.expires_at.unix_seconds()),
+            iat: tok.issued_at.unix_seconds(),
+            iss: self.authority().issuer().iss.clone(),
+            aud: self.authority().issuer().aud.clone(),
+            token_use: TokenUse::RefreshToken,
+            org: chain.org.clone(),
+        }))
+    }
+
+    /// D20 client authentication alone, as the endpoint named does it:
+    /// `introspection` also refuses public clients (D49). The mock (D53)
+    /// answers a `Prefer` only after it, as production answers its errors.
+    pub async fn check_client_authentication(
+        &self,
+        client: &ClientAuth,
+        introspection: bool,
+    ) -> Result<(), OAuthError> {
+        if introspection {
+            self.authenticate_introspector(client).await.map(drop)
+        } else {
+            self.authenticate_client(client).await.map(drop)
+        }
+    }
+}
