@@ -1,11 +1,14 @@
-//! `gatehouse-auth` owns the authorization server's logic: client
-//! authentication (D20), the grants and the scopes they yield (D22), signing
-//! keys and the JWKS (D23), access-token signing and verification with a
-//! bounded cache, secret and password hashing.
+//! `gatehouse-auth` owns the authorization server's mechanisms: the scopes
+//! a grant yields (D22), signing keys and the JWKS (D23), access-token
+//! signing and verification with a bounded cache, PKCE, secret and password
+//! hashing, the revocation set, rate limits and throttles (D25, D26, D28),
+//! the checks of an authorization request, OpenID Connect's claims (D49)
+//! and the dashboard client's sealing (D48).
 //!
 //! It speaks in domain types and returns [`OAuthError`] / [`TokenError`]; it
-//! must not import HTTP types (axum, http, hyper) — the server maps results
-//! to responses. Storage is reached only through the `gatehouse-store` trait.
+//! must not import HTTP types (axum, http, hyper) nor storage: the flows
+//! that read and write storage are `gatehouse-app`'s (`oauth`), which hands
+//! these mechanisms the records they need (`gatehouse_domain::auth_state`).
 
 pub mod caller;
 pub mod dashboard;
