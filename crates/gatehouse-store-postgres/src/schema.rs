@@ -73,6 +73,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "offboarding",
         include_str!("../migrations/0014_offboarding.sql"),
     ),
+    (
+        15,
+        "one_search",
+        include_str!("../migrations/0015_one_search.sql"),
+    ),
 ];
 
 /// The advisory-lock key of the migration (`"gatehous"` in ASCII), separate
