@@ -38,9 +38,10 @@ use gatehouse_store::Store;
 use crate::error::OrApp;
 
 pub use error::{AppError, AppResult};
-/// The list filters of interface.md §4.3/§4.4, as the handlers build them.
-pub use gatehouse_store::{Consent, Credential, ProductFilter, Session, UserFilter};
+pub use gatehouse_store::{Consent, Credential, Session};
 pub use resource::Resource;
+/// The list filters of interface.md §4.3/§4.4, as the handlers build them.
+pub use search::{ProductFilter, UserFilter};
 
 /// The use cases, over one store. Cheap to clone.
 #[derive(Clone)]

@@ -3,11 +3,10 @@
 use gatehouse_domain::{
     Listing, NewProduct, OrgId, Page, Product, ProductId, ProductPatch, Timestamp,
 };
-use gatehouse_store::ProductFilter;
 
-use crate::App;
 use crate::Resource;
 use crate::error::{AppError, AppResult, OrApp};
+use crate::{App, ProductFilter};
 
 impl App {
     pub async fn list_products(
@@ -21,7 +20,7 @@ impl App {
             return self.search_page::<Product>(org, filter, page).await;
         }
         self.store()
-            .list_products(org, filter, page)
+            .list_products(org, &filter.equality(), page)
             .await
             .or_app(Resource::Product)
     }
@@ -40,7 +39,7 @@ impl App {
                 .await;
         }
         self.store()
-            .list_products_after(org, filter, after, limit)
+            .list_products_after(org, &filter.equality(), after, limit)
             .await
             .or_app(Resource::Product)
     }

@@ -1,6 +1,10 @@
 //! Lists with `q`, and deep pages, through the in-memory search index
 //! (issue 16, `gatehouse-search`), kept in step with storage.
 //!
+//! - **The one search.** Storage has no search of its own (issue 25: its
+//!   list filters have no `q`): every `q`, on every backend, is answered
+//!   here, so D14 and D17 are decided in one place
+//!   (`gatehouse_domain::search`).
 //! - **Which lists.** Every list or cursor page with `q`, and every offset
 //!   page from [`DEEP_OFFSET`] on. A shallow page without `q` reads its
 //!   index in storage directly (a few rows, exact counters), as before.
@@ -9,7 +13,7 @@
 //!   backends). Before each search the index asks storage for the changes
 //!   since its mark (one small query) and applies them, so a search sees
 //!   every write committed before it began, on any node, from the operator
-//!   CLI too: the same answer storage itself would give, `total` exact (D14).
+//!   CLI too, with `total` exact (D14, D14 (revised)).
 //! - **What it answers.** The ids of the page and the total; the page's rows
 //!   are then read from storage by id (one query), so what a client sees of
 //!   a row is never older than the search.
@@ -27,13 +31,54 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use gatehouse_domain::search::{self, Needles, SearchKind, product_needles, user_needles};
-use gatehouse_domain::{Listing, OrgId, Page, Product, ProductId, Timestamp, User, UserId};
+use gatehouse_domain::{
+    Listing, OrgId, Page, Product, ProductId, ProductStatus, Role, SearchText, Timestamp, User,
+    UserId, UserStatus,
+};
 use gatehouse_search::{Filter, Hits, Index};
-use gatehouse_store::{ProductFilter, Store, StoreError, StoreResult, UserFilter};
+use gatehouse_store::{Store, StoreError, StoreResult};
 use tokio::sync::Semaphore;
 
 use crate::error::{AppResult, OrApp};
 use crate::{App, Resource};
+
+/// The user list's filters and search (interface.md §4.3, D14). Storage
+/// knows only the equality filters ([`UserFilter::equality`]); `q` is
+/// answered here, from the index.
+#[derive(Clone, Debug, Default)]
+pub struct UserFilter {
+    pub role: Option<Role>,
+    pub status: Option<UserStatus>,
+    /// Case-insensitive substring of `name` or `email` (D14).
+    pub q: Option<SearchText>,
+}
+
+impl UserFilter {
+    /// The filters storage applies (everything but `q`).
+    pub fn equality(&self) -> gatehouse_store::UserFilter {
+        gatehouse_store::UserFilter {
+            role: self.role,
+            status: self.status,
+        }
+    }
+}
+
+/// The product list's filter and search (interface.md §4.4, D17).
+#[derive(Clone, Debug, Default)]
+pub struct ProductFilter {
+    pub status: Option<ProductStatus>,
+    /// Every word must be a prefix of a word of `name` or `sku` (D17).
+    pub q: Option<SearchText>,
+}
+
+impl ProductFilter {
+    /// The filter storage applies (everything but `q`).
+    pub fn equality(&self) -> gatehouse_store::ProductFilter {
+        gatehouse_store::ProductFilter {
+            status: self.status,
+        }
+    }
+}
 
 /// Offset pages from here on go through the index (a storage index walks
 /// every skipped row: 40+ ms at offset 500,000).

@@ -6,11 +6,11 @@ use gatehouse_domain::user::UserPatch;
 use gatehouse_domain::{
     Email, Listing, Name, NewUser, OrgId, Page, Role, Timestamp, User, UserId, UserStatus,
 };
-use gatehouse_store::{LinkKind, NewLink, UserFilter};
+use gatehouse_store::{LinkKind, NewLink};
 
-use crate::App;
 use crate::Resource;
 use crate::error::{AppError, AppResult, OrApp};
+use crate::{App, UserFilter};
 
 impl App {
     pub async fn list_users(
@@ -24,7 +24,7 @@ impl App {
             return self.search_page::<User>(org, filter, page).await;
         }
         self.store()
-            .list_users(org, filter, page)
+            .list_users(org, &filter.equality(), page)
             .await
             .or_app(Resource::User)
     }
@@ -41,7 +41,7 @@ impl App {
             return self.search_after::<User>(org, filter, after, limit).await;
         }
         self.store()
-            .list_users_after(org, filter, after, limit)
+            .list_users_after(org, &filter.equality(), after, limit)
             .await
             .or_app(Resource::User)
     }

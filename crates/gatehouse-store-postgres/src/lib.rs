@@ -5,7 +5,8 @@
 //! `Store` method, and — behind the `testing` feature — a throwaway cluster
 //! for tests ([`testing`]). Its behaviour is the SQLite backend's, as the
 //! conformance suite of `gatehouse-store` checks it: the same list order,
-//! filters, totals, search semantics, rules and errors.
+//! filters, totals, rules and errors (neither backend searches: `q` is the
+//! application's in-memory index).
 //!
 //! This crate must not import HTTP types, the auth layer (`gatehouse-auth`),
 //! the server or the SQLite backend: it knows the domain, the `Store` trait
@@ -57,7 +58,7 @@ use gatehouse_domain::{
     Organization, Page, Product, ProductId, ProductPatch, Scope, ScopeSet, Timestamp, UsageRange,
     User, UserId, UserPatch, client, link, manage, product,
     user::{self, UserChange},
-    values::{Email, words},
+    values::Email,
 };
 use gatehouse_domain::{ChainId, Jti};
 use gatehouse_store::prelude::*;
@@ -77,7 +78,7 @@ use sqlx_core::row::Row;
 use sqlx_postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
 
 use clients::insert_client_row;
-use lists::Query;
+use lists::Filters;
 use products::insert_product_row;
 use rate::{RATE_BUCKET_MS, RATE_MINUTE_BUCKETS};
 use rows::{

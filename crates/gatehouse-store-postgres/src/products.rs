@@ -25,7 +25,7 @@ impl ProductStore for PgStore {
         filter: &ProductFilter,
         page: Page,
     ) -> StoreResult<Listing<Product>> {
-        let q = Query::products(filter);
+        let q = Filters::products(filter);
         snapshot_read!(self, |c| lists::page(c, &lists::PRODUCTS, org, &q, page)
             .await)
     }
@@ -36,7 +36,7 @@ impl ProductStore for PgStore {
         after: Option<&ProductId>,
         limit: u32,
     ) -> StoreResult<Option<Vec<Product>>> {
-        let q = Query::products(filter);
+        let q = Filters::products(filter);
         let after = after.map(ProductId::as_str);
         read!(self, |c| lists::after(
             c,
@@ -63,15 +63,14 @@ impl ProductStore for PgStore {
             if changed {
                 query(
                     "UPDATE products SET name = $1, sku = $2, price = $3, stock = $4, status = $5,
-                         words = array_to_tsvector($6::text[]), updated_at = $7
-                     WHERE id = $8 AND org_id = $9",
+                         updated_at = $6
+                     WHERE id = $7 AND org_id = $8",
                 )
                 .bind(next.name.as_str())
                 .bind(next.sku.as_str())
                 .bind(next.price)
                 .bind(next.stock)
                 .bind(next.status.as_str())
-                .bind(product_words(&next))
                 .bind(next.updated_at.millis())
                 .bind(id.as_str())
                 .bind(org.as_str())
@@ -114,23 +113,14 @@ async fn lock_product(
     Ok(row.as_ref().map(rows::product_row).transpose()?)
 }
 
-/// D17: the words a product is found by.
-pub(crate) fn product_words(p: &Product) -> Vec<String> {
-    let mut w = words(p.name.as_str());
-    w.extend(words(p.sku.as_str()));
-    w.sort();
-    w.dedup();
-    w
-}
-
 pub(crate) async fn insert_product_row(
     c: &mut PgConnection,
     org: &OrgId,
     p: &Product,
 ) -> TxResult<()> {
     query(
-        "INSERT INTO products (id, org_id, name, sku, price, stock, status, words, created_at, updated_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, array_to_tsvector($8::text[]), $9, $10)",
+        "INSERT INTO products (id, org_id, name, sku, price, stock, status, created_at, updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
     )
     .bind(p.id.as_str())
     .bind(org.as_str())
@@ -139,7 +129,6 @@ pub(crate) async fn insert_product_row(
     .bind(p.price)
     .bind(p.stock)
     .bind(p.status.as_str())
-    .bind(product_words(p))
     .bind(p.created_at.millis())
     .bind(p.updated_at.millis())
     .execute(&mut *c)

@@ -74,6 +74,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         include_str!("../migrations/0014_offboarding.sql"),
     ),
     (
+        15,
+        "one_search",
+        include_str!("../migrations/0015_one_search.sql"),
+    ),
+    (
         16,
         "used_once",
         include_str!("../migrations/0016_used_once.sql"),

@@ -52,7 +52,7 @@ impl UserStore for PgStore {
         filter: &UserFilter,
         page: Page,
     ) -> StoreResult<Listing<User>> {
-        let q = Query::users(filter);
+        let q = Filters::users(filter);
         snapshot_read!(self, |c| lists::page(c, &lists::USERS, org, &q, page).await)
     }
     async fn list_users_after(
@@ -62,7 +62,7 @@ impl UserStore for PgStore {
         after: Option<&UserId>,
         limit: u32,
     ) -> StoreResult<Option<Vec<User>>> {
-        let q = Query::users(filter);
+        let q = Filters::users(filter);
         let after = after.map(UserId::as_str);
         read!(self, |c| lists::after(
             c,
@@ -93,11 +93,10 @@ impl UserStore for PgStore {
             user::check_change(&current, &change.user, others)?;
             let u = &change.user;
             query(
-                "UPDATE users SET name = $1, name_fold = $2, role = $3, status = $4, updated_at = $5
-                 WHERE id = $6 AND org_id = $7",
+                "UPDATE users SET name = $1, role = $2, status = $3, updated_at = $4
+                 WHERE id = $5 AND org_id = $6",
             )
             .bind(u.name.as_str())
-            .bind(u.name.as_str().to_lowercase())
             .bind(u.role.as_str())
             .bind(u.status.as_str())
             .bind(u.updated_at.millis())
@@ -317,15 +316,14 @@ pub(crate) async fn insert_user_row(
     updated_at: Timestamp,
 ) -> TxResult<()> {
     query(
-        "INSERT INTO users (id, org_id, email, email_norm, name, name_fold, role, status, password_hash, created_at, updated_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+        "INSERT INTO users (id, org_id, email, email_norm, name, role, status, password_hash, created_at, updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
     )
     .bind(u.id.as_str())
     .bind(org.as_str())
     .bind(u.email.as_str())
     .bind(u.email.normalized())
     .bind(u.name.as_str())
-    .bind(u.name.as_str().to_lowercase())
     .bind(u.role.as_str())
     .bind(u.status.as_str())
     .bind(u.password_hash.as_deref())

@@ -75,7 +75,6 @@ async fn last_admin_survives_concurrent_demotions() {
                 &UserFilter {
                     role: Some(Role::Admin),
                     status: Some(UserStatus::Active),
-                    q: None,
                 },
                 Page::default(),
             )

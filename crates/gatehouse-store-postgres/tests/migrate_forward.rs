@@ -280,6 +280,7 @@ async fn a_database_of_the_last_release_migrates_forward_without_loss() {
             (12, true),
             (13, true),
             (14, true),
+            (15, true),
             (16, true)
         ]
     );
@@ -325,6 +326,7 @@ async fn a_database_of_the_last_release_migrates_forward_without_loss() {
     for (table, n) in TABLES {
         assert_eq!(count(&url, table).await, n, "rows of {table}");
     }
+    one_search_schema(&url).await;
     let f = facts(&url).await;
     migrated::check_contents(&store, &f, 0).await;
     migrated::check_email_keys(&store, &f).await;
@@ -337,6 +339,47 @@ async fn a_database_of_the_last_release_migrates_forward_without_loss() {
     // check_new_writes added one user to each organization.
     migrated::check_contents(&again, &f, 1).await;
     again.close().await;
+}
+
+/// Migration 15 (one search): the trigram and tsvector indexes are gone,
+/// and the columns they indexed take what a node of the previous release
+/// still writes during a rolling upgrade (its INSERTs name them), or
+/// nothing, as this release writes.
+async fn one_search_schema(url: &str) {
+    let mut c = PgConnection::connect(url).await.unwrap();
+    let left: Vec<String> = sqlx_core::query_scalar::query_scalar(
+        "SELECT indexname::text FROM pg_indexes
+         WHERE indexname IN ('users_search', 'products_search')
+            OR indexdef LIKE '%gin_trgm_ops%' OR indexdef LIKE '%USING gin%'",
+    )
+    .fetch_all(&mut c)
+    .await
+    .unwrap();
+    assert_eq!(left, Vec::<String>::new(), "no search index is left");
+    c.execute("BEGIN").await.unwrap();
+    c.execute(
+        "INSERT INTO users (id, org_id, email, email_norm, name, name_fold, role, status, created_at, updated_at)
+         VALUES ('usr_oldnode', 'org_xD05v206Xcu2bihFS3LUpH', 'old@example.com', 'old@example.com',
+                 'Old Node', 'old node', 'viewer', 'active', 1, 1)",
+    )
+    .await
+    .expect("a previous-release INSERT of a user still works");
+    c.execute(
+        "INSERT INTO products (id, org_id, name, sku, price, stock, status, words, created_at, updated_at)
+         VALUES ('prod_oldnode', 'org_xD05v206Xcu2bihFS3LUpH', 'Old Kite', 'PREV-NODE-1', 1, 1, 'available',
+                 array_to_tsvector(ARRAY['old', 'kite']), 1, 1)",
+    )
+    .await
+    .expect("a previous-release INSERT of a product still works");
+    c.execute(
+        "INSERT INTO users (id, org_id, email, email_norm, name, role, status, created_at, updated_at)
+         VALUES ('usr_newnode', 'org_xD05v206Xcu2bihFS3LUpH', 'new@example.com', 'new@example.com',
+                 'New Node', 'viewer', 'active', 1, 1)",
+    )
+    .await
+    .expect("this release's INSERT of a user (no name_fold)");
+    c.execute("ROLLBACK").await.unwrap();
+    c.close().await.unwrap();
 }
 
 /// This fixture, for the checks both backends share.

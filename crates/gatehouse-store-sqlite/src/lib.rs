@@ -4,10 +4,10 @@
 //! Access path (measured, see `docs/storage.md`): rusqlite on a bounded pool.
 //! Point reads (a user, a product, a client at the token endpoint) run inline
 //! on the calling task — a primary-key read costs a few microseconds, far less
-//! than a hop to a worker thread. Lists, searches and every write run on
-//! tokio's blocking pool, gated by semaphores (readers: a fixed number of
-//! connections; writers: one, as SQLite allows), so no request can grow the
-//! thread or connection count without bound.
+//! than a hop to a worker thread. Lists, the search index's reads and every
+//! write run on tokio's blocking pool, gated by semaphores (readers: a fixed
+//! number of connections; writers: one, as SQLite allows), so no request can
+//! grow the thread or connection count without bound.
 //!
 //! This crate owns SQL for SQLite and its migrations. It must not import the
 //! auth layer, HTTP types, or anything of another backend.
@@ -39,8 +39,8 @@ use std::path::Path;
 use async_trait::async_trait;
 use gatehouse_domain::{
     ApiKey, ApiKeyId, Client, ClientId, KeyCut, Listing, NewProduct, NewUser, OrgId, Organization,
-    Page, Plan, Product, ProductId, ProductPatch, ProductStatus, Role, Scope, ScopeSet, SearchText,
-    Timestamp, UsageRange, User, UserId, UserPatch, UserStatus, client, link, manage, product,
+    Page, Plan, Product, ProductId, ProductPatch, ProductStatus, Role, Scope, ScopeSet, Timestamp,
+    UsageRange, User, UserId, UserPatch, UserStatus, client, link, manage, product,
     user::{self, UserChange},
     values::{Email, Name, Sku},
 };

@@ -64,15 +64,6 @@ fn open_conn(path: &Path) -> StoreResult<Connection> {
     )
     .map_err(db_err)?;
     c.set_prepared_statement_cache_capacity(64);
-    // SQLite's lower() folds only A-Z; searches need Unicode case folding (D14).
-    c.create_scalar_function(
-        "unicode_lower",
-        1,
-        rusqlite::functions::FunctionFlags::SQLITE_UTF8
-            | rusqlite::functions::FunctionFlags::SQLITE_DETERMINISTIC,
-        |ctx| Ok(ctx.get::<Option<String>>(0)?.map(|s| s.to_lowercase())),
-    )
-    .map_err(db_err)?;
     Ok(c)
 }
 
@@ -169,7 +160,7 @@ impl Pool {
         self.inner.with_reader(f)
     }
 
-    /// Runs a longer read (a list, a search) on the blocking pool.
+    /// Runs a longer read (a list, a search index's whole list) on the blocking pool.
     pub(crate) async fn read_blocking<T: Send + 'static>(
         &self,
         f: impl FnOnce(&Connection) -> StoreResult<T> + Send + 'static,

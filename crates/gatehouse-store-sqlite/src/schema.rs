@@ -29,6 +29,7 @@ pub(crate) const MIGRATIONS: &[(i64, &str)] = &[
     (11, include_str!("../migrations/0011_management.sql")),
     (12, include_str!("../migrations/0012_search_changes.sql")),
     (13, include_str!("../migrations/0013_offboarding.sql")),
+    (14, include_str!("../migrations/0014_one_search.sql")),
     (15, include_str!("../migrations/0015_used_once.sql")),
 ];
 

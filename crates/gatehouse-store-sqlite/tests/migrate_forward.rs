@@ -144,7 +144,7 @@ const PRODUCTS: [FixtureProduct; 4] = [
 
 /// The migrations this build embeds, as `schema.rs` lists them: the
 /// checksums recorded for an old database must be these files' SHA-256.
-const MIGRATIONS: [(i64, &str); 14] = [
+const MIGRATIONS: [(i64, &str); 15] = [
     (1, include_str!("../migrations/0001_init.sql")),
     (2, include_str!("../migrations/0002_api_keys.sql")),
     (3, include_str!("../migrations/0003_auth.sql")),
@@ -161,6 +161,7 @@ const MIGRATIONS: [(i64, &str); 14] = [
     (11, include_str!("../migrations/0011_management.sql")),
     (12, include_str!("../migrations/0012_search_changes.sql")),
     (13, include_str!("../migrations/0013_offboarding.sql")),
+    (14, include_str!("../migrations/0014_one_search.sql")),
     (15, include_str!("../migrations/0015_used_once.sql")),
 ];
 
@@ -274,6 +275,40 @@ async fn a_database_of_the_last_release_migrates_forward_without_loss() {
         .map(|(t, n)| (t.to_string(), *n))
         .collect();
         assert_eq!(counts, want, "no row lost");
+        // Migration 14 (one search): the full-text tables and the triggers
+        // that fed them are gone; the counting triggers are still there.
+        let objects: Vec<String> = c
+            .prepare(
+                "SELECT name FROM sqlite_master
+                 WHERE name LIKE '%fts%' OR sql LIKE '%fts%' ORDER BY name",
+            )
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(objects, Vec::<String>::new(), "nothing full-text is left");
+        let triggers: Vec<String> = c
+            .prepare(
+                "SELECT name FROM sqlite_master WHERE type = 'trigger'
+                 AND (name LIKE 'users_a%' OR name LIKE 'products_a%') ORDER BY name",
+            )
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(
+            triggers,
+            [
+                "products_ad",
+                "products_ai",
+                "products_au_count",
+                "users_ad",
+                "users_ai",
+                "users_au_count"
+            ]
+        );
         // D8 (revised): the old keys were re-keyed at open.
         for (id, key) in [
             (USERS[7].1, "strasse@example.com"),

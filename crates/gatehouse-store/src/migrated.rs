@@ -5,10 +5,12 @@
 //! `tests/migrate_forward.rs` loads its own fixture (the ids differ) and
 //! describes it with a [`Fixture`].
 
+use gatehouse_domain::search::{self, SearchKind};
 use gatehouse_domain::{
     ApiKeyId, ClientId, Email, Name, NewUser, OrgId, Page, ProductId, ProductStatus, Role, Scope,
-    Timestamp, UserId, UserStatus,
+    SearchText, Timestamp, UserId, UserStatus,
 };
+use gatehouse_search::{Filter, Hits, Index};
 
 use crate::{NewLink, OutboundEmail, ProductFilter, Store, StoreError, UserFilter};
 
@@ -53,6 +55,18 @@ fn org(s: &str) -> OrgId {
     OrgId::parse(s).unwrap()
 }
 
+/// The first page of `o`'s `kind` list matching `q` and `filter`, from an
+/// index built as the application builds it (`gatehouse_app::search`).
+async fn search(store: &dyn Store, o: &str, kind: SearchKind, q: &str, filter: Filter) -> Hits {
+    let rows = store.search_rows(&org(o), kind).await.unwrap();
+    let q = SearchText::parse(q).unwrap().unwrap();
+    let needles = match kind {
+        SearchKind::Users => search::user_needles(&q),
+        SearchKind::Products => search::product_needles(&q),
+    };
+    Index::from_rows(rows).page(&needles, filter, 0, 100)
+}
+
 /// `added`: users each organization gained since the fixture was opened.
 pub async fn check_contents(store: &dyn Store, f: &Fixture, added: u64) {
     // Organizations.
@@ -90,7 +104,6 @@ pub async fn check_contents(store: &dyn Store, f: &Fixture, added: u64) {
             let filter = UserFilter {
                 role: Some(role),
                 status: Some(status),
-                q: None,
             };
             let n = store
                 .list_users(&org(o), &filter, Page::default())
@@ -100,21 +113,12 @@ pub async fn check_contents(store: &dyn Store, f: &Fixture, added: u64) {
             assert!(n >= 1, "{o}: no {role:?}/{status:?} user counted");
         }
     }
-    let q = UserFilter {
-        q: Some(
-            gatehouse_domain::SearchText::parse("josé")
-                .unwrap()
-                .unwrap(),
-        ),
-        ..UserFilter::default()
-    };
-    let found = store
-        .list_users(&org(f.org_a), &q, Page::default())
-        .await
-        .unwrap();
-    assert_eq!(found.total, 1, "the search index survived");
-    assert_eq!(found.items[0].id.as_str(), f.users[1].1);
-
+    // Search: `q` is answered by the in-memory index (gatehouse-search),
+    // which reads the rows through `SearchStore`; the migrated rows must
+    // read into it and be found there.
+    let found = search(store, f.org_a, SearchKind::Users, "josé", Filter::default()).await;
+    assert_eq!(found.total, 1, "found by the index after the upgrade");
+    assert_eq!(found.ids[0], f.users[1].1);
     // Products, with their statuses, through lists, counts and search.
     for (o, id, sku, price, stock, status) in f.products.iter().copied() {
         let p = store
@@ -124,16 +128,10 @@ pub async fn check_contents(store: &dyn Store, f: &Fixture, added: u64) {
             .unwrap_or_else(|| panic!("product {id} is missing"));
         assert_eq!(p.sku.as_str(), sku);
         assert_eq!((p.price, p.stock, p.status), (price, stock, status), "{id}");
-        let filter = ProductFilter {
-            status: Some(status),
-            q: Some(gatehouse_domain::SearchText::parse(sku).unwrap().unwrap()),
-        };
-        let l = store
-            .list_products(&org(o), &filter, Page::default())
-            .await
-            .unwrap();
+        let filter = Filter(search::product_filter_codes(Some(status)));
+        let found = search(store, o, SearchKind::Products, sku, filter).await;
         assert!(
-            l.items.iter().any(|x| x.id.as_str() == id),
+            found.ids.iter().any(|x| x == id),
             "{id} not found by sku and status"
         );
     }

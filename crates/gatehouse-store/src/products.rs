@@ -2,18 +2,16 @@
 
 use async_trait::async_trait;
 use gatehouse_domain::{
-    Listing, NewProduct, OrgId, Page, Product, ProductId, ProductPatch, ProductStatus, SearchText,
-    Timestamp,
+    Listing, NewProduct, OrgId, Page, Product, ProductId, ProductPatch, ProductStatus, Timestamp,
 };
 
 use crate::StoreResult;
 
-/// Filters for the product list (interface.md §4.4, D17).
+/// The equality filter of the product list (interface.md §4.4). `q` (D17)
+/// is not here: the application answers it from its in-memory index.
 #[derive(Clone, Debug, Default)]
 pub struct ProductFilter {
     pub status: Option<ProductStatus>,
-    /// Every word must be a prefix of a word of `name` or `sku`.
-    pub q: Option<SearchText>,
 }
 
 /// Products of an organization (D17, D18). Every method takes the

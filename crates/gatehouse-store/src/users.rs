@@ -2,19 +2,20 @@
 
 use async_trait::async_trait;
 use gatehouse_domain::{
-    Email, Listing, NewUser, OrgId, Page, Role, SearchText, Timestamp, User, UserId, UserPatch,
-    UserStatus, user::UserChange,
+    Email, Listing, NewUser, OrgId, Page, Role, Timestamp, User, UserId, UserPatch, UserStatus,
+    user::UserChange,
 };
 
 use crate::{NewLink, StoreResult};
 
-/// Filters for the user list (interface.md §4.3, D14).
+/// The equality filters of the user list (interface.md §4.3, D14). `q` is
+/// not here: storage does not search; the application answers `q` from its
+/// in-memory index (`gatehouse_app::search`), which reads storage through
+/// [`crate::SearchStore`].
 #[derive(Clone, Debug, Default)]
 pub struct UserFilter {
     pub role: Option<Role>,
     pub status: Option<UserStatus>,
-    /// Case-insensitive substring of `name` or `email`.
-    pub q: Option<SearchText>,
 }
 
 /// Users of an organization and the D11/D13 rules applied in their

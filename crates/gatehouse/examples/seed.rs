@@ -15,11 +15,11 @@
 //! only" and validate every row they write; a million rows through
 //! `create_user` would take minutes. This tool writes rows the domain would
 //! accept (ASCII names and e-mails, so `email_norm` is the lower-cased
-//! e-mail and `name_fold` the lower-cased name) in one transaction (SQLite:
-//! one `INSERT … SELECT` per table from a temporary table, whose triggers
-//! fill `users_fts`/`products_fts` and the counters; PostgreSQL: one `COPY`
-//! per table, whose statement-level triggers fill the counters and whose GIN
-//! indexes are the search indexes).
+//! e-mail) in one transaction (SQLite: one `INSERT … SELECT` per table from
+//! a temporary table, whose triggers fill the counters and the search change
+//! feed; PostgreSQL: one `COPY` per table, whose statement-level triggers
+//! do the same). Search is the servers' in-memory index, built from these
+//! rows at an organization's first `q` (`docs/storage.md`).
 //!
 //! The data (see `docs/performance.md`, "Search and deep pages at a million"):
 //! - users: `First Last` from 100 first names and 25 surnames (each surname
@@ -269,10 +269,8 @@ fn sqlite(path: &str, args: &Args) -> anyhow::Result<()> {
     }
     let tx = c.transaction()?;
     // The rows go to a temporary table first and into the real one with
-    // one `INSERT … SELECT` per table: one statement, so FTS5 keeps the new
-    // terms in memory until the commit. One `INSERT` per row would make it
-    // flush a segment to disk at each statement (each opens a savepoint)
-    // and merge them over and over: 3–4× slower.
+    // one `INSERT … SELECT` per table: one statement per table for the
+    // triggers and indexes of the real ones, in list order.
     tx.execute_batch(
         "CREATE TEMP TABLE seed_users (id TEXT, email TEXT, name TEXT, role TEXT, status TEXT, at INTEGER);
          CREATE TEMP TABLE seed_products (id TEXT, name TEXT, sku TEXT, price INTEGER, stock INTEGER, status TEXT, at INTEGER);",
@@ -352,19 +350,18 @@ fn postgres(url: &str, args: &Args) -> anyhow::Result<()> {
     let seed = args.seed;
     psql_copy(
         url,
-        "COPY users (id, org_id, email, email_norm, name, name_fold, role, status, created_at, updated_at) FROM STDIN",
+        "COPY users (id, org_id, email, email_norm, name, role, status, created_at, updated_at) FROM STDIN",
         move |w| {
             let mut rng = Rng(seed);
             for i in 0..users {
                 let u = user(&mut rng, i);
                 writeln!(
                     w,
-                    "{}\t{org}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}",
+                    "{}\t{org}\t{}\t{}\t{}\t{}\t{}\t{}\t{}",
                     u.id,
                     u.email,
                     u.email.to_lowercase(),
                     u.name,
-                    u.name.to_lowercase(),
                     u.role,
                     u.status,
                     u.at,
@@ -380,28 +377,15 @@ fn postgres(url: &str, args: &Args) -> anyhow::Result<()> {
     let products = args.products;
     psql_copy(
         url,
-        "COPY products (id, org_id, name, sku, price, stock, status, words, created_at, updated_at) FROM STDIN",
+        "COPY products (id, org_id, name, sku, price, stock, status, created_at, updated_at) FROM STDIN",
         move |w| {
             let mut rng = Rng(seed ^ 0x5EED);
             for i in 0..products {
                 let p = product(&mut rng, i);
-                // D17's words of name and sku, as the store computes them;
-                // tsvector's input form of plain words is the words
-                // separated by spaces (as array_to_tsvector stores them).
-                let mut words = gatehouse_domain::values::words(&p.name);
-                words.extend(gatehouse_domain::values::words(&p.sku));
                 writeln!(
                     w,
-                    "{}\t{org}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}",
-                    p.id,
-                    p.name,
-                    p.sku,
-                    p.price,
-                    p.stock,
-                    p.status,
-                    words.join(" "),
-                    p.at,
-                    p.at
+                    "{}\t{org}\t{}\t{}\t{}\t{}\t{}\t{}\t{}",
+                    p.id, p.name, p.sku, p.price, p.stock, p.status, p.at, p.at
                 )?;
             }
             Ok(())

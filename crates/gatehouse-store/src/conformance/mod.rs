@@ -41,8 +41,8 @@ pub use users::*;
 
 use gatehouse_domain::{
     ApiKey, ApiKeyId, ChainId, ClientId, DomainError, Email, Jti, Name, NewProduct, NewUser, OrgId,
-    Organization, Page, Plan, ProductPatch, ProductStatus, Role, Scope, ScopeSet, SearchText, Sku,
-    Timestamp, UserId, UserPatch, UserStatus,
+    Organization, Page, Plan, ProductPatch, ProductStatus, Role, Scope, ScopeSet, Sku, Timestamp,
+    UserId, UserPatch, UserStatus,
 };
 
 use crate::records::*;
@@ -58,9 +58,9 @@ macro_rules! store_conformance_tests {
         $crate::store_conformance_tests!(@each $make;
             organizations, bootstrap_runs_once, users_roundtrip_and_isolation,
             duplicate_email_is_per_org_and_case_insensitive, user_list_order_filters_and_paging,
-            user_search_is_substring_and_literal, user_update_rules, last_admin_rule,
+            user_update_rules, last_admin_rule,
             concurrent_demotions_keep_an_admin, concurrent_link_uses_succeed_once,
-            delete_with_owned_clients, products_roundtrip_and_rules, product_search_by_word_prefix, control_characters_in_q_match_nothing,
+            delete_with_owned_clients, products_roundtrip_and_rules,
             clients_and_admin_approval, api_keys, signing_keys,
             invitations_and_outbox, password_resets, reset_password_returns_the_user_as_updated, revocations_follow_user_changes,
             outbox_claims_and_retries, sessions_and_login_failures, codes_redeem_once, one_time_values_are_spent_once, oidc_sessions_chains_and_consents,
@@ -140,10 +140,6 @@ pub(crate) fn client(owner: Option<UserId>) -> NewClient {
         created_at: Timestamp::now(),
         post_logout_redirect_uris: vec![],
     }
-}
-
-pub(crate) fn q(s: &str) -> Option<SearchText> {
-    SearchText::parse(s).unwrap()
 }
 
 pub(crate) fn product(name: &str, sku: &str, stock: i64) -> NewProduct {

@@ -133,26 +133,14 @@ pub async fn staging_reset_restores_the_fixture(s: &dyn Store) {
         let skus: Vec<&str> = products.items.iter().map(|p| p.sku.as_str()).collect();
         let expected: Vec<&str> = fixture.products.iter().map(|p| p.sku.as_str()).collect();
         assert_eq!(skus, expected);
-        // Search indexes and counters follow the new rows.
-        let found = s
-            .list_products(
-                o,
-                &ProductFilter {
-                    status: None,
-                    q: q("jack"),
-                },
-                Page::default(),
-            )
-            .await
-            .unwrap();
-        assert_eq!(found.total, 2, "two jackets in the fixture");
+        // Counters follow the new rows (that search does too is the
+        // application's search suite, `gatehouse-app/tests/search.rs`).
         let admins = s
             .list_users(
                 o,
                 &UserFilter {
                     role: Some(Role::Admin),
                     status: None,
-                    q: None,
                 },
                 Page::default(),
             )

@@ -897,6 +897,61 @@ async fn user_create_reads_the_password_from_stdin_and_prints_the_user() {
     .fails();
 }
 
+/// D14 (revised), D40: a user the CLI creates in the database of a running
+/// server is found by `q` on that server's very next request: no wait, no
+/// retry, although the server's search index was built before the CLI wrote
+/// (the index learns of another process's writes from storage's change feed,
+/// `search_changes`, before each search).
+#[tokio::test]
+async fn d14_revised_a_user_created_by_the_cli_is_found_by_q_on_the_next_request() {
+    let s = TestServer::start().await;
+    let dir = s.data_dir();
+    let org = s.creds.org.clone();
+    let t = s.token("users:read").await;
+    let search = |q: &'static str| {
+        let (s, t) = (&s, &t);
+        async move {
+            let res = s
+                .call(Method::GET, &format!("/v1/users?q={q}"), t, None)
+                .await;
+            assert_eq!(res.status(), StatusCode::OK);
+            res.json::<Value>().await.unwrap()
+        }
+    };
+    // The server's index of the organization's users exists already.
+    let before = search("marzipan").await;
+    assert_eq!(before["meta"]["total"], 0, "{before}");
+
+    let u = gatehouse(
+        &dir,
+        &[
+            "user",
+            "create",
+            "--org",
+            &org,
+            "--email",
+            "marzipan.ops@example.com",
+            "--name",
+            "Marzipan Ops",
+            "--role",
+            "viewer",
+            "--password-stdin",
+            "--json",
+        ],
+        Some("a long enough passphrase\n"),
+    )
+    .await
+    .json();
+    let id = u["id"].as_str().expect("id");
+
+    // The very next request: by name, by e-mail, case-insensitively.
+    for q in ["MARZIPAN", "zipan%20op", "marzipan.ops@example"] {
+        let found = search(q).await;
+        assert_eq!(found["meta"]["total"], 1, "q={q}: {found}");
+        assert_eq!(found["data"][0]["id"], id, "q={q}: {found}");
+    }
+}
+
 #[tokio::test]
 async fn user_create_roles_and_a_twelve_character_password() {
     // D19: at least 12 characters; exactly 12 is enough.

@@ -916,6 +916,68 @@ async fn search_on_one_node_sees_writes_made_through_the_other() {
     );
 }
 
+/// D14 (revised): a user created through node A is found by `q` on node B
+/// within one second (B is polled for up to a second; the test fails
+/// otherwise). B's index of the organization's users exists before the
+/// write, so B must learn of it from storage's change feed.
+#[tokio::test]
+async fn d14_revised_a_user_created_on_one_node_is_found_by_q_on_the_other_within_a_second() {
+    let (a, b, creds) = two_nodes().await;
+    let token = cc_token_with(&a, &creds, "users:read users:write").await;
+    let total = |n: &Node, q: &str| {
+        let (client, url, token) = (
+            n.client.clone(),
+            format!("{}/v1/users?q={q}", n.base),
+            token.clone(),
+        );
+        async move {
+            let res = client.get(url).bearer_auth(&token).send().await.unwrap();
+            assert_eq!(res.status(), StatusCode::OK);
+            let body: Value = res.json().await.unwrap();
+            (
+                body["meta"]["total"].as_u64().unwrap(),
+                body["data"][0]["id"].as_str().map(str::to_owned),
+            )
+        }
+    };
+    assert_eq!(total(&b, "quillon").await.0, 0, "B's index is built");
+
+    let res = a
+        .client
+        .post(format!("{}/v1/users", a.base))
+        .bearer_auth(&token)
+        .json(&serde_json::json!({
+            "email": "quillon.one@example.com",
+            "name": "Quillon One",
+            "role": "viewer",
+        }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::CREATED);
+    let id = res.json::<Value>().await.unwrap()["data"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let created = Instant::now();
+    loop {
+        let (n, first) = total(&b, "QUILLON%20o").await;
+        if n == 1 {
+            assert_eq!(first.as_deref(), Some(id.as_str()));
+            break;
+        }
+        assert!(
+            created.elapsed() < Duration::from_secs(1),
+            "node B's `q` did not find the user created on node A within 1 s"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    eprintln!(
+        "node B found node A's new user {:?} after it was acknowledged",
+        created.elapsed()
+    );
+}
+
 /// D28 (revised), issue 16: a plan above 50 per second is counted by
 /// leases. Two nodes serve one credential of 150 per minute and 100 per
 /// second as fast as it is admitted (waiting as `Retry-After` says) for
