@@ -9,14 +9,14 @@ use axum::routing::get;
 use gatehouse_app::Credential;
 use gatehouse_domain::ApiKeyId;
 
-use crate::AppState;
-use crate::applications::{secret_answer, usage_range};
-use crate::error::ApiError;
-use crate::extract::{ApplicationsRead, ApplicationsWrite, Authorized, Body, Id, Query};
-use crate::middleware::RequestCtx;
-use crate::requests::CreateApiKeyRequest;
-use crate::respond;
-use crate::responses::{ApiKeyResponse, CreatedApiKey, UsageBucketResponse};
+use crate::api::applications::{owner_id, secret_answer, usage_range};
+use crate::api::extract::{ApplicationsRead, ApplicationsWrite, Authorized, Body, Id, Query};
+use crate::api::requests::CreateApiKeyRequest;
+use crate::api::responses::{ApiKeyResponse, CreatedApiKey, UsageBucketResponse};
+use crate::http::error::ApiError;
+use crate::http::middleware::RequestCtx;
+use crate::http::respond;
+use crate::state::AppState;
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -37,8 +37,8 @@ pub fn router() -> Router<AppState> {
         ("owner_id" = Option<String>, Query, pattern = "^usr_[A-Za-z0-9]+$", description = "Only the keys this person owns (an editor gets an empty page for anyone but itself)."),
     ),
     responses(
-        (status = 200, description = "A page of API keys", body = crate::respond::List<'static, crate::responses::ApiKeyResponse<'static>>),
-        (status = 400, description = "Invalid query parameter", body = crate::error::ErrorEnvelope<'static>),
+        (status = 200, description = "A page of API keys", body = crate::http::respond::List<'static, crate::api::responses::ApiKeyResponse<'static>>),
+        (status = 400, description = "Invalid query parameter", body = crate::http::error::ErrorEnvelope<'static>),
     ),
     security(("bearer" = ["applications:read"]), ("oauth2" = ["applications:read"])),
 )]
@@ -56,25 +56,19 @@ pub(crate) async fn list(
     Ok(respond::list::<_, ApiKeyResponse<'_>>(&ctx, &listing, page))
 }
 
-/// D46 (continued): the `owner_id` filter of the lists of applications
-/// and keys.
-pub(crate) fn owner_id(s: &str) -> Result<gatehouse_domain::UserId, String> {
-    gatehouse_domain::UserId::parse(s).ok_or_else(|| "must be a user id (usr_…)".to_owned())
-}
-
 #[utoipa::path(
     post,
     path = "/v1/api-keys",
     operation_id = "createApiKey",
     tag = "API keys",
     summary = "Create an API key; the key is in this answer only",
-    request_body(content = crate::requests::CreateApiKeyRequest, content_type = "application/json"),
+    request_body(content = crate::api::requests::CreateApiKeyRequest, content_type = "application/json"),
     responses(
-        (status = 201, description = "The new key's record and the `key`; Location names it", body = crate::respond::Single<'static, crate::responses::CreatedApiKey<'static>>),
-        (status = 400, description = "Invalid fields", body = crate::error::ErrorEnvelope<'static>),
-        (status = 403, description = "A scope you do not hold, or applications:* from an editor", body = crate::error::ErrorEnvelope<'static>),
-        (status = 413, description = "Body over 64 KiB", body = crate::error::ErrorEnvelope<'static>),
-        (status = 415, description = "Not JSON", body = crate::error::ErrorEnvelope<'static>),
+        (status = 201, description = "The new key's record and the `key`; Location names it", body = crate::http::respond::Single<'static, crate::api::responses::CreatedApiKey<'static>>),
+        (status = 400, description = "Invalid fields", body = crate::http::error::ErrorEnvelope<'static>),
+        (status = 403, description = "A scope you do not hold, or applications:* from an editor", body = crate::http::error::ErrorEnvelope<'static>),
+        (status = 413, description = "Body over 64 KiB", body = crate::http::error::ErrorEnvelope<'static>),
+        (status = 415, description = "Not JSON", body = crate::http::error::ErrorEnvelope<'static>),
     ),
     security(("bearer" = ["applications:write"]), ("oauth2" = ["applications:write"])),
 )]
@@ -107,8 +101,8 @@ pub(crate) async fn create(
         ("key_id" = String, Path, pattern = "^key_[A-Za-z0-9]+$", description = "An API key id (`key_…`)."),
     ),
     responses(
-        (status = 200, description = "The key's record", body = crate::respond::Single<'static, crate::responses::ApiKeyResponse<'static>>),
-        (status = 404, description = "No such key that you manage", body = crate::error::ErrorEnvelope<'static>),
+        (status = 200, description = "The key's record", body = crate::http::respond::Single<'static, crate::api::responses::ApiKeyResponse<'static>>),
+        (status = 404, description = "No such key that you manage", body = crate::http::error::ErrorEnvelope<'static>),
     ),
     security(("bearer" = ["applications:read"]), ("oauth2" = ["applications:read"])),
 )]
@@ -138,7 +132,7 @@ pub(crate) async fn show(
     ),
     responses(
         (status = 204, description = "Revoked (revoking again keeps the first time)"),
-        (status = 404, description = "No such key that you manage", body = crate::error::ErrorEnvelope<'static>),
+        (status = 404, description = "No such key that you manage", body = crate::http::error::ErrorEnvelope<'static>),
     ),
     security(("bearer" = ["applications:write"]), ("oauth2" = ["applications:write"])),
 )]
@@ -164,9 +158,9 @@ pub(crate) async fn revoke(
         ("to" = Option<String>, Query, format = DateTime, description = "End, exclusive (RFC 3339; default: now, the current minute included); at most 24 hours after `from`."),
     ),
     responses(
-        (status = 200, description = "One bucket per UTC minute in [from, to), oldest first; a minute's counts are final 60 s after it ends", body = crate::respond::Single<'static, Vec<crate::responses::UsageBucketResponse>>),
-        (status = 400, description = "Invalid query parameter", body = crate::error::ErrorEnvelope<'static>),
-        (status = 404, description = "No such key that you manage", body = crate::error::ErrorEnvelope<'static>),
+        (status = 200, description = "One bucket per UTC minute in [from, to), oldest first; a minute's counts are final 60 s after it ends", body = crate::http::respond::Single<'static, Vec<crate::api::responses::UsageBucketResponse>>),
+        (status = 400, description = "Invalid query parameter", body = crate::http::error::ErrorEnvelope<'static>),
+        (status = 404, description = "No such key that you manage", body = crate::http::error::ErrorEnvelope<'static>),
     ),
     security(("bearer" = ["applications:read"]), ("oauth2" = ["applications:read"])),
 )]

@@ -12,17 +12,19 @@ use gatehouse_app::Credential;
 use gatehouse_app::manage::ApplicationType;
 use gatehouse_domain::{ClientId, Timestamp, UsageRange};
 
-use crate::AppState;
-use crate::error::ApiError;
-use crate::extract::{
+use crate::api::extract::{
     ApplicationsRead, ApplicationsWrite, Authorized, Body, Id, IdBody, IdMaybeBody, Query,
 };
-use crate::middleware::RequestCtx;
-use crate::requests::{CreateApplicationRequest, RotateSecretRequest, UpdateApplicationRequest};
-use crate::respond;
-use crate::responses::{
+use crate::api::requests::{
+    CreateApplicationRequest, RotateSecretRequest, UpdateApplicationRequest,
+};
+use crate::api::responses::{
     ApplicationResponse, RegisteredApplication, RotatedSecretResponse, UsageBucketResponse,
 };
+use crate::http::error::ApiError;
+use crate::http::middleware::RequestCtx;
+use crate::http::respond;
+use crate::state::AppState;
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -37,8 +39,14 @@ pub fn router() -> Router<AppState> {
 
 /// D46: an answer carrying a secret is never stored by a cache.
 pub(crate) fn secret_answer(mut res: Response) -> Response {
-    crate::oauth::no_store(res.headers_mut());
+    crate::http::respond::no_store(res.headers_mut());
     res
+}
+
+/// D46 (continued): the `owner_id` filter of the lists of applications
+/// and keys.
+pub(crate) fn owner_id(s: &str) -> Result<gatehouse_domain::UserId, String> {
+    gatehouse_domain::UserId::parse(s).ok_or_else(|| "must be a user id (usr_…)".to_owned())
 }
 
 /// D46 usage: `from` and `to` (RFC 3339; at most 24 hours; default the
@@ -70,13 +78,13 @@ pub(crate) fn usage_range(query: &mut Query) -> Option<UsageRange> {
     params(
         ("limit" = Option<u32>, Query, minimum = 1, description = "Page size (default 20, at most 100); values above 100 are clamped to 100."),
         ("offset" = Option<u64>, Query, description = "Items to skip."),
-        ("type" = Option<crate::openapi::ApplicationTypeName>, Query, description = "Only applications of this type."),
+        ("type" = Option<crate::http::schemas::ApplicationTypeName>, Query, description = "Only applications of this type."),
         ("suspended" = Option<bool>, Query, description = "Only suspended applications (`true`: `suspended_reason` is not null) or only the others (`false`)."),
         ("owner_id" = Option<String>, Query, pattern = "^usr_[A-Za-z0-9]+$", description = "Only the applications this person owns (an editor gets an empty page for anyone but itself)."),
     ),
     responses(
-        (status = 200, description = "A page of applications", body = crate::respond::List<'static, crate::responses::ApplicationResponse<'static>>),
-        (status = 400, description = "Invalid query parameter", body = crate::error::ErrorEnvelope<'static>),
+        (status = 200, description = "A page of applications", body = crate::http::respond::List<'static, crate::api::responses::ApplicationResponse<'static>>),
+        (status = 400, description = "Invalid query parameter", body = crate::http::error::ErrorEnvelope<'static>),
     ),
     security(("bearer" = ["applications:read"]), ("oauth2" = ["applications:read"])),
 )]
@@ -93,7 +101,7 @@ pub(crate) async fn list(
         "false" => Ok(false),
         _ => Err("must be true or false".to_owned()),
     });
-    let owner = query.field("owner_id", crate::api_keys::owner_id);
+    let owner = query.field("owner_id", owner_id);
     query.finish()?;
     let m = st.app.manager(&auth.caller).await?;
     let filter = gatehouse_app::manage::ApplicationFilter {
@@ -116,13 +124,13 @@ pub(crate) async fn list(
     operation_id = "createApplication",
     tag = "Applications",
     summary = "Register an application; a confidential one's secret is in this answer only",
-    request_body(content = crate::requests::CreateApplicationRequest, content_type = "application/json"),
+    request_body(content = crate::api::requests::CreateApplicationRequest, content_type = "application/json"),
     responses(
-        (status = 201, description = "The new application and, when confidential, its `client_secret`; Location names it", body = crate::respond::Single<'static, crate::responses::RegisteredApplication<'static>>),
-        (status = 400, description = "Invalid fields", body = crate::error::ErrorEnvelope<'static>),
-        (status = 403, description = "A scope you do not hold, or applications:* from an editor", body = crate::error::ErrorEnvelope<'static>),
-        (status = 413, description = "Body over 64 KiB", body = crate::error::ErrorEnvelope<'static>),
-        (status = 415, description = "Not JSON", body = crate::error::ErrorEnvelope<'static>),
+        (status = 201, description = "The new application and, when confidential, its `client_secret`; Location names it", body = crate::http::respond::Single<'static, crate::api::responses::RegisteredApplication<'static>>),
+        (status = 400, description = "Invalid fields", body = crate::http::error::ErrorEnvelope<'static>),
+        (status = 403, description = "A scope you do not hold, or applications:* from an editor", body = crate::http::error::ErrorEnvelope<'static>),
+        (status = 413, description = "Body over 64 KiB", body = crate::http::error::ErrorEnvelope<'static>),
+        (status = 415, description = "Not JSON", body = crate::http::error::ErrorEnvelope<'static>),
     ),
     security(("bearer" = ["applications:write"]), ("oauth2" = ["applications:write"])),
 )]
@@ -155,8 +163,8 @@ pub(crate) async fn create(
         ("app_id" = String, Path, pattern = "^app_[A-Za-z0-9]+$", description = "An application id (`app_…`), also its `client_id`."),
     ),
     responses(
-        (status = 200, description = "The application", body = crate::respond::Single<'static, crate::responses::ApplicationResponse<'static>>),
-        (status = 404, description = "No such application that you manage", body = crate::error::ErrorEnvelope<'static>),
+        (status = 200, description = "The application", body = crate::http::respond::Single<'static, crate::api::responses::ApplicationResponse<'static>>),
+        (status = 404, description = "No such application that you manage", body = crate::http::error::ErrorEnvelope<'static>),
     ),
     security(("bearer" = ["applications:read"]), ("oauth2" = ["applications:read"])),
 )]
@@ -184,15 +192,15 @@ pub(crate) async fn show(
     params(
         ("app_id" = String, Path, pattern = "^app_[A-Za-z0-9]+$", description = "An application id (`app_…`)."),
     ),
-    request_body(content = crate::requests::UpdateApplicationRequest, content_type = "application/json"),
+    request_body(content = crate::api::requests::UpdateApplicationRequest, content_type = "application/json"),
     responses(
-        (status = 200, description = "The changed application", body = crate::respond::Single<'static, crate::responses::ApplicationResponse<'static>>),
-        (status = 400, description = "Invalid fields", body = crate::error::ErrorEnvelope<'static>),
-        (status = 403, description = "The change needs a scope you do not hold (moving an application needs an admin or an organization-wide credential)", body = crate::error::ErrorEnvelope<'static>),
-        (status = 404, description = "No such application that you manage, or no such user for `owner_id`", body = crate::error::ErrorEnvelope<'static>),
-        (status = 413, description = "Body over 64 KiB", body = crate::error::ErrorEnvelope<'static>),
-        (status = 415, description = "Not JSON", body = crate::error::ErrorEnvelope<'static>),
-        (status = 422, description = "`owner_id` names a user who is not active (`INVALID_STATE_TRANSITION`)", body = crate::error::ErrorEnvelope<'static>),
+        (status = 200, description = "The changed application", body = crate::http::respond::Single<'static, crate::api::responses::ApplicationResponse<'static>>),
+        (status = 400, description = "Invalid fields", body = crate::http::error::ErrorEnvelope<'static>),
+        (status = 403, description = "The change needs a scope you do not hold (moving an application needs an admin or an organization-wide credential)", body = crate::http::error::ErrorEnvelope<'static>),
+        (status = 404, description = "No such application that you manage, or no such user for `owner_id`", body = crate::http::error::ErrorEnvelope<'static>),
+        (status = 413, description = "Body over 64 KiB", body = crate::http::error::ErrorEnvelope<'static>),
+        (status = 415, description = "Not JSON", body = crate::http::error::ErrorEnvelope<'static>),
+        (status = 422, description = "`owner_id` names a user who is not active (`INVALID_STATE_TRANSITION`)", body = crate::http::error::ErrorEnvelope<'static>),
     ),
     security(("bearer" = ["applications:write"]), ("oauth2" = ["applications:write"])),
 )]
@@ -225,7 +233,7 @@ pub(crate) async fn update(
     ),
     responses(
         (status = 204, description = "Deleted"),
-        (status = 404, description = "No such application that you manage", body = crate::error::ErrorEnvelope<'static>),
+        (status = 404, description = "No such application that you manage", body = crate::http::error::ErrorEnvelope<'static>),
     ),
     security(("bearer" = ["applications:write"]), ("oauth2" = ["applications:write"])),
 )]
@@ -248,15 +256,15 @@ pub(crate) async fn remove(
     params(
         ("app_id" = String, Path, pattern = "^app_[A-Za-z0-9]+$", description = "An application id (`app_…`)."),
     ),
-    request_body(content = Option<crate::requests::RotateSecretRequest>, content_type = "application/json", description = "Optional; without it the previous secret stops working now."),
+    request_body(content = Option<crate::api::requests::RotateSecretRequest>, content_type = "application/json", description = "Optional; without it the previous secret stops working now."),
     responses(
-        (status = 201, description = "The new `client_secret`", body = crate::respond::Single<'static, crate::responses::RotatedSecretResponse<'static>>),
-        (status = 400, description = "Invalid fields", body = crate::error::ErrorEnvelope<'static>),
-        (status = 403, description = "Rotating needs a scope you do not hold", body = crate::error::ErrorEnvelope<'static>),
-        (status = 404, description = "No such application that you manage", body = crate::error::ErrorEnvelope<'static>),
-        (status = 413, description = "Body over 64 KiB", body = crate::error::ErrorEnvelope<'static>),
-        (status = 415, description = "Not JSON", body = crate::error::ErrorEnvelope<'static>),
-        (status = 422, description = "A public application has no secret, or one moved away from a former owner is rotated with a grace (`INVALID_STATE_TRANSITION`: rotate with no grace)", body = crate::error::ErrorEnvelope<'static>),
+        (status = 201, description = "The new `client_secret`", body = crate::http::respond::Single<'static, crate::api::responses::RotatedSecretResponse<'static>>),
+        (status = 400, description = "Invalid fields", body = crate::http::error::ErrorEnvelope<'static>),
+        (status = 403, description = "Rotating needs a scope you do not hold", body = crate::http::error::ErrorEnvelope<'static>),
+        (status = 404, description = "No such application that you manage", body = crate::http::error::ErrorEnvelope<'static>),
+        (status = 413, description = "Body over 64 KiB", body = crate::http::error::ErrorEnvelope<'static>),
+        (status = 415, description = "Not JSON", body = crate::http::error::ErrorEnvelope<'static>),
+        (status = 422, description = "A public application has no secret, or one moved away from a former owner is rotated with a grace (`INVALID_STATE_TRANSITION`: rotate with no grace)", body = crate::http::error::ErrorEnvelope<'static>),
     ),
     security(("bearer" = ["applications:write"]), ("oauth2" = ["applications:write"])),
 )]
@@ -294,9 +302,9 @@ pub(crate) async fn rotate_secret(
         ("to" = Option<String>, Query, format = DateTime, description = "End, exclusive (RFC 3339; default: now, the current minute included); at most 24 hours after `from`."),
     ),
     responses(
-        (status = 200, description = "One bucket per UTC minute in [from, to), oldest first; a minute's counts are final 60 s after it ends", body = crate::respond::Single<'static, Vec<crate::responses::UsageBucketResponse>>),
-        (status = 400, description = "Invalid query parameter", body = crate::error::ErrorEnvelope<'static>),
-        (status = 404, description = "No such application that you manage", body = crate::error::ErrorEnvelope<'static>),
+        (status = 200, description = "One bucket per UTC minute in [from, to), oldest first; a minute's counts are final 60 s after it ends", body = crate::http::respond::Single<'static, Vec<crate::api::responses::UsageBucketResponse>>),
+        (status = 400, description = "Invalid query parameter", body = crate::http::error::ErrorEnvelope<'static>),
+        (status = 404, description = "No such application that you manage", body = crate::http::error::ErrorEnvelope<'static>),
     ),
     security(("bearer" = ["applications:read"]), ("oauth2" = ["applications:read"])),
 )]

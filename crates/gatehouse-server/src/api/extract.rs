@@ -17,14 +17,12 @@ use gatehouse_auth::{Caller, TokenError};
 use gatehouse_domain::{FieldIssue, OrgId, ProductId, Scope, UserId};
 use serde_json::{Map, Value};
 
-use crate::AppState;
-use crate::error::{ApiError, ErrorCode, Resource};
-use crate::middleware::{RateSlot, RequestCtx};
-use crate::requests::RequestBody;
-use crate::transport::BodyProblem;
-
-/// Largest accepted JSON body (D8).
-pub const MAX_BODY: usize = 64 * 1024;
+use crate::api::requests::RequestBody;
+use crate::http::error::{ApiError, ErrorCode, Resource};
+use crate::http::limits::MAX_BODY;
+use crate::http::middleware::{RateSlot, RequestCtx};
+use crate::http::transport::BodyProblem;
+use crate::state::AppState;
 
 /// A scope an endpoint needs, as a type (`None`: any valid credential of
 /// the organization, [`AnyScope`]).
@@ -158,7 +156,7 @@ impl<S: RequiredScope> FromRequestParts<AppState> for Authorized<S> {
         }
         // D50: the key is checked and claimed here, after 401, 429 and 403
         // and before the request itself is read (D9).
-        crate::idempotency::claim(parts, state, &caller).await?;
+        crate::api::idempotency::claim(parts, state, &caller).await?;
         Ok(Self {
             caller,
             _scope: PhantomData,
@@ -554,7 +552,7 @@ impl<B: RequestBody> FromRequest<AppState> for Body<B> {
 
     async fn from_request(req: Request, state: &AppState) -> Result<Self, ApiError> {
         let JsonObject(map) = JsonObject::from_request(req, state).await?;
-        crate::requests::read::<B>(map)
+        crate::api::requests::read::<B>(map)
             .map(Body)
             .map_err(ApiError::validation)
     }
@@ -615,7 +613,7 @@ impl<I: PathId, B: RequestBody> FromRequest<AppState> for IdMaybeBody<I, B> {
                 "send the body as JSON with Content-Type: application/json",
             ));
         }
-        let body = crate::requests::read::<B>(Map::new()).map_err(ApiError::validation)?;
+        let body = crate::api::requests::read::<B>(Map::new()).map_err(ApiError::validation)?;
         let Id(id) = Id::parse(&raw)?;
         Ok(Self { id, body })
     }

@@ -5,8 +5,8 @@ use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
-use crate::AppState;
-use crate::error::ApiError;
+use crate::http::error::ApiError;
+use crate::state::AppState;
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -21,7 +21,7 @@ pub fn router() -> Router<AppState> {
     tag = "Operations",
     summary = "The process is up",
     responses(
-        (status = 200, description = "Up", body = crate::openapi::Status),
+        (status = 200, description = "Up", body = crate::http::schemas::Status),
     ),
 )]
 pub(crate) async fn healthz() -> Response {
@@ -35,8 +35,8 @@ pub(crate) async fn healthz() -> Response {
     tag = "Operations",
     summary = "Storage answers and the server is not shutting down",
     responses(
-        (status = 200, description = "Ready", body = crate::openapi::Status),
-        (status = 503, description = "Not ready", body = crate::error::ErrorEnvelope<'static>),
+        (status = 200, description = "Ready", body = crate::http::schemas::Status),
+        (status = 503, description = "Not ready", body = crate::http::error::ErrorEnvelope<'static>),
     ),
 )]
 pub(crate) async fn readyz(State(st): State<AppState>) -> Result<Response, ApiError> {

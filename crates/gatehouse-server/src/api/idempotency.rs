@@ -23,8 +23,8 @@ use gatehouse_app::App;
 use gatehouse_app::idempotency::{self, Claim, Idempotent, StoredResponse};
 use gatehouse_auth::Caller;
 
-use crate::AppState;
-use crate::error::{ApiError, ErrorCode, PendingError};
+use crate::http::error::{ApiError, ErrorCode, PendingError};
+use crate::state::AppState;
 
 /// The header a replay carries (D50).
 pub const REPLAYED: &str = "idempotent-replayed";
@@ -107,9 +107,9 @@ pub async fn layer(State(state): State<AppState>, req: Request, next: Next) -> R
         Err(e) => {
             // A body the transport could not read (413, incomplete) is
             // answered as without a key: such an answer is never kept.
-            let problem = crate::transport::BodyProblem::of(&e)
-                .unwrap_or(crate::transport::BodyProblem::Incomplete);
-            let req = Request::from_parts(parts, crate::transport::problem(problem));
+            let problem = crate::http::transport::BodyProblem::of(&e)
+                .unwrap_or(crate::http::transport::BodyProblem::Incomplete);
+            let req = Request::from_parts(parts, crate::http::transport::problem(problem));
             return next.run(req).await;
         }
     };
@@ -184,7 +184,7 @@ fn replay(kept: StoredResponse) -> Response {
     *res.status_mut() = StatusCode::from_u16(kept.status).unwrap_or(StatusCode::OK);
     let h = res.headers_mut();
     if secret {
-        crate::oauth::no_store(h);
+        crate::http::respond::no_store(h);
     }
     if let Some(v) = kept.location.and_then(|v| HeaderValue::from_str(&v).ok()) {
         h.insert(header::LOCATION, v);
@@ -211,7 +211,7 @@ async fn keep(state: &AppState, claim: Claim, mut res: Response) -> Response {
     }
     // An error's envelope is written now, so the kept body is the one sent.
     if let Some(PendingError(err)) = res.extensions_mut().remove::<PendingError>() {
-        crate::middleware::write_envelope(&mut res, &err, &state.config.public_url);
+        crate::http::middleware::write_envelope(&mut res, &err, &state.config.public_url);
     }
     let (parts, body) = res.into_parts();
     let bytes = match axum::body::to_bytes(body, usize::MAX).await {

@@ -16,8 +16,9 @@ use gatehouse_auth::{ActiveToken, OAuthError};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use crate::AppState;
-use crate::oauth::{client_endpoint, no_store, undecodable};
+use crate::api::oauth::{client_endpoint, undecodable};
+use crate::http::respond::no_store;
+use crate::state::AppState;
 
 pub fn router() -> Router<AppState> {
     Router::new().route("/oauth/introspect", post(introspect))
@@ -121,9 +122,9 @@ impl From<Option<ActiveToken>> for IntrospectionResponse {
     request_body(content = IntrospectForm, content_type = "application/x-www-form-urlencoded"),
     responses(
         (status = 200, description = "The token's state: `{\"active\": false}` for anything not active", body = IntrospectionResponse),
-        (status = 400, description = "OAuth error", body = crate::oauth_wire::OAuthErrorBody),
-        (status = 401, description = "Client authentication failed, or a public client", body = crate::oauth_wire::OAuthErrorBody),
-        (status = 429, description = "Too many failed client authentications", body = crate::oauth_wire::OAuthErrorBody),
+        (status = 400, description = "OAuth error", body = crate::api::oauth_wire::OAuthErrorBody),
+        (status = 401, description = "Client authentication failed, or a public client", body = crate::api::oauth_wire::OAuthErrorBody),
+        (status = 429, description = "Too many failed client authentications", body = crate::api::oauth_wire::OAuthErrorBody),
     ),
 )]
 pub(crate) async fn introspect(

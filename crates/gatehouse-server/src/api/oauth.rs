@@ -6,67 +6,23 @@ use axum::Router;
 use std::net::SocketAddr;
 
 use axum::extract::{ConnectInfo, Request, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use base64::Engine;
 use gatehouse_auth::{ClientAuth, IssuedTokens, OAuthError, OAuthErrorKind};
 
-use crate::AppState;
-use crate::form::{Form, FormProblem};
-use crate::oauth_wire::{OAuthErrorBody, RevokeForm, TokenForm, TokenRequest, TokenResponse};
+use crate::api::oauth_wire::{
+    OAuthFailure, RevokeForm, TokenForm, TokenRequest, TokenResponse, too_many_failures,
+};
+use crate::http::form::{Form, FormProblem};
+use crate::http::respond::no_store;
+use crate::state::AppState;
 
 pub fn router() -> Router<AppState> {
     Router::new()
         .route("/oauth/token", post(token))
         .route("/oauth/revoke", post(revoke))
-}
-
-/// An RFC 6749 §5.2 error answer.
-pub struct OAuthFailure(pub OAuthError);
-
-impl IntoResponse for OAuthFailure {
-    fn into_response(self) -> Response {
-        let e = self.0;
-        let status = match e.kind {
-            OAuthErrorKind::InvalidClient => StatusCode::UNAUTHORIZED,
-            OAuthErrorKind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
-            OAuthErrorKind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
-            _ => StatusCode::BAD_REQUEST,
-        };
-        let description = match e.kind {
-            OAuthErrorKind::Unavailable | OAuthErrorKind::Internal => {
-                tracing::error!(cause = %e.description, "token endpoint failure");
-                "the server could not complete the request; retry later".to_owned()
-            }
-            _ => e.description,
-        };
-        let body = OAuthErrorBody {
-            error: e.kind.as_str(),
-            error_description: description,
-        };
-        let mut res = (status, axum::Json(body)).into_response();
-        let h = res.headers_mut();
-        no_store(h);
-        match e.kind {
-            OAuthErrorKind::InvalidClient => {
-                h.insert(
-                    header::WWW_AUTHENTICATE,
-                    HeaderValue::from_static("Basic realm=\"gatehouse\""),
-                );
-            }
-            OAuthErrorKind::Unavailable => {
-                h.insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
-            }
-            _ => {}
-        }
-        res
-    }
-}
-
-pub(crate) fn no_store(h: &mut HeaderMap) {
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    h.insert(header::PRAGMA, HeaderValue::from_static("no-cache"));
 }
 
 pub(crate) fn undecodable(_: FormProblem) -> OAuthError {
@@ -162,12 +118,12 @@ pub fn client_auth(headers: &HeaderMap, form: &Form) -> Result<ClientAuth, OAuth
     operation_id = "token",
     tag = "OAuth",
     summary = "Issue tokens (client_credentials, authorization_code with PKCE, refresh_token)",
-    request_body(content = crate::oauth_wire::TokenForm, content_type = "application/x-www-form-urlencoded"),
+    request_body(content = crate::api::oauth_wire::TokenForm, content_type = "application/x-www-form-urlencoded"),
     responses(
-        (status = 200, description = "Tokens", body = crate::oauth_wire::TokenResponse),
-        (status = 400, description = "OAuth error", body = crate::oauth_wire::OAuthErrorBody),
-        (status = 401, description = "Client authentication failed", body = crate::oauth_wire::OAuthErrorBody),
-        (status = 429, description = "Too many failed client authentications", body = crate::oauth_wire::OAuthErrorBody),
+        (status = 200, description = "Tokens", body = crate::api::oauth_wire::TokenResponse),
+        (status = 400, description = "OAuth error", body = crate::api::oauth_wire::OAuthErrorBody),
+        (status = 401, description = "Client authentication failed", body = crate::api::oauth_wire::OAuthErrorBody),
+        (status = 429, description = "Too many failed client authentications", body = crate::api::oauth_wire::OAuthErrorBody),
     ),
 )]
 pub(crate) async fn token(
@@ -206,7 +162,7 @@ pub(crate) async fn client_endpoint<T>(
     let form = read_form(headers, body)
         .await
         .map_err(|e| OAuthFailure(e).into_response())?;
-    let source = crate::pages::client_ip(headers, peer, &st.config.trusted_proxies);
+    let source = crate::http::middleware::client_ip(headers, peer, &st.config.trusted_proxies);
     // The client authentication is read once: for D28's guard and for the work.
     let auth = client_auth(headers, &form);
     let presented = presented_client_id(&auth, &form);
@@ -235,23 +191,6 @@ pub(crate) fn presented_client_id<'a>(
         Ok(a) => Some(a.client_id.as_str()),
         Err(_) => form.get("client_id"),
     }
-}
-
-/// D28 (revised): 429 `temporarily_unavailable` after too many failed
-/// client authentications (`slow_down` belongs to the device flow).
-pub(crate) fn too_many_failures(retry_after: u64) -> Response {
-    let body = OAuthErrorBody {
-        error: OAuthErrorKind::Unavailable.as_str(),
-        error_description: format!(
-            "too many failed client authentications; retry after {retry_after} s"
-        ),
-    };
-    let mut res = (StatusCode::TOO_MANY_REQUESTS, axum::Json(body)).into_response();
-    no_store(res.headers_mut());
-    if let Ok(v) = HeaderValue::from_str(&retry_after.to_string()) {
-        res.headers_mut().insert(header::RETRY_AFTER, v);
-    }
-    res
 }
 
 async fn issue(
@@ -296,12 +235,12 @@ async fn issue(
     operation_id = "revoke",
     tag = "OAuth",
     summary = "Revoke a token (RFC 7009)",
-    request_body(content = crate::oauth_wire::RevokeForm, content_type = "application/x-www-form-urlencoded"),
+    request_body(content = crate::api::oauth_wire::RevokeForm, content_type = "application/x-www-form-urlencoded"),
     responses(
         (status = 200, description = "Revoked, or already invalid"),
-        (status = 400, description = "OAuth error", body = crate::oauth_wire::OAuthErrorBody),
-        (status = 401, description = "Client authentication failed", body = crate::oauth_wire::OAuthErrorBody),
-        (status = 429, description = "Too many failed client authentications", body = crate::oauth_wire::OAuthErrorBody),
+        (status = 400, description = "OAuth error", body = crate::api::oauth_wire::OAuthErrorBody),
+        (status = 401, description = "Client authentication failed", body = crate::api::oauth_wire::OAuthErrorBody),
+        (status = 429, description = "Too many failed client authentications", body = crate::api::oauth_wire::OAuthErrorBody),
     ),
 )]
 pub(crate) async fn revoke(

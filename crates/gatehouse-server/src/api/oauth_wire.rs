@@ -1,22 +1,26 @@
 //! What the OAuth endpoints read and write on the wire: the token response
 //! (interface.md §2.4), the token and revocation forms, the authorization
-//! request's parameters. The auth service deals in plain values
+//! request's parameters, and the error answers (RFC 6749 §5.2, and the 429
+//! of D28). The auth service deals in plain values
 //! ([`IssuedTokens`], [`AuthorizeParams`]); the names and shapes here are
 //! the protocol's.
 
-use gatehouse_auth::IssuedTokens;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
 use gatehouse_auth::flows::AuthorizeParams;
+use gatehouse_auth::{IssuedTokens, OAuthError, OAuthErrorKind};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use crate::form::Form;
+use crate::http::form::Form;
+use crate::http::respond::no_store;
 
 // interface.md §2.4.
 /// Issued tokens (RFC 6749 §5.1).
 #[derive(Clone, Debug, Serialize, ToSchema)]
 pub struct TokenResponse {
     pub access_token: String,
-    #[schema(schema_with = crate::openapi::schemas::bearer)]
+    #[schema(schema_with = crate::http::schemas::bearer)]
     pub token_type: &'static str,
     pub expires_in: i64,
     /// Absent for client credentials; never `null`.
@@ -59,7 +63,7 @@ pub struct OAuthErrorBody {
 #[schema(as = TokenRequest)]
 pub struct TokenForm {
     #[serde(default)]
-    #[schema(schema_with = crate::openapi::schemas::grant_type, required = true)]
+    #[schema(schema_with = crate::http::schemas::grant_type, required = true)]
     pub grant_type: Option<String>,
     #[serde(default)]
     #[schema(value_type = String)]
@@ -133,7 +137,7 @@ pub struct RevokeForm {
     #[schema(value_type = String, required = true)]
     pub token: Option<String>,
     #[serde(default)]
-    #[schema(schema_with = crate::openapi::schemas::token_type_hint)]
+    #[schema(schema_with = crate::http::schemas::token_type_hint)]
     pub token_type_hint: Option<String>,
     #[serde(default)]
     #[schema(value_type = String)]
@@ -247,4 +251,63 @@ impl AuthorizeParameters {
             repeated: self.repeated.clone(),
         }
     }
+}
+
+/// An RFC 6749 §5.2 error answer.
+pub struct OAuthFailure(pub OAuthError);
+
+impl IntoResponse for OAuthFailure {
+    fn into_response(self) -> Response {
+        let e = self.0;
+        let status = match e.kind {
+            OAuthErrorKind::InvalidClient => StatusCode::UNAUTHORIZED,
+            OAuthErrorKind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+            OAuthErrorKind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+            _ => StatusCode::BAD_REQUEST,
+        };
+        let description = match e.kind {
+            OAuthErrorKind::Unavailable | OAuthErrorKind::Internal => {
+                tracing::error!(cause = %e.description, "token endpoint failure");
+                "the server could not complete the request; retry later".to_owned()
+            }
+            _ => e.description,
+        };
+        let body = OAuthErrorBody {
+            error: e.kind.as_str(),
+            error_description: description,
+        };
+        let mut res = (status, axum::Json(body)).into_response();
+        let h = res.headers_mut();
+        no_store(h);
+        match e.kind {
+            OAuthErrorKind::InvalidClient => {
+                h.insert(
+                    header::WWW_AUTHENTICATE,
+                    HeaderValue::from_static("Basic realm=\"gatehouse\""),
+                );
+            }
+            OAuthErrorKind::Unavailable => {
+                h.insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+            }
+            _ => {}
+        }
+        res
+    }
+}
+
+/// D28 (revised): 429 `temporarily_unavailable` after too many failed
+/// client authentications (`slow_down` belongs to the device flow).
+pub(crate) fn too_many_failures(retry_after: u64) -> Response {
+    let body = OAuthErrorBody {
+        error: OAuthErrorKind::Unavailable.as_str(),
+        error_description: format!(
+            "too many failed client authentications; retry after {retry_after} s"
+        ),
+    };
+    let mut res = (StatusCode::TOO_MANY_REQUESTS, axum::Json(body)).into_response();
+    no_store(res.headers_mut());
+    if let Ok(v) = HeaderValue::from_str(&retry_after.to_string()) {
+        res.headers_mut().insert(header::RETRY_AFTER, v);
+    }
+    res
 }

@@ -6,217 +6,79 @@
 //! before it is routed (D45), the 401/403/429/500/503 of every scoped
 //! operation, the links to `public_url` — is added here, once.
 
-use std::borrow::Cow;
-
+use axum::Router;
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
 use gatehouse_domain::{API_VERSION, Scope};
 use serde_json::{Map, Value, json};
-use utoipa::openapi::RefOr;
-use utoipa::openapi::schema::Schema;
-use utoipa::{OpenApi, PartialSchema, ToSchema};
+use utoipa::{OpenApi, ToSchema};
 
-use crate::error::ErrorEnvelope;
-use crate::oauth_wire::{OAuthErrorBody, RevokeForm, TokenForm, TokenResponse};
-use crate::requests::{
+use super::oauth_wire::{OAuthErrorBody, RevokeForm, TokenForm, TokenResponse};
+use super::requests::{
     CreateProductRequest, CreateUserRequest, UpdateProductRequest, UpdateProfileRequest,
     UpdateUserRequest,
 };
-use crate::respond::{List, ListMeta, Meta, Single};
-use crate::responses::{ProductResponse, UserResponse};
-
-/// Schemas of fields whose Rust type says less than the wire does.
-pub mod schemas {
-    use utoipa::openapi::schema::{
-        Array, ArrayBuilder, KnownFormat, Object, ObjectBuilder, SchemaFormat, Type,
-    };
-
-    fn one_of(values: &[&str]) -> Object {
-        ObjectBuilder::new()
-            .schema_type(Type::String)
-            .enum_values(Some(values.iter().copied()))
-            .build()
-    }
-
-    /// D10.
-    pub fn role() -> Object {
-        one_of(&["admin", "editor", "viewer"])
-    }
-    pub fn user_status() -> Object {
-        one_of(&["active", "inactive", "pending_invite"])
-    }
-    /// D11: a PATCH may only activate or deactivate.
-    pub fn patch_user_status() -> Object {
-        one_of(&["active", "inactive"])
-    }
-    pub fn product_status() -> Object {
-        one_of(&["available", "out_of_stock", "discontinued"])
-    }
-    /// D16: otherwise the stock decides.
-    pub fn creation_status() -> Object {
-        one_of(&["discontinued"])
-    }
-    /// interface.md §7.3.
-    pub fn error_code() -> Object {
-        let codes: Vec<&str> = crate::error::ErrorCode::ALL
-            .iter()
-            .map(|c| c.as_str())
-            .collect();
-        one_of(&codes)
-    }
-    /// D6: every problem of the request, `{field, issue}`.
-    pub fn details() -> Array {
-        let issue = ObjectBuilder::new()
-            .property("field", ObjectBuilder::new().schema_type(Type::String))
-            .required("field")
-            .property("issue", ObjectBuilder::new().schema_type(Type::String))
-            .required("issue");
-        ArrayBuilder::new().items(issue).build()
-    }
-    /// D20–D24.
-    pub fn grant_type() -> Object {
-        one_of(&["client_credentials", "authorization_code", "refresh_token"])
-    }
-    /// RFC 7009 §2.1.
-    pub fn token_type_hint() -> Object {
-        one_of(&["access_token", "refresh_token"])
-    }
-    pub fn api_version() -> Object {
-        one_of(&[gatehouse_domain::API_VERSION])
-    }
-    pub fn bearer() -> Object {
-        one_of(&["Bearer"])
-    }
-    /// D28.
-    pub fn plan() -> Object {
-        one_of(&["free", "pro", "enterprise"])
-    }
-    /// D46: confidential (with a secret) or public (PKCE only, D20).
-    pub fn application_type() -> Object {
-        one_of(&["confidential", "public"])
-    }
-    fn scope_array(keep: impl Fn(gatehouse_domain::Scope) -> bool) -> Array {
-        let names: Vec<&str> = gatehouse_domain::Scope::ALL
-            .into_iter()
-            .filter(|s| keep(*s))
-            .map(gatehouse_domain::Scope::as_str)
-            .collect();
-        ArrayBuilder::new()
-            .items(one_of(&names))
-            .min_items(Some(1))
-            .build()
-    }
-    /// D46: the scopes of an application.
-    pub fn scope_list() -> Array {
-        scope_array(|_| true)
-    }
-    /// D46: the scopes of an API key (no sign-in scope, D49).
-    pub fn key_scope_list() -> Array {
-        scope_array(|s| !s.is_identity())
-    }
-    /// D4.
-    pub fn timestamp() -> Object {
-        ObjectBuilder::new()
-            .schema_type(Type::String)
-            .format(Some(SchemaFormat::KnownFormat(KnownFormat::DateTime)))
-            .description(Some("RFC 3339 UTC with milliseconds (D4)."))
-            .build()
-    }
-}
-
-/// Schemas of answers no type of ours writes field by field — the v2
-/// cursor pages (written through `serde_json::Value`, keys sorted), the JWK
-/// set, the health status, HTML pages — and of the enumerated query
-/// parameters, written out.
-macro_rules! written_schema {
-    ($($(#[$doc:meta])* $name:ident as $shown:literal => $schema:expr;)+) => {$(
-        $(#[$doc])*
-        pub struct $name;
-        impl PartialSchema for $name {
-            fn schema() -> RefOr<Schema> {
-                serde_json::from_value($schema).expect("a written-out schema is valid")
-            }
-        }
-        impl ToSchema for $name {
-            fn name() -> Cow<'static, str> {
-                Cow::Borrowed($shown)
-            }
-        }
-    )+};
-}
-
-fn cursor_list(item: &str) -> Value {
-    let cursor_meta = json!({"type": "object", "required": ["limit", "next_cursor", "request_id", "version"], "properties": {
-        "limit": {"type": "integer", "minimum": 1, "maximum": 100}, "next_cursor": {"type": ["string", "null"]},
-        "request_id": {"type": "string"}, "version": {"type": "string"}}});
-    json!({"type": "object", "required": ["data", "meta"], "properties": {
-        "data": {"type": "array", "items": {"$ref": format!("#/components/schemas/{item}")}},
-        "meta": cursor_meta}})
-}
-
-written_schema! {
-    /// `role` of a user list.
-    RoleName as "Role" => json!(schemas::role());
-    /// `status` of a user list.
-    UserStatusName as "UserStatus" => json!(schemas::user_status());
-    /// `type` of an application list (D46).
-    ApplicationTypeName as "ApplicationType" => json!(schemas::application_type());
-    /// `status` of a product list.
-    ProductStatusName as "ProductStatus" => json!(schemas::product_status());
-    UserCursorList as "UserCursorList" => cursor_list("User");
-    ProductCursorList as "ProductCursorList" => cursor_list("Product");
-    Jwks as "Jwks" => json!({"type": "object", "required": ["keys"], "properties": {"keys": {"type": "array", "items": {"type": "object"}}}});
-    Status as "Status" => json!({"type": "object", "required": ["status"], "properties": {"status": {"type": "string"}}});
-    /// Any JSON object (`Object` itself means that to utoipa).
-    AnyObject as "Object" => json!({"type": "object"});
-    Html as "Html" => json!({"type": "string"});
-}
+use super::responses::{ProductResponse, UserResponse};
+use crate::http::error::ErrorEnvelope;
+use crate::http::respond::{List, ListMeta, Meta, Single};
+use crate::http::schemas::{
+    AnyObject, ApplicationTypeName, ProductStatusName, RoleName, UserStatusName,
+};
+use crate::state::AppState;
 
 #[derive(OpenApi)]
 #[openapi(paths(
-    crate::users::list,
-    crate::users::create,
-    crate::users::show,
-    crate::users::update,
-    crate::users::remove,
-    crate::users::reinvite,
-    crate::profile::show,
-    crate::profile::update,
-    crate::profile::list_applications,
-    crate::profile::forget_application,
-    crate::products::list,
-    crate::products::create,
-    crate::products::show,
-    crate::products::update,
-    crate::products::remove,
-    crate::applications::list,
-    crate::applications::create,
-    crate::applications::show,
-    crate::applications::update,
-    crate::applications::remove,
-    crate::applications::rotate_secret,
-    crate::applications::usage,
-    crate::api_keys::list,
-    crate::api_keys::create,
-    crate::api_keys::show,
-    crate::api_keys::revoke,
-    crate::api_keys::usage,
-    crate::organization::show,
-    crate::v2::users,
-    crate::v2::products,
-    crate::versions::sunset,
-    crate::oauth::token,
-    crate::oauth::revoke,
-    crate::introspect::introspect,
-    crate::authorize::start,
-    crate::oidc::userinfo,
-    crate::oidc::logout,
-    crate::wellknown::jwks,
-    crate::wellknown::metadata,
-    crate::wellknown::openid_configuration,
-    crate::docs::openapi,
-    crate::health::healthz,
-    crate::health::readyz
+    super::users::list,
+    super::users::create,
+    super::users::show,
+    super::users::update,
+    super::users::remove,
+    super::users::reinvite,
+    super::profile::show,
+    super::profile::update,
+    super::profile::list_applications,
+    super::profile::forget_application,
+    super::products::list,
+    super::products::create,
+    super::products::show,
+    super::products::update,
+    super::products::remove,
+    super::applications::list,
+    super::applications::create,
+    super::applications::show,
+    super::applications::update,
+    super::applications::remove,
+    super::applications::rotate_secret,
+    super::applications::usage,
+    super::api_keys::list,
+    super::api_keys::create,
+    super::api_keys::show,
+    super::api_keys::revoke,
+    super::api_keys::usage,
+    super::organization::show,
+    super::v2::users,
+    super::v2::products,
+    super::versions::sunset,
+    super::oauth::token,
+    super::oauth::revoke,
+    super::introspect::introspect,
+    crate::web::authorize::start,
+    super::oidc::userinfo,
+    crate::web::logout::logout,
+    super::wellknown::jwks,
+    super::wellknown::metadata,
+    super::wellknown::openid_configuration,
+    openapi,
+    super::health::healthz,
+    super::health::readyz
 ))]
 struct Api;
+
+/// `/v1/openapi.json`.
+pub fn router() -> Router<AppState> {
+    Router::new().route("/v1/openapi.json", get(openapi))
+}
 
 /// A schema generated from a type, under `name` (see [`RENAMED`]); the
 /// path macro's copy has the resource inline, this one refers to it.
@@ -245,8 +107,8 @@ fn components() -> Vec<(String, Value)> {
         generated::<OAuthErrorBody>(),
         generated::<TokenForm>(),
         generated::<RevokeForm>(),
-        generated::<crate::introspect::IntrospectForm>(),
-        generated::<crate::introspect::IntrospectionResponse>(),
+        generated::<super::introspect::IntrospectForm>(),
+        generated::<super::introspect::IntrospectionResponse>(),
         generated::<Meta<'static>>(),
         generated::<ListMeta<'static>>(),
         generated::<RoleName>(),
@@ -559,4 +421,19 @@ pub fn document(public_url: &str) -> Value {
             },
         },
     })
+}
+
+/// D35: the OpenAPI document, no token needed.
+#[utoipa::path(
+    get,
+    path = "/v1/openapi.json",
+    operation_id = "openapi",
+    tag = "Discovery",
+    summary = "This document",
+    responses(
+        (status = 200, description = "OpenAPI 3.1", body = AnyObject),
+    ),
+)]
+pub(crate) async fn openapi(State(st): State<AppState>) -> Response {
+    axum::Json(document(&st.config.public_url)).into_response()
 }

@@ -6,12 +6,12 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use axum::routing::get;
 
-use crate::AppState;
-use crate::error::ApiError;
-use crate::extract::{AnyScope, Authorized};
-use crate::middleware::RequestCtx;
-use crate::respond;
-use crate::responses::OrganizationResponse;
+use crate::api::extract::{AnyScope, Authorized};
+use crate::api::responses::OrganizationResponse;
+use crate::http::error::ApiError;
+use crate::http::middleware::RequestCtx;
+use crate::http::respond;
+use crate::state::AppState;
 
 pub fn router() -> Router<AppState> {
     Router::new().route("/organization", get(show))
@@ -24,7 +24,7 @@ pub fn router() -> Router<AppState> {
     tag = "Organization",
     summary = "Your organization: its plan and rate limits (any valid token of it)",
     responses(
-        (status = 200, description = "The organization", body = crate::respond::Single<'static, crate::responses::OrganizationResponse<'static>>),
+        (status = 200, description = "The organization", body = crate::http::respond::Single<'static, crate::api::responses::OrganizationResponse<'static>>),
     ),
     security(("bearer" = []), ("oauth2" = [])),
 )]

@@ -8,13 +8,13 @@ use axum::routing::get;
 use gatehouse_app::ProductFilter;
 use gatehouse_domain::{ProductId, ProductStatus, SearchText};
 
-use crate::AppState;
-use crate::error::ApiError;
-use crate::extract::{Authorized, Body, Id, IdBody, ProductsRead, ProductsWrite, Query};
-use crate::middleware::RequestCtx;
-use crate::requests::{CreateProductRequest, UpdateProductRequest};
-use crate::respond;
-use crate::responses::ProductResponse;
+use crate::api::extract::{Authorized, Body, Id, IdBody, ProductsRead, ProductsWrite, Query};
+use crate::api::requests::{CreateProductRequest, UpdateProductRequest};
+use crate::api::responses::ProductResponse;
+use crate::http::error::ApiError;
+use crate::http::middleware::RequestCtx;
+use crate::http::respond;
+use crate::state::AppState;
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -42,12 +42,12 @@ pub(crate) fn product_filter(query: &mut Query) -> ProductFilter {
     params(
         ("limit" = Option<u32>, Query, minimum = 1, description = "Page size (default 20, at most 100); values above 100 are clamped to 100."),
         ("offset" = Option<u64>, Query, description = "Items to skip."),
-        ("status" = Option<crate::openapi::ProductStatusName>, Query, description = "Only products with this status."),
+        ("status" = Option<crate::http::schemas::ProductStatusName>, Query, description = "Only products with this status."),
         ("q" = Option<String>, Query, max_length = 200, description = "Search text."),
     ),
     responses(
-        (status = 200, description = "A page of products", body = crate::respond::List<'static, crate::responses::ProductResponse<'static>>),
-        (status = 400, description = "Invalid query parameter", body = crate::error::ErrorEnvelope<'static>),
+        (status = 200, description = "A page of products", body = crate::http::respond::List<'static, crate::api::responses::ProductResponse<'static>>),
+        (status = 400, description = "Invalid query parameter", body = crate::http::error::ErrorEnvelope<'static>),
     ),
     security(("bearer" = ["products:read"]), ("oauth2" = ["products:read"])),
 )]
@@ -76,8 +76,8 @@ pub(crate) async fn list(
         ("product_id" = String, Path, pattern = "^prod_[A-Za-z0-9]+$", description = "A product id (`prod_…`)."),
     ),
     responses(
-        (status = 200, description = "The product", body = crate::respond::Single<'static, crate::responses::ProductResponse<'static>>),
-        (status = 404, description = "No such product", body = crate::error::ErrorEnvelope<'static>),
+        (status = 200, description = "The product", body = crate::http::respond::Single<'static, crate::api::responses::ProductResponse<'static>>),
+        (status = 404, description = "No such product", body = crate::http::error::ErrorEnvelope<'static>),
     ),
     security(("bearer" = ["products:read"]), ("oauth2" = ["products:read"])),
 )]
@@ -101,13 +101,13 @@ pub(crate) async fn show(
     operation_id = "createProduct",
     tag = "Products",
     summary = "Add a product",
-    request_body(content = crate::requests::CreateProductRequest, content_type = "application/json"),
+    request_body(content = crate::api::requests::CreateProductRequest, content_type = "application/json"),
     responses(
-        (status = 201, description = "The new product; Location names it", body = crate::respond::Single<'static, crate::responses::ProductResponse<'static>>),
-        (status = 400, description = "Invalid fields", body = crate::error::ErrorEnvelope<'static>),
-        (status = 409, description = "The sku exists in the catalog", body = crate::error::ErrorEnvelope<'static>),
-        (status = 413, description = "Body over 64 KiB", body = crate::error::ErrorEnvelope<'static>),
-        (status = 415, description = "Not JSON", body = crate::error::ErrorEnvelope<'static>),
+        (status = 201, description = "The new product; Location names it", body = crate::http::respond::Single<'static, crate::api::responses::ProductResponse<'static>>),
+        (status = 400, description = "Invalid fields", body = crate::http::error::ErrorEnvelope<'static>),
+        (status = 409, description = "The sku exists in the catalog", body = crate::http::error::ErrorEnvelope<'static>),
+        (status = 413, description = "Body over 64 KiB", body = crate::http::error::ErrorEnvelope<'static>),
+        (status = 415, description = "Not JSON", body = crate::http::error::ErrorEnvelope<'static>),
     ),
     security(("bearer" = ["products:write"]), ("oauth2" = ["products:write"])),
 )]
@@ -135,15 +135,15 @@ pub(crate) async fn create(
     params(
         ("product_id" = String, Path, pattern = "^prod_[A-Za-z0-9]+$", description = "A product id (`prod_…`)."),
     ),
-    request_body(content = crate::requests::UpdateProductRequest, content_type = "application/json"),
+    request_body(content = crate::api::requests::UpdateProductRequest, content_type = "application/json"),
     responses(
-        (status = 200, description = "The updated product", body = crate::respond::Single<'static, crate::responses::ProductResponse<'static>>),
-        (status = 400, description = "Invalid fields", body = crate::error::ErrorEnvelope<'static>),
-        (status = 404, description = "No such product", body = crate::error::ErrorEnvelope<'static>),
-        (status = 409, description = "The sku exists in the catalog", body = crate::error::ErrorEnvelope<'static>),
-        (status = 413, description = "Body over 64 KiB", body = crate::error::ErrorEnvelope<'static>),
-        (status = 415, description = "Not JSON", body = crate::error::ErrorEnvelope<'static>),
-        (status = 422, description = "Status disagrees with stock", body = crate::error::ErrorEnvelope<'static>),
+        (status = 200, description = "The updated product", body = crate::http::respond::Single<'static, crate::api::responses::ProductResponse<'static>>),
+        (status = 400, description = "Invalid fields", body = crate::http::error::ErrorEnvelope<'static>),
+        (status = 404, description = "No such product", body = crate::http::error::ErrorEnvelope<'static>),
+        (status = 409, description = "The sku exists in the catalog", body = crate::http::error::ErrorEnvelope<'static>),
+        (status = 413, description = "Body over 64 KiB", body = crate::http::error::ErrorEnvelope<'static>),
+        (status = 415, description = "Not JSON", body = crate::http::error::ErrorEnvelope<'static>),
+        (status = 422, description = "Status disagrees with stock", body = crate::http::error::ErrorEnvelope<'static>),
     ),
     security(("bearer" = ["products:write"]), ("oauth2" = ["products:write"])),
 )]
@@ -175,7 +175,7 @@ pub(crate) async fn update(
     ),
     responses(
         (status = 204, description = "Deleted"),
-        (status = 404, description = "No such product", body = crate::error::ErrorEnvelope<'static>),
+        (status = 404, description = "No such product", body = crate::http::error::ErrorEnvelope<'static>),
     ),
     security(("bearer" = ["products:write"]), ("oauth2" = ["products:write"])),
 )]

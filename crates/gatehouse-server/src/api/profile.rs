@@ -7,13 +7,13 @@ use axum::response::Response;
 use axum::routing::get;
 use gatehouse_domain::UserId;
 
-use crate::AppState;
-use crate::error::{ApiError, ErrorCode};
-use crate::extract::{Authorized, Body, ProfileRead, ProfileWrite};
-use crate::middleware::RequestCtx;
-use crate::requests::UpdateProfileRequest;
-use crate::respond;
-use crate::responses::UserResponse;
+use crate::api::extract::{Authorized, Body, ProfileRead, ProfileWrite};
+use crate::api::requests::UpdateProfileRequest;
+use crate::api::responses::UserResponse;
+use crate::http::error::{ApiError, ErrorCode};
+use crate::http::middleware::RequestCtx;
+use crate::http::respond;
+use crate::state::AppState;
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -42,8 +42,8 @@ fn me<S>(auth: &Authorized<S>) -> Result<UserId, ApiError> {
     tag = "Profile",
     summary = "The profile of the user the token acts for",
     responses(
-        (status = 200, description = "The user", body = crate::respond::Single<'static, crate::responses::UserResponse<'static>>),
-        (status = 404, description = "The token acts for no user", body = crate::error::ErrorEnvelope<'static>),
+        (status = 200, description = "The user", body = crate::http::respond::Single<'static, crate::api::responses::UserResponse<'static>>),
+        (status = 404, description = "The token acts for no user", body = crate::http::error::ErrorEnvelope<'static>),
     ),
     security(("bearer" = ["profile:read"]), ("oauth2" = ["profile:read"])),
 )]
@@ -67,13 +67,13 @@ pub(crate) async fn show(
     operation_id = "updateProfile",
     tag = "Profile",
     summary = "Change your own name",
-    request_body(content = crate::requests::UpdateProfileRequest, content_type = "application/json"),
+    request_body(content = crate::api::requests::UpdateProfileRequest, content_type = "application/json"),
     responses(
-        (status = 200, description = "The user", body = crate::respond::Single<'static, crate::responses::UserResponse<'static>>),
-        (status = 400, description = "Invalid fields", body = crate::error::ErrorEnvelope<'static>),
-        (status = 404, description = "The token acts for no user", body = crate::error::ErrorEnvelope<'static>),
-        (status = 413, description = "Body over 64 KiB", body = crate::error::ErrorEnvelope<'static>),
-        (status = 415, description = "Not JSON", body = crate::error::ErrorEnvelope<'static>),
+        (status = 200, description = "The user", body = crate::http::respond::Single<'static, crate::api::responses::UserResponse<'static>>),
+        (status = 400, description = "Invalid fields", body = crate::http::error::ErrorEnvelope<'static>),
+        (status = 404, description = "The token acts for no user", body = crate::http::error::ErrorEnvelope<'static>),
+        (status = 413, description = "Body over 64 KiB", body = crate::http::error::ErrorEnvelope<'static>),
+        (status = 415, description = "Not JSON", body = crate::http::error::ErrorEnvelope<'static>),
     ),
     security(("bearer" = ["profile:write"]), ("oauth2" = ["profile:write"])),
 )]
@@ -132,9 +132,9 @@ impl From<&(gatehouse_app::Consent, gatehouse_domain::Client)> for ConsentedAppl
         ("offset" = Option<u64>, Query, description = "Items to skip."),
     ),
     responses(
-        (status = 200, description = "Most recently used first", body = crate::respond::List<'static, ConsentedApplication>),
-        (status = 400, description = "Invalid query parameter", body = crate::error::ErrorEnvelope<'static>),
-        (status = 404, description = "The token acts for no user", body = crate::error::ErrorEnvelope<'static>),
+        (status = 200, description = "Most recently used first", body = crate::http::respond::List<'static, ConsentedApplication>),
+        (status = 400, description = "Invalid query parameter", body = crate::http::error::ErrorEnvelope<'static>),
+        (status = 404, description = "The token acts for no user", body = crate::http::error::ErrorEnvelope<'static>),
     ),
     security(("bearer" = ["profile:read"]), ("oauth2" = ["profile:read"])),
 )]
@@ -142,7 +142,7 @@ pub(crate) async fn list_applications(
     auth: Authorized<ProfileRead>,
     ctx: RequestCtx,
     State(st): State<AppState>,
-    mut query: crate::extract::Query,
+    mut query: crate::api::extract::Query,
 ) -> Result<Response, ApiError> {
     let page = query.page();
     query.finish()?;
@@ -171,20 +171,20 @@ pub(crate) async fn list_applications(
     ),
     responses(
         (status = 204, description = "Forgotten and revoked"),
-        (status = 404, description = "No consent or session of yours with this application", body = crate::error::ErrorEnvelope<'static>),
+        (status = 404, description = "No consent or session of yours with this application", body = crate::http::error::ErrorEnvelope<'static>),
     ),
     security(("bearer" = ["profile:write"]), ("oauth2" = ["profile:write"])),
 )]
 pub(crate) async fn forget_application(
     auth: Authorized<ProfileWrite>,
     State(st): State<AppState>,
-    crate::extract::Id(app): crate::extract::Id<gatehouse_domain::ClientId>,
+    crate::api::extract::Id(app): crate::api::extract::Id<gatehouse_domain::ClientId>,
 ) -> Result<Response, ApiError> {
     use axum::response::IntoResponse;
     let id = me(&auth)?;
     match st.app.forget_my_application(auth.org(), &id, &app).await {
         Ok(true) => Ok(StatusCode::NO_CONTENT.into_response()),
-        Ok(false) => Err(ApiError::not_found(crate::error::Resource::Client)),
+        Ok(false) => Err(ApiError::not_found(crate::http::error::Resource::Client)),
         Err(e) => {
             tracing::error!(cause = %e, "forgetting a consent failed");
             Err(ApiError::unavailable(1))

@@ -19,7 +19,7 @@ use serde::{Deserialize, Deserializer};
 use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
-use crate::openapi::schemas;
+use crate::http::schemas;
 
 /// A JSON body type and the domain value it converts into.
 pub trait RequestBody: DeserializeOwned + Send {

@@ -6,7 +6,7 @@ use gatehouse_domain::{Product, ProductStatus, Role, Timestamp, User, UserStatus
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use crate::openapi::schemas;
+use crate::http::schemas;
 
 // interface.md §2.1.
 /// A user of the organization.

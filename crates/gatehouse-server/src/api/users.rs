@@ -10,13 +10,13 @@ use axum::routing::{get, post};
 use gatehouse_app::UserFilter;
 use gatehouse_domain::{Role, SearchText, UserId, UserStatus};
 
-use crate::AppState;
-use crate::error::ApiError;
-use crate::extract::{Authorized, Body, Id, IdBody, Query, UsersRead, UsersWrite};
-use crate::middleware::RequestCtx;
-use crate::requests::{CreateUserRequest, Invitation, UpdateUserRequest};
-use crate::respond;
-use crate::responses::UserResponse;
+use crate::api::extract::{Authorized, Body, Id, IdBody, Query, UsersRead, UsersWrite};
+use crate::api::requests::{CreateUserRequest, Invitation, UpdateUserRequest};
+use crate::api::responses::UserResponse;
+use crate::http::error::ApiError;
+use crate::http::middleware::RequestCtx;
+use crate::http::respond;
+use crate::state::AppState;
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -43,13 +43,13 @@ pub(crate) fn user_filter(query: &mut Query) -> UserFilter {
     params(
         ("limit" = Option<u32>, Query, minimum = 1, description = "Page size (default 20, at most 100); values above 100 are clamped to 100."),
         ("offset" = Option<u64>, Query, description = "Items to skip."),
-        ("role" = Option<crate::openapi::RoleName>, Query, description = "Only users with this role."),
-        ("status" = Option<crate::openapi::UserStatusName>, Query, description = "Only users with this status."),
+        ("role" = Option<crate::http::schemas::RoleName>, Query, description = "Only users with this role."),
+        ("status" = Option<crate::http::schemas::UserStatusName>, Query, description = "Only users with this status."),
         ("q" = Option<String>, Query, max_length = 200, description = "Search text."),
     ),
     responses(
-        (status = 200, description = "A page of users", body = crate::respond::List<'static, crate::responses::UserResponse<'static>>),
-        (status = 400, description = "Invalid query parameter", body = crate::error::ErrorEnvelope<'static>),
+        (status = 200, description = "A page of users", body = crate::http::respond::List<'static, crate::api::responses::UserResponse<'static>>),
+        (status = 400, description = "Invalid query parameter", body = crate::http::error::ErrorEnvelope<'static>),
     ),
     security(("bearer" = ["users:read"]), ("oauth2" = ["users:read"])),
 )]
@@ -76,8 +76,8 @@ pub(crate) async fn list(
         ("user_id" = String, Path, pattern = "^usr_[A-Za-z0-9]+$", description = "A user id (`usr_…`)."),
     ),
     responses(
-        (status = 200, description = "The user", body = crate::respond::Single<'static, crate::responses::UserResponse<'static>>),
-        (status = 404, description = "No such user in the organization", body = crate::error::ErrorEnvelope<'static>),
+        (status = 200, description = "The user", body = crate::http::respond::Single<'static, crate::api::responses::UserResponse<'static>>),
+        (status = 404, description = "No such user in the organization", body = crate::http::error::ErrorEnvelope<'static>),
     ),
     security(("bearer" = ["users:read"]), ("oauth2" = ["users:read"])),
 )]
@@ -101,13 +101,13 @@ pub(crate) async fn show(
     operation_id = "createUser",
     tag = "Users",
     summary = "Invite a user (created as pending_invite; an invitation e-mail is sent)",
-    request_body(content = crate::requests::CreateUserRequest, content_type = "application/json"),
+    request_body(content = crate::api::requests::CreateUserRequest, content_type = "application/json"),
     responses(
-        (status = 201, description = "The new user; Location names it", body = crate::respond::Single<'static, crate::responses::UserResponse<'static>>),
-        (status = 400, description = "Invalid fields", body = crate::error::ErrorEnvelope<'static>),
-        (status = 409, description = "The e-mail exists in the organization", body = crate::error::ErrorEnvelope<'static>),
-        (status = 413, description = "Body over 64 KiB", body = crate::error::ErrorEnvelope<'static>),
-        (status = 415, description = "Not JSON", body = crate::error::ErrorEnvelope<'static>),
+        (status = 201, description = "The new user; Location names it", body = crate::http::respond::Single<'static, crate::api::responses::UserResponse<'static>>),
+        (status = 400, description = "Invalid fields", body = crate::http::error::ErrorEnvelope<'static>),
+        (status = 409, description = "The e-mail exists in the organization", body = crate::http::error::ErrorEnvelope<'static>),
+        (status = 413, description = "Body over 64 KiB", body = crate::http::error::ErrorEnvelope<'static>),
+        (status = 415, description = "Not JSON", body = crate::http::error::ErrorEnvelope<'static>),
     ),
     security(("bearer" = ["users:write"]), ("oauth2" = ["users:write"])),
 )]
@@ -136,14 +136,14 @@ pub(crate) async fn create(
     params(
         ("user_id" = String, Path, pattern = "^usr_[A-Za-z0-9]+$", description = "A user id (`usr_…`)."),
     ),
-    request_body(content = crate::requests::UpdateUserRequest, content_type = "application/json"),
+    request_body(content = crate::api::requests::UpdateUserRequest, content_type = "application/json"),
     responses(
-        (status = 200, description = "The updated user", body = crate::respond::Single<'static, crate::responses::UserResponse<'static>>),
-        (status = 400, description = "Invalid fields", body = crate::error::ErrorEnvelope<'static>),
-        (status = 404, description = "No such user", body = crate::error::ErrorEnvelope<'static>),
-        (status = 413, description = "Body over 64 KiB", body = crate::error::ErrorEnvelope<'static>),
-        (status = 415, description = "Not JSON", body = crate::error::ErrorEnvelope<'static>),
-        (status = 422, description = "Forbidden state change or last admin", body = crate::error::ErrorEnvelope<'static>),
+        (status = 200, description = "The updated user", body = crate::http::respond::Single<'static, crate::api::responses::UserResponse<'static>>),
+        (status = 400, description = "Invalid fields", body = crate::http::error::ErrorEnvelope<'static>),
+        (status = 404, description = "No such user", body = crate::http::error::ErrorEnvelope<'static>),
+        (status = 413, description = "Body over 64 KiB", body = crate::http::error::ErrorEnvelope<'static>),
+        (status = 415, description = "Not JSON", body = crate::http::error::ErrorEnvelope<'static>),
+        (status = 422, description = "Forbidden state change or last admin", body = crate::http::error::ErrorEnvelope<'static>),
     ),
     security(("bearer" = ["users:write"]), ("oauth2" = ["users:write"])),
 )]
@@ -196,9 +196,9 @@ impl FromRequestParts<AppState> for Deletion {
     ),
     responses(
         (status = 204, description = "Deleted"),
-        (status = 400, description = "Invalid transfer_to", body = crate::error::ErrorEnvelope<'static>),
-        (status = 404, description = "No such user", body = crate::error::ErrorEnvelope<'static>),
-        (status = 422, description = "Owned client applications or last admin", body = crate::error::ErrorEnvelope<'static>),
+        (status = 400, description = "Invalid transfer_to", body = crate::http::error::ErrorEnvelope<'static>),
+        (status = 404, description = "No such user", body = crate::http::error::ErrorEnvelope<'static>),
+        (status = 422, description = "Owned client applications or last admin", body = crate::http::error::ErrorEnvelope<'static>),
     ),
     security(("bearer" = ["users:write"]), ("oauth2" = ["users:write"])),
 )]
@@ -224,9 +224,9 @@ pub(crate) async fn remove(
         ("user_id" = String, Path, pattern = "^usr_[A-Za-z0-9]+$", description = "A user id (`usr_…`)."),
     ),
     responses(
-        (status = 202, description = "A new invitation is queued", body = crate::respond::Single<'static, crate::responses::UserResponse<'static>>),
-        (status = 404, description = "No such user", body = crate::error::ErrorEnvelope<'static>),
-        (status = 422, description = "The user is not pending_invite", body = crate::error::ErrorEnvelope<'static>),
+        (status = 202, description = "A new invitation is queued", body = crate::http::respond::Single<'static, crate::api::responses::UserResponse<'static>>),
+        (status = 404, description = "No such user", body = crate::http::error::ErrorEnvelope<'static>),
+        (status = 422, description = "The user is not pending_invite", body = crate::http::error::ErrorEnvelope<'static>),
     ),
     security(("bearer" = ["users:write"]), ("oauth2" = ["users:write"])),
 )]

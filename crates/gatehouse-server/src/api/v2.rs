@@ -10,13 +10,13 @@ use axum::routing::get;
 use gatehouse_domain::{API_VERSION, FieldIssue, OrgId, ProductId, UserId};
 use serde::Serialize;
 
-use crate::AppState;
-use crate::error::{ApiError, ErrorCode};
-use crate::extract::{Authorized, ProductsRead, Query, UsersRead};
-use crate::middleware::RequestCtx;
-use crate::products::product_filter;
-use crate::responses::{ProductResponse, UserResponse};
-use crate::users::user_filter;
+use crate::api::extract::{Authorized, ProductsRead, Query, UsersRead};
+use crate::api::products::product_filter;
+use crate::api::responses::{ProductResponse, UserResponse};
+use crate::api::users::user_filter;
+use crate::http::error::{ApiError, ErrorCode};
+use crate::http::middleware::RequestCtx;
+use crate::state::AppState;
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -72,14 +72,14 @@ fn unknown_cursor() -> ApiError {
     params(
         ("limit" = Option<u32>, Query, minimum = 1, description = "Page size (default 20, at most 100); values above 100 are clamped to 100."),
         ("starting_after" = Option<String>, Query, pattern = "^usr_[A-Za-z0-9]+$", description = "The cursor: the last id of the previous page (`meta.next_cursor`)."),
-        ("role" = Option<crate::openapi::RoleName>, Query, description = "Only users with this role."),
-        ("status" = Option<crate::openapi::UserStatusName>, Query, description = "Only users with this status."),
+        ("role" = Option<crate::http::schemas::RoleName>, Query, description = "Only users with this role."),
+        ("status" = Option<crate::http::schemas::UserStatusName>, Query, description = "Only users with this status."),
         ("q" = Option<String>, Query, max_length = 200, description = "Search text."),
     ),
     responses(
-        (status = 200, description = "A page of users", body = crate::openapi::UserCursorList),
-        (status = 400, description = "Invalid query parameter or cursor", body = crate::error::ErrorEnvelope<'static>),
-        (status = 404, description = "The preview is not enabled for the organization", body = crate::error::ErrorEnvelope<'static>),
+        (status = 200, description = "A page of users", body = crate::http::schemas::UserCursorList),
+        (status = 400, description = "Invalid query parameter or cursor", body = crate::http::error::ErrorEnvelope<'static>),
+        (status = 404, description = "The preview is not enabled for the organization", body = crate::http::error::ErrorEnvelope<'static>),
     ),
     security(("bearer" = ["users:read"]), ("oauth2" = ["users:read"])),
 )]
@@ -114,13 +114,13 @@ pub(crate) async fn users(
     params(
         ("limit" = Option<u32>, Query, minimum = 1, description = "Page size (default 20, at most 100); values above 100 are clamped to 100."),
         ("starting_after" = Option<String>, Query, pattern = "^prod_[A-Za-z0-9]+$", description = "The cursor: the last id of the previous page (`meta.next_cursor`)."),
-        ("status" = Option<crate::openapi::ProductStatusName>, Query, description = "Only products with this status."),
+        ("status" = Option<crate::http::schemas::ProductStatusName>, Query, description = "Only products with this status."),
         ("q" = Option<String>, Query, max_length = 200, description = "Search text."),
     ),
     responses(
-        (status = 200, description = "A page of products", body = crate::openapi::ProductCursorList),
-        (status = 400, description = "Invalid query parameter or cursor", body = crate::error::ErrorEnvelope<'static>),
-        (status = 404, description = "The preview is not enabled for the organization", body = crate::error::ErrorEnvelope<'static>),
+        (status = 200, description = "A page of products", body = crate::http::schemas::ProductCursorList),
+        (status = 400, description = "Invalid query parameter or cursor", body = crate::http::error::ErrorEnvelope<'static>),
+        (status = 404, description = "The preview is not enabled for the organization", body = crate::http::error::ErrorEnvelope<'static>),
     ),
     security(("bearer" = ["products:read"]), ("oauth2" = ["products:read"])),
 )]

@@ -5,8 +5,8 @@ use axum::extract::State;
 use axum::http::{Uri, header};
 use axum::routing::any;
 
-use crate::AppState;
-use crate::error::{ApiError, ErrorCode};
+use crate::http::error::{ApiError, ErrorCode};
+use crate::state::AppState;
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -24,7 +24,7 @@ pub fn router() -> Router<AppState> {
         ("path" = String, Path, description = "Any path under /v0."),
     ),
     responses(
-        (status = 410, description = "Gone; Link names the v1 successor", body = crate::error::ErrorEnvelope<'static>),
+        (status = 410, description = "Gone; Link names the v1 successor", body = crate::http::error::ErrorEnvelope<'static>),
     ),
 )]
 pub(crate) async fn sunset(State(st): State<AppState>, uri: Uri) -> ApiError {

@@ -7,7 +7,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use gatehouse_domain::Scope;
 
-use crate::AppState;
+use crate::state::AppState;
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -26,7 +26,7 @@ pub fn router() -> Router<AppState> {
     tag = "Discovery",
     summary = "Public keys that verify access tokens",
     responses(
-        (status = 200, description = "A JWK set", body = crate::openapi::Jwks),
+        (status = 200, description = "A JWK set", body = crate::http::schemas::Jwks),
     ),
 )]
 pub(crate) async fn jwks(State(st): State<AppState>) -> Response {
@@ -56,7 +56,7 @@ pub(crate) async fn jwks(State(st): State<AppState>) -> Response {
     tag = "Discovery",
     summary = "Authorization server metadata (RFC 8414)",
     responses(
-        (status = 200, description = "Metadata", body = crate::openapi::AnyObject),
+        (status = 200, description = "Metadata", body = crate::http::schemas::AnyObject),
     ),
 )]
 pub(crate) async fn metadata(State(st): State<AppState>) -> Response {
@@ -112,7 +112,7 @@ fn document(st: &AppState) -> serde_json::Value {
     tag = "Discovery",
     summary = "OpenID provider metadata (OpenID Connect Discovery 1.0)",
     responses(
-        (status = 200, description = "Metadata", body = crate::openapi::AnyObject),
+        (status = 200, description = "Metadata", body = crate::http::schemas::AnyObject),
     ),
 )]
 pub(crate) async fn openid_configuration(State(st): State<AppState>) -> Response {

@@ -1,7 +1,7 @@
 //! The API's error type and its one mapping to the envelope of D6.
 //!
 //! Handlers return [`ApiError`]. Its `IntoResponse` leaves the body to the
-//! outer middleware ([`crate::middleware`]), which knows `public_url` and
+//! outer middleware (`layers::outer`, at the top of the crate), which knows `public_url` and
 //! writes `{"error": {code, message, docs, details}}` — so every error of
 //! every route, including axum's own 405s and caught panics, has one shape.
 
@@ -12,6 +12,9 @@ pub use gatehouse_app::Resource;
 use gatehouse_domain::{DomainError, FieldIssue};
 use serde::Serialize;
 use utoipa::ToSchema;
+use utoipa::openapi::schema::{Array, ArrayBuilder, Object, ObjectBuilder, Type};
+
+use super::schemas::one_of;
 
 macro_rules! codes {
     ($($variant:ident => ($text:literal, $status:expr, $summary:literal)),+ $(,)?) => {
@@ -229,14 +232,30 @@ pub struct ErrorEnvelope<'a> {
 // every answer, which clients may have pinned byte for byte.
 #[derive(Serialize, ToSchema)]
 pub struct ErrorBody<'a> {
-    #[schema(schema_with = crate::openapi::schemas::error_code)]
+    #[schema(schema_with = error_code)]
     pub code: &'static str,
-    #[schema(schema_with = crate::openapi::schemas::details)]
+    #[schema(schema_with = details)]
     pub details: &'a [FieldIssue],
     #[schema(value_type = String, format = "uri")]
     pub docs: String,
     #[schema(value_type = String)]
     pub message: &'a str,
+}
+
+/// interface.md §7.3.
+fn error_code() -> Object {
+    let codes: Vec<&str> = ErrorCode::ALL.iter().map(|c| c.as_str()).collect();
+    one_of(&codes)
+}
+
+/// D6: every problem of the request, `{field, issue}`.
+fn details() -> Array {
+    let issue = ObjectBuilder::new()
+        .property("field", ObjectBuilder::new().schema_type(Type::String))
+        .required("field")
+        .property("issue", ObjectBuilder::new().schema_type(Type::String))
+        .required("issue");
+    ArrayBuilder::new().items(issue).build()
 }
 
 /// The envelope body (D6); `docs` points at the error reference page.

@@ -10,12 +10,13 @@
 use std::collections::{HashMap, HashSet};
 
 use axum::body::Body;
-use axum::http::{HeaderMap, header};
+use axum::extract::Request;
+use axum::http::{HeaderMap, Uri, header};
 use serde::de::value::{Error as DeError, MapDeserializer};
 use serde::de::{DeserializeOwned, Deserializer, IntoDeserializer, Visitor};
 
-use crate::extract::MAX_BODY;
-use crate::transport::BodyProblem;
+use super::limits::MAX_BODY;
+use super::transport::BodyProblem;
 
 /// Why a form body was refused.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -185,6 +186,36 @@ impl<'de> Deserializer<'de> for Value<'de> {
         bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
         bytes byte_buf unit unit_struct newtype_struct seq tuple
         tuple_struct map struct enum identifier ignored_any
+    }
+}
+
+/// The form of a page's POST (the one form reader, [`Form`]); `Err` is the
+/// message to show. A field given twice is refused (D45 continued).
+pub async fn read_form(req: Request) -> Result<(HeaderMap, Form), &'static str> {
+    let (parts, body) = req.into_parts();
+    let form = Form::read(&parts.headers, body)
+        .await
+        .map_err(form_problem)?;
+    Ok((parts.headers, form))
+}
+
+/// The query of a page's GET, read like a form: a parameter given twice is
+/// refused (D45 continued); `Err` is the message to show.
+pub fn read_query(uri: &Uri) -> Result<Form, &'static str> {
+    Form::parse(uri.query().unwrap_or("").as_bytes()).map_err(|p| match p {
+        FormProblem::Repeated(_) => "The address has a parameter twice.",
+        _ => "The address cannot be read.",
+    })
+}
+
+/// What a page says about a form it cannot take.
+pub fn form_problem(p: FormProblem) -> &'static str {
+    match p {
+        FormProblem::NotAForm => "The form was not sent as a form.",
+        FormProblem::Incomplete => "The form was not received in full.",
+        FormProblem::TooLarge => "The form is too large.",
+        FormProblem::Undecodable => "The form cannot be read.",
+        FormProblem::Repeated(_) => "The form has a field twice.",
     }
 }
 

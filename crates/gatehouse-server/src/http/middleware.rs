@@ -1,19 +1,17 @@
-//! The outer layer every request passes: request ids (D7), the error
-//! envelope for every error response (D6), security headers (D31), the
-//! behind-proxy redirect, and one log line per request.
-
-use std::time::Instant;
+//! The pieces of the outer layer every request passes
+//! (`layers::outer`, at the top of the crate): request ids (D7), the request's context for
+//! handlers and pages, writing the error envelope (D6), security headers
+//! (D31), the limits on the request head (D45), the request metrics (D42),
+//! the 404 of unknown paths and the 500 of a panic.
 
 use axum::body::Body;
-use axum::extract::{Request, State};
-use axum::http::{HeaderValue, StatusCode, header};
-use axum::middleware::Next;
+use axum::extract::Request;
+use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use gatehouse_domain::RequestId;
-use tracing::Instrument;
 
-use crate::AppState;
-use crate::error::{ApiError, ErrorCode, PendingError, envelope};
+use super::error::{ApiError, ErrorCode, envelope};
+use super::limits::{MAX_HEADER_BYTES, MAX_HEADERS, MAX_URI_BYTES};
 
 /// Where the rate limiter leaves the `X-RateLimit-*` values for the response (D28).
 #[derive(Clone, Default)]
@@ -26,7 +24,7 @@ impl RateSlot {
     pub fn peek(&self) -> Option<gatehouse_auth::ratelimit::RateInfo> {
         *self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
-    fn take(&self) -> Option<gatehouse_auth::ratelimit::RateInfo> {
+    pub(crate) fn take(&self) -> Option<gatehouse_auth::ratelimit::RateInfo> {
         self.0.lock().unwrap_or_else(|e| e.into_inner()).take()
     }
 }
@@ -37,7 +35,8 @@ pub struct RequestCtx {
     pub request_id: RequestId,
 }
 
-static X_REQUEST_ID: header::HeaderName = header::HeaderName::from_static("x-request-id");
+pub(crate) static X_REQUEST_ID: header::HeaderName =
+    header::HeaderName::from_static("x-request-id");
 
 /// D31: the `Strict-Transport-Security` of HTTPS answers (here and on the
 /// envelopes `transport` writes for hyper's own errors).
@@ -79,7 +78,7 @@ pub struct PageRequest {
 }
 
 tokio::task_local! {
-    /// Set around every handler by [`outer`]; read by the page templates.
+    /// Set around every handler by the outer layer; read by the page templates.
     pub static PAGE_REQUEST: PageRequest;
 }
 
@@ -91,7 +90,7 @@ impl PageRequest {
 }
 
 /// D7: a valid UUID from the client is echoed as-is; otherwise one is made.
-fn request_id(req: &Request) -> (HeaderValue, RequestId) {
+pub(crate) fn request_id(req: &Request) -> (HeaderValue, RequestId) {
     if let Some(v) = req.headers().get(&X_REQUEST_ID)
         && let Some(u) = v.to_str().ok().and_then(|s| uuid::Uuid::try_parse(s).ok())
     {
@@ -125,7 +124,7 @@ struct Handles {
 }
 
 impl RequestMetrics {
-    fn record(&self, route: &str, method: &'static str, status: u16, seconds: f64) {
+    pub(crate) fn record(&self, route: &str, method: &'static str, status: u16, seconds: f64) {
         use std::hash::BuildHasher;
         let key = self.hasher.hash_one((route, method, status));
         let hit = |h: &&Handles| &*h.route == route && h.method == method && h.status == status;
@@ -161,7 +160,7 @@ impl RequestMetrics {
 
 /// The method as a metric label: the standard ones by name, anything else as
 /// `OTHER`, so a client cannot grow the label set without bound.
-fn method_label(m: &axum::http::Method) -> &'static str {
+pub(crate) fn method_label(m: &axum::http::Method) -> &'static str {
     match m.as_str() {
         "GET" => "GET",
         "POST" => "POST",
@@ -176,100 +175,10 @@ fn method_label(m: &axum::http::Method) -> &'static str {
     }
 }
 
-pub async fn outer(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
-    let started = Instant::now();
-    let (echo, rid) = request_id(&req);
-    let method = req.method().clone();
-    let uri = req.uri().clone();
-    let path = uri.path();
-    // Route templates only (never raw paths with ids): no tenant data in labels (D42).
-    let route = req
-        .extensions()
-        .get::<axum::extract::MatchedPath>()
-        .cloned();
-    let span = tracing::info_span!("request", request_id = %rid.as_str(), %method, %path);
-
-    let slot = RateSlot::default();
-    let mut res = if let Some(err) = oversized_head(&req) {
-        err.into_response()
-    } else if state.config.behind_proxy && forwarded_plain_http(&req) {
-        crate::redirect::to_https(&state.config.public_url, req.uri())
-    } else {
-        req.extensions_mut().insert(RequestCtx {
-            request_id: rid.clone(),
-        });
-        req.extensions_mut().insert(slot.clone());
-        let page = PageRequest {
-            request_id: echo.clone(),
-            referer: req.headers().get(header::REFERER).cloned(),
-            target: uri.clone(),
-        };
-        PAGE_REQUEST
-            .scope(page, next.run(req))
-            .instrument(span.clone())
-            .await
-    };
-    if let Some(info) = slot.take() {
-        let h = res.headers_mut();
-        h.insert("x-ratelimit-limit", HeaderValue::from(info.limit));
-        h.insert("x-ratelimit-remaining", HeaderValue::from(info.remaining));
-        h.insert("x-ratelimit-reset", HeaderValue::from(info.reset));
-    }
-
-    if let Some(PendingError(err)) = res.extensions_mut().remove::<PendingError>() {
-        write_envelope(&mut res, &err, &state.config.public_url);
-    } else if res.status() == StatusCode::METHOD_NOT_ALLOWED
-        && !res.headers().contains_key(header::CONTENT_TYPE)
-    {
-        // axum's own 405 (with its `Allow` header): give it our envelope.
-        let err = ApiError::new(
-            ErrorCode::MethodNotAllowed,
-            format!("{method} is not allowed on {path}"),
-        );
-        write_envelope(&mut res, &err, &state.config.public_url);
-    }
-
-    let h = res.headers_mut();
-    h.insert(X_REQUEST_ID.clone(), echo);
-    h.insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
-    );
-    if state.config.hsts {
-        h.insert(
-            header::STRICT_TRANSPORT_SECURITY,
-            HeaderValue::from_static(HSTS),
-        );
-    }
-    let status = res.status().as_u16();
-    let elapsed = started.elapsed().as_secs_f64();
-    let ms = elapsed * 1000.0;
-    let route = route.as_ref().map_or("unmatched", |m| m.as_str());
-    state
-        .request_metrics
-        .record(route, method_label(&method), status, elapsed);
-    if status == 429 {
-        metrics::counter!("gatehouse_rate_limit_rejections_total").increment(1);
-    }
-    span.in_scope(|| {
-        if status >= 500 {
-            tracing::warn!(status, ms, "request failed");
-        } else {
-            tracing::debug!(status, ms, "request");
-        }
-    });
-    res
-}
-
-/// Longest request target (path and query) answered normally (D45).
-pub const MAX_URI_BYTES: usize = 8 * 1024;
-/// Most header bytes (names and values) answered normally (D45).
-pub const MAX_HEADER_BYTES: usize = 64 * 1024;
-
 /// D45: a request whose target or header section is over the limits gets
 /// 414 / 431 with the envelope. (hyper refuses still larger HTTP/1.1 heads
 /// itself; `transport` gives those answers the envelope too.)
-fn oversized_head(req: &Request) -> Option<ApiError> {
+pub(crate) fn oversized_head(req: &Request) -> Option<ApiError> {
     let uri = req.uri();
     let target = uri.path_and_query().map_or(0, |p| p.as_str().len());
     if target > MAX_URI_BYTES {
@@ -284,19 +193,19 @@ fn oversized_head(req: &Request) -> Option<ApiError> {
         .iter()
         .map(|(k, v)| k.as_str().len() + v.len())
         .sum();
-    if count > crate::transport::MAX_HEADERS || bytes > MAX_HEADER_BYTES {
+    if count > MAX_HEADERS || bytes > MAX_HEADER_BYTES {
         return Some(ApiError::new(
             ErrorCode::HeadersTooLarge,
             format!(
                 "the request has {count} header fields ({bytes} bytes); at most {} fields and {MAX_HEADER_BYTES} bytes are accepted",
-                crate::transport::MAX_HEADERS
+                MAX_HEADERS
             ),
         ));
     }
     None
 }
 
-fn forwarded_plain_http(req: &Request) -> bool {
+pub(crate) fn forwarded_plain_http(req: &Request) -> bool {
     req.headers()
         .get("x-forwarded-proto")
         .and_then(|v| v.to_str().ok())
@@ -335,6 +244,31 @@ pub fn panic_response(cause: Box<dyn std::any::Any + Send + 'static>) -> Respons
         .unwrap_or("(no message)");
     tracing::error!(panic = text, "handler panicked");
     ApiError::internal().into_response()
+}
+
+/// The client's address: the peer's, or — when the peer is a trusted proxy —
+/// the last untrusted address of `X-Forwarded-For` (D28).
+pub fn client_ip(
+    headers: &HeaderMap,
+    peer: std::net::SocketAddr,
+    trusted: &[std::net::IpAddr],
+) -> std::net::IpAddr {
+    let peer = peer.ip();
+    if !trusted.contains(&peer) {
+        return peer;
+    }
+    let forwarded: Vec<std::net::IpAddr> = headers
+        .get_all("x-forwarded-for")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|s| s.trim().parse().ok())
+        .collect();
+    forwarded
+        .into_iter()
+        .rev()
+        .find(|ip| !trusted.contains(ip))
+        .unwrap_or(peer)
 }
 
 #[cfg(test)]

@@ -1,14 +1,15 @@
-//! Success envelopes (D5).
+//! Success envelopes (D5), and `Cache-Control: no-store` for answers that
+//! carry secrets.
 
 use axum::Json;
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use gatehouse_domain::{API_VERSION, Listing, Page};
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use crate::middleware::RequestCtx;
-use crate::openapi::schemas;
+use super::middleware::RequestCtx;
+use super::schemas;
 
 /// The request id and the API version of an answer.
 #[derive(Serialize, ToSchema)]
@@ -87,4 +88,11 @@ where
         },
     };
     (StatusCode::OK, Json(body)).into_response()
+}
+
+/// No caching of an answer that carries a token or a secret (RFC 6749
+/// §5.1), or of a replayed one.
+pub fn no_store(h: &mut HeaderMap) {
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    h.insert(header::PRAGMA, HeaderValue::from_static("no-cache"));
 }

@@ -52,17 +52,15 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tower::ServiceExt;
 
-use crate::error::{ApiError, ErrorCode, envelope};
-use crate::extract::MAX_BODY;
+use super::error::{ApiError, ErrorCode, envelope};
+use super::limits::MAX_BODY;
 
 /// A larger body is discarded for at most this long after the answer (D45).
 pub const LINGER_TIME: Duration = Duration::from_secs(2);
 /// …and at most this many bytes (D45).
 pub const LINGER_BYTES: usize = 1024 * 1024;
-/// Header fields per request; more is 431 (hyper's limit for HTTP/1.1 too).
-pub const MAX_HEADERS: usize = 100;
 /// HTTP/2 header lists above this are refused by the protocol layer itself;
-/// between [`crate::middleware::MAX_HEADER_BYTES`] and this they get the
+/// between [`super::limits::MAX_HEADER_BYTES`] and this they get the
 /// envelope.
 const H2_MAX_HEADER_LIST: u32 = 256 * 1024;
 
@@ -82,7 +80,7 @@ pub struct TransportConfig {
     /// For the `docs` link of the envelopes written here (D6).
     pub public_url: String,
     /// `Strict-Transport-Security` on the envelopes written here (D31;
-    /// see [`crate::middleware::sends_hsts`]).
+    /// see [`super::middleware::sends_hsts`]).
     pub hsts: bool,
 }
 
@@ -732,7 +730,7 @@ pub(crate) fn hyper_error_answer(buf: &[u8], config: &TransportConfig) -> Option
     out.extend_from_slice(b"x-content-type-options: nosniff\r\n");
     if config.hsts {
         out.extend_from_slice(b"strict-transport-security: ");
-        out.extend_from_slice(crate::middleware::HSTS.as_bytes());
+        out.extend_from_slice(super::middleware::HSTS.as_bytes());
         out.extend_from_slice(b"\r\n");
     }
     // hyper's own Date header, if it wrote one.

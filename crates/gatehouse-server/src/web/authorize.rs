@@ -14,9 +14,9 @@ use gatehouse_auth::flows::{AuthorizeError, AuthorizeRequest, LoginError, SESSIO
 use gatehouse_domain::{Scope, User};
 use minijinja::context;
 
-use crate::AppState;
-use crate::oauth_wire::AuthorizeParameters;
-use crate::pages::{self, Cookies};
+use crate::api::oauth_wire::AuthorizeParameters;
+use crate::state::AppState;
+use crate::web::pages::{self, Cookies};
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -253,9 +253,9 @@ async fn authorize(st: AppState, headers: HeaderMap, p: AuthorizeParameters) -> 
     tag = "OAuth",
     summary = "Start the authorization-code flow in a browser (sign-in and consent pages)",
     responses(
-        (status = 200, description = "Sign-in or consent page (HTML)", body = crate::openapi::Html, content_type = "text/html"),
+        (status = 200, description = "Sign-in or consent page (HTML)", body = crate::http::schemas::Html, content_type = "text/html"),
         (status = 303, description = "Back to the redirect URI"),
-        (status = 400, description = "Unknown client or redirect URI (HTML)", body = crate::openapi::Html, content_type = "text/html"),
+        (status = 400, description = "Unknown client or redirect URI (HTML)", body = crate::http::schemas::Html, content_type = "text/html"),
     ),
 )]
 pub(crate) async fn start(State(st): State<AppState>, headers: HeaderMap, uri: Uri) -> Response {
@@ -268,7 +268,7 @@ pub(crate) async fn start(State(st): State<AppState>, headers: HeaderMap, uri: U
 /// redirect URI is known.
 async fn start_by_post(State(st): State<AppState>, request: Request) -> Response {
     let (parts, body) = request.into_parts();
-    let form = match crate::form::Form::read_reporting(&parts.headers, body).await {
+    let form = match crate::http::form::Form::read_reporting(&parts.headers, body).await {
         Ok(f) => f,
         Err(p) => {
             let m = pages::form_problem(p);
@@ -489,7 +489,7 @@ async fn dashboard_login(
     st: &AppState,
     peer: std::net::SocketAddr,
     headers: &HeaderMap,
-    form: &crate::form::Form,
+    form: &crate::http::form::Form,
     p: &AuthorizeParameters,
 ) -> Response {
     let req = match st.app.check_dashboard_authorize(&p.to_params()) {

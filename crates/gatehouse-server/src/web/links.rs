@@ -13,9 +13,9 @@ use gatehouse_auth::password;
 use gatehouse_domain::{ClientId, Email};
 use minijinja::context;
 
-use crate::AppState;
-use crate::form::Form;
-use crate::pages;
+use crate::http::form::Form;
+use crate::state::AppState;
+use crate::web::pages;
 
 pub fn router() -> Router<AppState> {
     Router::new()

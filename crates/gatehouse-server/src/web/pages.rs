@@ -1,15 +1,16 @@
 //! Helpers for the server-rendered pages: cookies, CSRF (double submit), form
 //! bodies, the peer address.
 
-use axum::extract::Request;
-use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::Response;
 use gatehouse_domain::random;
 use minijinja::context;
 use subtle::ConstantTimeEq;
 
-use crate::AppState;
-use crate::form::{Form, FormProblem};
+use crate::http::form::Form;
+pub use crate::http::form::{form_problem, read_form, read_query};
+pub use crate::http::middleware::client_ip;
+use crate::state::AppState;
 
 pub const CSRF_COOKIE: &str = "__Host-gh_csrf";
 pub const SESSION_COOKIE: &str = "__Host-gh_session";
@@ -155,36 +156,6 @@ pub fn csrf_ok(st: &AppState, headers: &HeaderMap, form: &Form) -> bool {
     }
 }
 
-/// The form of a page's POST (the one form reader, [`Form`]); `Err` is the
-/// message to show. A field given twice is refused (D45 continued).
-pub async fn read_form(req: Request) -> Result<(HeaderMap, Form), &'static str> {
-    let (parts, body) = req.into_parts();
-    let form = Form::read(&parts.headers, body)
-        .await
-        .map_err(form_problem)?;
-    Ok((parts.headers, form))
-}
-
-/// The query of a page's GET, read like a form: a parameter given twice is
-/// refused (D45 continued); `Err` is the message to show.
-pub fn read_query(uri: &Uri) -> Result<Form, &'static str> {
-    Form::parse(uri.query().unwrap_or("").as_bytes()).map_err(|p| match p {
-        FormProblem::Repeated(_) => "The address has a parameter twice.",
-        _ => "The address cannot be read.",
-    })
-}
-
-/// What a page says about a form it cannot take.
-pub fn form_problem(p: FormProblem) -> &'static str {
-    match p {
-        FormProblem::NotAForm => "The form was not sent as a form.",
-        FormProblem::Incomplete => "The form was not received in full.",
-        FormProblem::TooLarge => "The form is too large.",
-        FormProblem::Undecodable => "The form cannot be read.",
-        FormProblem::Repeated(_) => "The form has a field twice.",
-    }
-}
-
 /// A message page (errors included), with a way back.
 pub fn message(st: &AppState, status: StatusCode, title: &str, message: &str) -> Response {
     let back = way_back(st, None);
@@ -211,7 +182,7 @@ pub struct Back {
 /// a page of `public_url` other than this one (and the sign-in page only
 /// with its authorization request), else `/docs`.
 pub fn way_back(st: &AppState, asked: Option<&str>) -> Back {
-    let current = crate::middleware::PageRequest::current();
+    let current = crate::http::middleware::PageRequest::current();
     let here = current.as_ref().map(|p| p.target.to_string());
     let referer = current
         .as_ref()
@@ -251,29 +222,4 @@ pub fn local_path(public_url: &str, candidate: &str) -> Option<String> {
         && path != "/oauth/authorize"
         && !path.starts_with("/oauth/authorize/");
     ok.then(|| path.to_owned())
-}
-
-/// The client's address: the peer's, or — when the peer is a trusted proxy —
-/// the last untrusted address of `X-Forwarded-For` (D28).
-pub fn client_ip(
-    headers: &HeaderMap,
-    peer: std::net::SocketAddr,
-    trusted: &[std::net::IpAddr],
-) -> std::net::IpAddr {
-    let peer = peer.ip();
-    if !trusted.contains(&peer) {
-        return peer;
-    }
-    let forwarded: Vec<std::net::IpAddr> = headers
-        .get_all("x-forwarded-for")
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .filter_map(|s| s.trim().parse().ok())
-        .collect();
-    forwarded
-        .into_iter()
-        .rev()
-        .find(|ip| !trusted.contains(ip))
-        .unwrap_or(peer)
 }

@@ -11,7 +11,7 @@ use http_body_util::BodyExt;
 use serde_json::Value;
 use tower::ServiceExt;
 
-use crate::AppState;
+use crate::state::AppState;
 
 /// The largest answer the dashboard reads (a page of 100 items, a day of
 /// usage buckets).
@@ -116,7 +116,7 @@ pub async fn call(
         return unavailable();
     };
     req.extensions_mut().insert(ConnectInfo(peer));
-    let Ok(res) = crate::v1_service(st).oneshot(req).await;
+    let Ok(res) = crate::api::v1_service(st).oneshot(req).await;
     let status = res.status();
     let bytes = match http_body_util::Limited::new(res.into_body(), MAX_BODY)
         .collect()

@@ -34,9 +34,9 @@ use gatehouse_domain::{Scope, Timestamp, random};
 use minijinja::{Value, context};
 use subtle::ConstantTimeEq;
 
-use crate::AppState;
-use crate::form::Form;
-use crate::pages::{self, Cookies};
+use crate::http::form::Form;
+use crate::state::AppState;
+use crate::web::pages::{self, Cookies};
 
 /// The dashboard's Content-Security-Policy: its own stylesheet and script,
 /// images from itself or `data:`, forms only to itself, no framing.
