@@ -29,9 +29,9 @@ use gatehouse_auth::ratelimit::RateInfo;
 use gatehouse_auth::{ClientAuth, OAuthError, OAuthErrorKind};
 use gatehouse_domain::{FieldIssue, Scope};
 
-use crate::AppState;
-use crate::error::{ApiError, ErrorCode};
-use crate::oauth::OAuthFailure;
+use crate::api::oauth_wire::{OAuthFailure, too_many_failures};
+use crate::http::error::{ApiError, ErrorCode};
+use crate::state::AppState;
 
 /// The status codes `Prefer: code=` can ask for.
 pub const PREFERRED_CODES: &[u16] = &[400, 401, 403, 404, 409, 413, 415, 422, 429, 500, 503];
@@ -91,7 +91,7 @@ pub fn simulated(code: u16, scope: Option<Scope>, rate: Option<&mut RateInfo>) -
                 &format!("Bearer error=\"insufficient_scope\", scope=\"{needed}\""),
             )
         }
-        404 => ApiError::not_found(crate::error::Resource::Any),
+        404 => ApiError::not_found(crate::http::error::Resource::Any),
         409 => ApiError::new(
             ErrorCode::DuplicateResource,
             "a user with this email already exists",
@@ -278,7 +278,7 @@ fn oauth_description(kind: OAuthErrorKind) -> &'static str {
 pub fn simulated_oauth(pref: OAuthPreference) -> Response {
     if pref.status == 429 {
         // D28 (revised): the failure guard's answer.
-        return crate::oauth::too_many_failures(5);
+        return too_many_failures(5);
     }
     OAuthFailure(OAuthError::new(pref.kind, oauth_description(pref.kind))).into_response()
 }

@@ -9,9 +9,9 @@ use base64::Engine;
 use proptest::prelude::*;
 use serde_json::{Map, Value};
 
-use crate::extract::{Query, bearer_token, parse_json_object};
-use crate::form::Form;
-use crate::oauth::client_auth;
+use crate::api::extract::{Query, bearer_token, parse_json_object};
+use crate::api::oauth::client_auth;
+use crate::http::form::Form;
 
 /// JSON values without floats (they do not round-trip through text exactly).
 fn json_value() -> impl Strategy<Value = Value> {
@@ -145,7 +145,7 @@ proptest! {
 
     #[test]
     fn written_bytes_never_panic_the_error_rewriter(bytes in prop::collection::vec(any::<u8>(), 0..300)) {
-        let config = crate::transport::TransportConfig::new("https://gatehouse.example", true);
-        let _ = crate::transport::hyper_error_answer(&bytes, &config);
+        let config = crate::http::transport::TransportConfig::new("https://gatehouse.example", true);
+        let _ = crate::http::transport::hyper_error_answer(&bytes, &config);
     }
 }

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use gatehouse_server::openapi::{document, operations};
+use gatehouse_server::api::openapi::{document, operations};
 
 const DEFAULT_PUBLIC_URL: &str = "https://localhost:8443";
 
@@ -70,23 +70,25 @@ fn document_is_openapi_3_1_with_resolvable_references() {
 
 /// Routes as written in the routers' sources, with the prefix each router is nested under.
 fn routed() -> BTreeSet<(String, String)> {
-    let sources: [(&str, &str); 17] = [
-        ("/v1", include_str!("../src/users.rs")),
-        ("/v1", include_str!("../src/applications.rs")),
-        ("/v1", include_str!("../src/api_keys.rs")),
-        ("/v1", include_str!("../src/organization.rs")),
-        ("/v1", include_str!("../src/products.rs")),
-        ("/v1", include_str!("../src/profile.rs")),
-        ("/v2", include_str!("../src/v2.rs")),
-        ("", include_str!("../src/oauth.rs")),
-        ("", include_str!("../src/authorize.rs")),
-        ("", include_str!("../src/oidc.rs")),
-        ("", include_str!("../src/introspect.rs")),
-        ("", include_str!("../src/links.rs")),
-        ("", include_str!("../src/wellknown.rs")),
-        ("", include_str!("../src/health.rs")),
-        ("", include_str!("../src/docs.rs")),
-        ("", include_str!("../src/versions.rs")),
+    let sources: [(&str, &str); 19] = [
+        ("/v1", include_str!("../src/api/users.rs")),
+        ("/v1", include_str!("../src/api/applications.rs")),
+        ("/v1", include_str!("../src/api/api_keys.rs")),
+        ("/v1", include_str!("../src/api/organization.rs")),
+        ("/v1", include_str!("../src/api/products.rs")),
+        ("/v1", include_str!("../src/api/profile.rs")),
+        ("/v2", include_str!("../src/api/v2.rs")),
+        ("", include_str!("../src/api/oauth.rs")),
+        ("", include_str!("../src/web/authorize.rs")),
+        ("", include_str!("../src/api/oidc.rs")),
+        ("", include_str!("../src/web/logout.rs")),
+        ("", include_str!("../src/api/introspect.rs")),
+        ("", include_str!("../src/web/links.rs")),
+        ("", include_str!("../src/api/wellknown.rs")),
+        ("", include_str!("../src/api/health.rs")),
+        ("", include_str!("../src/api/openapi.rs")),
+        ("", include_str!("../src/web/docs.rs")),
+        ("", include_str!("../src/api/versions.rs")),
         ("", include_str!("../src/lib.rs")),
     ];
     let mut out = BTreeSet::new();

@@ -17,7 +17,7 @@ use gatehouse_domain::{
     ApiKey, ApiKeyId, ClientId, DomainError, Email, Name, OrgId, Organization, Page, Plan,
     RedirectUri, Role, Scope, ScopeSet, SearchText, User, UserId, UserStatus,
 };
-use gatehouse_server::error::ErrorCode;
+use gatehouse_server::ErrorCode;
 use serde_json::{Value, json};
 
 use crate::config::{ApiKeyCommand, ClientCommand, Env, OrgCommand, StagingCommand, UserCommand};

@@ -57,7 +57,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<()> {
     let json = cli.json;
     let out = match cli.command {
         Command::Openapi => {
-            let doc = gatehouse_server::openapi::document(&settings.public_url);
+            let doc = gatehouse_server::api::openapi::document(&settings.public_url);
             gatehouse::out::print(&format!("{}\n", serde_json::to_string_pretty(&doc)?));
             return Ok(());
         }

@@ -11,7 +11,7 @@ use gatehouse_app::bootstrap::Bootstrap;
 use gatehouse_app::staging::NightlyReset;
 use gatehouse_auth::{AuthConfig, AuthService, Issuer, secrets};
 use gatehouse_domain::{ClientId, OrgId, Timestamp};
-use gatehouse_server::transport::TransportConfig;
+use gatehouse_server::http::transport::TransportConfig;
 use gatehouse_server::{AppState, ServerConfig};
 use gatehouse_store::Store;
 use tokio::net::TcpListener;
@@ -231,7 +231,7 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
     ));
     // D31 (revised): no HSTS for a loopback `public_url` (nor the mock's
     // plain HTTP).
-    let hsts = !settings.mock && gatehouse_server::middleware::sends_hsts(&public_url);
+    let hsts = !settings.mock && gatehouse_server::http::middleware::sends_hsts(&public_url);
     let config = ServerConfig {
         public_url: public_url.clone(),
         hsts,
@@ -313,7 +313,7 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
             signal(),
         ));
         // D31: the 301 listener never reads a body.
-        let redirect = gatehouse_server::redirect::router(public_url.clone());
+        let redirect = gatehouse_server::http::redirect::router(public_url.clone());
         let mut plain = transport_config();
         plain.read_bodies = false;
         plain.hsts = false;

@@ -125,7 +125,7 @@ impl TlsListener {
     }
 }
 
-impl gatehouse_server::transport::Accept for TlsListener {
+impl gatehouse_server::http::transport::Accept for TlsListener {
     type Io = TlsStream<TcpStream>;
 
     async fn accept(&mut self) -> (Self::Io, SocketAddr, Instant) {

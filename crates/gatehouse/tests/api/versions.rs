@@ -156,7 +156,7 @@ async fn openapi_document_and_reference_pages_need_no_token() {
     let html = res.text().await.unwrap().replace("&#x2f;", "/");
     // D52: the overview links every operation to its section (docs.rs
     // checks the sections themselves).
-    for op in gatehouse_server::openapi::operations() {
+    for op in gatehouse_server::api::openapi::operations() {
         assert!(
             html.contains(&format!("#{}\"", op.id)),
             "/docs links to {}",

@@ -1,0 +1,56 @@
+//! What programs call: the `/v1` resources with their idempotency layer
+//! (D50), the `/v2` preview, the sunset of v0, the health checks, the OAuth
+//! and OpenID Connect endpoints (token, revocation, introspection,
+//! userinfo, the discovery documents), the extractors that establish the
+//! tenant and the caller, the wire types of requests and answers, and the
+//! OpenAPI document that describes them.
+
+pub mod api_keys;
+pub mod applications;
+pub mod extract;
+pub mod health;
+pub mod idempotency;
+pub mod introspect;
+pub mod oauth;
+pub mod oauth_wire;
+pub mod oidc;
+pub mod openapi;
+pub mod organization;
+pub mod products;
+pub mod profile;
+pub mod requests;
+pub mod responses;
+pub mod users;
+pub mod v2;
+pub mod versions;
+pub mod wellknown;
+
+use axum::Router;
+
+use crate::layers::with_layers;
+use crate::state::AppState;
+
+/// The `/v1` API (paths relative to `/v1`), with its idempotency layer
+/// (D50). The server nests it under `/v1`; the dashboard (D48) calls the
+/// same routes in-process ([`v1_service`]).
+pub fn v1_routes(state: &AppState) -> Router<AppState> {
+    Router::new()
+        .merge(users::router())
+        .merge(products::router())
+        .merge(profile::router())
+        // D46: the management API.
+        .merge(applications::router())
+        .merge(api_keys::router())
+        .merge(organization::router())
+        // D50: `Idempotency-Key` on the POSTs under /v1.
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            idempotency::layer,
+        ))
+}
+
+/// `/v1` alone, with the layers every route gets: what the dashboard
+/// sends its requests to (D48), so it can do nothing the API cannot.
+pub fn v1_service(state: &AppState) -> Router {
+    with_layers(Router::new().nest("/v1", v1_routes(state)), state.clone())
+}

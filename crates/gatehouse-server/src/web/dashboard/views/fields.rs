@@ -1,0 +1,112 @@
+//! What the dashboard's pages read: ids from the path, notices and values
+//! from the query, the scopes of a form, lines and lists, and the API's
+//! answers (its status and problems, shown in words).
+
+use axum::http::{StatusCode, Uri};
+use gatehouse_domain::{Scope, ScopeSet};
+use minijinja::{Value, context};
+use serde_json::Value as Json;
+
+use crate::http::form::Form;
+use crate::web::dashboard::api::{Problem, Reply};
+
+/// An id from the path, only when it has the shape of one (so it cannot
+/// change the API path it goes into).
+pub(super) fn safe_id(id: &str) -> Option<&str> {
+    (!id.is_empty() && id.len() <= 80 && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
+        .then_some(id)
+}
+
+/// What a page says after a redirect (`?done=…`).
+pub(super) fn notice(uri: &Uri) -> Option<&'static str> {
+    let q: Vec<(String, String)> =
+        serde_urlencoded::from_str(uri.query().unwrap_or("")).unwrap_or_default();
+    let done = q
+        .iter()
+        .find(|(k, _)| k == "done")
+        .map(|(_, v)| v.as_str())?;
+    Some(match done {
+        "created" => "Created.",
+        "updated" => "Saved.",
+        "deleted" => "The application was deleted; its tokens stopped working.",
+        "revoked" => "The API key was revoked.",
+        "invited" => "The invitation was sent.",
+        "changed" => "The change was saved.",
+        _ => return None,
+    })
+}
+
+pub(super) fn query_value(uri: &Uri, name: &str) -> Option<String> {
+    let q: Vec<(String, String)> =
+        serde_urlencoded::from_str(uri.query().unwrap_or("")).unwrap_or_default();
+    q.into_iter().find(|(k, _)| k == name).map(|(_, v)| v)
+}
+
+/// A scope choice for a form.
+pub(super) fn scope_choices(offered: ScopeSet, checked: &[String]) -> Vec<Value> {
+    offered
+        .iter()
+        .map(|s| {
+            context! {
+                name => s.as_str(), description => s.description(),
+                field => format!("scope.{}", s.as_str()),
+                checked => checked.iter().any(|c| c == s.as_str()),
+            }
+        })
+        .collect()
+}
+
+/// The scopes ticked in a form.
+pub(super) fn ticked_scopes(form: &Form) -> Vec<String> {
+    Scope::ALL
+        .iter()
+        .filter(|s| form.get(&format!("scope.{}", s.as_str())).is_some())
+        .map(|s| s.as_str().to_owned())
+        .collect()
+}
+
+pub(super) fn union(a: ScopeSet, b: ScopeSet) -> ScopeSet {
+    ScopeSet::from_bits(a.bits() | b.bits())
+}
+
+pub(super) fn lines(text: &str) -> Vec<String> {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+pub(super) fn strings(v: &Json) -> Vec<String> {
+    v.as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|s| s.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+pub(super) fn problem_ctx(reply: &Reply) -> Problem {
+    reply.problem()
+}
+
+/// The status of a page that shows an API error.
+pub(super) fn page_status(reply: &Reply) -> StatusCode {
+    match reply.status {
+        s if s.is_success() => StatusCode::OK,
+        StatusCode::UNAUTHORIZED => StatusCode::UNAUTHORIZED,
+        s if s.is_server_error() => StatusCode::SERVICE_UNAVAILABLE,
+        s => s,
+    }
+}
+
+/// The issue the API named for `field` in a refused request (D6's
+/// `details`), if it named one.
+pub(super) fn field_issue(reply: &Reply, field: &str) -> Option<String> {
+    reply.body["error"]["details"]
+        .as_array()
+        .and_then(|d| d.iter().find(|d| d["field"].as_str() == Some(field)))
+        .and_then(|d| d["issue"].as_str())
+        .map(str::to_owned)
+}
