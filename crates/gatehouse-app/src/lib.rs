@@ -22,6 +22,7 @@ pub mod links;
 pub mod manage;
 pub mod oauth;
 pub mod orgs;
+pub mod outbox;
 pub mod products;
 pub mod profile;
 pub mod resource;

@@ -9,6 +9,7 @@
 
 pub mod auth_state;
 pub mod client;
+pub mod effect;
 pub mod error;
 pub mod fixtures;
 pub mod ids;

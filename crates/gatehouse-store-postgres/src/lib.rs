@@ -30,6 +30,7 @@ mod api_keys;
 mod auth_state;
 mod batch;
 mod clients;
+mod effects;
 mod grants;
 mod idempotency;
 mod jobs;
@@ -56,7 +57,7 @@ use async_trait::async_trait;
 use gatehouse_domain::{
     ApiKey, ApiKeyId, Client, ClientId, DomainError, KeyCut, Listing, NewProduct, NewUser, OrgId,
     Organization, Page, Product, ProductId, ProductPatch, Scope, ScopeSet, Timestamp, UsageRange,
-    User, UserId, UserPatch, client, link, manage, product,
+    User, UserId, UserPatch, client, effect, link, product,
     user::{self, UserChange},
     values::Email,
 };

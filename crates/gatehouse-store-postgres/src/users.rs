@@ -104,29 +104,9 @@ impl UserStore for PgStore {
             .bind(org.as_str())
             .execute(&mut *tx)
             .await?;
-            if change.cancels_invitation {
-                auth_state::delete_links(&mut tx, LinkKind::Invitation, id).await?;
-            }
-            let mut revocations = Vec::new();
-            if let Some(inactive) = manage::owner_inactive_after(&current, &change.user) {
-                // D46 (revised): the owner's applications are suspended while
-                // they are inactive; their earlier access tokens stay refused
-                // for good.
-                for app in clients::lock_owned_clients(&mut tx, org, id).await? {
-                    let next = client::owner_status_changed(&app, inactive);
-                    revocations.extend(clients::set_suspension(&mut tx, &app, next, now).await?);
-                }
-            }
-            if change.revokes_tokens {
-                auth_state::end_user_sessions(&mut tx, id, now).await?;
-                auth_state::revoke_user_tokens(&mut tx, id, now).await?;
-            }
-            if let Some(cut) = manage::owned_keys_cut(&current, Some(&change.user)) {
-                api_keys::cut_owned_keys(&mut tx, org, id, cut, now).await?;
-            }
-            for r in &revocations {
-                auth_state::insert_revocation(&mut tx, r).await?;
-            }
+            // D11, D13, D29, D46 (revised): what the change reaches.
+            let effects = effect::of_user_change(&current, &change);
+            effects::apply(&mut tx, org, &effects, now).await?;
             Ok(change)
         })
     }
@@ -155,35 +135,10 @@ impl UserStore for PgStore {
             };
             let plan =
                 user::check_delete(&current, others, owned as u64, transfer_to, heir.as_ref())?;
-            let mut revocations = Vec::new();
-            if let Some(heir) = &plan.transfer_clients_to {
-                // D13, D46 (revised): each application goes to the heir,
-                // suspended as `inherited` says (its secret may have left
-                // with the deleted owner).
-                for app in clients::lock_owned_clients(&mut tx, org, id).await? {
-                    query("UPDATE clients SET owner_id = $2 WHERE id = $1")
-                        .bind(app.id.as_str())
-                        .bind(heir.as_str())
-                        .execute(&mut *tx)
-                        .await?;
-                    let next = client::inherited(&app);
-                    revocations.extend(clients::set_suspension(&mut tx, &app, next, now).await?);
-                }
-            }
-            // D13: every session, link, code and refresh chain goes with the
-            // user (ON DELETE CASCADE); its access tokens through the
-            // revocation, written last.
-            query("DELETE FROM users WHERE id = $1 AND org_id = $2")
-                .bind(id.as_str())
-                .bind(org.as_str())
-                .execute(&mut *tx)
-                .await?;
-            auth_state::revoke_user_tokens(&mut tx, id, now).await?;
-            // D46: the API keys they own die with them.
-            api_keys::cut_owned_keys(&mut tx, org, id, KeyCut::All, now).await?;
-            for r in &revocations {
-                auth_state::insert_revocation(&mut tx, r).await?;
-            }
+            // D13, D46 (revised): the applications move, the user's
+            // sessions, tokens and keys end, the row goes last.
+            let effects = effect::of_user_deletion(&current, &plan);
+            effects::apply(&mut tx, org, &effects, now).await?;
             Ok(())
         })
     }

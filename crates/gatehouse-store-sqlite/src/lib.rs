@@ -15,6 +15,7 @@
 mod api_keys;
 mod auth_state;
 mod clients;
+mod effects;
 mod generation;
 mod grants;
 mod idempotency;
@@ -40,7 +41,7 @@ use async_trait::async_trait;
 use gatehouse_domain::{
     ApiKey, ApiKeyId, Client, ClientId, KeyCut, Listing, NewProduct, NewUser, OrgId, Organization,
     Page, Plan, Product, ProductId, ProductPatch, ProductStatus, Role, Scope, ScopeSet, Timestamp,
-    UsageRange, User, UserId, UserPatch, UserStatus, client, link, manage, product,
+    UsageRange, User, UserId, UserPatch, UserStatus, client, effect, link, product,
     user::{self, UserChange},
     values::{Email, Name, Sku},
 };

@@ -112,24 +112,8 @@ impl UserStore for SqliteStore {
                     s.execute(params![u.name.as_str(), u.role.as_str(), u.status.as_str(), u.updated_at.millis(), id.as_str(), org.as_str()])
                 })
                 .map_err(db_err)?;
-                if change.revokes_tokens {
-                    auth_state::revoke_user(tx, &id, now)?;
-                }
-                if let Some(cut) = manage::owned_keys_cut(&current, Some(&change.user)) {
-                    api_keys::cut_owned_keys(tx, &org, &id, cut, now)?;
-                }
-                if let Some(inactive) = manage::owner_inactive_after(&current, &change.user) {
-                    // D46 (revised): the owner's applications are suspended
-                    // while they are inactive; their earlier access tokens
-                    // stay refused for good.
-                    for app in clients::owned_clients_tx(tx, &org, &id)? {
-                        let next = client::owner_status_changed(&app, inactive);
-                        clients::set_suspension(tx, &app, next, now)?;
-                    }
-                }
-                if change.cancels_invitation {
-                    auth_state::delete_links(tx, LinkKind::Invitation, &id)?;
-                }
+                // D11, D13, D29, D46 (revised): what the change reaches.
+                effects::apply(tx, &org, &effect::of_user_change(&current, &change), now)?;
                 Ok(change)
             })
             .await
@@ -165,24 +149,9 @@ impl UserStore for SqliteStore {
                     heir.as_ref(),
                     heir_row.as_ref(),
                 )?;
-                if let Some(heir) = &plan.transfer_clients_to {
-                    // D13, D46 (revised): each application goes to the heir,
-                    // suspended as `inherited` says (its secret may have
-                    // left with the deleted owner).
-                    for app in clients::owned_clients_tx(tx, &org, &id)? {
-                        tx.prepare_cached("UPDATE clients SET owner_id = ?2 WHERE id = ?1")
-                            .and_then(|mut s| s.execute(params![app.id.as_str(), heir.as_str()]))
-                            .map_err(db_err)?;
-                        clients::set_suspension(tx, &app, client::inherited(&app), now)?;
-                    }
-                }
-                // D13: every session, code and token dies with the user;
-                // D46: so do the API keys they own.
-                auth_state::revoke_user(tx, &id, now)?;
-                api_keys::cut_owned_keys(tx, &org, &id, KeyCut::All, now)?;
-                tx.prepare_cached("DELETE FROM users WHERE id = ?1 AND org_id = ?2")
-                    .and_then(|mut s| s.execute(params![id.as_str(), org.as_str()]))
-                    .map_err(db_err)?;
+                // D13, D46 (revised): the applications move, the user's
+                // sessions, tokens and keys end, the row goes last.
+                effects::apply(tx, &org, &effect::of_user_deletion(&current, &plan), now)?;
                 Ok(())
             })
             .await

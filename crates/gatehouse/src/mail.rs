@@ -5,12 +5,12 @@
 //! with exponential back-off. A mail server that is down loses nothing.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use gatehouse_domain::{Email, Timestamp};
-use gatehouse_store::{OutboxMessage, Store};
+use gatehouse_app::App;
+use gatehouse_app::outbox::{Delivery, OutboxMessage};
+use gatehouse_domain::Email;
 use lettre::message::Mailbox;
 use lettre::message::header::ContentType;
 use lettre::{Address, AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor};
@@ -115,58 +115,21 @@ async fn deliver(transport: &Transport, m: &OutboxMessage, from: &str) -> Result
     }
 }
 
-/// Back-off after `attempts` failures: 5 s, 10 s, 20 s … at most an hour.
-pub fn backoff_secs(attempts: u32) -> i64 {
-    (5i64 << attempts.saturating_sub(1).min(10)).min(3600)
-}
-
-/// Runs until `stop` turns true.
-pub async fn worker(
-    store: Arc<dyn Store>,
-    transport: Transport,
-    from: String,
-    mut stop: watch::Receiver<bool>,
-) {
+/// Runs until `stop` turns true: rounds of [`App::deliver_outbox`], a
+/// short sleep when a round found nothing due.
+pub async fn worker(app: App, transport: Transport, from: String, mut stop: watch::Receiver<bool>) {
+    let (transport, from) = (&transport, from.as_str());
     loop {
-        let now = Timestamp::now();
-        let batch = match store.claim_outbox(now, 16, 60_000).await {
-            Ok(b) => b,
-            Err(e) => {
-                tracing::warn!(error = %e, "outbox: claiming failed");
-                Vec::new()
-            }
-        };
-        for m in &batch {
-            let outcome = deliver(&transport, m, &from).await;
-            let now = Timestamp::now();
-            let result = match outcome {
-                Ok(()) => {
-                    tracing::info!(id = m.id, "outbox: delivered");
-                    store.outbox_sent(m.id, now).await
+        let claimed = app
+            .deliver_outbox(|m| async move {
+                match deliver(transport, &m, from).await {
+                    Ok(()) => Delivery::Sent,
+                    Err(Failure::Retry(e)) => Delivery::Retry(e),
+                    Err(Failure::Permanent(e)) => Delivery::Permanent(e),
                 }
-                Err(Failure::Retry(e)) => {
-                    let wait = backoff_secs(m.attempts);
-                    tracing::warn!(id = m.id, attempts = m.attempts, retry_in_secs = wait, error = %e, "outbox: delivery failed");
-                    store.outbox_failed(m.id, &e, now.plus_seconds(wait)).await
-                }
-                Err(Failure::Permanent(e)) => {
-                    // Parked, not retried and not deleted: the row keeps the
-                    // error (and the address) for the operator; the log line
-                    // names only the row, the counter says it happened. D8
-                    // (revised) keeps addresses the API accepted out of
-                    // here; a relay's 5xx or missing SMTPUTF8 still lands here.
-                    metrics::counter!("gatehouse_outbox_undeliverable_total").increment(1);
-                    tracing::error!(id = m.id, error = %e, "outbox: undeliverable; parked, not retried");
-                    store
-                        .outbox_failed(m.id, &e, Timestamp::from_millis(i64::MAX / 2))
-                        .await
-                }
-            };
-            if let Err(e) = result {
-                tracing::warn!(id = m.id, error = %e, "outbox: recording the outcome failed");
-            }
-        }
-        if batch.is_empty() {
+            })
+            .await;
+        if claimed == 0 {
             tokio::select! {
                 _ = tokio::time::sleep(Duration::from_millis(250)) => {}
                 _ = stop.wait_for(|s| *s) => return,
@@ -179,9 +142,9 @@ pub async fn worker(
 
 #[cfg(test)]
 mod tests {
-    use super::{backoff_secs, build, recipient};
+    use super::{build, recipient};
+    use gatehouse_app::outbox::{OutboundEmail, OutboxMessage};
     use gatehouse_domain::{Email, Timestamp};
-    use gatehouse_store::{OutboundEmail, OutboxMessage};
     use proptest::prelude::*;
 
     fn message(to: &str) -> OutboxMessage {
@@ -249,13 +212,5 @@ mod tests {
                 prop_assert!(e.delivery_form().parse::<lettre::Address>().is_ok());
             }
         }
-    }
-
-    #[test]
-    fn backoff_doubles_up_to_an_hour() {
-        assert_eq!(backoff_secs(1), 5);
-        assert_eq!(backoff_secs(2), 10);
-        assert_eq!(backoff_secs(3), 20);
-        assert_eq!(backoff_secs(30), 3600);
     }
 }

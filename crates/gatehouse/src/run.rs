@@ -260,7 +260,6 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
     let mut tasks = JoinSet::new();
     spawn_background(
         &mut tasks,
-        store.clone(),
         state.app.clone(),
         transport,
         settings.mail_from.clone(),
@@ -346,10 +345,8 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
 /// rotated elsewhere (D23), and the purge of expired rows (D24) and kept
 /// idempotent responses (D50), the usage counts (D46), and the search
 /// indexes' housekeeping (issue 16).
-#[allow(clippy::too_many_arguments)] // One spawner per process: each argument is a distinct input.
 fn spawn_background(
     tasks: &mut JoinSet<std::io::Result<()>>,
-    store: Arc<dyn Store>,
     app: App,
     transport: crate::mail::Transport,
     mail_from: String,
@@ -364,9 +361,9 @@ fn spawn_background(
         12
     };
     {
-        let (store, stop) = (store.clone(), stop.clone());
+        let (app, stop) = (app.clone(), stop.clone());
         tasks.spawn(async move {
-            crate::mail::worker(store, transport, mail_from, stop).await;
+            crate::mail::worker(app, transport, mail_from, stop).await;
             Ok(())
         });
     }

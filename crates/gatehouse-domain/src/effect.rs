@@ -1,0 +1,159 @@
+//! Effects: what a decided change writes beyond its own row, named once
+//! (issue 25). A rule decides and returns the outcome with its effects; each
+//! storage backend applies a list of effects in one place (its
+//! `effects.rs`), inside the transaction of the change, in the list's order
+//! (PostgreSQL writes the revocation records last, as its feed of
+//! revocations needs). So what a deactivation, a demotion or a deletion
+//! reaches across aggregates is composed here, once, and no backend restates
+//! it.
+
+use crate::ids::UserId;
+use crate::manage::{self, KeyCut};
+use crate::user::{Deletion, User, UserChange};
+
+/// One write a change causes besides its own row.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Effect {
+    /// D11: the user's pending invitation links die (`pending_invite →
+    /// inactive`).
+    CancelInvitation { user: UserId },
+    /// D46 (revised): every application `owner` holds follows their status
+    /// (`client::owner_status_changed`); a new suspension revokes the
+    /// application's access tokens so far.
+    OwnerStatus { owner: UserId, inactive: bool },
+    /// D13, D46 (revised): every application of `from` moves to `to`,
+    /// suspended as `client::inherited` says (its secret may have left with
+    /// the old owner).
+    MoveOwnedClients { from: UserId, to: UserId },
+    /// D11, D13, D19, D29: the user's sessions and codes end, their refresh
+    /// chains are revoked, and a `User` revocation covers their access
+    /// tokens so far.
+    RevokeUser { user: UserId },
+    /// D46: API keys `owner` holds are revoked as `cut` says.
+    CutOwnedKeys { owner: UserId, cut: KeyCut },
+    /// D13: the user's row goes (with it, by the schema, what still
+    /// references it).
+    DeleteUser { user: UserId },
+}
+
+/// What a PATCH of `current` into `change.user` writes besides the user's
+/// row (D11, D13, D29, D46 revised). Nothing when nothing changed.
+pub fn of_user_change(current: &User, change: &UserChange) -> Vec<Effect> {
+    let mut effects = Vec::new();
+    if !change.changed {
+        return effects;
+    }
+    let id = &current.id;
+    if change.cancels_invitation {
+        effects.push(Effect::CancelInvitation { user: id.clone() });
+    }
+    if let Some(inactive) = manage::owner_inactive_after(current, &change.user) {
+        effects.push(Effect::OwnerStatus {
+            owner: id.clone(),
+            inactive,
+        });
+    }
+    if change.revokes_tokens {
+        effects.push(Effect::RevokeUser { user: id.clone() });
+    }
+    if let Some(cut) = manage::owned_keys_cut(current, Some(&change.user)) {
+        effects.push(Effect::CutOwnedKeys {
+            owner: id.clone(),
+            cut,
+        });
+    }
+    effects
+}
+
+/// What deleting `current` writes, its own row last (D13, D46 revised).
+pub fn of_user_deletion(current: &User, plan: &Deletion) -> Vec<Effect> {
+    let id = &current.id;
+    let mut effects = Vec::new();
+    if let Some(heir) = &plan.transfer_clients_to {
+        effects.push(Effect::MoveOwnedClients {
+            from: id.clone(),
+            to: heir.clone(),
+        });
+    }
+    effects.push(Effect::RevokeUser { user: id.clone() });
+    if let Some(cut) = manage::owned_keys_cut(current, None) {
+        effects.push(Effect::CutOwnedKeys {
+            owner: id.clone(),
+            cut,
+        });
+    }
+    effects.push(Effect::DeleteUser { user: id.clone() });
+    effects
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Role;
+    use crate::time::Timestamp;
+    use crate::user::{UserPatch, UserStatus, apply_patch};
+    use crate::values::{Email, Name};
+
+    fn user(role: Role, status: UserStatus) -> User {
+        User {
+            id: UserId::generate(),
+            email: Email::parse("e@example.com").unwrap(),
+            name: Name::parse("E").unwrap(),
+            role,
+            status,
+            created_at: Timestamp::from_millis(0),
+            updated_at: Timestamp::from_millis(0),
+            has_password: true,
+        }
+    }
+
+    #[test]
+    fn deactivating_an_admin_reaches_applications_tokens_and_keys() {
+        let u = user(Role::Admin, UserStatus::Active);
+        let patch = UserPatch {
+            status: Some(UserStatus::Inactive),
+            ..Default::default()
+        };
+        let change = apply_patch(&u, &patch, Timestamp::from_millis(1)).unwrap();
+        assert_eq!(
+            of_user_change(&u, &change),
+            vec![
+                Effect::OwnerStatus {
+                    owner: u.id.clone(),
+                    inactive: true
+                },
+                Effect::RevokeUser { user: u.id.clone() },
+                Effect::CutOwnedKeys {
+                    owner: u.id.clone(),
+                    cut: KeyCut::All
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn a_patch_that_changes_nothing_has_no_effect() {
+        let u = user(Role::Editor, UserStatus::Active);
+        let change = apply_patch(&u, &UserPatch::default(), Timestamp::from_millis(1)).unwrap();
+        assert!(of_user_change(&u, &change).is_empty());
+    }
+
+    #[test]
+    fn a_deletion_moves_revokes_cuts_and_goes_last() {
+        let u = user(Role::Editor, UserStatus::Active);
+        let heir = UserId::generate();
+        let plan = Deletion {
+            transfer_clients_to: Some(heir.clone()),
+        };
+        let e = of_user_deletion(&u, &plan);
+        assert_eq!(
+            e.first(),
+            Some(&Effect::MoveOwnedClients {
+                from: u.id.clone(),
+                to: heir
+            })
+        );
+        assert!(e.contains(&Effect::RevokeUser { user: u.id.clone() }));
+        assert_eq!(e.last(), Some(&Effect::DeleteUser { user: u.id.clone() }));
+    }
+}

@@ -1,0 +1,65 @@
+//! Applies a change's effects (`gatehouse_domain::effect`) inside its
+//! transaction: the one place this backend writes what a user's change
+//! reaches across aggregates, in the list's order, except that the
+//! revocation records are written last: a record's id is taken under the
+//! revocation lock, so writing them at the end holds that lock for the
+//! shortest time and the feed's ids commit in order (D25, D44).
+
+use gatehouse_domain::effect::Effect;
+use gatehouse_domain::{OrgId, Timestamp, client};
+use gatehouse_store::{LinkKind, NewRevocation};
+use sqlx_core::query::query;
+use sqlx_postgres::PgConnection;
+
+use crate::{TxResult, api_keys, auth_state, clients};
+
+pub(crate) async fn apply(
+    c: &mut PgConnection,
+    org: &OrgId,
+    effects: &[Effect],
+    now: Timestamp,
+) -> TxResult<()> {
+    let mut revocations: Vec<NewRevocation> = Vec::new();
+    for effect in effects {
+        match effect {
+            Effect::CancelInvitation { user } => {
+                auth_state::delete_links(c, LinkKind::Invitation, user).await?;
+            }
+            Effect::OwnerStatus { owner, inactive } => {
+                for app in clients::lock_owned_clients(c, org, owner).await? {
+                    let next = client::owner_status_changed(&app, *inactive);
+                    revocations.extend(clients::set_suspension(c, &app, next, now).await?);
+                }
+            }
+            Effect::MoveOwnedClients { from, to } => {
+                for app in clients::lock_owned_clients(c, org, from).await? {
+                    query("UPDATE clients SET owner_id = $2 WHERE id = $1")
+                        .bind(app.id.as_str())
+                        .bind(to.as_str())
+                        .execute(&mut *c)
+                        .await?;
+                    let next = client::inherited(&app);
+                    revocations.extend(clients::set_suspension(c, &app, next, now).await?);
+                }
+            }
+            Effect::RevokeUser { user } => {
+                auth_state::end_user_sessions(c, user, now).await?;
+                revocations.push(NewRevocation::user(user, now));
+            }
+            Effect::CutOwnedKeys { owner, cut } => {
+                api_keys::cut_owned_keys(c, org, owner, *cut, now).await?;
+            }
+            Effect::DeleteUser { user } => {
+                query("DELETE FROM users WHERE id = $1 AND org_id = $2")
+                    .bind(user.as_str())
+                    .bind(org.as_str())
+                    .execute(&mut *c)
+                    .await?;
+            }
+        }
+    }
+    for r in &revocations {
+        auth_state::insert_revocation(c, r).await?;
+    }
+    Ok(())
+}
