@@ -7,8 +7,11 @@
 //! reaches across aggregates is composed here, once, and no backend restates
 //! it.
 
-use crate::ids::UserId;
+use crate::Client;
+use crate::client::Suspension;
+use crate::ids::{ClientId, UserId};
 use crate::manage::{self, KeyCut};
+use crate::scope::ScopeSet;
 use crate::user::{Deletion, User, UserChange};
 
 /// One write a change causes besides its own row.
@@ -34,6 +37,22 @@ pub enum Effect {
     /// D13: the user's row goes (with it, by the schema, what still
     /// references it).
     DeleteUser { user: UserId },
+    /// D46 (revised): `client` (as it was) moves to `to`, with the
+    /// suspension `client::move_owner` decided; a new suspension revokes
+    /// its access tokens so far.
+    MoveClient {
+        client: Box<Client>,
+        to: UserId,
+        suspension: Suspension,
+    },
+    /// D46 (revised): the application keeps only `keep`: its refresh chains,
+    /// codes and consents carrying a `removed` scope end or shrink, and a
+    /// revocation covers exactly the access tokens carrying one.
+    NarrowClient {
+        client: ClientId,
+        keep: ScopeSet,
+        removed: ScopeSet,
+    },
 }
 
 /// What a PATCH of `current` into `change.user` writes besides the user's
@@ -83,6 +102,33 @@ pub fn of_user_deletion(current: &User, plan: &Deletion) -> Vec<Effect> {
         });
     }
     effects.push(Effect::DeleteUser { user: id.clone() });
+    effects
+}
+
+/// What changing the application `old` writes besides its row (D46
+/// revised): the move its owner change decided (`move_owner`), then the
+/// narrowing when `keep` drops any of its scopes.
+pub fn of_client_update(
+    old: &Client,
+    keep: ScopeSet,
+    moved: Option<(UserId, Suspension)>,
+) -> Vec<Effect> {
+    let mut effects = Vec::new();
+    if let Some((to, suspension)) = moved {
+        effects.push(Effect::MoveClient {
+            client: Box::new(old.clone()),
+            to,
+            suspension,
+        });
+    }
+    let removed = ScopeSet::from_bits(old.scopes.bits() & !keep.bits());
+    if !removed.is_empty() {
+        effects.push(Effect::NarrowClient {
+            client: old.id.clone(),
+            keep,
+            removed,
+        });
+    }
     effects
 }
 

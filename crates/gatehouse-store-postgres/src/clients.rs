@@ -56,25 +56,27 @@ impl ClientStore for PgStore {
             let old = lock_client(&mut tx, org, id)
                 .await?
                 .ok_or(StoreError::NotFound)?;
-            let (new, narrowed) = changes.apply(&old);
+            let (new, _) = changes.apply(&old);
             let scopes = new.scopes;
-            let mut revocations = Vec::new();
-            if let Some(to) = &changes.owner {
-                // D46 (revised): the move, decided with both owners as they
-                // are in this transaction (the new one held active till commit).
-                let current = match &old.owner {
-                    Some(u) => get_user_tx(&mut tx, org, u).await?,
-                    None => None,
-                };
-                let found = user_with_lock(&mut tx, org, to, "FOR SHARE").await?;
-                let suspension = client::move_owner(&old, current.as_ref(), to, found.as_ref())?;
-                query("UPDATE clients SET owner_id = $2 WHERE id = $1")
-                    .bind(id.as_str())
-                    .bind(to.as_str())
-                    .execute(&mut *tx)
-                    .await?;
-                revocations.extend(set_suspension(&mut tx, &old, suspension, now).await?);
-            }
+            let moved = match &changes.owner {
+                Some(to) => {
+                    // D46 (revised): the move, decided with both owners as
+                    // they are in this transaction (the new one held active
+                    // till commit).
+                    let current = match &old.owner {
+                        Some(u) => get_user_tx(&mut tx, org, u).await?,
+                        None => None,
+                    };
+                    let found = user_with_lock(&mut tx, org, to, "FOR SHARE").await?;
+                    let s = client::move_owner(&old, current.as_ref(), to, found.as_ref())?;
+                    Some((to.clone(), s))
+                }
+                None => None,
+            };
+            // The move and the narrowing first (their revocations last of
+            // them), so the row read back below is the application as it is.
+            let effects = effect::of_client_update(&old, scopes, moved);
+            crate::effects::apply(&mut tx, org, &effects, now).await?;
             let row = query(&format!(
                 "UPDATE clients SET name = $2, redirect_uris = $3, post_logout_redirect_uris = $4,
                     scopes = $5, admin_approved = $6, updated_at = $7
@@ -90,53 +92,6 @@ impl ClientStore for PgStore {
             .fetch_one(&mut *tx)
             .await?;
             let client = client_row(&row)?;
-            if narrowed {
-                let keep = bits(scopes);
-                query(
-                    "UPDATE refresh_chains SET revoked_at = $3
-                     WHERE client_id = $1 AND revoked_at IS NULL AND (scopes & ~$2::smallint) <> 0",
-                )
-                .bind(id.as_str())
-                .bind(keep)
-                .bind(now.millis())
-                .execute(&mut *tx)
-                .await?;
-                query(
-                    "UPDATE refresh_tokens SET successor_sealed = NULL, successor_until = NULL
-                     WHERE chain_id IN (SELECT id FROM refresh_chains WHERE client_id = $1 AND revoked_at = $2)
-                       AND successor_until IS NOT NULL",
-                )
-                .bind(id.as_str())
-                .bind(now.millis())
-                .execute(&mut *tx)
-                .await?;
-                query(
-                    "DELETE FROM auth_codes WHERE client_id = $1 AND (scopes & ~$2::smallint) <> 0",
-                )
-                .bind(id.as_str())
-                .bind(keep)
-                .execute(&mut *tx)
-                .await?;
-                query("UPDATE consents SET scopes = scopes & $2::smallint WHERE client_id = $1")
-                    .bind(id.as_str())
-                    .bind(keep)
-                    .execute(&mut *tx)
-                    .await?;
-                query("DELETE FROM consents WHERE client_id = $1 AND scopes = 0")
-                    .bind(id.as_str())
-                    .execute(&mut *tx)
-                    .await?;
-                // D46 (revised): exactly the tokens carrying a removed scope.
-                revocations.push(NewRevocation::client_scopes(
-                    id,
-                    changes.removed_scopes(&old),
-                    now,
-                ));
-            }
-            // Last statements of the transaction (see insert_revocation).
-            for r in &revocations {
-                auth_state::insert_revocation(&mut tx, r).await?;
-            }
             Ok(client)
         })
     }

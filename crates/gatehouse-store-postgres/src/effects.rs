@@ -56,6 +56,61 @@ pub(crate) async fn apply(
                     .execute(&mut *c)
                     .await?;
             }
+            Effect::MoveClient {
+                client,
+                to,
+                suspension,
+            } => {
+                query("UPDATE clients SET owner_id = $2 WHERE id = $1")
+                    .bind(client.id.as_str())
+                    .bind(to.as_str())
+                    .execute(&mut *c)
+                    .await?;
+                revocations.extend(clients::set_suspension(c, client, *suspension, now).await?);
+            }
+            Effect::NarrowClient {
+                client,
+                keep,
+                removed,
+            } => {
+                let keep = crate::bits(*keep);
+                query(
+                    "UPDATE refresh_chains SET revoked_at = $3
+                     WHERE client_id = $1 AND revoked_at IS NULL AND (scopes & ~$2::smallint) <> 0",
+                )
+                .bind(client.as_str())
+                .bind(keep)
+                .bind(now.millis())
+                .execute(&mut *c)
+                .await?;
+                query(
+                    "UPDATE refresh_tokens SET successor_sealed = NULL, successor_until = NULL
+                     WHERE chain_id IN (SELECT id FROM refresh_chains WHERE client_id = $1 AND revoked_at = $2)
+                       AND successor_until IS NOT NULL",
+                )
+                .bind(client.as_str())
+                .bind(now.millis())
+                .execute(&mut *c)
+                .await?;
+                query(
+                    "DELETE FROM auth_codes WHERE client_id = $1 AND (scopes & ~$2::smallint) <> 0",
+                )
+                .bind(client.as_str())
+                .bind(keep)
+                .execute(&mut *c)
+                .await?;
+                query("UPDATE consents SET scopes = scopes & $2::smallint WHERE client_id = $1")
+                    .bind(client.as_str())
+                    .bind(keep)
+                    .execute(&mut *c)
+                    .await?;
+                query("DELETE FROM consents WHERE client_id = $1 AND scopes = 0")
+                    .bind(client.as_str())
+                    .execute(&mut *c)
+                    .await?;
+                // D46 (revised): exactly the tokens carrying a removed scope.
+                revocations.push(NewRevocation::client_scopes(client, *removed, now));
+            }
         }
     }
     for r in &revocations {

@@ -373,7 +373,7 @@ macro_rules! read {
 }
 pub(crate) use read;
 
-fn bits(s: ScopeSet) -> i16 {
+pub(crate) fn bits(s: ScopeSet) -> i16 {
     s.bits() as i16
 }
 

@@ -67,22 +67,24 @@ impl ClientStore for SqliteStore {
         self.pool
             .write(move |tx| {
                 let old = get_client_tx(tx, &org, &id)?.ok_or(StoreError::NotFound)?;
-                let (new, narrowed) = ch.apply(&old);
+                let (new, _) = ch.apply(&old);
                 let scopes = new.scopes;
-                if let Some(to) = &ch.owner {
-                    // D46 (revised): the move, decided with both owners as
-                    // they are in this transaction.
-                    let current = match &old.owner {
-                        Some(u) => get_user_tx(tx, &org, u)?,
-                        None => None,
-                    };
-                    let found = get_user_tx(tx, &org, to)?;
-                    let suspension = client::move_owner(&old, current.as_ref(), to, found.as_ref())?;
-                    tx.prepare_cached("UPDATE clients SET owner_id = ?2 WHERE id = ?1")
-                        .and_then(|mut s| s.execute(params![id.as_str(), to.as_str()]))
-                        .map_err(db_err)?;
-                    set_suspension(tx, &old, suspension, now)?;
-                }
+                let moved = match &ch.owner {
+                    Some(to) => {
+                        // D46 (revised): the move, decided with both owners
+                        // as they are in this transaction.
+                        let current = match &old.owner {
+                            Some(u) => get_user_tx(tx, &org, u)?,
+                            None => None,
+                        };
+                        let found = get_user_tx(tx, &org, to)?;
+                        let s = client::move_owner(&old, current.as_ref(), to, found.as_ref())?;
+                        Some((to.clone(), s))
+                    }
+                    None => None,
+                };
+                let effects = effect::of_client_update(&old, scopes, moved);
+                crate::effects::apply(tx, &org, &effects, now)?;
                 tx.prepare_cached(
                     "UPDATE clients SET name = ?2, redirect_uris = ?3, post_logout_redirect_uris = ?4,
                         scopes = ?5, admin_approved = ?6, updated_at = ?7
@@ -100,28 +102,6 @@ impl ClientStore for SqliteStore {
                     ])
                 })
                 .map_err(db_err)?;
-                if narrowed {
-                    let keep = scopes.bits() as i64;
-                    for sql in [
-                        "UPDATE refresh_chains SET revoked_at = ?3
-                         WHERE client_id = ?1 AND revoked_at IS NULL AND (scopes & ~?2) <> 0",
-                        "UPDATE refresh_tokens SET successor_sealed = NULL, successor_until = NULL
-                         WHERE chain_id IN (SELECT id FROM refresh_chains WHERE client_id = ?1 AND revoked_at = ?3)
-                           AND ?2 = ?2",
-                        "DELETE FROM auth_codes WHERE client_id = ?1 AND (scopes & ~?2) <> 0 AND ?3 = ?3",
-                        "UPDATE consents SET scopes = scopes & ?2 WHERE client_id = ?1 AND ?3 = ?3",
-                        "DELETE FROM consents WHERE client_id = ?1 AND scopes = 0 AND ?2 = ?2 AND ?3 = ?3",
-                    ] {
-                        tx.prepare_cached(sql)
-                            .and_then(|mut s| s.execute(params![id.as_str(), keep, now.millis()]))
-                            .map_err(db_err)?;
-                    }
-                    // D46 (revised): exactly the tokens carrying a removed scope.
-                    auth_state::insert_revocation(
-                        tx,
-                        &NewRevocation::client_scopes(&id, ch.removed_scopes(&old), now),
-                    )?;
-                }
                 tx.prepare_cached(&format!("SELECT {CLIENT_COLS} FROM clients WHERE id = ?1"))
                     .and_then(|mut s| s.query_row([id.as_str()], client_row))
                     .map_err(db_err)

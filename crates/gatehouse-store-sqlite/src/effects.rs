@@ -5,7 +5,7 @@
 
 use gatehouse_domain::effect::Effect;
 use gatehouse_domain::{OrgId, Timestamp, client};
-use gatehouse_store::{LinkKind, StoreResult};
+use gatehouse_store::{LinkKind, NewRevocation, StoreResult};
 use rusqlite::{Connection, params};
 
 use crate::{api_keys, auth_state, clients, db_err};
@@ -43,6 +43,42 @@ pub(crate) fn apply(
                 c.prepare_cached("DELETE FROM users WHERE id = ?1 AND org_id = ?2")
                     .and_then(|mut s| s.execute(params![user.as_str(), org.as_str()]))
                     .map_err(db_err)?;
+            }
+            Effect::MoveClient {
+                client,
+                to,
+                suspension,
+            } => {
+                c.prepare_cached("UPDATE clients SET owner_id = ?2 WHERE id = ?1")
+                    .and_then(|mut s| s.execute(params![client.id.as_str(), to.as_str()]))
+                    .map_err(db_err)?;
+                clients::set_suspension(c, client, *suspension, now)?;
+            }
+            Effect::NarrowClient {
+                client,
+                keep,
+                removed,
+            } => {
+                let keep = keep.bits() as i64;
+                for sql in [
+                    "UPDATE refresh_chains SET revoked_at = ?3
+                     WHERE client_id = ?1 AND revoked_at IS NULL AND (scopes & ~?2) <> 0",
+                    "UPDATE refresh_tokens SET successor_sealed = NULL, successor_until = NULL
+                     WHERE chain_id IN (SELECT id FROM refresh_chains WHERE client_id = ?1 AND revoked_at = ?3)
+                       AND ?2 = ?2",
+                    "DELETE FROM auth_codes WHERE client_id = ?1 AND (scopes & ~?2) <> 0 AND ?3 = ?3",
+                    "UPDATE consents SET scopes = scopes & ?2 WHERE client_id = ?1 AND ?3 = ?3",
+                    "DELETE FROM consents WHERE client_id = ?1 AND scopes = 0 AND ?2 = ?2 AND ?3 = ?3",
+                ] {
+                    c.prepare_cached(sql)
+                        .and_then(|mut s| s.execute(params![client.as_str(), keep, now.millis()]))
+                        .map_err(db_err)?;
+                }
+                // D46 (revised): exactly the tokens carrying a removed scope.
+                auth_state::insert_revocation(
+                    c,
+                    &NewRevocation::client_scopes(client, *removed, now),
+                )?;
             }
         }
     }
