@@ -45,6 +45,13 @@ pub enum Effect {
         to: UserId,
         suspension: Suspension,
     },
+    /// D46 (revised): `client` (as it was) gets the suspension a rule
+    /// decided (a rotation's, `client::check_rotation`); a new suspension
+    /// revokes its access tokens so far.
+    SetSuspension {
+        client: Box<Client>,
+        next: Suspension,
+    },
     /// D46 (revised): the application keeps only `keep`: its refresh chains,
     /// codes and consents carrying a `removed` scope end or shrink, and a
     /// revocation covers exactly the access tokens carrying one.

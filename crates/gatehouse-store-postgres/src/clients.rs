@@ -148,15 +148,18 @@ impl ClientStore for PgStore {
                 .ok_or(StoreError::NotFound)?;
             // D46 (revised): an owed rotation takes no grace, and is lifted.
             let suspension = client::check_rotation(&old, previous_until.is_some())?;
+            let next = effect::Effect::SetSuspension {
+                client: Box::new(old),
+                next: suspension,
+            };
+            crate::effects::apply(&mut tx, org, &[next], Timestamp::now()).await?;
             // D20: the old secret keeps working until `previous_until`; none: at once.
             let row = query(&format!(
                 "UPDATE clients SET
                      previous_secret_hash = CASE WHEN $3::bigint IS NULL THEN NULL ELSE secret_hash END,
                      previous_secret_until = $3::bigint,
                      secret_hash = $4,
-                     updated_at = $5,
-                     owner_inactive = $6,
-                     rotation_required = $7
+                     updated_at = $5
                  WHERE id = $1 AND org_id = $2
                  RETURNING {CLIENT_COLS}"
             ))
@@ -165,8 +168,6 @@ impl ClientStore for PgStore {
             .bind(previous_until.map(Timestamp::millis))
             .bind(&secret_hash[..])
             .bind(Timestamp::now().millis())
-            .bind(suspension.owner_inactive)
-            .bind(suspension.rotation_required)
             .fetch_one(&mut *tx)
             .await?;
             Ok(client_row(&row)?)
@@ -188,46 +189,6 @@ pub(crate) async fn lock_client(
     .fetch_optional(&mut *c)
     .await?;
     Ok(row.as_ref().map(client_row).transpose()?)
-}
-
-/// The clients of `org` that `owner` owns, locked for the rest of the
-/// transaction.
-pub(crate) async fn lock_owned_clients(
-    c: &mut PgConnection,
-    org: &OrgId,
-    owner: &UserId,
-) -> TxResult<Vec<Client>> {
-    let rows = query(&format!(
-        "SELECT {CLIENT_COLS} FROM clients WHERE org_id = $1 AND owner_id = $2
-         ORDER BY created_at, id FOR UPDATE"
-    ))
-    .bind(org.as_str())
-    .bind(owner.as_str())
-    .fetch_all(&mut *c)
-    .await?;
-    Ok(rows.iter().map(client_row).collect::<Result<Vec<_>, _>>()?)
-}
-
-/// Writes the suspension a rule decided for `app` (D46 revised). One that
-/// newly suspends it calls for a revocation of its access tokens so far
-/// ([`client::Suspension::revokes_on`]), returned for the caller to write
-/// last in the transaction (see `auth_state::insert_revocation`).
-pub(crate) async fn set_suspension(
-    c: &mut PgConnection,
-    app: &Client,
-    next: client::Suspension,
-    now: Timestamp,
-) -> TxResult<Option<NewRevocation>> {
-    query("UPDATE clients SET owner_inactive = $2, rotation_required = $3 WHERE id = $1")
-        .bind(app.id.as_str())
-        .bind(next.owner_inactive)
-        .bind(next.rotation_required)
-        .execute(&mut *c)
-        .await?;
-    Ok(app
-        .suspension
-        .revokes_on(next)
-        .then(|| NewRevocation::client(&app.id, now)))
 }
 
 pub(crate) async fn insert_client_row(

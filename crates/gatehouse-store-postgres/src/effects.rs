@@ -6,12 +6,13 @@
 //! shortest time and the feed's ids commit in order (D25, D44).
 
 use gatehouse_domain::effect::Effect;
-use gatehouse_domain::{OrgId, Timestamp, client};
+use gatehouse_domain::{Client, OrgId, Timestamp, UserId, client};
 use gatehouse_store::{LinkKind, NewRevocation};
 use sqlx_core::query::query;
 use sqlx_postgres::PgConnection;
 
-use crate::{TxResult, api_keys, auth_state, clients};
+use crate::rows::{CLIENT_COLS, client_row};
+use crate::{TxResult, api_keys, auth_state};
 
 pub(crate) async fn apply(
     c: &mut PgConnection,
@@ -26,20 +27,20 @@ pub(crate) async fn apply(
                 auth_state::delete_links(c, LinkKind::Invitation, user).await?;
             }
             Effect::OwnerStatus { owner, inactive } => {
-                for app in clients::lock_owned_clients(c, org, owner).await? {
+                for app in lock_owned_clients(c, org, owner).await? {
                     let next = client::owner_status_changed(&app, *inactive);
-                    revocations.extend(clients::set_suspension(c, &app, next, now).await?);
+                    revocations.extend(set_suspension(c, &app, next, now).await?);
                 }
             }
             Effect::MoveOwnedClients { from, to } => {
-                for app in clients::lock_owned_clients(c, org, from).await? {
+                for app in lock_owned_clients(c, org, from).await? {
                     query("UPDATE clients SET owner_id = $2 WHERE id = $1")
                         .bind(app.id.as_str())
                         .bind(to.as_str())
                         .execute(&mut *c)
                         .await?;
                     let next = client::inherited(&app);
-                    revocations.extend(clients::set_suspension(c, &app, next, now).await?);
+                    revocations.extend(set_suspension(c, &app, next, now).await?);
                 }
             }
             Effect::RevokeUser { user } => {
@@ -66,7 +67,10 @@ pub(crate) async fn apply(
                     .bind(to.as_str())
                     .execute(&mut *c)
                     .await?;
-                revocations.extend(clients::set_suspension(c, client, *suspension, now).await?);
+                revocations.extend(set_suspension(c, client, *suspension, now).await?);
+            }
+            Effect::SetSuspension { client, next } => {
+                revocations.extend(set_suspension(c, client, *next, now).await?);
             }
             Effect::NarrowClient {
                 client,
@@ -117,4 +121,44 @@ pub(crate) async fn apply(
         auth_state::insert_revocation(c, r).await?;
     }
     Ok(())
+}
+
+/// The clients of `org` that `owner` owns, locked for the rest of the
+/// transaction.
+async fn lock_owned_clients(
+    c: &mut PgConnection,
+    org: &OrgId,
+    owner: &UserId,
+) -> TxResult<Vec<Client>> {
+    let rows = query(&format!(
+        "SELECT {CLIENT_COLS} FROM clients WHERE org_id = $1 AND owner_id = $2
+         ORDER BY created_at, id FOR UPDATE"
+    ))
+    .bind(org.as_str())
+    .bind(owner.as_str())
+    .fetch_all(&mut *c)
+    .await?;
+    Ok(rows.iter().map(client_row).collect::<Result<Vec<_>, _>>()?)
+}
+
+/// Writes the suspension a rule decided for `app` (D46 revised). One that
+/// newly suspends it calls for a revocation of its access tokens so far
+/// ([`client::Suspension::revokes_on`]), returned for the caller to write
+/// last in the transaction (see `auth_state::insert_revocation`).
+async fn set_suspension(
+    c: &mut PgConnection,
+    app: &Client,
+    next: client::Suspension,
+    now: Timestamp,
+) -> TxResult<Option<NewRevocation>> {
+    query("UPDATE clients SET owner_inactive = $2, rotation_required = $3 WHERE id = $1")
+        .bind(app.id.as_str())
+        .bind(next.owner_inactive)
+        .bind(next.rotation_required)
+        .execute(&mut *c)
+        .await?;
+    Ok(app
+        .suspension
+        .revokes_on(next)
+        .then(|| NewRevocation::client(&app.id, now)))
 }

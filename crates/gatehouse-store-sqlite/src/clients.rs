@@ -188,7 +188,11 @@ impl ClientStore for SqliteStore {
                     ])
                 })
                 .map_err(db_err)?;
-                set_suspension(tx, &old, suspension, Timestamp::now())?;
+                let next = effect::Effect::SetSuspension {
+                    client: Box::new(old),
+                    next: suspension,
+                };
+                crate::effects::apply(tx, &org, &[next], Timestamp::now())?;
                 tx.prepare_cached(&format!("SELECT {CLIENT_COLS} FROM clients WHERE id = ?1"))
                     .and_then(|mut s| s.query_row([id.as_str()], client_row))
                     .map_err(db_err)
@@ -214,48 +218,6 @@ pub(crate) fn get_client_tx(
             .optional()
     })
     .map_err(db_err)
-}
-
-/// The clients of `org` that `owner` owns, as they are in this transaction.
-pub(crate) fn owned_clients_tx(
-    c: &Connection,
-    org: &OrgId,
-    owner: &UserId,
-) -> StoreResult<Vec<Client>> {
-    c.prepare_cached(&format!(
-        "SELECT {CLIENT_COLS} FROM clients WHERE org_id = ?1 AND owner_id = ?2 ORDER BY created_at, id"
-    ))
-    .and_then(|mut s| {
-        s.query_map(params![org.as_str(), owner.as_str()], client_row)?
-            .collect::<rusqlite::Result<Vec<_>>>()
-    })
-    .map_err(db_err)
-}
-
-/// Writes the suspension a rule decided for `app` (D46 revised); one that
-/// newly suspends it also revokes its access tokens so far
-/// ([`client::Suspension::revokes_on`]).
-pub(crate) fn set_suspension(
-    c: &Connection,
-    app: &Client,
-    next: client::Suspension,
-    now: Timestamp,
-) -> StoreResult<()> {
-    c.prepare_cached(
-        "UPDATE clients SET owner_inactive = ?2, rotation_required = ?3 WHERE id = ?1",
-    )
-    .and_then(|mut st| {
-        st.execute(params![
-            app.id.as_str(),
-            next.owner_inactive,
-            next.rotation_required
-        ])
-    })
-    .map_err(db_err)?;
-    if app.suspension.revokes_on(next) {
-        auth_state::insert_revocation(c, &NewRevocation::client(&app.id, now))?;
-    }
-    Ok(())
 }
 
 pub(crate) fn insert_client_row(

@@ -4,11 +4,12 @@
 //! the change, in the list's order.
 
 use gatehouse_domain::effect::Effect;
-use gatehouse_domain::{OrgId, Timestamp, client};
+use gatehouse_domain::{Client, OrgId, Timestamp, UserId, client};
 use gatehouse_store::{LinkKind, NewRevocation, StoreResult};
 use rusqlite::{Connection, params};
 
-use crate::{api_keys, auth_state, clients, db_err};
+use crate::rows::{CLIENT_COLS, client_row};
+use crate::{api_keys, auth_state, db_err};
 
 pub(crate) fn apply(
     c: &Connection,
@@ -22,17 +23,17 @@ pub(crate) fn apply(
                 auth_state::delete_links(c, LinkKind::Invitation, user)?;
             }
             Effect::OwnerStatus { owner, inactive } => {
-                for app in clients::owned_clients_tx(c, org, owner)? {
+                for app in owned_clients(c, org, owner)? {
                     let next = client::owner_status_changed(&app, *inactive);
-                    clients::set_suspension(c, &app, next, now)?;
+                    set_suspension(c, &app, next, now)?;
                 }
             }
             Effect::MoveOwnedClients { from, to } => {
-                for app in clients::owned_clients_tx(c, org, from)? {
+                for app in owned_clients(c, org, from)? {
                     c.prepare_cached("UPDATE clients SET owner_id = ?2 WHERE id = ?1")
                         .and_then(|mut s| s.execute(params![app.id.as_str(), to.as_str()]))
                         .map_err(db_err)?;
-                    clients::set_suspension(c, &app, client::inherited(&app), now)?;
+                    set_suspension(c, &app, client::inherited(&app), now)?;
                 }
             }
             Effect::RevokeUser { user } => auth_state::revoke_user(c, user, now)?,
@@ -52,8 +53,9 @@ pub(crate) fn apply(
                 c.prepare_cached("UPDATE clients SET owner_id = ?2 WHERE id = ?1")
                     .and_then(|mut s| s.execute(params![client.id.as_str(), to.as_str()]))
                     .map_err(db_err)?;
-                clients::set_suspension(c, client, *suspension, now)?;
+                set_suspension(c, client, *suspension, now)?;
             }
+            Effect::SetSuspension { client, next } => set_suspension(c, client, *next, now)?,
             Effect::NarrowClient {
                 client,
                 keep,
@@ -81,6 +83,44 @@ pub(crate) fn apply(
                 )?;
             }
         }
+    }
+    Ok(())
+}
+
+/// The clients of `org` that `owner` owns, as they are in this transaction.
+fn owned_clients(c: &Connection, org: &OrgId, owner: &UserId) -> StoreResult<Vec<Client>> {
+    c.prepare_cached(&format!(
+        "SELECT {CLIENT_COLS} FROM clients WHERE org_id = ?1 AND owner_id = ?2 ORDER BY created_at, id"
+    ))
+    .and_then(|mut s| {
+        s.query_map(params![org.as_str(), owner.as_str()], client_row)?
+            .collect::<rusqlite::Result<Vec<_>>>()
+    })
+    .map_err(db_err)
+}
+
+/// Writes the suspension a rule decided for `app` (D46 revised); one that
+/// newly suspends it also revokes its access tokens so far
+/// ([`client::Suspension::revokes_on`]).
+fn set_suspension(
+    c: &Connection,
+    app: &Client,
+    next: client::Suspension,
+    now: Timestamp,
+) -> StoreResult<()> {
+    c.prepare_cached(
+        "UPDATE clients SET owner_inactive = ?2, rotation_required = ?3 WHERE id = ?1",
+    )
+    .and_then(|mut st| {
+        st.execute(params![
+            app.id.as_str(),
+            next.owner_inactive,
+            next.rotation_required
+        ])
+    })
+    .map_err(db_err)?;
+    if app.suspension.revokes_on(next) {
+        auth_state::insert_revocation(c, &NewRevocation::client(&app.id, now))?;
     }
     Ok(())
 }
