@@ -45,6 +45,9 @@ pub enum Effect {
         to: UserId,
         suspension: Suspension,
     },
+    /// D46, D47: the application goes, with its refresh chains, codes and
+    /// consents; a revocation covers every access token issued to it.
+    DeleteClient { client: ClientId },
     /// D46 (revised): `client` (as it was) gets the suspension a rule
     /// decided (a rotation's, `client::check_rotation`); a new suspension
     /// revokes its access tokens so far.

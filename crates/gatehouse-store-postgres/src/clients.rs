@@ -105,17 +105,8 @@ impl ClientStore for PgStore {
             .fetch_optional(&mut *tx)
             .await?
             .ok_or(StoreError::NotFound)?;
-            for sql in [
-                "DELETE FROM refresh_tokens WHERE chain_id IN (SELECT id FROM refresh_chains WHERE client_id = $1)",
-                "DELETE FROM refresh_chains WHERE client_id = $1",
-                "DELETE FROM auth_codes WHERE client_id = $1",
-                "DELETE FROM consents WHERE client_id = $1",
-                "DELETE FROM clients WHERE id = $1",
-            ] {
-                query(sql).bind(id.as_str()).execute(&mut *tx).await?;
-            }
-            // Last statement of the transaction (see insert_revocation).
-            auth_state::insert_revocation(&mut tx, &NewRevocation::client(id, now)).await?;
+            let gone = effect::Effect::DeleteClient { client: id.clone() };
+            crate::effects::apply(&mut tx, org, &[gone], now).await?;
             Ok(())
         })
     }

@@ -69,6 +69,18 @@ pub(crate) async fn apply(
                     .await?;
                 revocations.extend(set_suspension(c, client, *suspension, now).await?);
             }
+            Effect::DeleteClient { client } => {
+                for sql in [
+                    "DELETE FROM refresh_tokens WHERE chain_id IN (SELECT id FROM refresh_chains WHERE client_id = $1)",
+                    "DELETE FROM refresh_chains WHERE client_id = $1",
+                    "DELETE FROM auth_codes WHERE client_id = $1",
+                    "DELETE FROM consents WHERE client_id = $1",
+                    "DELETE FROM clients WHERE id = $1",
+                ] {
+                    query(sql).bind(client.as_str()).execute(&mut *c).await?;
+                }
+                revocations.push(NewRevocation::client(client, now));
+            }
             Effect::SetSuspension { client, next } => {
                 revocations.extend(set_suspension(c, client, *next, now).await?);
             }

@@ -122,21 +122,8 @@ impl ClientStore for SqliteStore {
                 if found.is_none() {
                     return Err(StoreError::NotFound);
                 }
-                // Explicit rather than left to ON DELETE CASCADE, so nothing
-                // depends on the connection's foreign-key setting.
-                for sql in [
-                    "DELETE FROM refresh_tokens WHERE chain_id IN (SELECT id FROM refresh_chains WHERE client_id = ?1)",
-                    "DELETE FROM refresh_chains WHERE client_id = ?1",
-                    "DELETE FROM auth_codes WHERE client_id = ?1",
-                    "DELETE FROM consents WHERE client_id = ?1",
-                    "DELETE FROM clients WHERE id = ?1",
-                ] {
-                    tx.prepare_cached(sql)
-                        .and_then(|mut s| s.execute([id.as_str()]))
-                        .map_err(db_err)?;
-                }
-                auth_state::insert_revocation(tx, &NewRevocation::client(&id, now))?;
-                Ok(())
+                let gone = effect::Effect::DeleteClient { client: id.clone() };
+                crate::effects::apply(tx, &org, &[gone], now)
             })
             .await
     }

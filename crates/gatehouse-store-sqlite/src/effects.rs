@@ -56,6 +56,22 @@ pub(crate) fn apply(
                 set_suspension(c, client, *suspension, now)?;
             }
             Effect::SetSuspension { client, next } => set_suspension(c, client, *next, now)?,
+            Effect::DeleteClient { client } => {
+                // Explicit rather than left to ON DELETE CASCADE, so nothing
+                // depends on the connection's foreign-key setting.
+                for sql in [
+                    "DELETE FROM refresh_tokens WHERE chain_id IN (SELECT id FROM refresh_chains WHERE client_id = ?1)",
+                    "DELETE FROM refresh_chains WHERE client_id = ?1",
+                    "DELETE FROM auth_codes WHERE client_id = ?1",
+                    "DELETE FROM consents WHERE client_id = ?1",
+                    "DELETE FROM clients WHERE id = ?1",
+                ] {
+                    c.prepare_cached(sql)
+                        .and_then(|mut s| s.execute([client.as_str()]))
+                        .map_err(db_err)?;
+                }
+                auth_state::insert_revocation(c, &NewRevocation::client(client, now))?;
+            }
             Effect::NarrowClient {
                 client,
                 keep,
