@@ -10,6 +10,7 @@
 use crate::Client;
 use crate::client::Suspension;
 use crate::ids::{ClientId, UserId};
+use crate::link::{LinkKind, NewLink};
 use crate::manage::{self, KeyCut};
 use crate::scope::ScopeSet;
 use crate::user::{Deletion, User, UserChange};
@@ -17,6 +18,14 @@ use crate::user::{Deletion, User, UserChange};
 /// One write a change causes besides its own row.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Effect {
+    /// D11, D19, D30: a single-use link for `user` is written with the
+    /// e-mail that carries it (queued in the outbox); an earlier link of
+    /// the same kind dies.
+    SendLink {
+        kind: LinkKind,
+        user: UserId,
+        link: Box<NewLink>,
+    },
     /// D11: the user's pending invitation links die (`pending_invite →
     /// inactive`).
     CancelInvitation { user: UserId },

@@ -73,3 +73,19 @@ mod tests {
         }
     }
 }
+
+/// An e-mail to send (D30).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OutboundEmail {
+    pub to: String,
+    pub subject: String,
+    pub body: String,
+}
+
+/// A new single-use link with the e-mail that carries it, written together.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewLink {
+    pub digest: [u8; 32],
+    pub expires_at: Timestamp,
+    pub email: OutboundEmail,
+}

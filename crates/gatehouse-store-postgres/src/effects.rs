@@ -23,6 +23,9 @@ pub(crate) async fn apply(
     let mut revocations: Vec<NewRevocation> = Vec::new();
     for effect in effects {
         match effect {
+            Effect::SendLink { kind, user, link } => {
+                auth_state::insert_link(c, *kind, org, user, link, now).await?;
+            }
             Effect::CancelInvitation { user } => {
                 auth_state::delete_links(c, LinkKind::Invitation, user).await?;
             }

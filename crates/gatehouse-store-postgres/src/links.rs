@@ -99,7 +99,12 @@ impl LinkStore for PgStore {
                 .bind(now.millis())
                 .execute(&mut *tx)
                 .await?;
-            auth_state::insert_link(&mut tx, LinkKind::Reset, org, &id, link, now).await?;
+            let send = effect::Effect::SendLink {
+                kind: LinkKind::Reset,
+                user: id.clone(),
+                link: Box::new(link.clone()),
+            };
+            crate::effects::apply(&mut tx, org, &[send], now).await?;
             Ok(true)
         })
     }

@@ -13,15 +13,12 @@ impl UserStore for PgStore {
         write_tx!(self, |tx| {
             insert_user_row(&mut tx, org, u, u.created_at).await?;
             if let Some(link) = invitation {
-                auth_state::insert_link(
-                    &mut tx,
-                    LinkKind::Invitation,
-                    org,
-                    &u.id,
-                    link,
-                    u.created_at,
-                )
-                .await?;
+                let send = effect::Effect::SendLink {
+                    kind: LinkKind::Invitation,
+                    user: u.id.clone(),
+                    link: Box::new(link.clone()),
+                };
+                effects::apply(&mut tx, org, &[send], u.created_at).await?;
             }
             Ok(User {
                 id: u.id.clone(),
@@ -180,15 +177,12 @@ impl UserStore for PgStore {
                 .await?
                 .ok_or(StoreError::NotFound)?;
             user::check_reinvite(&u)?;
-            auth_state::insert_link(
-                &mut tx,
-                LinkKind::Invitation,
-                org,
-                id,
-                link,
-                Timestamp::now(),
-            )
-            .await
+            let send = effect::Effect::SendLink {
+                kind: LinkKind::Invitation,
+                user: id.clone(),
+                link: Box::new(link.clone()),
+            };
+            effects::apply(&mut tx, org, &[send], Timestamp::now()).await
         })
     }
 }

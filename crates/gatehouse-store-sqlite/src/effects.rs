@@ -19,6 +19,9 @@ pub(crate) fn apply(
 ) -> StoreResult<()> {
     for effect in effects {
         match effect {
+            Effect::SendLink { kind, user, link } => {
+                auth_state::insert_link(c, *kind, org, user, link, now)?;
+            }
             Effect::CancelInvitation { user } => {
                 auth_state::delete_links(c, LinkKind::Invitation, user)?;
             }

@@ -78,7 +78,12 @@ impl LinkStore for SqliteStore {
                 tx.prepare_cached("INSERT INTO reset_requests (user_id, requested_at) VALUES (?1, ?2)")
                     .and_then(|mut s| s.execute(params![id.as_str(), now.millis()]))
                     .map_err(db_err)?;
-                auth_state::insert_link(tx, LinkKind::Reset, &org, &id, &link, now)?;
+                let send = effect::Effect::SendLink {
+                    kind: LinkKind::Reset,
+                    user: id,
+                    link: Box::new(link),
+                };
+                crate::effects::apply(tx, &org, &[send], now)?;
                 Ok(true)
             })
             .await

@@ -31,8 +31,13 @@ impl UserStore for SqliteStore {
                     ])
                 })
                 .map_err(db_err)?;
-                if let Some(link) = &invitation {
-                    auth_state::insert_link(tx, LinkKind::Invitation, &org, &u.id, link, u.created_at)?;
+                if let Some(link) = invitation {
+                    let send = effect::Effect::SendLink {
+                        kind: LinkKind::Invitation,
+                        user: u.id.clone(),
+                        link: Box::new(link),
+                    };
+                    effects::apply(tx, &org, &[send], u.created_at)?;
                 }
                 Ok(User {
                     id: u.id,
@@ -197,14 +202,12 @@ impl UserStore for SqliteStore {
             .write(move |tx| {
                 let u = get_user_tx(tx, &org, &id)?.ok_or(StoreError::NotFound)?;
                 user::check_reinvite(&u)?;
-                auth_state::insert_link(
-                    tx,
-                    LinkKind::Invitation,
-                    &org,
-                    &id,
-                    &link,
-                    Timestamp::now(),
-                )
+                let send = effect::Effect::SendLink {
+                    kind: LinkKind::Invitation,
+                    user: id,
+                    link: Box::new(link),
+                };
+                effects::apply(tx, &org, &[send], Timestamp::now())
             })
             .await
     }

@@ -6,6 +6,7 @@
 use gatehouse_domain::{ChainId, ClientId, Jti, OrgId, ScopeSet, Timestamp, User, UserId};
 
 pub use gatehouse_domain::auth_state::{Revocation, RevocationKind, Session, SharedWindow};
+pub use gatehouse_domain::link::{NewLink, OutboundEmail};
 
 /// A revocation to write; storage assigns its id. The constructors are the
 /// rules of what each kind covers, so every backend writes the same record.
@@ -89,14 +90,6 @@ impl NewRevocation {
     }
 }
 
-/// An e-mail to send (D30).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct OutboundEmail {
-    pub to: String,
-    pub subject: String,
-    pub body: String,
-}
-
 /// A queued e-mail claimed by a delivery worker.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OutboxMessage {
@@ -108,14 +101,6 @@ pub struct OutboxMessage {
 
 /// Defined with its rule in the domain (`gatehouse_domain::link`).
 pub use gatehouse_domain::link::LinkKind;
-
-/// A new single-use link with the e-mail that carries it, written together.
-#[derive(Clone, Debug)]
-pub struct NewLink {
-    pub digest: [u8; 32],
-    pub expires_at: Timestamp,
-    pub email: OutboundEmail,
-}
 
 /// A link as stored, with its user.
 #[derive(Clone, Debug, PartialEq, Eq)]
