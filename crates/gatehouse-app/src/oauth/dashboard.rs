@@ -7,7 +7,7 @@
 use gatehouse_auth::dashboard::*;
 use gatehouse_auth::flows::{AuthorizeError, AuthorizeParams, LoginError};
 use gatehouse_auth::{OAuthError, OAuthErrorKind, password, pkce, secrets, throttle};
-use gatehouse_domain::{Email, OrgId, Timestamp, User, UserStatus};
+use gatehouse_domain::{Email, OrgId, Timestamp, User, UserId, UserStatus};
 use gatehouse_store::{Session, StoreError};
 use subtle::ConstantTimeEq;
 
@@ -163,12 +163,10 @@ impl App {
         }
         // Bound to the browser session that signed in: the code alone, in
         // another browser, signs nobody in.
-        let session = match session_cookie {
-            Some(cookie) => self.session(cookie).await.or_oauth()?,
-            None => None,
-        };
-        let same = session
-            .is_some_and(|s| s.org == sealed.org && s.user == sealed.user && s.sid == sealed.sid);
+        let same = self
+            .same_browser_session(session_cookie, &sealed.org, &sealed.user, &sealed.sid)
+            .await
+            .or_oauth()?;
         if !same {
             return Err(OAuthError::new(
                 OAuthErrorKind::InvalidGrant,
@@ -201,6 +199,25 @@ impl App {
         ))
     }
 
+    /// Whether `cookie` is a live Gatehouse browser session of this person
+    /// in this organization with this `sid`: what the dashboard's code and
+    /// grant are bound to (D48 continued).
+    async fn same_browser_session(
+        &self,
+        cookie: Option<&str>,
+        org: &OrgId,
+        user: &UserId,
+        sid: &Option<String>,
+    ) -> Result<bool, StoreError> {
+        let Some(cookie) = cookie else {
+            return Ok(false);
+        };
+        Ok(self
+            .session(cookie)
+            .await?
+            .is_some_and(|s| &s.org == org && &s.user == user && &s.sid == sid))
+    }
+
     /// A new access token for the grant, while the Gatehouse browser
     /// session it began in (`session_cookie`) is live and of the same user,
     /// and the user is active. The scopes follow the user's role now.
@@ -209,13 +226,11 @@ impl App {
         grant: &DashboardGrant,
         session_cookie: Option<&str>,
     ) -> Result<DashboardGrant, DashboardRefreshError> {
-        let cookie = session_cookie.ok_or(DashboardRefreshError::Ended)?;
-        let session = self
-            .session(cookie)
+        let same = self
+            .same_browser_session(session_cookie, &grant.org, &grant.user, &grant.sid)
             .await
-            .map_err(|e| DashboardRefreshError::Unavailable(e.to_string()))?
-            .ok_or(DashboardRefreshError::Ended)?;
-        if session.org != grant.org || session.user != grant.user || session.sid != grant.sid {
+            .map_err(|e| DashboardRefreshError::Unavailable(e.to_string()))?;
+        if !same {
             return Err(DashboardRefreshError::Ended);
         }
         let user = self

@@ -2,8 +2,8 @@
 //! the token endpoint (HTTP Basic or form `client_secret`, D20) under the
 //! same D28 (revised) failure guard; errors are RFC 6749 §5.2 bodies (D21)
 //! and every answer carries `Cache-Control: no-store`. The rule — what is
-//! active, who may ask — is `AuthService::introspect`
-//! (`gatehouse-auth/src/introspect.rs`), reached through `App::introspect`.
+//! active, who may ask — is `App::introspect`
+//! (`gatehouse-app/src/oauth/introspect.rs`).
 
 use std::net::SocketAddr;
 
