@@ -48,8 +48,7 @@ impl App {
             owner: None,
             created_at: Timestamp::now(),
         };
-        if !self
-            .store()
+        if !org_store(self)
             .bootstrap(&org, &client)
             .await
             .or_app(Resource::Organization)?
@@ -62,11 +61,16 @@ impl App {
                 // Argon2id once, off the runtime; every fixture user shares it.
                 fixture = fixture.with_password_hash(password::hash(pw).await);
             }
-            self.store()
+            org_store(self)
                 .reset_to_fixture(Some(&org.id), &fixture, Timestamp::now())
                 .await
                 .or_app(Resource::Organization)?;
         }
         Ok(Some(org.id))
     }
+}
+
+/// This area's view of storage: the `OrgStore` trait only (issue 25).
+fn org_store(app: &App) -> &dyn gatehouse_store::OrgStore {
+    app.0.store.as_ref()
 }

@@ -88,8 +88,7 @@ impl App {
             owner: reg.owner,
             created_at: Timestamp::now(),
         };
-        let client = self
-            .store()
+        let client = client_store(self)
             .insert_client(org, &new)
             .await
             .or_app(Resource::Client)?;
@@ -108,8 +107,7 @@ impl App {
         let secret = secrets::new_client_secret();
         let until = (grace_secs > 0)
             .then(|| Timestamp::now().plus_seconds(grace_secs.min(i64::MAX as u64 / 2000) as i64));
-        let client = self
-            .store()
+        let client = client_store(self)
             .rotate_client_secret(&c.org, id, &secrets::hash_secret(&secret), until)
             .await
             .or_app(Resource::Client)?;
@@ -123,7 +121,7 @@ impl App {
     /// D22: the client may now be granted `admin`.
     pub async fn approve_admin(&self, id: &ClientId) -> AppResult<Client> {
         let c = self.find_client(id).await?;
-        self.store()
+        client_store(self)
             .approve_admin(&c.org, id)
             .await
             .or_app(Resource::Client)
@@ -132,7 +130,7 @@ impl App {
     /// The organization's client applications, oldest first.
     pub async fn list_clients(&self, org: &OrgId) -> AppResult<Vec<Client>> {
         self.existing_org(org).await?;
-        self.store()
+        client_store(self)
             .list_clients(org)
             .await
             .or_app(Resource::Client)
@@ -201,8 +199,7 @@ impl App {
             owner: update.owner,
         };
         let now = Timestamp::now();
-        let client = self
-            .store()
+        let client = client_store(self)
             .update_client(org, id, &changes, now)
             .await
             .or_app(Resource::Client)?;
@@ -221,7 +218,7 @@ impl App {
     pub async fn delete_client(&self, org: &OrgId, id: &ClientId) -> AppResult<()> {
         self.client(org, id).await?;
         let now = Timestamp::now();
-        self.store()
+        client_store(self)
             .delete_client(org, id, now)
             .await
             .or_app(Resource::Client)?;
@@ -232,10 +229,15 @@ impl App {
     /// An operator names a client by its id alone; the id establishes the
     /// organization, as when the client authenticates.
     async fn find_client(&self, id: &ClientId) -> AppResult<Client> {
-        self.store()
+        client_store(self)
             .resolve_client(id)
             .await
             .or_app(Resource::Client)?
             .ok_or(AppError::NotFound(Resource::Client))
     }
+}
+
+/// This area's view of storage: the `ClientStore` trait only (issue 25).
+fn client_store(app: &App) -> &dyn gatehouse_store::ClientStore {
+    app.0.store.as_ref()
 }

@@ -133,8 +133,7 @@ impl App {
         let claim = random::token("", 96);
         let now = Timestamp::now();
         let expires = now.plus_seconds(self.0.idempotency_retention_secs);
-        let begun = self
-            .store()
+        let begun = idempotency_store(self)
             .begin_idempotent(org, &key, digest, &claim, now, expires)
             .await
             .or_app(Resource::IdempotencyKey)?;
@@ -189,8 +188,7 @@ impl App {
             sealed,
         };
         let expires = Timestamp::now().plus_seconds(self.0.idempotency_retention_secs);
-        let mine = self
-            .store()
+        let mine = idempotency_store(self)
             .finish_idempotent(&claim.org, &claim.key, &claim.claim, &kept, expires)
             .await
             .or_app(Resource::IdempotencyKey)?;
@@ -205,11 +203,16 @@ impl App {
 
     /// D50: drops the claim; the response is not kept and a retry runs.
     pub async fn abandon_idempotent(&self, claim: Claim) -> AppResult<()> {
-        self.store()
+        idempotency_store(self)
             .abandon_idempotent(&claim.org, &claim.key, &claim.claim)
             .await
             .or_app(Resource::IdempotencyKey)
     }
+}
+
+/// This area's view of storage: the `IdempotencyStore` trait only (issue 25).
+fn idempotency_store(app: &App) -> &dyn gatehouse_store::IdempotencyStore {
+    app.0.store.as_ref()
 }
 
 #[cfg(test)]

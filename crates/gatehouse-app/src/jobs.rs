@@ -16,10 +16,10 @@ impl App {
         if let Some(auth) = self.auth() {
             auth.evict_idle_limits();
         }
-        if let Ok(n) = self.store().outbox_backlog().await {
+        if let Ok(n) = outbox_store(self).outbox_backlog().await {
             metrics::gauge!("gatehouse_outbox_backlog").set(n as f64);
         }
-        if let Err(e) = self.store().erase_expired_successors(now).await {
+        if let Err(e) = job_store(self).erase_expired_successors(now).await {
             tracing::warn!(error = %e, "erasing successor pairs failed");
         }
         let keys_due = self
@@ -29,7 +29,7 @@ impl App {
             tracing::warn!(error = %e, "re-reading signing keys failed");
         }
         if purge {
-            match self.store().purge_expired(now, 500).await {
+            match job_store(self).purge_expired(now, 500).await {
                 Ok(n) if n > 0 => tracing::debug!(rows = n, "purged expired rows"),
                 Ok(_) => {}
                 Err(e) => tracing::warn!(error = %e, "purge failed"),
@@ -39,4 +39,14 @@ impl App {
             }
         }
     }
+}
+
+/// This area's view of storage: the `OutboxStore` trait only (issue 25).
+fn outbox_store(app: &App) -> &dyn gatehouse_store::OutboxStore {
+    app.0.store.as_ref()
+}
+
+/// This area's view of storage: the `JobStore` trait only (issue 25).
+fn job_store(app: &App) -> &dyn gatehouse_store::JobStore {
+    app.0.store.as_ref()
 }

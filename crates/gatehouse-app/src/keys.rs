@@ -4,7 +4,7 @@
 use gatehouse_auth::keys::KeyError;
 use gatehouse_auth::{KeyRing, MasterKey, OAuthError};
 use gatehouse_domain::Timestamp;
-use gatehouse_store::{SigningKeyRecord, Store, StoreError};
+use gatehouse_store::{SigningKeyRecord, SigningKeyStore, StoreError};
 
 use crate::App;
 use crate::Resource;
@@ -16,7 +16,10 @@ fn key_store_error(e: StoreError) -> KeyError {
 
 /// Loads the key ring of a serving process, storing the first key if none
 /// signs yet (D23).
-pub async fn load_key_ring(store: &dyn Store, master: MasterKey) -> Result<KeyRing, KeyError> {
+pub async fn load_key_ring(
+    store: &dyn SigningKeyStore,
+    master: MasterKey,
+) -> Result<KeyRing, KeyError> {
     let mut records = store.signing_keys().await.map_err(key_store_error)?;
     if let Some(first) = KeyRing::first_key(&master, &records) {
         store
@@ -39,7 +42,7 @@ impl App {
         // as any verifier needs to see it first.
         let delay = publish_delay_secs.min(365 * 86_400) as i64;
         let rec = KeyRing::rotation(master, delay);
-        self.store()
+        signing_key_store(self)
             .insert_signing_key(&rec)
             .await
             .map_err(|e| AppError::store(e, Resource::SigningKey))?;
@@ -50,7 +53,10 @@ impl App {
     /// process is published on the next JWKS request (D23, D40: no stale
     /// cache).
     pub async fn reload_keys(&self) -> Result<(), KeyError> {
-        let records = self.store().signing_keys().await.map_err(key_store_error)?;
+        let records = signing_key_store(self)
+            .signing_keys()
+            .await
+            .map_err(key_store_error)?;
         self.authority().keys().replace(&records)
     }
 
@@ -63,4 +69,9 @@ impl App {
         }
         Ok(())
     }
+}
+
+/// This area's view of storage: the `SigningKeyStore` trait only (issue 25).
+fn signing_key_store(app: &App) -> &dyn gatehouse_store::SigningKeyStore {
+    app.0.store.as_ref()
 }

@@ -96,10 +96,6 @@ impl App {
         &self.0.public_url
     }
 
-    fn store(&self) -> &dyn Store {
-        self.0.store.as_ref()
-    }
-
     /// Notes in memory that `user`'s tokens up to `now` are revoked; the
     /// store wrote the record with the change (D11, D13, D19, D29).
     fn note_user_revoked(&self, user: &gatehouse_domain::UserId, now: gatehouse_domain::Timestamp) {
@@ -132,7 +128,8 @@ impl App {
         };
         let now = gatehouse_domain::Timestamp::now();
         let revs = self
-            .store()
+            .0
+            .store
             .revocations_since(auth.revocations().last_seen(), now)
             .await
             .or_app(Resource::Storage)?;
@@ -141,13 +138,14 @@ impl App {
 
     /// `/readyz` (D42): storage answers.
     pub async fn ready(&self) -> AppResult<()> {
-        self.store().ping().await.or_app(Resource::Storage)
+        self.0.store.ping().await.or_app(Resource::Storage)
     }
 
     /// The organization's name for e-mails and the sign-in pages (D49), or a neutral phrase.
     pub async fn org_name(&self, org: &OrgId) -> AppResult<String> {
         Ok(self
-            .store()
+            .0
+            .store
             .get_org(org)
             .await
             .or_app(Resource::Organization)?

@@ -25,8 +25,7 @@ impl App {
     }
 
     async fn usable(&self, kind: LinkKind, token: &str) -> AppResult<Option<User>> {
-        let rec = self
-            .store()
+        let rec = link_store(self)
             .resolve_link(kind, &AuthService::link_digest(token))
             .await
             .or_app(Resource::Link)?;
@@ -40,7 +39,7 @@ impl App {
     /// when the link was used, expired or replaced meanwhile.
     pub async fn accept_invitation(&self, token: &str, password: String) -> AppResult<User> {
         let hash = password::hash(password).await;
-        self.store()
+        link_store(self)
             .accept_invitation(&AuthService::link_digest(token), &hash, Timestamp::now())
             .await
             .or_app(Resource::Link)
@@ -51,8 +50,7 @@ impl App {
     pub async fn reset_password(&self, token: &str, password: String) -> AppResult<User> {
         let hash = password::hash(password).await;
         let now = Timestamp::now();
-        let user = self
-            .store()
+        let user = link_store(self)
             .reset_password(&AuthService::link_digest(token), &hash, now)
             .await
             .or_app(Resource::Link)?;
@@ -93,7 +91,7 @@ impl App {
     }
 
     async fn queue_reset(&self, client_id: &ClientId, email: &Email) {
-        let client = match self.store().resolve_client(client_id).await {
+        let client = match client_store(self).resolve_client(client_id).await {
             Ok(Some(c)) => c,
             Ok(None) => return,
             Err(e) => {
@@ -112,8 +110,7 @@ impl App {
                 )
             },
         );
-        if let Err(e) = self
-            .store()
+        if let Err(e) = link_store(self)
             .request_password_reset(&client.org, email, &link)
             .await
         {
@@ -153,4 +150,14 @@ pub(crate) fn new_link(
         },
     };
     (token, link)
+}
+
+/// This area's view of storage: the `LinkStore` trait only (issue 25).
+fn link_store(app: &App) -> &dyn gatehouse_store::LinkStore {
+    app.0.store.as_ref()
+}
+
+/// This area's view of storage: the `ClientStore` trait only (issue 25).
+fn client_store(app: &App) -> &dyn gatehouse_store::ClientStore {
+    app.0.store.as_ref()
 }

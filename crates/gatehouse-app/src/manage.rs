@@ -141,8 +141,7 @@ impl App {
             suspended,
             owner,
         } = filter;
-        let all: Vec<Client> = self
-            .store()
+        let all: Vec<Client> = client_store(self)
             .list_clients(org)
             .await
             .or_app(Resource::Application)?
@@ -239,8 +238,7 @@ impl App {
         owner: Option<UserId>,
         page: Page,
     ) -> AppResult<Listing<ApiKey>> {
-        let all: Vec<ApiKey> = self
-            .store()
+        let all: Vec<ApiKey> = api_key_store(self)
             .list_api_keys(org)
             .await
             .or_app(Resource::ApiKey)?
@@ -253,8 +251,7 @@ impl App {
 
     /// An API key of `org` the caller reaches; any other is 404 (D46).
     pub async fn managed_key(&self, m: &Manager, org: &OrgId, id: &ApiKeyId) -> AppResult<ApiKey> {
-        match self
-            .store()
+        match api_key_store(self)
             .get_api_key(org, id)
             .await
             .or_app(Resource::ApiKey)?
@@ -285,7 +282,7 @@ impl App {
     /// the first time.
     pub async fn revoke_key(&self, m: &Manager, org: &OrgId, id: &ApiKeyId) -> AppResult<ApiKey> {
         self.managed_key(m, org, id).await?;
-        self.store()
+        api_key_store(self)
             .revoke_api_key(org, id, Timestamp::now())
             .await
             .or_app(Resource::ApiKey)
@@ -299,8 +296,7 @@ impl App {
         credential: &Credential,
         range: UsageRange,
     ) -> AppResult<Vec<UsageBucket>> {
-        let stored = self
-            .store()
+        let stored = usage_store(self)
             .usage(org, credential, range)
             .await
             .or_app(Resource::Any)?;
@@ -364,12 +360,27 @@ impl App {
             last_used_at: None,
             revoked_at: None,
         };
-        self.store()
+        api_key_store(self)
             .insert_api_key(org, &record, &secrets::hash_secret(&key))
             .await
             .or_app(Resource::ApiKey)?;
         Ok((record, key))
     }
+}
+
+/// This area's view of storage: the `ClientStore` trait only (issue 25).
+fn client_store(app: &App) -> &dyn gatehouse_store::ClientStore {
+    app.0.store.as_ref()
+}
+
+/// This area's view of storage: the `ApiKeyStore` trait only (issue 25).
+fn api_key_store(app: &App) -> &dyn gatehouse_store::ApiKeyStore {
+    app.0.store.as_ref()
+}
+
+/// This area's view of storage: the `UsageStore` trait only (issue 25).
+fn usage_store(app: &App) -> &dyn gatehouse_store::UsageStore {
+    app.0.store.as_ref()
 }
 
 #[cfg(test)]

@@ -21,7 +21,7 @@ pub struct NewOrg {
 impl App {
     /// The organization, or `NotFound(Resource::Organization)`.
     pub async fn existing_org(&self, org: &OrgId) -> AppResult<Organization> {
-        self.store()
+        org_store(self)
             .get_org(org)
             .await
             .or_app(Resource::Organization)?
@@ -30,7 +30,7 @@ impl App {
 
     /// Every organization, oldest first (an operator listing, D47).
     pub async fn list_orgs(&self) -> AppResult<Vec<Organization>> {
-        self.store()
+        org_store(self)
             .list_orgs()
             .await
             .or_app(Resource::Organization)
@@ -71,12 +71,12 @@ impl App {
             per_second: new.per_second,
             created_at: Timestamp::now(),
         };
-        self.store()
+        org_store(self)
             .create_org(&org)
             .await
             .or_app(Resource::Organization)?;
         if fixture {
-            self.store()
+            org_store(self)
                 .reset_to_fixture(Some(&org.id), &Fixture::standard(), Timestamp::now())
                 .await
                 .or_app(Resource::Organization)?;
@@ -86,7 +86,7 @@ impl App {
 
     /// D32: whether the v2 preview is on for the organization.
     pub async fn v2_preview(&self, org: &OrgId) -> AppResult<bool> {
-        self.store()
+        org_store(self)
             .v2_preview(org)
             .await
             .or_app(Resource::Organization)
@@ -94,9 +94,14 @@ impl App {
 
     /// D32: an operator turns the v2 preview on or off.
     pub async fn set_v2_preview(&self, org: &OrgId, enabled: bool) -> AppResult<()> {
-        self.store()
+        org_store(self)
             .set_v2_preview(org, enabled)
             .await
             .or_app(Resource::Organization)
     }
+}
+
+/// This area's view of storage: the `OrgStore` trait only (issue 25).
+fn org_store(app: &App) -> &dyn gatehouse_store::OrgStore {
+    app.0.store.as_ref()
 }

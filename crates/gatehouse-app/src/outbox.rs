@@ -39,8 +39,7 @@ impl App {
         F: Fn(OutboxMessage) -> Fut,
         Fut: Future<Output = Delivery>,
     {
-        let batch = match self
-            .store()
+        let batch = match outbox_store(self)
             .claim_outbox(Timestamp::now(), BATCH, CLAIM_MS)
             .await
         {
@@ -58,12 +57,12 @@ impl App {
             let result = match outcome {
                 Delivery::Sent => {
                     tracing::info!(id, "outbox: delivered");
-                    self.store().outbox_sent(id, now).await
+                    outbox_store(self).outbox_sent(id, now).await
                 }
                 Delivery::Retry(e) => {
                     let wait = backoff_secs(attempts);
                     tracing::warn!(id, attempts, retry_in_secs = wait, error = %e, "outbox: delivery failed");
-                    self.store()
+                    outbox_store(self)
                         .outbox_failed(id, &e, now.plus_seconds(wait))
                         .await
                 }
@@ -75,7 +74,7 @@ impl App {
                     // here; a relay's 5xx or missing SMTPUTF8 still lands here.
                     metrics::counter!("gatehouse_outbox_undeliverable_total").increment(1);
                     tracing::error!(id, error = %e, "outbox: undeliverable; parked, not retried");
-                    self.store()
+                    outbox_store(self)
                         .outbox_failed(id, &e, Timestamp::from_millis(i64::MAX / 2))
                         .await
                 }
@@ -86,6 +85,11 @@ impl App {
         }
         claimed
     }
+}
+
+/// This area's view of storage: the `OutboxStore` trait only (issue 25).
+fn outbox_store(app: &App) -> &dyn gatehouse_store::OutboxStore {
+    app.0.store.as_ref()
 }
 
 #[cfg(test)]

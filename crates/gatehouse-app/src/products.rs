@@ -19,7 +19,7 @@ impl App {
         if Self::searches(filter.q.is_some(), page) {
             return self.search_page::<Product>(org, filter, page).await;
         }
-        self.store()
+        product_store(self)
             .list_products(org, &filter.equality(), page)
             .await
             .or_app(Resource::Product)
@@ -38,14 +38,14 @@ impl App {
                 .search_after::<Product>(org, filter, after, limit)
                 .await;
         }
-        self.store()
+        product_store(self)
             .list_products_after(org, &filter.equality(), after, limit)
             .await
             .or_app(Resource::Product)
     }
 
     pub async fn get_product(&self, org: &OrgId, id: &ProductId) -> AppResult<Product> {
-        self.store()
+        product_store(self)
             .get_product(org, id)
             .await
             .or_app(Resource::Product)?
@@ -53,7 +53,7 @@ impl App {
     }
 
     pub async fn create_product(&self, org: &OrgId, new: &NewProduct) -> AppResult<Product> {
-        self.store()
+        product_store(self)
             .insert_product(org, new, Timestamp::now())
             .await
             .or_app(Resource::Product)
@@ -65,16 +65,21 @@ impl App {
         id: &ProductId,
         patch: &ProductPatch,
     ) -> AppResult<Product> {
-        self.store()
+        product_store(self)
             .update_product(org, id, patch, Timestamp::now())
             .await
             .or_app(Resource::Product)
     }
 
     pub async fn delete_product(&self, org: &OrgId, id: &ProductId) -> AppResult<()> {
-        self.store()
+        product_store(self)
             .delete_product(org, id)
             .await
             .or_app(Resource::Product)
     }
+}
+
+/// This area's view of storage: the `ProductStore` trait only (issue 25).
+fn product_store(app: &App) -> &dyn gatehouse_store::ProductStore {
+    app.0.store.as_ref()
 }

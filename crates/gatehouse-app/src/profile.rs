@@ -23,11 +23,15 @@ impl App {
             name,
             ..Default::default()
         };
-        let change = self
-            .store()
+        let change = user_store(self)
             .update_user(org, me, &patch, Timestamp::now())
             .await
             .or_app(Resource::User)?;
         Ok(change.user)
     }
+}
+
+/// This area's view of storage: the `UserStore` trait only (issue 25).
+fn user_store(app: &App) -> &dyn gatehouse_store::UserStore {
+    app.0.store.as_ref()
 }

@@ -36,7 +36,7 @@ use gatehouse_domain::{
     UserId, UserStatus,
 };
 use gatehouse_search::{Filter, Hits, Index};
-use gatehouse_store::{Store, StoreError, StoreResult};
+use gatehouse_store::{SearchStore, StoreError, StoreResult};
 use tokio::sync::Semaphore;
 
 use crate::error::{AppResult, OrApp};
@@ -146,7 +146,7 @@ impl SearchIndexes {
     /// The entry of `org`'s `kind` list, caught up with storage.
     async fn fresh(
         &self,
-        store: &dyn Store,
+        store: &dyn SearchStore,
         org: &OrgId,
         kind: SearchKind,
     ) -> StoreResult<Arc<Entry>> {
@@ -218,7 +218,7 @@ impl SearchIndexes {
     /// blocking pool, within the scan limit.
     async fn with_index<T: Send + 'static>(
         &self,
-        store: &dyn Store,
+        store: &dyn SearchStore,
         org: &OrgId,
         kind: SearchKind,
         scan: bool,
@@ -268,12 +268,12 @@ pub(crate) trait Searched: Sized + Send + 'static {
     /// What the index holds of the row.
     fn row(&self) -> search::SearchRow;
     fn by_ids(
-        store: &dyn Store,
+        store: &dyn SearchStore,
         org: &OrgId,
         ids: &[String],
     ) -> impl Future<Output = StoreResult<Vec<Self>>> + Send;
     fn get(
-        store: &dyn Store,
+        store: &dyn SearchStore,
         org: &OrgId,
         id: &Self::Id,
     ) -> impl Future<Output = StoreResult<Option<Self>>> + Send;
@@ -300,11 +300,15 @@ impl Searched for User {
     fn row(&self) -> search::SearchRow {
         search::user_row(self)
     }
-    async fn by_ids(store: &dyn Store, org: &OrgId, ids: &[String]) -> StoreResult<Vec<Self>> {
+    async fn by_ids(
+        store: &dyn SearchStore,
+        org: &OrgId,
+        ids: &[String],
+    ) -> StoreResult<Vec<Self>> {
         store.users_by_ids(org, ids).await
     }
-    async fn get(store: &dyn Store, org: &OrgId, id: &UserId) -> StoreResult<Option<Self>> {
-        store.get_user(org, id).await
+    async fn get(store: &dyn SearchStore, org: &OrgId, id: &UserId) -> StoreResult<Option<Self>> {
+        Ok(store.users_by_ids(org, &[id.to_string()]).await?.pop())
     }
 }
 
@@ -329,18 +333,26 @@ impl Searched for Product {
     fn row(&self) -> search::SearchRow {
         search::product_row(self)
     }
-    async fn by_ids(store: &dyn Store, org: &OrgId, ids: &[String]) -> StoreResult<Vec<Self>> {
+    async fn by_ids(
+        store: &dyn SearchStore,
+        org: &OrgId,
+        ids: &[String],
+    ) -> StoreResult<Vec<Self>> {
         store.products_by_ids(org, ids).await
     }
-    async fn get(store: &dyn Store, org: &OrgId, id: &ProductId) -> StoreResult<Option<Self>> {
-        store.get_product(org, id).await
+    async fn get(
+        store: &dyn SearchStore,
+        org: &OrgId,
+        id: &ProductId,
+    ) -> StoreResult<Option<Self>> {
+        Ok(store.products_by_ids(org, &[id.to_string()]).await?.pop())
     }
 }
 
 /// The rows with these ids, in the order of `ids` (rows deleted since the
 /// search are left out); no query for none.
 async fn rows_in_order<T: Searched>(
-    store: &dyn Store,
+    store: &dyn SearchStore,
     org: &OrgId,
     ids: &[String],
 ) -> StoreResult<Vec<T>> {
@@ -354,13 +366,13 @@ async fn rows_in_order<T: Searched>(
 
 /// What the index holds of the rows with these ids (a catch-up).
 async fn index_rows(
-    store: &dyn Store,
+    store: &dyn SearchStore,
     org: &OrgId,
     kind: SearchKind,
     ids: &[String],
 ) -> StoreResult<Vec<search::SearchRow>> {
     async fn rows<T: Searched>(
-        store: &dyn Store,
+        store: &dyn SearchStore,
         org: &OrgId,
         ids: &[String],
     ) -> StoreResult<Vec<search::SearchRow>> {
@@ -393,13 +405,17 @@ impl App {
         let hits: Hits = self
             .0
             .search
-            .with_index(self.store(), org, T::KIND, T::has_q(filter), move |index| {
-                index.page(&needles, f, page.offset, page.limit)
-            })
+            .with_index(
+                search_store(self),
+                org,
+                T::KIND,
+                T::has_q(filter),
+                move |index| index.page(&needles, f, page.offset, page.limit),
+            )
             .await
             .or_app(T::RESOURCE)?;
         Ok(Listing {
-            items: rows_in_order(self.store(), org, &hits.ids)
+            items: rows_in_order(search_store(self), org, &hits.ids)
                 .await
                 .or_app(T::RESOURCE)?,
             total: hits.total,
@@ -417,7 +433,10 @@ impl App {
     ) -> AppResult<Option<Vec<T>>> {
         let key = match after {
             None => None,
-            Some(id) => match T::get(self.store(), org, id).await.or_app(T::RESOURCE)? {
+            Some(id) => match T::get(search_store(self), org, id)
+                .await
+                .or_app(T::RESOURCE)?
+            {
                 None => return Ok(None),
                 Some(row) => Some((row.created_at().millis(), row.id().to_owned())),
             },
@@ -426,7 +445,7 @@ impl App {
         let ids = self
             .0
             .search
-            .with_index(self.store(), org, T::KIND, true, move |index| {
+            .with_index(search_store(self), org, T::KIND, true, move |index| {
                 index.after(
                     &needles,
                     f,
@@ -437,7 +456,7 @@ impl App {
             .await
             .or_app(T::RESOURCE)?;
         Ok(Some(
-            rows_in_order(self.store(), org, &ids)
+            rows_in_order(search_store(self), org, &ids)
                 .await
                 .or_app(T::RESOURCE)?,
         ))
@@ -447,10 +466,15 @@ impl App {
     /// storage no longer needs to keep.
     pub async fn search_housekeeping(&self, now: Timestamp) -> AppResult<()> {
         self.0.search.evict_idle();
-        self.store()
+        search_store(self)
             .prune_search_changes(now.plus_seconds(-CHANGES_KEPT_SECS))
             .await
             .or_app(Resource::Storage)?;
         Ok(())
     }
+}
+
+/// This area's view of storage: the `SearchStore` trait only (issue 25).
+fn search_store(app: &App) -> &dyn SearchStore {
+    app.0.store.as_ref()
 }

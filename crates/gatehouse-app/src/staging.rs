@@ -11,8 +11,7 @@ impl App {
     /// of organizations. A serving node also drops removed users' tokens at
     /// once (others follow within their sync interval).
     pub async fn reset_staging(&self) -> AppResult<u64> {
-        let n = self
-            .store()
+        let n = org_store(self)
             .reset_to_fixture(None, &Fixture::standard(), Timestamp::now())
             .await
             .or_app(Resource::Organization)?;
@@ -36,8 +35,7 @@ impl App {
     /// D33's nightly reset due at `due` (a key naming the night): D44, one
     /// node runs it, the others find it claimed.
     pub async fn nightly_staging_reset(&self, due: &str) -> AppResult<NightlyReset> {
-        let claimed = self
-            .store()
+        let claimed = job_store(self)
             .claim_job("staging_reset", due, gatehouse_domain::Timestamp::now())
             .await
             .or_app(Resource::Job)?;
@@ -46,4 +44,14 @@ impl App {
         }
         self.reset_staging().await.map(NightlyReset::Done)
     }
+}
+
+/// This area's view of storage: the `OrgStore` trait only (issue 25).
+fn org_store(app: &App) -> &dyn gatehouse_store::OrgStore {
+    app.0.store.as_ref()
+}
+
+/// This area's view of storage: the `JobStore` trait only (issue 25).
+fn job_store(app: &App) -> &dyn gatehouse_store::JobStore {
+    app.0.store.as_ref()
 }

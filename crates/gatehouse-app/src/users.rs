@@ -23,7 +23,7 @@ impl App {
         if Self::searches(filter.q.is_some(), page) {
             return self.search_page::<User>(org, filter, page).await;
         }
-        self.store()
+        user_store(self)
             .list_users(org, &filter.equality(), page)
             .await
             .or_app(Resource::User)
@@ -40,7 +40,7 @@ impl App {
         if filter.q.is_some() {
             return self.search_after::<User>(org, filter, after, limit).await;
         }
-        self.store()
+        user_store(self)
             .list_users_after(org, &filter.equality(), after, limit)
             .await
             .or_app(Resource::User)
@@ -49,7 +49,7 @@ impl App {
     /// An operator's look-up of a user by id alone (D47 `user show`): the id
     /// establishes the organization. Never reachable over HTTP.
     pub async fn operator_user(&self, id: &UserId) -> AppResult<User> {
-        self.store()
+        user_store(self)
             .operator_find_user(id)
             .await
             .or_app(Resource::User)?
@@ -57,7 +57,7 @@ impl App {
     }
 
     pub async fn get_user(&self, org: &OrgId, id: &UserId) -> AppResult<User> {
-        self.store()
+        user_store(self)
             .get_user(org, id)
             .await
             .or_app(Resource::User)?
@@ -75,7 +75,7 @@ impl App {
     ) -> AppResult<User> {
         let link = self.invitation(org, &email, &name, role).await?;
         let new = NewUser::invited(email, name, role, Timestamp::now());
-        self.store()
+        user_store(self)
             .insert_user_with_link(org, &new, Some(&link))
             .await
             .or_app(Resource::User)
@@ -102,7 +102,7 @@ impl App {
             password_hash: Some(hash),
             created_at: Timestamp::now(),
         };
-        self.store()
+        user_store(self)
             .insert_user(org, &new)
             .await
             .or_app(Resource::User)
@@ -115,8 +115,7 @@ impl App {
         patch: &UserPatch,
     ) -> AppResult<User> {
         let now = Timestamp::now();
-        let change = self
-            .store()
+        let change = user_store(self)
             .update_user(org, id, patch, now)
             .await
             .or_app(Resource::User)?;
@@ -141,8 +140,7 @@ impl App {
     /// client-change rule, so what carries a dropped scope dies at once; a
     /// failure midway is reported and the same change can be made again.
     async fn narrow_owned_applications(&self, org: &OrgId, user: &User) -> AppResult<()> {
-        let owned = self
-            .store()
+        let owned = client_store(self)
             .list_clients(org)
             .await
             .or_app(Resource::Client)?
@@ -158,7 +156,7 @@ impl App {
                 scopes: Some(left),
                 ..Default::default()
             };
-            self.store()
+            client_store(self)
                 .update_client(org, &app.id, &changes, now)
                 .await
                 .or_app(Resource::Client)?;
@@ -175,7 +173,7 @@ impl App {
         transfer_to: Option<&UserId>,
     ) -> AppResult<()> {
         let now = Timestamp::now();
-        self.store()
+        user_store(self)
             .delete_user_at(org, id, transfer_to, now)
             .await
             .or_app(Resource::User)?;
@@ -195,7 +193,7 @@ impl App {
         let link = self
             .invitation(org, &user.email, &user.name, user.role)
             .await?;
-        self.store()
+        user_store(self)
             .reissue_invitation(org, id, &link)
             .await
             .or_app(Resource::User)?;
@@ -225,4 +223,14 @@ impl App {
         );
         Ok(link)
     }
+}
+
+/// This area's view of storage: the `UserStore` trait only (issue 25).
+fn user_store(app: &App) -> &dyn gatehouse_store::UserStore {
+    app.0.store.as_ref()
+}
+
+/// This area's view of storage: the `ClientStore` trait only (issue 25).
+fn client_store(app: &App) -> &dyn gatehouse_store::ClientStore {
+    app.0.store.as_ref()
 }

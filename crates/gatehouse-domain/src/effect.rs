@@ -26,9 +26,10 @@ pub enum Effect {
         user: UserId,
         link: Box<NewLink>,
     },
-    /// D11: the user's pending invitation links die (`pending_invite →
-    /// inactive`).
-    CancelInvitation { user: UserId },
+    /// The user's unused links of `kind` die: D11's `pending_invite →
+    /// inactive` ends the invitation, D19's reset ends every other reset
+    /// link.
+    EndLinks { kind: LinkKind, user: UserId },
     /// D46 (revised): every application `owner` holds follows their status
     /// (`client::owner_status_changed`); a new suspension revokes the
     /// application's access tokens so far.
@@ -74,6 +75,47 @@ pub enum Effect {
     },
 }
 
+/// What creating `user` writes besides its row: the invitation, when it
+/// is sent one (D11).
+pub fn of_user_creation(user: &UserId, invitation: Option<&NewLink>) -> Vec<Effect> {
+    invitation
+        .map(|link| send(LinkKind::Invitation, user, link))
+        .into_iter()
+        .collect()
+}
+
+/// What re-sending `user`'s invitation writes (D11): a new link (the old
+/// one dies) with its e-mail.
+pub fn of_reinvitation(user: &UserId, link: &NewLink) -> Vec<Effect> {
+    vec![send(LinkKind::Invitation, user, link)]
+}
+
+/// What a password-reset request that may send writes (D19): a new reset
+/// link (an older one dies) with its e-mail.
+pub fn of_reset_request(user: &UserId, link: &NewLink) -> Vec<Effect> {
+    vec![send(LinkKind::Reset, user, link)]
+}
+
+fn send(kind: LinkKind, user: &UserId, link: &NewLink) -> Effect {
+    Effect::SendLink {
+        kind,
+        user: user.clone(),
+        link: Box::new(link.clone()),
+    }
+}
+
+/// What a password reset through a link writes besides the password (D19):
+/// the user's other reset links die, and their sessions and tokens end.
+pub fn of_password_reset(user: &UserId) -> Vec<Effect> {
+    vec![
+        Effect::EndLinks {
+            kind: LinkKind::Reset,
+            user: user.clone(),
+        },
+        Effect::RevokeUser { user: user.clone() },
+    ]
+}
+
 /// What a PATCH of `current` into `change.user` writes besides the user's
 /// row (D11, D13, D29, D46 revised). Nothing when nothing changed.
 pub fn of_user_change(current: &User, change: &UserChange) -> Vec<Effect> {
@@ -83,7 +125,10 @@ pub fn of_user_change(current: &User, change: &UserChange) -> Vec<Effect> {
     }
     let id = &current.id;
     if change.cancels_invitation {
-        effects.push(Effect::CancelInvitation { user: id.clone() });
+        effects.push(Effect::EndLinks {
+            kind: LinkKind::Invitation,
+            user: id.clone(),
+        });
     }
     if let Some(inactive) = manage::owner_inactive_after(current, &change.user) {
         effects.push(Effect::OwnerStatus {

@@ -100,6 +100,20 @@ impl NewUser {
             created_at: now,
         }
     }
+
+    /// The user as inserted.
+    pub fn user(&self) -> User {
+        User {
+            id: self.id.clone(),
+            email: self.email.clone(),
+            name: self.name.clone(),
+            role: self.role,
+            status: self.status,
+            created_at: self.created_at,
+            updated_at: self.created_at,
+            has_password: self.password_hash.is_some(),
+        }
+    }
 }
 
 /// A partial update; `None` leaves a field alone.

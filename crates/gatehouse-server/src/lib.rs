@@ -42,9 +42,19 @@ use axum::Router;
 pub use api::{v1_routes, v1_service};
 pub use http::error::{ApiError, ErrorCode};
 pub use layers::with_layers;
-pub use state::{AppState, Inner, ServerConfig};
+pub use state::{AppState, Inner, ServerConfig, Simulator};
 
 use crate::http::transport;
+
+/// The state a serving process runs on: [`AppState::new`] with the mock's
+/// simulated errors plugged in when `config.mock` is on (D34, D53). The
+/// mock sits above the endpoints as a layer: nothing below names it.
+pub fn serving_state(app: gatehouse_app::App, config: ServerConfig) -> AppState {
+    let simulator = config
+        .mock
+        .then(|| std::sync::Arc::new(mock::Mock) as std::sync::Arc<dyn Simulator>);
+    AppState::new(app, config, simulator)
+}
 
 /// The whole application.
 pub fn app(state: AppState) -> Router {

@@ -21,17 +21,15 @@
 //! preference read, and a code or error it cannot give is 400
 //! `invalid_request` naming the `Prefer` header.
 
-use std::net::IpAddr;
-
 use axum::http::{HeaderMap, header};
 use axum::response::{IntoResponse, Response};
 use gatehouse_auth::ratelimit::RateInfo;
-use gatehouse_auth::{ClientAuth, OAuthError, OAuthErrorKind};
+use gatehouse_auth::{OAuthError, OAuthErrorKind};
 use gatehouse_domain::{FieldIssue, Scope};
 
 use crate::api::oauth_wire::{OAuthFailure, too_many_failures};
 use crate::http::error::{ApiError, ErrorCode};
-use crate::state::AppState;
+use crate::state::{AppState, OAuthRequest, Simulator};
 
 /// The status codes `Prefer: code=` can ask for.
 pub const PREFERRED_CODES: &[u16] = &[400, 401, 403, 404, 409, 413, 415, 422, 429, 500, 503];
@@ -283,37 +281,44 @@ pub fn simulated_oauth(pref: OAuthPreference) -> Response {
     OAuthFailure(OAuthError::new(pref.kind, oauth_description(pref.kind))).into_response()
 }
 
-/// D53: in the mock, the answer an OAuth endpoint gives for `Prefer`,
-/// after the client authentication the endpoint does (`introspection`:
-/// confidential clients only, D49). A failed authentication is answered
-/// and counted as at the real endpoint (D28). `None` outside the mock or
-/// without a preference: the endpoint goes on.
-pub async fn oauth_preference(
-    st: &AppState,
-    headers: &HeaderMap,
-    auth: &Result<ClientAuth, OAuthError>,
-    presented: Option<&str>,
-    source: IpAddr,
-    introspection: bool,
-) -> Option<Response> {
-    if !st.config.mock {
-        return None;
+/// The mock's [`Simulator`]: plugged into [`AppState`] when `config.mock`
+/// is on (D34, D53).
+pub struct Mock;
+
+#[async_trait::async_trait]
+impl Simulator for Mock {
+    fn v1_error(
+        &self,
+        headers: &HeaderMap,
+        scope: Option<Scope>,
+        rate: Option<&mut RateInfo>,
+    ) -> Option<ApiError> {
+        Some(match preferred_code(headers)? {
+            Ok(code) => simulated(code, scope, rate),
+            Err(e) => e,
+        })
     }
-    let pref = preferred_oauth(headers)?;
-    let checked = match auth {
-        Ok(a) => st.app.check_client_authentication(a, introspection).await,
-        Err(e) => Err(e.clone()),
-    };
-    if let Err(e) = checked {
-        if e.kind == OAuthErrorKind::InvalidClient {
-            st.app.record_auth_failure(presented, source);
+
+    /// D53: the answer an OAuth endpoint gives for `Prefer`, after the
+    /// client authentication the endpoint does; `None` without a
+    /// preference: the endpoint goes on.
+    async fn oauth_answer(&self, st: &AppState, r: OAuthRequest<'_>) -> Option<Response> {
+        let pref = preferred_oauth(r.headers)?;
+        let checked = match r.auth {
+            Ok(a) => st.app.check_client_authentication(a, r.introspection).await,
+            Err(e) => Err(e.clone()),
+        };
+        if let Err(e) = checked {
+            if e.kind == OAuthErrorKind::InvalidClient {
+                st.app.record_auth_failure(r.presented, r.source);
+            }
+            return Some(OAuthFailure(e).into_response());
         }
-        return Some(OAuthFailure(e).into_response());
+        Some(match pref {
+            Ok(p) => simulated_oauth(p),
+            Err(e) => OAuthFailure(e).into_response(),
+        })
     }
-    Some(match pref {
-        Ok(p) => simulated_oauth(p),
-        Err(e) => OAuthFailure(e).into_response(),
-    })
 }
 
 #[cfg(test)]

@@ -51,7 +51,49 @@ pub struct Inner {
     /// The reference documentation, rendered on first use (D52).
     pub docs: std::sync::OnceLock<Rendered>,
     pub request_metrics: RequestMetrics,
+    /// D34, D53: the mock's simulated errors, plugged in from above when
+    /// `config.mock` is on; `None` in production, where the endpoints never
+    /// look at `Prefer`.
+    pub simulator: Option<Arc<dyn Simulator>>,
     shutting_down: AtomicBool,
+}
+
+/// The hook the mock server plugs into the endpoints' pipelines (D34,
+/// D53), so nothing below it names the mock: each endpoint asks at the one
+/// point where the real error would arise (after authentication and rate
+/// limiting on `/v1`, after client authentication at `/oauth/*`), and the
+/// simulator answers the error the caller asked for, or `None` to go on.
+#[async_trait::async_trait]
+pub trait Simulator: Send + Sync {
+    /// A `/v1` request's preferred error; `rate` is the caller's real
+    /// counters, for the error's `X-RateLimit-*` headers (a simulated 429
+    /// may update them).
+    fn v1_error(
+        &self,
+        headers: &axum::http::HeaderMap,
+        scope: Option<gatehouse_domain::Scope>,
+        rate: Option<&mut gatehouse_auth::ratelimit::RateInfo>,
+    ) -> Option<crate::http::error::ApiError>;
+
+    /// An OAuth endpoint's preferred answer, after checking the client
+    /// authentication as the endpoint would (`introspection`: confidential
+    /// clients only, D49); a failed one is answered and counted (D28).
+    async fn oauth_answer(
+        &self,
+        st: &AppState,
+        request: OAuthRequest<'_>,
+    ) -> Option<axum::response::Response>;
+}
+
+/// What an OAuth endpoint knows of a request when it asks the
+/// [`Simulator`].
+pub struct OAuthRequest<'a> {
+    pub headers: &'a axum::http::HeaderMap,
+    pub auth: &'a Result<gatehouse_auth::ClientAuth, gatehouse_auth::OAuthError>,
+    /// The client id the request names, authenticated or not (D28's guard).
+    pub presented: Option<&'a str>,
+    pub source: std::net::IpAddr,
+    pub introspection: bool,
 }
 
 impl std::ops::Deref for AppState {
@@ -64,7 +106,9 @@ impl std::ops::Deref for AppState {
 impl AppState {
     /// `app` must be a serving one ([`App::new`]): the server needs its
     /// auth service.
-    pub fn new(app: App, mut config: ServerConfig) -> Self {
+    /// `simulator`: the mock's (D34), plugged in from above by
+    /// [`crate::serving_state`]; `None` in production.
+    pub fn new(app: App, mut config: ServerConfig, simulator: Option<Arc<dyn Simulator>>) -> Self {
         config.public_url = config.public_url.trim_end_matches('/').to_owned();
         assert!(
             app.auth().is_some(),
@@ -76,6 +120,7 @@ impl AppState {
             templates: Templates::new(),
             docs: std::sync::OnceLock::new(),
             request_metrics: Default::default(),
+            simulator,
             shutting_down: AtomicBool::new(false),
         }))
     }

@@ -31,6 +31,7 @@ async fn state(dir: &tempfile::TempDir) -> AppState {
             mock: false,
             forgot_lookup_delay: std::time::Duration::ZERO,
         },
+        None,
     )
 }
 

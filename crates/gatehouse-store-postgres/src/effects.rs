@@ -7,7 +7,7 @@
 
 use gatehouse_domain::effect::Effect;
 use gatehouse_domain::{Client, OrgId, Timestamp, UserId, client};
-use gatehouse_store::{LinkKind, NewRevocation};
+use gatehouse_store::NewRevocation;
 use sqlx_core::query::query;
 use sqlx_postgres::PgConnection;
 
@@ -26,8 +26,8 @@ pub(crate) async fn apply(
             Effect::SendLink { kind, user, link } => {
                 auth_state::insert_link(c, *kind, org, user, link, now).await?;
             }
-            Effect::CancelInvitation { user } => {
-                auth_state::delete_links(c, LinkKind::Invitation, user).await?;
+            Effect::EndLinks { kind, user } => {
+                auth_state::delete_links(c, *kind, user).await?;
             }
             Effect::OwnerStatus { owner, inactive } => {
                 for app in lock_owned_clients(c, org, owner).await? {

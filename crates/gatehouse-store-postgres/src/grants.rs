@@ -237,15 +237,12 @@ impl GrantStore for PgStore {
                 // D24: the access token issued with the used refresh token
                 // dies in the same transaction (the revocation is its last
                 // statement, see `auth_state::insert_revocation`).
-                let revoked = match jti {
-                    Some(jti) => {
-                        let jti = gatehouse_store::decode::text(&jti, Jti::parse).map_err(|e| {
-                            StoreError::Internal(format!("refresh_tokens.access_jti {e}"))
-                        })?;
-                        let r = NewRevocation::jti(&jti, now, access_expiry);
-                        let id = auth_state::insert_revocation(&mut tx, &r).await?;
-                        Some(r.stored(id))
-                    }
+                let revoked = match NewRevocation::of_rotation(jti.as_deref(), now, access_expiry)?
+                {
+                    Some(r) => Some(
+                        r.clone()
+                            .stored(auth_state::insert_revocation(&mut tx, &r).await?),
+                    ),
                     None => None,
                 };
                 return Ok(Rotated::Fresh(revoked));
@@ -292,12 +289,7 @@ impl GrantStore for PgStore {
             .bind(client.as_str()),
         };
         let ids: Vec<String> = q.fetch_all(&self.pool).await.map_err(db_err)?;
-        ids.iter()
-            .map(|t| {
-                gatehouse_store::decode::text(t, ChainId::parse)
-                    .map_err(|p| StoreError::Internal(format!("refresh_chains.id {p}")))
-            })
-            .collect()
+        gatehouse_store::decode::chain_ids(&ids)
     }
     async fn consent(
         &self,

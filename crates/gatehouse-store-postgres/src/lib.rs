@@ -54,6 +54,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use gatehouse_domain::ChainId;
 use gatehouse_domain::{
     ApiKey, ApiKeyId, Client, ClientId, DomainError, KeyCut, Listing, NewProduct, NewUser, OrgId,
     Organization, Page, Product, ProductId, ProductPatch, Scope, ScopeSet, Timestamp, UsageRange,
@@ -61,7 +62,6 @@ use gatehouse_domain::{
     user::{self, UserChange},
     values::Email,
 };
-use gatehouse_domain::{ChainId, Jti};
 use gatehouse_store::prelude::*;
 use gatehouse_store::{
     AuthCode, ChainFilter, ClientChanges, Consent, LinkKind, LinkRecord, NewClient, NewLink,

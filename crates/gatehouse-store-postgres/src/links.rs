@@ -99,12 +99,7 @@ impl LinkStore for PgStore {
                 .bind(now.millis())
                 .execute(&mut *tx)
                 .await?;
-            let send = effect::Effect::SendLink {
-                kind: LinkKind::Reset,
-                user: id.clone(),
-                link: Box::new(link.clone()),
-            };
-            crate::effects::apply(&mut tx, org, &[send], now).await?;
+            crate::effects::apply(&mut tx, org, &effect::of_reset_request(&id, link), now).await?;
             Ok(true)
         })
     }
@@ -124,15 +119,11 @@ impl LinkStore for PgStore {
                 .bind(org.as_str())
                 .execute(&mut *tx)
                 .await?;
+            crate::effects::apply(&mut tx, &org, &effect::of_password_reset(&id), now).await?;
             // The user as updated, as a fresh read returns it.
-            let updated = get_user_tx(&mut tx, &org, &id)
+            Ok(get_user_tx(&mut tx, &org, &id)
                 .await?
-                .ok_or(StoreError::NotFound)?;
-            auth_state::delete_links(&mut tx, LinkKind::Reset, &id).await?;
-            // D19: a reset ends the user's sessions and tokens.
-            auth_state::end_user_sessions(&mut tx, &id, now).await?;
-            auth_state::revoke_user_tokens(&mut tx, &id, now).await?;
-            Ok(updated)
+                .ok_or(StoreError::NotFound)?)
         })
     }
 }

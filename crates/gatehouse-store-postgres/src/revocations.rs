@@ -32,20 +32,8 @@ impl RevocationStore for PgStore {
             .collect::<Result<Vec<_>, sqlx_core::Error>>()
             .map_err(db_err)
     }
-    async fn insert_revocation(
-        &self,
-        kind: RevocationKind,
-        subject: &str,
-        cutoff: i64,
-        expires_at: Timestamp,
-    ) -> StoreResult<i64> {
-        let r = NewRevocation {
-            kind,
-            subject: subject.to_owned(),
-            cutoff,
-            expires_at,
-            scopes: None,
-        };
+    async fn insert_revocation(&self, r: &NewRevocation) -> StoreResult<i64> {
+        let r = r.clone();
         write_tx!(self, |tx| auth_state::insert_revocation(&mut tx, &r).await)
     }
 }

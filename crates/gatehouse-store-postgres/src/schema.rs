@@ -177,7 +177,7 @@ async fn run_locked(c: &mut PgConnection) -> StoreResult<()> {
 /// later account can be found only by its old key until an operator resolves
 /// the pair.
 async fn rekey_emails(c: &mut PgConnection) -> StoreResult<()> {
-    let (mut rekeyed, mut kept) = (0u64, 0u64);
+    let mut tally = gatehouse_store::rekey::Rekeying::default();
     // Keyset pages of the partial index, so memory does not grow with the
     // number of non-ASCII rows; updating `email_norm` does not move a row in
     // the (created_at, id) order.
@@ -219,24 +219,13 @@ async fn rekey_emails(c: &mut PgConnection) -> StoreResult<()> {
                 Err(e) => return Err(db_err(e)),
             };
             if collided {
-                tracing::warn!(
-                    user = %id, org = %org, key = %new,
-                    "e-mail re-keying (D8): this user's address is now the same address as an \
-                     earlier user's; its old key is kept, resolve the pair by hand"
-                );
-                kept += 1;
+                tally.kept(&id, &org, &new);
             } else {
-                rekeyed += 1;
+                tally.rekeyed();
             }
         }
     }
-    if rekeyed + kept > 0 {
-        tracing::info!(
-            rekeyed,
-            kept,
-            "e-mail keys brought to the D8 (revised) rule"
-        );
-    }
+    tally.report();
     Ok(())
 }
 

@@ -4,12 +4,11 @@
 //! committed later (by a transaction that was running, or began after) is
 //! at or above it and is read next time.
 
-use gatehouse_domain::search::{self, SearchKind, SearchRow};
-use gatehouse_domain::{ProductStatus, Role, UserStatus};
+use gatehouse_domain::search::{SearchKind, SearchRow};
 use gatehouse_store::{SearchChanges, SearchStore};
 
 use super::*;
-use crate::rows::{PRODUCT_COLS, RowResult, decode, product_row, user_row};
+use crate::rows::{PRODUCT_COLS, RowResult, corrupt, product_row, user_row};
 
 fn kind_code(kind: SearchKind) -> i16 {
     match kind {
@@ -22,29 +21,20 @@ const MARK: &str = "pg_snapshot_xmin(pg_current_snapshot())::text::bigint";
 
 fn search_row(kind: SearchKind, r: &sqlx_postgres::PgRow) -> RowResult<SearchRow> {
     let id: String = r.try_get(1)?;
-    let at = |column| (kind.as_str(), column, id.as_str());
-    let (name, other): (&str, &str) = (r.try_get(2)?, r.try_get(3)?);
-    let (text, attrs) = match kind {
-        SearchKind::Users => (
-            search::user_text(name, other),
-            search::user_attrs(
-                decode(r, 4, at("role"), |t| Role::parse(t).ok())?,
-                decode(r, 5, at("status"), |t| UserStatus::parse(t).ok())?,
-            ),
-        ),
-        SearchKind::Products => (
-            search::product_text(name, other),
-            search::product_attrs(decode(r, 4, at("status"), |t| {
-                ProductStatus::parse(t).ok()
-            })?),
-        ),
-    };
-    Ok(SearchRow {
-        created_at: r.try_get(0)?,
-        id,
-        text,
-        attrs,
-    })
+    let codes: [Option<&str>; 2] = [
+        r.try_get(4)?,
+        match kind {
+            SearchKind::Users => r.try_get(5)?,
+            SearchKind::Products => None,
+        },
+    ];
+    gatehouse_store::indexed_row(
+        kind,
+        (r.try_get(0)?, id.clone()),
+        (r.try_get(2)?, r.try_get(3)?),
+        codes,
+    )
+    .map_err(|(column, text)| corrupt(kind.as_str(), column, &id, &format!("holds {text:?}")))
 }
 
 #[async_trait]

@@ -12,24 +12,9 @@ impl UserStore for PgStore {
     ) -> StoreResult<User> {
         write_tx!(self, |tx| {
             insert_user_row(&mut tx, org, u, u.created_at).await?;
-            if let Some(link) = invitation {
-                let send = effect::Effect::SendLink {
-                    kind: LinkKind::Invitation,
-                    user: u.id.clone(),
-                    link: Box::new(link.clone()),
-                };
-                effects::apply(&mut tx, org, &[send], u.created_at).await?;
-            }
-            Ok(User {
-                id: u.id.clone(),
-                email: u.email.clone(),
-                name: u.name.clone(),
-                role: u.role,
-                status: u.status,
-                created_at: u.created_at,
-                updated_at: u.created_at,
-                has_password: u.password_hash.is_some(),
-            })
+            let sent = effect::of_user_creation(&u.id, invitation);
+            effects::apply(&mut tx, org, &sent, u.created_at).await?;
+            Ok(u.user())
         })
     }
     async fn get_user(&self, org: &OrgId, id: &UserId) -> StoreResult<Option<User>> {
@@ -177,12 +162,13 @@ impl UserStore for PgStore {
                 .await?
                 .ok_or(StoreError::NotFound)?;
             user::check_reinvite(&u)?;
-            let send = effect::Effect::SendLink {
-                kind: LinkKind::Invitation,
-                user: id.clone(),
-                link: Box::new(link.clone()),
-            };
-            effects::apply(&mut tx, org, &[send], Timestamp::now()).await
+            effects::apply(
+                &mut tx,
+                org,
+                &effect::of_reinvitation(id, link),
+                Timestamp::now(),
+            )
+            .await
         })
     }
 }

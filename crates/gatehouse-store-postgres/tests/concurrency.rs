@@ -321,12 +321,12 @@ async fn revocation_ids_become_visible_in_order() {
         let s = s.clone();
         writers.push(tokio::spawn(async move {
             for i in 0..25 {
-                s.insert_revocation(
+                s.insert_revocation(&gatehouse_store::NewRevocation::new(
                     RevocationKind::Jti,
-                    &format!("jti-{w}-{i}"),
+                    format!("jti-{w}-{i}"),
                     now.unix_seconds(),
                     now.plus_seconds(600),
-                )
+                ))
                 .await
                 .unwrap();
             }

@@ -3,10 +3,7 @@
 //! keeps both rows, the later one with its old key. Skipped without
 //! PostgreSQL binaries (see `gatehouse_store_postgres::testing`).
 
-use gatehouse_domain::{
-    Email, Name, NewUser, OrgId, Organization, Plan, Role, Timestamp, UserId, UserStatus,
-};
-use gatehouse_store::StoreError;
+use gatehouse_store::migrated;
 use gatehouse_store::prelude::*;
 use gatehouse_store_postgres::PgStore;
 use gatehouse_store_postgres::testing::fresh_database_url;
@@ -29,28 +26,15 @@ async fn old_keys_are_rekeyed_at_start_and_collisions_keep_both_rows() {
     let Some(url) = fresh_database_url().await else {
         return;
     };
-    let org = Organization {
-        id: OrgId::generate(),
-        name: "Acme".into(),
-        plan: Plan::Free,
-        per_minute: None,
-        per_second: None,
-        created_at: Timestamp::now(),
-    };
+    let org = migrated::rekey_org();
     {
         let store = PgStore::connect(&url).await.unwrap();
         store.create_org(&org).await.unwrap();
         store.close().await;
     }
-    let planted = [
-        ("usr_rekey1", "STRASSE@x.com", 1i64),
-        ("usr_rekey2", "Stra\u{df}e@x.com", 2),
-        ("usr_rekey3", "JOSE\u{301}@b.example.com", 3),
-        ("usr_rekey4", "ana@B\u{dc}CHER.example", 4),
-    ];
     {
         let mut c = PgConnection::connect(&url).await.unwrap();
-        for (id, email, at) in planted {
+        for (id, email, at) in migrated::PLANTED {
             sqlx_core::query::query(
                 "INSERT INTO users (id, org_id, email, email_norm, name, name_fold, role, status, created_at, updated_at)
                  VALUES ($1, $2, $3, $4, 'n', 'n', 'viewer', 'pending_invite', $5, $5)",
@@ -68,38 +52,10 @@ async fn old_keys_are_rekeyed_at_start_and_collisions_keep_both_rows() {
     }
 
     let store = PgStore::connect(&url).await.unwrap();
-    assert_eq!(key_of(&url, "usr_rekey1").await, "strasse@x.com");
-    assert_eq!(key_of(&url, "usr_rekey2").await, "stra\u{df}e@x.com");
-    assert_eq!(key_of(&url, "usr_rekey3").await, "jos\u{e9}@b.example.com");
-    assert_eq!(
-        key_of(&url, "usr_rekey4").await,
-        "ana@xn--bcher-kva.example"
-    );
-    for (email, id) in [
-        ("Jose\u{301}@B.EXAMPLE.COM", "usr_rekey3"),
-        ("ANA@b\u{fc}cher.example", "usr_rekey4"),
-        ("stra\u{df}e@x.com", "usr_rekey1"),
-    ] {
-        let (u, _) = store
-            .find_user_by_email(&org.id, &Email::parse(email).unwrap())
-            .await
-            .unwrap()
-            .unwrap_or_else(|| panic!("{email} not found"));
-        assert_eq!(u.id.as_str(), id, "{email}");
+    for (id, key) in migrated::REKEYED {
+        assert_eq!(key_of(&url, id).await, key, "{id}");
     }
-    let dup = NewUser {
-        id: UserId::generate(),
-        email: Email::parse("jos\u{e9}@b.example.com").unwrap(),
-        name: Name::parse("Dup").unwrap(),
-        role: Role::Viewer,
-        status: UserStatus::PendingInvite,
-        password_hash: None,
-        created_at: Timestamp::now(),
-    };
-    match store.insert_user(&org.id, &dup).await {
-        Err(StoreError::Duplicate("email")) => {}
-        other => panic!("{other:?}"),
-    }
+    migrated::check_rekeyed(&store, &org.id).await;
     store.close().await;
 
     // A second start changes nothing and loses nothing.

@@ -12,8 +12,7 @@
 
 use std::borrow::Cow;
 
-use gatehouse_domain::{ProductStatus, Role, UserStatus};
-use gatehouse_store::migrated::{self, Fixture, FixtureProduct, FixtureUser};
+use gatehouse_store::migrated::{self, Fixture};
 use gatehouse_store_postgres::PgStore;
 use gatehouse_store_postgres::testing::fresh_database_url;
 use sqlx_core::connection::Connection;
@@ -35,119 +34,23 @@ const KEY_ID: &str = "key_gfXSvqxycNw3qD1YmDV6QZ";
 const KEY_SECRET: &str = "gk_live_58Af0etv5I7Pk7TDuGTateSWs3C0JrwURyE7ytAwsAQ";
 const SIGNING_KID: &str = "AiK3LyBy6EmLmxXNl";
 
-/// (org, id, email, role, status, has a password)
-const USERS: [FixtureUser; 9] = [
-    (
-        ORG_A,
-        "usr_cmgMh0wJ61HDJAxYZforxT",
-        "alice.admin@example.com",
-        Role::Admin,
-        UserStatus::Active,
-        true,
-    ),
-    (
-        ORG_A,
-        "usr_MQP7BMYoUnLOCYWE9pi5rm",
-        "josé@example.com",
-        Role::Editor,
-        UserStatus::Active,
-        true,
-    ),
-    (
-        ORG_A,
-        "usr_d9aBq413qirAfYx0nn8IXm",
-        "STRASSE@example.com",
-        Role::Viewer,
-        UserStatus::Active,
-        true,
-    ),
-    (
-        ORG_A,
-        "usr_pmO3iKEvZyQydIhD0Hsq7G",
-        "dave.pending@example.com",
-        Role::Viewer,
-        UserStatus::PendingInvite,
-        false,
-    ),
-    (
-        ORG_B,
-        "usr_75qrlV5gIOlRUvD3mEFYYm",
-        "bob.admin@example.com",
-        Role::Admin,
-        UserStatus::Active,
-        true,
-    ),
-    (
-        ORG_B,
-        "usr_p6zsDECUmZyiIxJ5bnawjg",
-        "carol.viewer@example.com",
-        Role::Viewer,
-        UserStatus::Active,
-        true,
-    ),
-    (
-        ORG_B,
-        "usr_eGI757KLDEYQMWy2y0SlsV",
-        "erin.inactive@example.com",
-        Role::Editor,
-        UserStatus::Inactive,
-        false,
-    ),
-    // Added by a second run of the old `user create` (README): their old
-    // keys (plain lower case) differ from D8 (revised)'s, so they must be
-    // re-keyed.
-    (
-        ORG_B,
-        "usr_GVqyDn0N4Rss0JF3wZXAtp",
-        "Straße@example.com",
-        Role::Editor,
-        UserStatus::Active,
-        true,
-    ),
-    (
-        ORG_B,
-        "usr_mVZFqTx9X9FK5KKH3ssjtt",
-        "ana@BÜCHER.example",
-        Role::Viewer,
-        UserStatus::Active,
-        true,
-    ),
+/// The ids of `migrated::USERS` and `migrated::PRODUCTS` in this fixture.
+const USER_IDS: [&str; 9] = [
+    "usr_cmgMh0wJ61HDJAxYZforxT",
+    "usr_MQP7BMYoUnLOCYWE9pi5rm",
+    "usr_d9aBq413qirAfYx0nn8IXm",
+    "usr_pmO3iKEvZyQydIhD0Hsq7G",
+    "usr_75qrlV5gIOlRUvD3mEFYYm",
+    "usr_p6zsDECUmZyiIxJ5bnawjg",
+    "usr_eGI757KLDEYQMWy2y0SlsV",
+    "usr_GVqyDn0N4Rss0JF3wZXAtp",
+    "usr_mVZFqTx9X9FK5KKH3ssjtt",
 ];
-
-/// (org, id, sku, price, stock, status)
-const PRODUCTS: [FixtureProduct; 4] = [
-    (
-        ORG_A,
-        "prod_fFeCvJIrGqvhMVC4DUK75n",
-        "WID-1",
-        1999,
-        5,
-        ProductStatus::Available,
-    ),
-    (
-        ORG_A,
-        "prod_GkvRoGGR0AfzLi3xRaPsm8",
-        "GAD-1",
-        500,
-        0,
-        ProductStatus::OutOfStock,
-    ),
-    (
-        ORG_A,
-        "prod_2ro9tZNX2DQfz69XKoVARq",
-        "OLD-1",
-        100,
-        3,
-        ProductStatus::Discontinued,
-    ),
-    (
-        ORG_B,
-        "prod_U4AoDXn0rSP9nxyJPpKX0u",
-        "BOX-1",
-        2500,
-        10,
-        ProductStatus::Available,
-    ),
+const PRODUCT_IDS: [&str; 4] = [
+    "prod_fFeCvJIrGqvhMVC4DUK75n",
+    "prod_GkvRoGGR0AfzLi3xRaPsm8",
+    "prod_2ro9tZNX2DQfz69XKoVARq",
+    "prod_U4AoDXn0rSP9nxyJPpKX0u",
 ];
 
 /// SHA-256 computed by the server (`sha256()`, PostgreSQL 11+): client
@@ -229,18 +132,6 @@ fn checksum(version: i64, description: &'static str, sql: &'static str) -> Vec<u
     .into_owned()
 }
 
-const TABLES: [(&str, i64); 9] = [
-    ("organizations", 2),
-    ("users", 9),
-    ("products", 4),
-    ("clients", 3),
-    ("api_keys", 1),
-    ("signing_keys", 1),
-    ("outbox", 2),
-    ("user_tokens", 1),
-    ("revocations", 1),
-];
-
 #[tokio::test]
 async fn a_database_of_the_last_release_migrates_forward_without_loss() {
     let Some(url) = fresh_database_url().await else {
@@ -253,14 +144,14 @@ async fn a_database_of_the_last_release_migrates_forward_without_loss() {
 
     // The keys the old rule (plain lower case) wrote, which the store must
     // replace when it starts.
-    assert_eq!(key_of(&url, USERS[7].1).await, "stra\u{df}e@example.com");
-    assert_eq!(key_of(&url, USERS[8].1).await, "ana@b\u{fc}cher.example");
+    assert_eq!(key_of(&url, USER_IDS[7]).await, "stra\u{df}e@example.com");
+    assert_eq!(key_of(&url, USER_IDS[8]).await, "ana@b\u{fc}cher.example");
 
     let store = PgStore::connect(&url).await.unwrap();
     // D8 (revised): re-keyed at start.
-    assert_eq!(key_of(&url, USERS[7].1).await, "strasse@example.com");
-    assert_eq!(key_of(&url, USERS[8].1).await, "ana@xn--bcher-kva.example");
-    assert_eq!(key_of(&url, USERS[1].1).await, "jos\u{e9}@example.com");
+    assert_eq!(key_of(&url, USER_IDS[7]).await, "strasse@example.com");
+    assert_eq!(key_of(&url, USER_IDS[8]).await, "ana@xn--bcher-kva.example");
+    assert_eq!(key_of(&url, USER_IDS[1]).await, "jos\u{e9}@example.com");
 
     // --- every migration applied; the old ones untouched ------------------
     let after = applied(&url).await;
@@ -323,7 +214,7 @@ async fn a_database_of_the_last_release_migrates_forward_without_loss() {
     for ((v, d, sql), row) in files.into_iter().zip(&after) {
         assert_eq!(row.2, checksum(v, d, sql), "checksum of migration {v}");
     }
-    for (table, n) in TABLES {
+    for (table, n) in migrated::TABLES {
         assert_eq!(count(&url, table).await, n, "rows of {table}");
     }
     one_search_schema(&url).await;
@@ -395,7 +286,7 @@ async fn facts(url: &str) -> Fixture {
         boot_digest: sha256(url, BOOT_SECRET).await,
         conf_digest: sha256(url, CONF_SECRET).await,
         key_digest: sha256(url, KEY_SECRET).await,
-        users: &USERS,
-        products: &PRODUCTS,
+        user_ids: USER_IDS,
+        product_ids: PRODUCT_IDS,
     }
 }

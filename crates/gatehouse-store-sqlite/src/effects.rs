@@ -5,7 +5,7 @@
 
 use gatehouse_domain::effect::Effect;
 use gatehouse_domain::{Client, OrgId, Timestamp, UserId, client};
-use gatehouse_store::{LinkKind, NewRevocation, StoreResult};
+use gatehouse_store::{NewRevocation, StoreResult};
 use rusqlite::{Connection, params};
 
 use crate::rows::{CLIENT_COLS, client_row};
@@ -22,8 +22,8 @@ pub(crate) fn apply(
             Effect::SendLink { kind, user, link } => {
                 auth_state::insert_link(c, *kind, org, user, link, now)?;
             }
-            Effect::CancelInvitation { user } => {
-                auth_state::delete_links(c, LinkKind::Invitation, user)?;
+            Effect::EndLinks { kind, user } => {
+                auth_state::delete_links(c, *kind, user)?;
             }
             Effect::OwnerStatus { owner, inactive } => {
                 for app in owned_clients(c, org, owner)? {

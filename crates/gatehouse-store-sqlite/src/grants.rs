@@ -230,14 +230,8 @@ impl GrantStore for SqliteStore {
                     auth_state::insert_token(tx, &successor)?;
                     // D24: the access token issued with the used refresh token
                     // dies in the same transaction.
-                    let revoked = match jti {
-                        Some(jti) => {
-                            let jti = gatehouse_store::decode::text(&jti, Jti::parse).map_err(|e| {
-                                StoreError::Internal(format!("refresh_tokens.access_jti {e}"))
-                            })?;
-                            let r = NewRevocation::jti(&jti, now, access_expiry);
-                            Some(r.clone().stored(auth_state::insert_revocation(tx, &r)?))
-                        }
+                    let revoked = match NewRevocation::of_rotation(jti.as_deref(), now, access_expiry)? {
+                        Some(r) => Some(r.clone().stored(auth_state::insert_revocation(tx, &r)?)),
                         None => None,
                     };
                     return Ok(Rotated::Fresh(revoked));
@@ -293,12 +287,7 @@ impl GrantStore for SqliteStore {
                     .map_err(db_err)?
                     .collect::<rusqlite::Result<Vec<_>>>()
                     .map_err(db_err)?;
-                ids.iter()
-                    .map(|t| {
-                        gatehouse_store::decode::text(t, ChainId::parse)
-                            .map_err(|p| StoreError::Internal(format!("refresh_chains.id {p}")))
-                    })
-                    .collect()
+                gatehouse_store::decode::chain_ids(&ids)
             })
             .await
     }

@@ -38,6 +38,7 @@ mod users;
 use std::path::Path;
 
 use async_trait::async_trait;
+use gatehouse_domain::ChainId;
 use gatehouse_domain::{
     ApiKey, ApiKeyId, Client, ClientId, KeyCut, Listing, NewProduct, NewUser, OrgId, Organization,
     Page, Plan, Product, ProductId, ProductPatch, ProductStatus, Role, Scope, ScopeSet, Timestamp,
@@ -45,7 +46,6 @@ use gatehouse_domain::{
     user::{self, UserChange},
     values::{Email, Name, Sku},
 };
-use gatehouse_domain::{ChainId, Jti};
 use gatehouse_store::prelude::*;
 use gatehouse_store::{
     AuthCode, ChainFilter, ClientChanges, Consent, LinkKind, LinkRecord, NewClient, NewLink,
@@ -192,9 +192,6 @@ mod conformance {
 
 #[cfg(test)]
 mod email_rekeying {
-    use gatehouse_domain::{Email, Name, NewUser, OrgId, Organization, Plan, Role, Timestamp};
-    use gatehouse_domain::{UserId, UserStatus};
-    use gatehouse_store::StoreError;
     use gatehouse_store::prelude::*;
     use rusqlite::params;
 
@@ -215,29 +212,14 @@ mod email_rekeying {
     async fn old_keys_are_rekeyed_at_open_and_collisions_keep_both_rows() {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("gatehouse.db");
-        let org = Organization {
-            id: OrgId::generate(),
-            name: "Acme".into(),
-            plan: Plan::Free,
-            per_minute: None,
-            per_second: None,
-            created_at: Timestamp::now(),
-        };
+        let org = gatehouse_store::migrated::rekey_org();
         {
             let store = SqliteStore::open(&db).unwrap();
             store.create_org(&org).await.unwrap();
         }
-        // Rows as the old code wrote them: the e-mail as given (NFD, upper
-        // case), the key plain lower case.
-        let planted = [
-            ("usr_rekey1", "STRASSE@x.com", 1),
-            ("usr_rekey2", "Stra\u{df}e@x.com", 2),
-            ("usr_rekey3", "JOSE\u{301}@b.example.com", 3),
-            ("usr_rekey4", "ana@B\u{dc}CHER.example", 4),
-        ];
         {
             let c = rusqlite::Connection::open(&db).unwrap();
-            for (id, email, at) in planted {
+            for (id, email, at) in gatehouse_store::migrated::PLANTED {
                 c.execute(
                     "INSERT INTO users (id, org_id, email, email_norm, name, role, status, created_at, updated_at)
                      VALUES (?1, ?2, ?3, ?4, 'n', 'viewer', 'pending_invite', ?5, ?5)",
@@ -261,45 +243,10 @@ mod email_rekeying {
         assert_eq!(key_of(&db, "usr_rekey3"), "jose\u{301}@b.example.com");
 
         let store = SqliteStore::open(&db).unwrap();
-        // ASCII: the old key was already right.
-        assert_eq!(key_of(&db, "usr_rekey1"), "strasse@x.com");
-        // `Straße` is now the same address as the earlier `STRASSE`: both
-        // rows stay, the later keeps its old key.
-        assert_eq!(key_of(&db, "usr_rekey2"), "stra\u{df}e@x.com");
-        assert_eq!(key_of(&db, "usr_rekey3"), "jos\u{e9}@b.example.com");
-        assert_eq!(key_of(&db, "usr_rekey4"), "ana@xn--bcher-kva.example");
-
-        // Look-ups find the re-keyed rows by any form of the address …
-        for (email, id) in [
-            ("jos\u{e9}@b.example.com", "usr_rekey3"),
-            ("Jose\u{301}@B.EXAMPLE.COM", "usr_rekey3"),
-            ("ANA@b\u{fc}cher.example", "usr_rekey4"),
-            ("ana@xn--bcher-kva.example", "usr_rekey4"),
-            ("stra\u{df}e@x.com", "usr_rekey1"),
-        ] {
-            let (u, _) = store
-                .find_user_by_email(&org.id, &Email::parse(email).unwrap())
-                .await
-                .unwrap()
-                .unwrap_or_else(|| panic!("{email} not found"));
-            assert_eq!(u.id.as_str(), id, "{email}");
+        for (id, key) in gatehouse_store::migrated::REKEYED {
+            assert_eq!(key_of(&db, id), key, "{id}");
         }
-        // … and a new user with one of them is a duplicate.
-        for email in ["jos\u{e9}@b.example.com", "Ana@xn--bcher-kva.example"] {
-            let new = NewUser {
-                id: UserId::generate(),
-                email: Email::parse(email).unwrap(),
-                name: Name::parse("Dup").unwrap(),
-                role: Role::Viewer,
-                status: UserStatus::PendingInvite,
-                password_hash: None,
-                created_at: Timestamp::now(),
-            };
-            match store.insert_user(&org.id, &new).await {
-                Err(StoreError::Duplicate("email")) => {}
-                other => panic!("{email}: {other:?}"),
-            }
-        }
+        gatehouse_store::migrated::check_rekeyed(&store, &org.id).await;
         drop(store);
 
         // Opening again changes nothing and loses nothing.

@@ -78,12 +78,7 @@ impl LinkStore for SqliteStore {
                 tx.prepare_cached("INSERT INTO reset_requests (user_id, requested_at) VALUES (?1, ?2)")
                     .and_then(|mut s| s.execute(params![id.as_str(), now.millis()]))
                     .map_err(db_err)?;
-                let send = effect::Effect::SendLink {
-                    kind: LinkKind::Reset,
-                    user: id,
-                    link: Box::new(link),
-                };
-                crate::effects::apply(tx, &org, &[send], now)?;
+                crate::effects::apply(tx, &org, &effect::of_reset_request(&id, &link), now)?;
                 Ok(true)
             })
             .await
@@ -105,9 +100,7 @@ impl LinkStore for SqliteStore {
                 .and_then(|mut s| s.execute(params![hash, id.as_str(), org.as_str()]))
                 .map_err(db_err)?;
                 auth_state::use_link(tx, &digest, now)?;
-                auth_state::delete_links(tx, LinkKind::Reset, &id)?;
-                // D19: a reset ends the user's sessions and tokens.
-                auth_state::revoke_user(tx, &id, now)?;
+                crate::effects::apply(tx, &org, &effect::of_password_reset(&id), now)?;
                 // The user as updated, as a fresh read returns it.
                 get_user_tx(tx, &org, &id)?.ok_or(StoreError::NotFound)
             })

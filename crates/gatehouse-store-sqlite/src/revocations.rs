@@ -30,20 +30,8 @@ impl RevocationStore for SqliteStore {
             })
             .await
     }
-    async fn insert_revocation(
-        &self,
-        kind: RevocationKind,
-        subject: &str,
-        cutoff: i64,
-        expires_at: Timestamp,
-    ) -> StoreResult<i64> {
-        let r = NewRevocation {
-            kind,
-            subject: subject.to_owned(),
-            cutoff,
-            expires_at,
-            scopes: None,
-        };
+    async fn insert_revocation(&self, r: &NewRevocation) -> StoreResult<i64> {
+        let r = r.clone();
         self.pool
             .write(move |tx| auth_state::insert_revocation(tx, &r))
             .await

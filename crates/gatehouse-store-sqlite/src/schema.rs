@@ -68,34 +68,23 @@ pub(crate) fn rekey_emails(c: &mut Connection) -> StoreResult<()> {
             Ok(stale)
         })
         .map_err(db_err)?;
-    let (mut rekeyed, mut kept) = (0u64, 0u64);
+    let mut tally = gatehouse_store::rekey::Rekeying::default();
     for (seq, id, org, new) in stale {
         let holder: Option<String> = tx
             .prepare_cached("SELECT id FROM users WHERE org_id = ?1 AND email_norm = ?2")
             .and_then(|mut st| st.query_row(params![org, new], |r| r.get(0)).optional())
             .map_err(db_err)?;
-        if let Some(holder) = holder {
-            tracing::warn!(
-                user = %id, org = %org, key = %new, holder = %holder,
-                "e-mail re-keying (D8): this user's address is now the same address as an \
-                 earlier user's; its old key is kept, resolve the pair by hand"
-            );
-            kept += 1;
+        if holder.is_some() {
+            tally.kept(&id, &org, &new);
             continue;
         }
         tx.prepare_cached("UPDATE users SET email_norm = ?1 WHERE seq = ?2")
             .and_then(|mut st| st.execute(params![new, seq]))
             .map_err(db_err)?;
-        rekeyed += 1;
+        tally.rekeyed();
     }
     tx.commit().map_err(db_err)?;
-    if rekeyed + kept > 0 {
-        tracing::info!(
-            rekeyed,
-            kept,
-            "e-mail keys brought to the D8 (revised) rule"
-        );
-    }
+    tally.report();
     Ok(())
 }
 

@@ -3,7 +3,7 @@
 //! writes, so a change's `seq` is also its commit order and a mark is the
 //! highest `seq` seen.
 
-use gatehouse_domain::search::{self, SearchKind, SearchRow};
+use gatehouse_domain::search::{SearchKind, SearchRow};
 use gatehouse_store::{SearchChanges, SearchStore};
 
 use super::*;
@@ -16,30 +16,21 @@ fn kind_code(kind: SearchKind) -> i64 {
 }
 
 fn search_row(kind: SearchKind, r: &Row<'_>) -> rusqlite::Result<SearchRow> {
-    let id: String = r.get(1)?;
-    let at = |column| (kind.as_str(), column, id.as_str());
-    let (name, other): (String, String) = (r.get(2)?, r.get(3)?);
-    let (text, attrs) = match kind {
-        SearchKind::Users => (
-            search::user_text(&name, &other),
-            search::user_attrs(
-                decode(r, 4, at("role"), |t| Role::parse(t).ok())?,
-                decode(r, 5, at("status"), |t| UserStatus::parse(t).ok())?,
-            ),
-        ),
-        SearchKind::Products => (
-            search::product_text(&name, &other),
-            search::product_attrs(decode(r, 4, at("status"), |t| {
-                ProductStatus::parse(t).ok()
-            })?),
-        ),
+    let head = (r.get(0)?, r.get::<_, String>(1)?);
+    let cols: [String; 3] = [r.get(2)?, r.get(3)?, r.get(4)?];
+    let second: Option<String> = if kind == SearchKind::Users {
+        r.get(5)?
+    } else {
+        None
     };
-    Ok(SearchRow {
-        created_at: r.get(0)?,
-        id,
-        text,
-        attrs,
-    })
+    let id = head.1.clone();
+    gatehouse_store::indexed_row(
+        kind,
+        head,
+        (&cols[0], &cols[1]),
+        [Some(&cols[2]), second.as_deref()],
+    )
+    .map_err(|(column, text)| corrupt(kind.as_str(), column, &id, &format!("holds {text:?}")))
 }
 
 /// The rows of `table` with these ids in the organization, in batches of

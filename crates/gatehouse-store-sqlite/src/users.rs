@@ -31,24 +31,9 @@ impl UserStore for SqliteStore {
                     ])
                 })
                 .map_err(db_err)?;
-                if let Some(link) = invitation {
-                    let send = effect::Effect::SendLink {
-                        kind: LinkKind::Invitation,
-                        user: u.id.clone(),
-                        link: Box::new(link),
-                    };
-                    effects::apply(tx, &org, &[send], u.created_at)?;
-                }
-                Ok(User {
-                    id: u.id,
-                    email: u.email,
-                    name: u.name,
-                    role: u.role,
-                    status: u.status,
-                    created_at: u.created_at,
-                    updated_at: u.created_at,
-                    has_password: u.password_hash.is_some(),
-                })
+                let sent = effect::of_user_creation(&u.id, invitation.as_ref());
+                effects::apply(tx, &org, &sent, u.created_at)?;
+                Ok(u.user())
             })
             .await
     }
@@ -202,12 +187,12 @@ impl UserStore for SqliteStore {
             .write(move |tx| {
                 let u = get_user_tx(tx, &org, &id)?.ok_or(StoreError::NotFound)?;
                 user::check_reinvite(&u)?;
-                let send = effect::Effect::SendLink {
-                    kind: LinkKind::Invitation,
-                    user: id,
-                    link: Box::new(link),
-                };
-                effects::apply(tx, &org, &[send], Timestamp::now())
+                effects::apply(
+                    tx,
+                    &org,
+                    &effect::of_reinvitation(&id, &link),
+                    Timestamp::now(),
+                )
             })
             .await
     }

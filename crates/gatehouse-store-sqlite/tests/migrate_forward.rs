@@ -10,8 +10,7 @@
 
 use std::path::{Path, PathBuf};
 
-use gatehouse_domain::{ProductStatus, Role, UserStatus};
-use gatehouse_store::migrated::{self, Fixture, FixtureProduct, FixtureUser};
+use gatehouse_store::migrated::{self, Fixture};
 use gatehouse_store_sqlite::SqliteStore;
 use sha2::{Digest, Sha256};
 
@@ -27,119 +26,23 @@ const KEY_ID: &str = "key_Wthm4Zvwm4oTPAB6H4nHTe";
 const KEY_SECRET: &str = "gk_live_10OjMIKdDq8asr2a12o3Hu283hzWMkl2faMskmT8Lmf";
 const SIGNING_KID: &str = "Fhz49dYv4IQ8ajcbW";
 
-/// (org, id, email, role, status, has a password)
-const USERS: [FixtureUser; 9] = [
-    (
-        ORG_A,
-        "usr_8Pod6IVZbSdLrbzEdeZQjE",
-        "alice.admin@example.com",
-        Role::Admin,
-        UserStatus::Active,
-        true,
-    ),
-    (
-        ORG_A,
-        "usr_lK7b1KAzhARxvYrkYea7hX",
-        "josé@example.com",
-        Role::Editor,
-        UserStatus::Active,
-        true,
-    ),
-    (
-        ORG_A,
-        "usr_Lfp4ZolAMoebrIykSI1f02",
-        "STRASSE@example.com",
-        Role::Viewer,
-        UserStatus::Active,
-        true,
-    ),
-    (
-        ORG_A,
-        "usr_1grw1kWzOnCJnkzW0PrzGG",
-        "dave.pending@example.com",
-        Role::Viewer,
-        UserStatus::PendingInvite,
-        false,
-    ),
-    (
-        ORG_B,
-        "usr_8HdFcJJY35fveCdquvlo05",
-        "bob.admin@example.com",
-        Role::Admin,
-        UserStatus::Active,
-        true,
-    ),
-    (
-        ORG_B,
-        "usr_rkyKUkD8IfbGgWXvMGa4iN",
-        "carol.viewer@example.com",
-        Role::Viewer,
-        UserStatus::Active,
-        true,
-    ),
-    (
-        ORG_B,
-        "usr_hW2uzi1M1UEfzZBdBR4Ghu",
-        "erin.inactive@example.com",
-        Role::Editor,
-        UserStatus::Inactive,
-        false,
-    ),
-    // Added by a second run of the old `user create` (README): their old
-    // keys (plain lower case) differ from D8 (revised)'s, so they must be
-    // re-keyed.
-    (
-        ORG_B,
-        "usr_g6KOS99dt6fCbP3F3TkyoE",
-        "Straße@example.com",
-        Role::Editor,
-        UserStatus::Active,
-        true,
-    ),
-    (
-        ORG_B,
-        "usr_IutBRAAuyMMtU2FF1QcvRY",
-        "ana@BÜCHER.example",
-        Role::Viewer,
-        UserStatus::Active,
-        true,
-    ),
+/// The ids of `migrated::USERS` and `migrated::PRODUCTS` in this fixture.
+const USER_IDS: [&str; 9] = [
+    "usr_8Pod6IVZbSdLrbzEdeZQjE",
+    "usr_lK7b1KAzhARxvYrkYea7hX",
+    "usr_Lfp4ZolAMoebrIykSI1f02",
+    "usr_1grw1kWzOnCJnkzW0PrzGG",
+    "usr_8HdFcJJY35fveCdquvlo05",
+    "usr_rkyKUkD8IfbGgWXvMGa4iN",
+    "usr_hW2uzi1M1UEfzZBdBR4Ghu",
+    "usr_g6KOS99dt6fCbP3F3TkyoE",
+    "usr_IutBRAAuyMMtU2FF1QcvRY",
 ];
-
-/// (org, id, sku, price, stock, status)
-const PRODUCTS: [FixtureProduct; 4] = [
-    (
-        ORG_A,
-        "prod_NznU0dnwRDuNTkuH7dOfNk",
-        "WID-1",
-        1999,
-        5,
-        ProductStatus::Available,
-    ),
-    (
-        ORG_A,
-        "prod_2m40N1JYffdHoC46HTqoCl",
-        "GAD-1",
-        500,
-        0,
-        ProductStatus::OutOfStock,
-    ),
-    (
-        ORG_A,
-        "prod_EYsJFO5JruxINlmQyC82Uk",
-        "OLD-1",
-        100,
-        3,
-        ProductStatus::Discontinued,
-    ),
-    (
-        ORG_B,
-        "prod_MxsbqYG21imwCENCHJdmZy",
-        "BOX-1",
-        2500,
-        10,
-        ProductStatus::Available,
-    ),
+const PRODUCT_IDS: [&str; 4] = [
+    "prod_NznU0dnwRDuNTkuH7dOfNk",
+    "prod_2m40N1JYffdHoC46HTqoCl",
+    "prod_EYsJFO5JruxINlmQyC82Uk",
+    "prod_MxsbqYG21imwCENCHJdmZy",
 ];
 
 /// The migrations this build embeds, as `schema.rs` lists them: the
@@ -209,8 +112,8 @@ fn the_fixture_is_what_the_old_release_left() {
     // The keys the old rule (plain lower case) wrote, which opening must
     // replace.
     for (id, old_key) in [
-        (USERS[7].1, "stra\u{df}e@example.com"),
-        (USERS[8].1, "ana@b\u{fc}cher.example"),
+        (USER_IDS[7], "stra\u{df}e@example.com"),
+        (USER_IDS[8], "ana@b\u{fc}cher.example"),
     ] {
         let k: String = c
             .query_row("SELECT email_norm FROM users WHERE id = ?1", [id], |r| {
@@ -260,20 +163,10 @@ async fn a_database_of_the_last_release_migrates_forward_without_loss() {
             (t.to_string(), n)
         })
         .collect();
-        let want: Vec<(String, i64)> = [
-            ("organizations", 2),
-            ("users", 9),
-            ("products", 4),
-            ("clients", 3),
-            ("api_keys", 1),
-            ("signing_keys", 1),
-            ("outbox", 2),
-            ("user_tokens", 1),
-            ("revocations", 1),
-        ]
-        .iter()
-        .map(|(t, n)| (t.to_string(), *n))
-        .collect();
+        let want: Vec<(String, i64)> = migrated::TABLES
+            .iter()
+            .map(|(t, n)| (t.to_string(), *n))
+            .collect();
         assert_eq!(counts, want, "no row lost");
         // Migration 14 (one search): the full-text tables and the triggers
         // that fed them are gone; the counting triggers are still there.
@@ -311,9 +204,9 @@ async fn a_database_of_the_last_release_migrates_forward_without_loss() {
         );
         // D8 (revised): the old keys were re-keyed at open.
         for (id, key) in [
-            (USERS[7].1, "strasse@example.com"),
-            (USERS[8].1, "ana@xn--bcher-kva.example"),
-            (USERS[1].1, "jos\u{e9}@example.com"),
+            (USER_IDS[7], "strasse@example.com"),
+            (USER_IDS[8], "ana@xn--bcher-kva.example"),
+            (USER_IDS[1], "jos\u{e9}@example.com"),
         ] {
             let k: String = c
                 .query_row("SELECT email_norm FROM users WHERE id = ?1", [id], |r| {
@@ -349,8 +242,8 @@ fn facts() -> Fixture {
         boot_digest: sha256(BOOT_SECRET.as_bytes()),
         conf_digest: sha256(CONF_SECRET.as_bytes()),
         key_digest: sha256(KEY_SECRET.as_bytes()),
-        users: &USERS,
-        products: &PRODUCTS,
+        user_ids: USER_IDS,
+        product_ids: PRODUCT_IDS,
     }
 }
 
@@ -374,12 +267,12 @@ async fn migration_10_keeps_the_revocation_ids_increasing() {
     let store = SqliteStore::open(&path).unwrap();
     let now = gatehouse_domain::Timestamp::now();
     let id = store
-        .insert_revocation(
+        .insert_revocation(&gatehouse_store::NewRevocation::new(
             gatehouse_store::RevocationKind::Client,
             "app_xxxxxxxxxxxxxxxxxxxxxx",
             now.unix_seconds(),
             now.plus_seconds(60),
-        )
+        ))
         .await
         .unwrap();
     assert!(id > 500, "a fresh id after the rebuild: {id}");

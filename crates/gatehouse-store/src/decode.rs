@@ -3,7 +3,9 @@
 //! never a default. Each function answers the decoded value or the problem's
 //! description for the backend's corrupt-row error.
 
-use gatehouse_domain::ScopeSet;
+use gatehouse_domain::{ChainId, ScopeSet};
+
+use crate::{StoreError, StoreResult};
 
 /// A SHA-256 digest as stored; a length other than 32 bytes is corrupt.
 pub fn digest(v: &[u8]) -> Result<[u8; 32], String> {
@@ -32,4 +34,14 @@ pub fn optional<T>(
     parse: impl FnOnce(&str) -> Option<T>,
 ) -> Result<Option<T>, String> {
     value.map(|v| text(v, parse)).transpose()
+}
+
+/// Refresh-chain ids as stored; one no chain can have is a corrupt row.
+pub fn chain_ids(ids: &[String]) -> StoreResult<Vec<ChainId>> {
+    ids.iter()
+        .map(|t| {
+            text(t, ChainId::parse)
+                .map_err(|p| StoreError::Internal(format!("refresh_chains.id {p}")))
+        })
+        .collect()
 }

@@ -41,6 +41,7 @@ mod outbox;
 mod products;
 mod rate;
 pub mod records;
+pub mod rekey;
 mod revocations;
 mod search;
 mod signing_keys;

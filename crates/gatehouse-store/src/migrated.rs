@@ -47,8 +47,130 @@ pub struct Fixture {
     pub boot_digest: [u8; 32],
     pub conf_digest: [u8; 32],
     pub key_digest: [u8; 32],
-    pub users: &'static [FixtureUser],
-    pub products: &'static [FixtureProduct],
+    /// The ids of [`USERS`] and [`PRODUCTS`], in order, as this fixture has them.
+    pub user_ids: [&'static str; 9],
+    pub product_ids: [&'static str; 4],
+}
+
+/// The users the last release wrote in each backend's fixture (only the
+/// ids differ): (organization, 0 for a and 1 for b, e-mail, role, status,
+/// has a password). The last two were added by a second run of the old
+/// `user create` (README): their old keys (plain lower case) differ from
+/// D8 (revised)'s, so they must be re-keyed.
+pub const USERS: [(usize, &str, Role, UserStatus, bool); 9] = [
+    (
+        0,
+        "alice.admin@example.com",
+        Role::Admin,
+        UserStatus::Active,
+        true,
+    ),
+    (
+        0,
+        "josé@example.com",
+        Role::Editor,
+        UserStatus::Active,
+        true,
+    ),
+    (
+        0,
+        "STRASSE@example.com",
+        Role::Viewer,
+        UserStatus::Active,
+        true,
+    ),
+    (
+        0,
+        "dave.pending@example.com",
+        Role::Viewer,
+        UserStatus::PendingInvite,
+        false,
+    ),
+    (
+        1,
+        "bob.admin@example.com",
+        Role::Admin,
+        UserStatus::Active,
+        true,
+    ),
+    (
+        1,
+        "carol.viewer@example.com",
+        Role::Viewer,
+        UserStatus::Active,
+        true,
+    ),
+    (
+        1,
+        "erin.inactive@example.com",
+        Role::Editor,
+        UserStatus::Inactive,
+        false,
+    ),
+    (
+        1,
+        "Straße@example.com",
+        Role::Editor,
+        UserStatus::Active,
+        true,
+    ),
+    (
+        1,
+        "ana@BÜCHER.example",
+        Role::Viewer,
+        UserStatus::Active,
+        true,
+    ),
+];
+
+/// The products of each fixture: (organization as in [`USERS`], sku,
+/// price, stock, status).
+pub const PRODUCTS: [(usize, &str, i64, i64, ProductStatus); 4] = [
+    (0, "WID-1", 1999, 5, ProductStatus::Available),
+    (0, "GAD-1", 500, 0, ProductStatus::OutOfStock),
+    (0, "OLD-1", 100, 3, ProductStatus::Discontinued),
+    (1, "BOX-1", 2500, 10, ProductStatus::Available),
+];
+
+/// The rows each table of a fixture holds.
+pub const TABLES: [(&str, i64); 9] = [
+    ("organizations", 2),
+    ("users", 9),
+    ("products", 4),
+    ("clients", 3),
+    ("api_keys", 1),
+    ("signing_keys", 1),
+    ("outbox", 2),
+    ("user_tokens", 1),
+    ("revocations", 1),
+];
+
+impl Fixture {
+    fn org_of(&self, i: usize) -> &'static str {
+        [self.org_a, self.org_b][i]
+    }
+
+    /// The fixture's users with their ids and organizations.
+    pub fn users(&self) -> Vec<FixtureUser> {
+        USERS
+            .iter()
+            .zip(self.user_ids)
+            .map(|(&(o, email, role, status, pw), id)| {
+                (self.org_of(o), id, email, role, status, pw)
+            })
+            .collect()
+    }
+
+    /// The fixture's products with their ids and organizations.
+    pub fn products(&self) -> Vec<FixtureProduct> {
+        PRODUCTS
+            .iter()
+            .zip(self.product_ids)
+            .map(|(&(o, sku, price, stock, status), id)| {
+                (self.org_of(o), id, sku, price, stock, status)
+            })
+            .collect()
+    }
 }
 
 fn org(s: &str) -> OrgId {
@@ -78,7 +200,7 @@ pub async fn check_contents(store: &dyn Store, f: &Fixture, added: u64) {
 
     // Users: each by id, and the lists with their totals (the count tables
     // the lists read must have survived too).
-    for (o, id, email, role, status, has_password) in f.users.iter().copied() {
+    for (o, id, email, role, status, has_password) in f.users().iter().copied() {
         let u = store
             .get_user(&org(o), &UserId::parse(id).unwrap())
             .await
@@ -90,7 +212,7 @@ pub async fn check_contents(store: &dyn Store, f: &Fixture, added: u64) {
         assert_eq!(u.has_password, has_password, "{id}");
     }
     for o in [f.org_a, f.org_b] {
-        let want: Vec<&str> = f.users.iter().filter(|u| u.0 == o).map(|u| u.1).collect();
+        let want: Vec<&str> = f.users().iter().filter(|u| u.0 == o).map(|u| u.1).collect();
         let list = store
             .list_users(&org(o), &UserFilter::default(), Page::default())
             .await
@@ -100,7 +222,7 @@ pub async fn check_contents(store: &dyn Store, f: &Fixture, added: u64) {
         for id in &want {
             assert!(got.contains(id), "{id} not listed in {o}");
         }
-        for (role, status) in f.users.iter().filter(|u| u.0 == o).map(|u| (u.3, u.4)) {
+        for (role, status) in f.users().iter().filter(|u| u.0 == o).map(|u| (u.3, u.4)) {
             let filter = UserFilter {
                 role: Some(role),
                 status: Some(status),
@@ -118,9 +240,9 @@ pub async fn check_contents(store: &dyn Store, f: &Fixture, added: u64) {
     // read into it and be found there.
     let found = search(store, f.org_a, SearchKind::Users, "josé", Filter::default()).await;
     assert_eq!(found.total, 1, "found by the index after the upgrade");
-    assert_eq!(found.ids[0], f.users[1].1);
+    assert_eq!(found.ids[0], f.user_ids[1]);
     // Products, with their statuses, through lists, counts and search.
-    for (o, id, sku, price, stock, status) in f.products.iter().copied() {
+    for (o, id, sku, price, stock, status) in f.products().iter().copied() {
         let p = store
             .get_product(&org(o), &ProductId::parse(id).unwrap())
             .await
@@ -136,7 +258,7 @@ pub async fn check_contents(store: &dyn Store, f: &Fixture, added: u64) {
         );
     }
     for o in [f.org_a, f.org_b] {
-        let want = f.products.iter().filter(|p| p.0 == o).count() as u64;
+        let want = f.products().iter().filter(|p| p.0 == o).count() as u64;
         let l = store
             .list_products(&org(o), &ProductFilter::default(), Page::default())
             .await
@@ -211,10 +333,10 @@ pub async fn check_email_keys(store: &dyn Store, f: &Fixture) {
     let a = org(f.org_a);
     // D8 (revised): other forms of the stored addresses find the same users …
     for (form, id) in [
-        ("JOSÉ@example.com", f.users[1].1),
-        ("jose\u{301}@example.com", f.users[1].1),
-        ("straße@example.com", f.users[2].1),
-        ("strasse@EXAMPLE.com", f.users[2].1),
+        ("JOSÉ@example.com", f.user_ids[1]),
+        ("jose\u{301}@example.com", f.user_ids[1]),
+        ("straße@example.com", f.user_ids[2]),
+        ("strasse@EXAMPLE.com", f.user_ids[2]),
     ] {
         let (u, hash) = store
             .find_user_by_email(&a, &Email::parse_for_lookup(form).unwrap())
@@ -226,10 +348,10 @@ pub async fn check_email_keys(store: &dyn Store, f: &Fixture) {
     }
     // The rows whose old key was not D8 (revised)'s are found by any form.
     for (form, id) in [
-        ("STRASSE@example.com", f.users[7].1),
-        ("strasse@example.com", f.users[7].1),
-        ("ana@bücher.example", f.users[8].1),
-        ("ANA@xn--bcher-kva.example", f.users[8].1),
+        ("STRASSE@example.com", f.user_ids[7]),
+        ("strasse@example.com", f.user_ids[7]),
+        ("ana@bücher.example", f.user_ids[8]),
+        ("ANA@xn--bcher-kva.example", f.user_ids[8]),
     ] {
         let (u, hash) = store
             .find_user_by_email(&org(f.org_b), &Email::parse_for_lookup(form).unwrap())
@@ -324,5 +446,71 @@ pub async fn check_new_writes(store: &dyn Store, f: &Fixture) {
         .reset_password(&[42; 32], "$argon2id$after-migration", now)
         .await
         .unwrap();
-    assert_eq!(user.id.as_str(), f.users[2].1);
+    assert_eq!(user.id.as_str(), f.user_ids[2]);
+}
+
+/// D8 (revised) re-keying, both backends' test: rows as the old code wrote
+/// them (id, the e-mail as given in NFD or upper case, created at), their
+/// key plain lower case.
+pub const PLANTED: [(&str, &str, i64); 4] = [
+    ("usr_rekey1", "STRASSE@x.com", 1),
+    ("usr_rekey2", "Stra\u{df}e@x.com", 2),
+    ("usr_rekey3", "JOSE\u{301}@b.example.com", 3),
+    ("usr_rekey4", "ana@B\u{dc}CHER.example", 4),
+];
+
+/// The keys of [`PLANTED`] after the re-keying: ASCII was already right;
+/// `Straße` is now the same address as the earlier `STRASSE`, so both rows
+/// stay and the later keeps its old key.
+pub const REKEYED: [(&str, &str); 4] = [
+    ("usr_rekey1", "strasse@x.com"),
+    ("usr_rekey2", "stra\u{df}e@x.com"),
+    ("usr_rekey3", "jos\u{e9}@b.example.com"),
+    ("usr_rekey4", "ana@xn--bcher-kva.example"),
+];
+
+/// The organization [`PLANTED`] is written in.
+pub fn rekey_org() -> gatehouse_domain::Organization {
+    gatehouse_domain::Organization {
+        id: OrgId::generate(),
+        name: "Acme".into(),
+        plan: gatehouse_domain::Plan::Free,
+        per_minute: None,
+        per_second: None,
+        created_at: Timestamp::now(),
+    }
+}
+
+/// After the re-keying, look-ups find the rows of [`PLANTED`] by any form
+/// of the address, and a new user with one of them is a duplicate.
+pub async fn check_rekeyed(store: &dyn Store, org: &OrgId) {
+    for (email, id) in [
+        ("jos\u{e9}@b.example.com", "usr_rekey3"),
+        ("Jose\u{301}@B.EXAMPLE.COM", "usr_rekey3"),
+        ("ANA@b\u{fc}cher.example", "usr_rekey4"),
+        ("ana@xn--bcher-kva.example", "usr_rekey4"),
+        ("stra\u{df}e@x.com", "usr_rekey1"),
+    ] {
+        let (u, _) = store
+            .find_user_by_email(org, &Email::parse(email).unwrap())
+            .await
+            .unwrap()
+            .unwrap_or_else(|| panic!("{email} not found"));
+        assert_eq!(u.id.as_str(), id, "{email}");
+    }
+    for email in ["jos\u{e9}@b.example.com", "Ana@xn--bcher-kva.example"] {
+        let new = NewUser {
+            id: UserId::generate(),
+            email: Email::parse(email).unwrap(),
+            name: Name::parse("Dup").unwrap(),
+            role: Role::Viewer,
+            status: UserStatus::PendingInvite,
+            password_hash: None,
+            created_at: Timestamp::now(),
+        };
+        match store.insert_user(org, &new).await {
+            Err(StoreError::Duplicate("email")) => {}
+            other => panic!("{email}: {other:?}"),
+        }
+    }
 }

@@ -66,6 +66,42 @@ impl NewRevocation {
         }
     }
 
+    /// A record of `kind` for `subject`: every token up to `cutoff` (unix
+    /// seconds), kept until `expires_at`.
+    pub fn new(
+        kind: RevocationKind,
+        subject: impl Into<String>,
+        cutoff: i64,
+        expires_at: Timestamp,
+    ) -> Self {
+        Self {
+            kind,
+            subject: subject.into(),
+            cutoff,
+            expires_at,
+            scopes: None,
+        }
+    }
+
+    /// D24: what a rotation writes for the access token issued with the
+    /// used refresh token, from the token's stored `access_jti` (none for
+    /// NULL; text no token id can be is a corrupt row).
+    pub fn of_rotation(
+        stored_jti: Option<&str>,
+        now: Timestamp,
+        access_expiry: Timestamp,
+    ) -> crate::StoreResult<Option<Self>> {
+        stored_jti
+            .map(|t| {
+                crate::decode::text(t, Jti::parse)
+                    .map(|jti| Self::jti(&jti, now, access_expiry))
+                    .map_err(|e| {
+                        crate::StoreError::Internal(format!("refresh_tokens.access_jti {e}"))
+                    })
+            })
+            .transpose()
+    }
+
     /// One access token (D24: the one issued with a rotated refresh token).
     pub fn jti(jti: &Jti, now: Timestamp, access_expiry: Timestamp) -> Self {
         Self {

@@ -3,7 +3,7 @@
 use async_trait::async_trait;
 use gatehouse_domain::Timestamp;
 
-use crate::{Revocation, RevocationKind, StoreResult};
+use crate::{NewRevocation, Revocation, StoreResult};
 
 /// Revocation records every node polls (D24, D25, D11, D13, D29).
 /// Unscoped: the feed is one list for the whole deployment, read by every
@@ -13,11 +13,6 @@ use crate::{Revocation, RevocationKind, StoreResult};
 pub trait RevocationStore: Send + Sync {
     /// Unexpired revocations with an id above `after`, in id order.
     async fn revocations_since(&self, after: i64, now: Timestamp) -> StoreResult<Vec<Revocation>>;
-    async fn insert_revocation(
-        &self,
-        kind: RevocationKind,
-        subject: &str,
-        cutoff: i64,
-        expires_at: Timestamp,
-    ) -> StoreResult<i64>;
+    /// Writes `r`; answers its id (the feed's order).
+    async fn insert_revocation(&self, r: &NewRevocation) -> StoreResult<i64>;
 }

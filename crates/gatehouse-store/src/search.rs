@@ -7,6 +7,46 @@ use gatehouse_domain::{OrgId, Product, Timestamp, User};
 
 use crate::StoreResult;
 
+/// A row of the index from its stored columns, the one decoding both
+/// backends call: `codes` are a user's role and status, or a product's
+/// status (the second unused). `Err` names the column whose text no record
+/// can hold, with that text, for the backend's corrupt-row error.
+pub fn indexed_row(
+    kind: SearchKind,
+    (created_at, id): (i64, String),
+    (name, other): (&str, &str),
+    codes: [Option<&str>; 2],
+) -> Result<SearchRow, (&'static str, String)> {
+    use gatehouse_domain::{ProductStatus, Role, UserStatus, search};
+    fn parse<T, E>(
+        column: &'static str,
+        text: Option<&str>,
+        f: impl Fn(&str) -> Result<T, E>,
+    ) -> Result<T, (&'static str, String)> {
+        let text = text.unwrap_or_default();
+        f(text).map_err(|_| (column, text.to_owned()))
+    }
+    let (text, attrs) = match kind {
+        SearchKind::Users => (
+            search::user_text(name, other),
+            search::user_attrs(
+                parse("role", codes[0], Role::parse)?,
+                parse("status", codes[1], UserStatus::parse)?,
+            ),
+        ),
+        SearchKind::Products => (
+            search::product_text(name, other),
+            search::product_attrs(parse("status", codes[0], ProductStatus::parse)?),
+        ),
+    };
+    Ok(SearchRow {
+        created_at,
+        id,
+        text,
+        attrs,
+    })
+}
+
 /// The rows changed since a mark, and the mark to ask from next time.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SearchChanges {

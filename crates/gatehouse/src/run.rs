@@ -248,7 +248,7 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
     app.sync_revocations()
         .await
         .context("loading revocations")?;
-    let state = AppState::new(app, config);
+    let state = gatehouse_server::serving_state(app, config);
     let app = gatehouse_server::app(state.clone());
     let (stop, stopped) = watch::channel(false);
     let signal = move || {

@@ -35,11 +35,10 @@ impl App {
         };
         let norm = email.normalized();
         let now = Timestamp::now();
-        let orgs = self.store().list_orgs().await.map_err(unavailable)?;
+        let orgs = org_store(self).list_orgs().await.map_err(unavailable)?;
         let mut found = Vec::new();
         for org in orgs {
-            if let Some((user, hash)) = self
-                .store()
+            if let Some((user, hash)) = user_store(self)
                 .find_user_by_email(&org.id, &email)
                 .await
                 .map_err(unavailable)?
@@ -54,8 +53,7 @@ impl App {
         let mut missed = Vec::new();
         let mut checked = false;
         for (org, user, hash) in &found {
-            let failures = self
-                .store()
+            let failures = grant_store(self)
                 .login_failures(&org.id, &norm, throttle::lookback(now))
                 .await
                 .map_err(unavailable)?;
@@ -84,7 +82,7 @@ impl App {
             missed.iter().collect()
         };
         for org in failed {
-            self.store()
+            grant_store(self)
                 .record_login_failure(org, &norm, source, now)
                 .await
                 .map_err(unavailable)?;
@@ -113,8 +111,7 @@ impl App {
         let Some((org, user)) = pick.accounts.into_iter().find(|(o, _)| o.as_str() == org) else {
             return Ok(None);
         };
-        if !self
-            .store()
+        if !grant_store(self)
             .use_once(
                 &secrets::hash_secret(&pick.nonce),
                 Timestamp::from_unix_seconds(pick.exp),
@@ -123,8 +120,7 @@ impl App {
         {
             return Ok(None);
         }
-        Ok(self
-            .store()
+        Ok(user_store(self)
             .get_user(&org, &user)
             .await?
             .filter(|u| u.status == UserStatus::Active)
@@ -173,8 +169,7 @@ impl App {
                 "the code belongs to another browser session",
             ));
         }
-        if !self
-            .store()
+        if !grant_store(self)
             .use_once(
                 &secrets::hash_secret(&sealed.nonce),
                 Timestamp::from_unix_seconds(sealed.exp),
@@ -184,8 +179,7 @@ impl App {
         {
             return Err(bad());
         }
-        let user = self
-            .store()
+        let user = user_store(self)
             .get_user(&sealed.org, &sealed.user)
             .await
             .or_oauth()?
@@ -233,8 +227,7 @@ impl App {
         if !same {
             return Err(DashboardRefreshError::Ended);
         }
-        let user = self
-            .store()
+        let user = user_store(self)
             .get_user(&grant.org, &grant.user)
             .await
             .map_err(|e| DashboardRefreshError::Unavailable(e.to_string()))?
@@ -313,4 +306,19 @@ impl App {
     pub fn open_grant(&self, sealed: &str) -> Option<DashboardGrant> {
         self.authority().open_grant(sealed)
     }
+}
+
+/// This area's view of storage: the `OrgStore` trait only (issue 25).
+fn org_store(app: &App) -> &dyn gatehouse_store::OrgStore {
+    app.0.store.as_ref()
+}
+
+/// This area's view of storage: the `UserStore` trait only (issue 25).
+fn user_store(app: &App) -> &dyn gatehouse_store::UserStore {
+    app.0.store.as_ref()
+}
+
+/// This area's view of storage: the `GrantStore` trait only (issue 25).
+fn grant_store(app: &App) -> &dyn gatehouse_store::GrantStore {
+    app.0.store.as_ref()
 }

@@ -18,8 +18,7 @@ use gatehouse_domain::{
 use std::net::IpAddr;
 
 use gatehouse_store::{
-    AuthCode, Consent, Redeemed, RefreshChain, RefreshToken, RevocationKind, Rotated, Session,
-    StoreError,
+    AuthCode, Consent, Redeemed, RefreshChain, RefreshToken, Rotated, Session, StoreError,
 };
 use serde::{Deserialize, Serialize};
 
@@ -52,7 +51,7 @@ impl App {
             .as_deref()
             .and_then(ClientId::parse)
             .ok_or_else(|| page("The application is unknown."))?;
-        let client = match self.store().resolve_client(&client_id).await {
+        let client = match client_store(self).resolve_client(&client_id).await {
             Ok(Some(c)) => c,
             Ok(None) => return Err(page("The application is unknown.")),
             Err(e) => {
@@ -123,16 +122,14 @@ impl App {
         };
         let norm = email.normalized();
         let now = Timestamp::now();
-        let failures = self
-            .store()
+        let failures = grant_store(self)
             .login_failures(org, &norm, throttle::lookback(now))
             .await
             .map_err(unavailable)?;
         if throttle::is_locked(&failures, source, now) {
             return Err(LoginError::Failed);
         }
-        let found = self
-            .store()
+        let found = user_store(self)
             .find_user_by_email(org, &email)
             .await
             .map_err(unavailable)?;
@@ -149,7 +146,7 @@ impl App {
         match ok {
             Some(user) => Ok(user),
             None => {
-                self.store()
+                grant_store(self)
                     .record_login_failure(org, &norm, source, now)
                     .await
                     .map_err(unavailable)?;
@@ -174,7 +171,7 @@ impl App {
             expires_at: now.plus_seconds(SESSION_TTL_SECS),
             sid: Some(random::token("", 128)),
         };
-        self.store()
+        grant_store(self)
             .create_session(org, &digest(&token), &sess)
             .await?;
         Ok((token, sess))
@@ -182,8 +179,7 @@ impl App {
 
     /// The session of a cookie, whatever its organization, while it lasts.
     pub async fn session(&self, cookie: &str) -> Result<Option<Session>, StoreError> {
-        Ok(self
-            .store()
+        Ok(grant_store(self)
             .resolve_session(&digest(cookie))
             .await?
             .filter(|s| s.expires_at > Timestamp::now()))
@@ -201,8 +197,7 @@ impl App {
         if &sess.org != org {
             return Ok(None);
         }
-        Ok(self
-            .store()
+        Ok(user_store(self)
             .get_user(org, &sess.user)
             .await?
             .filter(|u| u.status == UserStatus::Active)
@@ -210,14 +205,13 @@ impl App {
     }
 
     pub async fn end_session(&self, cookie: &str) -> Result<(), StoreError> {
-        self.store().delete_session(&digest(cookie)).await
+        grant_store(self).delete_session(&digest(cookie)).await
     }
 
     /// D49 logout: ends the session of `cookie` and revokes the refresh
     /// chains begun in it. Nothing happens for an unknown cookie.
     pub async fn logout(&self, cookie: &str) -> Result<(), OAuthError> {
-        let Some(sess) = self
-            .store()
+        let Some(sess) = grant_store(self)
             .resolve_session(&digest(cookie))
             .await
             .or_oauth()?
@@ -227,8 +221,7 @@ impl App {
         // The chains first, the session last: if a revocation fails, the
         // session is still there, so signing out again finishes the job.
         if let Some(sid) = &sess.sid {
-            let chains = self
-                .store()
+            let chains = grant_store(self)
                 .live_chains(
                     &sess.org,
                     &gatehouse_store::ChainFilter::Session(sid.clone()),
@@ -239,7 +232,7 @@ impl App {
                 self.revoke_chain_now(&sess.org, &chain).await?;
             }
         }
-        self.store()
+        grant_store(self)
             .delete_session(&digest(cookie))
             .await
             .or_oauth()?;
@@ -255,13 +248,11 @@ impl App {
         user: &UserId,
         client: &ClientId,
     ) -> Result<bool, OAuthError> {
-        let forgot = self
-            .store()
+        let forgot = grant_store(self)
             .forget_consent(org, user, client)
             .await
             .or_oauth()?;
-        let chains = self
-            .store()
+        let chains = grant_store(self)
             .live_chains(
                 org,
                 &gatehouse_store::ChainFilter::UserClient(user.clone(), client.clone()),
@@ -287,14 +278,13 @@ impl App {
         if !req.may_remember_consent() {
             return Ok(false);
         }
-        let remembered = self
-            .store()
+        let remembered = grant_store(self)
             .consent(&req.client.org, &user.id, &req.client.id)
             .await?
             .map(|c| c.scopes);
         let covers = oidc::consent_covers(req.prompt, remembered, granted);
         if covers {
-            self.store()
+            grant_store(self)
                 .remember_consent(
                     &req.client.org,
                     &user.id,
@@ -318,7 +308,7 @@ impl App {
         if !req.may_remember_consent() {
             return Ok(());
         }
-        self.store()
+        grant_store(self)
             .remember_consent(
                 &req.client.org,
                 &user.id,
@@ -339,7 +329,7 @@ impl App {
     ) -> Result<String, StoreError> {
         let code = random::token("ac_", 256);
         let now = Timestamp::now();
-        self.store()
+        grant_store(self)
             .insert_auth_code(
                 &req.client.org,
                 &AuthCode {
@@ -379,7 +369,7 @@ impl App {
             return Ok(None);
         }
         let email_verified = if scopes.contains(Scope::Email) {
-            self.store()
+            user_store(self)
                 .email_verified(&chain.org, &user.id)
                 .await
                 .or_oauth()?
@@ -422,13 +412,13 @@ impl App {
         if !claims.scopes.contains(Scope::OpenId) {
             return Err(UserinfoError::InsufficientScope);
         }
-        let user = match self.store().get_user(&claims.org, user_id).await {
+        let user = match user_store(self).get_user(&claims.org, user_id).await {
             Ok(Some(u)) if u.status == UserStatus::Active => u,
             Ok(_) => return Err(UserinfoError::InvalidToken),
             Err(e) => return Err(UserinfoError::Unavailable(e.to_string())),
         };
         let email_verified = if claims.scopes.contains(Scope::Email) {
-            self.store()
+            user_store(self)
                 .email_verified(&claims.org, user_id)
                 .await
                 .map_err(|e| UserinfoError::Unavailable(e.to_string()))?
@@ -460,15 +450,14 @@ impl App {
         ) else {
             return Ok(None);
         };
-        Ok(self
-            .store()
+        Ok(client_store(self)
             .resolve_client(&h.client)
             .await?
             .map(|c| (h, c)))
     }
 
     async fn active_user(&self, org: &OrgId, id: &UserId) -> Result<User, OAuthError> {
-        match self.store().get_user(org, id).await.or_oauth()? {
+        match user_store(self).get_user(org, id).await.or_oauth()? {
             Some(u) if u.status == UserStatus::Active => Ok(u),
             _ => Err(invalid_grant("the user is no longer active")),
         }
@@ -498,7 +487,7 @@ impl App {
         metrics::counter!("gatehouse_revocations_total", "kind" => "chain").increment(1);
         let now = Timestamp::now();
         let until = gatehouse_auth::access_revocation_expiry(now);
-        match self.store().revoke_chain(org, chain, now, until).await {
+        match grant_store(self).revoke_chain(org, chain, now, until).await {
             // A chain purged after its end has nothing left to revoke.
             Ok(()) | Err(StoreError::NotFound) => {}
             Err(e) => return Err(super::oauth_store_error(e)),
@@ -515,22 +504,12 @@ impl App {
         expires_at: Timestamp,
     ) -> Result<(), OAuthError> {
         metrics::counter!("gatehouse_revocations_total", "kind" => "access_token").increment(1);
-        let now = Timestamp::now();
-        let jti = jti.as_str();
-        self.store()
-            .insert_revocation(RevocationKind::Jti, jti, now.unix_seconds(), expires_at)
+        let r = gatehouse_store::NewRevocation::jti(jti, Timestamp::now(), expires_at);
+        revocation_store(self)
+            .insert_revocation(&r)
             .await
             .or_oauth()?;
-        self.authority()
-            .revocations()
-            .apply(&[gatehouse_store::Revocation {
-                id: 0,
-                kind: RevocationKind::Jti,
-                subject: jti.to_owned(),
-                cutoff: now.unix_seconds(),
-                expires_at,
-                scopes: None,
-            }]);
+        self.authority().revocations().apply(&[r.stored(0)]);
         Ok(())
     }
 
@@ -550,8 +529,7 @@ impl App {
         let verifier = verifier
             .ok_or_else(|| OAuthError::invalid_request("code_verifier is required (PKCE)"))?;
         let d = digest(code);
-        let rec = self
-            .store()
+        let rec = grant_store(self)
             .resolve_auth_code(&d)
             .await
             .or_oauth()?
@@ -602,8 +580,7 @@ impl App {
         )
         .in_chain(&chain.id);
         let (refresh, token_rec) = self.new_refresh(&chain, now, &claims.jti);
-        match self
-            .store()
+        match grant_store(self)
             .redeem_auth_code(&d, now, &chain, &token_rec)
             .await
             .or_oauth()?
@@ -636,8 +613,7 @@ impl App {
         let presented = refresh_token
             .ok_or_else(|| OAuthError::invalid_request("refresh_token is required"))?;
         let d = digest(presented);
-        let (tok, chain) = self
-            .store()
+        let (tok, chain) = grant_store(self)
             .resolve_refresh_token(&d)
             .await
             .or_oauth()?
@@ -701,8 +677,7 @@ impl App {
                 // D24: the previous access token of the chain dies with the
                 // refresh, in the rotation's own transaction.
                 let access_expiry = gatehouse_auth::access_revocation_expiry(now);
-                match self
-                    .store()
+                match grant_store(self)
                     .rotate_refresh_token(&d, &client.id, now, &sealed, until, &next, access_expiry)
                     .await
                 {
@@ -762,8 +737,7 @@ impl App {
     ) -> Result<(), OAuthError> {
         let client = self.authenticate_client(auth).await?;
         if token.starts_with("rt_") {
-            if let Some((_, chain)) = self
-                .store()
+            if let Some((_, chain)) = grant_store(self)
                 .resolve_refresh_token(&digest(token))
                 .await
                 .or_oauth()?
@@ -803,7 +777,7 @@ impl App {
 
     /// A client by its `client_id` (logout's `client_id` parameter, D49).
     pub async fn resolve_client(&self, id: &ClientId) -> Result<Option<Client>, StoreError> {
-        self.store().resolve_client(id).await
+        client_store(self).resolve_client(id).await
     }
 
     /// D49 `GET /v1/me/applications`: the consents a person gave, each with
@@ -815,15 +789,13 @@ impl App {
         user: &UserId,
     ) -> crate::AppResult<Vec<(Consent, Client)>> {
         use crate::error::OrApp;
-        let consents = self
-            .store()
+        let consents = grant_store(self)
             .list_consents(org, user)
             .await
             .or_app(crate::Resource::Client)?;
         let mut out = Vec::with_capacity(consents.len());
         for c in consents {
-            if let Some(client) = self
-                .store()
+            if let Some(client) = client_store(self)
                 .resolve_client(&c.client)
                 .await
                 .or_app(crate::Resource::Client)?
@@ -846,4 +818,24 @@ impl App {
     ) -> Result<bool, OAuthError> {
         self.forget_consent(org, user, client).await
     }
+}
+
+/// This area's view of storage: the `ClientStore` trait only (issue 25).
+fn client_store(app: &App) -> &dyn gatehouse_store::ClientStore {
+    app.0.store.as_ref()
+}
+
+/// This area's view of storage: the `GrantStore` trait only (issue 25).
+fn grant_store(app: &App) -> &dyn gatehouse_store::GrantStore {
+    app.0.store.as_ref()
+}
+
+/// This area's view of storage: the `UserStore` trait only (issue 25).
+fn user_store(app: &App) -> &dyn gatehouse_store::UserStore {
+    app.0.store.as_ref()
+}
+
+/// This area's view of storage: the `RevocationStore` trait only (issue 25).
+fn revocation_store(app: &App) -> &dyn gatehouse_store::RevocationStore {
+    app.0.store.as_ref()
 }

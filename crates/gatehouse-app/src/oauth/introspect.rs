@@ -93,8 +93,7 @@ impl App {
         token: &str,
     ) -> Result<Introspection, OAuthError> {
         let digest = secrets::hash_secret(token);
-        let Some((tok, chain)) = self
-            .store()
+        let Some((tok, chain)) = grant_store(self)
             .resolve_refresh_token(&digest)
             .await
             .or_oauth()?
@@ -111,8 +110,7 @@ impl App {
         {
             return Ok(None);
         }
-        match self
-            .store()
+        match user_store(self)
             .get_user(&chain.org, &chain.user)
             .await
             .or_oauth()?
@@ -147,4 +145,14 @@ impl App {
             self.authenticate_client(client).await.map(drop)
         }
     }
+}
+
+/// This area's view of storage: the `GrantStore` trait only (issue 25).
+fn grant_store(app: &App) -> &dyn gatehouse_store::GrantStore {
+    app.0.store.as_ref()
+}
+
+/// This area's view of storage: the `UserStore` trait only (issue 25).
+fn user_store(app: &App) -> &dyn gatehouse_store::UserStore {
+    app.0.store.as_ref()
 }

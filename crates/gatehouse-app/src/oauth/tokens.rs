@@ -18,7 +18,6 @@ use crate::App;
 use crate::oauth::OrOAuth;
 
 impl App {
-    /// D28: counts one API request of `caller` against its organization's plan.
     /// D28: the limits of an organization's plan; `None` when it does not exist.
     pub async fn org_limits(
         &self,
@@ -36,7 +35,7 @@ impl App {
         if let Some(l) = self.authority().cached_limits(org) {
             return Ok(Some(l));
         }
-        let Some(o) = self.store().get_org(org).await? else {
+        let Some(o) = org_store(self).get_org(org).await? else {
             return Ok(None);
         };
         let (per_minute, per_second) = o.limits();
@@ -72,7 +71,7 @@ impl App {
         let now = self.authority().now_ms();
         // One node (SQLite): the in-memory limiter decides, with no
         // allocation or storage call on the request path.
-        if !self.store().shares_rate_limits() {
+        if !rate_store(self).shares_rate_limits() {
             return Ok(self.authority().limiter().check(&key, limits, now));
         }
         if let Some(retry_after) = self.authority().limiter().suspended(&key, now) {
@@ -90,8 +89,7 @@ impl App {
                 return Ok(d);
             }
             let (want, returned) = self.authority().limiter().lease_want(&key, limits, now);
-            if let Some((granted, w)) = self
-                .store()
+            if let Some((granted, w)) = rate_store(self)
                 .lease_requests(
                     &key.shared_key(),
                     limits.per_minute.max(1),
@@ -108,8 +106,7 @@ impl App {
                     .start_lease(&key, limits, granted, &w, now));
             }
         }
-        let shared = self
-            .store()
+        let shared = rate_store(self)
             .count_request(
                 &key.shared_key(),
                 limits.per_minute.max(1),
@@ -136,7 +133,7 @@ impl App {
             return Ok(0);
         }
         let n = counts.len();
-        match self.store().add_usage(&counts).await {
+        match usage_store(self).add_usage(&counts).await {
             Ok(()) => Ok(n),
             Err(e) => {
                 // Kept for the next flush: no count is lost to an outage.
@@ -160,7 +157,7 @@ impl App {
                 return Err(Ok(TokenError::Invalid));
             }
             let digest = secrets::hash_secret(bearer);
-            return match self.store().resolve_api_key(&digest).await {
+            return match api_key_store(self).resolve_api_key(&digest).await {
                 // D46: a revoked or expired key is refused.
                 Ok(Some(k)) if k.is_live(Timestamp::now()) => Ok(Caller::ApiKey(Arc::new(k))),
                 Ok(_) => Err(Ok(TokenError::Invalid)),
@@ -216,15 +213,15 @@ impl App {
     /// A client application, from memory while the store says no client has
     /// changed since it was read (see [`Store::clients_version`]).
     async fn token_client(&self, id: &ClientId) -> Result<Option<Arc<Client>>, StoreError> {
-        let Some(version) = self.store().clients_version() else {
-            return Ok(self.store().resolve_client(id).await?.map(Arc::new));
+        let Some(version) = client_store(self).clients_version() else {
+            return Ok(client_store(self).resolve_client(id).await?.map(Arc::new));
         };
         if let Some(client) = self.authority().cached_client(id, version) {
             return Ok(Some(client));
         }
         // The version is taken before the read: a change committed meanwhile
         // moves it on, and the next request reads again.
-        let found = self.store().resolve_client(id).await?.map(Arc::new);
+        let found = client_store(self).resolve_client(id).await?.map(Arc::new);
         if let Some(c) = &found {
             self.authority()
                 .cache_client(id.clone(), version, c.clone());
@@ -261,4 +258,29 @@ impl App {
     pub fn verify_access_token(&self, token: &str) -> Result<Arc<AccessClaims>, TokenError> {
         self.authority().verify_access_token(token)
     }
+}
+
+/// This area's view of storage: the `OrgStore` trait only (issue 25).
+fn org_store(app: &App) -> &dyn gatehouse_store::OrgStore {
+    app.0.store.as_ref()
+}
+
+/// This area's view of storage: the `RateStore` trait only (issue 25).
+fn rate_store(app: &App) -> &dyn gatehouse_store::RateStore {
+    app.0.store.as_ref()
+}
+
+/// This area's view of storage: the `UsageStore` trait only (issue 25).
+fn usage_store(app: &App) -> &dyn gatehouse_store::UsageStore {
+    app.0.store.as_ref()
+}
+
+/// This area's view of storage: the `ApiKeyStore` trait only (issue 25).
+fn api_key_store(app: &App) -> &dyn gatehouse_store::ApiKeyStore {
+    app.0.store.as_ref()
+}
+
+/// This area's view of storage: the `ClientStore` trait only (issue 25).
+fn client_store(app: &App) -> &dyn gatehouse_store::ClientStore {
+    app.0.store.as_ref()
 }

@@ -127,13 +127,11 @@ impl<S: RequiredScope> FromRequestParts<AppState> for Authorized<S> {
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
         let caller = authenticate(&parts.headers, state).await?;
         rate_limit(parts, state, &caller).await?;
-        if state.config.mock {
+        if let Some(simulator) = &state.simulator {
             // D34: the mock answers the error the client asked for.
-            if let Some(code) = crate::mock::preferred_code(&parts.headers) {
-                let code = code?;
-                let slot = parts.extensions.get::<RateSlot>();
-                let mut info = slot.and_then(RateSlot::peek);
-                let err = crate::mock::simulated(code, S::SCOPE, info.as_mut());
+            let slot = parts.extensions.get::<RateSlot>();
+            let mut info = slot.and_then(RateSlot::peek);
+            if let Some(err) = simulator.v1_error(&parts.headers, S::SCOPE, info.as_mut()) {
                 if let (Some(slot), Some(info)) = (slot, info) {
                     slot.set(info);
                 }

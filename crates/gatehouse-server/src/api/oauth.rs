@@ -170,10 +170,17 @@ pub(crate) async fn client_endpoint<T>(
         return Err(too_many_failures(wait));
     }
     // D53: the mock answers a `Prefer` after client authentication.
-    if let Some(res) =
-        crate::mock::oauth_preference(st, headers, &auth, presented, source, introspection).await
-    {
-        return Err(res);
+    if let Some(simulator) = &st.simulator {
+        let request = crate::state::OAuthRequest {
+            headers,
+            auth: &auth,
+            presented,
+            source,
+            introspection,
+        };
+        if let Some(res) = simulator.oauth_answer(st, request).await {
+            return Err(res);
+        }
     }
     let result = work(&auth, &form).await;
     if matches!(&result, Err(e) if e.kind == OAuthErrorKind::InvalidClient && !e.is_suspension()) {

@@ -128,7 +128,12 @@ pub async fn corrupt_rows_are_internal_errors<S: PlantRows>(s: &S) {
     assert_corrupt(s.get_org(&bad).await, "organizations", "plan", bad.as_str());
 
     let id = s
-        .insert_revocation(RevocationKind::Jti, "jti-bogus", 1, now.plus_seconds(60))
+        .insert_revocation(&crate::NewRevocation::new(
+            RevocationKind::Jti,
+            "jti-bogus",
+            1,
+            now.plus_seconds(60),
+        ))
         .await
         .unwrap();
     s.plant(&format!(

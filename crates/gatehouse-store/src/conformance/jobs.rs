@@ -25,9 +25,14 @@ pub async fn purge_removes_only_expired(s: &dyn Store) {
     s.create_session(&o, &[31; 32], &sess(now.plus_seconds(500)))
         .await
         .unwrap();
-    s.insert_revocation(RevocationKind::Jti, "old", 0, now.plus_seconds(-5))
-        .await
-        .unwrap();
+    s.insert_revocation(&crate::NewRevocation::new(
+        RevocationKind::Jti,
+        "old",
+        0,
+        now.plus_seconds(-5),
+    ))
+    .await
+    .unwrap();
     let mut purged = 0;
     loop {
         let n = s.purge_expired(now, 1).await.unwrap();

@@ -61,12 +61,12 @@ pub async fn revocations_follow_user_changes(s: &dyn Store) {
         && r.expires_at > now));
     assert!(revs.windows(2).all(|w| w[0].id < w[1].id));
     let id = s
-        .insert_revocation(
+        .insert_revocation(&crate::NewRevocation::new(
             RevocationKind::Jti,
             "jti-1",
             now.unix_seconds(),
             now.plus_seconds(60),
-        )
+        ))
         .await
         .unwrap();
     assert_eq!(
