@@ -41,6 +41,16 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# Each binary runs from a fresh copy: resident memory counts the binary's
+# code pages the kernel maps around each fault, and how many it maps
+# depends on how the file sits in the page cache (a binary written an hour
+# ago and a fresh build of the same bytes differ by 2 MiB). Copies made
+# the same moment compare like with like.
+A_NAME=$A B_NAME=$B
+cp "$A" "$WORK/first" && A="$WORK/first"
+if [ -n "$B" ]; then cp "$B" "$WORK/other" && B="$WORK/other"; fi
+sync
+
 # The baseline: built once per checkout of the peer (release), outside the
 # repository, with its own keys and an empty users database.
 BASE_DIR=${BASE_DIR:-/tmp/gatehouse-minimal-token}
@@ -111,8 +121,8 @@ bad = 'ERR' in (h, r, t, b)
 print('ERR' if bad else f'{float(r)/float(h):.3f}', 'ERR' if bad else f'{float(t)/float(b):.3f}', '$idle', '$reads', $t1 - $t0)"
 }
 
-echo "first: $A"
-[ -n "$B" ] && echo "other: $B"
+echo "first: $A_NAME"
+[ -n "$B" ] && echo "other: $B_NAME"
 echo "behind a proxy (plain HTTP), ${DURATION}s per run, $CONNECTIONS connections, $THREADS wrk thread(s), loopback, $ROUNDS rounds"
 printf '%-10s %-6s %13s %11s %9s %10s %8s\n' binary round read/healthz token/base "idle MiB" "reads MiB" "cold ms"
 : >"$WORK/rows"
