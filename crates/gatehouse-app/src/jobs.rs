@@ -34,6 +34,11 @@ impl App {
                 Ok(_) => {}
                 Err(e) => tracing::warn!(error = %e, "purge failed"),
             }
+            match self.purge_events(now, self.event_retention_secs()).await {
+                Ok(n) if n > 0 => tracing::debug!(events = n, "purged events past the retention"),
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e, "event purge failed"),
+            }
             if let Err(e) = self.search_housekeeping(now).await {
                 tracing::warn!(error = %e, "search housekeeping failed");
             }

@@ -15,6 +15,7 @@ pub mod api_keys;
 pub mod bootstrap;
 pub mod clients;
 pub mod error;
+pub mod events;
 pub mod idempotency;
 mod jobs;
 pub mod keys;
@@ -34,6 +35,7 @@ use std::sync::Arc;
 
 use gatehouse_auth::AuthService;
 use gatehouse_domain::OrgId;
+use gatehouse_domain::event::{Origin, Publish, Teller};
 use gatehouse_store::Store;
 
 use crate::error::OrApp;
@@ -60,30 +62,49 @@ struct Inner {
     idempotency_retention_secs: i64,
     /// Issue 16: the in-memory search indexes of this process.
     search: search::SearchIndexes,
+    /// D54: how events show the resources (the server's published shapes).
+    publish: Arc<dyn Publish>,
+    /// D54 (D40 continued): how long events are kept.
+    event_retention_secs: i64,
 }
 
 impl App {
     /// The use cases of a serving process: `auth` holds the in-memory state
     /// (revocation set, caches) they keep in step with storage.
-    pub fn new(store: Arc<dyn Store>, auth: Arc<AuthService>, public_url: &str) -> Self {
+    /// `publish` shows the resources in events (D54) as the API does.
+    pub fn new(
+        store: Arc<dyn Store>,
+        auth: Arc<AuthService>,
+        public_url: &str,
+        publish: Arc<dyn Publish>,
+    ) -> Self {
         Self(Arc::new(Inner {
             store,
             auth: Some(auth),
             public_url: public_url.trim_end_matches('/').to_owned(),
             idempotency_retention_secs: idempotency::DEFAULT_RETENTION_SECS,
             search: search::SearchIndexes::new(),
+            publish,
+            event_retention_secs: events::DEFAULT_RETENTION_SECS,
         }))
     }
 
     /// The use cases of an operator command (D40), which sends no links.
-    pub fn operator(store: Arc<dyn Store>) -> Self {
+    pub fn operator(store: Arc<dyn Store>, publish: Arc<dyn Publish>) -> Self {
         Self(Arc::new(Inner {
             store,
             auth: None,
             public_url: String::new(),
             idempotency_retention_secs: idempotency::DEFAULT_RETENTION_SECS,
             search: search::SearchIndexes::new(),
+            publish,
+            event_retention_secs: events::DEFAULT_RETENTION_SECS,
         }))
+    }
+
+    /// What a change made by `origin` needs to tell its events (D54).
+    pub fn teller(&self, origin: &Origin) -> Teller {
+        Teller::new(origin.clone(), self.0.publish.clone())
     }
 
     /// The authorization server (grants, tokens, rate limits), for the

@@ -4,6 +4,8 @@ use gatehouse_domain::{
     Listing, NewProduct, OrgId, Page, Product, ProductId, ProductPatch, Timestamp,
 };
 
+use gatehouse_domain::event::Origin;
+
 use crate::Resource;
 use crate::error::{AppError, AppResult, OrApp};
 use crate::{App, ProductFilter};
@@ -52,9 +54,14 @@ impl App {
             .ok_or(AppError::NotFound(Resource::Product))
     }
 
-    pub async fn create_product(&self, org: &OrgId, new: &NewProduct) -> AppResult<Product> {
+    pub async fn create_product(
+        &self,
+        org: &OrgId,
+        new: &NewProduct,
+        origin: &Origin,
+    ) -> AppResult<Product> {
         product_store(self)
-            .insert_product(org, new, Timestamp::now())
+            .insert_product(org, new, Timestamp::now(), &self.teller(origin))
             .await
             .or_app(Resource::Product)
     }
@@ -64,16 +71,22 @@ impl App {
         org: &OrgId,
         id: &ProductId,
         patch: &ProductPatch,
+        origin: &Origin,
     ) -> AppResult<Product> {
         product_store(self)
-            .update_product(org, id, patch, Timestamp::now())
+            .update_product(org, id, patch, Timestamp::now(), &self.teller(origin))
             .await
             .or_app(Resource::Product)
     }
 
-    pub async fn delete_product(&self, org: &OrgId, id: &ProductId) -> AppResult<()> {
+    pub async fn delete_product(
+        &self,
+        org: &OrgId,
+        id: &ProductId,
+        origin: &Origin,
+    ) -> AppResult<()> {
         product_store(self)
-            .delete_product(org, id)
+            .delete_product(org, id, Timestamp::now(), &self.teller(origin))
             .await
             .or_app(Resource::Product)
     }

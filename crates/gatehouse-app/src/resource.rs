@@ -22,6 +22,8 @@ pub enum Resource {
     Credential,
     RateLimit,
     IdempotencyKey,
+    /// An event (D54).
+    Event,
 }
 
 impl Resource {
@@ -30,6 +32,7 @@ impl Resource {
             Resource::Any => "resource",
             Resource::User => "user",
             Resource::Product => "product",
+            Resource::Event => "event",
             Resource::Client => "client",
             Resource::Application => "application",
             Resource::ApiKey => "API key",

@@ -101,7 +101,10 @@ fn q(s: &str) -> Option<SearchText> {
 }
 
 async fn user_search_is_substring_and_literal(s: Arc<dyn Store>) {
-    let app = App::operator(s.clone());
+    let app = App::operator(
+        s.clone(),
+        Arc::new(gatehouse_store::conformance::TestPublish),
+    );
     let o = new_org(s.as_ref()).await;
     let mut a = user("grace.hopper@navy.mil", Role::Viewer, UserStatus::Active, 1);
     a.name = Name::parse("Grace Hopper").unwrap();
@@ -212,12 +215,16 @@ async fn user_search_is_substring_and_literal(s: Arc<dyn Store>) {
 }
 
 async fn product_search_by_word_prefix(s: Arc<dyn Store>) {
-    let app = App::operator(s.clone());
+    let app = App::operator(
+        s.clone(),
+        Arc::new(gatehouse_store::conformance::TestPublish),
+    );
     let o = new_org(s.as_ref()).await;
     s.insert_product(
         &o,
         &product("Blue Shirt", "SH-1", 1),
         Timestamp::from_millis(1),
+        &gatehouse_store::conformance::teller(),
     )
     .await
     .unwrap();
@@ -225,12 +232,18 @@ async fn product_search_by_word_prefix(s: Arc<dyn Store>) {
         &o,
         &product("Blue Jeans", "JEANS-BLUE-1", 1),
         Timestamp::from_millis(2),
+        &gatehouse_store::conformance::teller(),
     )
     .await
     .unwrap();
-    s.insert_product(&o, &product("Shoe", "X_9", 1), Timestamp::from_millis(3))
-        .await
-        .unwrap();
+    s.insert_product(
+        &o,
+        &product("Shoe", "X_9", 1),
+        Timestamp::from_millis(3),
+        &gatehouse_store::conformance::teller(),
+    )
+    .await
+    .unwrap();
     let (o, app) = (&o, &app);
     let find = |text: &str| {
         let f = ProductFilter {
@@ -263,7 +276,10 @@ async fn product_search_by_word_prefix(s: Arc<dyn Store>) {
 /// an empty page with `total: 0`, on every list (users and products, offset
 /// and cursor pages), whatever else it holds.
 async fn control_characters_in_q_match_nothing(s: Arc<dyn Store>) {
-    let app = App::operator(s.clone());
+    let app = App::operator(
+        s.clone(),
+        Arc::new(gatehouse_store::conformance::TestPublish),
+    );
     let o = new_org(s.as_ref()).await;
     let u = s
         .insert_user(
@@ -272,9 +288,14 @@ async fn control_characters_in_q_match_nothing(s: Arc<dyn Store>) {
         )
         .await
         .unwrap();
-    s.insert_product(&o, &product("Ada blue shirt", "ADA-1", 3), Timestamp::now())
-        .await
-        .unwrap();
+    s.insert_product(
+        &o,
+        &product("Ada blue shirt", "ADA-1", 3),
+        Timestamp::now(),
+        &gatehouse_store::conformance::teller(),
+    )
+    .await
+    .unwrap();
     for bad in [
         "\u{1}",
         "\t",
@@ -348,11 +369,19 @@ async fn control_characters_in_q_match_nothing(s: Arc<dyn Store>) {
 /// fixture holds two jackets; the developer's product is gone).
 async fn a_staging_reset_is_searched_at_once(s: Arc<dyn Store>) {
     let fixture = gatehouse_domain::Fixture::standard();
-    let app = App::operator(s.clone());
+    let app = App::operator(
+        s.clone(),
+        Arc::new(gatehouse_store::conformance::TestPublish),
+    );
     let o = new_org(s.as_ref()).await;
-    s.insert_product(&o, &product("Dev jacket", "DEV-1", 1), Timestamp::now())
-        .await
-        .unwrap();
+    s.insert_product(
+        &o,
+        &product("Dev jacket", "DEV-1", 1),
+        Timestamp::now(),
+        &gatehouse_store::conformance::teller(),
+    )
+    .await
+    .unwrap();
     let jackets = ProductFilter {
         q: q("jack"),
         ..Default::default()
@@ -458,7 +487,10 @@ fn paged<T: Clone>(rows: &[T], page: Page) -> (Vec<T>, u64) {
 /// inserts, renames, role, stock and status changes and deletions made
 /// between searches (the index catches up before each one).
 async fn the_index_answers_as_d14_and_d17_say(store: Arc<dyn Store>) {
-    let app = App::operator(store.clone());
+    let app = App::operator(
+        store.clone(),
+        Arc::new(gatehouse_store::conformance::TestPublish),
+    );
     let o = new_org(store.as_ref()).await;
     let other = new_org(store.as_ref()).await;
     let names = [
@@ -531,9 +563,17 @@ async fn the_index_answers_as_d14_and_d17_say(store: Arc<dyn Store>) {
             discontinued: i % 7 == 0,
         };
         let at = Timestamp::from_millis(5_000 + i as i64 / 3);
-        products.push(store.insert_product(&o, &p, at).await.unwrap());
+        products.push(
+            store
+                .insert_product(&o, &p, at, &gatehouse_store::conformance::teller())
+                .await
+                .unwrap(),
+        );
         if i % 10 == 0 {
-            store.insert_product(&other, &p, at).await.unwrap();
+            store
+                .insert_product(&other, &p, at, &gatehouse_store::conformance::teller())
+                .await
+                .unwrap();
         }
     }
 
@@ -710,12 +750,21 @@ async fn the_index_answers_as_d14_and_d17_say(store: Arc<dyn Store>) {
                     ..Default::default()
                 },
                 Timestamp::now(),
+                &gatehouse_store::conformance::teller(),
             )
             .await
             .unwrap();
     }
     for p in products.iter().skip(2).step_by(11) {
-        store.delete_product(&o, &p.id).await.unwrap();
+        store
+            .delete_product(
+                &o,
+                &p.id,
+                Timestamp::now(),
+                &gatehouse_store::conformance::teller(),
+            )
+            .await
+            .unwrap();
     }
     let mut late = user("late.comer@adm.io", Role::Editor, UserStatus::Active, 9_999);
     late.name = Name::parse("Ada Late").unwrap();

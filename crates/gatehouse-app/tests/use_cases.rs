@@ -18,7 +18,15 @@ async fn serving(dir: &tempfile::TempDir) -> (App, Arc<AuthService>) {
         .await
         .unwrap();
     let auth = Arc::new(AuthService::new(keys, Issuer::new("https://gh.test")));
-    (App::new(store, auth.clone(), "https://gh.test/"), auth)
+    (
+        App::new(
+            store,
+            auth.clone(),
+            "https://gh.test/",
+            Arc::new(gatehouse_store::conformance::TestPublish),
+        ),
+        auth,
+    )
 }
 
 fn org(name: &str) -> NewOrg {
@@ -161,7 +169,12 @@ async fn idempotent_bodies_with_secrets_are_kept_sealed() {
         .await
         .unwrap();
     let auth = Arc::new(AuthService::new(keys, Issuer::new("https://gh.test")));
-    let app = App::new(store.clone(), auth, "https://gh.test/");
+    let app = App::new(
+        store.clone(),
+        auth,
+        "https://gh.test/",
+        Arc::new(gatehouse_store::conformance::TestPublish),
+    );
     let org = OrgId::generate();
     let lineage = Lineage::Client(ClientId::generate());
     let digest = request_digest("POST", "/v1/clients", None, b"{}");

@@ -74,6 +74,22 @@ impl Caller {
         }
     }
 
+    /// Who the caller is as an event's `actor` (D54): a person through the
+    /// client the token was issued to, an application, or an API key.
+    pub fn actor(&self) -> gatehouse_domain::event::Actor {
+        use gatehouse_domain::event::Actor;
+        match self {
+            Caller::Token(c) => match &c.user {
+                Some(u) => Actor::User {
+                    user: u.clone(),
+                    client: c.client_id.clone(),
+                },
+                None => Actor::Client(c.client_id.clone()),
+            },
+            Caller::ApiKey(k) => Actor::ApiKey(k.id.clone()),
+        }
+    }
+
     pub fn lineage(&self) -> Lineage {
         match self {
             Caller::Token(c) => match &c.user {

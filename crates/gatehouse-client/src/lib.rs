@@ -81,6 +81,7 @@ pub use models::{
     Product, ProductFilter, ProductPatch, ProductStatus, ProfilePatch, Role, User, UserFilter,
     UserPatch, UserStatus,
 };
+pub use models::{Event, EventActor, EventData, EventFilter, EventRequest};
 pub use ops::{ListStream, OPERATIONS, Operation};
 pub use retry::{RetryDelay, RetryPolicy, RetryReason, SleepFuture};
 

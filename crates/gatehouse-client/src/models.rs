@@ -731,3 +731,102 @@ pub struct UsageBucket {
     /// The 429s among them.
     pub rejected: u64,
 }
+
+/// An event (D54): a committed change of the organization.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Event {
+    /// `evt_…`
+    pub id: String,
+    /// The catalog type, e.g. `product.updated`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// When the change was written (RFC 3339).
+    pub created_at: String,
+    /// `org_…`
+    pub org: String,
+    /// 1, 2, 3 … per organization, without gaps, in commit order.
+    pub sequence: i64,
+    /// The release that rendered the event.
+    pub api_version: String,
+    /// The object and, on updates, the old values of the changed fields.
+    pub data: EventData,
+    /// Who made the change.
+    pub actor: EventActor,
+    /// The request the change came through; `None` for the operator and
+    /// the system.
+    pub request: Option<EventRequest>,
+}
+
+/// `data` of an [`Event`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct EventData {
+    /// The resource as its `GET` showed it at that commit.
+    pub object: serde_json::Value,
+    /// On `*.updated`: the old values of the fields that changed.
+    #[serde(default)]
+    pub previous_attributes: Option<serde_json::Value>,
+}
+
+/// `actor` of an [`Event`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct EventActor {
+    /// `user`, `client`, `api_key`, `operator` or `system`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub id: Option<String>,
+    pub client_id: Option<String>,
+}
+
+/// `request` of an [`Event`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct EventRequest {
+    /// `req_…`: the `meta.request_id` of the answer that made the change.
+    pub id: String,
+    pub idempotency_key: Option<String>,
+}
+
+/// Filters of `GET /v1/events`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct EventFilter {
+    /// Any of these types or patterns (`product.*`).
+    pub types: Vec<String>,
+    /// Only events about this object.
+    pub object_id: Option<String>,
+    /// Page size (1–100; the server's default 20 when `None`).
+    pub limit: Option<u32>,
+}
+
+impl EventFilter {
+    /// No filter.
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// One more type or pattern.
+    pub fn kind(mut self, pattern: impl Into<String>) -> Self {
+        self.types.push(pattern.into());
+        self
+    }
+    /// Only events about this object.
+    pub fn object_id(mut self, id: impl Into<String>) -> Self {
+        self.object_id = Some(id.into());
+        self
+    }
+    /// The page size.
+    pub fn limit(mut self, limit: u32) -> Self {
+        self.limit = Some(limit);
+        self
+    }
+    pub(crate) fn pairs(&self) -> Vec<(&'static str, String)> {
+        let mut v: Vec<(&'static str, String)> =
+            self.types.iter().map(|t| ("type", t.clone())).collect();
+        if let Some(o) = &self.object_id {
+            v.push(("object_id", o.clone()));
+        }
+        v
+    }
+}

@@ -20,6 +20,7 @@ use crate::models::{
     ConsentedApplication, CursorPage, Identified, NewProduct, NewUser, Page, Product,
     ProductFilter, ProductPatch, ProfilePatch, Single, User, UserFilter, UserPatch,
 };
+use crate::models::{Event, EventFilter};
 
 /// One operation of the OpenAPI document and the client method that
 /// performs it.
@@ -138,6 +139,13 @@ pub const OPERATIONS: &[Operation] = &[
         "/v1/api-keys/{key_id}/usage",
         "api_key_usage",
     ),
+    op(
+        "listEvents",
+        "GET",
+        "/v1/events",
+        "list_events_page, events_after, events_after_page",
+    ),
+    op("getEvent", "GET", "/v1/events/{event_id}", "get_event"),
     op(
         "getOrganization",
         "GET",
@@ -449,6 +457,62 @@ impl Client {
     /// `GET /v1/organization` (any token): the plan and rate limits.
     pub async fn get_organization(&self) -> Result<Organization> {
         self.single(Method::GET, &["v1", "organization"], &[], Body::Empty)
+            .await
+    }
+
+    // ---- events (D54) ----
+
+    /// `GET /v1/events` (`events:read`), one page at `offset`, newest first.
+    pub async fn list_events_page(&self, filter: &EventFilter, offset: u64) -> Result<Page<Event>> {
+        self.offset_page(&["v1", "events"], filter.pairs(), filter.limit, offset)
+            .await
+    }
+
+    /// `GET /v1/events?after_sequence=N` (`events:read`): the page of events
+    /// after sequence `after`, oldest first; `meta.total` counts every event
+    /// after it.
+    pub async fn events_after_page(&self, filter: &EventFilter, after: i64) -> Result<Page<Event>> {
+        let mut query = filter.pairs();
+        query.push(("after_sequence", after.to_string()));
+        if let Some(l) = filter.limit {
+            query.push(("limit", l.to_string()));
+        }
+        let url = self.url(&["v1", "events"], &query);
+        self.api(Method::GET, url, Body::Empty).await?.json()
+    }
+
+    /// D54's catch-up as a stream: every event after sequence `after`,
+    /// oldest first, each page asked for after the last sequence seen. It
+    /// ends when a page comes back empty; a mirror keeps the last
+    /// `sequence` it applied and calls again from it later.
+    pub fn events_after(&self, filter: EventFilter, after: i64) -> ListStream<Event> {
+        let state = (self.clone(), filter, after, VecDeque::<Event>::new(), false);
+        Box::pin(futures_util::stream::unfold(
+            state,
+            |(client, filter, mut after, mut buffer, mut done)| async move {
+                loop {
+                    if let Some(e) = buffer.pop_front() {
+                        after = e.sequence;
+                        return Some((Ok(e), (client, filter, after, buffer, done)));
+                    }
+                    if done {
+                        return None;
+                    }
+                    match client.events_after_page(&filter, after).await {
+                        Ok(page) => {
+                            done = page.data.is_empty();
+                            buffer.extend(page.data);
+                        }
+                        Err(e) => return Some((Err(e), (client, filter, after, buffer, true))),
+                    }
+                }
+            },
+        ))
+    }
+
+    /// `GET /v1/events/{id}` (`events:read`).
+    pub async fn get_event(&self, id: &str) -> Result<Event> {
+        self.single(Method::GET, &["v1", "events", id], &[], Body::Empty)
             .await
     }
 

@@ -379,6 +379,11 @@ async fn every_operation_of_the_table_sends_its_method_and_path() {
             "revokeApiKey" => c.revoke_api_key("key_1").await,
             "getApiKeyUsage" => c.api_key_usage("key_1", None, None).await.map(drop),
             "getOrganization" => c.get_organization().await.map(drop),
+            "listEvents" => c
+                .list_events_page(&gatehouse_client::EventFilter::new(), 0)
+                .await
+                .map(drop),
+            "getEvent" => c.get_event("evt_x").await.map(drop),
             "updateProfile" => c.update_profile(&ProfilePatch::name("n")).await.map(drop),
             "openapi" => c.openapi().await.map(drop),
             "listMyApplications" => c.list_my_applications().next().await.unwrap().map(drop),
@@ -442,7 +447,8 @@ async fn every_operation_of_the_table_sends_its_method_and_path() {
             .replace("{user_id}", u)
             .replace("{product_id}", p)
             .replace("{app_id}", "app_1")
-            .replace("{key_id}", "key_1");
+            .replace("{key_id}", "key_1")
+            .replace("{event_id}", "evt_x");
         let target = got.line.split(' ').nth(1).unwrap();
         let target_path = target.split('?').next().unwrap();
         assert_eq!(

@@ -9,10 +9,13 @@
 
 use crate::Client;
 use crate::client::Suspension;
+use crate::event::{NewEvent, Teller};
 use crate::ids::{ClientId, UserId};
 use crate::link::{LinkKind, NewLink};
 use crate::manage::{self, KeyCut};
+use crate::product::Product;
 use crate::scope::ScopeSet;
+use crate::time::Timestamp;
 use crate::user::{Deletion, User, UserChange};
 
 /// One write a change causes besides its own row.
@@ -73,6 +76,9 @@ pub enum Effect {
         keep: ScopeSet,
         removed: ScopeSet,
     },
+    /// D54: an event of the change, written in its transaction; storage
+    /// gives it its sequence once committed.
+    Event(Box<NewEvent>),
 }
 
 /// What creating `user` writes besides its row: the invitation, when it
@@ -114,6 +120,31 @@ pub fn of_password_reset(user: &UserId) -> Vec<Effect> {
         },
         Effect::RevokeUser { user: user.clone() },
     ]
+}
+
+/// What creating `p` tells (D54).
+pub fn of_product_creation(tell: &Teller, p: &Product) -> Vec<Effect> {
+    vec![Effect::Event(Box::new(tell.product_created(p)))]
+}
+
+/// What a PATCH of the product `before` into `after` tells (D54; D18's
+/// automatic status change is part of the same `product.updated`); nothing
+/// when nothing changed.
+pub fn of_product_update(
+    tell: &Teller,
+    before: &Product,
+    after: &Product,
+    changed: bool,
+) -> Vec<Effect> {
+    if !changed {
+        return Vec::new();
+    }
+    vec![Effect::Event(Box::new(tell.product_updated(before, after)))]
+}
+
+/// What deleting the product `last` at `at` tells (D54).
+pub fn of_product_deletion(tell: &Teller, last: &Product, at: Timestamp) -> Vec<Effect> {
+    vec![Effect::Event(Box::new(tell.product_deleted(last, at)))]
 }
 
 /// What a PATCH of `current` into `change.user` writes besides the user's

@@ -76,6 +76,8 @@ id_type!(/// A client application; also its `client_id` (`app_`).
     ClientId, "app");
 id_type!(/// An API key record (`key_`).
     ApiKeyId, "key");
+id_type!(/// An event (`evt_`, D3 revised, D54).
+    EventId, "evt");
 
 macro_rules! token_id_type {
     ($(#[$doc:meta])* $name:ident) => {

@@ -11,6 +11,7 @@ pub mod auth_state;
 pub mod client;
 pub mod effect;
 pub mod error;
+pub mod event;
 pub mod fixtures;
 pub mod ids;
 pub mod link;
@@ -26,7 +27,7 @@ pub mod values;
 
 pub use error::{DomainError, FieldIssue};
 pub use fixtures::{Fixture, FixtureUser};
-pub use ids::{ApiKeyId, ChainId, ClientId, Jti, OrgId, ProductId, RequestId, UserId};
+pub use ids::{ApiKeyId, ChainId, ClientId, EventId, Jti, OrgId, ProductId, RequestId, UserId};
 pub use link::LinkKind;
 pub use manage::{KeyCut, Manager, Reach, UsageRange};
 pub use page::{Listing, Page};

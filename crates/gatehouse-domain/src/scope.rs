@@ -27,11 +27,13 @@ pub enum Scope {
     /// D46: register, change, rotate and delete applications; create and
     /// revoke API keys.
     ApplicationsWrite = 11,
+    /// D54: read the organization's events (admins only, D29 continued).
+    EventsRead = 12,
 }
 
 impl Scope {
     /// Every scope, in the canonical order used when a set is written out.
-    pub const ALL: [Scope; 12] = [
+    pub const ALL: [Scope; 13] = [
         Scope::UsersRead,
         Scope::UsersWrite,
         Scope::ProfileRead,
@@ -40,6 +42,7 @@ impl Scope {
         Scope::ProductsWrite,
         Scope::ApplicationsRead,
         Scope::ApplicationsWrite,
+        Scope::EventsRead,
         Scope::Admin,
         Scope::OpenId,
         Scope::Profile,
@@ -66,6 +69,7 @@ impl Scope {
             Scope::Email => "email",
             Scope::ApplicationsRead => "applications:read",
             Scope::ApplicationsWrite => "applications:write",
+            Scope::EventsRead => "events:read",
         }
     }
 
@@ -92,6 +96,7 @@ impl Scope {
             Scope::ApplicationsWrite => {
                 "Register and change applications, rotate their secrets, create and revoke API keys"
             }
+            Scope::EventsRead => "Read the record of changes in your organization",
         }
     }
 }
@@ -204,6 +209,8 @@ impl ScopeSet {
                 .with(Scope::ApplicationsRead)
                 .with(Scope::ApplicationsWrite)
                 .with(Scope::UsersWrite)
+                // D29 (continued): the third round's scopes are admins' only.
+                .with(Scope::EventsRead)
                 .with(Scope::Admin),
         }
     }
@@ -281,5 +288,9 @@ mod tests {
         assert!(ScopeSet::for_role(Role::Editor).contains(Scope::ProductsWrite));
         assert!(!ScopeSet::for_role(Role::Editor).contains(Scope::UsersWrite));
         assert!(ScopeSet::for_role(Role::Admin).contains(Scope::UsersWrite));
+        // D29 (continued): `events:read` is admins' only.
+        assert!(ScopeSet::for_role(Role::Admin).contains(Scope::EventsRead));
+        assert!(!ScopeSet::for_role(Role::Editor).contains(Scope::EventsRead));
+        assert!(!ScopeSet::for_role(Role::Viewer).contains(Scope::EventsRead));
     }
 }

@@ -39,6 +39,7 @@ use std::future::Future;
 
 use axum::Router;
 
+pub use api::events::Published;
 pub use api::{v1_routes, v1_service};
 pub use http::error::{ApiError, ErrorCode};
 pub use layers::with_layers;

@@ -21,7 +21,12 @@ async fn state(dir: &tempfile::TempDir) -> AppState {
         .unwrap();
     let auth = Arc::new(AuthService::new(keys, Issuer::new("https://gh.test")));
     AppState::new(
-        App::new(store, auth, "https://gh.test"),
+        App::new(
+            store,
+            auth,
+            "https://gh.test",
+            Arc::new(gatehouse_server::Published),
+        ),
         ServerConfig {
             public_url: "https://gh.test".into(),
             hsts: true,

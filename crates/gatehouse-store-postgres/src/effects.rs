@@ -130,6 +130,7 @@ pub(crate) async fn apply(
                 // D46 (revised): exactly the tokens carrying a removed scope.
                 revocations.push(NewRevocation::client_scopes(client, *removed, now));
             }
+            Effect::Event(e) => crate::events::insert_event(c, org, e).await?,
         }
     }
     for r in &revocations {

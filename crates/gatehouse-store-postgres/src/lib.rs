@@ -31,6 +31,7 @@ mod auth_state;
 mod batch;
 mod clients;
 mod effects;
+mod events;
 mod grants;
 mod idempotency;
 mod jobs;

@@ -1,5 +1,7 @@
 //! PostgreSQL: products of an organization (D17, D18).
 
+use gatehouse_domain::event::Teller;
+
 use super::*;
 
 #[async_trait]
@@ -9,10 +11,13 @@ impl ProductStore for PgStore {
         org: &OrgId,
         p: &NewProduct,
         now: Timestamp,
+        tell: &Teller,
     ) -> StoreResult<Product> {
         let p = p.clone().into_product(now);
+        let told = effect::of_product_creation(tell, &p);
         write_tx!(self, |tx| {
             insert_product_row(&mut tx, org, &p).await?;
+            effects::apply(&mut tx, org, &told, now).await?;
             Ok(p.clone())
         })
     }
@@ -54,6 +59,7 @@ impl ProductStore for PgStore {
         id: &ProductId,
         patch: &ProductPatch,
         now: Timestamp,
+        tell: &Teller,
     ) -> StoreResult<Product> {
         write_tx!(self, |tx| {
             let current = lock_product(&mut tx, org, id)
@@ -77,20 +83,34 @@ impl ProductStore for PgStore {
                 .execute(&mut *tx)
                 .await?;
             }
+            let told = effect::of_product_update(tell, &current, &next, changed);
+            effects::apply(&mut tx, org, &told, now).await?;
             Ok(next)
         })
     }
-    async fn delete_product(&self, org: &OrgId, id: &ProductId) -> StoreResult<()> {
+    async fn delete_product(
+        &self,
+        org: &OrgId,
+        id: &ProductId,
+        now: Timestamp,
+        tell: &Teller,
+    ) -> StoreResult<()> {
         write_tx!(self, |tx| {
-            let n = query("DELETE FROM products WHERE id = $1 AND org_id = $2")
+            let last = lock_product(&mut tx, org, id)
+                .await?
+                .ok_or(StoreError::NotFound)?;
+            query("DELETE FROM products WHERE id = $1 AND org_id = $2")
                 .bind(id.as_str())
                 .bind(org.as_str())
                 .execute(&mut *tx)
-                .await?
-                .rows_affected();
-            if n == 0 {
-                return Err(StoreError::NotFound.into());
-            }
+                .await?;
+            effects::apply(
+                &mut tx,
+                org,
+                &effect::of_product_deletion(tell, &last, now),
+                now,
+            )
+            .await?;
             Ok(())
         })
     }

@@ -83,6 +83,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "used_once",
         include_str!("../migrations/0016_used_once.sql"),
     ),
+    (17, "events", include_str!("../migrations/0017_events.sql")),
 ];
 
 /// The advisory-lock key of the migration (`"gatehous"` in ASCII), separate

@@ -52,6 +52,7 @@ async fn reads(s: PgStore) {
                 discontinued: false,
             },
             Timestamp::now(),
+            &gatehouse_store::conformance::teller(),
         )
         .await
         .unwrap();

@@ -101,6 +101,7 @@ pub(crate) fn apply(
                     &NewRevocation::client_scopes(client, *removed, now),
                 )?;
             }
+            Effect::Event(e) => crate::events::insert_event(c, org, e)?,
         }
     }
     Ok(())

@@ -16,6 +16,7 @@ mod api_keys;
 mod auth_state;
 mod clients;
 mod effects;
+mod events;
 mod generation;
 mod grants;
 mod idempotency;

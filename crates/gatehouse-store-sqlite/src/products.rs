@@ -1,5 +1,7 @@
 //! SQLite: products of an organization (D17, D18).
 
+use gatehouse_domain::event::Teller;
+
 use super::*;
 
 #[async_trait]
@@ -9,8 +11,10 @@ impl ProductStore for SqliteStore {
         org: &OrgId,
         p: &NewProduct,
         now: Timestamp,
+        tell: &Teller,
     ) -> StoreResult<Product> {
         let (org, p) = (org.clone(), p.clone().into_product(now));
+        let told = effect::of_product_creation(tell, &p);
         self.pool
             .write(move |tx| {
                 tx.prepare_cached(
@@ -30,6 +34,7 @@ impl ProductStore for SqliteStore {
                     ])
                 })
                 .map_err(db_err)?;
+                effects::apply(tx, &org, &told, now)?;
                 Ok(p)
             })
             .await
@@ -76,8 +81,9 @@ impl ProductStore for SqliteStore {
         id: &ProductId,
         patch: &ProductPatch,
         now: Timestamp,
+        tell: &Teller,
     ) -> StoreResult<Product> {
-        let (org, id, patch) = (org.clone(), id.clone(), patch.clone());
+        let (org, id, patch, tell) = (org.clone(), id.clone(), patch.clone(), tell.clone());
         self.pool
             .write(move |tx| {
                 let current = get_product_tx(tx, &org, &id)?.ok_or(StoreError::NotFound)?;
@@ -101,23 +107,32 @@ impl ProductStore for SqliteStore {
                     })
                     .map_err(db_err)?;
                 }
+                let told = effect::of_product_update(&tell, &current, &next, changed);
+                effects::apply(tx, &org, &told, now)?;
                 Ok(next)
             })
             .await
     }
-    async fn delete_product(&self, org: &OrgId, id: &ProductId) -> StoreResult<()> {
-        let (org, id) = (org.clone(), id.clone());
+    async fn delete_product(
+        &self,
+        org: &OrgId,
+        id: &ProductId,
+        now: Timestamp,
+        tell: &Teller,
+    ) -> StoreResult<()> {
+        let (org, id, tell) = (org.clone(), id.clone(), tell.clone());
         self.pool
             .write(move |tx| {
-                let n = tx
-                    .prepare_cached("DELETE FROM products WHERE id = ?1 AND org_id = ?2")
+                let last = get_product_tx(tx, &org, &id)?.ok_or(StoreError::NotFound)?;
+                tx.prepare_cached("DELETE FROM products WHERE id = ?1 AND org_id = ?2")
                     .and_then(|mut s| s.execute(params![id.as_str(), org.as_str()]))
                     .map_err(db_err)?;
-                if n == 0 {
-                    Err(StoreError::NotFound)
-                } else {
-                    Ok(())
-                }
+                effects::apply(
+                    tx,
+                    &org,
+                    &effect::of_product_deletion(&tell, &last, now),
+                    now,
+                )
             })
             .await
     }

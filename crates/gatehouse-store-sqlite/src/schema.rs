@@ -31,6 +31,7 @@ pub(crate) const MIGRATIONS: &[(i64, &str)] = &[
     (13, include_str!("../migrations/0013_offboarding.sql")),
     (14, include_str!("../migrations/0014_one_search.sql")),
     (15, include_str!("../migrations/0015_used_once.sql")),
+    (16, include_str!("../migrations/0016_events.sql")),
 ];
 
 /// D8 (revised): gives every row whose `email_norm` was computed by an older

@@ -30,6 +30,7 @@ mod clients;
 #[cfg(feature = "testing")]
 pub mod conformance;
 pub mod decode;
+mod events;
 mod grants;
 mod idempotency;
 mod jobs;
@@ -50,6 +51,7 @@ mod users;
 
 pub use api_keys::*;
 pub use clients::*;
+pub use events::*;
 pub use grants::*;
 pub use idempotency::*;
 pub use jobs::*;
@@ -68,9 +70,9 @@ pub use users::*;
 /// The traits a caller needs in scope to call a concrete backend's methods.
 pub mod prelude {
     pub use crate::{
-        ApiKeyStore, ClientStore, GrantStore, IdempotencyStore, JobStore, LinkStore, OrgStore,
-        OutboxStore, ProductStore, RateStore, RevocationStore, SearchStore, SigningKeyStore, Store,
-        UsageStore, UserStore,
+        ApiKeyStore, ClientStore, EventStore, GrantStore, IdempotencyStore, JobStore, LinkStore,
+        OrgStore, OutboxStore, ProductStore, RateStore, RevocationStore, SearchStore,
+        SigningKeyStore, Store, UsageStore, UserStore,
     };
 }
 
@@ -135,6 +137,7 @@ pub trait Store:
     + IdempotencyStore
     + UsageStore
     + SearchStore
+    + EventStore
     + Send
     + Sync
     + 'static

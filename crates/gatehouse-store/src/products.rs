@@ -1,6 +1,7 @@
 //! Products of an organization (D17, D18).
 
 use async_trait::async_trait;
+use gatehouse_domain::event::Teller;
 use gatehouse_domain::{
     Listing, NewProduct, OrgId, Page, Product, ProductId, ProductPatch, ProductStatus, Timestamp,
 };
@@ -18,11 +19,13 @@ pub struct ProductFilter {
 /// organization (D2).
 #[async_trait]
 pub trait ProductStore: Send + Sync {
+    /// Inserts the product with its events (D54, told by `tell`).
     async fn insert_product(
         &self,
         org: &OrgId,
         product: &NewProduct,
         now: Timestamp,
+        tell: &Teller,
     ) -> StoreResult<Product>;
     async fn get_product(&self, org: &OrgId, id: &ProductId) -> StoreResult<Option<Product>>;
     async fn list_products(
@@ -39,12 +42,22 @@ pub trait ProductStore: Send + Sync {
         after: Option<&ProductId>,
         limit: u32,
     ) -> StoreResult<Option<Vec<Product>>>;
+    /// Applies `patch` (D18) with its events; a patch that changes nothing
+    /// writes nothing, and tells nothing (D54).
     async fn update_product(
         &self,
         org: &OrgId,
         id: &ProductId,
         patch: &ProductPatch,
         now: Timestamp,
+        tell: &Teller,
     ) -> StoreResult<Product>;
-    async fn delete_product(&self, org: &OrgId, id: &ProductId) -> StoreResult<()>;
+    /// Deletes the product with its event, which carries its last state.
+    async fn delete_product(
+        &self,
+        org: &OrgId,
+        id: &ProductId,
+        now: Timestamp,
+        tell: &Teller,
+    ) -> StoreResult<()>;
 }

@@ -186,6 +186,12 @@ pub struct ServeArgs {
     /// Seconds a response to a request with an Idempotency-Key header is kept and replayed to retries [default: 86400].
     #[arg(long, env = "GATEHOUSE_IDEMPOTENCY_RETENTION_SECS", value_parser = clap::value_parser!(i64).range(1..))]
     pub idempotency_retention_secs: Option<i64>,
+    /// How long events are kept for GET /v1/events, with a unit: s, m, h or d (7d to 90d) [default: 30d].
+    #[arg(long, env = "GATEHOUSE_EVENT_RETENTION")]
+    pub event_retention: Option<String>,
+    /// Lifts the minimums of the third round's durations so tests can use seconds; logs a warning at every start. Never in production.
+    #[arg(long, env = "GATEHOUSE_TEST_SETTINGS")]
+    pub test_settings: bool,
     /// Seconds a client has to send a complete request head after connecting or after the first byte of its next request; slower connections are closed [default: 10].
     #[arg(long, env = "GATEHOUSE_HEAD_TIMEOUT_SECS", value_parser = clap::value_parser!(u64).range(1..))]
     pub head_timeout_secs: Option<u64>,
@@ -425,6 +431,59 @@ pub struct FileConfig {
     pub staging_reset_at: Option<String>,
     pub head_timeout_secs: Option<u64>,
     pub idle_timeout_secs: Option<u64>,
+    pub event_retention: Option<String>,
+    pub test_settings: Option<bool>,
+}
+
+const DAY: i64 = 86_400;
+
+/// D40 (continued): a duration setting, with a unit (`30s`, `5m`, `2h`,
+/// `30d`), in seconds. A value outside `(min, max)` stops the start with a
+/// clear error; `--test-settings` lifts the minimum (never the maximum), so
+/// tests can use seconds.
+pub fn duration_setting(
+    name: &str,
+    raw: &str,
+    (min, max): (i64, i64),
+    test: bool,
+) -> anyhow::Result<i64> {
+    let raw = raw.trim();
+    let split = raw.find(|c: char| !c.is_ascii_digit()).unwrap_or(raw.len());
+    let (n, unit) = raw.split_at(split);
+    let per = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3_600,
+        "d" => DAY,
+        _ => anyhow::bail!(
+            "{name}: {raw:?} is not a duration (a whole number with s, m, h or d, e.g. 30d)"
+        ),
+    };
+    let secs = n
+        .parse::<i64>()
+        .ok()
+        .and_then(|n| n.checked_mul(per))
+        .filter(|s| *s > 0)
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "{name}: {raw:?} is not a duration (a whole number with s, m, h or d, e.g. 30d)"
+            )
+        })?;
+    let show = |s: i64| {
+        if s % DAY == 0 {
+            format!("{}d", s / DAY)
+        } else {
+            format!("{s}s")
+        }
+    };
+    if secs > max || (secs < min && !test) {
+        anyhow::bail!(
+            "{name}: {raw} is outside {} to {} (--test-settings lifts the minimum, for tests only)",
+            show(min),
+            show(max)
+        );
+    }
+    Ok(secs)
 }
 
 /// D1 (revised): `https://localhost:<port>` of the HTTPS listener.
@@ -458,6 +517,10 @@ pub struct Settings {
     pub refresh_max_days: i64,
     /// D50: how long a kept idempotent response lives.
     pub idempotency_retention_secs: i64,
+    /// D54 (D40 continued): how long events are kept.
+    pub event_retention_secs: i64,
+    /// D40 (continued): `--test-settings`, the durations' minimums lifted.
+    pub test_settings: bool,
     pub trusted_proxies: Vec<std::net::IpAddr>,
     /// D33: production or staging.
     pub env: Env,
@@ -525,6 +588,8 @@ impl std::fmt::Debug for Settings {
                 "idempotency_retention_secs",
                 &self.idempotency_retention_secs,
             )
+            .field("event_retention_secs", &self.event_retention_secs)
+            .field("test_settings", &self.test_settings)
             .field("trusted_proxies", &self.trusted_proxies)
             .field("env", &self.env)
             .field("staging_reset_at", &self.staging_reset_at)
@@ -555,6 +620,8 @@ impl Settings {
             refresh_grace_secs: 10,
             refresh_max_days: 90,
             idempotency_retention_secs: 86_400,
+            event_retention_secs: 30 * DAY,
+            test_settings: false,
             trusted_proxies: Vec::new(),
             env: Env::Production,
             staging_reset_at: (2, 0),
@@ -670,6 +737,19 @@ impl Settings {
             .or(file.idempotency_retention_secs)
             .unwrap_or(86_400)
             .max(1);
+        s.test_settings = serve.test_settings || file.test_settings.unwrap_or(false);
+        if let Some(raw) = serve
+            .event_retention
+            .as_deref()
+            .or(file.event_retention.as_deref())
+        {
+            s.event_retention_secs = duration_setting(
+                "GATEHOUSE_EVENT_RETENTION",
+                raw,
+                (7 * DAY, 90 * DAY),
+                s.test_settings,
+            )?;
+        }
         if let Some(t) = serve.head_timeout_secs.or(file.head_timeout_secs) {
             s.head_timeout = std::time::Duration::from_secs(t.max(1));
         }
@@ -709,6 +789,29 @@ mod tests {
         assert!(
             text.contains("/srv/gatehouse"),
             "the rest stays readable: {text}"
+        );
+    }
+
+    #[test]
+    fn d40_durations_take_a_unit_and_stay_in_their_range() {
+        let range = (7 * DAY, 90 * DAY);
+        let d =
+            |raw: &str, test: bool| duration_setting("GATEHOUSE_EVENT_RETENTION", raw, range, test);
+        assert_eq!(d("30d", false).unwrap(), 30 * DAY);
+        assert_eq!(d("168h", false).unwrap(), 7 * DAY);
+        assert_eq!(d("90d", false).unwrap(), 90 * DAY);
+        for bad in ["6d", "91d", "30", "30 days", "d", "-5d", "0s"] {
+            let e = d(bad, false).unwrap_err().to_string();
+            assert!(e.starts_with("GATEHOUSE_EVENT_RETENTION: "), "{bad}: {e}");
+        }
+        // --test-settings lifts the minimum only.
+        assert_eq!(d("5s", true).unwrap(), 5);
+        assert!(d("91d", true).is_err());
+        assert!(
+            d("6d", false)
+                .unwrap_err()
+                .to_string()
+                .contains("7d to 90d")
         );
     }
 

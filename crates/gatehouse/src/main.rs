@@ -44,6 +44,7 @@ fn main() -> std::process::ExitCode {
 async fn operator(settings: &Settings) -> anyhow::Result<gatehouse_app::App> {
     Ok(gatehouse_app::App::operator(
         open_existing_store(settings).await?,
+        std::sync::Arc::new(gatehouse_server::Published),
     ))
 }
 

@@ -178,7 +178,7 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
         .await
         .context("loading signing keys")?;
     // Nothing is in memory yet: the first start's writes need no auth service.
-    let first_start = App::operator(store.clone());
+    let first_start = App::operator(store.clone(), Arc::new(gatehouse_server::Published));
     let bootstrap = if settings.mock {
         // D53: the mock's organization id is printed with its client.
         let org = bootstrap_mock(&first_start, store.as_ref()).await?;
@@ -243,8 +243,14 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
     };
     let transport =
         crate::mail::Transport::from_settings(settings.smtp_url.as_deref(), &settings.data_dir)?;
-    let app = App::new(store.clone(), auth, &public_url)
-        .with_idempotency_retention_secs(settings.idempotency_retention_secs);
+    let app = App::new(
+        store.clone(),
+        auth,
+        &public_url,
+        Arc::new(gatehouse_server::Published),
+    )
+    .with_idempotency_retention_secs(settings.idempotency_retention_secs)
+    .with_event_retention_secs(settings.event_retention_secs);
     app.sync_revocations()
         .await
         .context("loading revocations")?;
@@ -257,13 +263,21 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
             let _ = rx.wait_for(|s| *s).await;
         }
     };
+    if settings.test_settings {
+        // D40 (continued): said at every start, so it is never missed.
+        tracing::warn!(
+            "--test-settings is on: the minimums of the durations are lifted; never use it in production"
+        );
+    }
     let mut tasks = JoinSet::new();
     spawn_background(
         &mut tasks,
         state.app.clone(),
         transport,
         settings.mail_from.clone(),
-        settings.idempotency_retention_secs,
+        settings
+            .idempotency_retention_secs
+            .min(settings.event_retention_secs),
         stop.subscribe(),
     );
 
@@ -350,16 +364,13 @@ fn spawn_background(
     app: App,
     transport: crate::mail::Transport,
     mail_from: String,
-    idempotency_retention_secs: i64,
+    shortest_retention_secs: i64,
     stop: watch::Receiver<bool>,
 ) {
     // Purge every minute (every 12th round of 5 s), or every round when
-    // D50's retention is set shorter than a minute (tests shorten it).
-    let purge_every = if idempotency_retention_secs < 60 {
-        1
-    } else {
-        12
-    };
+    // D50's or D54's retention is set shorter than a minute (tests shorten
+    // them).
+    let purge_every = if shortest_retention_secs < 60 { 1 } else { 12 };
     {
         let (app, stop) = (app.clone(), stop.clone());
         tasks.spawn(async move {
@@ -398,6 +409,12 @@ fn spawn_background(
                 }
                 if let Err(e) = app.sync_revocations().await {
                     tracing::warn!(error = %e, "revocation sync failed");
+                }
+                // D54: committed events get their sequences within half a
+                // second even when no one reads them (a no-op on SQLite,
+                // whose writes sequence their own).
+                if let Err(e) = app.sequence_events().await {
+                    tracing::warn!(error = %e, "event sequencing failed");
                 }
             }
         });

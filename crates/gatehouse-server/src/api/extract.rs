@@ -13,6 +13,7 @@ use axum::http::request::Parts;
 use axum::http::{HeaderMap, header};
 use gatehouse_auth::ratelimit::Decision;
 use gatehouse_auth::{Caller, TokenError};
+use gatehouse_domain::event::{Origin, RequestRef};
 use gatehouse_domain::{FieldIssue, OrgId, ProductId, Scope, UserId};
 use serde_json::{Map, Value};
 
@@ -49,19 +50,40 @@ scope_markers!(
     ProfileRead => ProfileRead,
     ProfileWrite => ProfileWrite,
     ApplicationsRead => ApplicationsRead,
-    ApplicationsWrite => ApplicationsWrite
+    ApplicationsWrite => ApplicationsWrite,
+    EventsRead => EventsRead
 );
 
 /// An authenticated caller holding scope `S`. The organization comes only from
 /// here: a handler cannot name a tenant any other way (D2).
 pub struct Authorized<S> {
     pub caller: Caller,
+    /// Who is asking and through which request, as the events of what the
+    /// request changes tell it (D54).
+    pub origin: Origin,
     _scope: PhantomData<S>,
 }
 
 impl<S> Authorized<S> {
     pub fn org(&self) -> &OrgId {
         self.caller.org()
+    }
+}
+
+/// D54: the caller as an event's `actor`, and the request as its
+/// `request` (the request id; the `Idempotency-Key` of a POST).
+fn origin(parts: &Parts, caller: &Caller) -> Origin {
+    let request = parts.extensions.get::<RequestCtx>().map(|ctx| RequestRef {
+        id: ctx.request_id.as_str().to_owned(),
+        idempotency_key: (parts.method == axum::http::Method::POST)
+            .then(|| parts.headers.get("idempotency-key"))
+            .flatten()
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned),
+    });
+    Origin {
+        actor: caller.actor(),
+        request,
     }
 }
 
@@ -155,6 +177,7 @@ impl<S: RequiredScope> FromRequestParts<AppState> for Authorized<S> {
         // and before the request itself is read (D9).
         crate::api::idempotency::claim(parts, state, &caller).await?;
         Ok(Self {
+            origin: origin(parts, &caller),
             caller,
             _scope: PhantomData,
         })
@@ -243,6 +266,13 @@ impl PathId for gatehouse_domain::ApiKeyId {
     }
 }
 
+impl PathId for gatehouse_domain::EventId {
+    const RESOURCE: Resource = Resource::Event;
+    fn parse(raw: &str) -> Option<Self> {
+        gatehouse_domain::EventId::parse(raw)
+    }
+}
+
 impl PathId for ProductId {
     const RESOURCE: Resource = Resource::Product;
     fn parse(raw: &str) -> Option<Self> {
@@ -280,6 +310,8 @@ impl<I: PathId> FromRequestParts<AppState> for Id<I> {
 /// The query string as a map; a parameter given twice is reported.
 pub struct Query {
     values: HashMap<String, String>,
+    /// Every pair as given, for the parameters that may repeat.
+    pairs: Vec<(String, String)>,
     issues: Vec<FieldIssue>,
 }
 
@@ -301,6 +333,18 @@ impl Query {
                 None
             }
         }
+    }
+
+    /// Every value of a parameter that may be given more than once (D54's
+    /// `type`), in order; giving it twice is then no problem.
+    pub fn all(&mut self, name: &str) -> Vec<String> {
+        self.issues
+            .retain(|i| !(i.field == name && i.issue == "must be given at most once"));
+        self.pairs
+            .iter()
+            .filter(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+            .collect()
     }
 
     /// `limit` and `offset` (interface.md §4.2).
@@ -346,13 +390,17 @@ impl Query {
         })?;
         let mut values = HashMap::new();
         let mut issues = Vec::new();
-        for (k, v) in pairs {
+        for (k, v) in pairs.iter().cloned() {
             if values.contains_key(&k) {
                 issues.push(FieldIssue::new(k.clone(), "must be given at most once"));
             }
             values.insert(k, v);
         }
-        Ok(Self { values, issues })
+        Ok(Self {
+            values,
+            pairs,
+            issues,
+        })
     }
 }
 

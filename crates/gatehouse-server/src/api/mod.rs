@@ -7,6 +7,7 @@
 
 pub mod api_keys;
 pub mod applications;
+pub mod events;
 pub mod extract;
 pub mod health;
 pub mod idempotency;
@@ -42,6 +43,8 @@ pub fn v1_routes(state: &AppState) -> Router<AppState> {
         .merge(applications::router())
         .merge(api_keys::router())
         .merge(organization::router())
+        // D54: the record of changes.
+        .merge(events::router())
         // D50: `Idempotency-Key` on the POSTs under /v1.
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),

@@ -57,6 +57,8 @@ use crate::state::AppState;
     super::api_keys::revoke,
     super::api_keys::usage,
     super::organization::show,
+    super::events::list,
+    super::events::show,
     super::v2::users,
     super::v2::products,
     super::versions::sunset,
@@ -97,6 +99,7 @@ fn components() -> Vec<(String, Value)> {
     vec![
         generated::<UserResponse<'static>>(),
         generated::<ProductResponse<'static>>(),
+        generated::<super::events::EventResponse<'static>>(),
         generated::<CreateUserRequest>(),
         generated::<UpdateUserRequest>(),
         generated::<UpdateProfileRequest>(),
@@ -408,7 +411,7 @@ pub fn document(public_url: &str) -> Value {
             "description": "Users, a product catalog and an OAuth 2.0 authorization server for organizations. Every error uses the envelope {error: {code, message, docs, details}}.",
         },
         "servers": [{"url": public_url}],
-        "tags": [{"name": "Users"}, {"name": "Profile"}, {"name": "Products"}, {"name": "Applications"}, {"name": "API keys"}, {"name": "Organization"}, {"name": "Preview (v2)"}, {"name": "OAuth"}, {"name": "Discovery"}, {"name": "Operations"}, {"name": "Versions"}],
+        "tags": [{"name": "Users"}, {"name": "Profile"}, {"name": "Products"}, {"name": "Applications"}, {"name": "API keys"}, {"name": "Organization"}, {"name": "Events"}, {"name": "Preview (v2)"}, {"name": "OAuth"}, {"name": "Discovery"}, {"name": "Operations"}, {"name": "Versions"}],
         "paths": paths,
         "components": {
             "schemas": schemas,

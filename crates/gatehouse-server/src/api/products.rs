@@ -117,7 +117,10 @@ pub(crate) async fn create(
     State(st): State<AppState>,
     Body(new): Body<CreateProductRequest>,
 ) -> Result<Response, ApiError> {
-    let p = st.app.create_product(auth.org(), &new).await?;
+    let p = st
+        .app
+        .create_product(auth.org(), &new, &auth.origin)
+        .await?;
     let location = format!("{}/products/{}", st.config.base_url(), p.id);
     Ok(respond::created(
         &ctx,
@@ -155,7 +158,7 @@ pub(crate) async fn update(
 ) -> Result<Response, ApiError> {
     let p = st
         .app
-        .update_product(auth.org(), &req.id, &req.body)
+        .update_product(auth.org(), &req.id, &req.body, &auth.origin)
         .await?;
     Ok(respond::single(
         &ctx,
@@ -184,6 +187,6 @@ pub(crate) async fn remove(
     State(st): State<AppState>,
     Id(id): Id<ProductId>,
 ) -> Result<Response, ApiError> {
-    st.app.delete_product(auth.org(), &id).await?;
+    st.app.delete_product(auth.org(), &id, &auth.origin).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }

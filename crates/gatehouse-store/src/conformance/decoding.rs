@@ -61,7 +61,12 @@ pub async fn corrupt_rows_are_internal_errors<S: PlantRows>(s: &S) {
     );
 
     let p = s
-        .insert_product(&o, &product("Odd socks", "ODD-1", 1), now)
+        .insert_product(
+            &o,
+            &product("Odd socks", "ODD-1", 1),
+            now,
+            &crate::conformance::teller(),
+        )
         .await
         .unwrap();
     s.plant(&format!(
@@ -78,7 +83,12 @@ pub async fn corrupt_rows_are_internal_errors<S: PlantRows>(s: &S) {
     // Its own organization, so the list meets only this corrupt row.
     let o = new_org(s).await;
     let q = s
-        .insert_product(&o, &product("Odd hat", "ODD-2", 1), now)
+        .insert_product(
+            &o,
+            &product("Odd hat", "ODD-2", 1),
+            now,
+            &crate::conformance::teller(),
+        )
         .await
         .unwrap();
     s.plant(&format!(
@@ -109,7 +119,7 @@ pub async fn corrupt_rows_are_internal_errors<S: PlantRows>(s: &S) {
     // A scope bit no scope has: not silently dropped.
     let c = s.insert_client(&o, &client(None)).await.unwrap();
     s.plant(&format!(
-        "UPDATE clients SET scopes = 8191 WHERE id = '{}'",
+        "UPDATE clients SET scopes = 65535 WHERE id = '{}'",
         c.id
     ))
     .await;

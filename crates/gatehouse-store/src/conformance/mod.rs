@@ -6,6 +6,7 @@
 mod api_keys;
 mod clients;
 mod decoding;
+mod events;
 mod grants;
 mod idempotency;
 mod introspection;
@@ -24,6 +25,7 @@ mod users;
 pub use api_keys::*;
 pub use clients::*;
 pub use decoding::*;
+pub use events::*;
 pub use grants::*;
 pub use idempotency::*;
 pub use introspection::*;
@@ -74,7 +76,9 @@ macro_rules! store_conformance_tests {
             refresh_token_lookup_is_read_only, fixture_users_get_the_fixture_password,
             client_update_narrows_and_revokes, client_delete_removes_everything_it_holds, owner_suspensions_follow_deactivation_moves_and_rotation, operator_listings,
             d46_keys_usage_and_owner_cuts, search_changes_cover_every_write,
-            leases_never_exceed_the_window);
+            leases_never_exceed_the_window,
+            events_are_written_with_their_change_and_sequenced, event_sequences_are_per_organization,
+            concurrent_writers_get_one_gap_free_sequence, events_are_purged_after_the_retention);
     };
     (@each $make:expr; $($name:ident),*) => {
         $(
@@ -230,4 +234,23 @@ pub(crate) async fn futures_join8(s: &dyn Store, key: &str) -> Vec<bool> {
         s.claim_job("concurrent", key, now),
     );
     vec![a.unwrap(), b.unwrap(), c.unwrap(), d.unwrap()]
+}
+
+/// A publisher for tests of storage: shows a resource as its domain type
+/// serializes (the server's published shapes are the server's to test).
+pub struct TestPublish;
+
+impl gatehouse_domain::event::Publish for TestPublish {
+    fn product(&self, p: &gatehouse_domain::Product) -> String {
+        serde_json::to_string(p).expect("a product serializes")
+    }
+}
+
+/// What the suite's changes tell their events: made by the system, shown
+/// by [`TestPublish`].
+pub fn teller() -> gatehouse_domain::event::Teller {
+    gatehouse_domain::event::Teller::new(
+        gatehouse_domain::event::Origin::system(),
+        std::sync::Arc::new(TestPublish),
+    )
 }

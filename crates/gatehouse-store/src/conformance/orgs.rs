@@ -74,6 +74,7 @@ pub async fn staging_reset_restores_the_fixture(s: &dyn Store) {
             discontinued: false,
         },
         Timestamp::from_millis(1),
+        &crate::conformance::teller(),
     )
     .await
     .unwrap();

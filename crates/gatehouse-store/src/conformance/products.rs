@@ -10,6 +10,7 @@ pub async fn products_roundtrip_and_rules(s: &dyn Store) {
             &o,
             &product("Blue Shirt", "SHIRT-BLUE", 3),
             Timestamp::from_millis(10),
+            &crate::conformance::teller(),
         )
         .await
         .unwrap();
@@ -21,6 +22,7 @@ pub async fn products_roundtrip_and_rules(s: &dyn Store) {
             &o,
             &product("Other", "shirt-blue", 1),
             Timestamp::from_millis(11),
+            &crate::conformance::teller(),
         )
         .await;
     assert!(matches!(dup, Err(StoreError::Duplicate("sku"))), "{dup:?}");
@@ -28,11 +30,17 @@ pub async fn products_roundtrip_and_rules(s: &dyn Store) {
         &other,
         &product("Other", "SHIRT-BLUE", 1),
         Timestamp::from_millis(11),
+        &crate::conformance::teller(),
     )
     .await
     .unwrap();
     let q2 = s
-        .insert_product(&o, &product("Red", "RED", 0), Timestamp::from_millis(12))
+        .insert_product(
+            &o,
+            &product("Red", "RED", 0),
+            Timestamp::from_millis(12),
+            &crate::conformance::teller(),
+        )
         .await
         .unwrap();
     assert_eq!(q2.status, ProductStatus::OutOfStock);
@@ -42,7 +50,14 @@ pub async fn products_roundtrip_and_rules(s: &dyn Store) {
         ..Default::default()
     };
     assert!(matches!(
-        s.update_product(&o, &q2.id, &clash, Timestamp::now()).await,
+        s.update_product(
+            &o,
+            &q2.id,
+            &clash,
+            Timestamp::now(),
+            &crate::conformance::teller()
+        )
+        .await,
         Err(StoreError::Duplicate("sku"))
     ));
     let zero = ProductPatch {
@@ -50,7 +65,13 @@ pub async fn products_roundtrip_and_rules(s: &dyn Store) {
         ..Default::default()
     };
     let u = s
-        .update_product(&o, &p.id, &zero, Timestamp::from_millis(20))
+        .update_product(
+            &o,
+            &p.id,
+            &zero,
+            Timestamp::from_millis(20),
+            &crate::conformance::teller(),
+        )
         .await
         .unwrap();
     assert_eq!(u.status, ProductStatus::OutOfStock);
@@ -60,7 +81,14 @@ pub async fn products_roundtrip_and_rules(s: &dyn Store) {
         ..Default::default()
     };
     assert!(matches!(
-        s.update_product(&o, &p.id, &bad, Timestamp::now()).await,
+        s.update_product(
+            &o,
+            &p.id,
+            &bad,
+            Timestamp::now(),
+            &crate::conformance::teller()
+        )
+        .await,
         Err(StoreError::Rule(DomainError::InvalidStateTransition(_)))
     ));
     assert_eq!(s.get_product(&o, &p.id).await.unwrap().unwrap().price, 1999);
@@ -77,10 +105,18 @@ pub async fn products_roundtrip_and_rules(s: &dyn Store) {
     assert_eq!(by_status.total, 2);
     assert_eq!(by_status.items[0].id, q2.id, "newest first");
     assert!(matches!(
-        s.delete_product(&other, &p.id).await,
+        s.delete_product(
+            &other,
+            &p.id,
+            Timestamp::now(),
+            &crate::conformance::teller()
+        )
+        .await,
         Err(StoreError::NotFound)
     ));
-    s.delete_product(&o, &p.id).await.unwrap();
+    s.delete_product(&o, &p.id, Timestamp::now(), &crate::conformance::teller())
+        .await
+        .unwrap();
     assert_eq!(s.get_product(&o, &p.id).await.unwrap(), None);
     assert_eq!(
         s.list_products(&o, &ProductFilter::default(), Page::default())

@@ -110,7 +110,12 @@ pub async fn every_tenant_method_is_scoped(s: &dyn Store) {
 
     // --- products -------------------------------------------------------------
     let p = s
-        .insert_product(&a, &product("Anvil", "ANV-1", 3), now)
+        .insert_product(
+            &a,
+            &product("Anvil", "ANV-1", 3),
+            now,
+            &crate::conformance::teller(),
+        )
         .await
         .unwrap();
     assert_eq!(s.get_product(&b, &p.id).await.unwrap(), None);
@@ -134,9 +139,14 @@ pub async fn every_tenant_method_is_scoped(s: &dyn Store) {
     };
     not_found(
         "update_product",
-        s.update_product(&b, &p.id, &restock, now).await,
+        s.update_product(&b, &p.id, &restock, now, &crate::conformance::teller())
+            .await,
     );
-    not_found("delete_product", s.delete_product(&b, &p.id).await);
+    not_found(
+        "delete_product",
+        s.delete_product(&b, &p.id, Timestamp::now(), &crate::conformance::teller())
+            .await,
+    );
     assert_eq!(s.get_product(&a, &p.id).await.unwrap(), Some(p.clone()));
 
     // --- client applications --------------------------------------------------

@@ -121,6 +121,7 @@ pub async fn search_changes_cover_every_write(s: &dyn Store) {
             &o,
             &product("Blue Shirt", "SH-1", 0),
             Timestamp::from_millis(50),
+            &crate::conformance::teller(),
         )
         .await
         .unwrap();

@@ -546,11 +546,21 @@ pub async fn cursor_pages_are_stable_under_inserts(s: &dyn Store) {
             .is_empty()
     );
     let p1 = s
-        .insert_product(&o, &product("A", "A-1", 1), Timestamp::from_millis(1))
+        .insert_product(
+            &o,
+            &product("A", "A-1", 1),
+            Timestamp::from_millis(1),
+            &crate::conformance::teller(),
+        )
         .await
         .unwrap();
     let p2 = s
-        .insert_product(&o, &product("B", "B-1", 1), Timestamp::from_millis(2))
+        .insert_product(
+            &o,
+            &product("B", "B-1", 1),
+            Timestamp::from_millis(2),
+            &crate::conformance::teller(),
+        )
         .await
         .unwrap();
     let pf = ProductFilter::default();

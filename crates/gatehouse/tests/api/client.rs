@@ -16,6 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::TryStreamExt;
+use gatehouse_client::EventFilter;
 use gatehouse_client::{
     Client, ClientBuilder, Credentials, Error, ErrorCode, NewProduct, NewUser, OPERATIONS,
     ProductFilter, ProductPatch, ProfilePatch, RetryDelay, RetryReason, Role, UserFilter,
@@ -397,6 +398,67 @@ async fn d51_operations_against_the_real_server() {
 
 /// An API key (D27) is sent as the bearer token; a revoked key's 401 is
 /// returned, not retried with a refresh.
+/// D54, D51 (continued): the events operations, and the catch-up stream
+/// that follows `after_sequence` from where a mirror stopped.
+#[tokio::test]
+async fn d54_events_through_the_client_and_its_catch_up_stream() {
+    let s = TestServer::start().await;
+    let c = builder(
+        &s,
+        &s.base,
+        &["products:read", "products:write", "events:read"],
+    )
+    .build()
+    .unwrap();
+    let mut ids = Vec::new();
+    for i in 0..3 {
+        let p = c
+            .create_product(&NewProduct::new(format!("P{i}"), format!("EV-{i}"), 100, 1))
+            .await
+            .unwrap();
+        ids.push(p.id);
+    }
+    let newest = c.list_events_page(&EventFilter::new(), 0).await.unwrap();
+    assert_eq!(newest.meta.total, 3);
+    assert_eq!(newest.data[0].sequence, 3, "newest first");
+    assert_eq!(newest.data[0].kind, "product.created");
+    assert_eq!(newest.data[0].data.object["id"], ids[2].as_str());
+    let one = c.get_event(&newest.data[1].id).await.unwrap();
+    assert_eq!(one, newest.data[1]);
+
+    // A mirror that applied sequence 1 catches up, one event a page, with
+    // no gap; two more changes later, it catches up again from where it
+    // stopped.
+    let seen: Vec<i64> = c
+        .events_after(EventFilter::new().limit(1), 1)
+        .map_ok(|e| e.sequence)
+        .try_collect()
+        .await
+        .unwrap();
+    assert_eq!(seen, [2, 3]);
+    c.delete_product(&ids[0]).await.unwrap();
+    c.delete_product(&ids[1]).await.unwrap();
+    let later: Vec<_> = c
+        .events_after(EventFilter::new(), 3)
+        .try_collect()
+        .await
+        .unwrap();
+    assert_eq!(later.iter().map(|e| e.sequence).collect::<Vec<_>>(), [4, 5]);
+    assert!(later.iter().all(|e| e.kind == "product.deleted"));
+    let only = c
+        .events_after(
+            EventFilter::new()
+                .kind("product.deleted")
+                .object_id(ids[1].clone()),
+            0,
+        )
+        .try_collect::<Vec<_>>()
+        .await
+        .unwrap();
+    assert_eq!(only.len(), 1);
+    assert_eq!(only[0].sequence, 5);
+}
+
 #[tokio::test]
 async fn d51_api_key_credentials() {
     let s = TestServer::start().await;

@@ -14,6 +14,7 @@ mod dashboard;
 mod docs;
 mod emails;
 mod environments;
+mod events;
 mod hardening;
 mod idempotency;
 mod interop_openidconnect;

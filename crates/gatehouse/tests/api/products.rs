@@ -87,7 +87,11 @@ async fn store_product(
         stock,
         discontinued: false,
     };
-    s.store().insert_product(org, &p, at).await.unwrap()
+    let tell = gatehouse_domain::event::Teller::new(
+        gatehouse_domain::event::Origin::operator(),
+        std::sync::Arc::new(gatehouse_server::Published),
+    );
+    s.store().insert_product(org, &p, at, &tell).await.unwrap()
 }
 
 async fn pause() {

@@ -23,6 +23,8 @@ mod dashboard;
 mod emails;
 #[path = "../api/environments.rs"]
 mod environments;
+#[path = "../api/events.rs"]
+mod events;
 #[path = "../api/idempotency.rs"]
 mod idempotency;
 #[path = "../api/introspection.rs"]
@@ -53,4 +55,5 @@ mod versions;
 /// Only here: several nodes on one PostgreSQL database.
 mod multinode;
 mod multinode_dashboard;
+mod multinode_events;
 mod multinode_logout;

@@ -344,6 +344,7 @@ mod tests {
                         .replace("{product_id}", "$PRODUCT_ID")
                         .replace("{app_id}", "$APP_ID")
                         .replace("{key_id}", "$KEY_ID")
+                        .replace("{event_id}", "$EVENT_ID")
                         .replace("{path}", "users")
                 ),
                 "{}: {}",

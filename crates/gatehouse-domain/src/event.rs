@@ -1,0 +1,404 @@
+//! Events (D54): what a committed change tells a client that mirrors the
+//! organization. A rule that decides a change also decides its events; they
+//! travel as [`crate::effect::Effect::Event`] and are written by each
+//! backend's one applier in the change's transaction, so a change and its
+//! events commit or roll back together.
+//!
+//! An event here carries its object already rendered (the JSON its `GET`
+//! returns at that commit, `previous_attributes` for an update): rendering
+//! is the caller's, through the published shapes, so this crate stays free
+//! of the wire format. The `sequence` is not decided here: storage assigns
+//! it after commit, in commit order, per organization (D54).
+
+use std::sync::Arc;
+
+use crate::ids::{ApiKeyId, ClientId, EventId, UserId};
+use crate::product::Product;
+use crate::time::Timestamp;
+
+macro_rules! catalog {
+    ($($variant:ident => $text:literal,)*) => {
+        /// D54's catalog: every type an event can have.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum EventType {
+            $($variant,)*
+        }
+
+        impl EventType {
+            /// Every type, in the catalog's order.
+            pub const ALL: &'static [EventType] = &[$(EventType::$variant,)*];
+
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(EventType::$variant => $text,)*
+                }
+            }
+
+            pub fn parse(s: &str) -> Option<Self> {
+                match s {
+                    $($text => Some(EventType::$variant),)*
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+
+catalog! {
+    UserCreated => "user.created",
+    UserUpdated => "user.updated",
+    UserDeleted => "user.deleted",
+    UserInvited => "user.invited",
+    UserPasswordChanged => "user.password_changed",
+    ConsentRevoked => "consent.revoked",
+    RefreshTokenReuseDetected => "refresh_token.reuse_detected",
+    ProductCreated => "product.created",
+    ProductUpdated => "product.updated",
+    ProductDeleted => "product.deleted",
+    ApplicationCreated => "application.created",
+    ApplicationUpdated => "application.updated",
+    ApplicationDeleted => "application.deleted",
+    ApplicationSecretRotated => "application.secret_rotated",
+    ApiKeyCreated => "api_key.created",
+    ApiKeyRevoked => "api_key.revoked",
+    OrganizationUpdated => "organization.updated",
+    StagingReset => "staging.reset",
+}
+
+/// A `type` filter (D54) and, later, a webhook endpoint's `enabled_events`
+/// (D55): an exact type, a prefix ending in `.*` (`user.*`), or `*`. A
+/// pattern that matches no catalog type is refused, so a typo is an error
+/// rather than a filter that silently matches nothing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TypePattern(String);
+
+impl TypePattern {
+    pub fn parse(raw: &str) -> Result<Self, String> {
+        let p = Self(raw.to_owned());
+        if EventType::ALL.iter().any(|t| p.matches(*t)) {
+            Ok(p)
+        } else {
+            Err(format!("{raw:?} matches no event type"))
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    pub fn matches(&self, t: EventType) -> bool {
+        match self.0.strip_suffix('*') {
+            Some("") => true,
+            Some(prefix) => prefix.ends_with('.') && t.as_str().starts_with(prefix),
+            None => self.0 == t.as_str(),
+        }
+    }
+
+    /// The catalog types this pattern matches.
+    pub fn types(&self) -> Vec<EventType> {
+        EventType::ALL
+            .iter()
+            .copied()
+            .filter(|t| self.matches(*t))
+            .collect()
+    }
+}
+
+/// Who made a change (D54, shared with D58's audit entries).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Actor {
+    /// A person, through a token issued to `client` (the dashboard's is
+    /// `app_dashboard`).
+    User { user: UserId, client: ClientId },
+    /// An application with its own credentials (client credentials).
+    Client(ClientId),
+    /// An API key.
+    ApiKey(ApiKeyId),
+    /// An operator, through the CLI.
+    Operator,
+    /// Gatehouse itself: expiry, purges, the staging reset.
+    System,
+}
+
+impl Actor {
+    /// `actor.type`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Actor::User { .. } => "user",
+            Actor::Client(_) => "client",
+            Actor::ApiKey(_) => "api_key",
+            Actor::Operator => "operator",
+            Actor::System => "system",
+        }
+    }
+
+    /// `actor.id`.
+    pub fn id(&self) -> Option<&str> {
+        match self {
+            Actor::User { user, .. } => Some(user.as_str()),
+            Actor::Client(c) => Some(c.as_str()),
+            Actor::ApiKey(k) => Some(k.as_str()),
+            Actor::Operator | Actor::System => None,
+        }
+    }
+
+    /// `actor.client_id`.
+    pub fn client_id(&self) -> Option<&str> {
+        match self {
+            Actor::User { client, .. } => Some(client.as_str()),
+            Actor::Client(c) => Some(c.as_str()),
+            Actor::ApiKey(_) | Actor::Operator | Actor::System => None,
+        }
+    }
+}
+
+/// The request a change came through (D54: `request`): none for the
+/// operator and the system.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RequestRef {
+    /// The request's `X-Request-ID` (`req_…`).
+    pub id: String,
+    /// Its `Idempotency-Key`, when it had one (D50).
+    pub idempotency_key: Option<String>,
+}
+
+/// Who made a change and through which request: what every event of the
+/// change carries.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Origin {
+    pub actor: Actor,
+    pub request: Option<RequestRef>,
+}
+
+impl Origin {
+    /// A change made by an operator through the CLI.
+    pub fn operator() -> Self {
+        Self {
+            actor: Actor::Operator,
+            request: None,
+        }
+    }
+
+    /// A change Gatehouse made by itself.
+    pub fn system() -> Self {
+        Self {
+            actor: Actor::System,
+            request: None,
+        }
+    }
+}
+
+/// An event as a change decides it, before storage gives it its sequence.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewEvent {
+    pub id: EventId,
+    pub kind: EventType,
+    /// The id of the object `data.object` describes (`object_id`, and the
+    /// ordering key of D55's `per_object`).
+    pub object_id: String,
+    /// The change's time, as written in its transaction (D4).
+    pub created_at: Timestamp,
+    pub origin: Origin,
+    /// `data.object`, rendered: the resource as its `GET` returns it at
+    /// this commit (its last state for a deletion). Never a secret.
+    pub object: String,
+    /// `data.previous_attributes`, rendered (only `*.updated`): the old
+    /// values of the fields that changed.
+    pub previous: Option<String>,
+}
+
+impl NewEvent {
+    pub fn new(
+        kind: EventType,
+        object_id: &str,
+        created_at: Timestamp,
+        origin: &Origin,
+        object: String,
+    ) -> Self {
+        Self {
+            id: EventId::generate(),
+            kind,
+            object_id: object_id.to_owned(),
+            created_at,
+            origin: origin.clone(),
+            object,
+            previous: None,
+        }
+    }
+
+    pub fn with_previous(mut self, previous: String) -> Self {
+        self.previous = Some(previous);
+        self
+    }
+}
+
+/// Which events a list returns (D54's filters); every field narrows.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EventFilter {
+    /// Any of these types (a `type` filter's patterns, expanded); `None`
+    /// for every type. An empty list matches nothing.
+    pub types: Option<Vec<EventType>>,
+    pub object_id: Option<String>,
+    /// `created_at` at or after.
+    pub from: Option<Timestamp>,
+    /// `created_at` before.
+    pub to: Option<Timestamp>,
+}
+
+/// An event as stored: [`NewEvent`] with its organization's `sequence`
+/// (assigned after commit; events without one are not shown, D54).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Event {
+    pub sequence: i64,
+    pub event: NewEvent,
+}
+
+/// How the resources are shown: each as its `GET` returns it, compact
+/// JSON. The server implements it with its published shapes (so a field
+/// added to a domain type is not published by accident in an event either);
+/// the rules here only call it.
+pub trait Publish: Send + Sync {
+    fn product(&self, p: &Product) -> String;
+}
+
+/// What a change needs to tell its events: who made it and how its objects
+/// are shown. Cheap to clone.
+#[derive(Clone)]
+pub struct Teller {
+    pub origin: Origin,
+    pub publish: Arc<dyn Publish>,
+}
+
+impl std::fmt::Debug for Teller {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Teller")
+            .field("origin", &self.origin)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Teller {
+    pub fn new(origin: Origin, publish: Arc<dyn Publish>) -> Self {
+        Self { origin, publish }
+    }
+
+    fn event(&self, kind: EventType, object_id: &str, at: Timestamp, object: String) -> NewEvent {
+        NewEvent::new(kind, object_id, at, &self.origin, object)
+    }
+
+    /// `product.created`.
+    pub fn product_created(&self, p: &Product) -> NewEvent {
+        let object = self.publish.product(p);
+        self.event(
+            EventType::ProductCreated,
+            p.id.as_str(),
+            p.created_at,
+            object,
+        )
+    }
+
+    /// `product.updated` (D18's automatic status change included), at the
+    /// change's `updated_at`.
+    pub fn product_updated(&self, before: &Product, after: &Product) -> NewEvent {
+        let (old, new) = (self.publish.product(before), self.publish.product(after));
+        self.event(
+            EventType::ProductUpdated,
+            after.id.as_str(),
+            after.updated_at,
+            new.clone(),
+        )
+        .with_previous(previous_attributes(&old, &new))
+    }
+
+    /// `product.deleted`, with the product's last state.
+    pub fn product_deleted(&self, last: &Product, at: Timestamp) -> NewEvent {
+        let object = self.publish.product(last);
+        self.event(EventType::ProductDeleted, last.id.as_str(), at, object)
+    }
+}
+
+/// D54's `previous_attributes`: of two renderings of one object, the old
+/// values of the fields whose values differ, as a JSON object.
+pub fn previous_attributes(old: &str, new: &str) -> String {
+    use serde_json::{Map, Value};
+    let parse = |s: &str| match serde_json::from_str::<Value>(s) {
+        Ok(Value::Object(m)) => m,
+        _ => Map::new(),
+    };
+    let (old, new) = (parse(old), parse(new));
+    let changed: Map<String, Value> = old
+        .into_iter()
+        .filter(|(k, v)| new.get(k) != Some(v))
+        .collect();
+    Value::Object(changed).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn d54_every_type_parses_back_and_has_an_object_prefix() {
+        for t in EventType::ALL {
+            assert_eq!(EventType::parse(t.as_str()), Some(*t));
+            assert!(t.as_str().contains('.'), "{}", t.as_str());
+        }
+        assert_eq!(EventType::parse("user.exploded"), None);
+    }
+
+    #[test]
+    fn d54_patterns_match_exactly_a_prefix_or_everything() {
+        let all = TypePattern::parse("*").unwrap();
+        assert_eq!(all.types().len(), EventType::ALL.len());
+        let users = TypePattern::parse("user.*").unwrap();
+        assert!(users.matches(EventType::UserCreated));
+        assert!(users.matches(EventType::UserPasswordChanged));
+        assert!(!users.matches(EventType::ProductCreated));
+        let one = TypePattern::parse("product.updated").unwrap();
+        assert_eq!(one.types(), vec![EventType::ProductUpdated]);
+        // A pattern that matches nothing is an error, not an empty filter.
+        assert!(TypePattern::parse("usr.*").is_err());
+        assert!(TypePattern::parse("user*").is_err());
+        assert!(TypePattern::parse("user.").is_err());
+        assert!(TypePattern::parse("").is_err());
+    }
+
+    #[test]
+    fn d54_previous_attributes_hold_the_old_values_of_changed_fields_only() {
+        let old = r#"{"id":"prod_1","name":"A","price":100,"stock":0,"status":"out_of_stock"}"#;
+        let new = r#"{"id":"prod_1","name":"A","price":100,"stock":5,"status":"available"}"#;
+        let prev: serde_json::Value = serde_json::from_str(&previous_attributes(old, new)).unwrap();
+        assert_eq!(
+            prev,
+            serde_json::json!({"stock": 0, "status": "out_of_stock"})
+        );
+        assert_eq!(previous_attributes(new, new), "{}");
+    }
+
+    #[test]
+    fn d54_actor_shapes() {
+        let u = UserId::generate();
+        let c = ClientId::generate();
+        let a = Actor::User {
+            user: u.clone(),
+            client: c.clone(),
+        };
+        assert_eq!(
+            (a.kind(), a.id(), a.client_id()),
+            ("user", Some(u.as_str()), Some(c.as_str()))
+        );
+        let a = Actor::Client(c.clone());
+        assert_eq!(
+            (a.kind(), a.id(), a.client_id()),
+            ("client", Some(c.as_str()), Some(c.as_str()))
+        );
+        let k = ApiKeyId::generate();
+        let a = Actor::ApiKey(k.clone());
+        assert_eq!(
+            (a.kind(), a.id(), a.client_id()),
+            ("api_key", Some(k.as_str()), None)
+        );
+        assert_eq!(Actor::Operator.id(), None);
+        assert_eq!(Actor::System.client_id(), None);
+    }
+}

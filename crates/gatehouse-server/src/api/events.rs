@@ -1,0 +1,251 @@
+//! `/v1/events` (D54): the organization's record of committed changes,
+//! newest first or caught up with `after_sequence`, and how an event shows
+//! its objects ([`Published`]: through the same response types as their
+//! `GET`).
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::Response;
+use axum::routing::get;
+use gatehouse_domain::event::{Event, EventFilter, Publish, TypePattern};
+use gatehouse_domain::{API_VERSION, EventId, FieldIssue, Listing, Product, Timestamp};
+use serde::Serialize;
+use serde_json::value::RawValue;
+use utoipa::ToSchema;
+
+use crate::api::extract::{Authorized, EventsRead, Id, Query};
+use crate::api::responses::ProductResponse;
+use crate::http::error::ApiError;
+use crate::http::middleware::RequestCtx;
+use crate::http::{respond, schemas};
+use crate::state::AppState;
+
+/// Shows resources in events exactly as their `GET` does (D54): the
+/// server's response types, serialized compactly.
+pub struct Published;
+
+impl Publish for Published {
+    fn product(&self, p: &Product) -> String {
+        serde_json::to_string(&ProductResponse::from(p)).unwrap_or_else(|_| "{}".into())
+    }
+}
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/events", get(list))
+        .route("/events/{event_id}", get(show))
+}
+
+/// `actor` (D54): who made the change.
+#[derive(Serialize, ToSchema)]
+#[schema(as = EventActor)]
+pub struct ActorResponse<'a> {
+    /// `user`, `client`, `api_key`, `operator` or `system`.
+    #[schema(value_type = String)]
+    pub r#type: &'static str,
+    #[schema(value_type = Option<String>, required = true)]
+    pub id: Option<&'a str>,
+    /// The client a person's token was issued to, or the acting client.
+    #[schema(value_type = Option<String>, required = true)]
+    pub client_id: Option<&'a str>,
+}
+
+/// `request` (D54): the request the change came through.
+#[derive(Serialize, ToSchema)]
+#[schema(as = EventRequest)]
+pub struct RequestResponse<'a> {
+    #[schema(value_type = String, pattern = "^req_[0-9a-f]{32}$")]
+    pub id: &'a str,
+    #[schema(value_type = Option<String>, required = true)]
+    pub idempotency_key: Option<&'a str>,
+}
+
+/// `data` (D54): the object as its `GET` returned it at that commit, and
+/// for `*.updated` the old values of the fields that changed.
+#[derive(Serialize, ToSchema)]
+pub struct EventData {
+    #[schema(value_type = Object)]
+    pub object: Box<RawValue>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub previous_attributes: Option<Box<RawValue>>,
+}
+
+// D54.
+/// A committed change of the organization.
+#[derive(Serialize, ToSchema)]
+#[schema(as = Event)]
+pub struct EventResponse<'a> {
+    #[schema(value_type = String, pattern = "^evt_[A-Za-z0-9]+$")]
+    pub id: &'a str,
+    #[schema(value_type = String, example = "product.updated")]
+    pub r#type: &'static str,
+    #[schema(schema_with = schemas::timestamp)]
+    pub created_at: Timestamp,
+    #[schema(value_type = String, pattern = "^org_[A-Za-z0-9]+$")]
+    pub org: &'a str,
+    /// 1, 2, 3 … per organization, without gaps, in commit order.
+    #[schema(minimum = 1)]
+    pub sequence: i64,
+    #[schema(schema_with = schemas::api_version)]
+    pub api_version: &'static str,
+    pub data: EventData,
+    pub actor: ActorResponse<'a>,
+    /// Null for the operator and the system.
+    #[schema(required = true)]
+    pub request: Option<RequestResponse<'a>>,
+}
+
+fn raw(json: &str) -> Box<RawValue> {
+    RawValue::from_string(json.to_owned())
+        .unwrap_or_else(|_| RawValue::from_string("{}".into()).expect("{} is JSON"))
+}
+
+impl<'a> EventResponse<'a> {
+    fn of(e: &'a Event, org: &'a str) -> Self {
+        let ev = &e.event;
+        let actor = &ev.origin.actor;
+        Self {
+            id: ev.id.as_str(),
+            r#type: ev.kind.as_str(),
+            created_at: ev.created_at,
+            org,
+            sequence: e.sequence,
+            api_version: API_VERSION,
+            data: EventData {
+                object: raw(&ev.object),
+                previous_attributes: ev.previous.as_deref().map(raw),
+            },
+            actor: ActorResponse {
+                r#type: actor.kind(),
+                id: actor.id(),
+                client_id: actor.client_id(),
+            },
+            request: ev.origin.request.as_ref().map(|r| RequestResponse {
+                id: &r.id,
+                idempotency_key: r.idempotency_key.as_deref(),
+            }),
+        }
+    }
+}
+
+/// D54's filters from the query: `type` (repeatable, a trailing wildcard),
+/// `object_id`, `from`, `to`.
+fn event_filter(query: &mut Query) -> EventFilter {
+    let mut types = Vec::new();
+    let patterns = query.all("type");
+    for p in &patterns {
+        match TypePattern::parse(p) {
+            Ok(p) => types.extend(p.types()),
+            Err(issue) => query.issues().push(FieldIssue::new("type", issue)),
+        }
+    }
+    let time =
+        |t: &str| Timestamp::parse_rfc3339(t).ok_or_else(|| "must be an RFC 3339 time".to_owned());
+    EventFilter {
+        types: (!patterns.is_empty()).then_some(types),
+        object_id: query.field("object_id", |s| Ok(s.to_owned())),
+        from: query.field("from", time),
+        to: query.field("to", time),
+    }
+}
+
+#[utoipa::path(
+    get,
+    path = "/v1/events",
+    operation_id = "listEvents",
+    tag = "Events",
+    summary = "List the organization's events, newest first, or catch up after a sequence",
+    params(
+        ("limit" = Option<u32>, Query, minimum = 1, description = "Page size (default 20, at most 100); values above 100 are clamped to 100."),
+        ("offset" = Option<u64>, Query, description = "Items to skip; must be 0 with `after_sequence`."),
+        ("type" = Option<Vec<String>>, Query, description = "Only events of these types (repeatable; `user.*` matches every `user.` type)."),
+        ("object_id" = Option<String>, Query, description = "Only events about this object."),
+        ("from" = Option<String>, Query, description = "Only events created at or after this time (RFC 3339)."),
+        ("to" = Option<String>, Query, description = "Only events created before this time (RFC 3339)."),
+        ("after_sequence" = Option<i64>, Query, minimum = 0, description = "The catch-up cursor: the events after this sequence, oldest first; `total` counts them."),
+    ),
+    responses(
+        (status = 200, description = "A page of events", body = crate::http::respond::List<'static, EventResponse<'static>>),
+        (status = 400, description = "Invalid query parameter", body = crate::http::error::ErrorEnvelope<'static>),
+    ),
+    security(("bearer" = ["events:read"]), ("oauth2" = ["events:read"])),
+)]
+pub(crate) async fn list(
+    auth: Authorized<EventsRead>,
+    ctx: RequestCtx,
+    State(st): State<AppState>,
+    mut query: Query,
+) -> Result<Response, ApiError> {
+    let page = query.page();
+    let filter = event_filter(&mut query);
+    let after = query.field("after_sequence", |s| {
+        s.parse::<i64>()
+            .ok()
+            .filter(|n| *n >= 0)
+            .ok_or_else(|| "must be a whole number of at least 0".to_owned())
+    });
+    if after.is_some() && page.offset != 0 {
+        // D14 (continued): the cursor and an offset do not mix.
+        query
+            .issues()
+            .push(FieldIssue::new("offset", "must be 0 with after_sequence"));
+    }
+    query.finish()?;
+    let org = auth.org();
+    let listing: Listing<Event> = match after {
+        Some(n) => st.app.events_after(org, &filter, n, page.limit).await?,
+        None => st.app.list_events(org, &filter, page).await?,
+    };
+    let shown = Listing {
+        items: listing
+            .items
+            .iter()
+            .map(|e| EventResponse::of(e, org.as_str()))
+            .collect::<Vec<_>>(),
+        total: listing.total,
+    };
+    Ok(respond::list::<_, Shown<'_>>(&ctx, &shown, page))
+}
+
+/// A rendered event, as a list item.
+#[derive(Serialize)]
+#[serde(transparent)]
+struct Shown<'a>(&'a EventResponse<'a>);
+
+impl<'a> From<&'a EventResponse<'a>> for Shown<'a> {
+    fn from(e: &'a EventResponse<'a>) -> Self {
+        Shown(e)
+    }
+}
+
+#[utoipa::path(
+    get,
+    path = "/v1/events/{event_id}",
+    operation_id = "getEvent",
+    tag = "Events",
+    summary = "Get an event",
+    params(
+        ("event_id" = String, Path, pattern = "^evt_[A-Za-z0-9]+$", description = "An event id (`evt_…`)."),
+    ),
+    responses(
+        (status = 200, description = "The event", body = crate::http::respond::Single<'static, EventResponse<'static>>),
+        (status = 404, description = "No such event (or purged after the retention)", body = crate::http::error::ErrorEnvelope<'static>),
+    ),
+    security(("bearer" = ["events:read"]), ("oauth2" = ["events:read"])),
+)]
+pub(crate) async fn show(
+    auth: Authorized<EventsRead>,
+    ctx: RequestCtx,
+    State(st): State<AppState>,
+    Id(id): Id<EventId>,
+) -> Result<Response, ApiError> {
+    let org = auth.org();
+    let e = st.app.get_event(org, &id).await?;
+    Ok(respond::single(
+        &ctx,
+        StatusCode::OK,
+        &EventResponse::of(&e, org.as_str()),
+    ))
+}

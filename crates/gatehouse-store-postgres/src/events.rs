@@ -1,0 +1,295 @@
+//! PostgreSQL: events (D54). A change writes its events without a
+//! `sequence`; each gets a `ticket` as it is written, after its object's row
+//! (so of two changes to one object, the later one's events have the larger
+//! tickets: it waited on the row). [`EventStore::sequence_events`] then gives
+//! each organization's events their sequences in ticket order, once no
+//! transaction that could hold a smaller ticket is still running:
+//!
+//! 1. A *cut* records the last ticket handed out and, read after it, the
+//!    next transaction id (`next_xid`): every ticket up to the cut belongs to a
+//!    transaction below `next_xid`.
+//! 2. Once the oldest running transaction is at or above `next_xid`, all of
+//!    those have committed or rolled back: the tickets up to the cut are
+//!    final, and their events are sequenced in ticket order.
+//!
+//! No writer waits for this: a writer only takes a ticket. The cut lives in
+//! `event_cut`, so a crash or another node (under a transaction-level
+//! advisory lock, one at a time, D44) carries on where it stopped.
+
+use gatehouse_domain::EventId;
+use gatehouse_domain::event::{Event, NewEvent};
+use gatehouse_store::{
+    EVENT_COLS, EventFilter, EventParam, EventRow, EventStore, actor_columns, decode_event,
+    event_where,
+};
+use sqlx_postgres::{PgArguments, PgRow, Postgres};
+
+use super::*;
+use crate::rows::{RowResult, corrupt};
+use crate::{TxResult, snapshot_read, typed, write_tx};
+
+/// The transaction-level advisory-lock key of the sequencer (`"eventseq"`).
+const SEQUENCER_LOCK: i64 = 0x6576_656e_7473_6571;
+
+/// Events sequenced per transaction at most; a larger backlog takes more.
+const SEQUENCE_BATCH: i64 = 5_000;
+
+/// Writes `e` without a sequence, inside the change's transaction.
+pub(crate) async fn insert_event(c: &mut PgConnection, org: &OrgId, e: &NewEvent) -> TxResult<()> {
+    let (actor_type, actor_id, actor_client_id) = actor_columns(&e.origin.actor);
+    let request = e.origin.request.as_ref();
+    query(
+        "INSERT INTO events (id, org_id, type, object_id, created_at, actor_type, actor_id,
+                             actor_client_id, request_id, idempotency_key, object, previous)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+    )
+    .bind(e.id.as_str())
+    .bind(org.as_str())
+    .bind(e.kind.as_str())
+    .bind(&e.object_id)
+    .bind(e.created_at.millis())
+    .bind(actor_type)
+    .bind(actor_id)
+    .bind(actor_client_id)
+    .bind(request.map(|r| r.id.as_str()))
+    .bind(request.and_then(|r| r.idempotency_key.as_deref()))
+    .bind(&e.object)
+    .bind(e.previous.as_deref())
+    .execute(&mut *c)
+    .await?;
+    Ok(())
+}
+
+fn event_row(r: &PgRow) -> RowResult<Event> {
+    let row = EventRow {
+        id: r.try_get(0)?,
+        sequence: r.try_get(1)?,
+        kind: r.try_get(2)?,
+        object_id: r.try_get(3)?,
+        created_at: r.try_get(4)?,
+        actor_type: r.try_get(5)?,
+        actor_id: r.try_get(6)?,
+        actor_client_id: r.try_get(7)?,
+        request_id: r.try_get(8)?,
+        idempotency_key: r.try_get(9)?,
+        object: r.try_get(10)?,
+        previous: r.try_get(11)?,
+    };
+    let id = row.id.clone();
+    decode_event(row)
+        .map_err(|(column, text)| corrupt("events", column, &id, &format!("holds {text:?}")))
+}
+
+fn bound<'q>(
+    sql: &'q str,
+    params: &'q [EventParam],
+) -> sqlx_core::query::Query<'q, Postgres, PgArguments> {
+    params.iter().fold(query(sql), |q, p| match p {
+        EventParam::Text(t) => q.bind(t.as_str()),
+        EventParam::Int(i) => q.bind(*i),
+    })
+}
+
+async fn listing(
+    c: &mut PgConnection,
+    w: &str,
+    params: &[EventParam],
+    order_and_page: &str,
+) -> TxResult<Listing<Event>> {
+    let count_sql = format!("SELECT count(*) FROM events WHERE {w}");
+    let total: i64 = bound(&count_sql, params)
+        .fetch_one(&mut *c)
+        .await?
+        .try_get(0)?;
+    let sql = format!("SELECT {EVENT_COLS} FROM events WHERE {w} {order_and_page}");
+    let rows = bound(&sql, params).fetch_all(&mut *c).await?;
+    Ok(Listing {
+        items: rows.iter().map(event_row).collect::<RowResult<Vec<_>>>()?,
+        total: total.max(0) as u64,
+    })
+}
+
+/// Sequences the events up to the pending cut, when it is final; answers
+/// how many, and whether the cut is used up.
+async fn apply_cut(c: &mut PgConnection, ticket: i64) -> TxResult<(u64, bool)> {
+    let rows: Vec<(i64, String)> = query_as(
+        "SELECT ticket, org_id FROM events WHERE sequence IS NULL AND ticket <= $1
+         ORDER BY ticket LIMIT $2",
+    )
+    .bind(ticket)
+    .bind(SEQUENCE_BATCH)
+    .fetch_all(&mut *c)
+    .await?;
+    let mut per_org: Vec<(String, Vec<i64>)> = Vec::new();
+    for (t, org) in &rows {
+        match per_org.iter_mut().find(|(o, _)| o == org) {
+            Some((_, ts)) => ts.push(*t),
+            None => per_org.push((org.clone(), vec![*t])),
+        }
+    }
+    let (mut tickets, mut sequences) = (Vec::new(), Vec::new());
+    for (org, ts) in per_org {
+        let n = ts.len() as i64;
+        let last: i64 = query_scalar(
+            "INSERT INTO event_heads (org_id, last_sequence) VALUES ($1, $2)
+             ON CONFLICT (org_id) DO UPDATE SET last_sequence = event_heads.last_sequence + $2
+             RETURNING last_sequence",
+        )
+        .bind(&org)
+        .bind(n)
+        .fetch_one(&mut *c)
+        .await?;
+        for (i, t) in ts.into_iter().enumerate() {
+            tickets.push(t);
+            sequences.push(last - n + 1 + i as i64);
+        }
+    }
+    if !tickets.is_empty() {
+        query(
+            "UPDATE events SET sequence = v.s
+             FROM unnest($1::bigint[], $2::bigint[]) AS v(t, s) WHERE events.ticket = v.t",
+        )
+        .bind(&tickets)
+        .bind(&sequences)
+        .execute(&mut *c)
+        .await?;
+    }
+    Ok((rows.len() as u64, (rows.len() as i64) < SEQUENCE_BATCH))
+}
+
+/// One round of the sequencer: the pending cut if it is final, then a new
+/// cut when events wait. Answers how many it sequenced.
+async fn sequence_round(c: &mut PgConnection) -> TxResult<u64> {
+    query("SELECT pg_advisory_xact_lock($1)")
+        .bind(SEQUENCER_LOCK)
+        .execute(&mut *c)
+        .await?;
+    let mut done = 0;
+    let cut: Option<(i64, String)> = query_as("SELECT ticket, next_xid FROM event_cut")
+        .fetch_optional(&mut *c)
+        .await?;
+    if let Some((ticket, xmax)) = cut {
+        let final_: bool =
+            query_scalar("SELECT pg_snapshot_xmin(pg_current_snapshot()) >= $1::xid8")
+                .bind(&xmax)
+                .fetch_one(&mut *c)
+                .await?;
+        if !final_ {
+            return Ok(0);
+        }
+        let (n, used_up) = apply_cut(c, ticket).await?;
+        done = n;
+        if !used_up {
+            return Ok(done);
+        }
+        query("DELETE FROM event_cut").execute(&mut *c).await?;
+    }
+    let waiting: bool = query_scalar("SELECT EXISTS (SELECT 1 FROM events WHERE sequence IS NULL)")
+        .fetch_one(&mut *c)
+        .await?;
+    if waiting {
+        // The last ticket first, then (a later statement, a later snapshot)
+        // the next transaction id: every ticket up to `last` went to a
+        // transaction below it.
+        let last: Option<i64> = query_scalar(
+            "SELECT pg_sequence_last_value(pg_get_serial_sequence('events', 'ticket')::regclass)",
+        )
+        .fetch_one(&mut *c)
+        .await?;
+        let xmax: String = query_scalar("SELECT pg_snapshot_xmax(pg_current_snapshot())::text")
+            .fetch_one(&mut *c)
+            .await?;
+        if let Some(last) = last {
+            query("INSERT INTO event_cut (ticket, next_xid) VALUES ($1, $2)")
+                .bind(last)
+                .bind(&xmax)
+                .execute(&mut *c)
+                .await?;
+        }
+    }
+    Ok(done)
+}
+
+#[async_trait]
+impl EventStore for PgStore {
+    async fn list_events(
+        &self,
+        org: &OrgId,
+        filter: &EventFilter,
+        page: Page,
+    ) -> StoreResult<Listing<Event>> {
+        let (w, params) = event_where(org, filter, |n| format!("${n}"));
+        let tail = format!(
+            "ORDER BY sequence DESC LIMIT {} OFFSET {}",
+            page.limit,
+            page.offset.min(i64::MAX as u64)
+        );
+        snapshot_read!(self, |c| listing(c, &w, &params, &tail).await)
+    }
+    async fn events_after(
+        &self,
+        org: &OrgId,
+        filter: &EventFilter,
+        after: i64,
+        limit: u32,
+    ) -> StoreResult<Listing<Event>> {
+        let (w, mut params) = event_where(org, filter, |n| format!("${n}"));
+        params.push(EventParam::Int(after));
+        let w = format!("{w} AND sequence > ${}", params.len());
+        let tail = format!("ORDER BY sequence LIMIT {limit}");
+        snapshot_read!(self, |c| listing(c, &w, &params, &tail).await)
+    }
+    async fn get_event(&self, org: &OrgId, id: &EventId) -> StoreResult<Option<Event>> {
+        let row = query(&format!(
+            "SELECT {EVENT_COLS} FROM events WHERE id = $1 AND org_id = $2 AND sequence IS NOT NULL"
+        ))
+        .bind(id.as_str())
+        .bind(org.as_str())
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(db_err)?;
+        row.map(|r| event_row(&r)).transpose().map_err(db_err)
+    }
+    async fn sequence_events(&self) -> StoreResult<u64> {
+        // Two rounds: the first takes a cut, the second finds it final at
+        // once unless a transaction that was running is still running.
+        let mut done = 0;
+        for _ in 0..2 {
+            done += write_tx!(self, |tx| sequence_round(&mut tx).await)?;
+        }
+        Ok(done)
+    }
+    async fn event_mark(&self) -> StoreResult<i64> {
+        let last: Option<i64> = query_scalar(
+            "SELECT pg_sequence_last_value(pg_get_serial_sequence('events', 'ticket')::regclass)",
+        )
+        .fetch_one(&self.pool)
+        .await
+        .map_err(db_err)?;
+        Ok(last.unwrap_or(0))
+    }
+    async fn sequenced_through(&self, mark: i64) -> StoreResult<bool> {
+        query_scalar(
+            "SELECT NOT EXISTS (SELECT 1 FROM events WHERE sequence IS NULL AND ticket <= $1)",
+        )
+        .bind(mark)
+        .fetch_one(&self.pool)
+        .await
+        .map_err(db_err)
+    }
+    async fn purge_events(&self, before: Timestamp, batch: u32) -> StoreResult<u64> {
+        // Only sequenced events: an unsequenced one is not yet shown.
+        let n = query(
+            "DELETE FROM events WHERE ticket IN
+             (SELECT ticket FROM events WHERE created_at < $1 AND sequence IS NOT NULL
+              ORDER BY created_at LIMIT $2 FOR UPDATE SKIP LOCKED)",
+        )
+        .bind(before.millis())
+        .bind(i64::from(batch))
+        .execute(&self.pool)
+        .await
+        .map_err(db_err)?
+        .rows_affected();
+        Ok(n)
+    }
+}

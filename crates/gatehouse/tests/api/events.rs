@@ -1,0 +1,271 @@
+//! `/v1/events` (D54): what a committed change tells, on both backends.
+//! This round covers the product events; the other catalog types join as
+//! their changes emit them (issue 26).
+
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+
+use crate::common::{TestServer, details, expect_error};
+use crate::users::{body_of, roomy_org};
+
+const SCOPES: &str = "products:read products:write events:read";
+
+async fn events(s: &TestServer, t: &str, query: &str) -> Value {
+    let res = s
+        .call(Method::GET, &format!("/v1/events{query}"), t, None)
+        .await;
+    body_of(res, StatusCode::OK).await
+}
+
+fn seqs(body: &Value) -> Vec<i64> {
+    body["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["sequence"].as_i64().unwrap())
+        .collect()
+}
+
+fn types(body: &Value) -> Vec<String> {
+    body["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["type"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn d54_product_changes_are_told_as_their_get_shows_them() {
+    let s = TestServer::start().await;
+    let (org, t) = roomy_org(&s, SCOPES).await;
+
+    // Created with an Idempotency-Key; its replay tells nothing more.
+    let create = || {
+        s.request(Method::POST, "/v1/products")
+            .bearer_auth(&t)
+            .header("idempotency-key", "evt-test-1")
+            .json(&json!({"name": "Lamp", "sku": "LAMP-1", "price": 1999, "stock": 0}))
+    };
+    let res = create().send().await.unwrap();
+    let body = body_of(res, StatusCode::CREATED).await;
+    let (created, request_id) = (body["data"].clone(), body["meta"]["request_id"].clone());
+    let id = created["id"].as_str().unwrap().to_owned();
+    let replay = create().send().await.unwrap();
+    assert_eq!(replay.status(), StatusCode::CREATED);
+
+    // D18: restocking changes the status in the same `product.updated`.
+    let res = s
+        .call(
+            Method::PATCH,
+            &format!("/v1/products/{id}"),
+            &t,
+            Some(json!({"stock": 5})),
+        )
+        .await;
+    let restocked = body_of(res, StatusCode::OK).await["data"].clone();
+    // A PATCH that changes nothing tells nothing.
+    let res = s
+        .call(
+            Method::PATCH,
+            &format!("/v1/products/{id}"),
+            &t,
+            Some(json!({"stock": 5})),
+        )
+        .await;
+    assert_eq!(res.status(), StatusCode::OK);
+    let res = s
+        .call(Method::DELETE, &format!("/v1/products/{id}"), &t, None)
+        .await;
+    assert_eq!(res.status(), StatusCode::NO_CONTENT);
+
+    let all = events(&s, &t, "").await;
+    assert_eq!(all["meta"]["total"], 3, "{all}");
+    assert_eq!(
+        types(&all),
+        ["product.deleted", "product.updated", "product.created"]
+    );
+    assert_eq!(seqs(&all), [3, 2, 1], "newest first, 1, 2, 3 without gaps");
+
+    let first = &all["data"][2];
+    assert!(first["id"].as_str().unwrap().starts_with("evt_"));
+    assert_eq!(first["org"], org.as_str());
+    assert_eq!(first["api_version"], "1.2.0");
+    assert_eq!(
+        first["data"]["object"], created,
+        "the object as its GET showed it"
+    );
+    assert!(
+        first["data"].get("previous_attributes").is_none(),
+        "{first}"
+    );
+    assert_eq!(first["created_at"], created["created_at"]);
+    let client = first["actor"]["id"].as_str().unwrap();
+    assert!(client.starts_with("app_"), "{first}");
+    assert_eq!(
+        first["actor"],
+        json!({"type": "client", "id": client, "client_id": client})
+    );
+    assert_eq!(
+        first["request"],
+        json!({"id": request_id, "idempotency_key": "evt-test-1"})
+    );
+
+    let updated = &all["data"][1];
+    assert_eq!(updated["data"]["object"], restocked);
+    assert_eq!(
+        updated["data"]["previous_attributes"],
+        json!({"stock": 0, "status": "out_of_stock"})
+    );
+    assert_eq!(
+        updated["request"]["idempotency_key"],
+        Value::Null,
+        "a PATCH has none"
+    );
+    let deleted = &all["data"][0];
+    assert_eq!(
+        deleted["data"]["object"], restocked,
+        "a deletion tells the last state"
+    );
+
+    // The catch-up cursor: oldest first from N+1; `total` counts after N.
+    let after = events(&s, &t, "?after_sequence=1").await;
+    assert_eq!(seqs(&after), [2, 3]);
+    assert_eq!(after["meta"]["total"], 2);
+    let res = s
+        .call(
+            Method::GET,
+            "/v1/events?after_sequence=1&offset=1",
+            &t,
+            None,
+        )
+        .await;
+    let body = expect_error(res, StatusCode::BAD_REQUEST, "VALIDATION_ERROR").await;
+    assert_eq!(details(&body)[0].0, "offset", "{body}");
+
+    // Filters: repeatable `type` with a trailing wildcard, `object_id`.
+    let two = events(&s, &t, "?type=product.created&type=product.deleted").await;
+    assert_eq!(seqs(&two), [3, 1]);
+    assert_eq!(seqs(&events(&s, &t, "?type=product.*").await), [3, 2, 1]);
+    assert_eq!(events(&s, &t, "?type=user.*").await["meta"]["total"], 0);
+    assert_eq!(
+        seqs(&events(&s, &t, &format!("?object_id={id}&limit=1")).await),
+        [3]
+    );
+    let res = s
+        .call(Method::GET, "/v1/events?type=prodcut.*", &t, None)
+        .await;
+    let body = expect_error(res, StatusCode::BAD_REQUEST, "VALIDATION_ERROR").await;
+    assert_eq!(details(&body)[0].0, "type", "{body}");
+
+    // One event by id.
+    let eid = updated["id"].as_str().unwrap();
+    let res = s
+        .call(Method::GET, &format!("/v1/events/{eid}"), &t, None)
+        .await;
+    assert_eq!(&body_of(res, StatusCode::OK).await["data"], updated);
+    let res = s.call(Method::GET, "/v1/events/evt_nope", &t, None).await;
+    expect_error(res, StatusCode::NOT_FOUND, "RESOURCE_NOT_FOUND").await;
+}
+
+#[tokio::test]
+async fn d54_events_need_events_read_and_stay_in_their_organization() {
+    let s = TestServer::start().await;
+    let (_, t) = roomy_org(&s, SCOPES).await;
+    let res = s
+        .call(
+            Method::POST,
+            "/v1/products",
+            &t,
+            Some(json!({"name": "Mug", "sku": "MUG", "price": 500, "stock": 1})),
+        )
+        .await;
+    assert_eq!(res.status(), StatusCode::CREATED);
+    let mine = events(&s, &t, "").await;
+    let eid = mine["data"][0]["id"].as_str().unwrap().to_owned();
+
+    // Another organization sees none of them, not even by id (D2).
+    let (_, other) = roomy_org(&s, SCOPES).await;
+    assert_eq!(events(&s, &other, "").await["meta"]["total"], 0);
+    let res = s
+        .call(Method::GET, &format!("/v1/events/{eid}"), &other, None)
+        .await;
+    expect_error(res, StatusCode::NOT_FOUND, "RESOURCE_NOT_FOUND").await;
+
+    // D29 (continued): `events:read` is needed.
+    let (_, no_scope) = roomy_org(&s, "products:read products:write").await;
+    let res = s.call(Method::GET, "/v1/events", &no_scope, None).await;
+    expect_error(res, StatusCode::FORBIDDEN, "INSUFFICIENT_SCOPE").await;
+}
+
+/// D54, D40 (continued): events are purged after `GATEHOUSE_EVENT_RETENTION`
+/// (here 2 s, which only `--test-settings` allows), then a 404.
+#[tokio::test]
+async fn d54_events_are_purged_after_a_short_retention_under_test_settings() {
+    let s = TestServer::start_with(|c| {
+        c.test_settings = true;
+        c.event_retention_secs = 2;
+    })
+    .await;
+    let (_, t) = roomy_org(&s, SCOPES).await;
+    let res = s
+        .call(
+            Method::POST,
+            "/v1/products",
+            &t,
+            Some(json!({"name": "Old", "sku": "OLD", "price": 1, "stock": 1})),
+        )
+        .await;
+    assert_eq!(res.status(), StatusCode::CREATED);
+    let kept = events(&s, &t, "").await;
+    let eid = kept["data"][0]["id"].as_str().unwrap().to_owned();
+    // The housekeeping round purges every 5 s when a retention is this short.
+    for _ in 0..60 {
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+        if events(&s, &t, "").await["meta"]["total"] == 0 {
+            let res = s
+                .call(Method::GET, &format!("/v1/events/{eid}"), &t, None)
+                .await;
+            expect_error(res, StatusCode::NOT_FOUND, "RESOURCE_NOT_FOUND").await;
+            return;
+        }
+    }
+    panic!("the event outlived its 2 s retention by 15 s");
+}
+
+/// D40 (continued): a retention outside 7–90 days stops the start with a
+/// clear error, unless `--test-settings` lifts the minimum.
+#[tokio::test]
+async fn d40_an_event_retention_out_of_range_stops_the_start() {
+    for (value, test) in [("3d", false), ("91d", true), ("soon", false)] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_gatehouse"));
+        for (k, _) in std::env::vars() {
+            if k.starts_with("GATEHOUSE_") {
+                cmd.env_remove(k);
+            }
+        }
+        cmd.arg("--data-dir").arg(dir.path()).arg("serve");
+        if test {
+            cmd.arg("--test-settings");
+        }
+        let out = cmd
+            .env("GATEHOUSE_EVENT_RETENTION", value)
+            .stdin(std::process::Stdio::null())
+            .output();
+        let out = tokio::time::timeout(std::time::Duration::from_secs(30), out)
+            .await
+            .expect("it exits at once")
+            .unwrap();
+        assert!(!out.status.success(), "{value} refused");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("GATEHOUSE_EVENT_RETENTION"),
+            "names the setting: {err}"
+        );
+        assert!(
+            !dir.path().join("gatehouse.db").exists(),
+            "nothing was created"
+        );
+    }
+}
