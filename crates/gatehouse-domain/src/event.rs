@@ -216,7 +216,7 @@ impl NewEvent {
         object: String,
     ) -> Self {
         Self {
-            id: EventId::generate(),
+            id: EventId::generate_at(created_at),
             kind,
             object_id: object_id.to_owned(),
             created_at,

@@ -79,6 +79,29 @@ id_type!(/// An API key record (`key_`).
 id_type!(/// An event (`evt_`, D3 revised, D54).
     EventId, "evt");
 
+impl EventId {
+    /// An event id that sorts by time: eight base62 characters of the
+    /// creation's Unix milliseconds, then 96 random bits (D3 asks for at
+    /// least 80). Still unguessable, and new ids land at the end of an
+    /// index instead of on a random page of it, which keeps the write an
+    /// event adds to every change small.
+    pub fn generate_at(at: crate::time::Timestamp) -> Self {
+        const DIGITS: usize = 8;
+        let mut ms = u64::try_from(at.millis()).unwrap_or(0);
+        let mut head = [b'0'; DIGITS];
+        for d in head.iter_mut().rev() {
+            *d = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                [(ms % 62) as usize];
+            ms /= 62;
+        }
+        let mut s = String::with_capacity(4 + DIGITS + 17);
+        s.push_str("evt_");
+        s.push_str(std::str::from_utf8(&head).expect("base62 is ASCII"));
+        s.push_str(&random::base62(96));
+        Self(s)
+    }
+}
+
 macro_rules! token_id_type {
     ($(#[$doc:meta])* $name:ident) => {
         $(#[$doc])*
@@ -162,6 +185,18 @@ impl RequestId {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn d3_event_ids_sort_by_time_and_keep_their_random_part() {
+        use crate::time::Timestamp;
+        let a = EventId::generate_at(Timestamp::from_millis(1_795_000_000_000));
+        let b = EventId::generate_at(Timestamp::from_millis(1_795_000_000_001));
+        let c = EventId::generate_at(Timestamp::from_millis(1_795_000_000_001));
+        assert!(a.as_str() < b.as_str() && a.as_str() < c.as_str());
+        assert_ne!(b, c, "the random part tells two ids of one instant apart");
+        assert_eq!(EventId::parse(a.as_str()), Some(a.clone()));
+        assert!(a.as_str().len() >= 4 + 8 + 17, "{a}");
+    }
 
     #[test]
     fn ids_carry_their_prefix_and_parse_back() {

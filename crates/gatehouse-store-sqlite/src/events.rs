@@ -167,15 +167,30 @@ impl EventStore for SqliteStore {
         Ok(true)
     }
     async fn purge_events(&self, before: Timestamp, batch: u32) -> StoreResult<u64> {
+        // Per organization, the oldest `batch` events by sequence (which is
+        // time order here: one writer, stamped as it writes), those past
+        // the retention; at most `batch` in all per call.
         self.pool
             .write(move |tx| {
-                tx.prepare_cached(
-                    "DELETE FROM events WHERE rowid IN
-                     (SELECT rowid FROM events WHERE created_at < ?1 ORDER BY created_at LIMIT ?2)",
-                )
-                .and_then(|mut s| s.execute(params![before.millis(), batch]))
-                .map(|n| n as u64)
-                .map_err(db_err)
+                let orgs: Vec<String> = tx
+                    .prepare_cached("SELECT org_id FROM event_heads")
+                    .and_then(|mut s| s.query_map([], |r| r.get(0))?.collect())
+                    .map_err(db_err)?;
+                let mut purged = 0u64;
+                for org in orgs {
+                    let left = u64::from(batch).saturating_sub(purged);
+                    if left == 0 {
+                        break;
+                    }
+                    purged += tx
+                        .prepare_cached(
+                            "DELETE FROM events WHERE org_id = ?1 AND created_at < ?2 AND sequence IN
+                             (SELECT sequence FROM events WHERE org_id = ?1 ORDER BY sequence LIMIT ?3)",
+                        )
+                        .and_then(|mut s| s.execute(params![org, before.millis(), left as i64]))
+                        .map_err(db_err)? as u64;
+                }
+                Ok(purged)
             })
             .await
     }

@@ -119,7 +119,7 @@ pub async fn corrupt_rows_are_internal_errors<S: PlantRows>(s: &S) {
     // A scope bit no scope has: not silently dropped.
     let c = s.insert_client(&o, &client(None)).await.unwrap();
     s.plant(&format!(
-        "UPDATE clients SET scopes = 65535 WHERE id = '{}'",
+        "UPDATE clients SET scopes = 16383 WHERE id = '{}'",
         c.id
     ))
     .await;
