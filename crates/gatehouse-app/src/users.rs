@@ -8,6 +8,8 @@ use gatehouse_domain::{
 };
 use gatehouse_store::{LinkKind, NewLink};
 
+use gatehouse_domain::event::Origin;
+
 use crate::Resource;
 use crate::error::{AppError, AppResult, OrApp};
 use crate::{App, UserFilter};
@@ -72,11 +74,12 @@ impl App {
         email: Email,
         name: Name,
         role: Role,
+        origin: &Origin,
     ) -> AppResult<User> {
         let link = self.invitation(org, &email, &name, role).await?;
         let new = NewUser::invited(email, name, role, Timestamp::now());
         user_store(self)
-            .insert_user_with_link(org, &new, Some(&link))
+            .insert_user_with_link(org, &new, Some(&link), &self.teller(origin))
             .await
             .or_app(Resource::User)
     }
@@ -102,8 +105,9 @@ impl App {
             password_hash: Some(hash),
             created_at: Timestamp::now(),
         };
+        // D54: made by the operator, through the CLI.
         user_store(self)
-            .insert_user(org, &new)
+            .insert_user(org, &new, &self.teller(&Origin::operator()))
             .await
             .or_app(Resource::User)
     }
@@ -188,13 +192,18 @@ impl App {
     }
 
     /// D19: a new invitation link replaces the old one.
-    pub async fn reinvite_user(&self, org: &OrgId, id: &UserId) -> AppResult<User> {
+    pub async fn reinvite_user(
+        &self,
+        org: &OrgId,
+        id: &UserId,
+        origin: &Origin,
+    ) -> AppResult<User> {
         let user = self.get_user(org, id).await?;
         let link = self
             .invitation(org, &user.email, &user.name, user.role)
             .await?;
         user_store(self)
-            .reissue_invitation(org, id, &link)
+            .reissue_invitation(org, id, &link, &self.teller(origin))
             .await
             .or_app(Resource::User)?;
         Ok(user)

@@ -113,7 +113,9 @@ async fn user_search_is_substring_and_literal(s: Arc<dyn Store>) {
     let mut c = user("adax100x@example.com", Role::Viewer, UserStatus::Active, 3);
     c.name = Name::parse("Charles Babbage").unwrap();
     for u in [&a, &b, &c] {
-        s.insert_user(&o, u).await.unwrap();
+        s.insert_user(&o, u, &gatehouse_store::conformance::teller())
+            .await
+            .unwrap();
     }
     let (o, app) = (&o, &app);
     let find = |text: &str, role: Option<Role>| {
@@ -146,7 +148,9 @@ async fn user_search_is_substring_and_literal(s: Arc<dyn Store>) {
     assert_eq!(find("gr", None).await, vec!["Grace Hopper"]);
     let mut e = user("emile@example.org", Role::Viewer, UserStatus::Active, 4);
     e.name = Name::parse("Émile Zola").unwrap();
-    s.insert_user(o, &e).await.unwrap();
+    s.insert_user(o, &e, &gatehouse_store::conformance::teller())
+        .await
+        .unwrap();
     assert_eq!(find("éM", None).await, vec!["Émile Zola"]);
     assert_eq!(find("ÉMILE", None).await, vec!["Émile Zola"]);
     assert_eq!(
@@ -285,6 +289,7 @@ async fn control_characters_in_q_match_nothing(s: Arc<dyn Store>) {
         .insert_user(
             &o,
             &user("ada@example.com", Role::Editor, UserStatus::Active, 1),
+            &gatehouse_store::conformance::teller(),
         )
         .await
         .unwrap();
@@ -532,7 +537,12 @@ async fn the_index_answers_as_d14_and_d17_say(store: Arc<dyn Store>) {
             // Ties of `created_at` are broken by id (D14).
             created_at: Timestamp::from_millis(1_000 + (i as i64 / 4)),
         };
-        users.push(store.insert_user(&o, &u).await.unwrap());
+        users.push(
+            store
+                .insert_user(&o, &u, &gatehouse_store::conformance::teller())
+                .await
+                .unwrap(),
+        );
         if i % 10 == 0 {
             // Another organization's rows match too, and must not be found.
             store
@@ -542,6 +552,7 @@ async fn the_index_answers_as_d14_and_d17_say(store: Arc<dyn Store>) {
                         id: UserId::generate(),
                         ..u
                     },
+                    &gatehouse_store::conformance::teller(),
                 )
                 .await
                 .unwrap();
@@ -768,6 +779,9 @@ async fn the_index_answers_as_d14_and_d17_say(store: Arc<dyn Store>) {
     }
     let mut late = user("late.comer@adm.io", Role::Editor, UserStatus::Active, 9_999);
     late.name = Name::parse("Ada Late").unwrap();
-    store.insert_user(&o, &late).await.unwrap();
+    store
+        .insert_user(&o, &late, &gatehouse_store::conformance::teller())
+        .await
+        .unwrap();
     check(1).await;
 }

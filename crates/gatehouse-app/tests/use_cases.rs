@@ -145,6 +145,7 @@ async fn another_organizations_user_is_not_found() {
             Email::parse("x@a.example").unwrap(),
             Name::parse("X").unwrap(),
             Role::Viewer,
+            &gatehouse_domain::event::Origin::system(),
         )
         .await
         .unwrap();

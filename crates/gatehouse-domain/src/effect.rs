@@ -82,18 +82,29 @@ pub enum Effect {
 }
 
 /// What creating `user` writes besides its row: the invitation, when it
-/// is sent one (D11).
-pub fn of_user_creation(user: &UserId, invitation: Option<&NewLink>) -> Vec<Effect> {
-    invitation
-        .map(|link| send(LinkKind::Invitation, user, link))
+/// is sent one (D11), and what it tells (D54: `user.created`, then
+/// `user.invited`).
+pub fn of_user_creation(tell: &Teller, user: &User, invitation: Option<&NewLink>) -> Vec<Effect> {
+    let mut effects: Vec<Effect> = invitation
+        .map(|link| send(LinkKind::Invitation, &user.id, link))
         .into_iter()
-        .collect()
+        .collect();
+    effects.push(Effect::Event(Box::new(tell.user_created(user))));
+    if invitation.is_some() {
+        effects.push(Effect::Event(Box::new(
+            tell.user_invited(user, user.created_at),
+        )));
+    }
+    effects
 }
 
-/// What re-sending `user`'s invitation writes (D11): a new link (the old
-/// one dies) with its e-mail.
-pub fn of_reinvitation(user: &UserId, link: &NewLink) -> Vec<Effect> {
-    vec![send(LinkKind::Invitation, user, link)]
+/// What re-sending `user`'s invitation at `at` writes (D11): a new link
+/// (the old one dies) with its e-mail; it tells `user.invited` (D54).
+pub fn of_reinvitation(tell: &Teller, user: &User, link: &NewLink, at: Timestamp) -> Vec<Effect> {
+    vec![
+        send(LinkKind::Invitation, &user.id, link),
+        Effect::Event(Box::new(tell.user_invited(user, at))),
+    ]
 }
 
 /// What a password-reset request that may send writes (D19): a new reset

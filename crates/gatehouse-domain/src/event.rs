@@ -15,6 +15,7 @@ use std::sync::Arc;
 use crate::ids::{ApiKeyId, ClientId, EventId, UserId};
 use crate::product::Product;
 use crate::time::Timestamp;
+use crate::user::User;
 
 macro_rules! catalog {
     ($($variant:ident => $text:literal,)*) => {
@@ -259,6 +260,7 @@ pub struct Event {
 /// the rules here only call it.
 pub trait Publish: Send + Sync {
     fn product(&self, p: &Product) -> String;
+    fn user(&self, u: &User) -> String;
 }
 
 /// What a change needs to tell its events: who made it and how its objects
@@ -284,6 +286,18 @@ impl Teller {
 
     fn event(&self, kind: EventType, object_id: &str, at: Timestamp, object: String) -> NewEvent {
         NewEvent::new(kind, object_id, at, &self.origin, object)
+    }
+
+    /// `user.created` (D54: then `user.invited` when it is sent one).
+    pub fn user_created(&self, u: &User) -> NewEvent {
+        let object = self.publish.user(u);
+        self.event(EventType::UserCreated, u.id.as_str(), u.created_at, object)
+    }
+
+    /// `user.invited`: an invitation sent or re-sent at `at`.
+    pub fn user_invited(&self, u: &User, at: Timestamp) -> NewEvent {
+        let object = self.publish.user(u);
+        self.event(EventType::UserInvited, u.id.as_str(), at, object)
     }
 
     /// `product.created`.

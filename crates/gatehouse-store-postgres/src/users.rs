@@ -1,5 +1,7 @@
 //! PostgreSQL: users of an organization and the D11/D13 rules applied in their transactions.
 
+use gatehouse_domain::event::Teller;
+
 use super::*;
 
 #[async_trait]
@@ -9,12 +11,14 @@ impl UserStore for PgStore {
         org: &OrgId,
         u: &NewUser,
         invitation: Option<&NewLink>,
+        tell: &Teller,
     ) -> StoreResult<User> {
+        let user = u.user();
+        let sent = effect::of_user_creation(tell, &user, invitation);
         write_tx!(self, |tx| {
             insert_user_row(&mut tx, org, u, u.created_at).await?;
-            let sent = effect::of_user_creation(&u.id, invitation);
             effects::apply(&mut tx, org, &sent, u.created_at).await?;
-            Ok(u.user())
+            Ok(user.clone())
         })
     }
     async fn get_user(&self, org: &OrgId, id: &UserId) -> StoreResult<Option<User>> {
@@ -156,17 +160,19 @@ impl UserStore for PgStore {
         org: &OrgId,
         id: &UserId,
         link: &NewLink,
+        tell: &Teller,
     ) -> StoreResult<()> {
         write_tx!(self, |tx| {
             let u = lock_user(&mut tx, org, id)
                 .await?
                 .ok_or(StoreError::NotFound)?;
             user::check_reinvite(&u)?;
+            let now = Timestamp::now();
             effects::apply(
                 &mut tx,
                 org,
-                &effect::of_reinvitation(id, link),
-                Timestamp::now(),
+                &effect::of_reinvitation(tell, &u, link, now),
+                now,
             )
             .await
         })

@@ -25,11 +25,19 @@ async fn last_admin_survives_concurrent_demotions() {
         let o = org();
         s.create_org(&o).await.unwrap();
         let a = s
-            .insert_user(&o.id, &user(&format!("a{round}@example.com"), Role::Admin))
+            .insert_user(
+                &o.id,
+                &user(&format!("a{round}@example.com"), Role::Admin),
+                &gatehouse_store::conformance::teller(),
+            )
             .await
             .unwrap();
         let b = s
-            .insert_user(&o.id, &user(&format!("b{round}@example.com"), Role::Admin))
+            .insert_user(
+                &o.id,
+                &user(&format!("b{round}@example.com"), Role::Admin),
+                &gatehouse_store::conformance::teller(),
+            )
             .await
             .unwrap();
         let demote = UserPatch {
@@ -89,7 +97,11 @@ async fn chain_with_token(s: &PgStore, chain: &str, byte: u8) -> OrgId {
     let o = org();
     s.create_org(&o).await.unwrap();
     let u = s
-        .insert_user(&o.id, &user(&format!("{chain}@example.com"), Role::Editor))
+        .insert_user(
+            &o.id,
+            &user(&format!("{chain}@example.com"), Role::Editor),
+            &gatehouse_store::conformance::teller(),
+        )
         .await
         .unwrap();
     let c = s.insert_client(&o.id, &client()).await.unwrap();
@@ -280,9 +292,14 @@ async fn outbox_claims_never_overlap() {
                 body: "link".into(),
             },
         };
-        s.insert_user_with_link(&o.id, &u, Some(&link))
-            .await
-            .unwrap();
+        s.insert_user_with_link(
+            &o.id,
+            &u,
+            Some(&link),
+            &gatehouse_store::conformance::teller(),
+        )
+        .await
+        .unwrap();
     }
     let mut workers = Vec::new();
     for _ in 0..4 {

@@ -21,7 +21,10 @@ async fn new_org(s: &PgStore) -> OrgId {
 
 async fn new_user(s: &PgStore, org: &OrgId, n: usize) -> UserId {
     let u = common::user(&format!("u{n}@example.com"), Role::Viewer);
-    s.insert_user(org, &u).await.unwrap().id
+    s.insert_user(org, &u, &gatehouse_store::conformance::teller())
+        .await
+        .unwrap()
+        .id
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -465,7 +465,10 @@ mod tests {
                     password_hash: None,
                     created_at: Timestamp::now(),
                 };
-                store.insert_user(&org, &u).await.map(|_| u.id)
+                store
+                    .insert_user(&org, &u, &gatehouse_store::conformance::teller())
+                    .await
+                    .map(|_| u.id)
             })
         });
         let mut created = Vec::new();

@@ -1,5 +1,7 @@
 //! SQLite: users of an organization and the D11/D13 rules applied in their transactions.
 
+use gatehouse_domain::event::Teller;
+
 use super::*;
 
 #[async_trait]
@@ -9,8 +11,11 @@ impl UserStore for SqliteStore {
         org: &OrgId,
         u: &NewUser,
         invitation: Option<&NewLink>,
+        tell: &Teller,
     ) -> StoreResult<User> {
-        let (org, u, invitation) = (org.clone(), u.clone(), invitation.cloned());
+        let user = u.user();
+        let sent = effect::of_user_creation(tell, &user, invitation);
+        let (org, u) = (org.clone(), u.clone());
         self.pool
             .write(move |tx| {
                 tx.prepare_cached(
@@ -31,9 +36,8 @@ impl UserStore for SqliteStore {
                     ])
                 })
                 .map_err(db_err)?;
-                let sent = effect::of_user_creation(&u.id, invitation.as_ref());
                 effects::apply(tx, &org, &sent, u.created_at)?;
-                Ok(u.user())
+                Ok(user)
             })
             .await
     }
@@ -181,17 +185,19 @@ impl UserStore for SqliteStore {
         org: &OrgId,
         id: &UserId,
         link: &NewLink,
+        tell: &Teller,
     ) -> StoreResult<()> {
-        let (org, id, link) = (org.clone(), id.clone(), link.clone());
+        let (org, id, link, tell) = (org.clone(), id.clone(), link.clone(), tell.clone());
         self.pool
             .write(move |tx| {
                 let u = get_user_tx(tx, &org, &id)?.ok_or(StoreError::NotFound)?;
                 user::check_reinvite(&u)?;
+                let now = Timestamp::now();
                 effects::apply(
                     tx,
                     &org,
-                    &effect::of_reinvitation(&id, &link),
-                    Timestamp::now(),
+                    &effect::of_reinvitation(&tell, &u, &link, now),
+                    now,
                 )
             })
             .await

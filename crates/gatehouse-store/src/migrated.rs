@@ -362,7 +362,13 @@ pub async fn check_email_keys(store: &dyn Store, f: &Fixture) {
         assert!(hash.is_some(), "{form}: the old password hash is kept");
     }
     for form in ["strasse@example.com", "ANA@bücher.example"] {
-        let r = store.insert_user(&org(f.org_b), &new_user(form)).await;
+        let r = store
+            .insert_user(
+                &org(f.org_b),
+                &new_user(form),
+                &crate::conformance::teller(),
+            )
+            .await;
         assert!(
             matches!(r, Err(StoreError::Duplicate("email"))),
             "{form}: {r:?}"
@@ -370,7 +376,9 @@ pub async fn check_email_keys(store: &dyn Store, f: &Fixture) {
     }
     // … and a new user with one of them is a duplicate.
     for form in ["JOSÉ@example.com", "straße@example.com"] {
-        let r = store.insert_user(&a, &new_user(form)).await;
+        let r = store
+            .insert_user(&a, &new_user(form), &crate::conformance::teller())
+            .await;
         assert!(
             matches!(r, Err(StoreError::Duplicate("email"))),
             "{form}: {r:?}"
@@ -378,7 +386,11 @@ pub async fn check_email_keys(store: &dyn Store, f: &Fixture) {
     }
     // Another organization is another namespace.
     store
-        .insert_user(&org(f.org_b), &new_user("JOSÉ@example.com"))
+        .insert_user(
+            &org(f.org_b),
+            &new_user("JOSÉ@example.com"),
+            &crate::conformance::teller(),
+        )
         .await
         .unwrap();
 }
@@ -403,7 +415,11 @@ pub async fn check_new_writes(store: &dyn Store, f: &Fixture) {
         .unwrap()
         .total;
     let u = store
-        .insert_user(&a, &new_user("frank.new@example.com"))
+        .insert_user(
+            &a,
+            &new_user("frank.new@example.com"),
+            &crate::conformance::teller(),
+        )
         .await
         .unwrap();
     let after = store
@@ -508,7 +524,10 @@ pub async fn check_rekeyed(store: &dyn Store, org: &OrgId) {
             password_hash: None,
             created_at: Timestamp::now(),
         };
-        match store.insert_user(org, &new).await {
+        match store
+            .insert_user(org, &new, &crate::conformance::teller())
+            .await
+        {
             Err(StoreError::Duplicate("email")) => {}
             other => panic!("{email}: {other:?}"),
         }

@@ -1,6 +1,7 @@
 //! Users of an organization and the D11/D13 rules applied in their transactions.
 
 use async_trait::async_trait;
+use gatehouse_domain::event::Teller;
 use gatehouse_domain::{
     Email, Listing, NewUser, OrgId, Page, Role, Timestamp, User, UserId, UserPatch, UserStatus,
     user::UserChange,
@@ -27,15 +28,17 @@ pub trait UserStore: Send + Sync {
     /// (case-insensitively).
     /// With `invitation`, the invitation link and its e-mail (outbox) are
     /// written in the same transaction (D11, D30).
+    /// Its events (D54) are told by `tell`.
     async fn insert_user_with_link(
         &self,
         org: &OrgId,
         user: &NewUser,
         invitation: Option<&NewLink>,
+        tell: &Teller,
     ) -> StoreResult<User>;
     /// [`UserStore::insert_user_with_link`] without an invitation.
-    async fn insert_user(&self, org: &OrgId, user: &NewUser) -> StoreResult<User> {
-        self.insert_user_with_link(org, user, None).await
+    async fn insert_user(&self, org: &OrgId, user: &NewUser, tell: &Teller) -> StoreResult<User> {
+        self.insert_user_with_link(org, user, None, tell).await
     }
     async fn get_user(&self, org: &OrgId, id: &UserId) -> StoreResult<Option<User>>;
     /// An operator look-up: a user by id, whatever its organization (D47
@@ -115,6 +118,12 @@ pub trait UserStore: Send + Sync {
     /// D19: a new invitation link for a `pending_invite` user, replacing the
     /// previous one (`user::check_reinvite`: `InvalidStateTransition`
     /// otherwise).
-    async fn reissue_invitation(&self, org: &OrgId, id: &UserId, link: &NewLink)
-    -> StoreResult<()>;
+    /// It tells `user.invited` (D54).
+    async fn reissue_invitation(
+        &self,
+        org: &OrgId,
+        id: &UserId,
+        link: &NewLink,
+        tell: &Teller,
+    ) -> StoreResult<()>;
 }

@@ -80,6 +80,7 @@ async fn main() {
                 password_hash: Some(password::hash_blocking("a long bench passphrase")),
                 created_at: Timestamp::now(),
             },
+            &gatehouse_store::conformance::teller(),
         )
         .await
         .unwrap();

@@ -9,13 +9,13 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use axum::routing::get;
 use gatehouse_domain::event::{Event, EventFilter, Publish, TypePattern};
-use gatehouse_domain::{API_VERSION, EventId, FieldIssue, Listing, Product, Timestamp};
+use gatehouse_domain::{API_VERSION, EventId, FieldIssue, Listing, Product, Timestamp, User};
 use serde::Serialize;
 use serde_json::value::RawValue;
 use utoipa::ToSchema;
 
 use crate::api::extract::{Authorized, EventsRead, Id, Query};
-use crate::api::responses::ProductResponse;
+use crate::api::responses::{ProductResponse, UserResponse};
 use crate::http::error::ApiError;
 use crate::http::middleware::RequestCtx;
 use crate::http::{respond, schemas};
@@ -28,6 +28,9 @@ pub struct Published;
 impl Publish for Published {
     fn product(&self, p: &Product) -> String {
         serde_json::to_string(&ProductResponse::from(p)).unwrap_or_else(|_| "{}".into())
+    }
+    fn user(&self, u: &User) -> String {
+        serde_json::to_string(&UserResponse::from(u)).unwrap_or_else(|_| "{}".into())
     }
 }
 

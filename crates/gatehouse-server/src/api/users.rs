@@ -118,7 +118,10 @@ pub(crate) async fn create(
     Body(new): Body<CreateUserRequest>,
 ) -> Result<Response, ApiError> {
     let Invitation { email, name, role } = new;
-    let user = st.app.invite_user(auth.org(), email, name, role).await?;
+    let user = st
+        .app
+        .invite_user(auth.org(), email, name, role, &auth.origin)
+        .await?;
     let location = format!("{}/users/{}", st.config.base_url(), user.id);
     Ok(respond::created(
         &ctx,
@@ -236,7 +239,7 @@ pub(crate) async fn reinvite(
     State(st): State<AppState>,
     Id(id): Id<UserId>,
 ) -> Result<Response, ApiError> {
-    let user = st.app.reinvite_user(auth.org(), &id).await?;
+    let user = st.app.reinvite_user(auth.org(), &id, &auth.origin).await?;
     Ok(respond::single(
         &ctx,
         StatusCode::ACCEPTED,

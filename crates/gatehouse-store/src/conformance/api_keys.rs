@@ -59,6 +59,7 @@ pub async fn d46_keys_usage_and_owner_cuts(s: &dyn Store) {
         .insert_user(
             &o,
             &user("ka@example.com", Role::Admin, UserStatus::Active, 1),
+            &crate::conformance::teller(),
         )
         .await
         .unwrap();
@@ -66,6 +67,7 @@ pub async fn d46_keys_usage_and_owner_cuts(s: &dyn Store) {
         .insert_user(
             &o,
             &user("ke@example.com", Role::Editor, UserStatus::Active, 2),
+            &crate::conformance::teller(),
         )
         .await
         .unwrap();
@@ -73,6 +75,7 @@ pub async fn d46_keys_usage_and_owner_cuts(s: &dyn Store) {
         .insert_user(
             &o,
             &user("kf@example.com", Role::Editor, UserStatus::Active, 3),
+            &crate::conformance::teller(),
         )
         .await
         .unwrap();

@@ -53,6 +53,7 @@ pub async fn clients_version_moves_with_every_client_change(s: &dyn Store) {
         .insert_user(
             &o,
             &user("cv@example.com", Role::Editor, UserStatus::Active, 1),
+            &crate::conformance::teller(),
         )
         .await
         .unwrap();
@@ -60,6 +61,7 @@ pub async fn clients_version_moves_with_every_client_change(s: &dyn Store) {
         .insert_user(
             &o,
             &user("cv2@example.com", Role::Editor, UserStatus::Active, 2),
+            &crate::conformance::teller(),
         )
         .await
         .unwrap();
@@ -104,6 +106,7 @@ pub async fn clients_version_moves_with_every_client_change(s: &dyn Store) {
     s.insert_user(
         &o,
         &user("cv3@example.com", Role::Viewer, UserStatus::Active, 3),
+        &crate::conformance::teller(),
     )
     .await
     .unwrap();
@@ -188,6 +191,7 @@ pub async fn client_update_narrows_and_revokes(s: &dyn Store) {
         .insert_user(
             &o,
             &user("upd@example.com", Role::Admin, UserStatus::Active, 1),
+            &crate::conformance::teller(),
         )
         .await
         .unwrap();
@@ -279,6 +283,7 @@ pub async fn client_update_narrows_and_revokes(s: &dyn Store) {
         .insert_user(
             &o,
             &user("upd2@example.com", Role::Viewer, UserStatus::Active, 2),
+            &crate::conformance::teller(),
         )
         .await
         .unwrap();
@@ -386,6 +391,7 @@ pub async fn client_delete_removes_everything_it_holds(s: &dyn Store) {
         .insert_user(
             &o,
             &user("del@example.com", Role::Admin, UserStatus::Active, 1),
+            &crate::conformance::teller(),
         )
         .await
         .unwrap();
@@ -499,6 +505,7 @@ pub async fn operator_listings(s: &dyn Store) {
         .insert_user(
             &b.id,
             &user("op@example.com", Role::Viewer, UserStatus::Active, 1),
+            &crate::conformance::teller(),
         )
         .await
         .unwrap();
@@ -520,9 +527,13 @@ pub async fn owner_suspensions_follow_deactivation_moves_and_rotation(s: &dyn St
     let o = new_org(s).await;
     let other = new_org(s).await;
     let add = |email: &'static str, role: Role, status: UserStatus, org: OrgId| async move {
-        s.insert_user(&org, &user(email, role, status, 1))
-            .await
-            .unwrap()
+        s.insert_user(
+            &org,
+            &user(email, role, status, 1),
+            &crate::conformance::teller(),
+        )
+        .await
+        .unwrap()
     };
     let a = add("a@example.com", Role::Editor, UserStatus::Active, o.clone()).await;
     let b = add("b@example.com", Role::Editor, UserStatus::Active, o.clone()).await;

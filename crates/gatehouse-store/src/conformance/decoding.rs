@@ -12,6 +12,7 @@ pub async fn corrupt_rows_are_internal_errors<S: PlantRows>(s: &S) {
         .insert_user(
             &o,
             &user("owner@example.com", Role::Editor, UserStatus::Active, 1),
+            &crate::conformance::teller(),
         )
         .await
         .unwrap();
@@ -45,6 +46,7 @@ pub async fn corrupt_rows_are_internal_errors<S: PlantRows>(s: &S) {
         .insert_user(
             &o,
             &user("odd@example.com", Role::Viewer, UserStatus::Active, 2),
+            &crate::conformance::teller(),
         )
         .await
         .unwrap();
@@ -167,6 +169,7 @@ pub async fn corrupt_token_ids_are_internal_errors<S: PlantRows>(s: &S) {
         .insert_user(
             &o,
             &user("jti@example.com", Role::Editor, UserStatus::Active, 1),
+            &crate::conformance::teller(),
         )
         .await
         .unwrap();

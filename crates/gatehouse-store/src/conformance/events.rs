@@ -322,3 +322,73 @@ pub async fn events_are_purged_after_the_retention(s: &dyn Store) {
         vec![3]
     );
 }
+
+/// D54: creating a user tells `user.created`, then `user.invited` when it
+/// is sent one; re-sending the invitation tells `user.invited` again.
+pub async fn user_creation_and_invitations_are_told(s: &dyn Store) {
+    let o = new_org(s).await;
+    let t = teller();
+    let plain = s
+        .insert_user(
+            &o,
+            &user("op@example.com", Role::Admin, UserStatus::Active, 1_000),
+            &t,
+        )
+        .await
+        .unwrap();
+    let invited = s
+        .insert_user_with_link(
+            &o,
+            &user(
+                "new@example.com",
+                Role::Viewer,
+                UserStatus::PendingInvite,
+                2_000,
+            ),
+            Some(&link(
+                1,
+                Timestamp::from_millis(9_000_000_000_000),
+                "new@example.com",
+            )),
+            &t,
+        )
+        .await
+        .unwrap();
+    s.reissue_invitation(
+        &o,
+        &invited.id,
+        &link(
+            2,
+            Timestamp::from_millis(9_000_000_000_000),
+            "new@example.com",
+        ),
+        &t,
+    )
+    .await
+    .unwrap();
+    // A refused re-invitation (an active user) tells nothing.
+    assert!(
+        s.reissue_invitation(
+            &o,
+            &plain.id,
+            &link(3, Timestamp::now(), "op@example.com"),
+            &t
+        )
+        .await
+        .is_err()
+    );
+    let events = settled(s, &o, 4).await;
+    assert_eq!(
+        kinds(&events),
+        vec![
+            ("user.created", plain.id.to_string()),
+            ("user.created", invited.id.to_string()),
+            ("user.invited", invited.id.to_string()),
+            ("user.invited", invited.id.to_string()),
+        ]
+    );
+    let object = json(&events[1].event.object);
+    assert_eq!(object["email"], "new@example.com");
+    assert_eq!(object["status"], "pending_invite");
+    assert_eq!(events[1].event.created_at, invited.created_at);
+}

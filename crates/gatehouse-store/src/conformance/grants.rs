@@ -9,6 +9,7 @@ pub async fn sessions_and_login_failures(s: &dyn Store) {
         .insert_user(
             &o,
             &user("s@example.com", Role::Editor, UserStatus::Active, 1),
+            &crate::conformance::teller(),
         )
         .await
         .unwrap();
@@ -98,6 +99,7 @@ pub async fn codes_redeem_once(s: &dyn Store) {
         .insert_user(
             &o,
             &user("c@example.com", Role::Editor, UserStatus::Active, 1),
+            &crate::conformance::teller(),
         )
         .await
         .unwrap();
@@ -156,6 +158,7 @@ pub async fn refresh_rotation_is_atomic(s: &dyn Store) {
         .insert_user(
             &o,
             &user("r@example.com", Role::Editor, UserStatus::Active, 1),
+            &crate::conformance::teller(),
         )
         .await
         .unwrap();
@@ -295,6 +298,7 @@ pub async fn refresh_rotation_revokes_the_replaced_access_token(s: &dyn Store) {
         .insert_user(
             &o,
             &user("rot@example.com", Role::Editor, UserStatus::Active, 1),
+            &crate::conformance::teller(),
         )
         .await
         .unwrap();
@@ -457,6 +461,7 @@ pub async fn oidc_sessions_chains_and_consents(s: &dyn Store) {
         .insert_user(
             &o,
             &user("oidc@example.com", Role::Viewer, UserStatus::Active, 1),
+            &crate::conformance::teller(),
         )
         .await
         .unwrap();

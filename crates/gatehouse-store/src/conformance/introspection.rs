@@ -16,6 +16,7 @@ pub async fn refresh_token_lookup_is_read_only(s: &dyn Store) {
         .insert_user(
             &o,
             &user("look@example.com", Role::Viewer, UserStatus::Active, 1),
+            &crate::conformance::teller(),
         )
         .await
         .unwrap();

@@ -16,6 +16,7 @@ pub async fn invitations_and_outbox(s: &dyn Store) {
             &o,
             &nu,
             Some(&link(1, now.plus_seconds(600), "inv@example.com")),
+            &crate::conformance::teller(),
         )
         .await
         .unwrap();
@@ -44,6 +45,7 @@ pub async fn invitations_and_outbox(s: &dyn Store) {
         &o,
         &u.id,
         &link(2, now.plus_seconds(600), "inv@example.com"),
+        &crate::conformance::teller(),
     )
     .await
     .unwrap();
@@ -72,7 +74,12 @@ pub async fn invitations_and_outbox(s: &dyn Store) {
     ));
     // Only a pending user can be invited again.
     let r = s
-        .reissue_invitation(&o, &u.id, &link(3, now.plus_seconds(600), "x@example.com"))
+        .reissue_invitation(
+            &o,
+            &u.id,
+            &link(3, now.plus_seconds(600), "x@example.com"),
+            &crate::conformance::teller(),
+        )
         .await;
     assert!(
         matches!(
@@ -82,8 +89,13 @@ pub async fn invitations_and_outbox(s: &dyn Store) {
         "{r:?}"
     );
     assert!(matches!(
-        s.reissue_invitation(&new_org(s).await, &u.id, &link(3, now, "x"))
-            .await,
+        s.reissue_invitation(
+            &new_org(s).await,
+            &u.id,
+            &link(3, now, "x"),
+            &crate::conformance::teller()
+        )
+        .await,
         Err(StoreError::NotFound)
     ));
     // An expired link is refused; cancelling an invitation kills its link (D11).
@@ -97,6 +109,7 @@ pub async fn invitations_and_outbox(s: &dyn Store) {
                 1,
             ),
             Some(&link(4, now.plus_seconds(-1), "late@example.com")),
+            &crate::conformance::teller(),
         )
         .await
         .unwrap();
@@ -114,6 +127,7 @@ pub async fn invitations_and_outbox(s: &dyn Store) {
                 2,
             ),
             Some(&link(5, now.plus_seconds(600), "c@example.com")),
+            &crate::conformance::teller(),
         )
         .await
         .unwrap();
@@ -150,6 +164,7 @@ pub async fn concurrent_link_uses_succeed_once(s: &dyn Store) {
                 i64::from(round),
             ),
             Some(&link(100 + round, now.plus_seconds(600), &email)),
+            &crate::conformance::teller(),
         )
         .await
         .unwrap();
@@ -196,6 +211,7 @@ pub async fn password_resets(s: &dyn Store) {
         .insert_user(
             &o,
             &user("reset@example.com", Role::Viewer, UserStatus::Active, 1),
+            &crate::conformance::teller(),
         )
         .await
         .unwrap();
@@ -273,7 +289,10 @@ pub async fn reset_password_returns_the_user_as_updated(s: &dyn Store) {
     let now = Timestamp::now();
     let mut nu = user("fresh@example.com", Role::Editor, UserStatus::Active, 5);
     nu.password_hash = None;
-    let u = s.insert_user(&o, &nu).await.unwrap();
+    let u = s
+        .insert_user(&o, &nu, &crate::conformance::teller())
+        .await
+        .unwrap();
     assert!(!u.has_password);
     assert!(
         s.request_password_reset(

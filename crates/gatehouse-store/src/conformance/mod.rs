@@ -78,7 +78,8 @@ macro_rules! store_conformance_tests {
             d46_keys_usage_and_owner_cuts, search_changes_cover_every_write,
             leases_never_exceed_the_window,
             events_are_written_with_their_change_and_sequenced, event_sequences_are_per_organization,
-            concurrent_writers_get_one_gap_free_sequence, events_are_purged_after_the_retention);
+            concurrent_writers_get_one_gap_free_sequence, events_are_purged_after_the_retention,
+            user_creation_and_invitations_are_told);
     };
     (@each $make:expr; $($name:ident),*) => {
         $(
@@ -243,6 +244,9 @@ pub struct TestPublish;
 impl gatehouse_domain::event::Publish for TestPublish {
     fn product(&self, p: &gatehouse_domain::Product) -> String {
         serde_json::to_string(p).expect("a product serializes")
+    }
+    fn user(&self, u: &gatehouse_domain::User) -> String {
+        serde_json::to_string(u).expect("a user serializes")
     }
 }
 

@@ -44,6 +44,7 @@ pub async fn staging_reset_restores_the_fixture(s: &dyn Store) {
         .insert_user(
             &a,
             &user("dev@example.com", Role::Admin, UserStatus::Active, 1),
+            &crate::conformance::teller(),
         )
         .await
         .unwrap();
@@ -170,6 +171,7 @@ pub async fn staging_reset_restores_the_fixture(s: &dyn Store) {
         .insert_user(
             &a,
             &user("ADA@example.com", Role::Viewer, UserStatus::Active, 9),
+            &crate::conformance::teller(),
         )
         .await;
     assert!(matches!(dup, Err(StoreError::Duplicate(_))), "{dup:?}");

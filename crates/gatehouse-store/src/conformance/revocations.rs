@@ -15,6 +15,7 @@ pub async fn revocations_follow_user_changes(s: &dyn Store) {
         .insert_user(
             &o,
             &user("a@example.com", Role::Admin, UserStatus::Active, 1),
+            &crate::conformance::teller(),
         )
         .await
         .unwrap();
@@ -22,6 +23,7 @@ pub async fn revocations_follow_user_changes(s: &dyn Store) {
         .insert_user(
             &o,
             &user("e@example.com", Role::Editor, UserStatus::Active, 2),
+            &crate::conformance::teller(),
         )
         .await
         .unwrap();
@@ -47,6 +49,7 @@ pub async fn revocations_follow_user_changes(s: &dyn Store) {
         .insert_user(
             &o,
             &user("v@example.com", Role::Viewer, UserStatus::Active, 3),
+            &crate::conformance::teller(),
         )
         .await
         .unwrap();

@@ -27,6 +27,7 @@ pub async fn every_tenant_method_is_scoped(s: &dyn Store) {
         .insert_user(
             &a,
             &user("boss@example.com", Role::Admin, UserStatus::Active, 1),
+            &crate::conformance::teller(),
         )
         .await
         .unwrap();
@@ -39,6 +40,7 @@ pub async fn every_tenant_method_is_scoped(s: &dyn Store) {
                 UserStatus::PendingInvite,
                 2,
             ),
+            &crate::conformance::teller(),
         )
         .await
         .unwrap();
@@ -80,6 +82,7 @@ pub async fn every_tenant_method_is_scoped(s: &dyn Store) {
             &b,
             &pending.id,
             &link(70, now.plus_seconds(3600), "new@example.com"),
+            &crate::conformance::teller(),
         )
         .await,
     );

@@ -16,17 +16,26 @@ pub async fn search_changes_cover_every_write(s: &dyn Store) {
     let o = new_org(s).await;
     let other = new_org(s).await;
     let a = s
-        .insert_user(&o, &user("Ada@x.io", Role::Admin, UserStatus::Active, 10))
+        .insert_user(
+            &o,
+            &user("Ada@x.io", Role::Admin, UserStatus::Active, 10),
+            &crate::conformance::teller(),
+        )
         .await
         .unwrap();
     let b = s
-        .insert_user(&o, &user("bob@x.io", Role::Viewer, UserStatus::Active, 20))
+        .insert_user(
+            &o,
+            &user("bob@x.io", Role::Viewer, UserStatus::Active, 20),
+            &crate::conformance::teller(),
+        )
         .await
         .unwrap();
     let e = s
         .insert_user(
             &other,
             &user("eve@x.io", Role::Admin, UserStatus::Active, 30),
+            &crate::conformance::teller(),
         )
         .await
         .unwrap();
@@ -74,7 +83,11 @@ pub async fn search_changes_cover_every_write(s: &dyn Store) {
     // A change after the new mark is reported from it; the rows read by id
     // are what the index puts back (the deleted one is gone).
     let c = s
-        .insert_user(&o, &user("cy@x.io", Role::Editor, UserStatus::Active, 40))
+        .insert_user(
+            &o,
+            &user("cy@x.io", Role::Editor, UserStatus::Active, 40),
+            &crate::conformance::teller(),
+        )
         .await
         .unwrap();
     let second = s

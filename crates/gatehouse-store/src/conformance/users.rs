@@ -12,7 +12,10 @@ pub async fn users_roundtrip_and_isolation(s: &dyn Store) {
         UserStatus::PendingInvite,
         1000,
     );
-    let u = s.insert_user(&a, &nu).await.unwrap();
+    let u = s
+        .insert_user(&a, &nu, &crate::conformance::teller())
+        .await
+        .unwrap();
     assert_eq!(u.id, nu.id);
     assert_eq!(u.status, UserStatus::PendingInvite);
     assert!(!u.has_password);
@@ -52,6 +55,7 @@ pub async fn duplicate_email_is_per_org_and_case_insensitive(s: &dyn Store) {
     s.insert_user(
         &a,
         &user("Bob@Example.com", Role::Viewer, UserStatus::Active, 1),
+        &crate::conformance::teller(),
     )
     .await
     .unwrap();
@@ -59,6 +63,7 @@ pub async fn duplicate_email_is_per_org_and_case_insensitive(s: &dyn Store) {
         .insert_user(
             &a,
             &user("bob@example.COM", Role::Viewer, UserStatus::Active, 2),
+            &crate::conformance::teller(),
         )
         .await;
     assert!(
@@ -68,6 +73,7 @@ pub async fn duplicate_email_is_per_org_and_case_insensitive(s: &dyn Store) {
     s.insert_user(
         &b,
         &user("bob@example.com", Role::Viewer, UserStatus::Active, 3),
+        &crate::conformance::teller(),
     )
     .await
     .unwrap();
@@ -92,6 +98,7 @@ pub async fn user_list_order_filters_and_paging(s: &dyn Store) {
                     UserStatus::Active,
                     1000 + i / 2,
                 ),
+                &crate::conformance::teller(),
             )
             .await
             .unwrap();
@@ -200,6 +207,7 @@ pub async fn user_update_rules(s: &dyn Store) {
         .insert_user(
             &o,
             &user("p@example.com", Role::Viewer, UserStatus::PendingInvite, 1),
+            &crate::conformance::teller(),
         )
         .await
         .unwrap();
@@ -266,6 +274,7 @@ pub async fn last_admin_rule(s: &dyn Store) {
         .insert_user(
             &o,
             &user("a1@example.com", Role::Admin, UserStatus::Active, 1),
+            &crate::conformance::teller(),
         )
         .await
         .unwrap();
@@ -273,6 +282,7 @@ pub async fn last_admin_rule(s: &dyn Store) {
         .insert_user(
             &o,
             &user("a2@example.com", Role::Admin, UserStatus::Active, 2),
+            &crate::conformance::teller(),
         )
         .await
         .unwrap();
@@ -306,6 +316,7 @@ pub async fn last_admin_rule(s: &dyn Store) {
     s.insert_user(
         &other,
         &user("x@example.com", Role::Admin, UserStatus::Active, 3),
+        &crate::conformance::teller(),
     )
     .await
     .unwrap();
@@ -342,6 +353,7 @@ pub async fn concurrent_demotions_keep_an_admin(s: &dyn Store) {
             .insert_user(
                 &o,
                 &user("a1@example.com", Role::Admin, UserStatus::Active, 1),
+                &crate::conformance::teller(),
             )
             .await
             .unwrap();
@@ -349,6 +361,7 @@ pub async fn concurrent_demotions_keep_an_admin(s: &dyn Store) {
             .insert_user(
                 &o,
                 &user("a2@example.com", Role::Admin, UserStatus::Active, 2),
+                &crate::conformance::teller(),
             )
             .await
             .unwrap();
@@ -403,6 +416,7 @@ pub async fn delete_with_owned_clients(s: &dyn Store) {
         .insert_user(
             &o,
             &user("own@example.com", Role::Editor, UserStatus::Active, 1),
+            &crate::conformance::teller(),
         )
         .await
         .unwrap();
@@ -410,6 +424,7 @@ pub async fn delete_with_owned_clients(s: &dyn Store) {
         .insert_user(
             &o,
             &user("heir@example.com", Role::Editor, UserStatus::Active, 2),
+            &crate::conformance::teller(),
         )
         .await
         .unwrap();
@@ -422,6 +437,7 @@ pub async fn delete_with_owned_clients(s: &dyn Store) {
                 UserStatus::PendingInvite,
                 3,
             ),
+            &crate::conformance::teller(),
         )
         .await
         .unwrap();
@@ -465,6 +481,7 @@ pub async fn cursor_pages_are_stable_under_inserts(s: &dyn Store) {
                 UserStatus::Active,
                 1000 + i / 2,
             ),
+            &crate::conformance::teller(),
         )
         .await
         .unwrap();
@@ -493,6 +510,7 @@ pub async fn cursor_pages_are_stable_under_inserts(s: &dyn Store) {
                 UserStatus::Active,
                 5000 + inserted,
             ),
+            &crate::conformance::teller(),
         )
         .await
         .unwrap();

@@ -382,7 +382,10 @@ async fn the_dashboard_in_chromium() {
         password_hash: Some(gatehouse_auth::password::hash_blocking(PASSWORD)),
         created_at: Timestamp::now(),
     };
-    s.store().insert_user(&s.org(), &admin).await.unwrap();
+    s.store()
+        .insert_user(&s.org(), &admin, &gatehouse_store::conformance::teller())
+        .await
+        .unwrap();
     let key_pem = s.data_dir().join("tls/key.pem");
     let pin = spki_pin(&key_pem);
 
@@ -603,7 +606,10 @@ async fn the_dashboard_in_chromium() {
             password_hash: admin.password_hash.clone(),
             created_at: Timestamp::now(),
         };
-        s.store().insert_user(&org, &u).await.unwrap();
+        s.store()
+            .insert_user(&org, &u, &gatehouse_store::conformance::teller())
+            .await
+            .unwrap();
     }
     fill(&c, "#email", "two-orgs@example.com").await;
     fill(&c, "#password", PASSWORD).await;

@@ -34,7 +34,10 @@ pub(crate) async fn person(s: &TestServer, org: &OrgId, email: &str, role: Role)
         password_hash: Some(password_hash()),
         created_at: Timestamp::now(),
     };
-    s.store().insert_user(org, &u).await.unwrap()
+    s.store()
+        .insert_user(org, &u, &gatehouse_store::conformance::teller())
+        .await
+        .unwrap()
 }
 
 /// A path of ours from a `Location` (absolute on `public_url`, or a path).
@@ -871,7 +874,10 @@ async fn a_password_that_opens_one_account_counts_a_failure_at_the_other() {
         )),
         created_at: Timestamp::now(),
     };
-    s.store().insert_user(&other, &u).await.unwrap();
+    s.store()
+        .insert_user(&other, &u, &gatehouse_store::conformance::teller())
+        .await
+        .unwrap();
     let mut b = Browser::new(&s);
     let login = to_login(&mut b).await;
     let form = login.form_with("password").unwrap();

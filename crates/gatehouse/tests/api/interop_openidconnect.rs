@@ -75,7 +75,10 @@ async fn user(s: &TestServer) -> User {
         password_hash: Some(gatehouse_auth::password::hash_blocking(PASSWORD)),
         created_at: Timestamp::now(),
     };
-    s.store().insert_user(&s.org(), &u).await.unwrap()
+    s.store()
+        .insert_user(&s.org(), &u, &gatehouse_store::conformance::teller())
+        .await
+        .unwrap()
 }
 
 /// A confidential client registered for the OIDC scopes (D49) and one API scope.

@@ -53,7 +53,11 @@ async fn person(s: &TestServer, email: &str) -> UserId {
         password_hash: Some(password::hash(PASSWORD.to_owned()).await),
         created_at: Timestamp::now(),
     };
-    s.store().insert_user(&s.org(), &u).await.unwrap().id
+    s.store()
+        .insert_user(&s.org(), &u, &gatehouse_store::conformance::teller())
+        .await
+        .unwrap()
+        .id
 }
 
 /// The token response of the authorization-code flow for `email` at the

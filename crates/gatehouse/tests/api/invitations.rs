@@ -511,7 +511,12 @@ async fn invited_user(
     };
     let u = s
         .store()
-        .insert_user_with_link(org, &new, Some(&link))
+        .insert_user_with_link(
+            org,
+            &new,
+            Some(&link),
+            &gatehouse_store::conformance::teller(),
+        )
         .await
         .unwrap();
     (u, token)

@@ -67,7 +67,10 @@ async fn user_with_password(
         password_hash: Some(password_hash()),
         created_at: Timestamp::now(),
     };
-    s.store().insert_user(org, &u).await.unwrap()
+    s.store()
+        .insert_user(org, &u, &gatehouse_store::conformance::teller())
+        .await
+        .unwrap()
 }
 
 pub(crate) async fn active_user(s: &TestServer, email: &str, role: Role) -> User {

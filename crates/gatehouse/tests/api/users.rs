@@ -227,7 +227,10 @@ async fn store_user(
         password_hash: Some("$argon2id$placeholder".into()),
         created_at,
     };
-    s.store().insert_user(org, &u).await.unwrap()
+    s.store()
+        .insert_user(org, &u, &gatehouse_store::conformance::teller())
+        .await
+        .unwrap()
 }
 
 /// POST /v1/users; returns the `data` of the 201.

@@ -580,6 +580,7 @@ async fn d49_consent_logout_and_userinfo_hold_across_nodes() {
                 password_hash: Some("$argon2id$placeholder".into()),
                 created_at: Timestamp::now(),
             },
+            &gatehouse_store::conformance::teller(),
         )
         .await
         .unwrap();
@@ -1059,6 +1060,7 @@ async fn person_pair(
                 password_hash: Some("$argon2id$placeholder".into()),
                 created_at: Timestamp::now(),
             },
+            &gatehouse_store::conformance::teller(),
         )
         .await
         .unwrap();

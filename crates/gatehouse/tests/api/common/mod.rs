@@ -300,7 +300,10 @@ impl TestServer {
             password_hash: Some("$argon2id$placeholder".into()),
             created_at: Timestamp::now(),
         };
-        self.store().insert_user(org, &u).await.unwrap()
+        self.store()
+            .insert_user(org, &u, &gatehouse_store::conformance::teller())
+            .await
+            .unwrap()
     }
 }
 

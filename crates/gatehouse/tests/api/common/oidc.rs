@@ -69,7 +69,10 @@ pub(crate) async fn person(s: &TestServer, org: &OrgId, email: &str) -> User {
         password_hash: Some(hash),
         created_at: Timestamp::now(),
     };
-    s.store().insert_user(org, &u).await.unwrap()
+    s.store()
+        .insert_user(org, &u, &gatehouse_store::conformance::teller())
+        .await
+        .unwrap()
 }
 
 fn authorize_params<'a>(
