@@ -288,17 +288,27 @@ async fn d54_creating_and_reinviting_a_user_are_told() {
     let created = body_of(res, StatusCode::CREATED).await["data"].clone();
     let id = created["id"].as_str().unwrap().to_owned();
     let res = s
-        .call(Method::POST, &format!("/v1/users/{id}/invitation"), &t, None)
+        .call(
+            Method::POST,
+            &format!("/v1/users/{id}/invitation"),
+            &t,
+            None,
+        )
         .await;
     assert!(res.status().is_success(), "{}", res.status());
 
     let all = events(&s, &t, "?after_sequence=0").await;
-    assert_eq!(types(&all), ["user.created", "user.invited", "user.invited"]);
+    assert_eq!(
+        types(&all),
+        ["user.created", "user.invited", "user.invited"]
+    );
     assert_eq!(seqs(&all), [1, 2, 3]);
     for e in all["data"].as_array().unwrap() {
         assert_eq!(e["data"]["object"], created, "the user as its GET shows it");
         assert_eq!(e["actor"]["type"], "client");
     }
-    let res = s.call(Method::GET, &format!("/v1/users/{id}"), &t, None).await;
+    let res = s
+        .call(Method::GET, &format!("/v1/users/{id}"), &t, None)
+        .await;
     assert_eq!(body_of(res, StatusCode::OK).await["data"], created);
 }
