@@ -58,9 +58,9 @@ scope_markers!(
 /// here: a handler cannot name a tenant any other way (D2).
 pub struct Authorized<S> {
     pub caller: Caller,
-    /// Who is asking and through which request, as the events of what the
-    /// request changes tell it (D54).
-    pub origin: Origin,
+    /// A POST's `Idempotency-Key`, kept for [`Authorized::origin`] (a
+    /// header value: no copy, and nothing at all on a read).
+    idempotency_key: Option<axum::http::HeaderValue>,
     _scope: PhantomData<S>,
 }
 
@@ -68,22 +68,23 @@ impl<S> Authorized<S> {
     pub fn org(&self) -> &OrgId {
         self.caller.org()
     }
-}
 
-/// D54: the caller as an event's `actor`, and the request as its
-/// `request` (the request id; the `Idempotency-Key` of a POST).
-fn origin(parts: &Parts, caller: &Caller) -> Origin {
-    let request = parts.extensions.get::<RequestCtx>().map(|ctx| RequestRef {
-        id: ctx.request_id.as_str().to_owned(),
-        idempotency_key: (parts.method == axum::http::Method::POST)
-            .then(|| parts.headers.get("idempotency-key"))
-            .flatten()
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned),
-    });
-    Origin {
-        actor: caller.actor(),
-        request,
+    /// D54: who is asking and through which request, as the events of what
+    /// the request changes tell it: the caller as `actor`, the request id
+    /// and a POST's `Idempotency-Key` as `request`. Built only by the
+    /// handlers that write, so a read pays nothing for it.
+    pub fn origin(&self, ctx: &RequestCtx) -> Origin {
+        Origin {
+            actor: self.caller.actor(),
+            request: Some(RequestRef {
+                id: ctx.request_id.as_str().to_owned(),
+                idempotency_key: self
+                    .idempotency_key
+                    .as_ref()
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_owned),
+            }),
+        }
     }
 }
 
@@ -177,7 +178,9 @@ impl<S: RequiredScope> FromRequestParts<AppState> for Authorized<S> {
         // and before the request itself is read (D9).
         crate::api::idempotency::claim(parts, state, &caller).await?;
         Ok(Self {
-            origin: origin(parts, &caller),
+            idempotency_key: (parts.method == axum::http::Method::POST)
+                .then(|| parts.headers.get("idempotency-key").cloned())
+                .flatten(),
             caller,
             _scope: PhantomData,
         })

@@ -119,7 +119,7 @@ pub(crate) async fn create(
 ) -> Result<Response, ApiError> {
     let p = st
         .app
-        .create_product(auth.org(), &new, &auth.origin)
+        .create_product(auth.org(), &new, &auth.origin(&ctx))
         .await?;
     let location = format!("{}/products/{}", st.config.base_url(), p.id);
     Ok(respond::created(
@@ -158,7 +158,7 @@ pub(crate) async fn update(
 ) -> Result<Response, ApiError> {
     let p = st
         .app
-        .update_product(auth.org(), &req.id, &req.body, &auth.origin)
+        .update_product(auth.org(), &req.id, &req.body, &auth.origin(&ctx))
         .await?;
     Ok(respond::single(
         &ctx,
@@ -184,9 +184,12 @@ pub(crate) async fn update(
 )]
 pub(crate) async fn remove(
     auth: Authorized<ProductsWrite>,
+    ctx: RequestCtx,
     State(st): State<AppState>,
     Id(id): Id<ProductId>,
 ) -> Result<Response, ApiError> {
-    st.app.delete_product(auth.org(), &id, &auth.origin).await?;
+    st.app
+        .delete_product(auth.org(), &id, &auth.origin(&ctx))
+        .await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }

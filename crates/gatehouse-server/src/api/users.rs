@@ -120,7 +120,7 @@ pub(crate) async fn create(
     let Invitation { email, name, role } = new;
     let user = st
         .app
-        .invite_user(auth.org(), email, name, role, &auth.origin)
+        .invite_user(auth.org(), email, name, role, &auth.origin(&ctx))
         .await?;
     let location = format!("{}/users/{}", st.config.base_url(), user.id);
     Ok(respond::created(
@@ -239,7 +239,10 @@ pub(crate) async fn reinvite(
     State(st): State<AppState>,
     Id(id): Id<UserId>,
 ) -> Result<Response, ApiError> {
-    let user = st.app.reinvite_user(auth.org(), &id, &auth.origin).await?;
+    let user = st
+        .app
+        .reinvite_user(auth.org(), &id, &auth.origin(&ctx))
+        .await?;
     Ok(respond::single(
         &ctx,
         StatusCode::ACCEPTED,
