@@ -1,6 +1,7 @@
 //! API keys as the operator manages them (D27, D47); the management API's
 //! are in [`crate::manage`].
 
+use gatehouse_domain::event::Origin;
 use gatehouse_domain::{ApiKey, ApiKeyId, Name, OrgId, ScopeSet, Timestamp};
 
 use crate::manage::KeyRequest;
@@ -25,7 +26,9 @@ impl App {
             scopes,
             expires_at: None,
         };
-        self.insert_key(org, req, None, staging).await
+        // D54: made by the operator, through the CLI.
+        self.insert_key(org, req, None, staging, &Origin::operator())
+            .await
     }
 
     /// The organization's API keys (revoked ones too), oldest first.
@@ -45,7 +48,12 @@ impl App {
             .or_app(Resource::ApiKey)?
             .ok_or(AppError::NotFound(Resource::ApiKey))?;
         api_key_store(self)
-            .revoke_api_key(&k.org, id, Timestamp::now())
+            .revoke_api_key(
+                &k.org,
+                id,
+                Timestamp::now(),
+                &self.teller(&Origin::operator()),
+            )
             .await
             .or_app(Resource::ApiKey)
     }

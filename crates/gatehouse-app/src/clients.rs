@@ -2,6 +2,7 @@
 //! operator's approval of `admin`.
 
 use gatehouse_auth::secrets;
+use gatehouse_domain::event::Origin;
 use gatehouse_domain::{Client, ClientId, Name, OrgId, RedirectUri, ScopeSet, Timestamp, UserId};
 use gatehouse_store::{ClientChanges, NewClient};
 
@@ -56,6 +57,7 @@ impl App {
         &self,
         org: &OrgId,
         reg: ClientRegistration,
+        origin: &Origin,
     ) -> AppResult<Registered> {
         if reg.scopes.is_empty() {
             return Err(AppError::invalid("scopes", "must name at least one scope"));
@@ -89,7 +91,7 @@ impl App {
             created_at: Timestamp::now(),
         };
         let client = client_store(self)
-            .insert_client(org, &new)
+            .insert_client(org, &new, &self.teller(origin))
             .await
             .or_app(Resource::Client)?;
         Ok(Registered { client, secret })
@@ -100,6 +102,7 @@ impl App {
         &self,
         id: &ClientId,
         grace_secs: u64,
+        origin: &Origin,
     ) -> AppResult<RotatedSecret> {
         // Whether it has a secret to rotate, and whether a grace is allowed
         // (D46 revised), is `client::check_rotation`'s, in the transaction.
@@ -108,7 +111,13 @@ impl App {
         let until = (grace_secs > 0)
             .then(|| Timestamp::now().plus_seconds(grace_secs.min(i64::MAX as u64 / 2000) as i64));
         let client = client_store(self)
-            .rotate_client_secret(&c.org, id, &secrets::hash_secret(&secret), until)
+            .rotate_client_secret(
+                &c.org,
+                id,
+                &secrets::hash_secret(&secret),
+                until,
+                &self.teller(origin),
+            )
             .await
             .or_app(Resource::Client)?;
         Ok(RotatedSecret {
@@ -122,7 +131,7 @@ impl App {
     pub async fn approve_admin(&self, id: &ClientId) -> AppResult<Client> {
         let c = self.find_client(id).await?;
         client_store(self)
-            .approve_admin(&c.org, id)
+            .approve_admin(&c.org, id, &self.teller(&Origin::operator()))
             .await
             .or_app(Resource::Client)
     }
@@ -170,6 +179,7 @@ impl App {
         org: &OrgId,
         id: &ClientId,
         update: ClientUpdate,
+        origin: &Origin,
     ) -> AppResult<Client> {
         let old = self.client(org, id).await?;
         if let Some(owner) = &update.owner {
@@ -200,7 +210,7 @@ impl App {
         };
         let now = Timestamp::now();
         let client = client_store(self)
-            .update_client(org, id, &changes, now)
+            .update_client(org, id, &changes, now, &self.teller(origin))
             .await
             .or_app(Resource::Client)?;
         if !old.scopes.is_subset(client.scopes) || old.suspension != client.suspension {
@@ -215,11 +225,16 @@ impl App {
     /// Deletes a client of `org` and everything it holds (D46, D47): every
     /// token, refresh chain, code and session-bound chain stops working at
     /// once, on every node (a revocation record, as deleting a user does).
-    pub async fn delete_client(&self, org: &OrgId, id: &ClientId) -> AppResult<()> {
+    pub async fn delete_client(
+        &self,
+        org: &OrgId,
+        id: &ClientId,
+        origin: &Origin,
+    ) -> AppResult<()> {
         self.client(org, id).await?;
         let now = Timestamp::now();
         client_store(self)
-            .delete_client(org, id, now)
+            .delete_client(org, id, now, &self.teller(origin))
             .await
             .or_app(Resource::Client)?;
         self.note_client_revoked(id, now);

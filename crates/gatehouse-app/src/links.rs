@@ -5,6 +5,7 @@ use std::net::IpAddr;
 use std::time::Duration;
 
 use gatehouse_auth::{AuthService, password};
+use gatehouse_domain::event::Origin;
 use gatehouse_domain::{ClientId, Email, Timestamp, User, link};
 use gatehouse_store::{LinkKind, NewLink};
 
@@ -40,7 +41,13 @@ impl App {
     pub async fn accept_invitation(&self, token: &str, password: String) -> AppResult<User> {
         let hash = password::hash(password).await;
         link_store(self)
-            .accept_invitation(&AuthService::link_digest(token), &hash, Timestamp::now())
+            .accept_invitation(
+                &AuthService::link_digest(token),
+                &hash,
+                Timestamp::now(),
+                // D54: told as done by the person the link was sent to.
+                &self.teller(&Origin::system()),
+            )
             .await
             .or_app(Resource::Link)
     }
@@ -51,7 +58,13 @@ impl App {
         let hash = password::hash(password).await;
         let now = Timestamp::now();
         let user = link_store(self)
-            .reset_password(&AuthService::link_digest(token), &hash, now)
+            .reset_password(
+                &AuthService::link_digest(token),
+                &hash,
+                now,
+                // D54: told as done by the person the link was sent to.
+                &self.teller(&Origin::system()),
+            )
             .await
             .or_app(Resource::Link)?;
         self.note_user_revoked(&user.id, now);

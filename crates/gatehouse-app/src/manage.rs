@@ -7,6 +7,7 @@
 
 use gatehouse_auth::Caller;
 use gatehouse_auth::secrets;
+use gatehouse_domain::event::Origin;
 use gatehouse_domain::manage::{MAX_SECRET_GRACE_SECS, key_prefix};
 use gatehouse_domain::{
     ApiKey, ApiKeyId, Client, ClientId, Listing, Manager, Name, OrgId, Organization, Page,
@@ -161,10 +162,11 @@ impl App {
         m: &Manager,
         org: &OrgId,
         mut reg: ClientRegistration,
+        origin: &Origin,
     ) -> AppResult<Registered> {
         m.may_grant(reg.scopes)?;
         reg.owner = m.owner().cloned();
-        self.register_client(org, reg).await
+        self.register_client(org, reg, origin).await
     }
 
     /// Changes an application (D46): the name and post-logout URIs need only
@@ -179,6 +181,7 @@ impl App {
         org: &OrgId,
         id: &ClientId,
         update: ClientUpdate,
+        origin: &Origin,
     ) -> AppResult<Client> {
         let app = self.managed_application(m, org, id).await?;
         if update.redirect_uris.is_some() || update.scopes.is_some() {
@@ -194,7 +197,7 @@ impl App {
             let added = ScopeSet::from_bits(scopes.bits() & !app.scopes.bits());
             m.may_grant(added)?;
         }
-        self.update_client(org, id, update).await
+        self.update_client(org, id, update, origin).await
     }
 
     /// Deletes an application the caller reaches (D46): everything it holds
@@ -204,9 +207,10 @@ impl App {
         m: &Manager,
         org: &OrgId,
         id: &ClientId,
+        origin: &Origin,
     ) -> AppResult<()> {
         self.managed_application(m, org, id).await?;
-        self.delete_client(org, id).await
+        self.delete_client(org, id, origin).await
     }
 
     /// A new secret for an application (D46, D20): the previous one works
@@ -217,6 +221,7 @@ impl App {
         org: &OrgId,
         id: &ClientId,
         grace_secs: u64,
+        origin: &Origin,
     ) -> AppResult<RotatedSecret> {
         if grace_secs > MAX_SECRET_GRACE_SECS {
             return Err(AppError::invalid(
@@ -226,7 +231,7 @@ impl App {
         }
         let app = self.managed_application(m, org, id).await?;
         m.may_reconfigure(&app)?;
-        self.rotate_client_secret(id, grace_secs).await
+        self.rotate_client_secret(id, grace_secs, origin).await
     }
 
     /// The API keys the caller reaches (revoked ones too), oldest first;
@@ -269,21 +274,29 @@ impl App {
         m: &Manager,
         org: &OrgId,
         req: KeyRequest,
+        origin: &Origin,
     ) -> AppResult<(ApiKey, String)> {
         m.may_grant(req.scopes)?;
         if req.expires_at.is_some_and(|e| e <= Timestamp::now()) {
             return Err(AppError::invalid("expires_at", "must be in the future"));
         }
         let staging = self.auth().is_some_and(|a| a.config().staging);
-        self.insert_key(org, req, m.owner().cloned(), staging).await
+        self.insert_key(org, req, m.owner().cloned(), staging, origin)
+            .await
     }
 
     /// Revokes an API key the caller reaches (D46); revoking twice keeps
     /// the first time.
-    pub async fn revoke_key(&self, m: &Manager, org: &OrgId, id: &ApiKeyId) -> AppResult<ApiKey> {
+    pub async fn revoke_key(
+        &self,
+        m: &Manager,
+        org: &OrgId,
+        id: &ApiKeyId,
+        origin: &Origin,
+    ) -> AppResult<ApiKey> {
         self.managed_key(m, org, id).await?;
         api_key_store(self)
-            .revoke_api_key(org, id, Timestamp::now())
+            .revoke_api_key(org, id, Timestamp::now(), &self.teller(origin))
             .await
             .or_app(Resource::ApiKey)
     }
@@ -336,6 +349,7 @@ impl App {
         req: KeyRequest,
         owner: Option<gatehouse_domain::UserId>,
         staging: bool,
+        origin: &Origin,
     ) -> AppResult<(ApiKey, String)> {
         if req.scopes.is_empty() {
             return Err(AppError::invalid("scopes", "must name at least one scope"));
@@ -361,7 +375,12 @@ impl App {
             revoked_at: None,
         };
         api_key_store(self)
-            .insert_api_key(org, &record, &secrets::hash_secret(&key))
+            .insert_api_key(
+                org,
+                &record,
+                &secrets::hash_secret(&key),
+                &self.teller(origin),
+            )
             .await
             .or_app(Resource::ApiKey)?;
         Ok((record, key))

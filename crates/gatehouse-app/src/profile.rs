@@ -1,5 +1,6 @@
 //! `/v1/me` (D15): the profile of the user a token was issued for.
 
+use gatehouse_domain::event::Origin;
 use gatehouse_domain::user::UserPatch;
 use gatehouse_domain::{Name, OrgId, Timestamp, User, UserId};
 
@@ -18,13 +19,14 @@ impl App {
         org: &OrgId,
         me: &UserId,
         name: Option<Name>,
+        origin: &Origin,
     ) -> AppResult<User> {
         let patch = UserPatch {
             name,
             ..Default::default()
         };
         let change = user_store(self)
-            .update_user(org, me, &patch, Timestamp::now())
+            .update_user(org, me, &patch, Timestamp::now(), &self.teller(origin))
             .await
             .or_app(Resource::User)?;
         Ok(change.user)

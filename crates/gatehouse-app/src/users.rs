@@ -117,57 +117,26 @@ impl App {
         org: &OrgId,
         id: &UserId,
         patch: &UserPatch,
+        origin: &Origin,
     ) -> AppResult<User> {
         let now = Timestamp::now();
         let change = user_store(self)
-            .update_user(org, id, patch, now)
+            .update_user(org, id, patch, now, &self.teller(origin))
             .await
             .or_app(Resource::User)?;
         if change.revokes_tokens {
             // D11, D29: the next request with the user's tokens is refused.
             self.note_user_revoked(id, now);
         }
-        if change.changed && patch.status.is_some() {
+        if change.changed && (patch.status.is_some() || patch.role.is_some()) {
             // D46 (revised): a deactivation suspended the applications the
-            // person owns and revoked their tokens in the same transaction.
+            // person owns and revoked their tokens, a demotion narrowed
+            // them (exactly the tokens carrying a removed scope), in the
+            // same transaction; the revocations hold here from the next
+            // request.
             self.sync_revocations().await?;
-        }
-        if change.changed && patch.role.is_some() {
-            self.narrow_owned_applications(org, &change.user).await?;
         }
         Ok(change.user)
-    }
-
-    /// D46: a demoted person's applications lose the scopes the new role
-    /// lacks (their API keys carrying one were revoked with the change).
-    /// Each application changes in its own transaction, through the one
-    /// client-change rule, so what carries a dropped scope dies at once; a
-    /// failure midway is reported and the same change can be made again.
-    async fn narrow_owned_applications(&self, org: &OrgId, user: &User) -> AppResult<()> {
-        let owned = client_store(self)
-            .list_clients(org)
-            .await
-            .or_app(Resource::Client)?
-            .into_iter()
-            .filter(|c| c.owner.as_ref() == Some(&user.id));
-        for app in owned {
-            let Some(left) = gatehouse_domain::manage::scopes_left_by_role(app.scopes, user.role)
-            else {
-                continue;
-            };
-            let now = Timestamp::now();
-            let changes = gatehouse_store::ClientChanges {
-                scopes: Some(left),
-                ..Default::default()
-            };
-            client_store(self)
-                .update_client(org, &app.id, &changes, now)
-                .await
-                .or_app(Resource::Client)?;
-            // D46 (revised): exactly the tokens carrying a removed scope.
-            self.sync_revocations().await?;
-        }
-        Ok(())
     }
 
     pub async fn delete_user(
@@ -175,10 +144,11 @@ impl App {
         org: &OrgId,
         id: &UserId,
         transfer_to: Option<&UserId>,
+        origin: &Origin,
     ) -> AppResult<()> {
         let now = Timestamp::now();
         user_store(self)
-            .delete_user_at(org, id, transfer_to, now)
+            .delete_user_at(org, id, transfer_to, now, &self.teller(origin))
             .await
             .or_app(Resource::User)?;
         // D13: every token of the user stops working at once.
@@ -236,10 +206,5 @@ impl App {
 
 /// This area's view of storage: the `UserStore` trait only (issue 25).
 fn user_store(app: &App) -> &dyn gatehouse_store::UserStore {
-    app.0.store.as_ref()
-}
-
-/// This area's view of storage: the `ClientStore` trait only (issue 25).
-fn client_store(app: &App) -> &dyn gatehouse_store::ClientStore {
     app.0.store.as_ref()
 }

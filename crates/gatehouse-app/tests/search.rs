@@ -113,7 +113,7 @@ async fn user_search_is_substring_and_literal(s: Arc<dyn Store>) {
     let mut c = user("adax100x@example.com", Role::Viewer, UserStatus::Active, 3);
     c.name = Name::parse("Charles Babbage").unwrap();
     for u in [&a, &b, &c] {
-        s.insert_user(&o, u, &gatehouse_store::conformance::teller())
+        s.insert_user(&o, u, gatehouse_store::conformance::teller())
             .await
             .unwrap();
     }
@@ -148,7 +148,7 @@ async fn user_search_is_substring_and_literal(s: Arc<dyn Store>) {
     assert_eq!(find("gr", None).await, vec!["Grace Hopper"]);
     let mut e = user("emile@example.org", Role::Viewer, UserStatus::Active, 4);
     e.name = Name::parse("Émile Zola").unwrap();
-    s.insert_user(o, &e, &gatehouse_store::conformance::teller())
+    s.insert_user(o, &e, gatehouse_store::conformance::teller())
         .await
         .unwrap();
     assert_eq!(find("éM", None).await, vec!["Émile Zola"]);
@@ -228,7 +228,7 @@ async fn product_search_by_word_prefix(s: Arc<dyn Store>) {
         &o,
         &product("Blue Shirt", "SH-1", 1),
         Timestamp::from_millis(1),
-        &gatehouse_store::conformance::teller(),
+        gatehouse_store::conformance::teller(),
     )
     .await
     .unwrap();
@@ -236,7 +236,7 @@ async fn product_search_by_word_prefix(s: Arc<dyn Store>) {
         &o,
         &product("Blue Jeans", "JEANS-BLUE-1", 1),
         Timestamp::from_millis(2),
-        &gatehouse_store::conformance::teller(),
+        gatehouse_store::conformance::teller(),
     )
     .await
     .unwrap();
@@ -244,7 +244,7 @@ async fn product_search_by_word_prefix(s: Arc<dyn Store>) {
         &o,
         &product("Shoe", "X_9", 1),
         Timestamp::from_millis(3),
-        &gatehouse_store::conformance::teller(),
+        gatehouse_store::conformance::teller(),
     )
     .await
     .unwrap();
@@ -289,7 +289,7 @@ async fn control_characters_in_q_match_nothing(s: Arc<dyn Store>) {
         .insert_user(
             &o,
             &user("ada@example.com", Role::Editor, UserStatus::Active, 1),
-            &gatehouse_store::conformance::teller(),
+            gatehouse_store::conformance::teller(),
         )
         .await
         .unwrap();
@@ -297,7 +297,7 @@ async fn control_characters_in_q_match_nothing(s: Arc<dyn Store>) {
         &o,
         &product("Ada blue shirt", "ADA-1", 3),
         Timestamp::now(),
-        &gatehouse_store::conformance::teller(),
+        gatehouse_store::conformance::teller(),
     )
     .await
     .unwrap();
@@ -383,7 +383,7 @@ async fn a_staging_reset_is_searched_at_once(s: Arc<dyn Store>) {
         &o,
         &product("Dev jacket", "DEV-1", 1),
         Timestamp::now(),
-        &gatehouse_store::conformance::teller(),
+        gatehouse_store::conformance::teller(),
     )
     .await
     .unwrap();
@@ -539,7 +539,7 @@ async fn the_index_answers_as_d14_and_d17_say(store: Arc<dyn Store>) {
         };
         users.push(
             store
-                .insert_user(&o, &u, &gatehouse_store::conformance::teller())
+                .insert_user(&o, &u, gatehouse_store::conformance::teller())
                 .await
                 .unwrap(),
         );
@@ -552,7 +552,7 @@ async fn the_index_answers_as_d14_and_d17_say(store: Arc<dyn Store>) {
                         id: UserId::generate(),
                         ..u
                     },
-                    &gatehouse_store::conformance::teller(),
+                    gatehouse_store::conformance::teller(),
                 )
                 .await
                 .unwrap();
@@ -576,13 +576,13 @@ async fn the_index_answers_as_d14_and_d17_say(store: Arc<dyn Store>) {
         let at = Timestamp::from_millis(5_000 + i as i64 / 3);
         products.push(
             store
-                .insert_product(&o, &p, at, &gatehouse_store::conformance::teller())
+                .insert_product(&o, &p, at, gatehouse_store::conformance::teller())
                 .await
                 .unwrap(),
         );
         if i % 10 == 0 {
             store
-                .insert_product(&other, &p, at, &gatehouse_store::conformance::teller())
+                .insert_product(&other, &p, at, gatehouse_store::conformance::teller())
                 .await
                 .unwrap();
         }
@@ -734,21 +734,16 @@ async fn the_index_answers_as_d14_and_d17_say(store: Arc<dyn Store>) {
     // Writes between searches: the index catches up before the next one.
     for u in users.iter().step_by(9) {
         store
-            .update_user(
-                &o,
-                &u.id,
-                &UserPatch {
+            .update_user(&o, &u.id, &UserPatch {
                     name: Some(Name::parse("Adelheid Renamed").unwrap()),
                     role: Some(Role::Viewer),
                     status: None,
-                },
-                Timestamp::now(),
-            )
+                }, Timestamp::now(), gatehouse_store::conformance::teller())
             .await
             .unwrap();
     }
     for u in users.iter().skip(4).step_by(13) {
-        let _ = store.delete_user(&o, &u.id, None).await;
+        let _ = store.delete_user_at(&o, &u.id, None, gatehouse_domain::Timestamp::now(), gatehouse_store::conformance::teller()).await;
     }
     for p in products.iter().step_by(5) {
         store
@@ -761,7 +756,7 @@ async fn the_index_answers_as_d14_and_d17_say(store: Arc<dyn Store>) {
                     ..Default::default()
                 },
                 Timestamp::now(),
-                &gatehouse_store::conformance::teller(),
+                gatehouse_store::conformance::teller(),
             )
             .await
             .unwrap();
@@ -772,7 +767,7 @@ async fn the_index_answers_as_d14_and_d17_say(store: Arc<dyn Store>) {
                 &o,
                 &p.id,
                 Timestamp::now(),
-                &gatehouse_store::conformance::teller(),
+                gatehouse_store::conformance::teller(),
             )
             .await
             .unwrap();
@@ -780,7 +775,7 @@ async fn the_index_answers_as_d14_and_d17_say(store: Arc<dyn Store>) {
     let mut late = user("late.comer@adm.io", Role::Editor, UserStatus::Active, 9_999);
     late.name = Name::parse("Ada Late").unwrap();
     store
-        .insert_user(&o, &late, &gatehouse_store::conformance::teller())
+        .insert_user(&o, &late, gatehouse_store::conformance::teller())
         .await
         .unwrap();
     check(1).await;

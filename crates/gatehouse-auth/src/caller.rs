@@ -82,7 +82,7 @@ impl Caller {
             Caller::Token(c) => match &c.user {
                 Some(u) => Actor::User {
                     user: u.clone(),
-                    client: c.client_id.clone(),
+                    client: Some(c.client_id.clone()),
                 },
                 None => Actor::Client(c.client_id.clone()),
             },

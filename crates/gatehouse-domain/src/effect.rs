@@ -16,7 +16,7 @@ use crate::manage::{self, KeyCut};
 use crate::product::Product;
 use crate::scope::ScopeSet;
 use crate::time::Timestamp;
-use crate::user::{Deletion, User, UserChange};
+use crate::user::{Deletion, Role, User, UserChange};
 
 /// One write a change causes besides its own row.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -35,18 +35,25 @@ pub enum Effect {
     EndLinks { kind: LinkKind, user: UserId },
     /// D46 (revised): every application `owner` holds follows their status
     /// (`client::owner_status_changed`); a new suspension revokes the
-    /// application's access tokens so far.
+    /// application's access tokens so far. Each application it changes
+    /// tells `application.updated` (D54).
     OwnerStatus { owner: UserId, inactive: bool },
     /// D13, D46 (revised): every application of `from` moves to `to`,
     /// suspended as `client::inherited` says (its secret may have left with
-    /// the old owner).
+    /// the old owner); each tells `application.updated` (D54).
     MoveOwnedClients { from: UserId, to: UserId },
     /// D11, D13, D19, D29: the user's sessions and codes end, their refresh
     /// chains are revoked, and a `User` revocation covers their access
     /// tokens so far.
     RevokeUser { user: UserId },
-    /// D46: API keys `owner` holds are revoked as `cut` says.
+    /// D46: API keys `owner` holds are revoked as `cut` says; each tells
+    /// `api_key.revoked` (D54).
     CutOwnedKeys { owner: UserId, cut: KeyCut },
+    /// D46, D29 (continued): every application `owner` holds loses the
+    /// scopes `role` lacks (`manage::scopes_left_by_role`), as
+    /// [`Effect::NarrowClient`] narrows one; each one narrowed tells
+    /// `application.updated` (D54).
+    NarrowOwnedClients { owner: UserId, role: Role },
     /// D13: the user's row goes (with it, by the schema, what still
     /// references it).
     DeleteUser { user: UserId },
@@ -122,15 +129,31 @@ fn send(kind: LinkKind, user: &UserId, link: &NewLink) -> Effect {
 }
 
 /// What a password reset through a link writes besides the password (D19):
-/// the user's other reset links die, and their sessions and tokens end.
-pub fn of_password_reset(user: &UserId) -> Vec<Effect> {
+/// the user's other reset links die, their sessions and tokens end, and it
+/// tells `user.password_changed` (D19 continued, D54) as done by the person
+/// the link was sent to.
+pub fn of_password_reset(tell: &Teller, user: &User, at: Timestamp) -> Vec<Effect> {
     vec![
         Effect::EndLinks {
             kind: LinkKind::Reset,
-            user: user.clone(),
+            user: user.id.clone(),
         },
-        Effect::RevokeUser { user: user.clone() },
+        Effect::RevokeUser {
+            user: user.id.clone(),
+        },
+        Effect::Event(Box::new(
+            tell.by_link(&user.id).user_password_changed(user, at),
+        )),
     ]
+}
+
+/// What accepting an invitation (`before`, pending, becoming `after`,
+/// active) tells: `user.updated` (D54: acceptance is a status change), as
+/// done by the person the invitation was sent to.
+pub fn of_invitation_acceptance(tell: &Teller, before: &User, after: &User) -> Vec<Effect> {
+    vec![Effect::Event(Box::new(
+        tell.by_link(&after.id).user_updated(before, after),
+    ))]
 }
 
 /// What creating `p` tells (D54).
@@ -159,41 +182,65 @@ pub fn of_product_deletion(tell: &Teller, last: &Product, at: Timestamp) -> Vec<
 }
 
 /// What a PATCH of `current` into `change.user` writes besides the user's
-/// row (D11, D13, D29, D46 revised). Nothing when nothing changed.
-pub fn of_user_change(current: &User, change: &UserChange) -> Vec<Effect> {
+/// row (D11, D13, D29, D46 revised), in D54's order: what the change does to
+/// other resources first, each telling its own event as it is applied (a
+/// deactivation: keys, then applications; a demotion: applications, then
+/// keys), then `user.updated`. Nothing when nothing changed.
+pub fn of_user_change(tell: &Teller, current: &User, change: &UserChange) -> Vec<Effect> {
     let mut effects = Vec::new();
     if !change.changed {
         return effects;
     }
-    let id = &current.id;
+    let (id, next) = (&current.id, &change.user);
     if change.cancels_invitation {
         effects.push(Effect::EndLinks {
             kind: LinkKind::Invitation,
             user: id.clone(),
         });
     }
-    if let Some(inactive) = manage::owner_inactive_after(current, &change.user) {
-        effects.push(Effect::OwnerStatus {
-            owner: id.clone(),
-            inactive,
-        });
-    }
+    let cut = manage::owned_keys_cut(current, Some(next)).map(|cut| Effect::CutOwnedKeys {
+        owner: id.clone(),
+        cut,
+    });
+    let status = manage::owner_inactive_after(current, next).map(|inactive| Effect::OwnerStatus {
+        owner: id.clone(),
+        inactive,
+    });
+    let narrows = !ScopeSet::for_role(current.role).is_subset(ScopeSet::for_role(next.role));
+    let narrow = narrows.then(|| Effect::NarrowOwnedClients {
+        owner: id.clone(),
+        role: next.role,
+    });
+    let order = if status.is_some() {
+        [cut, status, narrow]
+    } else {
+        [narrow, cut, status]
+    };
+    effects.extend(order.into_iter().flatten());
     if change.revokes_tokens {
         effects.push(Effect::RevokeUser { user: id.clone() });
     }
-    if let Some(cut) = manage::owned_keys_cut(current, Some(&change.user)) {
+    effects.push(Effect::Event(Box::new(tell.user_updated(current, next))));
+    effects
+}
+
+/// What deleting `current` at `at` writes, in D54's order: the user's keys
+/// revoked and applications moved (each telling its event), the sessions
+/// and tokens ended, the row, then `user.deleted` (D13, D46 revised).
+pub fn of_user_deletion(
+    tell: &Teller,
+    current: &User,
+    plan: &Deletion,
+    at: Timestamp,
+) -> Vec<Effect> {
+    let id = &current.id;
+    let mut effects = Vec::new();
+    if let Some(cut) = manage::owned_keys_cut(current, None) {
         effects.push(Effect::CutOwnedKeys {
             owner: id.clone(),
             cut,
         });
     }
-    effects
-}
-
-/// What deleting `current` writes, its own row last (D13, D46 revised).
-pub fn of_user_deletion(current: &User, plan: &Deletion) -> Vec<Effect> {
-    let id = &current.id;
-    let mut effects = Vec::new();
     if let Some(heir) = &plan.transfer_clients_to {
         effects.push(Effect::MoveOwnedClients {
             from: id.clone(),
@@ -201,13 +248,8 @@ pub fn of_user_deletion(current: &User, plan: &Deletion) -> Vec<Effect> {
         });
     }
     effects.push(Effect::RevokeUser { user: id.clone() });
-    if let Some(cut) = manage::owned_keys_cut(current, None) {
-        effects.push(Effect::CutOwnedKeys {
-            owner: id.clone(),
-            cut,
-        });
-    }
     effects.push(Effect::DeleteUser { user: id.clone() });
+    effects.push(Effect::Event(Box::new(tell.user_deleted(current, at))));
     effects
 }
 
@@ -238,6 +280,53 @@ pub fn of_client_update(
     effects
 }
 
+/// What registering the application `c` tells (D54).
+pub fn of_client_creation(tell: &Teller, c: &Client) -> Vec<Effect> {
+    vec![Effect::Event(Box::new(tell.application_created(c)))]
+}
+
+/// What a change of the application `before` into `after` at `at` tells
+/// (D54): `application.updated`, unless nothing published changed.
+pub fn of_client_change(tell: &Teller, before: &Client, after: &Client, at: Timestamp) -> Vec<Effect> {
+    tell.application_updated(before, after, at)
+        .map(|e| Effect::Event(Box::new(e)))
+        .into_iter()
+        .collect()
+}
+
+/// What deleting the application `last` at `at` writes: everything it
+/// holds goes (D46, D47), then `application.deleted` (D54).
+pub fn of_client_deletion(tell: &Teller, last: &Client, at: Timestamp) -> Vec<Effect> {
+    vec![
+        Effect::DeleteClient {
+            client: last.id.clone(),
+        },
+        Effect::Event(Box::new(tell.application_deleted(last, at))),
+    ]
+}
+
+/// What rotating the secret of `after` (as rotated) at `at` tells (D54):
+/// `application.secret_rotated`, never the secret.
+pub fn of_secret_rotation(tell: &Teller, after: &Client, at: Timestamp) -> Vec<Effect> {
+    vec![Effect::Event(Box::new(
+        tell.application_secret_rotated(after, at),
+    ))]
+}
+
+/// What making the key `k` tells (D54; the record, never the key).
+pub fn of_key_creation(tell: &Teller, k: &crate::ApiKey) -> Vec<Effect> {
+    vec![Effect::Event(Box::new(tell.api_key_created(k)))]
+}
+
+/// What revoking `before` into `after` tells (D54): `api_key.revoked` when
+/// the key was not revoked before (revoking twice changes nothing).
+pub fn of_key_revocation(tell: &Teller, before: &crate::ApiKey, after: &crate::ApiKey) -> Vec<Effect> {
+    match (before.revoked_at, after.revoked_at) {
+        (None, Some(at)) => vec![Effect::Event(Box::new(tell.api_key_revoked(after, at)))],
+        _ => Vec::new(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -245,6 +334,42 @@ mod tests {
     use crate::time::Timestamp;
     use crate::user::{UserPatch, UserStatus, apply_patch};
     use crate::values::{Email, Name};
+    use crate::event::{EventType, Origin, Publish};
+
+    struct Plain;
+    impl Publish for Plain {
+        fn product(&self, p: &Product) -> String {
+            format!(r#"{{"id":"{}"}}"#, p.id)
+        }
+        fn user(&self, u: &User) -> String {
+            format!(
+                r#"{{"id":"{}","role":"{}","status":"{}"}}"#,
+                u.id,
+                u.role.as_str(),
+                u.status.as_str()
+            )
+        }
+        fn application(&self, c: &Client) -> String {
+            format!(r#"{{"id":"{}"}}"#, c.id)
+        }
+        fn api_key(&self, k: &crate::ApiKey) -> String {
+            format!(r#"{{"id":"{}"}}"#, k.id)
+        }
+        fn organization(&self, o: &crate::Organization) -> String {
+            format!(r#"{{"id":"{}"}}"#, o.id)
+        }
+    }
+
+    fn tell() -> Teller {
+        Teller::new(Origin::system(), std::sync::Arc::new(Plain))
+    }
+
+    fn told(e: &Effect) -> Option<EventType> {
+        match e {
+            Effect::Event(e) => Some(e.kind),
+            _ => None,
+        }
+    }
 
     fn user(role: Role, status: UserStatus) -> User {
         User {
@@ -267,27 +392,60 @@ mod tests {
             ..Default::default()
         };
         let change = apply_patch(&u, &patch, Timestamp::from_millis(1)).unwrap();
+        let e = of_user_change(&tell(), &u, &change);
+        // D54: keys, then applications, then the user's own event.
         assert_eq!(
-            of_user_change(&u, &change),
-            vec![
+            e[..3],
+            [
+                Effect::CutOwnedKeys {
+                    owner: u.id.clone(),
+                    cut: KeyCut::All
+                },
                 Effect::OwnerStatus {
                     owner: u.id.clone(),
                     inactive: true
                 },
                 Effect::RevokeUser { user: u.id.clone() },
-                Effect::CutOwnedKeys {
-                    owner: u.id.clone(),
-                    cut: KeyCut::All
-                },
             ]
         );
+        assert_eq!(e.len(), 4);
+        assert_eq!(told(&e[3]), Some(EventType::UserUpdated));
+    }
+
+    #[test]
+    fn d54_demoting_narrows_applications_then_cuts_keys_then_tells_the_user() {
+        let u = user(Role::Admin, UserStatus::Active);
+        let patch = UserPatch {
+            role: Some(Role::Viewer),
+            ..Default::default()
+        };
+        let change = apply_patch(&u, &patch, Timestamp::from_millis(1)).unwrap();
+        let e = of_user_change(&tell(), &u, &change);
+        assert_eq!(
+            e[0],
+            Effect::NarrowOwnedClients {
+                owner: u.id.clone(),
+                role: Role::Viewer
+            }
+        );
+        assert!(matches!(e[1], Effect::CutOwnedKeys { .. }), "{e:?}");
+        assert_eq!(told(e.last().unwrap()), Some(EventType::UserUpdated));
+        // A promotion narrows nothing.
+        let up = user(Role::Viewer, UserStatus::Active);
+        let patch = UserPatch {
+            role: Some(Role::Admin),
+            ..Default::default()
+        };
+        let change = apply_patch(&up, &patch, Timestamp::from_millis(1)).unwrap();
+        let e = of_user_change(&tell(), &up, &change);
+        assert_eq!(e.len(), 1, "{e:?}");
     }
 
     #[test]
     fn a_patch_that_changes_nothing_has_no_effect() {
         let u = user(Role::Editor, UserStatus::Active);
         let change = apply_patch(&u, &UserPatch::default(), Timestamp::from_millis(1)).unwrap();
-        assert!(of_user_change(&u, &change).is_empty());
+        assert!(of_user_change(&tell(), &u, &change).is_empty());
     }
 
     #[test]
@@ -297,15 +455,18 @@ mod tests {
         let plan = Deletion {
             transfer_clients_to: Some(heir.clone()),
         };
-        let e = of_user_deletion(&u, &plan);
+        let e = of_user_deletion(&tell(), &u, &plan, Timestamp::from_millis(2));
+        // D54: keys revoked, applications moved, then the user.
+        assert!(matches!(e[0], Effect::CutOwnedKeys { .. }), "{e:?}");
         assert_eq!(
-            e.first(),
-            Some(&Effect::MoveOwnedClients {
+            e[1],
+            Effect::MoveOwnedClients {
                 from: u.id.clone(),
                 to: heir
-            })
+            }
         );
         assert!(e.contains(&Effect::RevokeUser { user: u.id.clone() }));
-        assert_eq!(e.last(), Some(&Effect::DeleteUser { user: u.id.clone() }));
+        assert_eq!(e[e.len() - 2], Effect::DeleteUser { user: u.id.clone() });
+        assert_eq!(told(e.last().unwrap()), Some(EventType::UserDeleted));
     }
 }

@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use crate::ids::{ApiKeyId, ClientId, EventId, UserId};
 use crate::product::Product;
+use crate::{ApiKey, Client, Organization};
 use crate::time::Timestamp;
 use crate::user::User;
 
@@ -109,8 +110,13 @@ impl TypePattern {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Actor {
     /// A person, through a token issued to `client` (the dashboard's is
-    /// `app_dashboard`).
-    User { user: UserId, client: ClientId },
+    /// `app_dashboard`); `client` is `None` where the person acted without
+    /// a token, through a single-use link of theirs (accepting an
+    /// invitation, resetting a password: docs/events.md).
+    User {
+        user: UserId,
+        client: Option<ClientId>,
+    },
     /// An application with its own credentials (client credentials).
     Client(ClientId),
     /// An API key.
@@ -146,7 +152,7 @@ impl Actor {
     /// `actor.client_id`.
     pub fn client_id(&self) -> Option<&str> {
         match self {
-            Actor::User { client, .. } => Some(client.as_str()),
+            Actor::User { client, .. } => client.as_ref().map(|c| c.as_str()),
             Actor::Client(c) => Some(c.as_str()),
             Actor::ApiKey(_) | Actor::Operator | Actor::System => None,
         }
@@ -261,6 +267,12 @@ pub struct Event {
 pub trait Publish: Send + Sync {
     fn product(&self, p: &Product) -> String;
     fn user(&self, u: &User) -> String;
+    /// An application as `GET /v1/applications/{id}` returns it (no secret).
+    fn application(&self, c: &Client) -> String;
+    /// An API key record as `GET /v1/api-keys/{id}` returns it (no key).
+    fn api_key(&self, k: &ApiKey) -> String;
+    /// The organization as `GET /v1/organization` returns it.
+    fn organization(&self, o: &Organization) -> String;
 }
 
 /// What a change needs to tell its events: who made it and how its objects
@@ -282,6 +294,23 @@ impl std::fmt::Debug for Teller {
 impl Teller {
     pub fn new(origin: Origin, publish: Arc<dyn Publish>) -> Self {
         Self { origin, publish }
+    }
+
+    /// This teller, for a change the person `user` made through a
+    /// single-use link sent to them (an invitation, a reset): the actor is
+    /// that person, without a client (no token was used); the request
+    /// stays.
+    pub fn by_link(&self, user: &UserId) -> Teller {
+        Teller {
+            origin: Origin {
+                actor: Actor::User {
+                    user: user.clone(),
+                    client: None,
+                },
+                request: self.origin.request.clone(),
+            },
+            publish: Arc::clone(&self.publish),
+        }
     }
 
     fn event(&self, kind: EventType, object_id: &str, at: Timestamp, object: String) -> NewEvent {
@@ -328,6 +357,113 @@ impl Teller {
     pub fn product_deleted(&self, last: &Product, at: Timestamp) -> NewEvent {
         let object = self.publish.product(last);
         self.event(EventType::ProductDeleted, last.id.as_str(), at, object)
+    }
+
+    /// `user.updated` (role, status, name; D54), `previous_attributes` the
+    /// old values of what changed.
+    pub fn user_updated(&self, before: &User, after: &User) -> NewEvent {
+        let (old, new) = (self.publish.user(before), self.publish.user(after));
+        self.event(
+            EventType::UserUpdated,
+            after.id.as_str(),
+            after.updated_at,
+            new.clone(),
+        )
+        .with_previous(previous_attributes(&old, &new))
+    }
+
+    /// `user.deleted`, with the user's last state.
+    pub fn user_deleted(&self, last: &User, at: Timestamp) -> NewEvent {
+        let object = self.publish.user(last);
+        self.event(EventType::UserDeleted, last.id.as_str(), at, object)
+    }
+
+    /// `user.password_changed` (D19 continued), the user as they are.
+    pub fn user_password_changed(&self, u: &User, at: Timestamp) -> NewEvent {
+        let object = self.publish.user(u);
+        self.event(EventType::UserPasswordChanged, u.id.as_str(), at, object)
+    }
+
+    /// `application.created`.
+    pub fn application_created(&self, c: &Client) -> NewEvent {
+        let object = self.publish.application(c);
+        self.event(
+            EventType::ApplicationCreated,
+            c.id.as_str(),
+            c.created_at,
+            object,
+        )
+    }
+
+    /// `application.updated` at `at`; `None` when the published
+    /// application is the same before and after (nothing a client sees
+    /// changed, so nothing is told).
+    pub fn application_updated(
+        &self,
+        before: &Client,
+        after: &Client,
+        at: Timestamp,
+    ) -> Option<NewEvent> {
+        let (old, new) = (
+            self.publish.application(before),
+            self.publish.application(after),
+        );
+        let previous = previous_attributes(&old, &new);
+        (previous != "{}").then(|| {
+            self.event(EventType::ApplicationUpdated, after.id.as_str(), at, new)
+                .with_previous(previous)
+        })
+    }
+
+    /// `application.deleted`, with the application's last state.
+    pub fn application_deleted(&self, last: &Client, at: Timestamp) -> NewEvent {
+        let object = self.publish.application(last);
+        self.event(EventType::ApplicationDeleted, last.id.as_str(), at, object)
+    }
+
+    /// `application.secret_rotated`, the application after the rotation
+    /// (never the secret).
+    pub fn application_secret_rotated(&self, c: &Client, at: Timestamp) -> NewEvent {
+        let object = self.publish.application(c);
+        self.event(EventType::ApplicationSecretRotated, c.id.as_str(), at, object)
+    }
+
+    /// `api_key.created` (the record, never the key).
+    pub fn api_key_created(&self, k: &ApiKey) -> NewEvent {
+        let object = self.publish.api_key(k);
+        self.event(EventType::ApiKeyCreated, k.id.as_str(), k.created_at, object)
+    }
+
+    /// `api_key.revoked` at `at`, the record as revoked.
+    pub fn api_key_revoked(&self, k: &ApiKey, at: Timestamp) -> NewEvent {
+        let object = self.publish.api_key(k);
+        self.event(EventType::ApiKeyRevoked, k.id.as_str(), at, object)
+    }
+
+    /// `organization.updated` at `at`; `None` when nothing published
+    /// changed.
+    pub fn organization_updated(
+        &self,
+        before: &Organization,
+        after: &Organization,
+        at: Timestamp,
+    ) -> Option<NewEvent> {
+        let (old, new) = (
+            self.publish.organization(before),
+            self.publish.organization(after),
+        );
+        let previous = previous_attributes(&old, &new);
+        (previous != "{}").then(|| {
+            self.event(EventType::OrganizationUpdated, after.id.as_str(), at, new)
+                .with_previous(previous)
+        })
+    }
+
+    /// `staging.reset` (D33 continued): the organization after the reset,
+    /// one event that tells mirrors to resynchronize.
+    pub fn staging_reset(&self, o: &Organization, at: Timestamp) -> NewEvent {
+        let object = self.publish.organization(o);
+        self.event(EventType::StagingReset, o.id.as_str(), at, object)
     }
 }
 
@@ -395,7 +531,7 @@ mod tests {
         let c = ClientId::generate();
         let a = Actor::User {
             user: u.clone(),
-            client: c.clone(),
+            client: Some(c.clone()),
         };
         assert_eq!(
             (a.kind(), a.id(), a.client_id()),

@@ -1,11 +1,20 @@
 //! PostgreSQL: API keys (D27, D46).
 
+use gatehouse_domain::event::Teller;
+
 use super::*;
 
 #[async_trait]
 impl ApiKeyStore for PgStore {
-    async fn insert_api_key(&self, org: &OrgId, k: &ApiKey, digest: &[u8; 32]) -> StoreResult<()> {
+    async fn insert_api_key(
+        &self,
+        org: &OrgId,
+        k: &ApiKey,
+        digest: &[u8; 32],
+        tell: &Teller,
+    ) -> StoreResult<()> {
         check_org(org, &k.org)?;
+        let told = effect::of_key_creation(tell, k);
         write_tx!(self, |tx| {
             query(
                 "INSERT INTO api_keys (id, org_id, name, digest, scopes, created_at, revoked_at, prefix, owner_id, expires_at, last_used_at)
@@ -24,7 +33,7 @@ impl ApiKeyStore for PgStore {
             .bind(k.last_used_at.map(Timestamp::millis))
             .execute(&mut *tx)
             .await?;
-            Ok(())
+            crate::effects::apply(&mut tx, org, &told, k.created_at, None).await
         })
     }
     async fn resolve_api_key(&self, digest: &[u8; 32]) -> StoreResult<Option<ApiKey>> {
@@ -76,8 +85,18 @@ impl ApiKeyStore for PgStore {
         org: &OrgId,
         id: &ApiKeyId,
         at: Timestamp,
+        tell: &Teller,
     ) -> StoreResult<ApiKey> {
         write_tx!(self, |tx| {
+            let before = query(&format!(
+                "SELECT {API_KEY_COLS} FROM api_keys WHERE id = $1 AND org_id = $2 FOR UPDATE"
+            ))
+            .bind(id.as_str())
+            .bind(org.as_str())
+            .fetch_optional(&mut *tx)
+            .await?
+            .ok_or(StoreError::NotFound)?;
+            let before = api_key_row(&before)?;
             // Revoking twice keeps the first time.
             let row = query(&format!(
                 "UPDATE api_keys SET revoked_at = coalesce(revoked_at, $1)
@@ -89,7 +108,10 @@ impl ApiKeyStore for PgStore {
             .fetch_optional(&mut *tx)
             .await?
             .ok_or(StoreError::NotFound)?;
-            Ok(api_key_row(&row)?)
+            let after = api_key_row(&row)?;
+            let told = effect::of_key_revocation(tell, &before, &after);
+            crate::effects::apply(&mut tx, org, &told, at, None).await?;
+            Ok(after)
         })
     }
 }
@@ -102,20 +124,24 @@ pub(crate) async fn cut_owned_keys(
     user: &UserId,
     cut: KeyCut,
     now: Timestamp,
-) -> TxResult<()> {
+) -> TxResult<Vec<ApiKey>> {
     let beyond: i16 = match cut {
         KeyCut::All => -1,
         KeyCut::Beyond(cap) => !bits(cap),
     };
-    query(
+    // The keys as revoked, oldest first: each tells `api_key.revoked` (D54).
+    let rows = query(&format!(
         "UPDATE api_keys SET revoked_at = $1
-         WHERE org_id = $2 AND owner_id = $3 AND revoked_at IS NULL AND (scopes & $4) <> 0",
-    )
+         WHERE org_id = $2 AND owner_id = $3 AND revoked_at IS NULL AND (scopes & $4) <> 0
+         RETURNING {API_KEY_COLS}"
+    ))
     .bind(now.millis())
     .bind(org.as_str())
     .bind(user.as_str())
     .bind(beyond)
-    .execute(&mut *c)
+    .fetch_all(&mut *c)
     .await?;
-    Ok(())
+    let mut keys = rows.iter().map(api_key_row).collect::<Result<Vec<_>, _>>()?;
+    keys.sort_by(|a, b| (a.created_at, a.id.as_str()).cmp(&(b.created_at, b.id.as_str())));
+    Ok(keys)
 }

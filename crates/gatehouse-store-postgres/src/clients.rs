@@ -1,10 +1,17 @@
 //! PostgreSQL: client applications (D20, D22, D40).
 
+use gatehouse_domain::event::Teller;
+
 use super::*;
 
 #[async_trait]
 impl ClientStore for PgStore {
-    async fn insert_client(&self, org: &OrgId, client: &NewClient) -> StoreResult<Client> {
+    async fn insert_client(
+        &self,
+        org: &OrgId,
+        client: &NewClient,
+        tell: &Teller,
+    ) -> StoreResult<Client> {
         write_tx!(self, |tx| {
             let owner = match &client.owner {
                 Some(id) => get_user_tx(&mut tx, org, id).await?,
@@ -12,7 +19,7 @@ impl ClientStore for PgStore {
             };
             let suspension = client::check_owner(client.owner.as_ref(), owner.as_ref())?;
             insert_client_row(&mut tx, org, client, suspension).await?;
-            Ok(Client {
+            let made = Client {
                 id: client.id.clone(),
                 org: org.clone(),
                 name: client.name.clone(),
@@ -26,7 +33,10 @@ impl ClientStore for PgStore {
                 created_at: client.created_at,
                 updated_at: client.created_at,
                 suspension,
-            })
+            };
+            let told = effect::of_client_creation(tell, &made);
+            crate::effects::apply(&mut tx, org, &told, made.created_at, None).await?;
+            Ok(made)
         })
     }
     async fn resolve_client(&self, id: &ClientId) -> StoreResult<Option<Client>> {
@@ -51,6 +61,7 @@ impl ClientStore for PgStore {
         id: &ClientId,
         changes: &ClientChanges,
         now: Timestamp,
+        tell: &Teller,
     ) -> StoreResult<Client> {
         write_tx!(self, |tx| {
             let old = lock_client(&mut tx, org, id)
@@ -76,7 +87,7 @@ impl ClientStore for PgStore {
             // The move and the narrowing first (their revocations last of
             // them), so the row read back below is the application as it is.
             let effects = effect::of_client_update(&old, scopes, moved);
-            crate::effects::apply(&mut tx, org, &effects, now).await?;
+            crate::effects::apply(&mut tx, org, &effects, now, None).await?;
             let row = query(&format!(
                 "UPDATE clients SET name = $2, redirect_uris = $3, post_logout_redirect_uris = $4,
                     scopes = $5, admin_approved = $6, updated_at = $7
@@ -92,26 +103,34 @@ impl ClientStore for PgStore {
             .fetch_one(&mut *tx)
             .await?;
             let client = client_row(&row)?;
+            // D54: one `application.updated` for the whole change.
+            let told = effect::of_client_change(tell, &old, &client, now);
+            crate::effects::apply(&mut tx, org, &told, now, None).await?;
             Ok(client)
         })
     }
-    async fn delete_client(&self, org: &OrgId, id: &ClientId, now: Timestamp) -> StoreResult<()> {
+    async fn delete_client(
+        &self,
+        org: &OrgId,
+        id: &ClientId,
+        now: Timestamp,
+        tell: &Teller,
+    ) -> StoreResult<()> {
         write_tx!(self, |tx| {
-            query_scalar::<_, i32>(
-                "SELECT 1 FROM clients WHERE id = $1 AND org_id = $2 FOR UPDATE",
-            )
-            .bind(id.as_str())
-            .bind(org.as_str())
-            .fetch_optional(&mut *tx)
-            .await?
-            .ok_or(StoreError::NotFound)?;
-            let gone = effect::Effect::DeleteClient { client: id.clone() };
-            crate::effects::apply(&mut tx, org, &[gone], now).await?;
+            let last = lock_client(&mut tx, org, id)
+                .await?
+                .ok_or(StoreError::NotFound)?;
+            let effects = effect::of_client_deletion(tell, &last, now);
+            crate::effects::apply(&mut tx, org, &effects, now, None).await?;
             Ok(())
         })
     }
-    async fn approve_admin(&self, org: &OrgId, id: &ClientId) -> StoreResult<Client> {
+    async fn approve_admin(&self, org: &OrgId, id: &ClientId, tell: &Teller) -> StoreResult<Client> {
         write_tx!(self, |tx| {
+            let now = Timestamp::now();
+            let old = lock_client(&mut tx, org, id)
+                .await?
+                .ok_or(StoreError::NotFound)?;
             let row = query(&format!(
                 "UPDATE clients SET admin_approved = true, scopes = scopes | $1, updated_at = $4
                  WHERE id = $2 AND org_id = $3 RETURNING {CLIENT_COLS}"
@@ -119,11 +138,14 @@ impl ClientStore for PgStore {
             .bind(bits(ScopeSet::EMPTY.with(Scope::Admin)))
             .bind(id.as_str())
             .bind(org.as_str())
-            .bind(Timestamp::now().millis())
+            .bind(now.millis())
             .fetch_optional(&mut *tx)
             .await?
             .ok_or(StoreError::NotFound)?;
-            Ok(client_row(&row)?)
+            let new = client_row(&row)?;
+            let told = effect::of_client_change(tell, &old, &new, now);
+            crate::effects::apply(&mut tx, org, &told, now, None).await?;
+            Ok(new)
         })
     }
     async fn rotate_client_secret(
@@ -132,8 +154,10 @@ impl ClientStore for PgStore {
         id: &ClientId,
         secret_hash: &[u8; 32],
         previous_until: Option<Timestamp>,
+        tell: &Teller,
     ) -> StoreResult<Client> {
         write_tx!(self, |tx| {
+            let now = Timestamp::now();
             let old = lock_client(&mut tx, org, id)
                 .await?
                 .ok_or(StoreError::NotFound)?;
@@ -143,7 +167,7 @@ impl ClientStore for PgStore {
                 client: Box::new(old),
                 next: suspension,
             };
-            crate::effects::apply(&mut tx, org, &[next], Timestamp::now()).await?;
+            crate::effects::apply(&mut tx, org, &[next], now, None).await?;
             // D20: the old secret keeps working until `previous_until`; none: at once.
             let row = query(&format!(
                 "UPDATE clients SET
@@ -158,10 +182,13 @@ impl ClientStore for PgStore {
             .bind(org.as_str())
             .bind(previous_until.map(Timestamp::millis))
             .bind(&secret_hash[..])
-            .bind(Timestamp::now().millis())
+            .bind(now.millis())
             .fetch_one(&mut *tx)
             .await?;
-            Ok(client_row(&row)?)
+            let new = client_row(&row)?;
+            let told = effect::of_secret_rotation(tell, &new, now);
+            crate::effects::apply(&mut tx, org, &told, now, None).await?;
+            Ok(new)
         })
     }
 }

@@ -4,22 +4,35 @@
 //! revocation records are written last: a record's id is taken under the
 //! revocation lock, so writing them at the end holds that lock for the
 //! shortest time and the feed's ids commit in order (D25, D44).
+//!
+//! The effects that reach a set of records (an owner's applications or
+//! keys) tell one event for each record they change (D54's cascades), as
+//! they change it, through the change's [`Teller`].
 
 use gatehouse_domain::effect::Effect;
-use gatehouse_domain::{Client, OrgId, Timestamp, UserId, client};
-use gatehouse_store::NewRevocation;
+use gatehouse_domain::event::{NewEvent, Teller};
+use gatehouse_domain::{Client, ClientId, OrgId, Role, ScopeSet, Timestamp, UserId, client, manage};
+use gatehouse_store::{NewRevocation, StoreError};
 use sqlx_core::query::query;
 use sqlx_postgres::PgConnection;
 
 use crate::rows::{CLIENT_COLS, client_row};
 use crate::{TxResult, api_keys, auth_state};
 
+/// Applies `effects` in order (revocation records last). `tell` is the
+/// change's teller; a list whose cascades tell events needs one (an
+/// internal error otherwise: a caller that builds such a list has its
+/// teller).
 pub(crate) async fn apply(
     c: &mut PgConnection,
     org: &OrgId,
     effects: &[Effect],
     now: Timestamp,
+    tell: Option<&Teller>,
 ) -> TxResult<()> {
+    let teller = || {
+        tell.ok_or_else(|| StoreError::Internal("a cascade applied without its teller".into()))
+    };
     let mut revocations: Vec<NewRevocation> = Vec::new();
     for effect in effects {
         match effect {
@@ -30,12 +43,19 @@ pub(crate) async fn apply(
                 auth_state::delete_links(c, *kind, user).await?;
             }
             Effect::OwnerStatus { owner, inactive } => {
+                let tell = teller()?;
                 for app in lock_owned_clients(c, org, owner).await? {
                     let next = client::owner_status_changed(&app, *inactive);
                     revocations.extend(set_suspension(c, &app, next, now).await?);
+                    let after = Client {
+                        suspension: next,
+                        ..app.clone()
+                    };
+                    told(c, org, tell.application_updated(&app, &after, now)).await?;
                 }
             }
             Effect::MoveOwnedClients { from, to } => {
+                let tell = teller()?;
                 for app in lock_owned_clients(c, org, from).await? {
                     query("UPDATE clients SET owner_id = $2 WHERE id = $1")
                         .bind(app.id.as_str())
@@ -44,6 +64,21 @@ pub(crate) async fn apply(
                         .await?;
                     let next = client::inherited(&app);
                     revocations.extend(set_suspension(c, &app, next, now).await?);
+                    let after = Client {
+                        owner: Some(to.clone()),
+                        suspension: next,
+                        ..app.clone()
+                    };
+                    told(c, org, tell.application_updated(&app, &after, now)).await?;
+                }
+            }
+            Effect::NarrowOwnedClients { owner, role } => {
+                let tell = teller()?;
+                for app in lock_owned_clients(c, org, owner).await? {
+                    if let Some((after, revocation)) = narrow_owned(c, &app, *role, now).await? {
+                        revocations.push(revocation);
+                        told(c, org, tell.application_updated(&app, &after, now)).await?;
+                    }
                 }
             }
             Effect::RevokeUser { user } => {
@@ -51,7 +86,10 @@ pub(crate) async fn apply(
                 revocations.push(NewRevocation::user(user, now));
             }
             Effect::CutOwnedKeys { owner, cut } => {
-                api_keys::cut_owned_keys(c, org, owner, *cut, now).await?;
+                let tell = teller()?;
+                for key in api_keys::cut_owned_keys(c, org, owner, *cut, now).await? {
+                    told(c, org, Some(tell.api_key_revoked(&key, now))).await?;
+                }
             }
             Effect::DeleteUser { user } => {
                 query("DELETE FROM users WHERE id = $1 AND org_id = $2")
@@ -92,43 +130,7 @@ pub(crate) async fn apply(
                 keep,
                 removed,
             } => {
-                let keep = crate::bits(*keep);
-                query(
-                    "UPDATE refresh_chains SET revoked_at = $3
-                     WHERE client_id = $1 AND revoked_at IS NULL AND (scopes & ~$2::smallint) <> 0",
-                )
-                .bind(client.as_str())
-                .bind(keep)
-                .bind(now.millis())
-                .execute(&mut *c)
-                .await?;
-                query(
-                    "UPDATE refresh_tokens SET successor_sealed = NULL, successor_until = NULL
-                     WHERE chain_id IN (SELECT id FROM refresh_chains WHERE client_id = $1 AND revoked_at = $2)
-                       AND successor_until IS NOT NULL",
-                )
-                .bind(client.as_str())
-                .bind(now.millis())
-                .execute(&mut *c)
-                .await?;
-                query(
-                    "DELETE FROM auth_codes WHERE client_id = $1 AND (scopes & ~$2::smallint) <> 0",
-                )
-                .bind(client.as_str())
-                .bind(keep)
-                .execute(&mut *c)
-                .await?;
-                query("UPDATE consents SET scopes = scopes & $2::smallint WHERE client_id = $1")
-                    .bind(client.as_str())
-                    .bind(keep)
-                    .execute(&mut *c)
-                    .await?;
-                query("DELETE FROM consents WHERE client_id = $1 AND scopes = 0")
-                    .bind(client.as_str())
-                    .execute(&mut *c)
-                    .await?;
-                // D46 (revised): exactly the tokens carrying a removed scope.
-                revocations.push(NewRevocation::client_scopes(client, *removed, now));
+                revocations.push(narrow_client(c, client, *keep, *removed, now).await?);
             }
             Effect::Event(e) => crate::events::insert_event(c, org, e).await?,
         }
@@ -137,6 +139,90 @@ pub(crate) async fn apply(
         auth_state::insert_revocation(c, r).await?;
     }
     Ok(())
+}
+
+/// Writes a cascade's event, when it tells one.
+async fn told(c: &mut PgConnection, org: &OrgId, e: Option<NewEvent>) -> TxResult<()> {
+    match e {
+        Some(e) => crate::events::insert_event(c, org, &e).await,
+        None => Ok(()),
+    }
+}
+
+/// D46 (revised): the application keeps only `keep`: its refresh chains,
+/// codes and consents carrying a `removed` scope end or shrink; the
+/// revocation of exactly the access tokens carrying one is returned, for
+/// the caller to write last.
+async fn narrow_client(
+    c: &mut PgConnection,
+    client: &ClientId,
+    keep: ScopeSet,
+    removed: ScopeSet,
+    now: Timestamp,
+) -> TxResult<NewRevocation> {
+    let keep = crate::bits(keep);
+    query(
+        "UPDATE refresh_chains SET revoked_at = $3
+         WHERE client_id = $1 AND revoked_at IS NULL AND (scopes & ~$2::smallint) <> 0",
+    )
+    .bind(client.as_str())
+    .bind(keep)
+    .bind(now.millis())
+    .execute(&mut *c)
+    .await?;
+    query(
+        "UPDATE refresh_tokens SET successor_sealed = NULL, successor_until = NULL
+         WHERE chain_id IN (SELECT id FROM refresh_chains WHERE client_id = $1 AND revoked_at = $2)
+           AND successor_until IS NOT NULL",
+    )
+    .bind(client.as_str())
+    .bind(now.millis())
+    .execute(&mut *c)
+    .await?;
+    query("DELETE FROM auth_codes WHERE client_id = $1 AND (scopes & ~$2::smallint) <> 0")
+        .bind(client.as_str())
+        .bind(keep)
+        .execute(&mut *c)
+        .await?;
+    query("UPDATE consents SET scopes = scopes & $2::smallint WHERE client_id = $1")
+        .bind(client.as_str())
+        .bind(keep)
+        .execute(&mut *c)
+        .await?;
+    query("DELETE FROM consents WHERE client_id = $1 AND scopes = 0")
+        .bind(client.as_str())
+        .execute(&mut *c)
+        .await?;
+    // D46 (revised): exactly the tokens carrying a removed scope.
+    Ok(NewRevocation::client_scopes(client, removed, now))
+}
+
+/// D46, D29 (continued): `app` of a person now holding `role` keeps only the
+/// scopes the role allows; the application as changed and the revocation
+/// to write last, `None` when it keeps them all.
+async fn narrow_owned(
+    c: &mut PgConnection,
+    app: &Client,
+    role: Role,
+    now: Timestamp,
+) -> TxResult<Option<(Client, NewRevocation)>> {
+    let Some(left) = manage::scopes_left_by_role(app.scopes, role) else {
+        return Ok(None);
+    };
+    query("UPDATE clients SET scopes = $2, updated_at = $3 WHERE id = $1")
+        .bind(app.id.as_str())
+        .bind(crate::bits(left))
+        .bind(now.millis())
+        .execute(&mut *c)
+        .await?;
+    let removed = ScopeSet::from_bits(app.scopes.bits() & !left.bits());
+    let revocation = narrow_client(c, &app.id, left, removed, now).await?;
+    let after = Client {
+        scopes: left,
+        updated_at: now,
+        ..app.clone()
+    };
+    Ok(Some((after, revocation)))
 }
 
 /// The clients of `org` that `owner` owns, locked for the rest of the

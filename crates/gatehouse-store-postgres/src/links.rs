@@ -1,5 +1,7 @@
 //! PostgreSQL: single-use links (D11, D19): invitations and password resets.
 
+use gatehouse_domain::event::Teller;
+
 use super::*;
 
 #[async_trait]
@@ -42,6 +44,7 @@ impl LinkStore for PgStore {
         digest: &[u8; 32],
         password_hash: &str,
         now: Timestamp,
+        tell: &Teller,
     ) -> StoreResult<User> {
         write_tx!(self, |tx| {
             let (org, u) = link_user(&mut tx, LinkKind::Invitation, digest, now).await?;
@@ -57,9 +60,12 @@ impl LinkStore for PgStore {
             .bind(org.as_str())
             .execute(&mut *tx)
             .await?;
-            Ok(get_user_tx(&mut tx, &org, &id)
+            let after = get_user_tx(&mut tx, &org, &id)
                 .await?
-                .ok_or(StoreError::NotFound)?)
+                .ok_or(StoreError::NotFound)?;
+            let told = effect::of_invitation_acceptance(tell, &u, &after);
+            crate::effects::apply(&mut tx, &org, &told, now, None).await?;
+            Ok(after)
         })
     }
     async fn request_password_reset(
@@ -99,7 +105,7 @@ impl LinkStore for PgStore {
                 .bind(now.millis())
                 .execute(&mut *tx)
                 .await?;
-            crate::effects::apply(&mut tx, org, &effect::of_reset_request(&id, link), now).await?;
+            crate::effects::apply(&mut tx, org, &effect::of_reset_request(&id, link), now, None).await?;
             Ok(true)
         })
     }
@@ -108,6 +114,7 @@ impl LinkStore for PgStore {
         digest: &[u8; 32],
         password_hash: &str,
         now: Timestamp,
+        tell: &Teller,
     ) -> StoreResult<User> {
         write_tx!(self, |tx| {
             let (org, u) = link_user(&mut tx, LinkKind::Reset, digest, now).await?;
@@ -119,11 +126,13 @@ impl LinkStore for PgStore {
                 .bind(org.as_str())
                 .execute(&mut *tx)
                 .await?;
-            crate::effects::apply(&mut tx, &org, &effect::of_password_reset(&id), now).await?;
             // The user as updated, as a fresh read returns it.
-            Ok(get_user_tx(&mut tx, &org, &id)
+            let after = get_user_tx(&mut tx, &org, &id)
                 .await?
-                .ok_or(StoreError::NotFound)?)
+                .ok_or(StoreError::NotFound)?;
+            let effects = effect::of_password_reset(tell, &after, now);
+            crate::effects::apply(&mut tx, &org, &effects, now, None).await?;
+            Ok(after)
         })
     }
 }

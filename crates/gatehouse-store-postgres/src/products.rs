@@ -17,7 +17,7 @@ impl ProductStore for PgStore {
         let told = effect::of_product_creation(tell, &p);
         write_tx!(self, |tx| {
             insert_product_row(&mut tx, org, &p).await?;
-            effects::apply(&mut tx, org, &told, now).await?;
+            effects::apply(&mut tx, org, &told, now, None).await?;
             Ok(p.clone())
         })
     }
@@ -84,7 +84,7 @@ impl ProductStore for PgStore {
                 .await?;
             }
             let told = effect::of_product_update(tell, &current, &next, changed);
-            effects::apply(&mut tx, org, &told, now).await?;
+            effects::apply(&mut tx, org, &told, now, None).await?;
             Ok(next)
         })
     }
@@ -109,6 +109,7 @@ impl ProductStore for PgStore {
                 org,
                 &effect::of_product_deletion(tell, &last, now),
                 now,
+                None,
             )
             .await?;
             Ok(())

@@ -17,7 +17,7 @@ impl UserStore for PgStore {
         let sent = effect::of_user_creation(tell, &user, invitation);
         write_tx!(self, |tx| {
             insert_user_row(&mut tx, org, u, u.created_at).await?;
-            effects::apply(&mut tx, org, &sent, u.created_at).await?;
+            effects::apply(&mut tx, org, &sent, u.created_at, None).await?;
             Ok(user.clone())
         })
     }
@@ -66,6 +66,7 @@ impl UserStore for PgStore {
         id: &UserId,
         patch: &UserPatch,
         now: Timestamp,
+        tell: &Teller,
     ) -> StoreResult<UserChange> {
         write_tx!(self, |tx| {
             let current = lock_user(&mut tx, org, id)
@@ -91,8 +92,9 @@ impl UserStore for PgStore {
             .execute(&mut *tx)
             .await?;
             // D11, D13, D29, D46 (revised): what the change reaches.
-            let effects = effect::of_user_change(&current, &change);
-            effects::apply(&mut tx, org, &effects, now).await?;
+            // D54: each record reached tells its event, the user's last.
+            let effects = effect::of_user_change(tell, &current, &change);
+            effects::apply(&mut tx, org, &effects, now, Some(tell)).await?;
             Ok(change)
         })
     }
@@ -102,6 +104,7 @@ impl UserStore for PgStore {
         id: &UserId,
         transfer_to: Option<&UserId>,
         now: Timestamp,
+        tell: &Teller,
     ) -> StoreResult<()> {
         write_tx!(self, |tx| {
             let current = lock_user(&mut tx, org, id)
@@ -123,8 +126,8 @@ impl UserStore for PgStore {
                 user::check_delete(&current, others, owned as u64, transfer_to, heir.as_ref())?;
             // D13, D46 (revised): the applications move, the user's
             // sessions, tokens and keys end, the row goes last.
-            let effects = effect::of_user_deletion(&current, &plan);
-            effects::apply(&mut tx, org, &effects, now).await?;
+            let effects = effect::of_user_deletion(tell, &current, &plan, now);
+            effects::apply(&mut tx, org, &effects, now, Some(tell)).await?;
             Ok(())
         })
     }
@@ -173,6 +176,7 @@ impl UserStore for PgStore {
                 org,
                 &effect::of_reinvitation(tell, &u, link, now),
                 now,
+                None,
             )
             .await
         })

@@ -28,7 +28,7 @@ async fn last_admin_survives_concurrent_demotions() {
             .insert_user(
                 &o.id,
                 &user(&format!("a{round}@example.com"), Role::Admin),
-                &gatehouse_store::conformance::teller(),
+                gatehouse_store::conformance::teller(),
             )
             .await
             .unwrap();
@@ -36,7 +36,7 @@ async fn last_admin_survives_concurrent_demotions() {
             .insert_user(
                 &o.id,
                 &user(&format!("b{round}@example.com"), Role::Admin),
-                &gatehouse_store::conformance::teller(),
+                gatehouse_store::conformance::teller(),
             )
             .await
             .unwrap();
@@ -53,15 +53,15 @@ async fn last_admin_survives_concurrent_demotions() {
         let (o1, o2) = (o.id.clone(), o.id.clone());
         let t1 =
             tokio::spawn(
-                async move { s1.update_user(&o1, &a.id, &demote, Timestamp::now()).await },
+                async move { s1.update_user(&o1, &a.id, &demote, Timestamp::now(), gatehouse_store::conformance::teller()).await },
             );
         let t2 = tokio::spawn(async move {
             if round % 2 == 0 {
-                s2.update_user(&o2, &b.id, &off, Timestamp::now())
+                s2.update_user(&o2, &b.id, &off, Timestamp::now(), gatehouse_store::conformance::teller())
                     .await
                     .map(|_| ())
             } else {
-                s2.delete_user(&o2, &b.id, None).await
+                s2.delete_user_at(&o2, &b.id, None, gatehouse_domain::Timestamp::now(), gatehouse_store::conformance::teller()).await
             }
         });
         let (r1, r2) = (t1.await.unwrap(), t2.await.unwrap());
@@ -100,11 +100,11 @@ async fn chain_with_token(s: &PgStore, chain: &str, byte: u8) -> OrgId {
         .insert_user(
             &o.id,
             &user(&format!("{chain}@example.com"), Role::Editor),
-            &gatehouse_store::conformance::teller(),
+            gatehouse_store::conformance::teller(),
         )
         .await
         .unwrap();
-    let c = s.insert_client(&o.id, &client()).await.unwrap();
+    let c = s.insert_client(&o.id, &client(), gatehouse_store::conformance::teller()).await.unwrap();
     let now = Timestamp::now();
     let code = AuthCode {
         digest: [byte; 32],
@@ -296,7 +296,7 @@ async fn outbox_claims_never_overlap() {
             &o.id,
             &u,
             Some(&link),
-            &gatehouse_store::conformance::teller(),
+            gatehouse_store::conformance::teller(),
         )
         .await
         .unwrap();

@@ -21,7 +21,7 @@ async fn new_org(s: &PgStore) -> OrgId {
 
 async fn new_user(s: &PgStore, org: &OrgId, n: usize) -> UserId {
     let u = common::user(&format!("u{n}@example.com"), Role::Viewer);
-    s.insert_user(org, &u, &gatehouse_store::conformance::teller())
+    s.insert_user(org, &u, gatehouse_store::conformance::teller())
         .await
         .unwrap()
         .id
@@ -59,18 +59,15 @@ async fn reads(s: PgStore) {
                 discontinued: false,
             },
             Timestamp::now(),
-            &gatehouse_store::conformance::teller(),
+            gatehouse_store::conformance::teller(),
         )
         .await
         .unwrap();
     let client = s
-        .insert_client(
-            &a,
-            &NewClient {
+        .insert_client(&a, &NewClient {
                 redirect_uris: vec![],
                 ..common::client()
-            },
-        )
+            }, gatehouse_store::conformance::teller())
         .await
         .unwrap();
 

@@ -1,11 +1,20 @@
 //! SQLite: API keys (D27, D46).
 
+use gatehouse_domain::event::Teller;
+
 use super::*;
 
 #[async_trait]
 impl ApiKeyStore for SqliteStore {
-    async fn insert_api_key(&self, org: &OrgId, k: &ApiKey, digest: &[u8; 32]) -> StoreResult<()> {
+    async fn insert_api_key(
+        &self,
+        org: &OrgId,
+        k: &ApiKey,
+        digest: &[u8; 32],
+        tell: &Teller,
+    ) -> StoreResult<()> {
         check_org(org, &k.org)?;
+        let told = effect::of_key_creation(tell, k);
         let (k, digest) = (k.clone(), *digest);
         self.pool
             .write(move |tx| {
@@ -28,7 +37,7 @@ impl ApiKeyStore for SqliteStore {
                     ])
                 })
                 .map_err(db_err)?;
-                Ok(())
+                crate::effects::apply(tx, &k.org, &told, k.created_at, None)
             })
             .await
     }
@@ -88,17 +97,25 @@ impl ApiKeyStore for SqliteStore {
         org: &OrgId,
         id: &ApiKeyId,
         at: Timestamp,
+        tell: &Teller,
     ) -> StoreResult<ApiKey> {
-        let (org, id) = (org.clone(), id.clone());
+        let (org, id, tell) = (org.clone(), id.clone(), tell.clone());
         self.pool
             .write(move |tx| {
+                let read = |tx: &Connection| {
+                    tx.prepare_cached(&format!("SELECT {API_KEY_COLS} FROM api_keys WHERE id = ?1 AND org_id = ?2"))
+                        .and_then(|mut s| s.query_row(params![id.as_str(), org.as_str()], api_key_row).optional())
+                        .map_err(db_err)?
+                        .ok_or(StoreError::NotFound)
+                };
+                let before = read(tx)?;
                 tx.prepare_cached("UPDATE api_keys SET revoked_at = coalesce(revoked_at, ?1) WHERE id = ?2 AND org_id = ?3")
                     .and_then(|mut s| s.execute(params![at.millis(), id.as_str(), org.as_str()]))
                     .map_err(db_err)?;
-                tx.prepare_cached(&format!("SELECT {API_KEY_COLS} FROM api_keys WHERE id = ?1 AND org_id = ?2"))
-                    .and_then(|mut s| s.query_row(params![id.as_str(), org.as_str()], api_key_row).optional())
-                    .map_err(db_err)?
-                    .ok_or(StoreError::NotFound)
+                let after = read(tx)?;
+                let told = effect::of_key_revocation(&tell, &before, &after);
+                crate::effects::apply(tx, &org, &told, at, None)?;
+                Ok(after)
             })
             .await
     }
@@ -112,15 +129,22 @@ pub(crate) fn cut_owned_keys(
     user: &UserId,
     cut: KeyCut,
     now: Timestamp,
-) -> StoreResult<()> {
+) -> StoreResult<Vec<ApiKey>> {
     let beyond = match cut {
         KeyCut::All => -1i64,
         KeyCut::Beyond(cap) => !i64::from(cap.bits()),
     };
-    c.prepare_cached(
-        "UPDATE api_keys SET revoked_at = ?1 WHERE org_id = ?2 AND owner_id = ?3 AND revoked_at IS NULL AND (scopes & ?4) != 0",
-    )
-    .and_then(|mut s| s.execute(params![now.millis(), org.as_str(), user.as_str(), beyond]))
-    .map_err(db_err)?;
-    Ok(())
+    // The keys as revoked, oldest first: each tells `api_key.revoked` (D54).
+    let mut keys = c
+        .prepare_cached(&format!(
+            "UPDATE api_keys SET revoked_at = ?1 WHERE org_id = ?2 AND owner_id = ?3 AND revoked_at IS NULL AND (scopes & ?4) != 0
+             RETURNING {API_KEY_COLS}"
+        ))
+        .and_then(|mut s| {
+            s.query_map(params![now.millis(), org.as_str(), user.as_str(), beyond], api_key_row)?
+                .collect::<rusqlite::Result<Vec<_>>>()
+        })
+        .map_err(db_err)?;
+    keys.sort_by(|a, b| (a.created_at, a.id.as_str()).cmp(&(b.created_at, b.id.as_str())));
+    Ok(keys)
 }

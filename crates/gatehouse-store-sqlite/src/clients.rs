@@ -1,11 +1,18 @@
 //! SQLite: client applications (D20, D22, D40).
 
+use gatehouse_domain::event::Teller;
+
 use super::*;
 
 #[async_trait]
 impl ClientStore for SqliteStore {
-    async fn insert_client(&self, org: &OrgId, client: &NewClient) -> StoreResult<Client> {
-        let (org, client) = (org.clone(), client.clone());
+    async fn insert_client(
+        &self,
+        org: &OrgId,
+        client: &NewClient,
+        tell: &Teller,
+    ) -> StoreResult<Client> {
+        let (org, client, tell) = (org.clone(), client.clone(), tell.clone());
         self.pool
             .write(move |tx| {
                 let owner = match &client.owner {
@@ -14,7 +21,7 @@ impl ClientStore for SqliteStore {
                 };
                 let suspension = client::check_owner(client.owner.as_ref(), owner.as_ref())?;
                 insert_client_row(tx, &org, &client, suspension)?;
-                Ok(Client {
+                let made = Client {
                     id: client.id,
                     org,
                     name: client.name,
@@ -28,7 +35,10 @@ impl ClientStore for SqliteStore {
                     created_at: client.created_at,
                     updated_at: client.created_at,
                     suspension,
-                })
+                };
+                let told = effect::of_client_creation(&tell, &made);
+                crate::effects::apply(tx, &made.org, &told, made.created_at, None)?;
+                Ok(made)
             })
             .await
     }
@@ -62,8 +72,9 @@ impl ClientStore for SqliteStore {
         id: &ClientId,
         changes: &ClientChanges,
         now: Timestamp,
+        tell: &Teller,
     ) -> StoreResult<Client> {
-        let (org, id, ch) = (org.clone(), id.clone(), changes.clone());
+        let (org, id, ch, tell) = (org.clone(), id.clone(), changes.clone(), tell.clone());
         self.pool
             .write(move |tx| {
                 let old = get_client_tx(tx, &org, &id)?.ok_or(StoreError::NotFound)?;
@@ -84,7 +95,7 @@ impl ClientStore for SqliteStore {
                     None => None,
                 };
                 let effects = effect::of_client_update(&old, scopes, moved);
-                crate::effects::apply(tx, &org, &effects, now)?;
+                crate::effects::apply(tx, &org, &effects, now, None)?;
                 tx.prepare_cached(
                     "UPDATE clients SET name = ?2, redirect_uris = ?3, post_logout_redirect_uris = ?4,
                         scopes = ?5, admin_approved = ?6, updated_at = ?7
@@ -102,46 +113,48 @@ impl ClientStore for SqliteStore {
                     ])
                 })
                 .map_err(db_err)?;
-                tx.prepare_cached(&format!("SELECT {CLIENT_COLS} FROM clients WHERE id = ?1"))
-                    .and_then(|mut s| s.query_row([id.as_str()], client_row))
-                    .map_err(db_err)
+                let new = read_client(tx, &id)?;
+                // D54: one `application.updated` for the whole change.
+                let told = effect::of_client_change(&tell, &old, &new, now);
+                crate::effects::apply(tx, &org, &told, now, None)?;
+                Ok(new)
             })
             .await
     }
-    async fn delete_client(&self, org: &OrgId, id: &ClientId, now: Timestamp) -> StoreResult<()> {
-        let (org, id) = (org.clone(), id.clone());
+    async fn delete_client(
+        &self,
+        org: &OrgId,
+        id: &ClientId,
+        now: Timestamp,
+        tell: &Teller,
+    ) -> StoreResult<()> {
+        let (org, id, tell) = (org.clone(), id.clone(), tell.clone());
         self.pool
             .write(move |tx| {
-                let found = tx
-                    .prepare_cached("SELECT 1 FROM clients WHERE id = ?1 AND org_id = ?2")
-                    .and_then(|mut s| {
-                        s.query_row(params![id.as_str(), org.as_str()], |_| Ok(()))
-                            .optional()
-                    })
-                    .map_err(db_err)?;
-                if found.is_none() {
-                    return Err(StoreError::NotFound);
-                }
-                let gone = effect::Effect::DeleteClient { client: id.clone() };
-                crate::effects::apply(tx, &org, &[gone], now)
+                let last = get_client_tx(tx, &org, &id)?.ok_or(StoreError::NotFound)?;
+                let effects = effect::of_client_deletion(&tell, &last, now);
+                crate::effects::apply(tx, &org, &effects, now, None)
             })
             .await
     }
-    async fn approve_admin(&self, org: &OrgId, id: &ClientId) -> StoreResult<Client> {
-        let (org, id) = (org.clone(), id.clone());
+    async fn approve_admin(&self, org: &OrgId, id: &ClientId, tell: &Teller) -> StoreResult<Client> {
+        let (org, id, tell) = (org.clone(), id.clone(), tell.clone());
         self.pool
             .write(move |tx| {
+                let old = get_client_tx(tx, &org, &id)?.ok_or(StoreError::NotFound)?;
+                let now = Timestamp::now();
                 let admin = ScopeSet::EMPTY.with(Scope::Admin).bits() as i64;
                 let n = tx
                     .prepare_cached("UPDATE clients SET admin_approved = 1, scopes = scopes | ?1, updated_at = ?4 WHERE id = ?2 AND org_id = ?3")
-                    .and_then(|mut s| s.execute(params![admin, id.as_str(), org.as_str(), Timestamp::now().millis()]))
+                    .and_then(|mut s| s.execute(params![admin, id.as_str(), org.as_str(), now.millis()]))
                     .map_err(db_err)?;
                 if n == 0 {
                     return Err(StoreError::NotFound);
                 }
-                tx.prepare_cached(&format!("SELECT {CLIENT_COLS} FROM clients WHERE id = ?1"))
-                    .and_then(|mut s| s.query_row([id.as_str()], client_row))
-                    .map_err(db_err)
+                let new = read_client(tx, &id)?;
+                let told = effect::of_client_change(&tell, &old, &new, now);
+                crate::effects::apply(tx, &org, &told, now, None)?;
+                Ok(new)
             })
             .await
     }
@@ -151,10 +164,12 @@ impl ClientStore for SqliteStore {
         id: &ClientId,
         secret_hash: &[u8; 32],
         previous_until: Option<Timestamp>,
+        tell: &Teller,
     ) -> StoreResult<Client> {
-        let (org, id, hash) = (org.clone(), id.clone(), *secret_hash);
+        let (org, id, hash, tell) = (org.clone(), id.clone(), *secret_hash, tell.clone());
         self.pool
             .write(move |tx| {
+                let now = Timestamp::now();
                 let old = get_client_tx(tx, &org, &id)?.ok_or(StoreError::NotFound)?;
                 let suspension = client::check_rotation(&old, previous_until.is_some())?;
                 tx.prepare_cached(
@@ -171,7 +186,7 @@ impl ClientStore for SqliteStore {
                         org.as_str(),
                         previous_until.map(Timestamp::millis),
                         hash.to_vec(),
-                        Timestamp::now().millis()
+                        now.millis()
                     ])
                 })
                 .map_err(db_err)?;
@@ -179,16 +194,24 @@ impl ClientStore for SqliteStore {
                     client: Box::new(old),
                     next: suspension,
                 };
-                crate::effects::apply(tx, &org, &[next], Timestamp::now())?;
-                tx.prepare_cached(&format!("SELECT {CLIENT_COLS} FROM clients WHERE id = ?1"))
-                    .and_then(|mut s| s.query_row([id.as_str()], client_row))
-                    .map_err(db_err)
+                crate::effects::apply(tx, &org, &[next], now, None)?;
+                let new = read_client(tx, &id)?;
+                let told = effect::of_secret_rotation(&tell, &new, now);
+                crate::effects::apply(tx, &org, &told, now, None)?;
+                Ok(new)
             })
             .await
     }
     fn clients_version(&self) -> Option<u64> {
         self.pool.clients_version()
     }
+}
+
+/// The client `id` as this transaction has just written it.
+fn read_client(c: &Connection, id: &ClientId) -> StoreResult<Client> {
+    c.prepare_cached(&format!("SELECT {CLIENT_COLS} FROM clients WHERE id = ?1"))
+        .and_then(|mut s| s.query_row([id.as_str()], client_row))
+        .map_err(db_err)
 }
 
 /// A client of `org` as it is in this transaction.

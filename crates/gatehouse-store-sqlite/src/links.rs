@@ -1,5 +1,7 @@
 //! SQLite: single-use links (D11, D19): invitations and password resets.
 
+use gatehouse_domain::event::Teller;
+
 use super::*;
 
 #[async_trait]
@@ -33,8 +35,9 @@ impl LinkStore for SqliteStore {
         digest: &[u8; 32],
         password_hash: &str,
         now: Timestamp,
+        tell: &Teller,
     ) -> StoreResult<User> {
-        let (digest, hash) = (*digest, password_hash.to_owned());
+        let (digest, hash, tell) = (*digest, password_hash.to_owned(), tell.clone());
         self.pool
             .write(move |tx| {
                 let (org, u) = link_user(tx, LinkKind::Invitation, &digest, now)?;
@@ -43,7 +46,10 @@ impl LinkStore for SqliteStore {
                     .and_then(|mut s| s.execute(params![hash, now.millis().max(u.updated_at.millis()), id.as_str(), org.as_str()]))
                     .map_err(db_err)?;
                 auth_state::use_link(tx, &digest, now)?;
-                get_user_tx(tx, &org, &id)?.ok_or(StoreError::NotFound)
+                let after = get_user_tx(tx, &org, &id)?.ok_or(StoreError::NotFound)?;
+                let told = effect::of_invitation_acceptance(&tell, &u, &after);
+                crate::effects::apply(tx, &org, &told, now, None)?;
+                Ok(after)
             })
             .await
     }
@@ -78,7 +84,7 @@ impl LinkStore for SqliteStore {
                 tx.prepare_cached("INSERT INTO reset_requests (user_id, requested_at) VALUES (?1, ?2)")
                     .and_then(|mut s| s.execute(params![id.as_str(), now.millis()]))
                     .map_err(db_err)?;
-                crate::effects::apply(tx, &org, &effect::of_reset_request(&id, &link), now)?;
+                crate::effects::apply(tx, &org, &effect::of_reset_request(&id, &link), now, None)?;
                 Ok(true)
             })
             .await
@@ -88,8 +94,9 @@ impl LinkStore for SqliteStore {
         digest: &[u8; 32],
         password_hash: &str,
         now: Timestamp,
+        tell: &Teller,
     ) -> StoreResult<User> {
-        let (digest, hash) = (*digest, password_hash.to_owned());
+        let (digest, hash, tell) = (*digest, password_hash.to_owned(), tell.clone());
         self.pool
             .write(move |tx| {
                 let (org, u) = link_user(tx, LinkKind::Reset, &digest, now)?;
@@ -100,9 +107,11 @@ impl LinkStore for SqliteStore {
                 .and_then(|mut s| s.execute(params![hash, id.as_str(), org.as_str()]))
                 .map_err(db_err)?;
                 auth_state::use_link(tx, &digest, now)?;
-                crate::effects::apply(tx, &org, &effect::of_password_reset(&id), now)?;
                 // The user as updated, as a fresh read returns it.
-                get_user_tx(tx, &org, &id)?.ok_or(StoreError::NotFound)
+                let after = get_user_tx(tx, &org, &id)?.ok_or(StoreError::NotFound)?;
+                let effects = effect::of_password_reset(&tell, &after, now);
+                crate::effects::apply(tx, &org, &effects, now, None)?;
+                Ok(after)
             })
             .await
     }

@@ -466,7 +466,7 @@ mod tests {
                     created_at: Timestamp::now(),
                 };
                 store
-                    .insert_user(&org, &u, &gatehouse_store::conformance::teller())
+                    .insert_user(&org, &u, gatehouse_store::conformance::teller())
                     .await
                     .map(|_| u.id)
             })

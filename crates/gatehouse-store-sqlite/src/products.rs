@@ -34,7 +34,7 @@ impl ProductStore for SqliteStore {
                     ])
                 })
                 .map_err(db_err)?;
-                effects::apply(tx, &org, &told, now)?;
+                effects::apply(tx, &org, &told, now, None)?;
                 Ok(p)
             })
             .await
@@ -108,7 +108,7 @@ impl ProductStore for SqliteStore {
                     .map_err(db_err)?;
                 }
                 let told = effect::of_product_update(&tell, &current, &next, changed);
-                effects::apply(tx, &org, &told, now)?;
+                effects::apply(tx, &org, &told, now, None)?;
                 Ok(next)
             })
             .await
@@ -132,6 +132,7 @@ impl ProductStore for SqliteStore {
                     &org,
                     &effect::of_product_deletion(&tell, &last, now),
                     now,
+                    None,
                 )
             })
             .await

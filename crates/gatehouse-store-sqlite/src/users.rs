@@ -36,7 +36,7 @@ impl UserStore for SqliteStore {
                     ])
                 })
                 .map_err(db_err)?;
-                effects::apply(tx, &org, &sent, u.created_at)?;
+                effects::apply(tx, &org, &sent, u.created_at, None)?;
                 Ok(user)
             })
             .await
@@ -85,8 +85,9 @@ impl UserStore for SqliteStore {
         id: &UserId,
         patch: &UserPatch,
         now: Timestamp,
+        tell: &Teller,
     ) -> StoreResult<UserChange> {
-        let (org, id, patch) = (org.clone(), id.clone(), patch.clone());
+        let (org, id, patch, tell) = (org.clone(), id.clone(), patch.clone(), tell.clone());
         self.pool
             .write(move |tx| {
                 let current = get_user_tx(tx, &org, &id)?.ok_or(StoreError::NotFound)?;
@@ -107,7 +108,9 @@ impl UserStore for SqliteStore {
                 })
                 .map_err(db_err)?;
                 // D11, D13, D29, D46 (revised): what the change reaches.
-                effects::apply(tx, &org, &effect::of_user_change(&current, &change), now)?;
+                // D54: each record reached tells its event, the user's last.
+                let effects = effect::of_user_change(&tell, &current, &change);
+                effects::apply(tx, &org, &effects, now, Some(&tell))?;
                 Ok(change)
             })
             .await
@@ -118,8 +121,9 @@ impl UserStore for SqliteStore {
         id: &UserId,
         transfer_to: Option<&UserId>,
         now: Timestamp,
+        tell: &Teller,
     ) -> StoreResult<()> {
-        let (org, id, heir) = (org.clone(), id.clone(), transfer_to.cloned());
+        let (org, id, heir, tell) = (org.clone(), id.clone(), transfer_to.cloned(), tell.clone());
         self.pool
             .write(move |tx| {
                 let current = get_user_tx(tx, &org, &id)?.ok_or(StoreError::NotFound)?;
@@ -145,7 +149,8 @@ impl UserStore for SqliteStore {
                 )?;
                 // D13, D46 (revised): the applications move, the user's
                 // sessions, tokens and keys end, the row goes last.
-                effects::apply(tx, &org, &effect::of_user_deletion(&current, &plan), now)?;
+                let effects = effect::of_user_deletion(&tell, &current, &plan, now);
+                effects::apply(tx, &org, &effects, now, Some(&tell))?;
                 Ok(())
             })
             .await
@@ -198,6 +203,7 @@ impl UserStore for SqliteStore {
                     &org,
                     &effect::of_reinvitation(&tell, &u, &link, now),
                     now,
+                    None,
                 )
             })
             .await

@@ -1,6 +1,7 @@
 //! API keys (D27).
 
 use async_trait::async_trait;
+use gatehouse_domain::event::Teller;
 use gatehouse_domain::{ApiKey, ApiKeyId, OrgId, Timestamp};
 
 use crate::StoreResult;
@@ -14,8 +15,13 @@ use crate::StoreResult;
 pub trait ApiKeyStore: Send + Sync {
     /// Stores a key record of `org` with the SHA-256 digest of the key; a
     /// record naming another organization is refused ([`crate::check_org`]).
-    async fn insert_api_key(&self, org: &OrgId, key: &ApiKey, digest: &[u8; 32])
-    -> StoreResult<()>;
+    async fn insert_api_key(
+        &self,
+        org: &OrgId,
+        key: &ApiKey,
+        digest: &[u8; 32],
+        tell: &Teller,
+    ) -> StoreResult<()>;
     /// The tenant-resolving look-up: a key record by the digest of the key
     /// presented as a bearer credential.
     async fn resolve_api_key(&self, digest: &[u8; 32]) -> StoreResult<Option<ApiKey>>;
@@ -35,5 +41,6 @@ pub trait ApiKeyStore: Send + Sync {
         org: &OrgId,
         id: &ApiKeyId,
         at: Timestamp,
+        tell: &Teller,
     ) -> StoreResult<ApiKey>;
 }

@@ -1,6 +1,7 @@
 //! Client applications (D20, D22, D40).
 
 use async_trait::async_trait;
+use gatehouse_domain::event::Teller;
 use gatehouse_domain::{Client, ClientId, OrgId, Scope, ScopeSet, Timestamp, UserId};
 
 use crate::StoreResult;
@@ -74,7 +75,12 @@ impl ClientChanges {
 /// organization. Every change takes the organization.
 #[async_trait]
 pub trait ClientStore: Send + Sync {
-    async fn insert_client(&self, org: &OrgId, client: &NewClient) -> StoreResult<Client>;
+    async fn insert_client(
+        &self,
+        org: &OrgId,
+        client: &NewClient,
+        tell: &Teller,
+    ) -> StoreResult<Client>;
     /// The tenant-resolving look-up: a client by its `client_id`, whatever its
     /// organization. Used only to authenticate a client.
     async fn resolve_client(&self, id: &ClientId) -> StoreResult<Option<Client>>;
@@ -105,14 +111,22 @@ pub trait ClientStore: Send + Sync {
         id: &ClientId,
         changes: &ClientChanges,
         now: Timestamp,
+        tell: &Teller,
     ) -> StoreResult<Client>;
     /// Deletes a client and everything it holds (D46, D47): its codes,
     /// refresh chains and tokens and remembered consents, and writes a
     /// `Client` revocation at `now` so its access tokens die on every node,
     /// atomically. `NotFound` for a client of another organization.
-    async fn delete_client(&self, org: &OrgId, id: &ClientId, now: Timestamp) -> StoreResult<()>;
+    async fn delete_client(
+        &self,
+        org: &OrgId,
+        id: &ClientId,
+        now: Timestamp,
+        tell: &Teller,
+    ) -> StoreResult<()>;
     /// Allows the `admin` scope for a client (D22), adding it to its scopes.
-    async fn approve_admin(&self, org: &OrgId, id: &ClientId) -> StoreResult<Client>;
+    async fn approve_admin(&self, org: &OrgId, id: &ClientId, tell: &Teller)
+    -> StoreResult<Client>;
     /// D20 rotate-secret: a new secret digest; the old one keeps working until
     /// `previous_until` (none: at once). `gatehouse_domain::client::check_rotation`
     /// decides in the transaction (D46 revised: an owed rotation takes no
@@ -123,6 +137,7 @@ pub trait ClientStore: Send + Sync {
         id: &ClientId,
         secret_hash: &[u8; 32],
         previous_until: Option<Timestamp>,
+        tell: &Teller,
     ) -> StoreResult<Client>;
     /// A number that changes after every committed change to any client
     /// application, by any process or node using this store, read without a

@@ -80,16 +80,10 @@ pub fn decode_event(r: EventRow) -> Result<Event, (&'static str, String)> {
     let actor = match r.actor_type.as_str() {
         "user" => Actor::User {
             user: UserId::parse(who).ok_or_else(|| bad("actor_id", who))?,
-            client: r
-                .actor_client_id
-                .as_deref()
-                .and_then(ClientId::parse)
-                .ok_or_else(|| {
-                    bad(
-                        "actor_client_id",
-                        r.actor_client_id.as_deref().unwrap_or_default(),
-                    )
-                })?,
+            client: match r.actor_client_id.as_deref() {
+                None => None,
+                Some(c) => Some(ClientId::parse(c).ok_or_else(|| bad("actor_client_id", c))?),
+            },
         },
         "client" => Actor::Client(ClientId::parse(who).ok_or_else(|| bad("actor_id", who))?),
         "api_key" => Actor::ApiKey(ApiKeyId::parse(who).ok_or_else(|| bad("actor_id", who))?),

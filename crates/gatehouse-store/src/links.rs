@@ -1,6 +1,7 @@
 //! Single-use links (D11, D19): invitations and password resets.
 
 use async_trait::async_trait;
+use gatehouse_domain::event::Teller;
 use gatehouse_domain::{Email, OrgId, Timestamp, User};
 
 use crate::{LinkKind, LinkRecord, NewLink, StoreResult};
@@ -26,6 +27,7 @@ pub trait LinkStore: Send + Sync {
         digest: &[u8; 32],
         password_hash: &str,
         now: Timestamp,
+        tell: &Teller,
     ) -> StoreResult<User>;
     /// D19: queues a reset link for an active user with that e-mail; `false`
     /// (and nothing written) when there is none, or when the account was
@@ -44,5 +46,6 @@ pub trait LinkStore: Send + Sync {
         digest: &[u8; 32],
         password_hash: &str,
         now: Timestamp,
+        tell: &Teller,
     ) -> StoreResult<User>;
 }

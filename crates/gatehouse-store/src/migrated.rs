@@ -366,7 +366,7 @@ pub async fn check_email_keys(store: &dyn Store, f: &Fixture) {
             .insert_user(
                 &org(f.org_b),
                 &new_user(form),
-                &crate::conformance::teller(),
+                crate::conformance::teller(),
             )
             .await;
         assert!(
@@ -377,7 +377,7 @@ pub async fn check_email_keys(store: &dyn Store, f: &Fixture) {
     // … and a new user with one of them is a duplicate.
     for form in ["JOSÉ@example.com", "straße@example.com"] {
         let r = store
-            .insert_user(&a, &new_user(form), &crate::conformance::teller())
+            .insert_user(&a, &new_user(form), crate::conformance::teller())
             .await;
         assert!(
             matches!(r, Err(StoreError::Duplicate("email"))),
@@ -389,7 +389,7 @@ pub async fn check_email_keys(store: &dyn Store, f: &Fixture) {
         .insert_user(
             &org(f.org_b),
             &new_user("JOSÉ@example.com"),
-            &crate::conformance::teller(),
+            crate::conformance::teller(),
         )
         .await
         .unwrap();
@@ -418,7 +418,7 @@ pub async fn check_new_writes(store: &dyn Store, f: &Fixture) {
         .insert_user(
             &a,
             &new_user("frank.new@example.com"),
-            &crate::conformance::teller(),
+            crate::conformance::teller(),
         )
         .await
         .unwrap();
@@ -459,7 +459,7 @@ pub async fn check_new_writes(store: &dyn Store, f: &Fixture) {
     assert!(sent);
     assert_eq!(store.outbox_backlog().await.unwrap(), backlog + 1);
     let user = store
-        .reset_password(&[42; 32], "$argon2id$after-migration", now)
+        .reset_password(&[42; 32], "$argon2id$after-migration", now, crate::conformance::teller())
         .await
         .unwrap();
     assert_eq!(user.id.as_str(), f.user_ids[2]);
@@ -525,7 +525,7 @@ pub async fn check_rekeyed(store: &dyn Store, org: &OrgId) {
             created_at: Timestamp::now(),
         };
         match store
-            .insert_user(org, &new, &crate::conformance::teller())
+            .insert_user(org, &new, crate::conformance::teller())
             .await
         {
             Err(StoreError::Duplicate("email")) => {}

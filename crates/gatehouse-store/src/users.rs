@@ -79,6 +79,7 @@ pub trait UserStore: Send + Sync {
         id: &UserId,
         patch: &UserPatch,
         now: Timestamp,
+        tell: &Teller,
     ) -> StoreResult<UserChange>;
     /// Deletes a user as `user::check_delete` decides (D13): `LastAdmin`,
     /// `OwnedResourcesExist` unless `transfer_to` names another active user
@@ -94,17 +95,8 @@ pub trait UserStore: Send + Sync {
         id: &UserId,
         transfer_to: Option<&UserId>,
         now: Timestamp,
+        tell: &Teller,
     ) -> StoreResult<()>;
-    /// [`UserStore::delete_user_at`] now.
-    async fn delete_user(
-        &self,
-        org: &OrgId,
-        id: &UserId,
-        transfer_to: Option<&UserId>,
-    ) -> StoreResult<()> {
-        self.delete_user_at(org, id, transfer_to, Timestamp::now())
-            .await
-    }
     /// A user and their password hash, by e-mail (case-insensitive), for login.
     async fn find_user_by_email(
         &self,

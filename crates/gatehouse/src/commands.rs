@@ -13,6 +13,7 @@ use anyhow::Context;
 use gatehouse_app::clients::{ClientRegistration, ClientUpdate};
 use gatehouse_app::orgs::NewOrg;
 use gatehouse_app::{App, AppError, UserFilter};
+use gatehouse_domain::event::Origin;
 use gatehouse_domain::{
     ApiKey, ApiKeyId, ClientId, DomainError, Email, Name, OrgId, Organization, Page, Plan,
     RedirectUri, Role, Scope, ScopeSet, SearchText, User, UserId, UserStatus,
@@ -365,7 +366,7 @@ pub async fn client(app: &App, cmd: ClientCommand) -> anyhow::Result<Output> {
                 public,
                 owner,
             };
-            let r = app.register_client(&org, reg).await.map_err(msg)?;
+            let r = app.register_client(&org, reg, &Origin::operator()).await.map_err(msg)?;
             Ok(Output::new(client_json(&r.client, r.secret.as_deref())))
         }
         ClientCommand::List { org } => {
@@ -430,7 +431,7 @@ pub async fn client(app: &App, cmd: ClientCommand) -> anyhow::Result<Output> {
             };
             let c = app.operator_client(&id).await.map_err(named(&raw))?;
             let c = app
-                .update_client(&c.org, &id, update)
+                .update_client(&c.org, &id, update, &Origin::operator())
                 .await
                 .map_err(named(&raw))?;
             Ok(Output::new(client_record(&c)))
@@ -438,7 +439,7 @@ pub async fn client(app: &App, cmd: ClientCommand) -> anyhow::Result<Output> {
         ClientCommand::Delete { client_id: raw } => {
             let id = client_id(&raw)?;
             let c = app.operator_client(&id).await.map_err(named(&raw))?;
-            app.delete_client(&c.org, &id).await.map_err(named(&raw))?;
+            app.delete_client(&c.org, &id, &Origin::operator()).await.map_err(named(&raw))?;
             Ok(Output::with_text(
                 json!({ "ok": true, "deleted": id }),
                 format!("Deleted {id} ({}); its tokens no longer work.\n", c.name),
@@ -450,7 +451,7 @@ pub async fn client(app: &App, cmd: ClientCommand) -> anyhow::Result<Output> {
         } => {
             let id = client_id(&raw)?;
             let r = app
-                .rotate_client_secret(&id, grace)
+                .rotate_client_secret(&id, grace, &Origin::operator())
                 .await
                 .map_err(named(&raw))?;
             let mut out = client_json(&r.client, Some(&r.secret));

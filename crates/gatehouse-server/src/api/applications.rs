@@ -141,7 +141,7 @@ pub(crate) async fn create(
     Body(reg): Body<CreateApplicationRequest>,
 ) -> Result<Response, ApiError> {
     let m = st.app.manager(&auth.caller).await?;
-    let r = st.app.register_application(&m, auth.org(), reg).await?;
+    let r = st.app.register_application(&m, auth.org(), reg, &auth.origin(&ctx)).await?;
     let location = format!("{}/applications/{}", st.config.base_url(), r.client.id);
     Ok(secret_answer(respond::created(
         &ctx,
@@ -213,7 +213,7 @@ pub(crate) async fn update(
     let m = st.app.manager(&auth.caller).await?;
     let app = st
         .app
-        .update_application(&m, auth.org(), &req.id, req.body)
+        .update_application(&m, auth.org(), &req.id, req.body, &auth.origin(&ctx))
         .await?;
     Ok(respond::single(
         &ctx,
@@ -239,11 +239,12 @@ pub(crate) async fn update(
 )]
 pub(crate) async fn remove(
     auth: Authorized<ApplicationsWrite>,
+    ctx: RequestCtx,
     State(st): State<AppState>,
     Id(id): Id<ClientId>,
 ) -> Result<Response, ApiError> {
     let m = st.app.manager(&auth.caller).await?;
-    st.app.delete_application(&m, auth.org(), &id).await?;
+    st.app.delete_application(&m, auth.org(), &id, &auth.origin(&ctx)).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
@@ -277,7 +278,7 @@ pub(crate) async fn rotate_secret(
     let m = st.app.manager(&auth.caller).await?;
     let r = st
         .app
-        .rotate_application_secret(&m, auth.org(), &req.id, req.body)
+        .rotate_application_secret(&m, auth.org(), &req.id, req.body, &auth.origin(&ctx))
         .await?;
     Ok(secret_answer(respond::single(
         &ctx,

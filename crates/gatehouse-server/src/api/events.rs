@@ -15,7 +15,9 @@ use serde_json::value::RawValue;
 use utoipa::ToSchema;
 
 use crate::api::extract::{Authorized, EventsRead, Id, Query};
-use crate::api::responses::{ProductResponse, UserResponse};
+use crate::api::responses::{
+    ApiKeyResponse, ApplicationResponse, OrganizationResponse, ProductResponse, UserResponse,
+};
 use crate::http::error::ApiError;
 use crate::http::middleware::RequestCtx;
 use crate::http::{respond, schemas};
@@ -31,6 +33,15 @@ impl Publish for Published {
     }
     fn user(&self, u: &User) -> String {
         serde_json::to_string(&UserResponse::from(u)).unwrap_or_else(|_| "{}".into())
+    }
+    fn application(&self, c: &gatehouse_domain::Client) -> String {
+        serde_json::to_string(&ApplicationResponse::from(c)).unwrap_or_else(|_| "{}".into())
+    }
+    fn api_key(&self, k: &gatehouse_domain::ApiKey) -> String {
+        serde_json::to_string(&ApiKeyResponse::from(k)).unwrap_or_else(|_| "{}".into())
+    }
+    fn organization(&self, o: &gatehouse_domain::Organization) -> String {
+        serde_json::to_string(&OrganizationResponse::from(o)).unwrap_or_else(|_| "{}".into())
     }
 }
 

@@ -84,7 +84,7 @@ pub(crate) async fn update(
     Body(name): Body<UpdateProfileRequest>,
 ) -> Result<Response, ApiError> {
     let id = me(&auth)?;
-    let user = st.app.update_profile(auth.org(), &id, name).await?;
+    let user = st.app.update_profile(auth.org(), &id, name, &auth.origin(&ctx)).await?;
     Ok(respond::single(
         &ctx,
         StatusCode::OK,

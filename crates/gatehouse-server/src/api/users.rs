@@ -156,7 +156,7 @@ pub(crate) async fn update(
     State(st): State<AppState>,
     req: IdBody<UserId, UpdateUserRequest>,
 ) -> Result<Response, ApiError> {
-    let user = st.app.update_user(auth.org(), &req.id, &req.body).await?;
+    let user = st.app.update_user(auth.org(), &req.id, &req.body, &auth.origin(&ctx)).await?;
     Ok(respond::single(
         &ctx,
         StatusCode::OK,
@@ -207,11 +207,12 @@ impl FromRequestParts<AppState> for Deletion {
 )]
 pub(crate) async fn remove(
     auth: Authorized<UsersWrite>,
+    ctx: RequestCtx,
     State(st): State<AppState>,
     Deletion { id, transfer_to }: Deletion,
 ) -> Result<Response, ApiError> {
     st.app
-        .delete_user(auth.org(), &id, transfer_to.as_ref())
+        .delete_user(auth.org(), &id, transfer_to.as_ref(), &auth.origin(&ctx))
         .await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }

@@ -17,7 +17,7 @@ pub async fn api_keys(s: &dyn Store) {
         last_used_at: None,
         revoked_at: None,
     };
-    s.insert_api_key(&k.org, &k, &[9; 32]).await.unwrap();
+    s.insert_api_key(&k.org, &k, &[9; 32], teller()).await.unwrap();
     assert_eq!(s.resolve_api_key(&[9; 32]).await.unwrap(), Some(k.clone()));
     assert_eq!(s.resolve_api_key(&[8; 32]).await.unwrap(), None);
     assert_eq!(
@@ -25,17 +25,17 @@ pub async fn api_keys(s: &dyn Store) {
         Some(k.clone())
     );
     assert!(matches!(
-        s.revoke_api_key(&other, &k.id, Timestamp::from_millis(7))
+        s.revoke_api_key(&other, &k.id, Timestamp::from_millis(7), teller())
             .await,
         Err(StoreError::NotFound)
     ));
     let r = s
-        .revoke_api_key(&o, &k.id, Timestamp::from_millis(7))
+        .revoke_api_key(&o, &k.id, Timestamp::from_millis(7), teller())
         .await
         .unwrap();
     assert_eq!(r.revoked_at, Some(Timestamp::from_millis(7)));
     let again = s
-        .revoke_api_key(&o, &k.id, Timestamp::from_millis(9))
+        .revoke_api_key(&o, &k.id, Timestamp::from_millis(9), teller())
         .await
         .unwrap();
     assert_eq!(again.revoked_at, Some(Timestamp::from_millis(7)));
@@ -59,7 +59,7 @@ pub async fn d46_keys_usage_and_owner_cuts(s: &dyn Store) {
         .insert_user(
             &o,
             &user("ka@example.com", Role::Admin, UserStatus::Active, 1),
-            &crate::conformance::teller(),
+            crate::conformance::teller(),
         )
         .await
         .unwrap();
@@ -67,7 +67,7 @@ pub async fn d46_keys_usage_and_owner_cuts(s: &dyn Store) {
         .insert_user(
             &o,
             &user("ke@example.com", Role::Editor, UserStatus::Active, 2),
-            &crate::conformance::teller(),
+            crate::conformance::teller(),
         )
         .await
         .unwrap();
@@ -75,7 +75,7 @@ pub async fn d46_keys_usage_and_owner_cuts(s: &dyn Store) {
         .insert_user(
             &o,
             &user("kf@example.com", Role::Editor, UserStatus::Active, 3),
-            &crate::conformance::teller(),
+            crate::conformance::teller(),
         )
         .await
         .unwrap();
@@ -98,7 +98,7 @@ pub async fn d46_keys_usage_and_owner_cuts(s: &dyn Store) {
     let (write, write_d) = key(&ed.id, "products:write", 32);
     let (other, other_d) = key(&ed2.id, "products:read", 33);
     for (k, d) in [(&read, &read_d), (&write, &write_d), (&other, &other_d)] {
-        s.insert_api_key(&o, k, d).await.unwrap();
+        s.insert_api_key(&o, k, d, teller()).await.unwrap();
     }
     assert_eq!(
         s.get_api_key(&o, &read.id).await.unwrap(),
@@ -142,15 +142,10 @@ pub async fn d46_keys_usage_and_owner_cuts(s: &dyn Store) {
 
     // Demotion to viewer: the products:write key dies, the read key lives.
     let at = Timestamp::from_millis(50_000);
-    s.update_user(
-        &o,
-        &ed.id,
-        &UserPatch {
+    s.update_user(&o, &ed.id, &UserPatch {
             role: Some(Role::Viewer),
             ..Default::default()
-        },
-        at,
-    )
+        }, at, teller())
     .await
     .unwrap();
     assert_eq!(
@@ -160,15 +155,10 @@ pub async fn d46_keys_usage_and_owner_cuts(s: &dyn Store) {
     );
     assert_eq!(revoked_at(s, &o, &read).await, None);
     // Deactivation: every key of theirs dies; another person's lives.
-    s.update_user(
-        &o,
-        &ed.id,
-        &UserPatch {
+    s.update_user(&o, &ed.id, &UserPatch {
             status: Some(UserStatus::Inactive),
             ..Default::default()
-        },
-        Timestamp::from_millis(60_000),
-    )
+        }, Timestamp::from_millis(60_000), teller())
     .await
     .unwrap();
     assert_eq!(
@@ -182,7 +172,7 @@ pub async fn d46_keys_usage_and_owner_cuts(s: &dyn Store) {
     );
     assert_eq!(revoked_at(s, &o, &other).await, None);
     // Deletion: the keys of the deleted person die.
-    s.delete_user_at(&o, &ed2.id, None, Timestamp::from_millis(70_000))
+    s.delete_user_at(&o, &ed2.id, None, Timestamp::from_millis(70_000), teller())
         .await
         .unwrap();
     assert_eq!(

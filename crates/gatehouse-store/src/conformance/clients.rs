@@ -4,38 +4,38 @@ use super::*;
 
 pub async fn clients_and_admin_approval(s: &dyn Store) {
     let o = new_org(s).await;
-    let c = s.insert_client(&o, &client(None)).await.unwrap();
+    let c = s.insert_client(&o, &client(None), teller()).await.unwrap();
     let found = s.resolve_client(&c.id).await.unwrap().unwrap();
     assert_eq!(found, c);
     assert_eq!(found.org, o);
     assert_eq!(found.secret_hash, Some([7; 32]));
     assert!(!found.admin_approved);
     assert!(matches!(
-        s.approve_admin(&new_org(s).await, &c.id).await,
+        s.approve_admin(&new_org(s).await, &c.id, teller()).await,
         Err(StoreError::NotFound)
     ));
-    let a = s.approve_admin(&o, &c.id).await.unwrap();
+    let a = s.approve_admin(&o, &c.id, teller()).await.unwrap();
     assert!(a.admin_approved && a.scopes.contains(Scope::Admin));
     assert_eq!(s.resolve_client(&ClientId::generate()).await.unwrap(), None);
 }
 
 pub async fn client_secret_rotation(s: &dyn Store) {
     let o = new_org(s).await;
-    let c = s.insert_client(&o, &client(None)).await.unwrap();
+    let c = s.insert_client(&o, &client(None), teller()).await.unwrap();
     let until = Timestamp::now().plus_seconds(60);
     let r = s
-        .rotate_client_secret(&o, &c.id, &[1; 32], Some(until))
+        .rotate_client_secret(&o, &c.id, &[1; 32], Some(until), teller())
         .await
         .unwrap();
     assert_eq!(r.secret_hash, Some([1; 32]));
     assert_eq!(r.previous_secret, Some(([7; 32], until)));
     let r = s
-        .rotate_client_secret(&o, &c.id, &[2; 32], None)
+        .rotate_client_secret(&o, &c.id, &[2; 32], None, teller())
         .await
         .unwrap();
     assert_eq!((r.secret_hash, r.previous_secret), (Some([2; 32]), None));
     assert!(matches!(
-        s.rotate_client_secret(&new_org(s).await, &c.id, &[3; 32], None)
+        s.rotate_client_secret(&new_org(s).await, &c.id, &[3; 32], None, teller())
             .await,
         Err(StoreError::NotFound)
     ));
@@ -53,7 +53,7 @@ pub async fn clients_version_moves_with_every_client_change(s: &dyn Store) {
         .insert_user(
             &o,
             &user("cv@example.com", Role::Editor, UserStatus::Active, 1),
-            &crate::conformance::teller(),
+            crate::conformance::teller(),
         )
         .await
         .unwrap();
@@ -61,28 +61,28 @@ pub async fn clients_version_moves_with_every_client_change(s: &dyn Store) {
         .insert_user(
             &o,
             &user("cv2@example.com", Role::Editor, UserStatus::Active, 2),
-            &crate::conformance::teller(),
+            crate::conformance::teller(),
         )
         .await
         .unwrap();
     let c = s
-        .insert_client(&o, &client(Some(owner.id.clone())))
+        .insert_client(&o, &client(Some(owner.id.clone())), teller())
         .await
         .unwrap();
     let version = || s.clients_version().unwrap();
 
     let v = version();
-    s.rotate_client_secret(&o, &c.id, &[4; 32], None)
+    s.rotate_client_secret(&o, &c.id, &[4; 32], None, teller())
         .await
         .unwrap();
     assert_ne!(version(), v, "a secret rotation moves it");
 
     let v = version();
-    s.approve_admin(&o, &c.id).await.unwrap();
+    s.approve_admin(&o, &c.id, teller()).await.unwrap();
     assert_ne!(version(), v, "an admin approval moves it");
 
     let v = version();
-    s.delete_user(&o, &owner.id, Some(&heir.id)).await.unwrap();
+    s.delete_user_at(&o, &owner.id, Some(&heir.id), gatehouse_domain::Timestamp::now(), teller()).await.unwrap();
     assert_ne!(version(), v, "an ownership transfer moves it");
 
     let v = version();
@@ -90,14 +90,14 @@ pub async fn clients_version_moves_with_every_client_change(s: &dyn Store) {
         scopes: Some(ScopeSet::parse("users:read").unwrap()),
         ..Default::default()
     };
-    s.update_client(&o, &c.id, &narrow, Timestamp::now())
+    s.update_client(&o, &c.id, &narrow, Timestamp::now(), teller())
         .await
         .unwrap();
     assert_ne!(version(), v, "an update moves it");
 
     let v = version();
-    let gone = s.insert_client(&o, &client(None)).await.unwrap();
-    s.delete_client(&o, &gone.id, Timestamp::now())
+    let gone = s.insert_client(&o, &client(None), teller()).await.unwrap();
+    s.delete_client(&o, &gone.id, Timestamp::now(), teller())
         .await
         .unwrap();
     assert_ne!(version(), v, "a deletion moves it");
@@ -106,7 +106,7 @@ pub async fn clients_version_moves_with_every_client_change(s: &dyn Store) {
     s.insert_user(
         &o,
         &user("cv3@example.com", Role::Viewer, UserStatus::Active, 3),
-        &crate::conformance::teller(),
+        crate::conformance::teller(),
     )
     .await
     .unwrap();
@@ -115,7 +115,7 @@ pub async fn clients_version_moves_with_every_client_change(s: &dyn Store) {
     // A refused change (unknown client) commits nothing.
     let v = version();
     assert!(
-        s.rotate_client_secret(&o, &ClientId::generate(), &[5; 32], None)
+        s.rotate_client_secret(&o, &ClientId::generate(), &[5; 32], None, teller())
             .await
             .is_err()
     );
@@ -191,14 +191,14 @@ pub async fn client_update_narrows_and_revokes(s: &dyn Store) {
         .insert_user(
             &o,
             &user("upd@example.com", Role::Admin, UserStatus::Active, 1),
-            &crate::conformance::teller(),
+            crate::conformance::teller(),
         )
         .await
         .unwrap();
     let mut new = client(None);
     new.scopes = ScopeSet::parse("users:read products:read openid").unwrap();
-    let c = s.insert_client(&o, &new).await.unwrap();
-    let c = s.approve_admin(&o, &c.id).await.unwrap();
+    let c = s.insert_client(&o, &new, teller()).await.unwrap();
+    let c = s.approve_admin(&o, &c.id, teller()).await.unwrap();
     let now = Timestamp::from_millis(Timestamp::now().millis());
 
     // Only the name and the URIs: nothing is revoked.
@@ -210,7 +210,7 @@ pub async fn client_update_narrows_and_revokes(s: &dyn Store) {
         scopes: None,
         owner: None,
     };
-    let got = s.update_client(&o, &c.id, &changes, now).await.unwrap();
+    let got = s.update_client(&o, &c.id, &changes, now, teller()).await.unwrap();
     assert_eq!(got.name, "renamed");
     assert_eq!(got.redirect_uris, vec!["https://new.example.com/cb"]);
     assert_eq!(
@@ -224,15 +224,10 @@ pub async fn client_update_narrows_and_revokes(s: &dyn Store) {
     // Adding a scope revokes nothing either and keeps the approval.
     let wider = c.scopes.with(Scope::UsersWrite);
     let got = s
-        .update_client(
-            &o,
-            &c.id,
-            &ClientChanges {
+        .update_client(&o, &c.id, &ClientChanges {
                 scopes: Some(wider),
                 ..Default::default()
-            },
-            now,
-        )
+            }, now, teller())
         .await
         .unwrap();
     assert_eq!(got.scopes, wider);
@@ -241,11 +236,11 @@ pub async fn client_update_narrows_and_revokes(s: &dyn Store) {
 
     // Another organization cannot change it.
     assert!(matches!(
-        s.update_client(&other, &c.id, &changes, now).await,
+        s.update_client(&other, &c.id, &changes, now, teller()).await,
         Err(StoreError::NotFound)
     ));
     assert!(matches!(
-        s.update_client(&o, &ClientId::generate(), &changes, now)
+        s.update_client(&o, &ClientId::generate(), &changes, now, teller())
             .await,
         Err(StoreError::NotFound)
     ));
@@ -283,7 +278,7 @@ pub async fn client_update_narrows_and_revokes(s: &dyn Store) {
         .insert_user(
             &o,
             &user("upd2@example.com", Role::Viewer, UserStatus::Active, 2),
-            &crate::conformance::teller(),
+            crate::conformance::teller(),
         )
         .await
         .unwrap();
@@ -300,15 +295,10 @@ pub async fn client_update_narrows_and_revokes(s: &dyn Store) {
     let narrow = ScopeSet::parse("users:read openid").unwrap();
     let before = last_revocation(s).await;
     let got = s
-        .update_client(
-            &o,
-            &c.id,
-            &ClientChanges {
+        .update_client(&o, &c.id, &ClientChanges {
                 scopes: Some(narrow),
                 ..Default::default()
-            },
-            now,
-        )
+            }, now, teller())
         .await
         .unwrap();
     assert_eq!(got.scopes, narrow);
@@ -367,15 +357,10 @@ pub async fn client_update_narrows_and_revokes(s: &dyn Store) {
 
     // Listing admin again does not approve it.
     let got = s
-        .update_client(
-            &o,
-            &c.id,
-            &ClientChanges {
+        .update_client(&o, &c.id, &ClientChanges {
                 scopes: Some(narrow.with(Scope::Admin)),
                 ..Default::default()
-            },
-            now,
-        )
+            }, now, teller())
         .await
         .unwrap();
     assert!(got.scopes.contains(Scope::Admin) && !got.admin_approved);
@@ -391,12 +376,12 @@ pub async fn client_delete_removes_everything_it_holds(s: &dyn Store) {
         .insert_user(
             &o,
             &user("del@example.com", Role::Admin, UserStatus::Active, 1),
-            &crate::conformance::teller(),
+            crate::conformance::teller(),
         )
         .await
         .unwrap();
-    let c = s.insert_client(&o, &client(None)).await.unwrap();
-    let survivor = s.insert_client(&o, &client(None)).await.unwrap();
+    let c = s.insert_client(&o, &client(None), teller()).await.unwrap();
+    let survivor = s.insert_client(&o, &client(None), teller()).await.unwrap();
     chain_with_scopes(s, &o, &c.id, &u.id, "users:read", 61).await;
     chain_with_scopes(s, &o, &survivor.id, &u.id, "users:read", 62).await;
     let now = Timestamp::from_millis(Timestamp::now().millis());
@@ -411,13 +396,13 @@ pub async fn client_delete_removes_everything_it_holds(s: &dyn Store) {
     .unwrap();
 
     assert!(matches!(
-        s.delete_client(&other, &c.id, now).await,
+        s.delete_client(&other, &c.id, now, teller()).await,
         Err(StoreError::NotFound)
     ));
     assert!(s.resolve_client(&c.id).await.unwrap().is_some());
 
     let before = last_revocation(s).await;
-    s.delete_client(&o, &c.id, now).await.unwrap();
+    s.delete_client(&o, &c.id, now, teller()).await.unwrap();
     assert_eq!(s.resolve_client(&c.id).await.unwrap(), None);
     assert_eq!(s.resolve_refresh_token(&[61; 32]).await.unwrap(), None);
     assert_eq!(s.consent(&o, &u.id, &c.id).await.unwrap(), None);
@@ -437,7 +422,7 @@ pub async fn client_delete_removes_everything_it_holds(s: &dyn Store) {
         vec![&survivor.id]
     );
     assert!(matches!(
-        s.delete_client(&o, &c.id, now).await,
+        s.delete_client(&o, &c.id, now, teller()).await,
         Err(StoreError::NotFound)
     ));
 }
@@ -463,8 +448,8 @@ pub async fn operator_listings(s: &dyn Store) {
     first.created_at = Timestamp::from_millis(10_000);
     let mut second = client(None);
     second.created_at = Timestamp::from_millis(20_000);
-    s.insert_client(&a.id, &second).await.unwrap();
-    s.insert_client(&a.id, &first).await.unwrap();
+    s.insert_client(&a.id, &second, teller()).await.unwrap();
+    s.insert_client(&a.id, &first, teller()).await.unwrap();
     let ids: Vec<ClientId> = s
         .list_clients(&a.id)
         .await
@@ -488,9 +473,9 @@ pub async fn operator_listings(s: &dyn Store) {
         revoked_at: None,
     };
     let (k1, k2) = (key(1_000), key(2_000));
-    s.insert_api_key(&a.id, &k2, &[81; 32]).await.unwrap();
-    s.insert_api_key(&a.id, &k1, &[82; 32]).await.unwrap();
-    s.revoke_api_key(&a.id, &k2.id, Timestamp::from_millis(3_000))
+    s.insert_api_key(&a.id, &k2, &[81; 32], teller()).await.unwrap();
+    s.insert_api_key(&a.id, &k1, &[82; 32], teller()).await.unwrap();
+    s.revoke_api_key(&a.id, &k2.id, Timestamp::from_millis(3_000), teller())
         .await
         .unwrap();
     let keys = s.list_api_keys(&a.id).await.unwrap();
@@ -505,7 +490,7 @@ pub async fn operator_listings(s: &dyn Store) {
         .insert_user(
             &b.id,
             &user("op@example.com", Role::Viewer, UserStatus::Active, 1),
-            &crate::conformance::teller(),
+            crate::conformance::teller(),
         )
         .await
         .unwrap();
@@ -530,7 +515,7 @@ pub async fn owner_suspensions_follow_deactivation_moves_and_rotation(s: &dyn St
         s.insert_user(
             &org,
             &user(email, role, status, 1),
-            &crate::conformance::teller(),
+            crate::conformance::teller(),
         )
         .await
         .unwrap()
@@ -555,7 +540,7 @@ pub async fn owner_suspensions_follow_deactivation_moves_and_rotation(s: &dyn St
     let fetch = |id: ClientId| async move { s.resolve_client(&id).await.unwrap().unwrap() };
 
     let born = s
-        .insert_client(&o, &client(Some(gone.id.clone())))
+        .insert_client(&o, &client(Some(gone.id.clone())), teller())
         .await
         .unwrap();
     assert_eq!(
@@ -565,12 +550,12 @@ pub async fn owner_suspensions_follow_deactivation_moves_and_rotation(s: &dyn St
     );
     assert_eq!(fetch(born.id.clone()).await, born);
     let x = s
-        .insert_client(&o, &client(Some(a.id.clone())))
+        .insert_client(&o, &client(Some(a.id.clone())), teller())
         .await
         .unwrap();
     let mut public = client(Some(a.id.clone()));
     public.secret_hash = None;
-    let p = s.insert_client(&o, &public).await.unwrap();
+    let p = s.insert_client(&o, &public, teller()).await.unwrap();
     assert_eq!(x.suspension, Suspension::NONE);
 
     let status = |st: UserStatus| UserPatch {
@@ -579,7 +564,7 @@ pub async fn owner_suspensions_follow_deactivation_moves_and_rotation(s: &dyn St
     };
     let now = Timestamp::from_millis(Timestamp::now().millis());
     let before = last_revocation(s).await;
-    s.update_user(&o, &a.id, &status(UserStatus::Inactive), now)
+    s.update_user(&o, &a.id, &status(UserStatus::Inactive), now, teller())
         .await
         .unwrap();
     for c in [&x, &p] {
@@ -598,7 +583,7 @@ pub async fn owner_suspensions_follow_deactivation_moves_and_rotation(s: &dyn St
     assert_eq!(revoked, expected, "their access tokens so far are revoked");
 
     let before = last_revocation(s).await;
-    s.update_user(&o, &a.id, &status(UserStatus::Active), now)
+    s.update_user(&o, &a.id, &status(UserStatus::Active), now, teller())
         .await
         .unwrap();
     assert_eq!(
@@ -609,7 +594,7 @@ pub async fn owner_suspensions_follow_deactivation_moves_and_rotation(s: &dyn St
     assert!(client_revocations(s, before).await.is_empty());
 
     // A move away from a deactivated owner.
-    s.update_user(&o, &a.id, &status(UserStatus::Inactive), now)
+    s.update_user(&o, &a.id, &status(UserStatus::Inactive), now, teller())
         .await
         .unwrap();
     let to = |u: &UserId| ClientChanges {
@@ -617,28 +602,28 @@ pub async fn owner_suspensions_follow_deactivation_moves_and_rotation(s: &dyn St
         ..Default::default()
     };
     assert!(matches!(
-        s.update_client(&o, &x.id, &to(&gone.id), now).await,
+        s.update_client(&o, &x.id, &to(&gone.id), now, teller()).await,
         Err(StoreError::Rule(DomainError::InvalidStateTransition(_)))
     ));
     assert!(matches!(
-        s.update_client(&o, &x.id, &to(&foreign.id), now).await,
+        s.update_client(&o, &x.id, &to(&foreign.id), now, teller()).await,
         Err(StoreError::Rule(DomainError::Validation(_)))
     ));
-    let moved = s.update_client(&o, &x.id, &to(&b.id), now).await.unwrap();
+    let moved = s.update_client(&o, &x.id, &to(&b.id), now, teller()).await.unwrap();
     assert_eq!(moved.owner.as_ref(), Some(&b.id));
     assert_eq!(
         reason(&moved),
         Some(SuspendedReason::SecretRotationRequired)
     );
     assert_eq!(fetch(x.id.clone()).await, moved);
-    let moved_public = s.update_client(&o, &p.id, &to(&b.id), now).await.unwrap();
+    let moved_public = s.update_client(&o, &p.id, &to(&b.id), now, teller()).await.unwrap();
     assert_eq!(
         reason(&moved_public),
         None,
         "a public application resumes at once"
     );
     assert!(matches!(
-        s.rotate_client_secret(&o, &x.id, &[9; 32], Some(now.plus_seconds(60)))
+        s.rotate_client_secret(&o, &x.id, &[9; 32], Some(now.plus_seconds(60)), teller())
             .await,
         Err(StoreError::Rule(DomainError::InvalidStateTransition(_)))
     ));
@@ -648,7 +633,7 @@ pub async fn owner_suspensions_follow_deactivation_moves_and_rotation(s: &dyn St
         "a refused rotation changes nothing"
     );
     let rotated = s
-        .rotate_client_secret(&o, &x.id, &[9; 32], None)
+        .rotate_client_secret(&o, &x.id, &[9; 32], None, teller())
         .await
         .unwrap();
     assert_eq!(
@@ -657,11 +642,11 @@ pub async fn owner_suspensions_follow_deactivation_moves_and_rotation(s: &dyn St
     );
 
     // A deletion hands them to the heir, owing a rotation.
-    s.update_user(&o, &a.id, &status(UserStatus::Active), now)
+    s.update_user(&o, &a.id, &status(UserStatus::Active), now, teller())
         .await
         .unwrap();
     let before = last_revocation(s).await;
-    s.delete_user_at(&o, &b.id, Some(&a.id), now).await.unwrap();
+    s.delete_user_at(&o, &b.id, Some(&a.id), now, teller()).await.unwrap();
     let inherited = fetch(x.id.clone()).await;
     assert_eq!(inherited.owner.as_ref(), Some(&a.id));
     assert_eq!(

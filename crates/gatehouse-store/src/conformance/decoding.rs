@@ -12,7 +12,7 @@ pub async fn corrupt_rows_are_internal_errors<S: PlantRows>(s: &S) {
         .insert_user(
             &o,
             &user("owner@example.com", Role::Editor, UserStatus::Active, 1),
-            &crate::conformance::teller(),
+            crate::conformance::teller(),
         )
         .await
         .unwrap();
@@ -46,7 +46,7 @@ pub async fn corrupt_rows_are_internal_errors<S: PlantRows>(s: &S) {
         .insert_user(
             &o,
             &user("odd@example.com", Role::Viewer, UserStatus::Active, 2),
-            &crate::conformance::teller(),
+            crate::conformance::teller(),
         )
         .await
         .unwrap();
@@ -67,7 +67,7 @@ pub async fn corrupt_rows_are_internal_errors<S: PlantRows>(s: &S) {
             &o,
             &product("Odd socks", "ODD-1", 1),
             now,
-            &crate::conformance::teller(),
+            crate::conformance::teller(),
         )
         .await
         .unwrap();
@@ -89,7 +89,7 @@ pub async fn corrupt_rows_are_internal_errors<S: PlantRows>(s: &S) {
             &o,
             &product("Odd hat", "ODD-2", 1),
             now,
-            &crate::conformance::teller(),
+            crate::conformance::teller(),
         )
         .await
         .unwrap();
@@ -106,7 +106,7 @@ pub async fn corrupt_rows_are_internal_errors<S: PlantRows>(s: &S) {
         "prod_not-an-id",
     );
 
-    let c = s.insert_client(&o, &client(None)).await.unwrap();
+    let c = s.insert_client(&o, &client(None), teller()).await.unwrap();
     s.plant(&format!(
         "UPDATE clients SET secret_hash = substr(secret_hash, 1, 31) WHERE id = '{}'",
         c.id
@@ -119,7 +119,7 @@ pub async fn corrupt_rows_are_internal_errors<S: PlantRows>(s: &S) {
         c.id.as_str(),
     );
     // A scope bit no scope has: not silently dropped.
-    let c = s.insert_client(&o, &client(None)).await.unwrap();
+    let c = s.insert_client(&o, &client(None), teller()).await.unwrap();
     s.plant(&format!(
         "UPDATE clients SET scopes = 16383 WHERE id = '{}'",
         c.id
@@ -169,11 +169,11 @@ pub async fn corrupt_token_ids_are_internal_errors<S: PlantRows>(s: &S) {
         .insert_user(
             &o,
             &user("jti@example.com", Role::Editor, UserStatus::Active, 1),
-            &crate::conformance::teller(),
+            crate::conformance::teller(),
         )
         .await
         .unwrap();
-    let c = s.insert_client(&o, &client(None)).await.unwrap();
+    let c = s.insert_client(&o, &client(None), teller()).await.unwrap();
     let code = AuthCode {
         digest: [80; 32],
         org: o.clone(),

@@ -42,20 +42,20 @@ pub async fn events_are_written_with_their_change_and_sequenced(s: &dyn Store) {
     let t = teller();
     let at = Timestamp::from_millis(1_000);
     let p1 = s
-        .insert_product(&o, &product("One", "ONE", 0), at, &t)
+        .insert_product(&o, &product("One", "ONE", 0), at, t)
         .await
         .unwrap();
     let p2 = s
-        .insert_product(&o, &product("Two", "TWO", 1), at, &t)
+        .insert_product(&o, &product("Two", "TWO", 1), at, t)
         .await
         .unwrap();
     let p3 = s
-        .insert_product(&o, &product("Three", "THREE", 1), at, &t)
+        .insert_product(&o, &product("Three", "THREE", 1), at, t)
         .await
         .unwrap();
     // D54: no event for a change refused without commit …
     let dup = s
-        .insert_product(&o, &product("Dup", "one", 1), at, &t)
+        .insert_product(&o, &product("Dup", "one", 1), at, t)
         .await;
     assert!(matches!(dup, Err(StoreError::Duplicate("sku"))), "{dup:?}");
     // … nor for a PATCH that changes nothing.
@@ -63,7 +63,7 @@ pub async fn events_are_written_with_their_change_and_sequenced(s: &dyn Store) {
         name: Some(Name::parse("Two").unwrap()),
         ..Default::default()
     };
-    s.update_product(&o, &p2.id, &same, Timestamp::from_millis(2_000), &t)
+    s.update_product(&o, &p2.id, &same, Timestamp::from_millis(2_000), t)
         .await
         .unwrap();
     // D18: restocking moves the status in the same `product.updated`.
@@ -72,10 +72,10 @@ pub async fn events_are_written_with_their_change_and_sequenced(s: &dyn Store) {
         ..Default::default()
     };
     let later = Timestamp::from_millis(3_000);
-    s.update_product(&o, &p1.id, &restock, later, &t)
+    s.update_product(&o, &p1.id, &restock, later, t)
         .await
         .unwrap();
-    s.delete_product(&o, &p3.id, Timestamp::from_millis(4_000), &t)
+    s.delete_product(&o, &p3.id, Timestamp::from_millis(4_000), t)
         .await
         .unwrap();
 
@@ -210,7 +210,7 @@ pub async fn event_sequences_are_per_organization(s: &dyn Store) {
     let t = teller();
     for i in 0..3 {
         for o in [&a, &b] {
-            s.insert_product(o, &product("P", &format!("P-{i}"), 1), Timestamp::now(), &t)
+            s.insert_product(o, &product("P", &format!("P-{i}"), 1), Timestamp::now(), t)
                 .await
                 .unwrap();
         }
@@ -229,7 +229,7 @@ pub async fn concurrent_writers_get_one_gap_free_sequence(s: &dyn Store) {
     let o = new_org(s).await;
     let t = teller();
     let shared = s
-        .insert_product(&o, &product("Shared", "SHARED", 1), Timestamp::now(), &t)
+        .insert_product(&o, &product("Shared", "SHARED", 1), Timestamp::now(), t)
         .await
         .unwrap();
     let writers = (0..8).map(|w| {
@@ -288,7 +288,7 @@ pub async fn events_are_purged_after_the_retention(s: &dyn Store) {
             &o,
             &product("P", &format!("R-{i}"), 1),
             Timestamp::from_millis(at),
-            &t,
+            t,
         )
         .await
         .unwrap();
@@ -332,7 +332,7 @@ pub async fn user_creation_and_invitations_are_told(s: &dyn Store) {
         .insert_user(
             &o,
             &user("op@example.com", Role::Admin, UserStatus::Active, 1_000),
-            &t,
+            t,
         )
         .await
         .unwrap();
@@ -350,7 +350,7 @@ pub async fn user_creation_and_invitations_are_told(s: &dyn Store) {
                 Timestamp::from_millis(9_000_000_000_000),
                 "new@example.com",
             )),
-            &t,
+            t,
         )
         .await
         .unwrap();
@@ -362,7 +362,7 @@ pub async fn user_creation_and_invitations_are_told(s: &dyn Store) {
             Timestamp::from_millis(9_000_000_000_000),
             "new@example.com",
         ),
-        &t,
+        t,
     )
     .await
     .unwrap();
@@ -372,7 +372,7 @@ pub async fn user_creation_and_invitations_are_told(s: &dyn Store) {
             &o,
             &plain.id,
             &link(3, Timestamp::now(), "op@example.com"),
-            &t
+            t
         )
         .await
         .is_err()

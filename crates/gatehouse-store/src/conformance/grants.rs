@@ -9,7 +9,7 @@ pub async fn sessions_and_login_failures(s: &dyn Store) {
         .insert_user(
             &o,
             &user("s@example.com", Role::Editor, UserStatus::Active, 1),
-            &crate::conformance::teller(),
+            crate::conformance::teller(),
         )
         .await
         .unwrap();
@@ -32,7 +32,7 @@ pub async fn sessions_and_login_failures(s: &dyn Store) {
         status: Some(UserStatus::Inactive),
         ..Default::default()
     };
-    s.update_user(&o, &u.id, &off, now).await.unwrap();
+    s.update_user(&o, &u.id, &off, now, teller()).await.unwrap();
     assert_eq!(
         s.resolve_session(&[2; 32]).await.unwrap(),
         None,
@@ -99,11 +99,11 @@ pub async fn codes_redeem_once(s: &dyn Store) {
         .insert_user(
             &o,
             &user("c@example.com", Role::Editor, UserStatus::Active, 1),
-            &crate::conformance::teller(),
+            crate::conformance::teller(),
         )
         .await
         .unwrap();
-    let c = s.insert_client(&o, &client(None)).await.unwrap();
+    let c = s.insert_client(&o, &client(None), teller()).await.unwrap();
     let code = AuthCode {
         digest: [3; 32],
         org: o.clone(),
@@ -158,11 +158,11 @@ pub async fn refresh_rotation_is_atomic(s: &dyn Store) {
         .insert_user(
             &o,
             &user("r@example.com", Role::Editor, UserStatus::Active, 1),
-            &crate::conformance::teller(),
+            crate::conformance::teller(),
         )
         .await
         .unwrap();
-    let c = s.insert_client(&o, &client(None)).await.unwrap();
+    let c = s.insert_client(&o, &client(None), teller()).await.unwrap();
     let code = AuthCode {
         digest: [9; 32],
         org: o.clone(),
@@ -284,7 +284,7 @@ pub async fn refresh_rotation_is_atomic(s: &dyn Store) {
             .is_some()
     );
     // Deleting the user removes the chains with them.
-    s.delete_user_at(&o, &u.id, None, now).await.unwrap();
+    s.delete_user_at(&o, &u.id, None, now, teller()).await.unwrap();
     assert!(s.resolve_refresh_token(&[11; 32]).await.unwrap().is_none());
 }
 
@@ -298,12 +298,12 @@ pub async fn refresh_rotation_revokes_the_replaced_access_token(s: &dyn Store) {
         .insert_user(
             &o,
             &user("rot@example.com", Role::Editor, UserStatus::Active, 1),
-            &crate::conformance::teller(),
+            crate::conformance::teller(),
         )
         .await
         .unwrap();
-    let c = s.insert_client(&o, &client(None)).await.unwrap();
-    let other = s.insert_client(&o, &client(None)).await.unwrap();
+    let c = s.insert_client(&o, &client(None), teller()).await.unwrap();
+    let other = s.insert_client(&o, &client(None), teller()).await.unwrap();
     let code = AuthCode {
         digest: [40; 32],
         org: o.clone(),
@@ -461,11 +461,11 @@ pub async fn oidc_sessions_chains_and_consents(s: &dyn Store) {
         .insert_user(
             &o,
             &user("oidc@example.com", Role::Viewer, UserStatus::Active, 1),
-            &crate::conformance::teller(),
+            crate::conformance::teller(),
         )
         .await
         .unwrap();
-    let c = s.insert_client(&o, &client(None)).await.unwrap();
+    let c = s.insert_client(&o, &client(None), teller()).await.unwrap();
     let code = AuthCode {
         digest: [41; 32],
         org: o.clone(),

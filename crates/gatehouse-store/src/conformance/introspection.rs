@@ -16,11 +16,11 @@ pub async fn refresh_token_lookup_is_read_only(s: &dyn Store) {
         .insert_user(
             &o,
             &user("look@example.com", Role::Viewer, UserStatus::Active, 1),
-            &crate::conformance::teller(),
+            crate::conformance::teller(),
         )
         .await
         .unwrap();
-    let c = s.insert_client(&o, &client(None)).await.unwrap();
+    let c = s.insert_client(&o, &client(None), teller()).await.unwrap();
     let code = AuthCode {
         digest: [91; 32],
         org: o.clone(),

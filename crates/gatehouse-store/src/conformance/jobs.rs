@@ -9,7 +9,7 @@ pub async fn purge_removes_only_expired(s: &dyn Store) {
         .insert_user(
             &o,
             &user("p@example.com", Role::Editor, UserStatus::Active, 1),
-            &crate::conformance::teller(),
+            crate::conformance::teller(),
         )
         .await
         .unwrap();

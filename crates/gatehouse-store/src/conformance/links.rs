@@ -16,7 +16,7 @@ pub async fn invitations_and_outbox(s: &dyn Store) {
             &o,
             &nu,
             Some(&link(1, now.plus_seconds(600), "inv@example.com")),
-            &crate::conformance::teller(),
+            crate::conformance::teller(),
         )
         .await
         .unwrap();
@@ -45,7 +45,7 @@ pub async fn invitations_and_outbox(s: &dyn Store) {
         &o,
         &u.id,
         &link(2, now.plus_seconds(600), "inv@example.com"),
-        &crate::conformance::teller(),
+        crate::conformance::teller(),
     )
     .await
     .unwrap();
@@ -56,11 +56,11 @@ pub async fn invitations_and_outbox(s: &dyn Store) {
             .is_none()
     );
     assert!(matches!(
-        s.accept_invitation(&[1; 32], "$argon2id$x", now).await,
+        s.accept_invitation(&[1; 32], "$argon2id$x", now, teller()).await,
         Err(StoreError::NotFound)
     ));
     let active = s
-        .accept_invitation(&[2; 32], "$argon2id$x", now)
+        .accept_invitation(&[2; 32], "$argon2id$x", now, teller())
         .await
         .unwrap();
     assert_eq!(active.status, UserStatus::Active);
@@ -69,7 +69,7 @@ pub async fn invitations_and_outbox(s: &dyn Store) {
     assert!(s.email_verified(&o, &active.id).await.unwrap());
     // Single use.
     assert!(matches!(
-        s.accept_invitation(&[2; 32], "$argon2id$y", now).await,
+        s.accept_invitation(&[2; 32], "$argon2id$y", now, teller()).await,
         Err(StoreError::NotFound)
     ));
     // Only a pending user can be invited again.
@@ -78,7 +78,7 @@ pub async fn invitations_and_outbox(s: &dyn Store) {
             &o,
             &u.id,
             &link(3, now.plus_seconds(600), "x@example.com"),
-            &crate::conformance::teller(),
+            crate::conformance::teller(),
         )
         .await;
     assert!(
@@ -93,7 +93,7 @@ pub async fn invitations_and_outbox(s: &dyn Store) {
             &new_org(s).await,
             &u.id,
             &link(3, now, "x"),
-            &crate::conformance::teller()
+            crate::conformance::teller()
         )
         .await,
         Err(StoreError::NotFound)
@@ -109,12 +109,12 @@ pub async fn invitations_and_outbox(s: &dyn Store) {
                 1,
             ),
             Some(&link(4, now.plus_seconds(-1), "late@example.com")),
-            &crate::conformance::teller(),
+            crate::conformance::teller(),
         )
         .await
         .unwrap();
     assert!(matches!(
-        s.accept_invitation(&[4; 32], "$argon2id$x", now).await,
+        s.accept_invitation(&[4; 32], "$argon2id$x", now, teller()).await,
         Err(StoreError::NotFound)
     ));
     let c = s
@@ -127,7 +127,7 @@ pub async fn invitations_and_outbox(s: &dyn Store) {
                 2,
             ),
             Some(&link(5, now.plus_seconds(600), "c@example.com")),
-            &crate::conformance::teller(),
+            crate::conformance::teller(),
         )
         .await
         .unwrap();
@@ -135,7 +135,7 @@ pub async fn invitations_and_outbox(s: &dyn Store) {
         status: Some(UserStatus::Inactive),
         ..Default::default()
     };
-    s.update_user(&o, &c.id, &off, now).await.unwrap();
+    s.update_user(&o, &c.id, &off, now, teller()).await.unwrap();
     assert!(
         s.resolve_link(LinkKind::Invitation, &[5; 32])
             .await
@@ -164,14 +164,15 @@ pub async fn concurrent_link_uses_succeed_once(s: &dyn Store) {
                 i64::from(round),
             ),
             Some(&link(100 + round, now.plus_seconds(600), &email)),
-            &crate::conformance::teller(),
+            crate::conformance::teller(),
         )
         .await
         .unwrap();
         let digest = [100 + round; 32];
+        let tell = teller();
         let (x, y) = tokio::join!(
-            s.accept_invitation(&digest, "$argon2id$x", now),
-            s.accept_invitation(&digest, "$argon2id$y", now)
+            s.accept_invitation(&digest, "$argon2id$x", now, tell),
+            s.accept_invitation(&digest, "$argon2id$y", now, tell)
         );
         let ok = [&x, &y].iter().filter(|r| r.is_ok()).count();
         let gone = [&x, &y]
@@ -192,8 +193,8 @@ pub async fn concurrent_link_uses_succeed_once(s: &dyn Store) {
         );
         let digest = [150 + round; 32];
         let (x, y) = tokio::join!(
-            s.reset_password(&digest, "$argon2id$p", now),
-            s.reset_password(&digest, "$argon2id$q", now)
+            s.reset_password(&digest, "$argon2id$p", now, tell),
+            s.reset_password(&digest, "$argon2id$q", now, tell)
         );
         let ok = [&x, &y].iter().filter(|r| r.is_ok()).count();
         let gone = [&x, &y]
@@ -211,7 +212,7 @@ pub async fn password_resets(s: &dyn Store) {
         .insert_user(
             &o,
             &user("reset@example.com", Role::Viewer, UserStatus::Active, 1),
-            &crate::conformance::teller(),
+            crate::conformance::teller(),
         )
         .await
         .unwrap();
@@ -257,7 +258,7 @@ pub async fn password_resets(s: &dyn Store) {
         .last()
         .map_or(0, |r| r.id);
     assert!(!s.email_verified(&o, &u.id).await.unwrap());
-    s.reset_password(&[7; 32], "$argon2id$new", now)
+    s.reset_password(&[7; 32], "$argon2id$new", now, teller())
         .await
         .unwrap();
     // D49: so does a completed password reset.
@@ -265,7 +266,7 @@ pub async fn password_resets(s: &dyn Store) {
     let (_, hash) = s.find_user_by_email(&o, &email).await.unwrap().unwrap();
     assert_eq!(hash.as_deref(), Some("$argon2id$new"));
     assert!(matches!(
-        s.reset_password(&[7; 32], "$argon2id$again", now).await,
+        s.reset_password(&[7; 32], "$argon2id$again", now, teller()).await,
         Err(StoreError::NotFound)
     ));
     let revs = s.revocations_since(last, now).await.unwrap();
@@ -290,7 +291,7 @@ pub async fn reset_password_returns_the_user_as_updated(s: &dyn Store) {
     let mut nu = user("fresh@example.com", Role::Editor, UserStatus::Active, 5);
     nu.password_hash = None;
     let u = s
-        .insert_user(&o, &nu, &crate::conformance::teller())
+        .insert_user(&o, &nu, crate::conformance::teller())
         .await
         .unwrap();
     assert!(!u.has_password);
@@ -304,7 +305,7 @@ pub async fn reset_password_returns_the_user_as_updated(s: &dyn Store) {
         .unwrap()
     );
     let returned = s
-        .reset_password(&[21; 32], "$argon2id$new", now)
+        .reset_password(&[21; 32], "$argon2id$new", now, teller())
         .await
         .unwrap();
     let read = s.get_user(&o, &u.id).await.unwrap().unwrap();

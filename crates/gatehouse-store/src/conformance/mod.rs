@@ -248,13 +248,39 @@ impl gatehouse_domain::event::Publish for TestPublish {
     fn user(&self, u: &gatehouse_domain::User) -> String {
         serde_json::to_string(u).expect("a user serializes")
     }
+    fn application(&self, c: &gatehouse_domain::Client) -> String {
+        serde_json::json!({
+            "id": c.id.as_str(),
+            "name": c.name,
+            "owner_id": c.owner.as_ref().map(|o| o.as_str()),
+            "scopes": c.scopes.bits(),
+            "suspended_reason": c.suspended_reason().map(|r| r.as_str()),
+        })
+        .to_string()
+    }
+    fn api_key(&self, k: &gatehouse_domain::ApiKey) -> String {
+        serde_json::json!({
+            "id": k.id.as_str(),
+            "owner_id": k.owner.as_ref().map(|o| o.as_str()),
+            "scopes": k.scopes.bits(),
+            "revoked_at": k.revoked_at.map(|t| t.millis()),
+        })
+        .to_string()
+    }
+    fn organization(&self, o: &gatehouse_domain::Organization) -> String {
+        serde_json::to_string(o).expect("an organization serializes")
+    }
 }
 
 /// What the suite's changes tell their events: made by the system, shown
 /// by [`TestPublish`].
-pub fn teller() -> gatehouse_domain::event::Teller {
-    gatehouse_domain::event::Teller::new(
-        gatehouse_domain::event::Origin::system(),
-        std::sync::Arc::new(TestPublish),
-    )
+pub fn teller() -> &'static gatehouse_domain::event::Teller {
+    static TELLER: std::sync::OnceLock<gatehouse_domain::event::Teller> =
+        std::sync::OnceLock::new();
+    TELLER.get_or_init(|| {
+        gatehouse_domain::event::Teller::new(
+            gatehouse_domain::event::Origin::system(),
+            std::sync::Arc::new(TestPublish),
+        )
+    })
 }

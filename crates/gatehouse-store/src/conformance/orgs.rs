@@ -44,12 +44,12 @@ pub async fn staging_reset_restores_the_fixture(s: &dyn Store) {
         .insert_user(
             &a,
             &user("dev@example.com", Role::Admin, UserStatus::Active, 1),
-            &crate::conformance::teller(),
+            crate::conformance::teller(),
         )
         .await
         .unwrap();
     let app = s
-        .insert_client(&a, &client(Some(dev.id.clone())))
+        .insert_client(&a, &client(Some(dev.id.clone())), teller())
         .await
         .unwrap();
     let key = ApiKey {
@@ -64,7 +64,7 @@ pub async fn staging_reset_restores_the_fixture(s: &dyn Store) {
         last_used_at: None,
         revoked_at: None,
     };
-    s.insert_api_key(&key.org, &key, &[42; 32]).await.unwrap();
+    s.insert_api_key(&key.org, &key, &[42; 32], teller()).await.unwrap();
     s.insert_product(
         &a,
         &NewProduct {
@@ -75,7 +75,7 @@ pub async fn staging_reset_restores_the_fixture(s: &dyn Store) {
             discontinued: false,
         },
         Timestamp::from_millis(1),
-        &crate::conformance::teller(),
+        crate::conformance::teller(),
     )
     .await
     .unwrap();
@@ -171,7 +171,7 @@ pub async fn staging_reset_restores_the_fixture(s: &dyn Store) {
         .insert_user(
             &a,
             &user("ADA@example.com", Role::Viewer, UserStatus::Active, 9),
-            &crate::conformance::teller(),
+            crate::conformance::teller(),
         )
         .await;
     assert!(matches!(dup, Err(StoreError::Duplicate(_))), "{dup:?}");

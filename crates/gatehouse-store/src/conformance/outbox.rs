@@ -19,7 +19,7 @@ pub async fn outbox_claims_and_retries(s: &dyn Store) {
                 now.plus_seconds(600),
                 &format!("m{i}@example.com"),
             )),
-            &crate::conformance::teller(),
+            crate::conformance::teller(),
         )
         .await
         .unwrap();

@@ -10,7 +10,7 @@ pub async fn products_roundtrip_and_rules(s: &dyn Store) {
             &o,
             &product("Blue Shirt", "SHIRT-BLUE", 3),
             Timestamp::from_millis(10),
-            &crate::conformance::teller(),
+            crate::conformance::teller(),
         )
         .await
         .unwrap();
@@ -22,7 +22,7 @@ pub async fn products_roundtrip_and_rules(s: &dyn Store) {
             &o,
             &product("Other", "shirt-blue", 1),
             Timestamp::from_millis(11),
-            &crate::conformance::teller(),
+            crate::conformance::teller(),
         )
         .await;
     assert!(matches!(dup, Err(StoreError::Duplicate("sku"))), "{dup:?}");
@@ -30,7 +30,7 @@ pub async fn products_roundtrip_and_rules(s: &dyn Store) {
         &other,
         &product("Other", "SHIRT-BLUE", 1),
         Timestamp::from_millis(11),
-        &crate::conformance::teller(),
+        crate::conformance::teller(),
     )
     .await
     .unwrap();
@@ -39,7 +39,7 @@ pub async fn products_roundtrip_and_rules(s: &dyn Store) {
             &o,
             &product("Red", "RED", 0),
             Timestamp::from_millis(12),
-            &crate::conformance::teller(),
+            crate::conformance::teller(),
         )
         .await
         .unwrap();
@@ -55,7 +55,7 @@ pub async fn products_roundtrip_and_rules(s: &dyn Store) {
             &q2.id,
             &clash,
             Timestamp::now(),
-            &crate::conformance::teller()
+            crate::conformance::teller()
         )
         .await,
         Err(StoreError::Duplicate("sku"))
@@ -70,7 +70,7 @@ pub async fn products_roundtrip_and_rules(s: &dyn Store) {
             &p.id,
             &zero,
             Timestamp::from_millis(20),
-            &crate::conformance::teller(),
+            crate::conformance::teller(),
         )
         .await
         .unwrap();
@@ -86,7 +86,7 @@ pub async fn products_roundtrip_and_rules(s: &dyn Store) {
             &p.id,
             &bad,
             Timestamp::now(),
-            &crate::conformance::teller()
+            crate::conformance::teller()
         )
         .await,
         Err(StoreError::Rule(DomainError::InvalidStateTransition(_)))
@@ -109,12 +109,12 @@ pub async fn products_roundtrip_and_rules(s: &dyn Store) {
             &other,
             &p.id,
             Timestamp::now(),
-            &crate::conformance::teller()
+            crate::conformance::teller()
         )
         .await,
         Err(StoreError::NotFound)
     ));
-    s.delete_product(&o, &p.id, Timestamp::now(), &crate::conformance::teller())
+    s.delete_product(&o, &p.id, Timestamp::now(), crate::conformance::teller())
         .await
         .unwrap();
     assert_eq!(s.get_product(&o, &p.id).await.unwrap(), None);

@@ -15,7 +15,7 @@ pub async fn revocations_follow_user_changes(s: &dyn Store) {
         .insert_user(
             &o,
             &user("a@example.com", Role::Admin, UserStatus::Active, 1),
-            &crate::conformance::teller(),
+            crate::conformance::teller(),
         )
         .await
         .unwrap();
@@ -23,7 +23,7 @@ pub async fn revocations_follow_user_changes(s: &dyn Store) {
         .insert_user(
             &o,
             &user("e@example.com", Role::Editor, UserStatus::Active, 2),
-            &crate::conformance::teller(),
+            crate::conformance::teller(),
         )
         .await
         .unwrap();
@@ -31,7 +31,7 @@ pub async fn revocations_follow_user_changes(s: &dyn Store) {
         name: Some(Name::parse("Renamed").unwrap()),
         ..Default::default()
     };
-    s.update_user(&o, &e.id, &rename, now).await.unwrap();
+    s.update_user(&o, &e.id, &rename, now, teller()).await.unwrap();
     assert!(
         s.revocations_since(start, now).await.unwrap().is_empty(),
         "a rename revokes nothing"
@@ -40,7 +40,7 @@ pub async fn revocations_follow_user_changes(s: &dyn Store) {
         role: Some(Role::Viewer),
         ..Default::default()
     };
-    s.update_user(&o, &e.id, &demote, now).await.unwrap();
+    s.update_user(&o, &e.id, &demote, now, teller()).await.unwrap();
     let off = UserPatch {
         status: Some(UserStatus::Inactive),
         ..Default::default()
@@ -49,13 +49,13 @@ pub async fn revocations_follow_user_changes(s: &dyn Store) {
         .insert_user(
             &o,
             &user("v@example.com", Role::Viewer, UserStatus::Active, 3),
-            &crate::conformance::teller(),
+            crate::conformance::teller(),
         )
         .await
         .unwrap();
-    s.update_user(&o, &v.id, &off, now).await.unwrap();
-    s.delete_user_at(&o, &a.id, None, now).await.unwrap_err(); // last admin
-    s.delete_user_at(&o, &v.id, None, now).await.unwrap();
+    s.update_user(&o, &v.id, &off, now, teller()).await.unwrap();
+    s.delete_user_at(&o, &a.id, None, now, teller()).await.unwrap_err(); // last admin
+    s.delete_user_at(&o, &v.id, None, now, teller()).await.unwrap();
     let revs = s.revocations_since(start, now).await.unwrap();
     let subjects: Vec<&str> = revs.iter().map(|r| r.subject.as_str()).collect();
     assert_eq!(subjects, vec![e.id.as_str(), v.id.as_str(), v.id.as_str()]);

@@ -27,7 +27,7 @@ pub async fn every_tenant_method_is_scoped(s: &dyn Store) {
         .insert_user(
             &a,
             &user("boss@example.com", Role::Admin, UserStatus::Active, 1),
-            &crate::conformance::teller(),
+            crate::conformance::teller(),
         )
         .await
         .unwrap();
@@ -40,7 +40,7 @@ pub async fn every_tenant_method_is_scoped(s: &dyn Store) {
                 UserStatus::PendingInvite,
                 2,
             ),
-            &crate::conformance::teller(),
+            crate::conformance::teller(),
         )
         .await
         .unwrap();
@@ -68,10 +68,10 @@ pub async fn every_tenant_method_is_scoped(s: &dyn Store) {
         status: Some(UserStatus::Inactive),
         ..Default::default()
     };
-    not_found("update_user", s.update_user(&b, &admin.id, &off, now).await);
+    not_found("update_user", s.update_user(&b, &admin.id, &off, now, teller()).await);
     not_found(
         "delete_user_at",
-        s.delete_user_at(&b, &pending.id, None, now).await,
+        s.delete_user_at(&b, &pending.id, None, now, teller()).await,
     );
 
     // --- links and invitations ------------------------------------------------
@@ -82,7 +82,7 @@ pub async fn every_tenant_method_is_scoped(s: &dyn Store) {
             &b,
             &pending.id,
             &link(70, now.plus_seconds(3600), "new@example.com"),
-            &crate::conformance::teller(),
+            crate::conformance::teller(),
         )
         .await,
     );
@@ -117,7 +117,7 @@ pub async fn every_tenant_method_is_scoped(s: &dyn Store) {
             &a,
             &product("Anvil", "ANV-1", 3),
             now,
-            &crate::conformance::teller(),
+            crate::conformance::teller(),
         )
         .await
         .unwrap();
@@ -142,25 +142,25 @@ pub async fn every_tenant_method_is_scoped(s: &dyn Store) {
     };
     not_found(
         "update_product",
-        s.update_product(&b, &p.id, &restock, now, &crate::conformance::teller())
+        s.update_product(&b, &p.id, &restock, now, crate::conformance::teller())
             .await,
     );
     not_found(
         "delete_product",
-        s.delete_product(&b, &p.id, Timestamp::now(), &crate::conformance::teller())
+        s.delete_product(&b, &p.id, Timestamp::now(), crate::conformance::teller())
             .await,
     );
     assert_eq!(s.get_product(&a, &p.id).await.unwrap(), Some(p.clone()));
 
     // --- client applications --------------------------------------------------
     let c = s
-        .insert_client(&a, &client(Some(admin.id.clone())))
+        .insert_client(&a, &client(Some(admin.id.clone())), teller())
         .await
         .unwrap();
-    not_found("approve_admin", s.approve_admin(&b, &c.id).await);
+    not_found("approve_admin", s.approve_admin(&b, &c.id, teller()).await);
     not_found(
         "rotate_client_secret",
-        s.rotate_client_secret(&b, &c.id, &[8; 32], None).await,
+        s.rotate_client_secret(&b, &c.id, &[8; 32], None, teller()).await,
     );
     assert_eq!(s.resolve_client(&c.id).await.unwrap(), Some(c.clone()));
 
@@ -178,10 +178,10 @@ pub async fn every_tenant_method_is_scoped(s: &dyn Store) {
         revoked_at: None,
     };
     // A record of A written through B is refused, and nothing is stored.
-    assert!(s.insert_api_key(&b, &k, &[72; 32]).await.is_err());
+    assert!(s.insert_api_key(&b, &k, &[72; 32], teller()).await.is_err());
     assert_eq!(s.resolve_api_key(&[72; 32]).await.unwrap(), None);
-    s.insert_api_key(&a, &k, &[72; 32]).await.unwrap();
-    not_found("revoke_api_key", s.revoke_api_key(&b, &k.id, now).await);
+    s.insert_api_key(&a, &k, &[72; 32], teller()).await.unwrap();
+    not_found("revoke_api_key", s.revoke_api_key(&b, &k.id, now, teller()).await);
     assert_eq!(s.get_api_key(&b, &k.id).await.unwrap(), None, "get_api_key");
     assert_eq!(s.get_api_key(&a, &k.id).await.unwrap(), Some(k.clone()));
     // D46: usage counts are read under their own organization only.

@@ -19,7 +19,7 @@ pub async fn search_changes_cover_every_write(s: &dyn Store) {
         .insert_user(
             &o,
             &user("Ada@x.io", Role::Admin, UserStatus::Active, 10),
-            &crate::conformance::teller(),
+            crate::conformance::teller(),
         )
         .await
         .unwrap();
@@ -27,7 +27,7 @@ pub async fn search_changes_cover_every_write(s: &dyn Store) {
         .insert_user(
             &o,
             &user("bob@x.io", Role::Viewer, UserStatus::Active, 20),
-            &crate::conformance::teller(),
+            crate::conformance::teller(),
         )
         .await
         .unwrap();
@@ -35,7 +35,7 @@ pub async fn search_changes_cover_every_write(s: &dyn Store) {
         .insert_user(
             &other,
             &user("eve@x.io", Role::Admin, UserStatus::Active, 30),
-            &crate::conformance::teller(),
+            crate::conformance::teller(),
         )
         .await
         .unwrap();
@@ -51,27 +51,17 @@ pub async fn search_changes_cover_every_write(s: &dyn Store) {
 
     // A rename, a role change, a deletion: each reported with its key;
     // another organization's change is not.
-    s.update_user(
-        &o,
-        &a.id,
-        &UserPatch {
+    s.update_user(&o, &a.id, &UserPatch {
             name: Some(Name::parse("Ada L").unwrap()),
             ..Default::default()
-        },
-        Timestamp::now(),
-    )
+        }, Timestamp::now(), teller())
     .await
     .unwrap();
-    s.delete_user(&o, &b.id, None).await.unwrap();
-    s.update_user(
-        &other,
-        &e.id,
-        &UserPatch {
+    s.delete_user_at(&o, &b.id, None, gatehouse_domain::Timestamp::now(), teller()).await.unwrap();
+    s.update_user(&other, &e.id, &UserPatch {
             name: Some(Name::parse("Eve X").unwrap()),
             ..Default::default()
-        },
-        Timestamp::now(),
-    )
+        }, Timestamp::now(), teller())
     .await
     .unwrap();
     let first = s.search_changes(&o, SearchKind::Users, mark).await.unwrap();
@@ -86,7 +76,7 @@ pub async fn search_changes_cover_every_write(s: &dyn Store) {
         .insert_user(
             &o,
             &user("cy@x.io", Role::Editor, UserStatus::Active, 40),
-            &crate::conformance::teller(),
+            crate::conformance::teller(),
         )
         .await
         .unwrap();
@@ -134,7 +124,7 @@ pub async fn search_changes_cover_every_write(s: &dyn Store) {
             &o,
             &product("Blue Shirt", "SH-1", 0),
             Timestamp::from_millis(50),
-            &crate::conformance::teller(),
+            crate::conformance::teller(),
         )
         .await
         .unwrap();

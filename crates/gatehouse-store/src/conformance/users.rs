@@ -13,7 +13,7 @@ pub async fn users_roundtrip_and_isolation(s: &dyn Store) {
         1000,
     );
     let u = s
-        .insert_user(&a, &nu, &crate::conformance::teller())
+        .insert_user(&a, &nu, crate::conformance::teller())
         .await
         .unwrap();
     assert_eq!(u.id, nu.id);
@@ -27,11 +27,11 @@ pub async fn users_roundtrip_and_isolation(s: &dyn Store) {
         ..Default::default()
     };
     assert!(matches!(
-        s.update_user(&b, &u.id, &p, Timestamp::now()).await,
+        s.update_user(&b, &u.id, &p, Timestamp::now(), teller()).await,
         Err(StoreError::NotFound)
     ));
     assert!(matches!(
-        s.delete_user(&b, &u.id, None).await,
+        s.delete_user_at(&b, &u.id, None, gatehouse_domain::Timestamp::now(), teller()).await,
         Err(StoreError::NotFound)
     ));
     assert_eq!(
@@ -41,10 +41,10 @@ pub async fn users_roundtrip_and_isolation(s: &dyn Store) {
             .total,
         0
     );
-    s.delete_user(&a, &u.id, None).await.unwrap();
+    s.delete_user_at(&a, &u.id, None, gatehouse_domain::Timestamp::now(), teller()).await.unwrap();
     assert_eq!(s.get_user(&a, &u.id).await.unwrap(), None);
     assert!(matches!(
-        s.delete_user(&a, &u.id, None).await,
+        s.delete_user_at(&a, &u.id, None, gatehouse_domain::Timestamp::now(), teller()).await,
         Err(StoreError::NotFound)
     ));
 }
@@ -55,7 +55,7 @@ pub async fn duplicate_email_is_per_org_and_case_insensitive(s: &dyn Store) {
     s.insert_user(
         &a,
         &user("Bob@Example.com", Role::Viewer, UserStatus::Active, 1),
-        &crate::conformance::teller(),
+        crate::conformance::teller(),
     )
     .await
     .unwrap();
@@ -63,7 +63,7 @@ pub async fn duplicate_email_is_per_org_and_case_insensitive(s: &dyn Store) {
         .insert_user(
             &a,
             &user("bob@example.COM", Role::Viewer, UserStatus::Active, 2),
-            &crate::conformance::teller(),
+            crate::conformance::teller(),
         )
         .await;
     assert!(
@@ -73,7 +73,7 @@ pub async fn duplicate_email_is_per_org_and_case_insensitive(s: &dyn Store) {
     s.insert_user(
         &b,
         &user("bob@example.com", Role::Viewer, UserStatus::Active, 3),
-        &crate::conformance::teller(),
+        crate::conformance::teller(),
     )
     .await
     .unwrap();
@@ -98,7 +98,7 @@ pub async fn user_list_order_filters_and_paging(s: &dyn Store) {
                     UserStatus::Active,
                     1000 + i / 2,
                 ),
-                &crate::conformance::teller(),
+                crate::conformance::teller(),
             )
             .await
             .unwrap();
@@ -176,7 +176,7 @@ pub async fn user_list_order_filters_and_paging(s: &dyn Store) {
         status: Some(UserStatus::Inactive),
         ..Default::default()
     };
-    s.update_user(&o, &target.id, &p, Timestamp::now())
+    s.update_user(&o, &target.id, &p, Timestamp::now(), teller())
         .await
         .unwrap();
     let inactive_editors = s
@@ -191,7 +191,7 @@ pub async fn user_list_order_filters_and_paging(s: &dyn Store) {
         .await
         .unwrap();
     assert_eq!(inactive_editors.total, 1);
-    s.delete_user(&o, &target.id, None).await.unwrap();
+    s.delete_user_at(&o, &target.id, None, gatehouse_domain::Timestamp::now(), teller()).await.unwrap();
     assert_eq!(
         s.list_users(&o, &UserFilter::default(), Page::default())
             .await
@@ -207,7 +207,7 @@ pub async fn user_update_rules(s: &dyn Store) {
         .insert_user(
             &o,
             &user("p@example.com", Role::Viewer, UserStatus::PendingInvite, 1),
-            &crate::conformance::teller(),
+            crate::conformance::teller(),
         )
         .await
         .unwrap();
@@ -215,7 +215,7 @@ pub async fn user_update_rules(s: &dyn Store) {
         status: Some(UserStatus::Active),
         ..Default::default()
     };
-    let r = s.update_user(&o, &pending.id, &act, Timestamp::now()).await;
+    let r = s.update_user(&o, &pending.id, &act, Timestamp::now(), teller()).await;
     assert!(
         matches!(
             r,
@@ -230,7 +230,7 @@ pub async fn user_update_rules(s: &dyn Store) {
         ..Default::default()
     };
     assert!(
-        s.update_user(&o, &pending.id, &both, Timestamp::now())
+        s.update_user(&o, &pending.id, &both, Timestamp::now(), teller())
             .await
             .is_err()
     );
@@ -243,7 +243,7 @@ pub async fn user_update_rules(s: &dyn Store) {
         ..Default::default()
     };
     let c = s
-        .update_user(&o, &pending.id, &off, Timestamp::from_millis(50_000))
+        .update_user(&o, &pending.id, &off, Timestamp::from_millis(50_000), teller())
         .await
         .unwrap();
     assert!(c.changed && c.cancels_invitation);
@@ -251,13 +251,13 @@ pub async fn user_update_rules(s: &dyn Store) {
     assert_eq!(c.user.updated_at, Timestamp::from_millis(50_000));
     // Never accepted an invitation: cannot be activated.
     assert!(
-        s.update_user(&o, &pending.id, &act, Timestamp::now())
+        s.update_user(&o, &pending.id, &act, Timestamp::now(), teller())
             .await
             .is_err()
     );
     // Setting the current value changes nothing, not even updated_at (D11).
     let same = s
-        .update_user(&o, &pending.id, &off, Timestamp::from_millis(90_000))
+        .update_user(&o, &pending.id, &off, Timestamp::from_millis(90_000), teller())
         .await
         .unwrap();
     assert!(!same.changed);
@@ -274,7 +274,7 @@ pub async fn last_admin_rule(s: &dyn Store) {
         .insert_user(
             &o,
             &user("a1@example.com", Role::Admin, UserStatus::Active, 1),
-            &crate::conformance::teller(),
+            crate::conformance::teller(),
         )
         .await
         .unwrap();
@@ -282,7 +282,7 @@ pub async fn last_admin_rule(s: &dyn Store) {
         .insert_user(
             &o,
             &user("a2@example.com", Role::Admin, UserStatus::Active, 2),
-            &crate::conformance::teller(),
+            crate::conformance::teller(),
         )
         .await
         .unwrap();
@@ -295,20 +295,20 @@ pub async fn last_admin_rule(s: &dyn Store) {
         ..Default::default()
     };
     let c = s
-        .update_user(&o, &a1.id, &demote, Timestamp::now())
+        .update_user(&o, &a1.id, &demote, Timestamp::now(), teller())
         .await
         .unwrap();
     assert!(c.revokes_tokens);
     // a2 is now the last active admin.
     for p in [&demote, &off] {
-        let r = s.update_user(&o, &a2.id, p, Timestamp::now()).await;
+        let r = s.update_user(&o, &a2.id, p, Timestamp::now(), teller()).await;
         assert!(
             matches!(r, Err(StoreError::Rule(DomainError::LastAdmin))),
             "{r:?}"
         );
     }
     assert!(matches!(
-        s.delete_user(&o, &a2.id, None).await,
+        s.delete_user_at(&o, &a2.id, None, gatehouse_domain::Timestamp::now(), teller()).await,
         Err(StoreError::Rule(DomainError::LastAdmin))
     ));
     // An admin of another organization does not count.
@@ -316,23 +316,23 @@ pub async fn last_admin_rule(s: &dyn Store) {
     s.insert_user(
         &other,
         &user("x@example.com", Role::Admin, UserStatus::Active, 3),
-        &crate::conformance::teller(),
+        crate::conformance::teller(),
     )
     .await
     .unwrap();
-    assert!(s.delete_user(&o, &a2.id, None).await.is_err());
+    assert!(s.delete_user_at(&o, &a2.id, None, gatehouse_domain::Timestamp::now(), teller()).await.is_err());
     // A pending admin does not count either; an inactive admin may be removed.
     let promote = UserPatch {
         role: Some(Role::Admin),
         ..Default::default()
     };
-    s.update_user(&o, &a1.id, &promote, Timestamp::now())
+    s.update_user(&o, &a1.id, &promote, Timestamp::now(), teller())
         .await
         .unwrap();
-    s.update_user(&o, &a2.id, &off, Timestamp::now())
+    s.update_user(&o, &a2.id, &off, Timestamp::now(), teller())
         .await
         .unwrap();
-    s.delete_user(&o, &a2.id, None).await.unwrap();
+    s.delete_user_at(&o, &a2.id, None, gatehouse_domain::Timestamp::now(), teller()).await.unwrap();
 }
 
 /// D13: the last-admin rule and the write it guards are one transaction, so
@@ -353,7 +353,7 @@ pub async fn concurrent_demotions_keep_an_admin(s: &dyn Store) {
             .insert_user(
                 &o,
                 &user("a1@example.com", Role::Admin, UserStatus::Active, 1),
-                &crate::conformance::teller(),
+                crate::conformance::teller(),
             )
             .await
             .unwrap();
@@ -361,7 +361,7 @@ pub async fn concurrent_demotions_keep_an_admin(s: &dyn Store) {
             .insert_user(
                 &o,
                 &user("a2@example.com", Role::Admin, UserStatus::Active, 2),
-                &crate::conformance::teller(),
+                crate::conformance::teller(),
             )
             .await
             .unwrap();
@@ -369,22 +369,22 @@ pub async fn concurrent_demotions_keep_an_admin(s: &dyn Store) {
         let outcomes: Vec<Result<(), StoreError>> = match round % 3 {
             0 => {
                 let (x, y) = tokio::join!(
-                    s.update_user(&o, &a1.id, &demote, now),
-                    s.update_user(&o, &a2.id, &demote, now)
+                    s.update_user(&o, &a1.id, &demote, now, teller()),
+                    s.update_user(&o, &a2.id, &demote, now, teller())
                 );
                 vec![x.map(drop), y.map(drop)]
             }
             1 => {
                 let (x, y) = tokio::join!(
-                    s.update_user(&o, &a1.id, &off, now),
-                    s.update_user(&o, &a2.id, &demote, now)
+                    s.update_user(&o, &a1.id, &off, now, teller()),
+                    s.update_user(&o, &a2.id, &demote, now, teller())
                 );
                 vec![x.map(drop), y.map(drop)]
             }
             _ => {
                 let (x, y) = tokio::join!(
-                    s.delete_user(&o, &a1.id, None),
-                    s.update_user(&o, &a2.id, &off, now)
+                    s.delete_user_at(&o, &a1.id, None, gatehouse_domain::Timestamp::now(), teller()),
+                    s.update_user(&o, &a2.id, &off, now, teller())
                 );
                 vec![x, y.map(drop)]
             }
@@ -416,7 +416,7 @@ pub async fn delete_with_owned_clients(s: &dyn Store) {
         .insert_user(
             &o,
             &user("own@example.com", Role::Editor, UserStatus::Active, 1),
-            &crate::conformance::teller(),
+            crate::conformance::teller(),
         )
         .await
         .unwrap();
@@ -424,7 +424,7 @@ pub async fn delete_with_owned_clients(s: &dyn Store) {
         .insert_user(
             &o,
             &user("heir@example.com", Role::Editor, UserStatus::Active, 2),
-            &crate::conformance::teller(),
+            crate::conformance::teller(),
         )
         .await
         .unwrap();
@@ -437,15 +437,15 @@ pub async fn delete_with_owned_clients(s: &dyn Store) {
                 UserStatus::PendingInvite,
                 3,
             ),
-            &crate::conformance::teller(),
+            crate::conformance::teller(),
         )
         .await
         .unwrap();
     let app = s
-        .insert_client(&o, &client(Some(owner.id.clone())))
+        .insert_client(&o, &client(Some(owner.id.clone())), teller())
         .await
         .unwrap();
-    let r = s.delete_user(&o, &owner.id, None).await;
+    let r = s.delete_user_at(&o, &owner.id, None, gatehouse_domain::Timestamp::now(), teller()).await;
     assert!(
         matches!(
             r,
@@ -455,14 +455,14 @@ pub async fn delete_with_owned_clients(s: &dyn Store) {
     );
     // The heir must be another active user of the same organization.
     for bad in [&idle.id, &owner.id, &UserId::generate()] {
-        let r = s.delete_user(&o, &owner.id, Some(bad)).await;
+        let r = s.delete_user_at(&o, &owner.id, Some(bad), gatehouse_domain::Timestamp::now(), teller()).await;
         assert!(
             matches!(r, Err(StoreError::Rule(DomainError::Validation(_)))),
             "{r:?}"
         );
     }
     assert!(s.get_user(&o, &owner.id).await.unwrap().is_some());
-    s.delete_user(&o, &owner.id, Some(&heir.id)).await.unwrap();
+    s.delete_user_at(&o, &owner.id, Some(&heir.id), gatehouse_domain::Timestamp::now(), teller()).await.unwrap();
     assert_eq!(
         s.resolve_client(&app.id).await.unwrap().unwrap().owner,
         Some(heir.id.clone())
@@ -481,7 +481,7 @@ pub async fn cursor_pages_are_stable_under_inserts(s: &dyn Store) {
                 UserStatus::Active,
                 1000 + i / 2,
             ),
-            &crate::conformance::teller(),
+            crate::conformance::teller(),
         )
         .await
         .unwrap();
@@ -510,7 +510,7 @@ pub async fn cursor_pages_are_stable_under_inserts(s: &dyn Store) {
                 UserStatus::Active,
                 5000 + inserted,
             ),
-            &crate::conformance::teller(),
+            crate::conformance::teller(),
         )
         .await
         .unwrap();
@@ -568,7 +568,7 @@ pub async fn cursor_pages_are_stable_under_inserts(s: &dyn Store) {
             &o,
             &product("A", "A-1", 1),
             Timestamp::from_millis(1),
-            &crate::conformance::teller(),
+            crate::conformance::teller(),
         )
         .await
         .unwrap();
@@ -577,7 +577,7 @@ pub async fn cursor_pages_are_stable_under_inserts(s: &dyn Store) {
             &o,
             &product("B", "B-1", 1),
             Timestamp::from_millis(2),
-            &crate::conformance::teller(),
+            crate::conformance::teller(),
         )
         .await
         .unwrap();

@@ -76,7 +76,7 @@ async fn user(s: &TestServer) -> User {
         created_at: Timestamp::now(),
     };
     s.store()
-        .insert_user(&s.org(), &u, &gatehouse_store::conformance::teller())
+        .insert_user(&s.org(), &u, gatehouse_store::conformance::teller())
         .await
         .unwrap()
 }
@@ -96,7 +96,7 @@ async fn relying_party(s: &TestServer) -> (String, String) {
         owner: None,
         created_at: Timestamp::now(),
     };
-    s.store().insert_client(&s.org(), &c).await.unwrap();
+    s.store().insert_client(&s.org(), &c, gatehouse_store::conformance::teller()).await.unwrap();
     (c.id.to_string(), secret)
 }
 

@@ -38,7 +38,7 @@ async fn app_client(s: &TestServer, public: bool) -> (String, Option<String>) {
         created_at: Timestamp::now(),
         post_logout_redirect_uris: vec![],
     };
-    s.store().insert_client(&s.org(), &c).await.unwrap();
+    s.store().insert_client(&s.org(), &c, gatehouse_store::conformance::teller()).await.unwrap();
     (c.id.to_string(), secret)
 }
 
@@ -54,7 +54,7 @@ async fn person(s: &TestServer, email: &str) -> UserId {
         created_at: Timestamp::now(),
     };
     s.store()
-        .insert_user(&s.org(), &u, &gatehouse_store::conformance::teller())
+        .insert_user(&s.org(), &u, gatehouse_store::conformance::teller())
         .await
         .unwrap()
         .id
@@ -282,7 +282,7 @@ async fn d49_api_key_of_the_organization_is_active() {
         revoked_at: None,
     };
     s.store()
-        .insert_api_key(&key.org, &key, &secrets::hash_secret(&raw))
+        .insert_api_key(&key.org, &key, &secrets::hash_secret(&raw), gatehouse_store::conformance::teller())
         .await
         .unwrap();
     let v = introspect(&s, &raw).await;
@@ -297,7 +297,7 @@ async fn d49_api_key_of_the_organization_is_active() {
     assert_eq!(v["iat"], key.created_at.unix_seconds());
     // A revoked key is inactive.
     s.store()
-        .revoke_api_key(&key.org, &key.id, Timestamp::now())
+        .revoke_api_key(&key.org, &key.id, Timestamp::now(), gatehouse_store::conformance::teller())
         .await
         .unwrap();
     inactive(&introspect(&s, &raw).await, "a revoked API key");

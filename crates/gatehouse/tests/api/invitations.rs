@@ -515,7 +515,7 @@ async fn invited_user(
             org,
             &new,
             Some(&link),
-            &gatehouse_store::conformance::teller(),
+            gatehouse_store::conformance::teller(),
         )
         .await
         .unwrap();

@@ -68,7 +68,7 @@ async fn user_with_password(
         created_at: Timestamp::now(),
     };
     s.store()
-        .insert_user(org, &u, &gatehouse_store::conformance::teller())
+        .insert_user(org, &u, gatehouse_store::conformance::teller())
         .await
         .unwrap()
 }
@@ -105,9 +105,9 @@ async fn register(
         created_at: Timestamp::now(),
         post_logout_redirect_uris: vec![],
     };
-    s.store().insert_client(org, &c).await.unwrap();
+    s.store().insert_client(org, &c, gatehouse_store::conformance::teller()).await.unwrap();
     if approve_admin {
-        s.store().approve_admin(org, &c.id).await.unwrap();
+        s.store().approve_admin(org, &c.id, gatehouse_store::conformance::teller()).await.unwrap();
     }
     App {
         id: c.id.to_string(),

@@ -228,7 +228,7 @@ async fn store_user(
         created_at,
     };
     s.store()
-        .insert_user(org, &u, &gatehouse_store::conformance::teller())
+        .insert_user(org, &u, gatehouse_store::conformance::teller())
         .await
         .unwrap()
 }
@@ -283,7 +283,7 @@ async fn owned_client(s: &TestServer, org: &OrgId, owner: &UserId) -> ClientId {
         created_at: Timestamp::now(),
         post_logout_redirect_uris: vec![],
     };
-    s.store().insert_client(org, &c).await.unwrap();
+    s.store().insert_client(org, &c, gatehouse_store::conformance::teller()).await.unwrap();
     c.id
 }
 

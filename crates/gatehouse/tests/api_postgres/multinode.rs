@@ -136,9 +136,7 @@ async fn app_client_with(n: &Node, org: &OrgId, scopes: &str) -> (String, String
     let id = gatehouse_domain::ClientId::generate();
     n.running
         .store
-        .insert_client(
-            org,
-            &gatehouse_store::NewClient {
+        .insert_client(org, &gatehouse_store::NewClient {
                 id: id.clone(),
                 name: "multi".into(),
                 secret_hash: Some(gatehouse_auth::secrets::hash_secret(&secret)),
@@ -148,8 +146,7 @@ async fn app_client_with(n: &Node, org: &OrgId, scopes: &str) -> (String, String
                 admin_approved: false,
                 owner: None,
                 created_at: Timestamp::now(),
-            },
-        )
+            }, gatehouse_store::conformance::teller())
         .await
         .unwrap();
     (id.to_string(), secret)
@@ -580,7 +577,7 @@ async fn d49_consent_logout_and_userinfo_hold_across_nodes() {
                 password_hash: Some("$argon2id$placeholder".into()),
                 created_at: Timestamp::now(),
             },
-            &gatehouse_store::conformance::teller(),
+            gatehouse_store::conformance::teller(),
         )
         .await
         .unwrap();
@@ -1060,7 +1057,7 @@ async fn person_pair(
                 password_hash: Some("$argon2id$placeholder".into()),
                 created_at: Timestamp::now(),
             },
-            &gatehouse_store::conformance::teller(),
+            gatehouse_store::conformance::teller(),
         )
         .await
         .unwrap();

@@ -285,7 +285,7 @@ impl TestServer {
             created_at: Timestamp::now(),
             post_logout_redirect_uris: vec![],
         };
-        self.store().insert_client(org, &c).await.unwrap();
+        self.store().insert_client(org, &c, gatehouse_store::conformance::teller()).await.unwrap();
         (c.id.to_string(), secret)
     }
 
@@ -301,7 +301,7 @@ impl TestServer {
             created_at: Timestamp::now(),
         };
         self.store()
-            .insert_user(org, &u, &gatehouse_store::conformance::teller())
+            .insert_user(org, &u, gatehouse_store::conformance::teller())
             .await
             .unwrap()
     }

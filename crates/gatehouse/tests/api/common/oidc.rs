@@ -46,7 +46,7 @@ pub(crate) async fn rp(s: &TestServer, org: &OrgId, logout_to: &str) -> Rp {
         owner: None,
         created_at: Timestamp::now(),
     };
-    s.store().insert_client(org, &c).await.unwrap();
+    s.store().insert_client(org, &c, gatehouse_store::conformance::teller()).await.unwrap();
     Rp {
         id: c.id.to_string(),
         secret,
@@ -70,7 +70,7 @@ pub(crate) async fn person(s: &TestServer, org: &OrgId, email: &str) -> User {
         created_at: Timestamp::now(),
     };
     s.store()
-        .insert_user(org, &u, &gatehouse_store::conformance::teller())
+        .insert_user(org, &u, gatehouse_store::conformance::teller())
         .await
         .unwrap()
 }
