@@ -62,7 +62,7 @@ impl App {
                 fixture = fixture.with_password_hash(password::hash(pw).await);
             }
             org_store(self)
-                .reset_to_fixture(Some(&org.id), &fixture, Timestamp::now())
+                .reset_to_fixture(Some(&org.id), &fixture, Timestamp::now(), None)
                 .await
                 .or_app(Resource::Organization)?;
         }

@@ -77,7 +77,7 @@ impl App {
             .or_app(Resource::Organization)?;
         if fixture {
             org_store(self)
-                .reset_to_fixture(Some(&org.id), &Fixture::standard(), Timestamp::now())
+                .reset_to_fixture(Some(&org.id), &Fixture::standard(), Timestamp::now(), None)
                 .await
                 .or_app(Resource::Organization)?;
         }

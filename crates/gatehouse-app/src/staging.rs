@@ -1,5 +1,6 @@
 //! The staging dataset (D33).
 
+use gatehouse_domain::event::Origin;
 use gatehouse_domain::{Fixture, Timestamp};
 
 use crate::App;
@@ -9,10 +10,17 @@ use crate::error::{AppResult, OrApp};
 impl App {
     /// Restores the fixture in every organization, atomically; the number
     /// of organizations. A serving node also drops removed users' tokens at
-    /// once (others follow within their sync interval).
-    pub async fn reset_staging(&self) -> AppResult<u64> {
+    /// once (others follow within their sync interval). Each organization
+    /// tells one `staging.reset` (D33 continued), from `origin` (the
+    /// operator, or the system for the nightly reset).
+    pub async fn reset_staging(&self, origin: &Origin) -> AppResult<u64> {
         let n = org_store(self)
-            .reset_to_fixture(None, &Fixture::standard(), Timestamp::now())
+            .reset_to_fixture(
+                None,
+                &Fixture::standard(),
+                Timestamp::now(),
+                Some(&self.teller(origin)),
+            )
             .await
             .or_app(Resource::Organization)?;
         if let Err(e) = self.sync_revocations().await {
@@ -42,7 +50,9 @@ impl App {
         if !claimed {
             return Ok(NightlyReset::ClaimedElsewhere);
         }
-        self.reset_staging().await.map(NightlyReset::Done)
+        self.reset_staging(&Origin::system())
+            .await
+            .map(NightlyReset::Done)
     }
 }
 

@@ -396,7 +396,7 @@ async fn a_staging_reset_is_searched_at_once(s: Arc<dyn Store>) {
         .await
         .unwrap();
     assert_eq!(dev.total, 1, "the index is built before the reset");
-    s.reset_to_fixture(Some(&o), &fixture, Timestamp::now())
+    s.reset_to_fixture(Some(&o), &fixture, Timestamp::now(), None)
         .await
         .unwrap();
     let found = app

@@ -280,6 +280,12 @@ pub fn of_client_update(
     effects
 }
 
+/// What the staging reset of `org` (as it is after) tells (D33 continued,
+/// D54): one `staging.reset`, no per-record events.
+pub fn of_staging_reset(tell: &Teller, org: &crate::Organization, at: Timestamp) -> Vec<Effect> {
+    vec![Effect::Event(Box::new(tell.staging_reset(org, at)))]
+}
+
 /// What registering the application `c` tells (D54).
 pub fn of_client_creation(tell: &Teller, c: &Client) -> Vec<Effect> {
     vec![Effect::Event(Box::new(tell.application_created(c)))]

@@ -440,25 +440,6 @@ impl Teller {
         self.event(EventType::ApiKeyRevoked, k.id.as_str(), at, object)
     }
 
-    /// `organization.updated` at `at`; `None` when nothing published
-    /// changed.
-    pub fn organization_updated(
-        &self,
-        before: &Organization,
-        after: &Organization,
-        at: Timestamp,
-    ) -> Option<NewEvent> {
-        let (old, new) = (
-            self.publish.organization(before),
-            self.publish.organization(after),
-        );
-        let previous = previous_attributes(&old, &new);
-        (previous != "{}").then(|| {
-            self.event(EventType::OrganizationUpdated, after.id.as_str(), at, new)
-                .with_previous(previous)
-        })
-    }
-
     /// `staging.reset` (D33 continued): the organization after the reset,
     /// one event that tells mirrors to resynchronize.
     pub fn staging_reset(&self, o: &Organization, at: Timestamp) -> NewEvent {

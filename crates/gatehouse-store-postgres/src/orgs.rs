@@ -82,6 +82,7 @@ impl OrgStore for PgStore {
         org: Option<&OrgId>,
         fixture: &gatehouse_domain::Fixture,
         now: Timestamp,
+        tell: Option<&gatehouse_domain::event::Teller>,
     ) -> StoreResult<u64> {
         write_tx!(self, |tx| {
             // The organizations' rows, locked in id order: a concurrent
@@ -107,6 +108,17 @@ impl OrgStore for PgStore {
             for o in &orgs {
                 let o = OrgId::from_trusted(o.clone());
                 removed.extend(reset_org_tx(&mut tx, &o, fixture, now).await?);
+                if let Some(tell) = tell {
+                    // D33 continued, D54: one event tells mirrors to
+                    // resynchronize.
+                    let row = query(&format!("SELECT {ORG_COLS} FROM organizations WHERE id = $1"))
+                        .bind(o.as_str())
+                        .fetch_one(&mut *tx)
+                        .await?;
+                    let after = org_row(&row)?;
+                    let told = effect::of_staging_reset(tell, &after, now);
+                    crate::effects::apply(&mut tx, &o, &told, now, None).await?;
+                }
             }
             // D13: the removed users' tokens die; revocations last.
             for id in &removed {

@@ -83,8 +83,9 @@ impl OrgStore for SqliteStore {
         org: Option<&OrgId>,
         fixture: &gatehouse_domain::Fixture,
         now: Timestamp,
+        tell: Option<&gatehouse_domain::event::Teller>,
     ) -> StoreResult<u64> {
-        let (org, fixture) = (org.cloned(), fixture.clone());
+        let (org, fixture, tell) = (org.cloned(), fixture.clone(), tell.cloned());
         self.pool
             .write(move |tx| {
                 let orgs: Vec<String> = match &org {
@@ -113,6 +114,16 @@ impl OrgStore for SqliteStore {
                 };
                 for org in &orgs {
                     reset_org_tx(tx, org, &fixture, now)?;
+                    if let Some(tell) = &tell {
+                        // D33 continued, D54: one event tells mirrors to
+                        // resynchronize.
+                        let after = tx
+                            .prepare_cached("SELECT id, name, plan, per_minute, per_second, created_at FROM organizations WHERE id = ?1")
+                            .and_then(|mut s| s.query_row([org.as_str()], org_row))
+                            .map_err(db_err)?;
+                        let told = effect::of_staging_reset(tell, &after, now);
+                        crate::effects::apply(tx, &after.id, &told, now, None)?;
+                    }
                 }
                 Ok(orgs.len() as u64)
             })

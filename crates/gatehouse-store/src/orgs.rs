@@ -36,5 +36,6 @@ pub trait OrgStore: Send + Sync {
         org: Option<&OrgId>,
         fixture: &gatehouse_domain::Fixture,
         now: Timestamp,
+        tell: Option<&gatehouse_domain::event::Teller>,
     ) -> StoreResult<u64>;
 }

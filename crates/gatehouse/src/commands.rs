@@ -679,7 +679,7 @@ pub async fn keys(
 pub async fn staging(app: &App, cmd: StagingCommand) -> anyhow::Result<Output> {
     match cmd {
         StagingCommand::Reset => {
-            let n = app.reset_staging().await.map_err(msg)?;
+            let n = app.reset_staging(&Origin::operator()).await.map_err(msg)?;
             Ok(Output::new(json!({ "ok": true, "organizations": n })))
         }
     }

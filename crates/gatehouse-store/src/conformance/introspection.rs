@@ -83,10 +83,10 @@ pub async fn fixture_users_get_the_fixture_password(s: &dyn Store) {
     let without = new_org(s).await;
     let hash = "$argon2id$v=19$m=19456,t=2,p=1$c2FsdHNhbHQ$aGFzaGhhc2hoYXNo".to_owned();
     let fixture = Fixture::standard().with_password_hash(hash.clone());
-    s.reset_to_fixture(Some(&with), &fixture, Timestamp::now())
+    s.reset_to_fixture(Some(&with), &fixture, Timestamp::now(), None)
         .await
         .unwrap();
-    s.reset_to_fixture(Some(&without), &Fixture::standard(), Timestamp::now())
+    s.reset_to_fixture(Some(&without), &Fixture::standard(), Timestamp::now(), None)
         .await
         .unwrap();
     for f in &fixture.users {

@@ -88,7 +88,7 @@ pub async fn staging_reset_restores_the_fixture(s: &dyn Store) {
 
     // Only B first (first start of an organization).
     assert_eq!(
-        s.reset_to_fixture(Some(&b), &fixture, Timestamp::now())
+        s.reset_to_fixture(Some(&b), &fixture, Timestamp::now(), None)
             .await
             .unwrap(),
         1
@@ -100,7 +100,7 @@ pub async fn staging_reset_restores_the_fixture(s: &dyn Store) {
     assert_eq!(listed.total, 1, "A is not touched by a reset of B");
 
     let now = Timestamp::now();
-    let n = s.reset_to_fixture(None, &fixture, now).await.unwrap();
+    let n = s.reset_to_fixture(None, &fixture, now, Some(teller())).await.unwrap();
     assert!(n >= 3, "every organization is reset: {n}");
     for o in [&a, &b, &untouched] {
         let users = s
