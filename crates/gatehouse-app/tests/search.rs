@@ -734,16 +734,30 @@ async fn the_index_answers_as_d14_and_d17_say(store: Arc<dyn Store>) {
     // Writes between searches: the index catches up before the next one.
     for u in users.iter().step_by(9) {
         store
-            .update_user(&o, &u.id, &UserPatch {
+            .update_user(
+                &o,
+                &u.id,
+                &UserPatch {
                     name: Some(Name::parse("Adelheid Renamed").unwrap()),
                     role: Some(Role::Viewer),
                     status: None,
-                }, Timestamp::now(), gatehouse_store::conformance::teller())
+                },
+                Timestamp::now(),
+                gatehouse_store::conformance::teller(),
+            )
             .await
             .unwrap();
     }
     for u in users.iter().skip(4).step_by(13) {
-        let _ = store.delete_user_at(&o, &u.id, None, gatehouse_domain::Timestamp::now(), gatehouse_store::conformance::teller()).await;
+        let _ = store
+            .delete_user_at(
+                &o,
+                &u.id,
+                None,
+                gatehouse_domain::Timestamp::now(),
+                gatehouse_store::conformance::teller(),
+            )
+            .await;
     }
     for p in products.iter().step_by(5) {
         store

@@ -74,14 +74,31 @@ async fn a_public_client_needs_a_redirect_uri_and_has_no_secret() {
         public: true,
         owner: None,
     };
-    let e = app.register_client(&o.id, reg.clone(), &gatehouse_domain::event::Origin::operator()).await.unwrap_err();
+    let e = app
+        .register_client(
+            &o.id,
+            reg.clone(),
+            &gatehouse_domain::event::Origin::operator(),
+        )
+        .await
+        .unwrap_err();
     assert_eq!(fields(e), ["redirect_uri"]);
     reg.redirect_uris = vec![RedirectUri::parse("https://spa.example/cb").unwrap()];
-    let r = app.register_client(&o.id, reg, &gatehouse_domain::event::Origin::operator()).await.unwrap();
+    let r = app
+        .register_client(&o.id, reg, &gatehouse_domain::event::Origin::operator())
+        .await
+        .unwrap();
     assert!(r.secret.is_none());
     // D22: registering admin is not approving it.
     assert!(!r.client.admin_approved);
-    let e = app.rotate_client_secret(&r.client.id, 0, &gatehouse_domain::event::Origin::operator()).await.unwrap_err();
+    let e = app
+        .rotate_client_secret(
+            &r.client.id,
+            0,
+            &gatehouse_domain::event::Origin::operator(),
+        )
+        .await
+        .unwrap_err();
     assert!(matches!(
         e,
         AppError::Rule(DomainError::InvalidStateTransition(_))
@@ -128,7 +145,15 @@ async fn deactivating_a_user_notes_the_revocation_in_memory() {
         status: Some(UserStatus::Inactive),
         ..Default::default()
     };
-    let user = app.update_user(&o.id, &editor.id, &patch, &gatehouse_domain::event::Origin::operator()).await.unwrap();
+    let user = app
+        .update_user(
+            &o.id,
+            &editor.id,
+            &patch,
+            &gatehouse_domain::event::Origin::operator(),
+        )
+        .await
+        .unwrap();
     assert_eq!(user.status, UserStatus::Inactive);
     assert_eq!(auth.revocations().len(), before + 1);
 }

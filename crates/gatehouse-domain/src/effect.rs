@@ -286,6 +286,35 @@ pub fn of_staging_reset(tell: &Teller, org: &crate::Organization, at: Timestamp)
     vec![Effect::Event(Box::new(tell.staging_reset(org, at)))]
 }
 
+/// What forgetting the consent `user` gave `client` at `at` tells (D49,
+/// D54): `consent.revoked`, the consent as it was.
+pub fn of_consent_revocation(
+    tell: &Teller,
+    user: &UserId,
+    consent: &crate::Consent,
+    client: &Client,
+    at: Timestamp,
+) -> Vec<Effect> {
+    vec![Effect::Event(Box::new(
+        tell.consent_revoked(user, consent, client, at),
+    ))]
+}
+
+/// What revoking a chain of `user` with `client` for reuse tells (D24,
+/// D26, D54): `refresh_token.reuse_detected`.
+pub fn of_reuse(
+    tell: &Teller,
+    user: &UserId,
+    client: &ClientId,
+    sid: Option<&str>,
+    trigger: crate::event::ReuseTrigger,
+    at: Timestamp,
+) -> Vec<Effect> {
+    vec![Effect::Event(Box::new(
+        tell.reuse_detected(user, client, sid, trigger, at),
+    ))]
+}
+
 /// What registering the application `c` tells (D54).
 pub fn of_client_creation(tell: &Teller, c: &Client) -> Vec<Effect> {
     vec![Effect::Event(Box::new(tell.application_created(c)))]
@@ -293,7 +322,12 @@ pub fn of_client_creation(tell: &Teller, c: &Client) -> Vec<Effect> {
 
 /// What a change of the application `before` into `after` at `at` tells
 /// (D54): `application.updated`, unless nothing published changed.
-pub fn of_client_change(tell: &Teller, before: &Client, after: &Client, at: Timestamp) -> Vec<Effect> {
+pub fn of_client_change(
+    tell: &Teller,
+    before: &Client,
+    after: &Client,
+    at: Timestamp,
+) -> Vec<Effect> {
     tell.application_updated(before, after, at)
         .map(|e| Effect::Event(Box::new(e)))
         .into_iter()
@@ -326,7 +360,11 @@ pub fn of_key_creation(tell: &Teller, k: &crate::ApiKey) -> Vec<Effect> {
 
 /// What revoking `before` into `after` tells (D54): `api_key.revoked` when
 /// the key was not revoked before (revoking twice changes nothing).
-pub fn of_key_revocation(tell: &Teller, before: &crate::ApiKey, after: &crate::ApiKey) -> Vec<Effect> {
+pub fn of_key_revocation(
+    tell: &Teller,
+    before: &crate::ApiKey,
+    after: &crate::ApiKey,
+) -> Vec<Effect> {
     match (before.revoked_at, after.revoked_at) {
         (None, Some(at)) => vec![Effect::Event(Box::new(tell.api_key_revoked(after, at)))],
         _ => Vec::new(),
@@ -337,10 +375,10 @@ pub fn of_key_revocation(tell: &Teller, before: &crate::ApiKey, after: &crate::A
 mod tests {
     use super::*;
     use crate::Role;
+    use crate::event::{EventType, Origin, Publish};
     use crate::time::Timestamp;
     use crate::user::{UserPatch, UserStatus, apply_patch};
     use crate::values::{Email, Name};
-    use crate::event::{EventType, Origin, Publish};
 
     struct Plain;
     impl Publish for Plain {
@@ -363,6 +401,9 @@ mod tests {
         }
         fn organization(&self, o: &crate::Organization) -> String {
             format!(r#"{{"id":"{}"}}"#, o.id)
+        }
+        fn consent(&self, u: &UserId, _: &crate::Consent, c: &Client) -> String {
+            format!(r#"{{"id":"{}","user_id":"{u}"}}"#, c.id)
         }
     }
 

@@ -14,9 +14,9 @@ use std::sync::Arc;
 
 use crate::ids::{ApiKeyId, ClientId, EventId, UserId};
 use crate::product::Product;
-use crate::{ApiKey, Client, Organization};
 use crate::time::Timestamp;
 use crate::user::User;
+use crate::{ApiKey, Client, Consent, Organization};
 
 macro_rules! catalog {
     ($($variant:ident => $text:literal,)*) => {
@@ -240,6 +240,25 @@ impl NewEvent {
 }
 
 /// Which events a list returns (D54's filters); every field narrows.
+/// What was used again when a refresh chain was revoked for reuse (D54's
+/// `refresh_token.reuse_detected`, `data.object.trigger`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReuseTrigger {
+    /// A refresh token used after its grace window (D24).
+    RefreshToken,
+    /// An authorization code used a second time (D26).
+    AuthorizationCode,
+}
+
+impl ReuseTrigger {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReuseTrigger::RefreshToken => "refresh_token",
+            ReuseTrigger::AuthorizationCode => "authorization_code",
+        }
+    }
+}
+
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct EventFilter {
     /// Any of these types (a `type` filter's patterns, expanded); `None`
@@ -273,6 +292,9 @@ pub trait Publish: Send + Sync {
     fn api_key(&self, k: &ApiKey) -> String;
     /// The organization as `GET /v1/organization` returns it.
     fn organization(&self, o: &Organization) -> String;
+    /// `consent` of `user` to `client` as `GET /v1/me/applications` shows
+    /// it, plus `user_id` (D54's `consent.revoked`).
+    fn consent(&self, user: &UserId, consent: &Consent, client: &Client) -> String;
 }
 
 /// What a change needs to tell its events: who made it and how its objects
@@ -425,19 +447,68 @@ impl Teller {
     /// (never the secret).
     pub fn application_secret_rotated(&self, c: &Client, at: Timestamp) -> NewEvent {
         let object = self.publish.application(c);
-        self.event(EventType::ApplicationSecretRotated, c.id.as_str(), at, object)
+        self.event(
+            EventType::ApplicationSecretRotated,
+            c.id.as_str(),
+            at,
+            object,
+        )
     }
 
     /// `api_key.created` (the record, never the key).
     pub fn api_key_created(&self, k: &ApiKey) -> NewEvent {
         let object = self.publish.api_key(k);
-        self.event(EventType::ApiKeyCreated, k.id.as_str(), k.created_at, object)
+        self.event(
+            EventType::ApiKeyCreated,
+            k.id.as_str(),
+            k.created_at,
+            object,
+        )
     }
 
     /// `api_key.revoked` at `at`, the record as revoked.
     pub fn api_key_revoked(&self, k: &ApiKey, at: Timestamp) -> NewEvent {
         let object = self.publish.api_key(k);
         self.event(EventType::ApiKeyRevoked, k.id.as_str(), at, object)
+    }
+
+    /// `consent.revoked` at `at`: the consent `user` gave `client`, as it
+    /// was.
+    pub fn consent_revoked(
+        &self,
+        user: &UserId,
+        consent: &Consent,
+        client: &Client,
+        at: Timestamp,
+    ) -> NewEvent {
+        let object = self.publish.consent(user, consent, client);
+        self.event(EventType::ConsentRevoked, user.as_str(), at, object)
+    }
+
+    /// `refresh_token.reuse_detected` at `at` (D24, D26): the chain of
+    /// `user` with `client` (begun in the browser session `sid`, if any)
+    /// was revoked because `trigger` was used again.
+    pub fn reuse_detected(
+        &self,
+        user: &UserId,
+        client: &ClientId,
+        sid: Option<&str>,
+        trigger: ReuseTrigger,
+        at: Timestamp,
+    ) -> NewEvent {
+        let object = serde_json::json!({
+            "user_id": user.as_str(),
+            "client_id": client.as_str(),
+            "sid": sid,
+            "trigger": trigger.as_str(),
+        })
+        .to_string();
+        self.event(
+            EventType::RefreshTokenReuseDetected,
+            user.as_str(),
+            at,
+            object,
+        )
     }
 
     /// `staging.reset` (D33 continued): the organization after the reset,

@@ -127,6 +127,16 @@ impl Client {
     }
 }
 
+/// A remembered consent (D49): what a person let an application have.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Consent {
+    pub client: ClientId,
+    pub scopes: ScopeSet,
+    pub created_at: Timestamp,
+    /// The last authorization that used or granted it.
+    pub last_used_at: Timestamp,
+}
+
 /// A static API key record (D27). The key itself is stored only as a digest.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ApiKey {

@@ -141,7 +141,10 @@ pub(crate) async fn cut_owned_keys(
     .bind(beyond)
     .fetch_all(&mut *c)
     .await?;
-    let mut keys = rows.iter().map(api_key_row).collect::<Result<Vec<_>, _>>()?;
+    let mut keys = rows
+        .iter()
+        .map(api_key_row)
+        .collect::<Result<Vec<_>, _>>()?;
     keys.sort_by(|a, b| (a.created_at, a.id.as_str()).cmp(&(b.created_at, b.id.as_str())));
     Ok(keys)
 }

@@ -218,7 +218,7 @@ pub(crate) async fn revoke_chain(
     chain: &ChainId,
     now: Timestamp,
     access_expiry: Timestamp,
-) -> TxResult<()> {
+) -> TxResult<bool> {
     // D2: a chain of another organization is as good as unknown.
     query_scalar::<_, i32>("SELECT 1 FROM refresh_chains WHERE id = $1 AND org_id = $2")
         .bind(chain.as_str())
@@ -240,7 +240,7 @@ pub(crate) async fn revoke_chain(
     if changed > 0 {
         insert_revocation(c, &NewRevocation::chain(chain, now, access_expiry)).await?;
     }
-    Ok(())
+    Ok(changed > 0)
 }
 
 /// Deletes at most `batch` expired rows from each table (D24). Rows another

@@ -125,7 +125,12 @@ impl ClientStore for PgStore {
             Ok(())
         })
     }
-    async fn approve_admin(&self, org: &OrgId, id: &ClientId, tell: &Teller) -> StoreResult<Client> {
+    async fn approve_admin(
+        &self,
+        org: &OrgId,
+        id: &ClientId,
+        tell: &Teller,
+    ) -> StoreResult<Client> {
         write_tx!(self, |tx| {
             let now = Timestamp::now();
             let old = lock_client(&mut tx, org, id)

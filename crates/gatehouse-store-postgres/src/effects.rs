@@ -11,7 +11,9 @@
 
 use gatehouse_domain::effect::Effect;
 use gatehouse_domain::event::{NewEvent, Teller};
-use gatehouse_domain::{Client, ClientId, OrgId, Role, ScopeSet, Timestamp, UserId, client, manage};
+use gatehouse_domain::{
+    Client, ClientId, OrgId, Role, ScopeSet, Timestamp, UserId, client, manage,
+};
 use gatehouse_store::{NewRevocation, StoreError};
 use sqlx_core::query::query;
 use sqlx_postgres::PgConnection;
@@ -30,9 +32,8 @@ pub(crate) async fn apply(
     now: Timestamp,
     tell: Option<&Teller>,
 ) -> TxResult<()> {
-    let teller = || {
-        tell.ok_or_else(|| StoreError::Internal("a cascade applied without its teller".into()))
-    };
+    let teller =
+        || tell.ok_or_else(|| StoreError::Internal("a cascade applied without its teller".into()));
     let mut revocations: Vec<NewRevocation> = Vec::new();
     for effect in effects {
         match effect {

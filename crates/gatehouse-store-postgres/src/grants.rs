@@ -1,5 +1,7 @@
 //! PostgreSQL: what the authorization server grants: sessions and login throttling (D26), authorization codes and refresh chains (D24, D26).
 
+use gatehouse_domain::event::{ReuseTrigger, Teller};
+
 use super::*;
 
 #[async_trait]
@@ -271,7 +273,32 @@ impl GrantStore for PgStore {
             now,
             access_expiry
         )
-        .await)
+        .await
+        .map(drop))
+    }
+    async fn revoke_reused_chain(
+        &self,
+        org: &OrgId,
+        chain: &ChainId,
+        now: Timestamp,
+        access_expiry: Timestamp,
+        trigger: ReuseTrigger,
+        tell: &Teller,
+    ) -> StoreResult<()> {
+        write_tx!(self, |tx| {
+            if !auth_state::revoke_chain(&mut tx, org, chain, now, access_expiry).await? {
+                return Ok(());
+            }
+            let row = query("SELECT user_id, client_id, sid FROM refresh_chains WHERE id = $1")
+                .bind(chain.as_str())
+                .fetch_one(&mut *tx)
+                .await?;
+            let user = UserId::from_trusted(row.try_get::<String, _>(0)?);
+            let client = ClientId::from_trusted(row.try_get::<String, _>(1)?);
+            let sid: Option<String> = row.try_get(2)?;
+            let told = effect::of_reuse(tell, &user, &client, sid.as_deref(), trigger, now);
+            crate::effects::apply(&mut tx, org, &told, now, None).await
+        })
     }
     async fn live_chains(&self, org: &OrgId, filter: &ChainFilter) -> StoreResult<Vec<ChainId>> {
         let q = match filter {
@@ -358,17 +385,34 @@ impl GrantStore for PgStore {
         org: &OrgId,
         user: &UserId,
         client: &ClientId,
+        tell: &Teller,
     ) -> StoreResult<bool> {
         write_tx!(self, |tx| {
-            let n =
-                query("DELETE FROM consents WHERE org_id = $1 AND user_id = $2 AND client_id = $3")
-                    .bind(org.as_str())
-                    .bind(user.as_str())
-                    .bind(client.as_str())
-                    .execute(&mut *tx)
-                    .await?
-                    .rows_affected();
-            Ok(n > 0)
+            let gone = query(
+                "DELETE FROM consents WHERE org_id = $1 AND user_id = $2 AND client_id = $3
+                 RETURNING client_id, scopes, created_at, last_used_at",
+            )
+            .bind(org.as_str())
+            .bind(user.as_str())
+            .bind(client.as_str())
+            .fetch_optional(&mut *tx)
+            .await?;
+            let Some(row) = gone else { return Ok(false) };
+            let consent = consent_row(&row)?;
+            let app = query(&format!(
+                "SELECT {CLIENT_COLS} FROM clients WHERE id = $1 AND org_id = $2"
+            ))
+            .bind(client.as_str())
+            .bind(org.as_str())
+            .fetch_optional(&mut *tx)
+            .await?;
+            if let Some(app) = app {
+                let app = client_row(&app)?;
+                let now = Timestamp::now();
+                let told = effect::of_consent_revocation(tell, user, &consent, &app, now);
+                crate::effects::apply(&mut tx, org, &told, now, None).await?;
+            }
+            Ok(true)
         })
     }
 }

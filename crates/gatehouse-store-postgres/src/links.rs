@@ -105,7 +105,14 @@ impl LinkStore for PgStore {
                 .bind(now.millis())
                 .execute(&mut *tx)
                 .await?;
-            crate::effects::apply(&mut tx, org, &effect::of_reset_request(&id, link), now, None).await?;
+            crate::effects::apply(
+                &mut tx,
+                org,
+                &effect::of_reset_request(&id, link),
+                now,
+                None,
+            )
+            .await?;
             Ok(true)
         })
     }

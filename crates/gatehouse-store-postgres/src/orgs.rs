@@ -111,10 +111,12 @@ impl OrgStore for PgStore {
                 if let Some(tell) = tell {
                     // D33 continued, D54: one event tells mirrors to
                     // resynchronize.
-                    let row = query(&format!("SELECT {ORG_COLS} FROM organizations WHERE id = $1"))
-                        .bind(o.as_str())
-                        .fetch_one(&mut *tx)
-                        .await?;
+                    let row = query(&format!(
+                        "SELECT {ORG_COLS} FROM organizations WHERE id = $1"
+                    ))
+                    .bind(o.as_str())
+                    .fetch_one(&mut *tx)
+                    .await?;
                     let after = org_row(&row)?;
                     let told = effect::of_staging_reset(tell, &after, now);
                     crate::effects::apply(&mut tx, &o, &told, now, None).await?;

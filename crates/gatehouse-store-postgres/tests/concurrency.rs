@@ -51,17 +51,36 @@ async fn last_admin_survives_concurrent_demotions() {
         // One demotion, one deactivation (or deletion), at the same time.
         let (s1, s2) = (s.clone(), s.clone());
         let (o1, o2) = (o.id.clone(), o.id.clone());
-        let t1 =
-            tokio::spawn(
-                async move { s1.update_user(&o1, &a.id, &demote, Timestamp::now(), gatehouse_store::conformance::teller()).await },
-            );
+        let t1 = tokio::spawn(async move {
+            s1.update_user(
+                &o1,
+                &a.id,
+                &demote,
+                Timestamp::now(),
+                gatehouse_store::conformance::teller(),
+            )
+            .await
+        });
         let t2 = tokio::spawn(async move {
             if round % 2 == 0 {
-                s2.update_user(&o2, &b.id, &off, Timestamp::now(), gatehouse_store::conformance::teller())
-                    .await
-                    .map(|_| ())
+                s2.update_user(
+                    &o2,
+                    &b.id,
+                    &off,
+                    Timestamp::now(),
+                    gatehouse_store::conformance::teller(),
+                )
+                .await
+                .map(|_| ())
             } else {
-                s2.delete_user_at(&o2, &b.id, None, gatehouse_domain::Timestamp::now(), gatehouse_store::conformance::teller()).await
+                s2.delete_user_at(
+                    &o2,
+                    &b.id,
+                    None,
+                    gatehouse_domain::Timestamp::now(),
+                    gatehouse_store::conformance::teller(),
+                )
+                .await
             }
         });
         let (r1, r2) = (t1.await.unwrap(), t2.await.unwrap());
@@ -104,7 +123,10 @@ async fn chain_with_token(s: &PgStore, chain: &str, byte: u8) -> OrgId {
         )
         .await
         .unwrap();
-    let c = s.insert_client(&o.id, &client(), gatehouse_store::conformance::teller()).await.unwrap();
+    let c = s
+        .insert_client(&o.id, &client(), gatehouse_store::conformance::teller())
+        .await
+        .unwrap();
     let now = Timestamp::now();
     let code = AuthCode {
         digest: [byte; 32],

@@ -64,10 +64,14 @@ async fn reads(s: PgStore) {
         .await
         .unwrap();
     let client = s
-        .insert_client(&a, &NewClient {
+        .insert_client(
+            &a,
+            &NewClient {
                 redirect_uris: vec![],
                 ..common::client()
-            }, gatehouse_store::conformance::teller())
+            },
+            gatehouse_store::conformance::teller(),
+        )
         .await
         .unwrap();
 

@@ -230,7 +230,7 @@ pub(crate) fn revoke_chain(
     chain: &ChainId,
     now: Timestamp,
     access_expiry: Timestamp,
-) -> StoreResult<()> {
+) -> StoreResult<bool> {
     // D2: a chain of another organization is as good as unknown.
     c.prepare_cached("SELECT 1 FROM refresh_chains WHERE id = ?1 AND org_id = ?2")
         .and_then(|mut s| {
@@ -252,7 +252,7 @@ pub(crate) fn revoke_chain(
     if changed > 0 {
         insert_revocation(c, &NewRevocation::chain(chain, now, access_expiry))?;
     }
-    Ok(())
+    Ok(changed > 0)
 }
 
 /// Deletes at most `batch` expired rows from each table.

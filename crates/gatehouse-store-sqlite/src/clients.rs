@@ -137,7 +137,12 @@ impl ClientStore for SqliteStore {
             })
             .await
     }
-    async fn approve_admin(&self, org: &OrgId, id: &ClientId, tell: &Teller) -> StoreResult<Client> {
+    async fn approve_admin(
+        &self,
+        org: &OrgId,
+        id: &ClientId,
+        tell: &Teller,
+    ) -> StoreResult<Client> {
         let (org, id, tell) = (org.clone(), id.clone(), tell.clone());
         self.pool
             .write(move |tx| {

@@ -26,9 +26,8 @@ pub(crate) fn apply(
     now: Timestamp,
     tell: Option<&Teller>,
 ) -> StoreResult<()> {
-    let teller = || {
-        tell.ok_or_else(|| StoreError::Internal("a cascade applied without its teller".into()))
-    };
+    let teller =
+        || tell.ok_or_else(|| StoreError::Internal("a cascade applied without its teller".into()));
     let told = |e: Option<gatehouse_domain::event::NewEvent>| match e {
         Some(e) => crate::events::insert_event(c, org, &e),
         None => Ok(()),

@@ -1,5 +1,7 @@
 //! SQLite: what the authorization server grants: sessions and login throttling (D26), authorization codes and refresh chains (D24, D26).
 
+use gatehouse_domain::event::{ReuseTrigger, Teller};
+
 use super::*;
 
 #[async_trait]
@@ -262,7 +264,38 @@ impl GrantStore for SqliteStore {
     ) -> StoreResult<()> {
         let (org, chain) = (org.clone(), chain.clone());
         self.pool
-            .write(move |tx| auth_state::revoke_chain(tx, &org, &chain, now, access_expiry))
+            .write(move |tx| {
+                auth_state::revoke_chain(tx, &org, &chain, now, access_expiry).map(drop)
+            })
+            .await
+    }
+    async fn revoke_reused_chain(
+        &self,
+        org: &OrgId,
+        chain: &ChainId,
+        now: Timestamp,
+        access_expiry: Timestamp,
+        trigger: ReuseTrigger,
+        tell: &Teller,
+    ) -> StoreResult<()> {
+        let (org, chain, tell) = (org.clone(), chain.clone(), tell.clone());
+        self.pool
+            .write(move |tx| {
+                if !auth_state::revoke_chain(tx, &org, &chain, now, access_expiry)? {
+                    return Ok(());
+                }
+                let (user, client, sid): (String, String, Option<String>) = tx
+                    .prepare_cached(
+                        "SELECT user_id, client_id, sid FROM refresh_chains WHERE id = ?1",
+                    )
+                    .and_then(|mut s| {
+                        s.query_row([chain.as_str()], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+                    })
+                    .map_err(db_err)?;
+                let (user, client) = (UserId::from_trusted(user), ClientId::from_trusted(client));
+                let told = effect::of_reuse(&tell, &user, &client, sid.as_deref(), trigger, now);
+                crate::effects::apply(tx, &org, &told, now, None)
+            })
             .await
     }
     async fn live_chains(&self, org: &OrgId, filter: &ChainFilter) -> StoreResult<Vec<ChainId>> {
@@ -351,16 +384,33 @@ impl GrantStore for SqliteStore {
         org: &OrgId,
         user: &UserId,
         client: &ClientId,
+        tell: &Teller,
     ) -> StoreResult<bool> {
-        let (org, user, client) = (org.clone(), user.clone(), client.clone());
+        let (org, user, client, tell) = (org.clone(), user.clone(), client.clone(), tell.clone());
         self.pool
             .write(move |tx| {
-                tx.prepare_cached(
-                    "DELETE FROM consents WHERE org_id = ?1 AND user_id = ?2 AND client_id = ?3",
-                )
-                .and_then(|mut s| s.execute(params![org.as_str(), user.as_str(), client.as_str()]))
-                .map(|n| n > 0)
-                .map_err(db_err)
+                let gone = tx
+                    .prepare_cached(
+                        "DELETE FROM consents WHERE org_id = ?1 AND user_id = ?2 AND client_id = ?3
+                         RETURNING client_id, scopes, created_at, last_used_at",
+                    )
+                    .and_then(|mut s| {
+                        s.query_row(
+                            params![org.as_str(), user.as_str(), client.as_str()],
+                            consent_row,
+                        )
+                        .optional()
+                    })
+                    .map_err(db_err)?;
+                let Some(consent) = gone else {
+                    return Ok(false);
+                };
+                if let Some(app) = crate::clients::get_client_tx(tx, &org, &client)? {
+                    let now = Timestamp::now();
+                    let told = effect::of_consent_revocation(&tell, &user, &consent, &app, now);
+                    crate::effects::apply(tx, &org, &told, now, None)?;
+                }
+                Ok(true)
             })
             .await
     }

@@ -1,6 +1,7 @@
 //! What the authorization server grants: sessions and login throttling (D26), authorization codes and refresh chains (D24, D26).
 
 use async_trait::async_trait;
+use gatehouse_domain::event::{ReuseTrigger, Teller};
 use gatehouse_domain::{ChainId, ClientId, OrgId, ScopeSet, Timestamp, UserId};
 
 use crate::{
@@ -100,6 +101,19 @@ pub trait GrantStore: Send + Sync {
         now: Timestamp,
         access_expiry: Timestamp,
     ) -> StoreResult<()>;
+    /// [`GrantStore::revoke_chain`] for a reuse `trigger` (D24's refresh
+    /// token used after its grace, D26's code used twice): when the chain
+    /// was live, the same transaction tells `refresh_token.reuse_detected`
+    /// (D54). Revoking an already revoked chain tells nothing.
+    async fn revoke_reused_chain(
+        &self,
+        org: &OrgId,
+        chain: &ChainId,
+        now: Timestamp,
+        access_expiry: Timestamp,
+        trigger: ReuseTrigger,
+        tell: &Teller,
+    ) -> StoreResult<()>;
     /// The chains not yet revoked that `filter` names (D49: logout ends
     /// those begun in its session; forgetting a consent those of the
     /// person and the application).
@@ -129,6 +143,7 @@ pub trait GrantStore: Send + Sync {
         org: &OrgId,
         user: &UserId,
         client: &ClientId,
+        tell: &Teller,
     ) -> StoreResult<bool>;
 }
 

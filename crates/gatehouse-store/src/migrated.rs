@@ -363,11 +363,7 @@ pub async fn check_email_keys(store: &dyn Store, f: &Fixture) {
     }
     for form in ["strasse@example.com", "ANA@bücher.example"] {
         let r = store
-            .insert_user(
-                &org(f.org_b),
-                &new_user(form),
-                crate::conformance::teller(),
-            )
+            .insert_user(&org(f.org_b), &new_user(form), crate::conformance::teller())
             .await;
         assert!(
             matches!(r, Err(StoreError::Duplicate("email"))),
@@ -459,7 +455,12 @@ pub async fn check_new_writes(store: &dyn Store, f: &Fixture) {
     assert!(sent);
     assert_eq!(store.outbox_backlog().await.unwrap(), backlog + 1);
     let user = store
-        .reset_password(&[42; 32], "$argon2id$after-migration", now, crate::conformance::teller())
+        .reset_password(
+            &[42; 32],
+            "$argon2id$after-migration",
+            now,
+            crate::conformance::teller(),
+        )
         .await
         .unwrap();
     assert_eq!(user.id.as_str(), f.user_ids[2]);

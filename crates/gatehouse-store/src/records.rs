@@ -189,15 +189,9 @@ pub struct RefreshChain {
     pub sid: Option<String>,
 }
 
-/// A remembered consent (D49): what a person let an application have.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Consent {
-    pub client: ClientId,
-    pub scopes: ScopeSet,
-    pub created_at: Timestamp,
-    /// The last authorization that used or granted it.
-    pub last_used_at: Timestamp,
-}
+/// A remembered consent (D49), a domain record: see
+/// [`gatehouse_domain::Consent`].
+pub use gatehouse_domain::Consent;
 
 /// One refresh token of a chain.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -350,7 +350,9 @@ async fn bench_client(running: &run::Running, org: &OrgId, scopes: &str) -> (Cli
     let id = ClientId::generate();
     running
         .store
-        .insert_client(org, &NewClient {
+        .insert_client(
+            org,
+            &NewClient {
                 id: id.clone(),
                 name: "bench".into(),
                 secret_hash: Some(secrets::hash_secret(&secret)),
@@ -360,7 +362,9 @@ async fn bench_client(running: &run::Running, org: &OrgId, scopes: &str) -> (Cli
                 admin_approved: false,
                 owner: None,
                 created_at: Timestamp::now(),
-            }, gatehouse_store::conformance::teller())
+            },
+            gatehouse_store::conformance::teller(),
+        )
         .await
         .unwrap();
     (id, secret)

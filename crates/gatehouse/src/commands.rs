@@ -366,7 +366,10 @@ pub async fn client(app: &App, cmd: ClientCommand) -> anyhow::Result<Output> {
                 public,
                 owner,
             };
-            let r = app.register_client(&org, reg, &Origin::operator()).await.map_err(msg)?;
+            let r = app
+                .register_client(&org, reg, &Origin::operator())
+                .await
+                .map_err(msg)?;
             Ok(Output::new(client_json(&r.client, r.secret.as_deref())))
         }
         ClientCommand::List { org } => {
@@ -439,7 +442,9 @@ pub async fn client(app: &App, cmd: ClientCommand) -> anyhow::Result<Output> {
         ClientCommand::Delete { client_id: raw } => {
             let id = client_id(&raw)?;
             let c = app.operator_client(&id).await.map_err(named(&raw))?;
-            app.delete_client(&c.org, &id, &Origin::operator()).await.map_err(named(&raw))?;
+            app.delete_client(&c.org, &id, &Origin::operator())
+                .await
+                .map_err(named(&raw))?;
             Ok(Output::with_text(
                 json!({ "ok": true, "deleted": id }),
                 format!("Deleted {id} ({}); its tokens no longer work.\n", c.name),

@@ -22,6 +22,8 @@ use gatehouse_store::{
 };
 use serde::{Deserialize, Serialize};
 
+use gatehouse_domain::event::{Actor, Origin, RequestRef, ReuseTrigger};
+
 use crate::App;
 use crate::oauth::OrOAuth;
 
@@ -247,9 +249,10 @@ impl App {
         org: &OrgId,
         user: &UserId,
         client: &ClientId,
+        origin: &Origin,
     ) -> Result<bool, OAuthError> {
         let forgot = grant_store(self)
-            .forget_consent(org, user, client)
+            .forget_consent(org, user, client, &self.teller(origin))
             .await
             .or_oauth()?;
         let chains = grant_store(self)
@@ -498,6 +501,38 @@ impl App {
         Ok(())
     }
 
+    /// [`App::revoke_chain_now`] because `trigger` was used again (D24,
+    /// D26): the chain's revocation tells `refresh_token.reuse_detected`
+    /// (D54), with `client` presenting it as the actor.
+    async fn revoke_reused_chain_now(
+        &self,
+        org: &OrgId,
+        chain: &ChainId,
+        trigger: ReuseTrigger,
+        client: &ClientId,
+        request: Option<&RequestRef>,
+    ) -> Result<(), OAuthError> {
+        metrics::counter!("gatehouse_revocations_total", "kind" => "chain").increment(1);
+        let now = Timestamp::now();
+        let until = gatehouse_auth::access_revocation_expiry(now);
+        let origin = Origin {
+            actor: Actor::Client(client.clone()),
+            request: request.cloned(),
+        };
+        match grant_store(self)
+            .revoke_reused_chain(org, chain, now, until, trigger, &self.teller(&origin))
+            .await
+        {
+            // A chain purged after its end has nothing left to revoke.
+            Ok(()) | Err(StoreError::NotFound) => {}
+            Err(e) => return Err(super::oauth_store_error(e)),
+        }
+        self.authority()
+            .revocations()
+            .apply(&[gatehouse_store::NewRevocation::chain(chain, now, until).stored(0)]);
+        Ok(())
+    }
+
     pub(crate) async fn revoke_jti_now(
         &self,
         jti: &Jti,
@@ -521,6 +556,7 @@ impl App {
         code: Option<&str>,
         redirect_uri: Option<&str>,
         verifier: Option<&str>,
+        request: Option<&RequestRef>,
     ) -> Result<IssuedTokens, OAuthError> {
         let client = self.authenticate_client(auth).await?;
         let code = code.ok_or_else(|| OAuthError::invalid_request("code is required"))?;
@@ -540,7 +576,9 @@ impl App {
         if rec.used_at.is_some() {
             // D26: a second use revokes what the first issued.
             if let Some(chain) = &rec.chain {
-                self.revoke_chain_now(&rec.org, chain).await?;
+                let trigger = ReuseTrigger::AuthorizationCode;
+                self.revoke_reused_chain_now(&rec.org, chain, trigger, &client.id, request)
+                    .await?;
             }
             return Err(invalid_grant("the code was already used"));
         }
@@ -595,7 +633,9 @@ impl App {
             }
             Redeemed::Reused(first) => {
                 if let Some(chain) = first {
-                    self.revoke_chain_now(&rec.org, &chain).await?;
+                    let trigger = ReuseTrigger::AuthorizationCode;
+                    self.revoke_reused_chain_now(&rec.org, &chain, trigger, &client.id, request)
+                        .await?;
                 }
                 Err(invalid_grant("the code was already used"))
             }
@@ -608,6 +648,7 @@ impl App {
         auth: &ClientAuth,
         refresh_token: Option<&str>,
         scope: Option<&str>,
+        request: Option<&RequestRef>,
     ) -> Result<IssuedTokens, OAuthError> {
         let client = self.authenticate_client(auth).await?;
         let presented = refresh_token
@@ -722,7 +763,9 @@ impl App {
             });
         }
         // … after it, a replay is reuse: the whole chain is revoked (RFC 9700).
-        self.revoke_chain_now(&chain.org, &chain.id).await?;
+        let trigger = ReuseTrigger::RefreshToken;
+        self.revoke_reused_chain_now(&chain.org, &chain.id, trigger, &client.id, request)
+            .await?;
         Err(invalid_grant(
             "the refresh token was already used; the session has been revoked",
         ))
@@ -815,8 +858,9 @@ impl App {
         org: &OrgId,
         user: &UserId,
         client: &ClientId,
+        origin: &Origin,
     ) -> Result<bool, OAuthError> {
-        self.forget_consent(org, user, client).await
+        self.forget_consent(org, user, client, origin).await
     }
 }
 

@@ -79,7 +79,10 @@ pub(crate) async fn create(
     Body(req): Body<CreateApiKeyRequest>,
 ) -> Result<Response, ApiError> {
     let m = st.app.manager(&auth.caller).await?;
-    let (record, key) = st.app.create_key(&m, auth.org(), req, &auth.origin(&ctx)).await?;
+    let (record, key) = st
+        .app
+        .create_key(&m, auth.org(), req, &auth.origin(&ctx))
+        .await?;
     let location = format!("{}/api-keys/{}", st.config.base_url(), record.id);
     Ok(secret_answer(respond::created(
         &ctx,
@@ -143,7 +146,9 @@ pub(crate) async fn revoke(
     Id(id): Id<ApiKeyId>,
 ) -> Result<Response, ApiError> {
     let m = st.app.manager(&auth.caller).await?;
-    st.app.revoke_key(&m, auth.org(), &id, &auth.origin(&ctx)).await?;
+    st.app
+        .revoke_key(&m, auth.org(), &id, &auth.origin(&ctx))
+        .await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 

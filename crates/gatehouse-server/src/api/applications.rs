@@ -141,7 +141,10 @@ pub(crate) async fn create(
     Body(reg): Body<CreateApplicationRequest>,
 ) -> Result<Response, ApiError> {
     let m = st.app.manager(&auth.caller).await?;
-    let r = st.app.register_application(&m, auth.org(), reg, &auth.origin(&ctx)).await?;
+    let r = st
+        .app
+        .register_application(&m, auth.org(), reg, &auth.origin(&ctx))
+        .await?;
     let location = format!("{}/applications/{}", st.config.base_url(), r.client.id);
     Ok(secret_answer(respond::created(
         &ctx,
@@ -244,7 +247,9 @@ pub(crate) async fn remove(
     Id(id): Id<ClientId>,
 ) -> Result<Response, ApiError> {
     let m = st.app.manager(&auth.caller).await?;
-    st.app.delete_application(&m, auth.org(), &id, &auth.origin(&ctx)).await?;
+    st.app
+        .delete_application(&m, auth.org(), &id, &auth.origin(&ctx))
+        .await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 

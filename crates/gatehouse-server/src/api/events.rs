@@ -43,6 +43,20 @@ impl Publish for Published {
     fn organization(&self, o: &gatehouse_domain::Organization) -> String {
         serde_json::to_string(&OrganizationResponse::from(o)).unwrap_or_else(|_| "{}".into())
     }
+    fn consent(
+        &self,
+        user: &gatehouse_domain::UserId,
+        consent: &gatehouse_domain::Consent,
+        client: &gatehouse_domain::Client,
+    ) -> String {
+        let item =
+            crate::api::profile::ConsentedApplication::from(&(consent.clone(), client.clone()));
+        let mut object = serde_json::to_value(&item).unwrap_or_default();
+        if let Some(map) = object.as_object_mut() {
+            map.insert("user_id".into(), user.as_str().into());
+        }
+        object.to_string()
+    }
 }
 
 pub fn router() -> Router<AppState> {
@@ -262,4 +276,69 @@ pub(crate) async fn show(
         StatusCode::OK,
         &EventResponse::of(&e, org.as_str()),
     ))
+}
+
+/// D54's catalog, as the OpenAPI document's `webhooks` map shows it (D35
+/// continued): for each event type, the event whose `type` is that type and
+/// whose `data.object` is the type's object (`previous_attributes` only on
+/// `*.updated`, holding old values of the object's fields).
+pub(crate) fn webhook_schemas() -> serde_json::Map<String, serde_json::Value> {
+    use gatehouse_domain::event::EventType;
+    use serde_json::json;
+    let reference = |name: &str| json!({"$ref": format!("#/components/schemas/{name}")});
+    EventType::ALL
+        .iter()
+        .map(|t| {
+            let name = t.as_str();
+            let object = match name.split('.').next().unwrap_or_default() {
+                "user" => reference("User"),
+                "product" => reference("Product"),
+                "application" => reference("Application"),
+                "api_key" => reference("ApiKey"),
+                "organization" | "staging" => reference("Organization"),
+                "consent" => json!({"allOf": [reference("ConsentedApplication"), {
+                    "type": "object",
+                    "required": ["user_id"],
+                    "properties": {"user_id": {"type": "string", "pattern": "^usr_[A-Za-z0-9]+$"}},
+                }]}),
+                _ => json!({
+                    "type": "object",
+                    "required": ["user_id", "client_id", "sid", "trigger"],
+                    "properties": {
+                        "user_id": {"type": "string", "pattern": "^usr_[A-Za-z0-9]+$"},
+                        "client_id": {"type": "string"},
+                        "sid": {"type": ["string", "null"]},
+                        "trigger": {"type": "string", "enum": ["refresh_token", "authorization_code"]},
+                    },
+                }),
+            };
+            let mut data = json!({
+                "type": "object",
+                "required": ["object"],
+                "properties": {"object": object},
+            });
+            if name.ends_with(".updated") {
+                data["required"] = json!(["object", "previous_attributes"]);
+                data["properties"]["previous_attributes"] = json!({
+                    "type": "object",
+                    "description": "The old values of the fields of `object` that changed.",
+                });
+            } else {
+                data["not"] = json!({"required": ["previous_attributes"]});
+            }
+            let event = json!({"allOf": [reference("Event"), {
+                "type": "object",
+                "properties": {"type": {"const": name}, "data": data},
+            }]});
+            let item = json!({"post": {
+                "summary": format!("`{name}`"),
+                "description": "Delivered to webhook endpoints (D55) and listed by `GET /v1/events` (D54).",
+                "operationId": format!("event_{}", name.replace('.', "_")),
+                "tags": ["Events"],
+                "requestBody": {"required": true, "content": {"application/json": {"schema": event}}},
+                "responses": {"2XX": {"description": "Received; any 2xx succeeds."}},
+            }});
+            (name.to_owned(), item)
+        })
+        .collect()
 }

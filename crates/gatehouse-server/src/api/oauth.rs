@@ -129,10 +129,16 @@ pub fn client_auth(headers: &HeaderMap, form: &Form) -> Result<ClientAuth, OAuth
 pub(crate) async fn token(
     State(st): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    ctx: crate::http::middleware::RequestCtx,
     req: Request,
 ) -> Response {
+    // D54: what a token request tells (a reuse) names this request.
+    let request = gatehouse_domain::event::RequestRef {
+        id: ctx.request_id.as_str().to_owned(),
+        idempotency_key: None,
+    };
     let result = client_endpoint(&st, peer, req, false, async |auth, form| {
-        issue(&st, auth, form).await
+        issue(&st, auth, form, &request).await
     })
     .await;
     match result {
@@ -204,6 +210,7 @@ async fn issue(
     st: &AppState,
     auth: &Result<ClientAuth, OAuthError>,
     form: &Form,
+    request: &gatehouse_domain::event::RequestRef,
 ) -> Result<IssuedTokens, OAuthError> {
     let params: TokenForm = form.decode().map_err(undecodable)?;
     let grant = TokenRequest::of(&params)
@@ -220,13 +227,17 @@ async fn issue(
             code_verifier,
         } => {
             st.app
-                .authorization_code(client()?, code, redirect_uri, code_verifier)
+                .authorization_code(client()?, code, redirect_uri, code_verifier, Some(request))
                 .await
         }
         TokenRequest::RefreshToken {
             refresh_token,
             scope,
-        } => st.app.refresh(client()?, refresh_token, scope).await,
+        } => {
+            st.app
+                .refresh(client()?, refresh_token, scope, Some(request))
+                .await
+        }
         TokenRequest::Unsupported(other) => Err(OAuthError::new(
             OAuthErrorKind::UnsupportedGrantType,
             format!("grant_type {other} is not supported"),

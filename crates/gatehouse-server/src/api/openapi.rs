@@ -413,6 +413,8 @@ pub fn document(public_url: &str) -> Value {
         "servers": [{"url": public_url}],
         "tags": [{"name": "Users"}, {"name": "Profile"}, {"name": "Products"}, {"name": "Applications"}, {"name": "API keys"}, {"name": "Organization"}, {"name": "Events"}, {"name": "Preview (v2)"}, {"name": "OAuth"}, {"name": "Discovery"}, {"name": "Operations"}, {"name": "Versions"}],
         "paths": paths,
+        // D35 continued: one schema per event type (D54).
+        "webhooks": super::events::webhook_schemas(),
         "components": {
             "schemas": schemas,
             "securitySchemes": {

@@ -84,7 +84,10 @@ pub(crate) async fn update(
     Body(name): Body<UpdateProfileRequest>,
 ) -> Result<Response, ApiError> {
     let id = me(&auth)?;
-    let user = st.app.update_profile(auth.org(), &id, name, &auth.origin(&ctx)).await?;
+    let user = st
+        .app
+        .update_profile(auth.org(), &id, name, &auth.origin(&ctx))
+        .await?;
     Ok(respond::single(
         &ctx,
         StatusCode::OK,
@@ -177,12 +180,18 @@ pub(crate) async fn list_applications(
 )]
 pub(crate) async fn forget_application(
     auth: Authorized<ProfileWrite>,
+    ctx: RequestCtx,
     State(st): State<AppState>,
     crate::api::extract::Id(app): crate::api::extract::Id<gatehouse_domain::ClientId>,
 ) -> Result<Response, ApiError> {
     use axum::response::IntoResponse;
     let id = me(&auth)?;
-    match st.app.forget_my_application(auth.org(), &id, &app).await {
+    let origin = auth.origin(&ctx);
+    match st
+        .app
+        .forget_my_application(auth.org(), &id, &app, &origin)
+        .await
+    {
         Ok(true) => Ok(StatusCode::NO_CONTENT.into_response()),
         Ok(false) => Err(ApiError::not_found(crate::http::error::Resource::Client)),
         Err(e) => {

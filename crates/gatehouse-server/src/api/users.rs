@@ -156,7 +156,10 @@ pub(crate) async fn update(
     State(st): State<AppState>,
     req: IdBody<UserId, UpdateUserRequest>,
 ) -> Result<Response, ApiError> {
-    let user = st.app.update_user(auth.org(), &req.id, &req.body, &auth.origin(&ctx)).await?;
+    let user = st
+        .app
+        .update_user(auth.org(), &req.id, &req.body, &auth.origin(&ctx))
+        .await?;
     Ok(respond::single(
         &ctx,
         StatusCode::OK,

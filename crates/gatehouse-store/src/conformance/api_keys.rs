@@ -17,7 +17,9 @@ pub async fn api_keys(s: &dyn Store) {
         last_used_at: None,
         revoked_at: None,
     };
-    s.insert_api_key(&k.org, &k, &[9; 32], teller()).await.unwrap();
+    s.insert_api_key(&k.org, &k, &[9; 32], teller())
+        .await
+        .unwrap();
     assert_eq!(s.resolve_api_key(&[9; 32]).await.unwrap(), Some(k.clone()));
     assert_eq!(s.resolve_api_key(&[8; 32]).await.unwrap(), None);
     assert_eq!(
@@ -142,10 +144,16 @@ pub async fn d46_keys_usage_and_owner_cuts(s: &dyn Store) {
 
     // Demotion to viewer: the products:write key dies, the read key lives.
     let at = Timestamp::from_millis(50_000);
-    s.update_user(&o, &ed.id, &UserPatch {
+    s.update_user(
+        &o,
+        &ed.id,
+        &UserPatch {
             role: Some(Role::Viewer),
             ..Default::default()
-        }, at, teller())
+        },
+        at,
+        teller(),
+    )
     .await
     .unwrap();
     assert_eq!(
@@ -155,10 +163,16 @@ pub async fn d46_keys_usage_and_owner_cuts(s: &dyn Store) {
     );
     assert_eq!(revoked_at(s, &o, &read).await, None);
     // Deactivation: every key of theirs dies; another person's lives.
-    s.update_user(&o, &ed.id, &UserPatch {
+    s.update_user(
+        &o,
+        &ed.id,
+        &UserPatch {
             status: Some(UserStatus::Inactive),
             ..Default::default()
-        }, Timestamp::from_millis(60_000), teller())
+        },
+        Timestamp::from_millis(60_000),
+        teller(),
+    )
     .await
     .unwrap();
     assert_eq!(

@@ -82,7 +82,15 @@ pub async fn clients_version_moves_with_every_client_change(s: &dyn Store) {
     assert_ne!(version(), v, "an admin approval moves it");
 
     let v = version();
-    s.delete_user_at(&o, &owner.id, Some(&heir.id), gatehouse_domain::Timestamp::now(), teller()).await.unwrap();
+    s.delete_user_at(
+        &o,
+        &owner.id,
+        Some(&heir.id),
+        gatehouse_domain::Timestamp::now(),
+        teller(),
+    )
+    .await
+    .unwrap();
     assert_ne!(version(), v, "an ownership transfer moves it");
 
     let v = version();
@@ -210,7 +218,10 @@ pub async fn client_update_narrows_and_revokes(s: &dyn Store) {
         scopes: None,
         owner: None,
     };
-    let got = s.update_client(&o, &c.id, &changes, now, teller()).await.unwrap();
+    let got = s
+        .update_client(&o, &c.id, &changes, now, teller())
+        .await
+        .unwrap();
     assert_eq!(got.name, "renamed");
     assert_eq!(got.redirect_uris, vec!["https://new.example.com/cb"]);
     assert_eq!(
@@ -224,10 +235,16 @@ pub async fn client_update_narrows_and_revokes(s: &dyn Store) {
     // Adding a scope revokes nothing either and keeps the approval.
     let wider = c.scopes.with(Scope::UsersWrite);
     let got = s
-        .update_client(&o, &c.id, &ClientChanges {
+        .update_client(
+            &o,
+            &c.id,
+            &ClientChanges {
                 scopes: Some(wider),
                 ..Default::default()
-            }, now, teller())
+            },
+            now,
+            teller(),
+        )
         .await
         .unwrap();
     assert_eq!(got.scopes, wider);
@@ -236,7 +253,8 @@ pub async fn client_update_narrows_and_revokes(s: &dyn Store) {
 
     // Another organization cannot change it.
     assert!(matches!(
-        s.update_client(&other, &c.id, &changes, now, teller()).await,
+        s.update_client(&other, &c.id, &changes, now, teller())
+            .await,
         Err(StoreError::NotFound)
     ));
     assert!(matches!(
@@ -295,10 +313,16 @@ pub async fn client_update_narrows_and_revokes(s: &dyn Store) {
     let narrow = ScopeSet::parse("users:read openid").unwrap();
     let before = last_revocation(s).await;
     let got = s
-        .update_client(&o, &c.id, &ClientChanges {
+        .update_client(
+            &o,
+            &c.id,
+            &ClientChanges {
                 scopes: Some(narrow),
                 ..Default::default()
-            }, now, teller())
+            },
+            now,
+            teller(),
+        )
         .await
         .unwrap();
     assert_eq!(got.scopes, narrow);
@@ -357,10 +381,16 @@ pub async fn client_update_narrows_and_revokes(s: &dyn Store) {
 
     // Listing admin again does not approve it.
     let got = s
-        .update_client(&o, &c.id, &ClientChanges {
+        .update_client(
+            &o,
+            &c.id,
+            &ClientChanges {
                 scopes: Some(narrow.with(Scope::Admin)),
                 ..Default::default()
-            }, now, teller())
+            },
+            now,
+            teller(),
+        )
         .await
         .unwrap();
     assert!(got.scopes.contains(Scope::Admin) && !got.admin_approved);
@@ -473,8 +503,12 @@ pub async fn operator_listings(s: &dyn Store) {
         revoked_at: None,
     };
     let (k1, k2) = (key(1_000), key(2_000));
-    s.insert_api_key(&a.id, &k2, &[81; 32], teller()).await.unwrap();
-    s.insert_api_key(&a.id, &k1, &[82; 32], teller()).await.unwrap();
+    s.insert_api_key(&a.id, &k2, &[81; 32], teller())
+        .await
+        .unwrap();
+    s.insert_api_key(&a.id, &k1, &[82; 32], teller())
+        .await
+        .unwrap();
     s.revoke_api_key(&a.id, &k2.id, Timestamp::from_millis(3_000), teller())
         .await
         .unwrap();
@@ -602,21 +636,29 @@ pub async fn owner_suspensions_follow_deactivation_moves_and_rotation(s: &dyn St
         ..Default::default()
     };
     assert!(matches!(
-        s.update_client(&o, &x.id, &to(&gone.id), now, teller()).await,
+        s.update_client(&o, &x.id, &to(&gone.id), now, teller())
+            .await,
         Err(StoreError::Rule(DomainError::InvalidStateTransition(_)))
     ));
     assert!(matches!(
-        s.update_client(&o, &x.id, &to(&foreign.id), now, teller()).await,
+        s.update_client(&o, &x.id, &to(&foreign.id), now, teller())
+            .await,
         Err(StoreError::Rule(DomainError::Validation(_)))
     ));
-    let moved = s.update_client(&o, &x.id, &to(&b.id), now, teller()).await.unwrap();
+    let moved = s
+        .update_client(&o, &x.id, &to(&b.id), now, teller())
+        .await
+        .unwrap();
     assert_eq!(moved.owner.as_ref(), Some(&b.id));
     assert_eq!(
         reason(&moved),
         Some(SuspendedReason::SecretRotationRequired)
     );
     assert_eq!(fetch(x.id.clone()).await, moved);
-    let moved_public = s.update_client(&o, &p.id, &to(&b.id), now, teller()).await.unwrap();
+    let moved_public = s
+        .update_client(&o, &p.id, &to(&b.id), now, teller())
+        .await
+        .unwrap();
     assert_eq!(
         reason(&moved_public),
         None,
@@ -646,7 +688,9 @@ pub async fn owner_suspensions_follow_deactivation_moves_and_rotation(s: &dyn St
         .await
         .unwrap();
     let before = last_revocation(s).await;
-    s.delete_user_at(&o, &b.id, Some(&a.id), now, teller()).await.unwrap();
+    s.delete_user_at(&o, &b.id, Some(&a.id), now, teller())
+        .await
+        .unwrap();
     let inherited = fetch(x.id.clone()).await;
     assert_eq!(inherited.owner.as_ref(), Some(&a.id));
     assert_eq!(

@@ -54,9 +54,7 @@ pub async fn events_are_written_with_their_change_and_sequenced(s: &dyn Store) {
         .await
         .unwrap();
     // D54: no event for a change refused without commit …
-    let dup = s
-        .insert_product(&o, &product("Dup", "one", 1), at, t)
-        .await;
+    let dup = s.insert_product(&o, &product("Dup", "one", 1), at, t).await;
     assert!(matches!(dup, Err(StoreError::Duplicate("sku"))), "{dup:?}");
     // … nor for a PATCH that changes nothing.
     let same = ProductPatch {
@@ -391,4 +389,319 @@ pub async fn user_creation_and_invitations_are_told(s: &dyn Store) {
     assert_eq!(object["email"], "new@example.com");
     assert_eq!(object["status"], "pending_invite");
     assert_eq!(events[1].event.created_at, invited.created_at);
+}
+
+/// An API key of `org` owned by `owner`, with `scopes`, made at `at`.
+fn owned_key(org: &OrgId, owner: &UserId, scopes: &str, at: i64) -> ApiKey {
+    ApiKey {
+        id: ApiKeyId::generate(),
+        org: org.clone(),
+        name: "k".into(),
+        scopes: ScopeSet::parse(scopes).unwrap(),
+        created_at: Timestamp::from_millis(at),
+        prefix: String::new(),
+        owner: Some(owner.clone()),
+        expires_at: None,
+        last_used_at: None,
+        revoked_at: None,
+    }
+}
+
+/// D54's cascades: deactivating a person tells `api_key.revoked` for each
+/// key revoked, `application.updated` for each application suspended, then
+/// `user.updated`; demoting tells the applications narrowed, then the keys
+/// revoked, then `user.updated`; deleting tells the keys revoked, the
+/// applications moved, then `user.deleted`. A PATCH that changes nothing,
+/// and a refused change, tell nothing.
+pub async fn user_changes_tell_their_cascades_first(s: &dyn Store) {
+    let o = new_org(s).await;
+    let t = teller();
+    let admin = |email: &str, at| user(email, Role::Admin, UserStatus::Active, at);
+    let keeper = s
+        .insert_user(&o, &admin("keep@example.com", 1_000), t)
+        .await
+        .unwrap();
+    let ann = s
+        .insert_user(&o, &admin("ann@example.com", 2_000), t)
+        .await
+        .unwrap();
+    let bob = s
+        .insert_user(&o, &admin("bob@example.com", 3_000), t)
+        .await
+        .unwrap();
+    let mut apps = Vec::new();
+    for (owner, scopes) in [(&ann, "users:read"), (&bob, "users:write products:read")] {
+        let c = s
+            .insert_client(
+                &o,
+                &NewClient {
+                    scopes: ScopeSet::parse(scopes).unwrap(),
+                    ..client(Some(owner.id.clone()))
+                },
+                t,
+            )
+            .await
+            .unwrap();
+        apps.push(c);
+    }
+    let (ann_key, bob_key, bob_read_key) = (
+        owned_key(&o, &ann.id, "users:read", 4_000),
+        owned_key(&o, &bob.id, "users:write", 5_000),
+        owned_key(&o, &bob.id, "products:read", 6_000),
+    );
+    for (k, d) in [(&ann_key, 91u8), (&bob_key, 92), (&bob_read_key, 93)] {
+        s.insert_api_key(&o, k, &[d; 32], t).await.unwrap();
+    }
+    let before = settled(s, &o, 8).await;
+    assert_eq!(
+        before
+            .iter()
+            .map(|e| e.event.kind.as_str())
+            .collect::<Vec<_>>(),
+        vec![
+            "user.created",
+            "user.created",
+            "user.created",
+            "application.created",
+            "application.created",
+            "api_key.created",
+            "api_key.created",
+            "api_key.created",
+        ]
+    );
+
+    // Nothing changes, nothing is refused-and-committed: no event.
+    let same = UserPatch {
+        role: Some(Role::Admin),
+        ..Default::default()
+    };
+    let unchanged = s
+        .update_user(&o, &ann.id, &same, Timestamp::now(), t)
+        .await
+        .unwrap();
+    assert!(!unchanged.changed);
+
+    // Deactivating Ann: her key, her application, then Ann.
+    let off = UserPatch {
+        status: Some(UserStatus::Inactive),
+        ..Default::default()
+    };
+    s.update_user(&o, &ann.id, &off, Timestamp::now(), t)
+        .await
+        .unwrap();
+    // Demoting Bob to viewer: his application loses `users:write`, his
+    // `users:write` key is revoked (the `products:read` one stays), then Bob.
+    let down = UserPatch {
+        role: Some(Role::Viewer),
+        ..Default::default()
+    };
+    s.update_user(&o, &bob.id, &down, Timestamp::now(), t)
+        .await
+        .unwrap();
+    // Deleting Bob, his application moved to the keeper: his remaining key,
+    // the application, then Bob.
+    s.delete_user_at(&o, &bob.id, Some(&keeper.id), Timestamp::now(), t)
+        .await
+        .unwrap();
+    // Deleting the keeper without a transfer is refused (they own an
+    // application now): nothing committed, nothing told.
+    assert!(
+        s.delete_user_at(&o, &keeper.id, None, Timestamp::now(), t)
+            .await
+            .is_err()
+    );
+    let all = settled(s, &o, 8 + 3 + 3 + 3).await;
+    let told = kinds(&all[8..]);
+    assert_eq!(
+        told,
+        vec![
+            ("api_key.revoked", ann_key.id.to_string()),
+            ("application.updated", apps[0].id.to_string()),
+            ("user.updated", ann.id.to_string()),
+            ("application.updated", apps[1].id.to_string()),
+            ("api_key.revoked", bob_key.id.to_string()),
+            ("user.updated", bob.id.to_string()),
+            ("api_key.revoked", bob_read_key.id.to_string()),
+            ("application.updated", apps[1].id.to_string()),
+            ("user.deleted", bob.id.to_string()),
+        ]
+    );
+    let e = &all[8..];
+    // What changed, in `previous_attributes` (the old values).
+    let prev = |i: usize| {
+        json(
+            e[i].event
+                .previous
+                .as_deref()
+                .expect("an update's previous"),
+        )
+    };
+    assert_eq!(
+        json(&e[1].event.object)["suspended_reason"],
+        "owner_inactive"
+    );
+    assert_eq!(prev(1)["suspended_reason"], serde_json::Value::Null);
+    assert_eq!(json(&e[2].event.object)["status"], "inactive");
+    assert_eq!(prev(2)["status"], "active");
+    let narrowed = ScopeSet::parse("products:read").unwrap().bits();
+    assert_eq!(json(&e[3].event.object)["scopes"], narrowed);
+    assert_eq!(json(&e[5].event.object)["role"], "viewer");
+    assert_eq!(prev(5)["role"], "admin");
+    assert!(json(&e[6].event.object)["revoked_at"].is_number());
+    assert_eq!(json(&e[7].event.object)["owner_id"], keeper.id.as_str());
+    assert_eq!(prev(7)["owner_id"], bob.id.as_str());
+    assert_eq!(json(&e[8].event.object)["email"], "bob@example.com");
+    // One transaction, one instant: the cascade's events share the user's.
+    assert_eq!(e[0].event.created_at, e[2].event.created_at);
+    assert!(e.iter().all(|e| e.event.origin.actor == Actor::System));
+}
+
+/// D54: applications and keys tell their own changes: an update that
+/// changes something, a rotation (never the secret), a deletion with its
+/// last state; a key's revocation once (revoking twice keeps the first).
+pub async fn applications_and_keys_tell_their_changes(s: &dyn Store) {
+    let o = new_org(s).await;
+    let t = teller();
+    let c = s.insert_client(&o, &client(None), t).await.unwrap();
+    let same = ClientChanges {
+        name: Some(c.name.clone()),
+        ..Default::default()
+    };
+    s.update_client(&o, &c.id, &same, Timestamp::now(), t)
+        .await
+        .unwrap();
+    let renamed = ClientChanges {
+        name: Some("renamed".into()),
+        ..Default::default()
+    };
+    s.update_client(&o, &c.id, &renamed, Timestamp::now(), t)
+        .await
+        .unwrap();
+    s.rotate_client_secret(&o, &c.id, &[9; 32], None, t)
+        .await
+        .unwrap();
+    s.delete_client(&o, &c.id, Timestamp::now(), t)
+        .await
+        .unwrap();
+    let u = s
+        .insert_user(
+            &o,
+            &user("k@example.com", Role::Admin, UserStatus::Active, 1_000),
+            t,
+        )
+        .await
+        .unwrap();
+    let k = owned_key(&o, &u.id, "users:read", 2_000);
+    s.insert_api_key(&o, &k, &[77; 32], t).await.unwrap();
+    s.revoke_api_key(&o, &k.id, Timestamp::from_millis(3_000), t)
+        .await
+        .unwrap();
+    s.revoke_api_key(&o, &k.id, Timestamp::from_millis(4_000), t)
+        .await
+        .unwrap();
+    let e = settled(s, &o, 7).await;
+    assert_eq!(
+        kinds(&e),
+        vec![
+            ("application.created", c.id.to_string()),
+            ("application.updated", c.id.to_string()),
+            ("application.secret_rotated", c.id.to_string()),
+            ("application.deleted", c.id.to_string()),
+            ("user.created", u.id.to_string()),
+            ("api_key.created", k.id.to_string()),
+            ("api_key.revoked", k.id.to_string()),
+        ]
+    );
+    assert_eq!(
+        json(&e[1].event.previous.clone().unwrap()),
+        serde_json::json!({"name": "app"})
+    );
+    assert_eq!(json(&e[3].event.object)["name"], "renamed");
+    assert_eq!(e[6].event.created_at, Timestamp::from_millis(3_000));
+    for ev in &e {
+        assert!(
+            !ev.event.object.contains("secret_hash"),
+            "{}",
+            ev.event.object
+        );
+    }
+}
+
+/// D54: forgetting a consent tells `consent.revoked` with the consent as
+/// it was (forgetting one that is gone tells nothing); revoking a live
+/// chain for reuse tells `refresh_token.reuse_detected` once (revoking it
+/// again, or plainly, tells nothing).
+pub async fn consents_and_reuse_are_told(s: &dyn Store) {
+    let o = new_org(s).await;
+    let t = teller();
+    let now = Timestamp::from_millis(Timestamp::now().millis());
+    let u = s
+        .insert_user(
+            &o,
+            &user("c@example.com", Role::Viewer, UserStatus::Active, 1),
+            t,
+        )
+        .await
+        .unwrap();
+    let c = s.insert_client(&o, &client(None), t).await.unwrap();
+    let code = AuthCode {
+        digest: [61; 32],
+        org: o.clone(),
+        client: c.id.clone(),
+        user: u.id.clone(),
+        redirect_uri: "https://app.example.com/cb".into(),
+        scopes: ScopeSet::parse("users:read").unwrap(),
+        code_challenge: "abc".into(),
+        created_at: now,
+        expires_at: now.plus_seconds(300),
+        used_at: None,
+        chain: None,
+        nonce: None,
+        auth_time: Some(now),
+        sid: Some("sid-9".into()),
+    };
+    s.insert_auth_code(&o, &code).await.unwrap();
+    let mut ch = chain_for(&o, &c.id, &u.id, now, "reused");
+    ch.sid = Some("sid-9".into());
+    s.redeem_auth_code(&[61; 32], now, &ch, &rt(62, "reused", now))
+        .await
+        .unwrap();
+    let scopes = ScopeSet::parse("users:read").unwrap();
+    s.remember_consent(&o, &u.id, &c.id, scopes, now)
+        .await
+        .unwrap();
+
+    let until = now.plus_seconds(3660);
+    let code = gatehouse_domain::event::ReuseTrigger::AuthorizationCode;
+    s.revoke_reused_chain(&o, &ch.id, now, until, code, t)
+        .await
+        .unwrap();
+    s.revoke_reused_chain(&o, &ch.id, now, until, code, t)
+        .await
+        .unwrap();
+    s.revoke_chain(&o, &ch.id, now, until).await.unwrap();
+    assert!(s.forget_consent(&o, &u.id, &c.id, t).await.unwrap());
+    assert!(!s.forget_consent(&o, &u.id, &c.id, t).await.unwrap());
+
+    let e = settled(s, &o, 4).await;
+    assert_eq!(
+        kinds(&e[2..]),
+        vec![
+            ("refresh_token.reuse_detected", u.id.to_string()),
+            ("consent.revoked", u.id.to_string()),
+        ]
+    );
+    assert_eq!(
+        json(&e[2].event.object),
+        serde_json::json!({
+            "user_id": u.id.as_str(),
+            "client_id": c.id.as_str(),
+            "sid": "sid-9",
+            "trigger": "authorization_code",
+        })
+    );
+    let consent = json(&e[3].event.object);
+    assert_eq!(consent["id"], c.id.as_str());
+    assert_eq!(consent["user_id"], u.id.as_str());
+    assert_eq!(consent["scopes"], scopes.bits());
 }

@@ -284,7 +284,9 @@ pub async fn refresh_rotation_is_atomic(s: &dyn Store) {
             .is_some()
     );
     // Deleting the user removes the chains with them.
-    s.delete_user_at(&o, &u.id, None, now, teller()).await.unwrap();
+    s.delete_user_at(&o, &u.id, None, now, teller())
+        .await
+        .unwrap();
     assert!(s.resolve_refresh_token(&[11; 32]).await.unwrap().is_none());
 }
 
@@ -533,7 +535,11 @@ pub async fn oidc_sessions_chains_and_consents(s: &dyn Store) {
     // Another organization sees and writes nothing of it.
     assert_eq!(s.consent(&other, &u.id, &c.id).await.unwrap(), None);
     assert!(s.list_consents(&other, &u.id).await.unwrap().is_empty());
-    assert!(!s.forget_consent(&other, &u.id, &c.id).await.unwrap());
+    assert!(
+        !s.forget_consent(&other, &u.id, &c.id, teller())
+            .await
+            .unwrap()
+    );
     s.remember_consent(&other, &u.id, &c.id, first, now)
         .await
         .unwrap();
@@ -541,8 +547,8 @@ pub async fn oidc_sessions_chains_and_consents(s: &dyn Store) {
         s.consent(&o, &u.id, &c.id).await.unwrap().unwrap().scopes,
         ScopeSet::parse("openid profile email").unwrap()
     );
-    assert!(s.forget_consent(&o, &u.id, &c.id).await.unwrap());
-    assert!(!s.forget_consent(&o, &u.id, &c.id).await.unwrap());
+    assert!(s.forget_consent(&o, &u.id, &c.id, teller()).await.unwrap());
+    assert!(!s.forget_consent(&o, &u.id, &c.id, teller()).await.unwrap());
     assert_eq!(s.consent(&o, &u.id, &c.id).await.unwrap(), None);
 
     assert!(!s.email_verified(&o, &u.id).await.unwrap());

@@ -56,7 +56,8 @@ pub async fn invitations_and_outbox(s: &dyn Store) {
             .is_none()
     );
     assert!(matches!(
-        s.accept_invitation(&[1; 32], "$argon2id$x", now, teller()).await,
+        s.accept_invitation(&[1; 32], "$argon2id$x", now, teller())
+            .await,
         Err(StoreError::NotFound)
     ));
     let active = s
@@ -69,7 +70,8 @@ pub async fn invitations_and_outbox(s: &dyn Store) {
     assert!(s.email_verified(&o, &active.id).await.unwrap());
     // Single use.
     assert!(matches!(
-        s.accept_invitation(&[2; 32], "$argon2id$y", now, teller()).await,
+        s.accept_invitation(&[2; 32], "$argon2id$y", now, teller())
+            .await,
         Err(StoreError::NotFound)
     ));
     // Only a pending user can be invited again.
@@ -114,7 +116,8 @@ pub async fn invitations_and_outbox(s: &dyn Store) {
         .await
         .unwrap();
     assert!(matches!(
-        s.accept_invitation(&[4; 32], "$argon2id$x", now, teller()).await,
+        s.accept_invitation(&[4; 32], "$argon2id$x", now, teller())
+            .await,
         Err(StoreError::NotFound)
     ));
     let c = s
@@ -266,7 +269,8 @@ pub async fn password_resets(s: &dyn Store) {
     let (_, hash) = s.find_user_by_email(&o, &email).await.unwrap().unwrap();
     assert_eq!(hash.as_deref(), Some("$argon2id$new"));
     assert!(matches!(
-        s.reset_password(&[7; 32], "$argon2id$again", now, teller()).await,
+        s.reset_password(&[7; 32], "$argon2id$again", now, teller())
+            .await,
         Err(StoreError::NotFound)
     ));
     let revs = s.revocations_since(last, now).await.unwrap();

@@ -79,7 +79,8 @@ macro_rules! store_conformance_tests {
             leases_never_exceed_the_window,
             events_are_written_with_their_change_and_sequenced, event_sequences_are_per_organization,
             concurrent_writers_get_one_gap_free_sequence, events_are_purged_after_the_retention,
-            user_creation_and_invitations_are_told);
+            user_creation_and_invitations_are_told, user_changes_tell_their_cascades_first,
+            applications_and_keys_tell_their_changes, consents_and_reuse_are_told);
     };
     (@each $make:expr; $($name:ident),*) => {
         $(
@@ -269,6 +270,19 @@ impl gatehouse_domain::event::Publish for TestPublish {
     }
     fn organization(&self, o: &gatehouse_domain::Organization) -> String {
         serde_json::to_string(o).expect("an organization serializes")
+    }
+    fn consent(
+        &self,
+        user: &UserId,
+        consent: &gatehouse_domain::Consent,
+        client: &gatehouse_domain::Client,
+    ) -> String {
+        serde_json::json!({
+            "id": client.id.as_str(),
+            "scopes": consent.scopes.bits(),
+            "user_id": user.as_str(),
+        })
+        .to_string()
     }
 }
 

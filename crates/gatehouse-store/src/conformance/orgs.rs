@@ -64,7 +64,9 @@ pub async fn staging_reset_restores_the_fixture(s: &dyn Store) {
         last_used_at: None,
         revoked_at: None,
     };
-    s.insert_api_key(&key.org, &key, &[42; 32], teller()).await.unwrap();
+    s.insert_api_key(&key.org, &key, &[42; 32], teller())
+        .await
+        .unwrap();
     s.insert_product(
         &a,
         &NewProduct {
@@ -100,7 +102,10 @@ pub async fn staging_reset_restores_the_fixture(s: &dyn Store) {
     assert_eq!(listed.total, 1, "A is not touched by a reset of B");
 
     let now = Timestamp::now();
-    let n = s.reset_to_fixture(None, &fixture, now, Some(teller())).await.unwrap();
+    let n = s
+        .reset_to_fixture(None, &fixture, now, Some(teller()))
+        .await
+        .unwrap();
     assert!(n >= 3, "every organization is reset: {n}");
     for o in [&a, &b, &untouched] {
         let users = s

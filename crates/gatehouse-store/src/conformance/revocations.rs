@@ -31,7 +31,9 @@ pub async fn revocations_follow_user_changes(s: &dyn Store) {
         name: Some(Name::parse("Renamed").unwrap()),
         ..Default::default()
     };
-    s.update_user(&o, &e.id, &rename, now, teller()).await.unwrap();
+    s.update_user(&o, &e.id, &rename, now, teller())
+        .await
+        .unwrap();
     assert!(
         s.revocations_since(start, now).await.unwrap().is_empty(),
         "a rename revokes nothing"
@@ -40,7 +42,9 @@ pub async fn revocations_follow_user_changes(s: &dyn Store) {
         role: Some(Role::Viewer),
         ..Default::default()
     };
-    s.update_user(&o, &e.id, &demote, now, teller()).await.unwrap();
+    s.update_user(&o, &e.id, &demote, now, teller())
+        .await
+        .unwrap();
     let off = UserPatch {
         status: Some(UserStatus::Inactive),
         ..Default::default()
@@ -54,8 +58,12 @@ pub async fn revocations_follow_user_changes(s: &dyn Store) {
         .await
         .unwrap();
     s.update_user(&o, &v.id, &off, now, teller()).await.unwrap();
-    s.delete_user_at(&o, &a.id, None, now, teller()).await.unwrap_err(); // last admin
-    s.delete_user_at(&o, &v.id, None, now, teller()).await.unwrap();
+    s.delete_user_at(&o, &a.id, None, now, teller())
+        .await
+        .unwrap_err(); // last admin
+    s.delete_user_at(&o, &v.id, None, now, teller())
+        .await
+        .unwrap();
     let revs = s.revocations_since(start, now).await.unwrap();
     let subjects: Vec<&str> = revs.iter().map(|r| r.subject.as_str()).collect();
     assert_eq!(subjects, vec![e.id.as_str(), v.id.as_str(), v.id.as_str()]);

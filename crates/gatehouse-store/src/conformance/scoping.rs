@@ -68,7 +68,10 @@ pub async fn every_tenant_method_is_scoped(s: &dyn Store) {
         status: Some(UserStatus::Inactive),
         ..Default::default()
     };
-    not_found("update_user", s.update_user(&b, &admin.id, &off, now, teller()).await);
+    not_found(
+        "update_user",
+        s.update_user(&b, &admin.id, &off, now, teller()).await,
+    );
     not_found(
         "delete_user_at",
         s.delete_user_at(&b, &pending.id, None, now, teller()).await,
@@ -160,7 +163,8 @@ pub async fn every_tenant_method_is_scoped(s: &dyn Store) {
     not_found("approve_admin", s.approve_admin(&b, &c.id, teller()).await);
     not_found(
         "rotate_client_secret",
-        s.rotate_client_secret(&b, &c.id, &[8; 32], None, teller()).await,
+        s.rotate_client_secret(&b, &c.id, &[8; 32], None, teller())
+            .await,
     );
     assert_eq!(s.resolve_client(&c.id).await.unwrap(), Some(c.clone()));
 
@@ -181,7 +185,10 @@ pub async fn every_tenant_method_is_scoped(s: &dyn Store) {
     assert!(s.insert_api_key(&b, &k, &[72; 32], teller()).await.is_err());
     assert_eq!(s.resolve_api_key(&[72; 32]).await.unwrap(), None);
     s.insert_api_key(&a, &k, &[72; 32], teller()).await.unwrap();
-    not_found("revoke_api_key", s.revoke_api_key(&b, &k.id, now, teller()).await);
+    not_found(
+        "revoke_api_key",
+        s.revoke_api_key(&b, &k.id, now, teller()).await,
+    );
     assert_eq!(s.get_api_key(&b, &k.id).await.unwrap(), None, "get_api_key");
     assert_eq!(s.get_api_key(&a, &k.id).await.unwrap(), Some(k.clone()));
     // D46: usage counts are read under their own organization only.

@@ -51,17 +51,37 @@ pub async fn search_changes_cover_every_write(s: &dyn Store) {
 
     // A rename, a role change, a deletion: each reported with its key;
     // another organization's change is not.
-    s.update_user(&o, &a.id, &UserPatch {
+    s.update_user(
+        &o,
+        &a.id,
+        &UserPatch {
             name: Some(Name::parse("Ada L").unwrap()),
             ..Default::default()
-        }, Timestamp::now(), teller())
+        },
+        Timestamp::now(),
+        teller(),
+    )
     .await
     .unwrap();
-    s.delete_user_at(&o, &b.id, None, gatehouse_domain::Timestamp::now(), teller()).await.unwrap();
-    s.update_user(&other, &e.id, &UserPatch {
+    s.delete_user_at(
+        &o,
+        &b.id,
+        None,
+        gatehouse_domain::Timestamp::now(),
+        teller(),
+    )
+    .await
+    .unwrap();
+    s.update_user(
+        &other,
+        &e.id,
+        &UserPatch {
             name: Some(Name::parse("Eve X").unwrap()),
             ..Default::default()
-        }, Timestamp::now(), teller())
+        },
+        Timestamp::now(),
+        teller(),
+    )
     .await
     .unwrap();
     let first = s.search_changes(&o, SearchKind::Users, mark).await.unwrap();

@@ -27,11 +27,19 @@ pub async fn users_roundtrip_and_isolation(s: &dyn Store) {
         ..Default::default()
     };
     assert!(matches!(
-        s.update_user(&b, &u.id, &p, Timestamp::now(), teller()).await,
+        s.update_user(&b, &u.id, &p, Timestamp::now(), teller())
+            .await,
         Err(StoreError::NotFound)
     ));
     assert!(matches!(
-        s.delete_user_at(&b, &u.id, None, gatehouse_domain::Timestamp::now(), teller()).await,
+        s.delete_user_at(
+            &b,
+            &u.id,
+            None,
+            gatehouse_domain::Timestamp::now(),
+            teller()
+        )
+        .await,
         Err(StoreError::NotFound)
     ));
     assert_eq!(
@@ -41,10 +49,25 @@ pub async fn users_roundtrip_and_isolation(s: &dyn Store) {
             .total,
         0
     );
-    s.delete_user_at(&a, &u.id, None, gatehouse_domain::Timestamp::now(), teller()).await.unwrap();
+    s.delete_user_at(
+        &a,
+        &u.id,
+        None,
+        gatehouse_domain::Timestamp::now(),
+        teller(),
+    )
+    .await
+    .unwrap();
     assert_eq!(s.get_user(&a, &u.id).await.unwrap(), None);
     assert!(matches!(
-        s.delete_user_at(&a, &u.id, None, gatehouse_domain::Timestamp::now(), teller()).await,
+        s.delete_user_at(
+            &a,
+            &u.id,
+            None,
+            gatehouse_domain::Timestamp::now(),
+            teller()
+        )
+        .await,
         Err(StoreError::NotFound)
     ));
 }
@@ -191,7 +214,15 @@ pub async fn user_list_order_filters_and_paging(s: &dyn Store) {
         .await
         .unwrap();
     assert_eq!(inactive_editors.total, 1);
-    s.delete_user_at(&o, &target.id, None, gatehouse_domain::Timestamp::now(), teller()).await.unwrap();
+    s.delete_user_at(
+        &o,
+        &target.id,
+        None,
+        gatehouse_domain::Timestamp::now(),
+        teller(),
+    )
+    .await
+    .unwrap();
     assert_eq!(
         s.list_users(&o, &UserFilter::default(), Page::default())
             .await
@@ -215,7 +246,9 @@ pub async fn user_update_rules(s: &dyn Store) {
         status: Some(UserStatus::Active),
         ..Default::default()
     };
-    let r = s.update_user(&o, &pending.id, &act, Timestamp::now(), teller()).await;
+    let r = s
+        .update_user(&o, &pending.id, &act, Timestamp::now(), teller())
+        .await;
     assert!(
         matches!(
             r,
@@ -243,7 +276,13 @@ pub async fn user_update_rules(s: &dyn Store) {
         ..Default::default()
     };
     let c = s
-        .update_user(&o, &pending.id, &off, Timestamp::from_millis(50_000), teller())
+        .update_user(
+            &o,
+            &pending.id,
+            &off,
+            Timestamp::from_millis(50_000),
+            teller(),
+        )
         .await
         .unwrap();
     assert!(c.changed && c.cancels_invitation);
@@ -257,7 +296,13 @@ pub async fn user_update_rules(s: &dyn Store) {
     );
     // Setting the current value changes nothing, not even updated_at (D11).
     let same = s
-        .update_user(&o, &pending.id, &off, Timestamp::from_millis(90_000), teller())
+        .update_user(
+            &o,
+            &pending.id,
+            &off,
+            Timestamp::from_millis(90_000),
+            teller(),
+        )
         .await
         .unwrap();
     assert!(!same.changed);
@@ -301,14 +346,23 @@ pub async fn last_admin_rule(s: &dyn Store) {
     assert!(c.revokes_tokens);
     // a2 is now the last active admin.
     for p in [&demote, &off] {
-        let r = s.update_user(&o, &a2.id, p, Timestamp::now(), teller()).await;
+        let r = s
+            .update_user(&o, &a2.id, p, Timestamp::now(), teller())
+            .await;
         assert!(
             matches!(r, Err(StoreError::Rule(DomainError::LastAdmin))),
             "{r:?}"
         );
     }
     assert!(matches!(
-        s.delete_user_at(&o, &a2.id, None, gatehouse_domain::Timestamp::now(), teller()).await,
+        s.delete_user_at(
+            &o,
+            &a2.id,
+            None,
+            gatehouse_domain::Timestamp::now(),
+            teller()
+        )
+        .await,
         Err(StoreError::Rule(DomainError::LastAdmin))
     ));
     // An admin of another organization does not count.
@@ -320,7 +374,17 @@ pub async fn last_admin_rule(s: &dyn Store) {
     )
     .await
     .unwrap();
-    assert!(s.delete_user_at(&o, &a2.id, None, gatehouse_domain::Timestamp::now(), teller()).await.is_err());
+    assert!(
+        s.delete_user_at(
+            &o,
+            &a2.id,
+            None,
+            gatehouse_domain::Timestamp::now(),
+            teller()
+        )
+        .await
+        .is_err()
+    );
     // A pending admin does not count either; an inactive admin may be removed.
     let promote = UserPatch {
         role: Some(Role::Admin),
@@ -332,7 +396,15 @@ pub async fn last_admin_rule(s: &dyn Store) {
     s.update_user(&o, &a2.id, &off, Timestamp::now(), teller())
         .await
         .unwrap();
-    s.delete_user_at(&o, &a2.id, None, gatehouse_domain::Timestamp::now(), teller()).await.unwrap();
+    s.delete_user_at(
+        &o,
+        &a2.id,
+        None,
+        gatehouse_domain::Timestamp::now(),
+        teller(),
+    )
+    .await
+    .unwrap();
 }
 
 /// D13: the last-admin rule and the write it guards are one transaction, so
@@ -383,7 +455,13 @@ pub async fn concurrent_demotions_keep_an_admin(s: &dyn Store) {
             }
             _ => {
                 let (x, y) = tokio::join!(
-                    s.delete_user_at(&o, &a1.id, None, gatehouse_domain::Timestamp::now(), teller()),
+                    s.delete_user_at(
+                        &o,
+                        &a1.id,
+                        None,
+                        gatehouse_domain::Timestamp::now(),
+                        teller()
+                    ),
                     s.update_user(&o, &a2.id, &off, now, teller())
                 );
                 vec![x, y.map(drop)]
@@ -445,7 +523,15 @@ pub async fn delete_with_owned_clients(s: &dyn Store) {
         .insert_client(&o, &client(Some(owner.id.clone())), teller())
         .await
         .unwrap();
-    let r = s.delete_user_at(&o, &owner.id, None, gatehouse_domain::Timestamp::now(), teller()).await;
+    let r = s
+        .delete_user_at(
+            &o,
+            &owner.id,
+            None,
+            gatehouse_domain::Timestamp::now(),
+            teller(),
+        )
+        .await;
     assert!(
         matches!(
             r,
@@ -455,14 +541,30 @@ pub async fn delete_with_owned_clients(s: &dyn Store) {
     );
     // The heir must be another active user of the same organization.
     for bad in [&idle.id, &owner.id, &UserId::generate()] {
-        let r = s.delete_user_at(&o, &owner.id, Some(bad), gatehouse_domain::Timestamp::now(), teller()).await;
+        let r = s
+            .delete_user_at(
+                &o,
+                &owner.id,
+                Some(bad),
+                gatehouse_domain::Timestamp::now(),
+                teller(),
+            )
+            .await;
         assert!(
             matches!(r, Err(StoreError::Rule(DomainError::Validation(_)))),
             "{r:?}"
         );
     }
     assert!(s.get_user(&o, &owner.id).await.unwrap().is_some());
-    s.delete_user_at(&o, &owner.id, Some(&heir.id), gatehouse_domain::Timestamp::now(), teller()).await.unwrap();
+    s.delete_user_at(
+        &o,
+        &owner.id,
+        Some(&heir.id),
+        gatehouse_domain::Timestamp::now(),
+        teller(),
+    )
+    .await
+    .unwrap();
     assert_eq!(
         s.resolve_client(&app.id).await.unwrap().unwrap().owner,
         Some(heir.id.clone())

@@ -966,7 +966,10 @@ async fn d51_authorization_code_and_refresh_token_rotation() {
         created_at: Timestamp::now(),
         post_logout_redirect_uris: vec![],
     };
-    s.store().insert_client(&org, &app, gatehouse_store::conformance::teller()).await.unwrap();
+    s.store()
+        .insert_client(&org, &app, gatehouse_store::conformance::teller())
+        .await
+        .unwrap();
     let user = s
         .new_user(&org, "pat@example.com", DomainRole::Editor)
         .await;

@@ -223,7 +223,12 @@ async fn d33_api_keys_of_the_other_environment_are_refused() {
             revoked_at: None,
         };
         s.store()
-            .insert_api_key(&record.org, &record, &secrets::hash_secret(&key), gatehouse_store::conformance::teller())
+            .insert_api_key(
+                &record.org,
+                &record,
+                &secrets::hash_secret(&key),
+                gatehouse_store::conformance::teller(),
+            )
             .await
             .unwrap();
         let res = s.call(Method::GET, "/v1/users", &key, None).await;

@@ -96,7 +96,10 @@ async fn relying_party(s: &TestServer) -> (String, String) {
         owner: None,
         created_at: Timestamp::now(),
     };
-    s.store().insert_client(&s.org(), &c, gatehouse_store::conformance::teller()).await.unwrap();
+    s.store()
+        .insert_client(&s.org(), &c, gatehouse_store::conformance::teller())
+        .await
+        .unwrap();
     (c.id.to_string(), secret)
 }
 

@@ -38,7 +38,10 @@ async fn app_client(s: &TestServer, public: bool) -> (String, Option<String>) {
         created_at: Timestamp::now(),
         post_logout_redirect_uris: vec![],
     };
-    s.store().insert_client(&s.org(), &c, gatehouse_store::conformance::teller()).await.unwrap();
+    s.store()
+        .insert_client(&s.org(), &c, gatehouse_store::conformance::teller())
+        .await
+        .unwrap();
     (c.id.to_string(), secret)
 }
 
@@ -282,7 +285,12 @@ async fn d49_api_key_of_the_organization_is_active() {
         revoked_at: None,
     };
     s.store()
-        .insert_api_key(&key.org, &key, &secrets::hash_secret(&raw), gatehouse_store::conformance::teller())
+        .insert_api_key(
+            &key.org,
+            &key,
+            &secrets::hash_secret(&raw),
+            gatehouse_store::conformance::teller(),
+        )
         .await
         .unwrap();
     let v = introspect(&s, &raw).await;
@@ -297,7 +305,12 @@ async fn d49_api_key_of_the_organization_is_active() {
     assert_eq!(v["iat"], key.created_at.unix_seconds());
     // A revoked key is inactive.
     s.store()
-        .revoke_api_key(&key.org, &key.id, Timestamp::now(), gatehouse_store::conformance::teller())
+        .revoke_api_key(
+            &key.org,
+            &key.id,
+            Timestamp::now(),
+            gatehouse_store::conformance::teller(),
+        )
         .await
         .unwrap();
     inactive(&introspect(&s, &raw).await, "a revoked API key");

@@ -234,7 +234,10 @@ async fn d53_prefer_comes_after_client_authentication() {
         created_at: gatehouse_domain::Timestamp::now(),
         post_logout_redirect_uris: vec![],
     };
-    s.store().insert_client(&s.org(), &public, gatehouse_store::conformance::teller()).await.unwrap();
+    s.store()
+        .insert_client(&s.org(), &public, gatehouse_store::conformance::teller())
+        .await
+        .unwrap();
     let res = s
         .request(Method::POST, "/oauth/introspect")
         .header("Prefer", "code=500")
@@ -407,7 +410,10 @@ async fn d53_production_cookies_keep_the_host_prefix_and_secure() {
         created_at: gatehouse_domain::Timestamp::now(),
         post_logout_redirect_uris: vec![],
     };
-    s.store().insert_client(&s.org(), &c, gatehouse_store::conformance::teller()).await.unwrap();
+    s.store()
+        .insert_client(&s.org(), &c, gatehouse_store::conformance::teller())
+        .await
+        .unwrap();
     let login = b
         .authorize(&[
             ("response_type", "code"),

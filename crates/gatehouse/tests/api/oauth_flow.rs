@@ -105,9 +105,15 @@ async fn register(
         created_at: Timestamp::now(),
         post_logout_redirect_uris: vec![],
     };
-    s.store().insert_client(org, &c, gatehouse_store::conformance::teller()).await.unwrap();
+    s.store()
+        .insert_client(org, &c, gatehouse_store::conformance::teller())
+        .await
+        .unwrap();
     if approve_admin {
-        s.store().approve_admin(org, &c.id, gatehouse_store::conformance::teller()).await.unwrap();
+        s.store()
+            .approve_admin(org, &c.id, gatehouse_store::conformance::teller())
+            .await
+            .unwrap();
     }
     App {
         id: c.id.to_string(),

@@ -23,7 +23,10 @@ async fn oidc_app(s: &TestServer) -> App {
         owner: None,
         created_at: Timestamp::now(),
     };
-    s.store().insert_client(&s.org(), &c, gatehouse_store::conformance::teller()).await.unwrap();
+    s.store()
+        .insert_client(&s.org(), &c, gatehouse_store::conformance::teller())
+        .await
+        .unwrap();
     App {
         id: c.id.to_string(),
         secret: Some(secret),

@@ -205,7 +205,12 @@ async fn d28_api_keys_are_limited_like_tokens() {
         revoked_at: None,
     };
     s.store()
-        .insert_api_key(&record.org, &record, &secrets::hash_secret(&key), gatehouse_store::conformance::teller())
+        .insert_api_key(
+            &record.org,
+            &record,
+            &secrets::hash_secret(&key),
+            gatehouse_store::conformance::teller(),
+        )
         .await
         .unwrap();
     for i in 0..10u64 {

@@ -665,7 +665,10 @@ async fn admin_scope_only_for_an_approved_client() {
     }
     // Approval (what `gatehouse client approve-admin` does) takes effect on the next request (D40).
     let cid = ClientId::parse(&id).unwrap();
-    s.store().approve_admin(&s.org(), &cid, gatehouse_store::conformance::teller()).await.unwrap();
+    s.store()
+        .approve_admin(&s.org(), &cid, gatehouse_store::conformance::teller())
+        .await
+        .unwrap();
     let res = post_token(
         &s,
         Some((&id, &secret)),

@@ -283,7 +283,10 @@ async fn owned_client(s: &TestServer, org: &OrgId, owner: &UserId) -> ClientId {
         created_at: Timestamp::now(),
         post_logout_redirect_uris: vec![],
     };
-    s.store().insert_client(org, &c, gatehouse_store::conformance::teller()).await.unwrap();
+    s.store()
+        .insert_client(org, &c, gatehouse_store::conformance::teller())
+        .await
+        .unwrap();
     c.id
 }
 

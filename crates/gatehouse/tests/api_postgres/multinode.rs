@@ -136,7 +136,9 @@ async fn app_client_with(n: &Node, org: &OrgId, scopes: &str) -> (String, String
     let id = gatehouse_domain::ClientId::generate();
     n.running
         .store
-        .insert_client(org, &gatehouse_store::NewClient {
+        .insert_client(
+            org,
+            &gatehouse_store::NewClient {
                 id: id.clone(),
                 name: "multi".into(),
                 secret_hash: Some(gatehouse_auth::secrets::hash_secret(&secret)),
@@ -146,7 +148,9 @@ async fn app_client_with(n: &Node, org: &OrgId, scopes: &str) -> (String, String
                 admin_approved: false,
                 owner: None,
                 created_at: Timestamp::now(),
-            }, gatehouse_store::conformance::teller())
+            },
+            gatehouse_store::conformance::teller(),
+        )
         .await
         .unwrap();
     (id.to_string(), secret)

@@ -285,7 +285,10 @@ impl TestServer {
             created_at: Timestamp::now(),
             post_logout_redirect_uris: vec![],
         };
-        self.store().insert_client(org, &c, gatehouse_store::conformance::teller()).await.unwrap();
+        self.store()
+            .insert_client(org, &c, gatehouse_store::conformance::teller())
+            .await
+            .unwrap();
         (c.id.to_string(), secret)
     }
 

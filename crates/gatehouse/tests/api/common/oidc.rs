@@ -46,7 +46,10 @@ pub(crate) async fn rp(s: &TestServer, org: &OrgId, logout_to: &str) -> Rp {
         owner: None,
         created_at: Timestamp::now(),
     };
-    s.store().insert_client(org, &c, gatehouse_store::conformance::teller()).await.unwrap();
+    s.store()
+        .insert_client(org, &c, gatehouse_store::conformance::teller())
+        .await
+        .unwrap();
     Rp {
         id: c.id.to_string(),
         secret,
