@@ -383,7 +383,7 @@ async fn the_dashboard_in_chromium() {
         created_at: Timestamp::now(),
     };
     s.store()
-        .insert_user(&s.org(), &admin, gatehouse_store::conformance::teller())
+        .insert_user(&s.org(), &admin, crate::common::operator())
         .await
         .unwrap();
     let key_pem = s.data_dir().join("tls/key.pem");
@@ -607,7 +607,7 @@ async fn the_dashboard_in_chromium() {
             created_at: Timestamp::now(),
         };
         s.store()
-            .insert_user(&org, &u, gatehouse_store::conformance::teller())
+            .insert_user(&org, &u, crate::common::operator())
             .await
             .unwrap();
     }

@@ -967,7 +967,7 @@ async fn d51_authorization_code_and_refresh_token_rotation() {
         post_logout_redirect_uris: vec![],
     };
     s.store()
-        .insert_client(&org, &app, gatehouse_store::conformance::teller())
+        .insert_client(&org, &app, crate::common::operator())
         .await
         .unwrap();
     let user = s

@@ -35,7 +35,7 @@ pub(crate) async fn person(s: &TestServer, org: &OrgId, email: &str, role: Role)
         created_at: Timestamp::now(),
     };
     s.store()
-        .insert_user(org, &u, gatehouse_store::conformance::teller())
+        .insert_user(org, &u, crate::common::operator())
         .await
         .unwrap()
 }
@@ -875,7 +875,7 @@ async fn a_password_that_opens_one_account_counts_a_failure_at_the_other() {
         created_at: Timestamp::now(),
     };
     s.store()
-        .insert_user(&other, &u, gatehouse_store::conformance::teller())
+        .insert_user(&other, &u, crate::common::operator())
         .await
         .unwrap();
     let mut b = Browser::new(&s);

@@ -180,6 +180,14 @@ async fn d33_staging_reset_restores_the_fixture_and_keeps_credentials() {
         .json();
     assert_eq!(out["ok"], json!(true));
     assert_eq!(out["organizations"], json!(1));
+    // D33 continued, D54: one `staging.reset` for the organization, by the
+    // operator who ran the command, and no per-record events.
+    let reset = crate::events::told(&s, "?limit=3").await;
+    assert_eq!(reset[0]["type"], "staging.reset", "{reset:?}");
+    assert_eq!(reset[0]["actor"]["type"], "operator");
+    assert_eq!(reset[0]["request"], Value::Null);
+    assert_eq!(reset[0]["data"]["object"]["id"], s.org().as_str());
+    assert_ne!(reset[1]["type"], "user.deleted", "no per-record events");
 
     // Users and products are the fixture again, on the running server at once.
     let users = list(&s, &t, "/v1/users?limit=100").await;
@@ -227,7 +235,7 @@ async fn d33_api_keys_of_the_other_environment_are_refused() {
                 &record.org,
                 &record,
                 &secrets::hash_secret(&key),
-                gatehouse_store::conformance::teller(),
+                crate::common::operator(),
             )
             .await
             .unwrap();

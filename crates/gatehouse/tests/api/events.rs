@@ -1,6 +1,7 @@
 //! `/v1/events` (D54): what a committed change tells, on both backends.
-//! This round covers the product events; the other catalog types join as
-//! their changes emit them (issue 26).
+//! The cascades of offboarding are in `offboarding` (its helpers); every
+//! event seen here is checked against the OpenAPI document's `webhooks`
+//! schema of its type (D35 continued).
 
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
@@ -15,6 +16,42 @@ async fn events(s: &TestServer, t: &str, query: &str) -> Value {
         .call(Method::GET, &format!("/v1/events{query}"), t, None)
         .await;
     body_of(res, StatusCode::OK).await
+}
+
+/// D35 continued: each of `events` is valid against the schema the served
+/// OpenAPI document's `webhooks` map gives its type.
+pub(crate) async fn assert_valid_events(s: &TestServer, events: &[Value]) {
+    let doc: Value = s
+        .request(Method::GET, "/v1/openapi.json")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    for e in events {
+        let kind = e["type"].as_str().expect("an event has a type");
+        let item = &doc["webhooks"][kind]["post"];
+        let mut schema = item["requestBody"]["content"]["application/json"]["schema"].clone();
+        assert!(schema.is_object(), "no webhook schema for {kind}");
+        // The schema's references point into the document's components.
+        schema["components"] = doc["components"].clone();
+        let validator = jsonschema::validator_for(&schema).expect("the schema compiles");
+        let problems: Vec<String> = validator.iter_errors(e).map(|p| p.to_string()).collect();
+        assert!(problems.is_empty(), "{kind} {e}: {problems:?}");
+    }
+}
+
+/// The events of the server's organization that `query` selects (newest
+/// first), each checked against its webhook schema.
+pub(crate) async fn told(s: &TestServer, query: &str) -> Vec<Value> {
+    let t = s.token("events:read").await;
+    let list = events(s, &t, query).await["data"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert_valid_events(s, &list).await;
+    list
 }
 
 fn seqs(body: &Value) -> Vec<i64> {
@@ -79,13 +116,18 @@ async fn d54_product_changes_are_told_as_their_get_shows_them() {
         .await;
     assert_eq!(res.status(), StatusCode::NO_CONTENT);
 
-    let all = events(&s, &t, "").await;
+    // The harness made the organization's client first (sequence 1).
+    let everything = events(&s, &t, "").await;
+    assert_eq!(everything["meta"]["total"], 4, "{everything}");
+    assert_eq!(everything["data"][3]["type"], "application.created");
+    assert_eq!(everything["data"][3]["actor"]["type"], "operator");
+    let all = events(&s, &t, "?type=product.*").await;
     assert_eq!(all["meta"]["total"], 3, "{all}");
     assert_eq!(
         types(&all),
         ["product.deleted", "product.updated", "product.created"]
     );
-    assert_eq!(seqs(&all), [3, 2, 1], "newest first, 1, 2, 3 without gaps");
+    assert_eq!(seqs(&all), [4, 3, 2], "newest first, without gaps");
 
     let first = &all["data"][2];
     assert!(first["id"].as_str().unwrap().starts_with("evt_"));
@@ -129,8 +171,8 @@ async fn d54_product_changes_are_told_as_their_get_shows_them() {
     );
 
     // The catch-up cursor: oldest first from N+1; `total` counts after N.
-    let after = events(&s, &t, "?after_sequence=1").await;
-    assert_eq!(seqs(&after), [2, 3]);
+    let after = events(&s, &t, "?after_sequence=2").await;
+    assert_eq!(seqs(&after), [3, 4]);
     assert_eq!(after["meta"]["total"], 2);
     let res = s
         .call(
@@ -145,12 +187,12 @@ async fn d54_product_changes_are_told_as_their_get_shows_them() {
 
     // Filters: repeatable `type` with a trailing wildcard, `object_id`.
     let two = events(&s, &t, "?type=product.created&type=product.deleted").await;
-    assert_eq!(seqs(&two), [3, 1]);
-    assert_eq!(seqs(&events(&s, &t, "?type=product.*").await), [3, 2, 1]);
+    assert_eq!(seqs(&two), [4, 2]);
+    assert_eq!(seqs(&events(&s, &t, "?type=product.*").await), [4, 3, 2]);
     assert_eq!(events(&s, &t, "?type=user.*").await["meta"]["total"], 0);
     assert_eq!(
         seqs(&events(&s, &t, &format!("?object_id={id}&limit=1")).await),
-        [3]
+        [4]
     );
     let res = s
         .call(Method::GET, "/v1/events?type=prodcut.*", &t, None)
@@ -166,6 +208,8 @@ async fn d54_product_changes_are_told_as_their_get_shows_them() {
     assert_eq!(&body_of(res, StatusCode::OK).await["data"], updated);
     let res = s.call(Method::GET, "/v1/events/evt_nope", &t, None).await;
     expect_error(res, StatusCode::NOT_FOUND, "RESOURCE_NOT_FOUND").await;
+    let every = everything["data"].as_array().unwrap().clone();
+    assert_valid_events(&s, &every).await;
 }
 
 #[tokio::test]
@@ -186,7 +230,8 @@ async fn d54_events_need_events_read_and_stay_in_their_organization() {
 
     // Another organization sees none of them, not even by id (D2).
     let (_, other) = roomy_org(&s, SCOPES).await;
-    assert_eq!(events(&s, &other, "").await["meta"]["total"], 0);
+    let theirs = events(&s, &other, "").await;
+    assert_eq!(types(&theirs), ["application.created"], "only their own");
     let res = s
         .call(Method::GET, &format!("/v1/events/{eid}"), &other, None)
         .await;
@@ -297,12 +342,13 @@ async fn d54_creating_and_reinviting_a_user_are_told() {
         .await;
     assert!(res.status().is_success(), "{}", res.status());
 
-    let all = events(&s, &t, "?after_sequence=0").await;
+    // After the harness's client (sequence 1).
+    let all = events(&s, &t, "?after_sequence=1").await;
     assert_eq!(
         types(&all),
         ["user.created", "user.invited", "user.invited"]
     );
-    assert_eq!(seqs(&all), [1, 2, 3]);
+    assert_eq!(seqs(&all), [2, 3, 4]);
     for e in all["data"].as_array().unwrap() {
         assert_eq!(e["data"]["object"], created, "the user as its GET shows it");
         assert_eq!(e["actor"]["type"], "client");

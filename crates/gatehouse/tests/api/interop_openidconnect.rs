@@ -76,7 +76,7 @@ async fn user(s: &TestServer) -> User {
         created_at: Timestamp::now(),
     };
     s.store()
-        .insert_user(&s.org(), &u, gatehouse_store::conformance::teller())
+        .insert_user(&s.org(), &u, crate::common::operator())
         .await
         .unwrap()
 }
@@ -97,7 +97,7 @@ async fn relying_party(s: &TestServer) -> (String, String) {
         created_at: Timestamp::now(),
     };
     s.store()
-        .insert_client(&s.org(), &c, gatehouse_store::conformance::teller())
+        .insert_client(&s.org(), &c, crate::common::operator())
         .await
         .unwrap();
     (c.id.to_string(), secret)

@@ -39,7 +39,7 @@ async fn app_client(s: &TestServer, public: bool) -> (String, Option<String>) {
         post_logout_redirect_uris: vec![],
     };
     s.store()
-        .insert_client(&s.org(), &c, gatehouse_store::conformance::teller())
+        .insert_client(&s.org(), &c, crate::common::operator())
         .await
         .unwrap();
     (c.id.to_string(), secret)
@@ -57,7 +57,7 @@ async fn person(s: &TestServer, email: &str) -> UserId {
         created_at: Timestamp::now(),
     };
     s.store()
-        .insert_user(&s.org(), &u, gatehouse_store::conformance::teller())
+        .insert_user(&s.org(), &u, crate::common::operator())
         .await
         .unwrap()
         .id
@@ -289,7 +289,7 @@ async fn d49_api_key_of_the_organization_is_active() {
             &key.org,
             &key,
             &secrets::hash_secret(&raw),
-            gatehouse_store::conformance::teller(),
+            crate::common::operator(),
         )
         .await
         .unwrap();
@@ -309,7 +309,7 @@ async fn d49_api_key_of_the_organization_is_active() {
             &key.org,
             &key.id,
             Timestamp::now(),
-            gatehouse_store::conformance::teller(),
+            crate::common::operator(),
         )
         .await
         .unwrap();

@@ -511,12 +511,7 @@ async fn invited_user(
     };
     let u = s
         .store()
-        .insert_user_with_link(
-            org,
-            &new,
-            Some(&link),
-            gatehouse_store::conformance::teller(),
-        )
+        .insert_user_with_link(org, &new, Some(&link), crate::common::operator())
         .await
         .unwrap();
     (u, token)
@@ -621,6 +616,17 @@ async fn d11_d30_creating_a_user_emails_an_invitation_that_activates_them() {
         "a used link changes nothing"
     );
     assert_eq!(status_of(&s, &t, id).await, "active");
+    // D54: the acceptance is a status change, told once, as done by the
+    // person through their link (no token, so no client).
+    let updated = crate::events::told(&s, &format!("?type=user.updated&object_id={id}")).await;
+    assert_eq!(updated.len(), 1, "{updated:?}");
+    let e = &updated[0];
+    assert_eq!(
+        e["actor"],
+        json!({"type": "user", "id": id, "client_id": null})
+    );
+    assert_eq!(e["data"]["object"]["status"], "active");
+    assert_eq!(e["data"]["previous_attributes"]["status"], "pending_invite");
 }
 
 #[tokio::test]
@@ -1311,6 +1317,16 @@ async fn d19_password_reset_by_email_revokes_old_tokens_and_is_single_use() {
         "D19: the reset link is single-use"
     );
     assert!(password_is(&s, email, GOOD_PASSWORD).await);
+    // D19 (continued), D54: one `user.password_changed`, by the person.
+    let changed = crate::events::told(
+        &s,
+        &format!("?type=user.password_changed&object_id={}", u.id),
+    )
+    .await;
+    assert_eq!(changed.len(), 1, "{changed:?}");
+    assert_eq!(changed[0]["actor"]["id"], u.id.as_str());
+    assert_eq!(changed[0]["actor"]["client_id"], Value::Null);
+    assert_eq!(changed[0]["data"]["object"]["email"], email);
 }
 
 #[tokio::test]

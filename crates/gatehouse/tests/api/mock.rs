@@ -235,7 +235,7 @@ async fn d53_prefer_comes_after_client_authentication() {
         post_logout_redirect_uris: vec![],
     };
     s.store()
-        .insert_client(&s.org(), &public, gatehouse_store::conformance::teller())
+        .insert_client(&s.org(), &public, crate::common::operator())
         .await
         .unwrap();
     let res = s
@@ -411,7 +411,7 @@ async fn d53_production_cookies_keep_the_host_prefix_and_secure() {
         post_logout_redirect_uris: vec![],
     };
     s.store()
-        .insert_client(&s.org(), &c, gatehouse_store::conformance::teller())
+        .insert_client(&s.org(), &c, crate::common::operator())
         .await
         .unwrap();
     let login = b

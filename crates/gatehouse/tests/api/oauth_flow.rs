@@ -68,7 +68,7 @@ async fn user_with_password(
         created_at: Timestamp::now(),
     };
     s.store()
-        .insert_user(org, &u, gatehouse_store::conformance::teller())
+        .insert_user(org, &u, crate::common::operator())
         .await
         .unwrap()
 }
@@ -106,12 +106,12 @@ async fn register(
         post_logout_redirect_uris: vec![],
     };
     s.store()
-        .insert_client(org, &c, gatehouse_store::conformance::teller())
+        .insert_client(org, &c, crate::common::operator())
         .await
         .unwrap();
     if approve_admin {
         s.store()
-            .approve_admin(org, &c.id, gatehouse_store::conformance::teller())
+            .approve_admin(org, &c.id, crate::common::operator())
             .await
             .unwrap();
     }
@@ -2326,6 +2326,21 @@ async fn d26_code_reuse_is_invalid_grant_and_revokes_first_tokens() {
     expect_invalid_grant(refresh(&s, &app, rt).await).await;
     // A third use is still invalid_grant.
     expect_invalid_grant(exchange(&s, &app, &code, REDIRECT, &req.verifier).await).await;
+    // D54: the revocation told `refresh_token.reuse_detected` once (the
+    // third use found the chain revoked already), with the client as actor.
+    let reuse = crate::events::told(&s, "?type=refresh_token.reuse_detected").await;
+    assert_eq!(reuse.len(), 1, "{reuse:?}");
+    let object = &reuse[0]["data"]["object"];
+    assert_eq!(object["trigger"], "authorization_code");
+    assert_eq!(object["client_id"], app.id.as_str());
+    assert_eq!(reuse[0]["actor"]["type"], "client");
+    assert_eq!(reuse[0]["actor"]["id"], app.id.as_str());
+    assert!(
+        reuse[0]["request"]["id"]
+            .as_str()
+            .unwrap()
+            .starts_with("req_")
+    );
     assert_works(
         &s,
         str_of(&other, "access_token"),
@@ -2649,6 +2664,9 @@ async fn d24_replay_after_grace_window_revokes_the_chain() {
         "D24: the chain's newest access token",
     )
     .await;
+    let reuse = crate::events::told(&s, "?type=refresh_token.reuse_detected").await;
+    assert_eq!(reuse.len(), 1, "one chain revoked once: {reuse:?}");
+    assert_eq!(reuse[0]["data"]["object"]["trigger"], "refresh_token");
     // Another chain of the same user is untouched.
     assert_works(&s, str_of(&other, "access_token"), "another chain's token").await;
     expect_pair(

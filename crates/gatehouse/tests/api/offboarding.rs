@@ -753,3 +753,171 @@ async fn d46_continued_the_lists_filter_by_owner_and_an_editor_sees_only_its_own
         .await;
     }
 }
+
+/// The organization's events after `sequence`, oldest first.
+async fn events_after(s: &TestServer, token: &str, sequence: i64) -> Vec<Value> {
+    json_of(
+        s.call(
+            Method::GET,
+            &format!("/v1/events?after_sequence={sequence}&limit=100"),
+            token,
+            None,
+        )
+        .await,
+        StatusCode::OK,
+    )
+    .await["data"]
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+fn told(events: &[Value]) -> Vec<(String, String)> {
+    events
+        .iter()
+        .map(|e| {
+            let object = &e["data"]["object"];
+            let id = object["id"].as_str().unwrap_or_default();
+            (e["type"].as_str().unwrap().to_owned(), id.to_owned())
+        })
+        .collect()
+}
+
+/// D54 over HTTP: demoting, deactivating and deleting a person who owns keys
+/// and an application tell what each reaches before the person, in D54's
+/// order; each event carries the acting credential and the request it came
+/// from, and is valid against its webhook schema. A PATCH that changes
+/// nothing and a refused delete tell nothing.
+#[tokio::test]
+async fn d54_offboarding_tells_what_it_reaches_before_the_person() {
+    let s = TestServer::start().await;
+    let c = console(&s).await;
+    let boss = active_user(&s, "boss@example.com", Role::Admin).await;
+    let heir = active_user(&s, "heir@example.com", Role::Admin).await;
+    let admin = person_token(&s, &c, "boss@example.com", ADMIN_SCOPES).await;
+    let ops = s.token("users:write events:read").await;
+    let start = events_after(&s, &ops, 0).await.len() as i64;
+
+    let made = json_of(
+        create_app(
+            &s,
+            &admin,
+            json!({"name": "a", "type": "confidential", "redirect_uris": [REDIRECT], "scopes": ["users:write", "products:read"]}),
+        )
+        .await,
+        StatusCode::CREATED,
+    )
+    .await;
+    let app_id = made["data"]["id"].as_str().unwrap().to_owned();
+    let (k1, key1, _) = new_key(&s, &admin, json!(["users:write"])).await;
+    let (k2, _, _) = new_key(&s, &admin, json!(["products:read"])).await;
+    let created = events_after(&s, &ops, start).await;
+    assert_eq!(
+        told(&created),
+        [
+            ("application.created".to_owned(), app_id.clone()),
+            ("api_key.created".to_owned(), k1.clone()),
+            ("api_key.created".to_owned(), k2.clone()),
+        ]
+    );
+    // The person acted, through the console's token, in that request.
+    let e = &created[0];
+    assert_eq!(e["actor"]["type"], "user");
+    assert_eq!(e["actor"]["id"], boss.id.to_string());
+    assert_eq!(e["actor"]["client_id"], c.id.as_str());
+    assert_eq!(e["request"]["id"], made["meta"]["request_id"]);
+    assert!(e["data"]["object"].get("client_secret").is_none());
+    assert!(
+        !created[1].to_string().contains(&key1),
+        "no key in {}",
+        created[1]
+    );
+
+    // Nothing changes: nothing is told.
+    set_user(&s, boss.id.as_str(), json!({"role": "admin"})).await;
+    // Demoted to viewer: the application loses `users:write`, the
+    // `users:write` key is revoked, then the person.
+    set_user(&s, boss.id.as_str(), json!({"role": "viewer"})).await;
+    // Deactivated: the remaining key, the application suspended, then the
+    // person.
+    set_user(&s, boss.id.as_str(), json!({"status": "inactive"})).await;
+    // A delete without an heir is refused: nothing is told.
+    let remove = s.token("users:write").await;
+    expect_error(
+        s.call(
+            Method::DELETE,
+            &format!("/v1/users/{}", boss.id),
+            &remove,
+            None,
+        )
+        .await,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "OWNED_RESOURCES_EXIST",
+    )
+    .await;
+    // Deleted, the application handed on: the application, then the person.
+    let gone = s
+        .call(
+            Method::DELETE,
+            &format!("/v1/users/{}?transfer_to={}", boss.id, heir.id),
+            &remove,
+            None,
+        )
+        .await;
+    assert_eq!(gone.status(), StatusCode::NO_CONTENT);
+    // A 204 has no body: its request id is the X-Request-ID header's (a
+    // UUID), shown as `meta.request_id` shows ids (`req_` and the hex).
+    let header = gone.headers()["x-request-id"].to_str().unwrap();
+    let request_id = format!("req_{}", header.replace('-', ""));
+
+    let all = events_after(&s, &ops, start).await;
+    let after = &all[3..];
+    let (app, boss_id) = (app_id.as_str(), boss.id.as_str());
+    let want: Vec<(String, String)> = [
+        ("application.updated", app),
+        ("api_key.revoked", k1.as_str()),
+        ("user.updated", boss_id),
+        ("api_key.revoked", k2.as_str()),
+        ("application.updated", app),
+        ("user.updated", boss_id),
+        ("application.updated", app),
+        ("user.deleted", boss_id),
+    ]
+    .iter()
+    .map(|(t, id)| (t.to_string(), id.to_string()))
+    .collect();
+    assert_eq!(told(after), want);
+    let seq: Vec<i64> = all
+        .iter()
+        .map(|e| e["sequence"].as_i64().unwrap())
+        .collect();
+    assert!(seq.windows(2).all(|w| w[1] == w[0] + 1), "no gap: {seq:?}");
+
+    // What changed, as the GET shows it, with the old values.
+    assert_eq!(
+        after[0]["data"]["object"]["scopes"],
+        json!(["products:read"])
+    );
+    assert_eq!(
+        after[0]["data"]["previous_attributes"]["scopes"],
+        json!(["users:write", "products:read"])
+    );
+    assert_eq!(after[2]["data"]["previous_attributes"]["role"], "admin");
+    assert_eq!(after[2]["data"]["object"]["role"], "viewer");
+    assert_eq!(
+        after[4]["data"]["object"]["suspended_reason"],
+        "owner_inactive"
+    );
+    assert_eq!(after[6]["data"]["object"]["owner_id"], heir.id.to_string());
+    assert_eq!(
+        after[6]["data"]["previous_attributes"]["owner_id"],
+        boss.id.to_string()
+    );
+    assert_eq!(after[7]["data"]["object"]["status"], "inactive");
+    // The delete's events name its request; the actor is the credential.
+    for e in &after[6..] {
+        assert_eq!(e["request"]["id"], request_id.as_str());
+        assert_eq!(e["actor"]["type"], "client");
+    }
+    crate::events::assert_valid_events(&s, &all).await;
+}

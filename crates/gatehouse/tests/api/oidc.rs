@@ -24,7 +24,7 @@ async fn oidc_app(s: &TestServer) -> App {
         created_at: Timestamp::now(),
     };
     s.store()
-        .insert_client(&s.org(), &c, gatehouse_store::conformance::teller())
+        .insert_client(&s.org(), &c, crate::common::operator())
         .await
         .unwrap();
     App {
@@ -473,6 +473,14 @@ async fn d49_remembered_consent_skips_the_page_until_forgotten_and_forgetting_re
         .unwrap();
     assert_eq!(res.status(), StatusCode::NO_CONTENT);
     expect_invalid_grant(refresh(&s, &app, str_of(&pair, "refresh_token")).await).await;
+    // D54: `consent.revoked`, the item as the list showed it, plus the person.
+    let revoked = crate::events::told(&s, "?type=consent.revoked").await;
+    assert_eq!(revoked.len(), 1, "{revoked:?}");
+    let mut item = list[0].clone();
+    item["user_id"] = revoked[0]["actor"]["id"].clone();
+    assert_eq!(revoked[0]["data"]["object"], item);
+    assert_eq!(revoked[0]["actor"]["type"], "user");
+    assert_eq!(revoked[0]["actor"]["client_id"], app.id.as_str());
     assert_dead(&s, token, "an access token of the forgotten application").await;
     b.authorize(&params_with(&req, &[])).await.expect_consent();
 }

@@ -209,7 +209,7 @@ async fn d28_api_keys_are_limited_like_tokens() {
             &record.org,
             &record,
             &secrets::hash_secret(&key),
-            gatehouse_store::conformance::teller(),
+            crate::common::operator(),
         )
         .await
         .unwrap();

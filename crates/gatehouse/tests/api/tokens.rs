@@ -666,7 +666,7 @@ async fn admin_scope_only_for_an_approved_client() {
     // Approval (what `gatehouse client approve-admin` does) takes effect on the next request (D40).
     let cid = ClientId::parse(&id).unwrap();
     s.store()
-        .approve_admin(&s.org(), &cid, gatehouse_store::conformance::teller())
+        .approve_admin(&s.org(), &cid, crate::common::operator())
         .await
         .unwrap();
     let res = post_token(

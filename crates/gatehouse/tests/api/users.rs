@@ -228,7 +228,7 @@ async fn store_user(
         created_at,
     };
     s.store()
-        .insert_user(org, &u, gatehouse_store::conformance::teller())
+        .insert_user(org, &u, crate::common::operator())
         .await
         .unwrap()
 }
@@ -284,7 +284,7 @@ async fn owned_client(s: &TestServer, org: &OrgId, owner: &UserId) -> ClientId {
         post_logout_redirect_uris: vec![],
     };
     s.store()
-        .insert_client(org, &c, gatehouse_store::conformance::teller())
+        .insert_client(org, &c, crate::common::operator())
         .await
         .unwrap();
     c.id

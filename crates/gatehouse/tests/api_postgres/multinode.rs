@@ -149,7 +149,7 @@ async fn app_client_with(n: &Node, org: &OrgId, scopes: &str) -> (String, String
                 owner: None,
                 created_at: Timestamp::now(),
             },
-            gatehouse_store::conformance::teller(),
+            crate::common::operator(),
         )
         .await
         .unwrap();
@@ -581,7 +581,7 @@ async fn d49_consent_logout_and_userinfo_hold_across_nodes() {
                 password_hash: Some("$argon2id$placeholder".into()),
                 created_at: Timestamp::now(),
             },
-            gatehouse_store::conformance::teller(),
+            crate::common::operator(),
         )
         .await
         .unwrap();
@@ -1061,7 +1061,7 @@ async fn person_pair(
                 password_hash: Some("$argon2id$placeholder".into()),
                 created_at: Timestamp::now(),
             },
-            gatehouse_store::conformance::teller(),
+            crate::common::operator(),
         )
         .await
         .unwrap();

@@ -286,7 +286,7 @@ impl TestServer {
             post_logout_redirect_uris: vec![],
         };
         self.store()
-            .insert_client(org, &c, gatehouse_store::conformance::teller())
+            .insert_client(org, &c, crate::common::operator())
             .await
             .unwrap();
         (c.id.to_string(), secret)
@@ -304,7 +304,7 @@ impl TestServer {
             created_at: Timestamp::now(),
         };
         self.store()
-            .insert_user(org, &u, gatehouse_store::conformance::teller())
+            .insert_user(org, &u, crate::common::operator())
             .await
             .unwrap()
     }
@@ -395,4 +395,17 @@ pub(crate) async fn raw_tls(
         .connect("localhost".try_into().unwrap(), tcp)
         .await
         .expect("TLS handshake")
+}
+
+/// What the harness's own writes through the store tell (D54): done by an
+/// operator, shown as the API shows them, like `gatehouse` CLI commands.
+pub(crate) fn operator() -> &'static gatehouse_domain::event::Teller {
+    static TELLER: std::sync::OnceLock<gatehouse_domain::event::Teller> =
+        std::sync::OnceLock::new();
+    TELLER.get_or_init(|| {
+        gatehouse_domain::event::Teller::new(
+            gatehouse_domain::event::Origin::operator(),
+            std::sync::Arc::new(gatehouse_server::Published),
+        )
+    })
 }

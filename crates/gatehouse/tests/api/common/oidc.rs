@@ -47,7 +47,7 @@ pub(crate) async fn rp(s: &TestServer, org: &OrgId, logout_to: &str) -> Rp {
         created_at: Timestamp::now(),
     };
     s.store()
-        .insert_client(org, &c, gatehouse_store::conformance::teller())
+        .insert_client(org, &c, crate::common::operator())
         .await
         .unwrap();
     Rp {
@@ -73,7 +73,7 @@ pub(crate) async fn person(s: &TestServer, org: &OrgId, email: &str) -> User {
         created_at: Timestamp::now(),
     };
     s.store()
-        .insert_user(org, &u, gatehouse_store::conformance::teller())
+        .insert_user(org, &u, crate::common::operator())
         .await
         .unwrap()
 }
