@@ -89,7 +89,9 @@ async fn d54_writes_on_two_nodes_get_one_gap_free_sequence() {
         .iter()
         .map(|e| e["sequence"].as_i64().unwrap())
         .collect();
-    assert_eq!(seqs, (1..=61).collect::<Vec<_>>(), "one sequence, no gaps");
+    // The harness's client (application.created), then 61 product events.
+    assert_eq!(seqs, (1..=62).collect::<Vec<_>>(), "one sequence, no gaps");
+    assert_eq!(from_a[0]["type"], "application.created");
     assert_eq!(
         from_a, from_b,
         "both nodes show the same events in the same order"
