@@ -580,6 +580,14 @@ async fn applications_keys_and_usage_through_the_management_api() {
         .await;
     assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
     let key = shown_secret(&created);
+    // D54: the dashboard acts as the person through `app_dashboard`, and
+    // the event names the page request that made the change.
+    let header = created.headers["x-request-id"].to_str().unwrap();
+    let page_request = format!("req_{}", header.replace('-', ""));
+    let made = crate::events::told(&s, "?type=api_key.created&limit=1").await;
+    assert_eq!(made[0]["actor"]["type"], "user");
+    assert_eq!(made[0]["actor"]["client_id"], "app_dashboard");
+    assert_eq!(made[0]["request"]["id"], page_request.as_str());
     let used = s
         .request(Method::GET, "/v1/users")
         .bearer_auth(&key)

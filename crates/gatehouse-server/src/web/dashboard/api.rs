@@ -105,6 +105,11 @@ pub async fn call(
     if let Ok(v) = HeaderValue::from_str(&format!("Bearer {token}")) {
         builder = builder.header(header::AUTHORIZATION, v);
     }
+    // D54: what the call changes tells the page request's id (the inner
+    // request takes a UUID from X-Request-ID as its own, D7).
+    if let Some(page) = crate::http::middleware::PageRequest::current() {
+        builder = builder.header("x-request-id", page.request_id);
+    }
     let body = match body {
         Some(b) => {
             builder = builder.header(header::CONTENT_TYPE, "application/json");
