@@ -319,6 +319,36 @@ pub async fn events_are_purged_after_the_retention(s: &dyn Store) {
         left.items.iter().map(|e| e.sequence).collect::<Vec<_>>(),
         vec![3]
     );
+    // Purged to the last event, the organization's next change still gets
+    // the next sequence: none is ever given twice.
+    assert_eq!(
+        s.purge_events(Timestamp::from_millis(9_000), 10)
+            .await
+            .unwrap(),
+        1
+    );
+    s.insert_product(
+        &o,
+        &product("P", "R-9", 1),
+        Timestamp::from_millis(9_500),
+        t,
+    )
+    .await
+    .unwrap();
+    let mut next = Vec::new();
+    for _ in 0..400 {
+        s.sequence_events().await.unwrap();
+        next = s
+            .events_after(&o, &EventFilter::default(), 0, 10)
+            .await
+            .unwrap()
+            .items;
+        if !next.is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!(next.iter().map(|e| e.sequence).collect::<Vec<_>>(), vec![4]);
 }
 
 /// D54: creating a user tells `user.created`, then `user.invited` when it
