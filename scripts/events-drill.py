@@ -16,7 +16,7 @@ answer carries (`meta.request_id`, or X-Request-ID on a 204), which each
 event repeats in `request.id`:
 
     POST /v1/products          product.created
-    PATCH /v1/products/{id}    product.updated (the stock always changes)
+    PATCH /v1/products/{id}    product.updated (each PATCH sets a new stock)
     DELETE /v1/products/{id}   product.deleted
     POST /v1/users             user.created, then user.invited
 
@@ -125,6 +125,7 @@ counter = iter(range(10**9))
 
 def writer(n, tok):
     mine = []  # products of this writer that exist, as far as it knows
+    stock = {}  # their stock as last acknowledged (only this writer changes them)
     while not stop.is_set():
         op = random.random()
         if op < 0.45 or not mine:
@@ -133,12 +134,19 @@ def writer(n, tok):
                                 {"name": f"P{k}", "sku": f"D-{SEED}-{k}", "price": 100, "stock": 1})
             if st == 201:
                 mine.append(doc["data"]["id"])
+                stock[doc["data"]["id"]] = 1
                 with lock:
                     acked.append(("create_product", doc["data"]["id"], rid))
         elif op < 0.75:
             pid = random.choice(mine)
-            st, doc, rid = call("PATCH", f"/v1/products/{pid}", tok,
-                                {"stock": next(counter) % 1000 + 2})
+            # A new value, so the PATCH changes something (one that changes
+            # nothing tells nothing, D54). Unacknowledged, the old one is
+            # unknown: skip that product's updates from then on.
+            if stock.get(pid) is None:
+                continue
+            new = stock[pid] % 1000 + 2
+            st, doc, rid = call("PATCH", f"/v1/products/{pid}", tok, {"stock": new})
+            stock[pid] = new if st == 200 else None
             if st == 200:
                 with lock:
                     acked.append(("update_product", pid, rid))
