@@ -1,9 +1,7 @@
 //! SQLite: events (D54). SQLite serializes writers, so the transaction that
 //! writes an event gives it its organization's next `sequence`
 //! ([`insert_event`]): commit order and no gaps, with no wait a writer
-//! would not have anyway. `sequence_events` has nothing to do. The next
-//! sequence is the last one written plus one; `event_heads` only keeps the
-//! floor the purge leaves, so that a sequence is never given twice.
+//! would not have anyway. `sequence_events` has nothing to do.
 
 use gatehouse_domain::EventId;
 use gatehouse_domain::event::{Event, NewEvent};
@@ -16,26 +14,28 @@ use rusqlite::types::Value;
 use super::*;
 use crate::rows::corrupt;
 
-/// Writes `e` with `org`'s next sequence, inside the change's transaction:
-/// one statement, which reads the organization's last sequence from the
-/// end of `events_org_sequence` (or, when the purge has emptied it, the
-/// floor it left in `event_heads`), so a write dirties no page besides the
-/// event's own.
+/// Writes `e` with `org`'s next sequence, inside the change's transaction.
 pub(crate) fn insert_event(c: &Connection, org: &OrgId, e: &NewEvent) -> StoreResult<()> {
+    let sequence: i64 = c
+        .prepare_cached(
+            "INSERT INTO event_heads (org_id, last_sequence) VALUES (?1, 1)
+             ON CONFLICT (org_id) DO UPDATE SET last_sequence = last_sequence + 1
+             RETURNING last_sequence",
+        )
+        .and_then(|mut s| s.query_row([org.as_str()], |r| r.get(0)))
+        .map_err(db_err)?;
     let (actor_type, actor_id, actor_client_id) = actor_columns(&e.origin.actor);
     let request = e.origin.request.as_ref();
     c.prepare_cached(
         "INSERT INTO events (id, org_id, sequence, type, object_id, created_at, actor_type, actor_id,
                              actor_client_id, request_id, idempotency_key, object, previous)
-         VALUES (?1, ?2,
-                 max(coalesce((SELECT max(sequence) FROM events WHERE org_id = ?2), 0),
-                     coalesce((SELECT last_sequence FROM event_heads WHERE org_id = ?2), 0)) + 1,
-                 ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
     )
     .and_then(|mut s| {
         s.execute(params![
             e.id.as_str(),
             org.as_str(),
+            sequence,
             e.kind.as_str(),
             e.object_id,
             e.created_at.millis(),
@@ -173,7 +173,7 @@ impl EventStore for SqliteStore {
         self.pool
             .write(move |tx| {
                 let orgs: Vec<String> = tx
-                    .prepare_cached("SELECT id FROM organizations")
+                    .prepare_cached("SELECT org_id FROM event_heads")
                     .and_then(|mut s| s.query_map([], |r| r.get(0))?.collect())
                     .map_err(db_err)?;
                 let mut purged = 0u64;
@@ -182,30 +182,13 @@ impl EventStore for SqliteStore {
                     if left == 0 {
                         break;
                     }
-                    let gone: Vec<i64> = tx
+                    purged += tx
                         .prepare_cached(
                             "DELETE FROM events WHERE org_id = ?1 AND created_at < ?2 AND sequence IN
-                             (SELECT sequence FROM events WHERE org_id = ?1 ORDER BY sequence LIMIT ?3)
-                             RETURNING sequence",
+                             (SELECT sequence FROM events WHERE org_id = ?1 ORDER BY sequence LIMIT ?3)",
                         )
-                        .and_then(|mut s| {
-                            s.query_map(params![org, before.millis(), left as i64], |r| r.get(0))?
-                                .collect()
-                        })
-                        .map_err(db_err)?;
-                    if let Some(last) = gone.iter().max() {
-                        // The floor of the next sequence, should the purge
-                        // have taken every event the organization had: a
-                        // sequence is never given twice (D54).
-                        tx.prepare_cached(
-                            "INSERT INTO event_heads (org_id, last_sequence) VALUES (?1, ?2)
-                             ON CONFLICT (org_id) DO UPDATE
-                             SET last_sequence = max(last_sequence, excluded.last_sequence)",
-                        )
-                        .and_then(|mut s| s.execute(params![org, last]))
-                        .map_err(db_err)?;
-                    }
-                    purged += gone.len() as u64;
+                        .and_then(|mut s| s.execute(params![org, before.millis(), left as i64]))
+                        .map_err(db_err)? as u64;
                 }
                 Ok(purged)
             })

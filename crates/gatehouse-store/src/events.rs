@@ -95,6 +95,14 @@ pub fn decode_event(r: EventRow) -> Result<Event, (&'static str, String)> {
         id,
         idempotency_key: r.idempotency_key,
     });
+    // The object and `previous_attributes` are shown as stored: a value
+    // that is not a JSON object is a corrupt row, never shown as `{}`.
+    if !is_json_object(&r.object) {
+        return Err(bad("object", &r.object));
+    }
+    if let Some(p) = r.previous.as_deref().filter(|p| !is_json_object(p)) {
+        return Err(bad("previous", p));
+    }
     Ok(Event {
         sequence: r.sequence,
         event: NewEvent {
@@ -107,6 +115,12 @@ pub fn decode_event(r: EventRow) -> Result<Event, (&'static str, String)> {
             previous: r.previous,
         },
     })
+}
+
+/// Whether `text` is one JSON object (checked without building it).
+fn is_json_object(text: &str) -> bool {
+    text.trim_start().starts_with('{')
+        && serde_json::from_str::<&serde_json::value::RawValue>(text).is_ok()
 }
 
 /// A parameter of an event query, for either dialect.

@@ -6,6 +6,7 @@
 //!     cargo bench -p gatehouse --bench grants            # HTTPS
 //!     PROXY=1 cargo bench -p gatehouse --bench grants    # --behind-proxy plain HTTP
 //!     HTTP2=1 cargo bench -p gatehouse --bench grants    # one HTTP/2 connection for all workers
+//!     DATABASE_URL=postgres://… cargo bench -p gatehouse --bench grants  # on PostgreSQL
 //!
 //! The server runs in this process on loopback (as the integration tests
 //! start it); codes are issued through the auth layer directly, since the
@@ -45,6 +46,11 @@ async fn main() {
     settings.http_addr = "127.0.0.1:0".parse().unwrap();
     settings.admin_addr = "127.0.0.1:0".parse().unwrap();
     settings.behind_proxy = proxy;
+    // DATABASE_URL=postgres://… runs the same bench on PostgreSQL (D54's
+    // writer benchmark is asked of both backends).
+    if let Ok(url) = std::env::var("DATABASE_URL") {
+        settings.database_url = url;
+    }
     let running = run::start(&settings).await.unwrap();
     let creds = running.bootstrap.clone().unwrap();
     let state = running.state.clone();

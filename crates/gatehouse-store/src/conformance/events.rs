@@ -735,3 +735,50 @@ pub async fn consents_and_reuse_are_told(s: &dyn Store) {
     assert_eq!(consent["user_id"], u.id.as_str());
     assert_eq!(consent["scopes"], scopes.bits());
 }
+
+/// A stored event whose object or `previous_attributes` is not a JSON
+/// object is a corrupt row: reading it is an internal error naming the
+/// table, the column and the event, never an event shown with `{}`.
+pub async fn corrupt_events_are_internal_errors<S: PlantRows>(s: &S) {
+    let o = new_org(s).await;
+    let t = teller();
+    let p = s
+        .insert_product(&o, &product("P", "C-1", 1), Timestamp::now(), t)
+        .await
+        .unwrap();
+    let patch = ProductPatch {
+        stock: Some(2),
+        ..Default::default()
+    };
+    s.update_product(&o, &p.id, &patch, Timestamp::now(), t)
+        .await
+        .unwrap();
+    let events = settled(s, &o, 2).await;
+    let (created, updated) = (events[0].event.id.clone(), events[1].event.id.clone());
+    s.plant(&format!(
+        "UPDATE events SET object = 'not json' WHERE id = '{created}'"
+    ))
+    .await;
+    s.plant(&format!(
+        "UPDATE events SET previous = '[1]' WHERE id = '{updated}'"
+    ))
+    .await;
+    assert_corrupt(
+        s.get_event(&o, &created).await,
+        "events",
+        "object",
+        created.as_str(),
+    );
+    assert_corrupt(
+        s.get_event(&o, &updated).await,
+        "events",
+        "previous",
+        updated.as_str(),
+    );
+    assert_corrupt(
+        s.events_after(&o, &EventFilter::default(), 0, 10).await,
+        "events",
+        "object",
+        created.as_str(),
+    );
+}

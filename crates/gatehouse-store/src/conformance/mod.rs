@@ -80,7 +80,8 @@ macro_rules! store_conformance_tests {
             events_are_written_with_their_change_and_sequenced, event_sequences_are_per_organization,
             concurrent_writers_get_one_gap_free_sequence, events_are_purged_after_the_retention,
             user_creation_and_invitations_are_told, user_changes_tell_their_cascades_first,
-            applications_and_keys_tell_their_changes, consents_and_reuse_are_told);
+            applications_and_keys_tell_their_changes, consents_and_reuse_are_told,
+            corrupt_events_are_internal_errors);
     };
     (@each $make:expr; $($name:ident),*) => {
         $(
