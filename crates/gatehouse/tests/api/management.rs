@@ -273,6 +273,22 @@ async fn d46_applications_register_show_change_rotate_and_delete() {
         "RESOURCE_NOT_FOUND",
     )
     .await;
+    // D54: each change of the application told, the rotation without its
+    // secret, the deletion with the last state; each valid against its
+    // webhook schema.
+    let told = crate::events::told(&s, &format!("?object_id={id}")).await;
+    let types: Vec<&str> = told
+        .iter()
+        .rev()
+        .map(|e| e["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(types.first(), Some(&"application.created"), "{types:?}");
+    assert!(types.contains(&"application.updated"), "{types:?}");
+    assert!(types.contains(&"application.secret_rotated"), "{types:?}");
+    assert_eq!(types.last(), Some(&"application.deleted"), "{types:?}");
+    for e in &told {
+        assert!(!e.to_string().contains("client_secret"), "no secret in {e}");
+    }
 }
 
 #[tokio::test]
