@@ -5,7 +5,7 @@ use std::net::IpAddr;
 use std::time::Duration;
 
 use gatehouse_auth::{AuthService, password};
-use gatehouse_domain::event::Origin;
+use gatehouse_domain::event::{Actor, Origin, RequestRef};
 use gatehouse_domain::{ClientId, Email, Timestamp, User, link};
 use gatehouse_store::{LinkKind, NewLink};
 
@@ -38,15 +38,21 @@ impl App {
 
     /// D11: the password is set and the user active; `NotFound(Resource::Link)`
     /// when the link was used, expired or replaced meanwhile.
-    pub async fn accept_invitation(&self, token: &str, password: String) -> AppResult<User> {
+    /// `request` is the page request that sent the password (D54: the
+    /// events of the change name it).
+    pub async fn accept_invitation(
+        &self,
+        token: &str,
+        password: String,
+        request: RequestRef,
+    ) -> AppResult<User> {
         let hash = password::hash(password).await;
         link_store(self)
             .accept_invitation(
                 &AuthService::link_digest(token),
                 &hash,
                 Timestamp::now(),
-                // D54: told as done by the person the link was sent to.
-                &self.teller(&Origin::system()),
+                &self.link_teller(request),
             )
             .await
             .or_app(Resource::Link)
@@ -54,7 +60,12 @@ impl App {
 
     /// D19: the new password is set and every session and token of the
     /// user ends.
-    pub async fn reset_password(&self, token: &str, password: String) -> AppResult<User> {
+    pub async fn reset_password(
+        &self,
+        token: &str,
+        password: String,
+        request: RequestRef,
+    ) -> AppResult<User> {
         let hash = password::hash(password).await;
         let now = Timestamp::now();
         let user = link_store(self)
@@ -62,8 +73,7 @@ impl App {
                 &AuthService::link_digest(token),
                 &hash,
                 now,
-                // D54: told as done by the person the link was sent to.
-                &self.teller(&Origin::system()),
+                &self.link_teller(request),
             )
             .await
             .or_app(Resource::Link)?;
@@ -163,6 +173,21 @@ pub(crate) fn new_link(
         },
     };
     (token, link)
+}
+
+impl App {
+    /// The teller of a change made through a single-use link in the page
+    /// request `request` (D54): the storage tells it as done by the person
+    /// the link was sent to ([`Teller::by_link`], who is known only once the
+    /// link is read in the change's transaction), naming the request.
+    ///
+    /// [`Teller::by_link`]: gatehouse_domain::event::Teller::by_link
+    fn link_teller(&self, request: RequestRef) -> gatehouse_domain::event::Teller {
+        self.teller(&Origin {
+            actor: Actor::System,
+            request: Some(request),
+        })
+    }
 }
 
 /// This area's view of storage: the `LinkStore` trait only (issue 25).

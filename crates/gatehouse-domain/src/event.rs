@@ -335,6 +335,20 @@ impl Teller {
         }
     }
 
+    /// A `*.updated` event: the object as it is, with the old values of
+    /// what changed (D54).
+    fn updated(
+        &self,
+        kind: EventType,
+        object_id: &str,
+        at: Timestamp,
+        old: &str,
+        new: String,
+    ) -> NewEvent {
+        let previous = previous_attributes(old, &new);
+        self.event(kind, object_id, at, new).with_previous(previous)
+    }
+
     fn event(&self, kind: EventType, object_id: &str, at: Timestamp, object: String) -> NewEvent {
         NewEvent::new(kind, object_id, at, &self.origin, object)
     }
@@ -366,13 +380,13 @@ impl Teller {
     /// change's `updated_at`.
     pub fn product_updated(&self, before: &Product, after: &Product) -> NewEvent {
         let (old, new) = (self.publish.product(before), self.publish.product(after));
-        self.event(
+        self.updated(
             EventType::ProductUpdated,
             after.id.as_str(),
             after.updated_at,
-            new.clone(),
+            &old,
+            new,
         )
-        .with_previous(previous_attributes(&old, &new))
     }
 
     /// `product.deleted`, with the product's last state.
@@ -385,13 +399,13 @@ impl Teller {
     /// old values of what changed.
     pub fn user_updated(&self, before: &User, after: &User) -> NewEvent {
         let (old, new) = (self.publish.user(before), self.publish.user(after));
-        self.event(
+        self.updated(
             EventType::UserUpdated,
             after.id.as_str(),
             after.updated_at,
-            new.clone(),
+            &old,
+            new,
         )
-        .with_previous(previous_attributes(&old, &new))
     }
 
     /// `user.deleted`, with the user's last state.
@@ -430,10 +444,15 @@ impl Teller {
             self.publish.application(before),
             self.publish.application(after),
         );
-        let previous = previous_attributes(&old, &new);
-        (previous != "{}").then(|| {
-            self.event(EventType::ApplicationUpdated, after.id.as_str(), at, new)
-                .with_previous(previous)
+        // Nothing shown changed (say, a suspension that stays): nothing told.
+        (old != new).then(|| {
+            self.updated(
+                EventType::ApplicationUpdated,
+                after.id.as_str(),
+                at,
+                &old,
+                new,
+            )
         })
     }
 

@@ -487,18 +487,7 @@ impl App {
     }
 
     async fn revoke_chain_now(&self, org: &OrgId, chain: &ChainId) -> Result<(), OAuthError> {
-        metrics::counter!("gatehouse_revocations_total", "kind" => "chain").increment(1);
-        let now = Timestamp::now();
-        let until = gatehouse_auth::access_revocation_expiry(now);
-        match grant_store(self).revoke_chain(org, chain, now, until).await {
-            // A chain purged after its end has nothing left to revoke.
-            Ok(()) | Err(StoreError::NotFound) => {}
-            Err(e) => return Err(super::oauth_store_error(e)),
-        }
-        self.authority()
-            .revocations()
-            .apply(&[gatehouse_store::NewRevocation::chain(chain, now, until).stored(0)]);
-        Ok(())
+        self.end_chain(org, chain, None).await
     }
 
     /// [`App::revoke_chain_now`] because `trigger` was used again (D24,
@@ -512,17 +501,34 @@ impl App {
         client: &ClientId,
         request: Option<&RequestRef>,
     ) -> Result<(), OAuthError> {
-        metrics::counter!("gatehouse_revocations_total", "kind" => "chain").increment(1);
-        let now = Timestamp::now();
-        let until = gatehouse_auth::access_revocation_expiry(now);
         let origin = Origin {
             actor: Actor::Client(client.clone()),
             request: request.cloned(),
         };
-        match grant_store(self)
-            .revoke_reused_chain(org, chain, now, until, trigger, &self.teller(&origin))
-            .await
-        {
+        let tell = self.teller(&origin);
+        self.end_chain(org, chain, Some((trigger, &tell))).await
+    }
+
+    /// Revokes `chain` in storage (telling its reuse, when it is one) and
+    /// on this node at once.
+    async fn end_chain(
+        &self,
+        org: &OrgId,
+        chain: &ChainId,
+        reuse: Option<(ReuseTrigger, &gatehouse_domain::event::Teller)>,
+    ) -> Result<(), OAuthError> {
+        metrics::counter!("gatehouse_revocations_total", "kind" => "chain").increment(1);
+        let now = Timestamp::now();
+        let until = gatehouse_auth::access_revocation_expiry(now);
+        let ended = match reuse {
+            None => grant_store(self).revoke_chain(org, chain, now, until).await,
+            Some((trigger, tell)) => {
+                grant_store(self)
+                    .revoke_reused_chain(org, chain, now, until, trigger, tell)
+                    .await
+            }
+        };
+        match ended {
             // A chain purged after its end has nothing left to revoke.
             Ok(()) | Err(StoreError::NotFound) => {}
             Err(e) => return Err(super::oauth_store_error(e)),

@@ -290,18 +290,29 @@ pub(crate) fn webhook_schemas() -> serde_json::Map<String, serde_json::Value> {
         .iter()
         .map(|t| {
             let name = t.as_str();
-            let object = match name.split('.').next().unwrap_or_default() {
-                "user" => reference("User"),
-                "product" => reference("Product"),
-                "application" => reference("Application"),
-                "api_key" => reference("ApiKey"),
-                "organization" | "staging" => reference("Organization"),
-                "consent" => json!({"allOf": [reference("ConsentedApplication"), {
+            let object = match t {
+                EventType::UserCreated
+                | EventType::UserUpdated
+                | EventType::UserDeleted
+                | EventType::UserInvited
+                | EventType::UserPasswordChanged => reference("User"),
+                EventType::ProductCreated
+                | EventType::ProductUpdated
+                | EventType::ProductDeleted => reference("Product"),
+                EventType::ApplicationCreated
+                | EventType::ApplicationUpdated
+                | EventType::ApplicationDeleted
+                | EventType::ApplicationSecretRotated => reference("Application"),
+                EventType::ApiKeyCreated | EventType::ApiKeyRevoked => reference("ApiKey"),
+                EventType::OrganizationUpdated | EventType::StagingReset => {
+                    reference("Organization")
+                }
+                EventType::ConsentRevoked => json!({"allOf": [reference("ConsentedApplication"), {
                     "type": "object",
                     "required": ["user_id"],
                     "properties": {"user_id": {"type": "string", "pattern": "^usr_[A-Za-z0-9]+$"}},
                 }]}),
-                _ => json!({
+                EventType::RefreshTokenReuseDetected => json!({
                     "type": "object",
                     "required": ["user_id", "client_id", "sid", "trigger"],
                     "properties": {

@@ -14,6 +14,7 @@ use gatehouse_domain::{ClientId, Email};
 use minijinja::context;
 
 use crate::http::form::Form;
+use crate::http::middleware::RequestCtx;
 use crate::state::AppState;
 use crate::web::pages;
 
@@ -100,6 +101,7 @@ async fn invite_form(
 async fn invite_submit(
     State(st): State<AppState>,
     Path(token): Path<String>,
+    ctx: RequestCtx,
     request: Request,
 ) -> Response {
     let (headers, form) = match pages::read_form(request).await {
@@ -133,7 +135,11 @@ async fn invite_submit(
             );
         }
     };
-    match st.app.accept_invitation(&token, pw).await {
+    match st
+        .app
+        .accept_invitation(&token, pw, page_request(&ctx))
+        .await
+    {
         Ok(_) => pages::message(
             &st,
             StatusCode::OK,
@@ -240,6 +246,7 @@ async fn reset_form(
 async fn reset_submit(
     State(st): State<AppState>,
     Path(token): Path<String>,
+    ctx: RequestCtx,
     request: Request,
 ) -> Response {
     let (headers, form) = match pages::read_form(request).await {
@@ -274,7 +281,7 @@ async fn reset_submit(
     };
     // D19: a reset ends every session and token of the user (the app
     // layer notes the revocation).
-    match st.app.reset_password(&token, pw).await {
+    match st.app.reset_password(&token, pw, page_request(&ctx)).await {
         Ok(_) => pages::message(
             &st,
             StatusCode::OK,
@@ -283,5 +290,13 @@ async fn reset_submit(
         ),
         Err(e) if e.is_dead_link() => dead_link(&st),
         Err(e) => unavailable(&st, e),
+    }
+}
+
+/// The page request a link's change came from, as its events name it (D54).
+fn page_request(ctx: &RequestCtx) -> gatehouse_domain::event::RequestRef {
+    gatehouse_domain::event::RequestRef {
+        id: ctx.request_id.as_str().to_owned(),
+        idempotency_key: None,
     }
 }

@@ -675,20 +675,9 @@ pub async fn consents_and_reuse_are_told(s: &dyn Store) {
         .unwrap();
     let c = s.insert_client(&o, &client(None), t).await.unwrap();
     let code = AuthCode {
-        digest: [61; 32],
-        org: o.clone(),
-        client: c.id.clone(),
-        user: u.id.clone(),
-        redirect_uri: "https://app.example.com/cb".into(),
-        scopes: ScopeSet::parse("users:read").unwrap(),
-        code_challenge: "abc".into(),
-        created_at: now,
-        expires_at: now.plus_seconds(300),
-        used_at: None,
-        chain: None,
-        nonce: None,
         auth_time: Some(now),
         sid: Some("sid-9".into()),
+        ..auth_code(61, &o, &c.id, &u.id, now)
     };
     s.insert_auth_code(&o, &code).await.unwrap();
     let mut ch = chain_for(&o, &c.id, &u.id, now, "reused");

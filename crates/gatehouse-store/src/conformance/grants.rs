@@ -104,22 +104,7 @@ pub async fn codes_redeem_once(s: &dyn Store) {
         .await
         .unwrap();
     let c = s.insert_client(&o, &client(None), teller()).await.unwrap();
-    let code = AuthCode {
-        digest: [3; 32],
-        org: o.clone(),
-        client: c.id.clone(),
-        user: u.id.clone(),
-        redirect_uri: "https://app.example.com/cb".into(),
-        scopes: ScopeSet::parse("users:read").unwrap(),
-        code_challenge: "abc".into(),
-        created_at: now,
-        expires_at: now.plus_seconds(300),
-        used_at: None,
-        chain: None,
-        auth_time: None,
-        nonce: None,
-        sid: None,
-    };
+    let code = auth_code(3, &o, &c.id, &u.id, now);
     s.insert_auth_code(&code.org, &code).await.unwrap();
     assert_eq!(
         s.resolve_auth_code(&[3; 32]).await.unwrap(),

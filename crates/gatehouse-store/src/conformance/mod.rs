@@ -215,6 +215,33 @@ pub(crate) fn chain_for(
     }
 }
 
+/// An unused authorization code `[byte; 32]` of `user` for `client`, for
+/// `users:read`, made at `now` and good for five minutes.
+pub(crate) fn auth_code(
+    byte: u8,
+    org: &OrgId,
+    client: &ClientId,
+    user: &UserId,
+    now: Timestamp,
+) -> AuthCode {
+    AuthCode {
+        digest: [byte; 32],
+        org: org.clone(),
+        client: client.clone(),
+        user: user.clone(),
+        redirect_uri: "https://app.example.com/cb".into(),
+        scopes: ScopeSet::parse("users:read").unwrap(),
+        code_challenge: "abc".into(),
+        created_at: now,
+        expires_at: now.plus_seconds(300),
+        used_at: None,
+        chain: None,
+        auth_time: None,
+        nonce: None,
+        sid: None,
+    }
+}
+
 pub(crate) fn rt(byte: u8, chain: &str, now: Timestamp) -> RefreshToken {
     RefreshToken {
         digest: [byte; 32],

@@ -42,6 +42,24 @@ pub(crate) async fn assert_valid_events(s: &TestServer, events: &[Value]) {
     }
 }
 
+/// Every event `t` reads after `sequence`, oldest first, page by page with
+/// the catch-up cursor.
+pub(crate) async fn all_after(s: &TestServer, t: &str, sequence: i64) -> Vec<Value> {
+    let mut out = Vec::new();
+    let mut after = sequence;
+    loop {
+        let page = events(s, t, &format!("?after_sequence={after}&limit=100")).await["data"]
+            .as_array()
+            .unwrap()
+            .clone();
+        let Some(last) = page.last() else {
+            return out;
+        };
+        after = last["sequence"].as_i64().unwrap();
+        out.extend(page);
+    }
+}
+
 /// The events of the server's organization that `query` selects (newest
 /// first), each checked against its webhook schema.
 pub(crate) async fn told(s: &TestServer, query: &str) -> Vec<Value> {

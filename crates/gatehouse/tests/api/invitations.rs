@@ -627,6 +627,11 @@ async fn d11_d30_creating_a_user_emails_an_invitation_that_activates_them() {
     );
     assert_eq!(e["data"]["object"]["status"], "active");
     assert_eq!(e["data"]["previous_attributes"]["status"], "pending_invite");
+    // The page request that sent the password (D54: not null for a user).
+    assert!(
+        e["request"]["id"].as_str().unwrap().starts_with("req_"),
+        "{e}"
+    );
 }
 
 #[tokio::test]
@@ -1326,6 +1331,14 @@ async fn d19_password_reset_by_email_revokes_old_tokens_and_is_single_use() {
     assert_eq!(changed.len(), 1, "{changed:?}");
     assert_eq!(changed[0]["actor"]["id"], u.id.as_str());
     assert_eq!(changed[0]["actor"]["client_id"], Value::Null);
+    assert!(
+        changed[0]["request"]["id"]
+            .as_str()
+            .unwrap()
+            .starts_with("req_"),
+        "{}",
+        changed[0]
+    );
     assert_eq!(changed[0]["data"]["object"]["email"], email);
 }
 

@@ -754,24 +754,6 @@ async fn d46_continued_the_lists_filter_by_owner_and_an_editor_sees_only_its_own
     }
 }
 
-/// The organization's events after `sequence`, oldest first.
-async fn events_after(s: &TestServer, token: &str, sequence: i64) -> Vec<Value> {
-    json_of(
-        s.call(
-            Method::GET,
-            &format!("/v1/events?after_sequence={sequence}&limit=100"),
-            token,
-            None,
-        )
-        .await,
-        StatusCode::OK,
-    )
-    .await["data"]
-        .as_array()
-        .unwrap()
-        .clone()
-}
-
 fn told(events: &[Value]) -> Vec<(String, String)> {
     events
         .iter()
@@ -796,7 +778,7 @@ async fn d54_offboarding_tells_what_it_reaches_before_the_person() {
     let heir = active_user(&s, "heir@example.com", Role::Admin).await;
     let admin = person_token(&s, &c, "boss@example.com", ADMIN_SCOPES).await;
     let ops = s.token("users:write events:read").await;
-    let start = events_after(&s, &ops, 0).await.len() as i64;
+    let start = crate::events::all_after(&s, &ops, 0).await.len() as i64;
 
     let made = json_of(
         create_app(
@@ -811,7 +793,7 @@ async fn d54_offboarding_tells_what_it_reaches_before_the_person() {
     let app_id = made["data"]["id"].as_str().unwrap().to_owned();
     let (k1, key1, _) = new_key(&s, &admin, json!(["users:write"])).await;
     let (k2, _, _) = new_key(&s, &admin, json!(["products:read"])).await;
-    let created = events_after(&s, &ops, start).await;
+    let created = crate::events::all_after(&s, &ops, start).await;
     assert_eq!(
         told(&created),
         [
@@ -870,7 +852,7 @@ async fn d54_offboarding_tells_what_it_reaches_before_the_person() {
     let header = gone.headers()["x-request-id"].to_str().unwrap();
     let request_id = format!("req_{}", header.replace('-', ""));
 
-    let all = events_after(&s, &ops, start).await;
+    let all = crate::events::all_after(&s, &ops, start).await;
     let after = &all[3..];
     let (app, boss_id) = (app_id.as_str(), boss.id.as_str());
     let want: Vec<(String, String)> = [

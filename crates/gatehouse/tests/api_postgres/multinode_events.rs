@@ -6,31 +6,8 @@
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::common::TestServer;
 use crate::multinode_logout::two_nodes;
 use crate::users::{body_of, roomy_org};
-
-async fn all_events(s: &TestServer, t: &str) -> Vec<Value> {
-    let mut out = Vec::new();
-    let mut after = 0;
-    loop {
-        let res = s
-            .call(
-                Method::GET,
-                &format!("/v1/events?after_sequence={after}&limit=100"),
-                t,
-                None,
-            )
-            .await;
-        let body = body_of(res, StatusCode::OK).await;
-        let page = body["data"].as_array().unwrap().clone();
-        if page.is_empty() {
-            return out;
-        }
-        after = page.last().unwrap()["sequence"].as_i64().unwrap();
-        out.extend(page);
-    }
-}
 
 #[tokio::test]
 async fn d54_writes_on_two_nodes_get_one_gap_free_sequence() {
@@ -83,8 +60,8 @@ async fn d54_writes_on_two_nodes_get_one_gap_free_sequence() {
     let [wa, wb] = writers;
     tokio::join!(wa, wb);
 
-    let from_a = all_events(&a, &ta).await;
-    let from_b = all_events(&b, &tb).await;
+    let from_a = crate::events::all_after(&a, &ta, 0).await;
+    let from_b = crate::events::all_after(&b, &tb, 0).await;
     let seqs: Vec<i64> = from_a
         .iter()
         .map(|e| e["sequence"].as_i64().unwrap())
