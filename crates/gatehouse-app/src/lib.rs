@@ -66,7 +66,14 @@ struct Inner {
     publish: Arc<dyn Publish>,
     /// D54 (D40 continued): how long events are kept.
     event_retention_secs: i64,
+    /// Organizations' names, for the e-mails of links (an invitation reads
+    /// one at every `POST /v1/users`). A name never changes in this release
+    /// (nothing renames an organization), so an entry is never stale.
+    org_names: std::sync::Mutex<std::collections::HashMap<OrgId, Arc<str>>>,
 }
+
+/// Names kept at most in [`Inner::org_names`]; past it the map starts over.
+const ORG_NAMES_KEPT: usize = 10_000;
 
 impl App {
     /// The use cases of a serving process: `auth` holds the in-memory state
@@ -86,6 +93,7 @@ impl App {
             search: search::SearchIndexes::new(),
             publish,
             event_retention_secs: events::DEFAULT_RETENTION_SECS,
+            org_names: Default::default(),
         }))
     }
 
@@ -99,6 +107,7 @@ impl App {
             search: search::SearchIndexes::new(),
             publish,
             event_retention_secs: events::DEFAULT_RETENTION_SECS,
+            org_names: Default::default(),
         }))
     }
 
@@ -164,13 +173,24 @@ impl App {
 
     /// The organization's name for e-mails and the sign-in pages (D49), or a neutral phrase.
     pub async fn org_name(&self, org: &OrgId) -> AppResult<String> {
-        Ok(self
+        let names = || self.0.org_names.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(name) = names().get(org) {
+            return Ok(name.to_string());
+        }
+        let Some(o) = self
             .0
             .store
             .get_org(org)
             .await
             .or_app(Resource::Organization)?
-            .map(|o| o.name)
-            .unwrap_or_else(|| "your organization".into()))
+        else {
+            return Ok("your organization".into());
+        };
+        let mut kept = names();
+        if kept.len() >= ORG_NAMES_KEPT {
+            kept.clear();
+        }
+        kept.insert(org.clone(), Arc::from(o.name.as_str()));
+        Ok(o.name)
     }
 }

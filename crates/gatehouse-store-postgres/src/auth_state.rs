@@ -3,9 +3,7 @@
 //! `Store` impl in `lib.rs`.
 
 use gatehouse_domain::{ChainId, Jti, OrgId, Timestamp, UserId};
-use gatehouse_store::{
-    LinkKind, NewLink, NewRevocation, OutboundEmail, RefreshChain, RefreshToken, StoreError,
-};
+use gatehouse_store::{LinkKind, NewLink, NewRevocation, RefreshChain, RefreshToken, StoreError};
 use sqlx_core::query::query;
 use sqlx_core::query_scalar::query_scalar;
 use sqlx_postgres::PgConnection;
@@ -80,23 +78,12 @@ pub(crate) async fn end_user_sessions(
     Ok(())
 }
 
-pub(crate) async fn enqueue_mail(
-    c: &mut PgConnection,
-    email: &OutboundEmail,
-    now: Timestamp,
-) -> TxResult<()> {
-    query("INSERT INTO outbox (recipient, subject, body, created_at, next_attempt_at) VALUES ($1, $2, $3, $4, $4)")
-        .bind(&email.to)
-        .bind(&email.subject)
-        .bind(&email.body)
-        .bind(now.millis())
-        .execute(&mut *c)
-        .await?;
-    Ok(())
-}
-
 /// Writes a link and its e-mail; any earlier link of the same kind for the
-/// user dies (D19: re-sending invalidates the previous link).
+/// user dies (D19: re-sending invalidates the previous link). One statement
+/// (one round trip): the earlier links' deletion, the link and its e-mail
+/// are data-modifying parts of one query. The new link's digest is fresh, so
+/// the deletion (which sees the rows as they were before the statement)
+/// cannot reach it.
 pub(crate) async fn insert_link(
     c: &mut PgConnection,
     kind: LinkKind,
@@ -105,16 +92,24 @@ pub(crate) async fn insert_link(
     link: &NewLink,
     now: Timestamp,
 ) -> TxResult<()> {
-    delete_links(c, kind, user).await?;
-    query("INSERT INTO user_tokens (digest, kind, org_id, user_id, expires_at) VALUES ($1, $2, $3, $4, $5)")
-        .bind(&link.digest[..])
-        .bind(kind.as_str())
-        .bind(org.as_str())
-        .bind(user.as_str())
-        .bind(link.expires_at.millis())
-        .execute(&mut *c)
-        .await?;
-    enqueue_mail(c, &link.email, now).await
+    query(
+        "WITH ended AS (DELETE FROM user_tokens WHERE user_id = $4 AND kind = $2),
+              mail AS (INSERT INTO outbox (recipient, subject, body, created_at, next_attempt_at)
+                       VALUES ($6, $7, $8, $9, $9))
+         INSERT INTO user_tokens (digest, kind, org_id, user_id, expires_at) VALUES ($1, $2, $3, $4, $5)",
+    )
+    .bind(&link.digest[..])
+    .bind(kind.as_str())
+    .bind(org.as_str())
+    .bind(user.as_str())
+    .bind(link.expires_at.millis())
+    .bind(&link.email.to)
+    .bind(&link.email.subject)
+    .bind(&link.email.body)
+    .bind(now.millis())
+    .execute(&mut *c)
+    .await?;
+    Ok(())
 }
 
 pub(crate) async fn delete_links(

@@ -9,6 +9,8 @@
 //! keys) tell one event for each record they change (D54's cascades), as
 //! they change it, through the change's [`Teller`].
 
+use std::borrow::Cow;
+
 use gatehouse_domain::effect::Effect;
 use gatehouse_domain::event::{NewEvent, Teller};
 use gatehouse_domain::{
@@ -35,6 +37,10 @@ pub(crate) async fn apply(
     let teller =
         || tell.ok_or_else(|| StoreError::Internal("a cascade applied without its teller".into()));
     let mut revocations: Vec<NewRevocation> = Vec::new();
+    // The change's events, written together after every other row of the
+    // list (one statement; see `events::insert_events`): an event still
+    // follows its object's row, and the list's order is kept.
+    let mut events: Vec<Cow<'_, NewEvent>> = Vec::new();
     for effect in effects {
         match effect {
             Effect::SendLink { kind, user, link } => {
@@ -52,7 +58,7 @@ pub(crate) async fn apply(
                         suspension: next,
                         ..app.clone()
                     };
-                    told(c, org, tell.application_updated(&app, &after, now)).await?;
+                    events.extend(tell.application_updated(&app, &after, now).map(Cow::Owned));
                 }
             }
             Effect::MoveOwnedClients { from, to } => {
@@ -70,7 +76,7 @@ pub(crate) async fn apply(
                         suspension: next,
                         ..app.clone()
                     };
-                    told(c, org, tell.application_updated(&app, &after, now)).await?;
+                    events.extend(tell.application_updated(&app, &after, now).map(Cow::Owned));
                 }
             }
             Effect::NarrowOwnedClients { owner, role } => {
@@ -78,7 +84,7 @@ pub(crate) async fn apply(
                 for app in lock_owned_clients(c, org, owner).await? {
                     if let Some((after, revocation)) = narrow_owned(c, &app, *role, now).await? {
                         revocations.push(revocation);
-                        told(c, org, tell.application_updated(&app, &after, now)).await?;
+                        events.extend(tell.application_updated(&app, &after, now).map(Cow::Owned));
                     }
                 }
             }
@@ -89,7 +95,7 @@ pub(crate) async fn apply(
             Effect::CutOwnedKeys { owner, cut } => {
                 let tell = teller()?;
                 for key in api_keys::cut_owned_keys(c, org, owner, *cut, now).await? {
-                    told(c, org, Some(tell.api_key_revoked(&key, now))).await?;
+                    events.push(Cow::Owned(tell.api_key_revoked(&key, now)));
                 }
             }
             Effect::DeleteUser { user } => {
@@ -133,21 +139,14 @@ pub(crate) async fn apply(
             } => {
                 revocations.push(narrow_client(c, client, *keep, *removed, now).await?);
             }
-            Effect::Event(e) => crate::events::insert_event(c, org, e).await?,
+            Effect::Event(e) => events.push(Cow::Borrowed(e)),
         }
     }
+    crate::events::insert_events(c, org, &events).await?;
     for r in &revocations {
         auth_state::insert_revocation(c, r).await?;
     }
     Ok(())
-}
-
-/// Writes a cascade's event, when it tells one.
-async fn told(c: &mut PgConnection, org: &OrgId, e: Option<NewEvent>) -> TxResult<()> {
-    match e {
-        Some(e) => crate::events::insert_event(c, org, &e).await,
-        None => Ok(()),
-    }
 }
 
 /// D46 (revised): the application keeps only `keep`: its refresh chains,

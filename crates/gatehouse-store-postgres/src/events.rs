@@ -13,8 +13,10 @@
 //!    final, and their events are sequenced in ticket order.
 //!
 //! No writer waits for this: a writer only takes a ticket. The cut lives in
-//! `event_cut`, so a crash or another node (under a transaction-level
-//! advisory lock, one at a time, D44) carries on where it stopped.
+//! `event_cut` and the high-water mark (every ticket at or below it is
+//! sequenced, or rolled back) in `event_progress`, so a crash or another
+//! node (under a transaction-level advisory lock, one at a time, D44)
+//! carries on where it stopped.
 
 use gatehouse_domain::EventId;
 use gatehouse_domain::event::{Event, NewEvent};
@@ -34,8 +36,9 @@ const SEQUENCER_LOCK: i64 = 0x6576_656e_7473_6571;
 /// Events sequenced per transaction at most; a larger backlog takes more.
 const SEQUENCE_BATCH: i64 = 5_000;
 
-/// Writes `e` without a sequence, inside the change's transaction.
-pub(crate) async fn insert_event(c: &mut PgConnection, org: &OrgId, e: &NewEvent) -> TxResult<()> {
+/// Writes one event without a sequence (a plain `VALUES` row: cheaper to
+/// plan and bind than the arrays of [`insert_events`] for one row).
+async fn insert_event(c: &mut PgConnection, org: &OrgId, e: &NewEvent) -> TxResult<()> {
     let (actor_type, actor_id, actor_client_id) = actor_columns(&e.origin.actor);
     let request = e.origin.request.as_ref();
     query(
@@ -55,6 +58,81 @@ pub(crate) async fn insert_event(c: &mut PgConnection, org: &OrgId, e: &NewEvent
     .bind(request.and_then(|r| r.idempotency_key.as_deref()))
     .bind(&e.object)
     .bind(e.previous.as_deref())
+    .execute(&mut *c)
+    .await?;
+    Ok(())
+}
+
+/// Writes a change's events without a sequence, inside its transaction, in
+/// one statement (one round trip however many the change tells). The rows
+/// are inserted in the order of `events` (`unnest` yields its arrays in
+/// order, and each row takes its `ticket` as it is inserted), so the
+/// sequencer keeps D54's cascade order within the change.
+pub(crate) async fn insert_events(
+    c: &mut PgConnection,
+    org: &OrgId,
+    events: &[std::borrow::Cow<'_, NewEvent>],
+) -> TxResult<()> {
+    match events {
+        [] => return Ok(()),
+        [one] => return insert_event(c, org, one).await,
+        _ => {}
+    }
+    let n = events.len();
+    let (mut ids, mut kinds, mut object_ids, mut created) = (
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+    );
+    let (mut actor_types, mut actor_ids, mut actor_clients) = (
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+    );
+    let (mut request_ids, mut keys, mut objects, mut previous) = (
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+    );
+    for e in events {
+        let (actor_type, actor_id, actor_client_id) = actor_columns(&e.origin.actor);
+        let request = e.origin.request.as_ref();
+        ids.push(e.id.as_str());
+        kinds.push(e.kind.as_str());
+        object_ids.push(e.object_id.as_str());
+        created.push(e.created_at.millis());
+        actor_types.push(actor_type);
+        actor_ids.push(actor_id);
+        actor_clients.push(actor_client_id);
+        request_ids.push(request.map(|r| r.id.as_str()));
+        keys.push(request.and_then(|r| r.idempotency_key.as_deref()));
+        objects.push(e.object.as_str());
+        previous.push(e.previous.as_deref());
+    }
+    query(
+        "INSERT INTO events (id, org_id, type, object_id, created_at, actor_type, actor_id,
+                             actor_client_id, request_id, idempotency_key, object, previous)
+         SELECT id, $1, type, object_id, created_at, actor_type, actor_id, actor_client_id,
+                request_id, idempotency_key, object, previous
+         FROM unnest($2::text[], $3::text[], $4::text[], $5::bigint[], $6::text[], $7::text[],
+                     $8::text[], $9::text[], $10::text[], $11::text[], $12::text[])
+              AS e(id, type, object_id, created_at, actor_type, actor_id, actor_client_id,
+                   request_id, idempotency_key, object, previous)",
+    )
+    .bind(org.as_str())
+    .bind(ids)
+    .bind(kinds)
+    .bind(object_ids)
+    .bind(created)
+    .bind(actor_types)
+    .bind(actor_ids)
+    .bind(actor_clients)
+    .bind(request_ids)
+    .bind(keys)
+    .bind(objects)
+    .bind(previous)
     .execute(&mut *c)
     .await?;
     Ok(())
@@ -112,8 +190,11 @@ async fn listing(
 /// Sequences the events up to the pending cut, when it is final; answers
 /// how many, and whether the cut is used up.
 async fn apply_cut(c: &mut PgConnection, ticket: i64) -> TxResult<(u64, bool)> {
+    // Along the primary key from the high-water mark (`event_progress`).
     let rows: Vec<(i64, String)> = query_as(
-        "SELECT ticket, org_id FROM events WHERE sequence IS NULL AND ticket <= $1
+        "SELECT ticket, org_id FROM events
+         WHERE ticket > (SELECT done_ticket FROM event_progress) AND ticket <= $1
+           AND sequence IS NULL
          ORDER BY ticket LIMIT $2",
     )
     .bind(ticket)
@@ -154,7 +235,19 @@ async fn apply_cut(c: &mut PgConnection, ticket: i64) -> TxResult<(u64, bool)> {
         .execute(&mut *c)
         .await?;
     }
-    Ok((rows.len() as u64, (rows.len() as i64) < SEQUENCE_BATCH))
+    // Every ticket up to the cut (or, when the batch was full, up to its
+    // last) is now sequenced or belonged to a transaction that rolled back.
+    let used_up = (rows.len() as i64) < SEQUENCE_BATCH;
+    let done = if used_up {
+        ticket
+    } else {
+        rows.last().map_or(ticket, |r| r.0)
+    };
+    query("UPDATE event_progress SET done_ticket = greatest(done_ticket, $1)")
+        .bind(done)
+        .execute(&mut *c)
+        .await?;
+    Ok((rows.len() as u64, used_up))
 }
 
 /// One round of the sequencer: the pending cut if it is final, then a new
@@ -184,9 +277,13 @@ async fn sequence_round(c: &mut PgConnection) -> TxResult<u64> {
         }
         query("DELETE FROM event_cut").execute(&mut *c).await?;
     }
-    let waiting: bool = query_scalar("SELECT EXISTS (SELECT 1 FROM events WHERE sequence IS NULL)")
-        .fetch_one(&mut *c)
-        .await?;
+    let waiting: bool = query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM events
+                        WHERE ticket > (SELECT done_ticket FROM event_progress)
+                          AND sequence IS NULL)",
+    )
+    .fetch_one(&mut *c)
+    .await?;
     if waiting {
         // The last ticket first, then (a later statement, a later snapshot)
         // the next transaction id: every ticket up to `last` went to a
@@ -270,7 +367,9 @@ impl EventStore for PgStore {
     }
     async fn sequenced_through(&self, mark: i64) -> StoreResult<bool> {
         query_scalar(
-            "SELECT NOT EXISTS (SELECT 1 FROM events WHERE sequence IS NULL AND ticket <= $1)",
+            "SELECT NOT EXISTS (SELECT 1 FROM events
+                                WHERE ticket > (SELECT done_ticket FROM event_progress)
+                                  AND ticket <= $1 AND sequence IS NULL)",
         )
         .bind(mark)
         .fetch_one(&self.pool)
@@ -278,11 +377,19 @@ impl EventStore for PgStore {
         .map_err(db_err)
     }
     async fn purge_events(&self, before: Timestamp, batch: u32) -> StoreResult<u64> {
-        // Only sequenced events: an unsequenced one is not yet shown.
+        // The oldest tickets, along the primary key, of the sequenced ones
+        // (at or below the high-water mark: an unsequenced event is not yet
+        // shown); of those, the ones older than `before`. Tickets follow
+        // time up to a transaction's length, so the oldest events go first
+        // and no index by time is kept for this (each is one more entry per
+        // event written).
         let n = query(
             "DELETE FROM events WHERE ticket IN
-             (SELECT ticket FROM events WHERE created_at < $1 AND sequence IS NOT NULL
-              ORDER BY created_at LIMIT $2 FOR UPDATE SKIP LOCKED)",
+             (SELECT ticket FROM
+                (SELECT ticket, created_at FROM events
+                 WHERE ticket <= (SELECT done_ticket FROM event_progress)
+                 ORDER BY ticket LIMIT $2) oldest
+              WHERE created_at < $1)",
         )
         .bind(before.millis())
         .bind(i64::from(batch))

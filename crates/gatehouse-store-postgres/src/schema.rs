@@ -84,6 +84,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         include_str!("../migrations/0016_used_once.sql"),
     ),
     (17, "events", include_str!("../migrations/0017_events.sql")),
+    (
+        18,
+        "event_progress",
+        include_str!("../migrations/0018_event_progress.sql"),
+    ),
 ];
 
 /// The advisory-lock key of the migration (`"gatehous"` in ASCII), separate

@@ -423,3 +423,93 @@ async fn nodes_starting_together_migrate_and_bootstrap_once() {
     // Migrating again is a no-op.
     store.unwrap().migrate().await.unwrap();
 }
+
+/// D54: the sequencer walks the tickets above its high-water mark. A ticket
+/// burned by a transaction that rolled back is passed over (no gap in the
+/// sequence); a committed event whose ticket is above one still held by a
+/// running transaction waits for it, and then follows it, without gap.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sequencer_passes_rolled_back_tickets_and_waits_for_running_ones() {
+    use gatehouse_store::EventFilter;
+    use sqlx_core::connection::Connection as _;
+    use sqlx_core::executor::Executor as _;
+
+    let Some(url) = fresh_database_url().await else {
+        return;
+    };
+    let s = PgStore::connect(&url).await.unwrap();
+    let o = org();
+    s.create_org(&o).await.unwrap();
+    let t = gatehouse_store::conformance::teller();
+    let shown = |s: &PgStore, o: &OrgId| {
+        let (s, o) = (s.clone(), o.clone());
+        async move {
+            let l = s
+                .events_after(&o, &EventFilter::default(), 0, 100)
+                .await
+                .unwrap();
+            l.items
+                .iter()
+                .map(|e| (e.sequence, e.event.object_id.clone()))
+                .collect::<Vec<_>>()
+        }
+    };
+    let first = s
+        .insert_user(&o.id, &user("first@example.com", Role::Viewer), t)
+        .await
+        .unwrap();
+    for _ in 0..3 {
+        s.sequence_events().await.unwrap();
+    }
+    assert_eq!(shown(&s, &o.id).await, vec![(1, first.id.to_string())]);
+    // A ticket burned: written, then rolled back.
+    let raw = |sql: String| {
+        let url = url.clone();
+        async move {
+            let mut c = sqlx_postgres::PgConnection::connect(&url).await.unwrap();
+            c.execute(sql.as_str()).await.unwrap();
+            c
+        }
+    };
+    let insert = |id: &str| {
+        format!(
+            "INSERT INTO events (id, org_id, type, object_id, created_at, actor_type, object)
+             VALUES ('{id}', '{}', 'user.updated', 'usr_x', 1, 'system', '{{}}')",
+            o.id.as_str()
+        )
+    };
+    let mut burned = raw("BEGIN".into()).await;
+    burned.execute(insert("evt_burned").as_str()).await.unwrap();
+    burned.execute("ROLLBACK").await.unwrap();
+    // A ticket held by a transaction still running.
+    let mut running = raw("BEGIN".into()).await;
+    running
+        .execute(insert("evt_running").as_str())
+        .await
+        .unwrap();
+    let second = s
+        .insert_user(&o.id, &user("second@example.com", Role::Viewer), t)
+        .await
+        .unwrap();
+    let mark = s.event_mark().await.unwrap();
+    for _ in 0..3 {
+        s.sequence_events().await.unwrap();
+    }
+    assert!(!s.sequenced_through(mark).await.unwrap());
+    assert_eq!(
+        shown(&s, &o.id).await,
+        vec![(1, first.id.to_string())],
+        "the later commit waits for the running transaction's ticket"
+    );
+    running.execute("ROLLBACK").await.unwrap();
+    for _ in 0..3 {
+        s.sequence_events().await.unwrap();
+    }
+    assert!(s.sequenced_through(mark).await.unwrap());
+    assert_eq!(
+        shown(&s, &o.id).await,
+        vec![(1, first.id.to_string()), (2, second.id.to_string())],
+        "rolled-back tickets leave no gap"
+    );
+    s.close().await;
+}

@@ -173,7 +173,8 @@ async fn a_database_of_the_last_release_migrates_forward_without_loss() {
             (14, true),
             (15, true),
             (16, true),
-            (17, true)
+            (17, true),
+            (18, true)
         ]
     );
     assert_eq!(

@@ -7,8 +7,10 @@
 //! keys) tell one event for each record they change (D54's cascades), as
 //! they change it, through the change's [`Teller`].
 
+use std::borrow::Cow;
+
 use gatehouse_domain::effect::Effect;
-use gatehouse_domain::event::Teller;
+use gatehouse_domain::event::{NewEvent, Teller};
 use gatehouse_domain::{Client, OrgId, Role, ScopeSet, Timestamp, UserId, client, manage};
 use gatehouse_store::{NewRevocation, StoreError, StoreResult};
 use rusqlite::{Connection, params};
@@ -28,10 +30,10 @@ pub(crate) fn apply(
 ) -> StoreResult<()> {
     let teller =
         || tell.ok_or_else(|| StoreError::Internal("a cascade applied without its teller".into()));
-    let told = |e: Option<gatehouse_domain::event::NewEvent>| match e {
-        Some(e) => crate::events::insert_event(c, org, &e),
-        None => Ok(()),
-    };
+    // The change's events, written together after every other row of the
+    // list, in the list's order (`events::insert_events`: one sequence
+    // update for them all).
+    let mut events: Vec<Cow<'_, NewEvent>> = Vec::new();
     for effect in effects {
         match effect {
             Effect::SendLink { kind, user, link } => {
@@ -49,7 +51,7 @@ pub(crate) fn apply(
                         suspension: next,
                         ..app.clone()
                     };
-                    told(tell.application_updated(&app, &after, now))?;
+                    events.extend(tell.application_updated(&app, &after, now).map(Cow::Owned));
                 }
             }
             Effect::MoveOwnedClients { from, to } => {
@@ -65,14 +67,14 @@ pub(crate) fn apply(
                         suspension: next,
                         ..app.clone()
                     };
-                    told(tell.application_updated(&app, &after, now))?;
+                    events.extend(tell.application_updated(&app, &after, now).map(Cow::Owned));
                 }
             }
             Effect::NarrowOwnedClients { owner, role } => {
                 let tell = teller()?;
                 for app in owned_clients(c, org, owner)? {
                     if let Some(after) = narrow_owned(c, &app, *role, now)? {
-                        told(tell.application_updated(&app, &after, now))?;
+                        events.extend(tell.application_updated(&app, &after, now).map(Cow::Owned));
                     }
                 }
             }
@@ -80,7 +82,7 @@ pub(crate) fn apply(
             Effect::CutOwnedKeys { owner, cut } => {
                 let tell = teller()?;
                 for key in api_keys::cut_owned_keys(c, org, owner, *cut, now)? {
-                    told(Some(tell.api_key_revoked(&key, now)))?;
+                    events.push(Cow::Owned(tell.api_key_revoked(&key, now)));
                 }
             }
             Effect::DeleteUser { user } => {
@@ -120,10 +122,10 @@ pub(crate) fn apply(
                 keep,
                 removed,
             } => narrow_client(c, client, *keep, *removed, now)?,
-            Effect::Event(e) => crate::events::insert_event(c, org, e)?,
+            Effect::Event(e) => events.push(Cow::Borrowed(e)),
         }
     }
-    Ok(())
+    crate::events::insert_events(c, org, &events)
 }
 
 /// D46 (revised): the application keeps only `keep`: its refresh chains,

@@ -1,6 +1,6 @@
 //! SQLite: events (D54). SQLite serializes writers, so the transaction that
 //! writes an event gives it its organization's next `sequence`
-//! ([`insert_event`]): commit order and no gaps, with no wait a writer
+//! ([`insert_events`]): commit order and no gaps, with no wait a writer
 //! would not have anyway. `sequence_events` has nothing to do.
 
 use gatehouse_domain::EventId;
@@ -14,41 +14,54 @@ use rusqlite::types::Value;
 use super::*;
 use crate::rows::corrupt;
 
-/// Writes `e` with `org`'s next sequence, inside the change's transaction.
-pub(crate) fn insert_event(c: &Connection, org: &OrgId, e: &NewEvent) -> StoreResult<()> {
-    let sequence: i64 = c
+/// Writes a change's events with `org`'s next sequences, in order, inside
+/// its transaction: one update of the organization's head for them all.
+pub(crate) fn insert_events(
+    c: &Connection,
+    org: &OrgId,
+    events: &[std::borrow::Cow<'_, NewEvent>],
+) -> StoreResult<()> {
+    if events.is_empty() {
+        return Ok(());
+    }
+    let n = events.len() as i64;
+    let last: i64 = c
         .prepare_cached(
-            "INSERT INTO event_heads (org_id, last_sequence) VALUES (?1, 1)
-             ON CONFLICT (org_id) DO UPDATE SET last_sequence = last_sequence + 1
+            "INSERT INTO event_heads (org_id, last_sequence) VALUES (?1, ?2)
+             ON CONFLICT (org_id) DO UPDATE SET last_sequence = last_sequence + ?2
              RETURNING last_sequence",
         )
-        .and_then(|mut s| s.query_row([org.as_str()], |r| r.get(0)))
+        .and_then(|mut s| s.query_row(params![org.as_str(), n], |r| r.get(0)))
         .map_err(db_err)?;
-    let (actor_type, actor_id, actor_client_id) = actor_columns(&e.origin.actor);
-    let request = e.origin.request.as_ref();
-    c.prepare_cached(
-        "INSERT INTO events (id, org_id, sequence, type, object_id, created_at, actor_type, actor_id,
-                             actor_client_id, request_id, idempotency_key, object, previous)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
-    )
-    .and_then(|mut s| {
-        s.execute(params![
-            e.id.as_str(),
-            org.as_str(),
-            sequence,
-            e.kind.as_str(),
-            e.object_id,
-            e.created_at.millis(),
-            actor_type,
-            actor_id,
-            actor_client_id,
-            request.map(|r| r.id.as_str()),
-            request.and_then(|r| r.idempotency_key.as_deref()),
-            e.object,
-            e.previous,
-        ])
-    })
-    .map_err(db_err)?;
+    let mut insert = c
+        .prepare_cached(
+            "INSERT INTO events (id, org_id, sequence, type, object_id, created_at, actor_type,
+                                 actor_id, actor_client_id, request_id, idempotency_key, object,
+                                 previous)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+        )
+        .map_err(db_err)?;
+    for (i, e) in events.iter().enumerate() {
+        let (actor_type, actor_id, actor_client_id) = actor_columns(&e.origin.actor);
+        let request = e.origin.request.as_ref();
+        insert
+            .execute(params![
+                e.id.as_str(),
+                org.as_str(),
+                last - n + 1 + i as i64,
+                e.kind.as_str(),
+                e.object_id,
+                e.created_at.millis(),
+                actor_type,
+                actor_id,
+                actor_client_id,
+                request.map(|r| r.id.as_str()),
+                request.and_then(|r| r.idempotency_key.as_deref()),
+                e.object,
+                e.previous,
+            ])
+            .map_err(db_err)?;
+    }
     Ok(())
 }
 

@@ -1,8 +1,9 @@
 //! A bounded pool of rusqlite connections: many readers, one writer.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
+use std::time::Duration;
 
 use gatehouse_store::{StoreError, StoreResult};
 use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
@@ -31,7 +32,30 @@ struct Inner {
     clients_dirty: Arc<AtomicBool>,
     /// Bumped after each commit that changed a client (see [`Generation`]).
     generation: Option<Generation>,
+    /// Wakes the checkpointer after a commit (see [`checkpointer`]).
+    checkpoint: Arc<CheckpointSignal>,
 }
+
+/// Between the writer and the checkpointer thread: whether commits are
+/// waiting to be copied into the database file, and how long the WAL was
+/// at the last checkpoint (frames).
+#[derive(Default)]
+struct CheckpointSignal {
+    pending: Mutex<bool>,
+    wake: Condvar,
+    wal_frames: AtomicI64,
+}
+
+/// The checkpointer copies committed pages from the WAL into the database
+/// file at most this often.
+const CHECKPOINT_EVERY: Duration = Duration::from_millis(100);
+
+/// A WAL longer than this (frames of one page) after a checkpoint means the
+/// checkpointer cannot catch up under a steady stream of batches (a passive
+/// checkpoint never backfills a frame written after it began): the writer
+/// then checkpoints between two batches itself, which lets the next batch
+/// start the WAL from its beginning again. 16,000 pages is 64 MiB.
+const WAL_FRAMES_LIMIT: i64 = 16_000;
 
 /// Readers open at most at once. Reads are short; more connections than this
 /// only add memory on a 2-core machine.
@@ -41,6 +65,55 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panic while holding a connection leaves it usable: SQLite rolls back
     // an unfinished transaction when the `Transaction` is dropped.
     m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl CheckpointSignal {
+    fn poke(&self) {
+        let mut pending = lock(&self.pending);
+        if !*pending {
+            *pending = true;
+            self.wake.notify_one();
+        }
+    }
+}
+
+/// A passive checkpoint on `c`: copies what it can of the WAL into the
+/// database file without waiting for readers or the writer; answers the
+/// WAL's length in frames when it ran (0 once it has been started over).
+fn wal_checkpoint(c: &Connection) -> rusqlite::Result<i64> {
+    c.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| r.get::<_, i64>(1))
+}
+
+/// The checkpointer thread: after commits, at most every
+/// [`CHECKPOINT_EVERY`], a passive checkpoint on its own connection, beside
+/// the writer (WAL mode lets them run at once). Ends once the pool is gone.
+fn checkpointer(c: Connection, signal: Arc<CheckpointSignal>, owner: Weak<Inner>) {
+    loop {
+        {
+            let mut pending = lock(&signal.pending);
+            while !*pending {
+                let (next, _) = signal
+                    .wake
+                    .wait_timeout(pending, Duration::from_secs(1))
+                    .unwrap_or_else(|e| e.into_inner());
+                pending = next;
+                if owner.strong_count() == 0 {
+                    return;
+                }
+            }
+            *pending = false;
+        }
+        if owner.strong_count() == 0 {
+            return;
+        }
+        match wal_checkpoint(&c) {
+            Ok(frames) => signal.wal_frames.store(frames, Ordering::Relaxed),
+            Err(e) => {
+                tracing::warn!(error = %e, "checkpoint failed; retried after the next commit")
+            }
+        }
+        std::thread::sleep(CHECKPOINT_EVERY);
+    }
 }
 
 fn open_conn(path: &Path) -> StoreResult<Connection> {
@@ -74,6 +147,14 @@ impl Pool {
                 .map_err(|e| StoreError::Unavailable(format!("{}: {e}", dir.display())))?;
         }
         let mut writer = open_conn(path)?;
+        // The writer never checkpoints on commit (SQLite's default, every
+        // 1,000 pages, copies pages and fsyncs the database file inside a
+        // commit, on the one thread every write waits for): the checkpointer
+        // thread does it beside the writer.
+        writer
+            .execute_batch("PRAGMA wal_autocheckpoint = 0;")
+            .map_err(db_err)?;
+        let checkpoint = Arc::new(CheckpointSignal::default());
         // Every write goes through this one connection, so its update hook
         // sees every change to a client application, whatever the statement.
         let clients_dirty = Arc::new(AtomicBool::new(false));
@@ -87,7 +168,7 @@ impl Pool {
                 },
             ))
             .map_err(db_err)?;
-        Ok(Self {
+        let pool = Self {
             inner: Arc::new(Inner {
                 path: path.to_owned(),
                 readers: Mutex::new(Vec::new()),
@@ -98,8 +179,16 @@ impl Pool {
                 committed_writes: Default::default(),
                 clients_dirty,
                 generation: Generation::open(path),
+                checkpoint: checkpoint.clone(),
             }),
-        })
+        };
+        let checkpointing = open_conn(path)?;
+        let owner = Arc::downgrade(&pool.inner);
+        std::thread::Builder::new()
+            .name("sqlite-checkpoint".into())
+            .spawn(move || checkpointer(checkpointing, checkpoint, owner))
+            .map_err(|e| StoreError::Unavailable(format!("checkpointer thread: {e}")))?;
+        Ok(pool)
     }
 
     /// Commits so far, and the successful writes they held.
@@ -300,6 +389,13 @@ impl Inner {
 
     fn run_batch(&self, batch: Vec<Job>) {
         let mut c = lock(&self.writer);
+        if self.checkpoint.wal_frames.load(Ordering::Relaxed) > WAL_FRAMES_LIMIT {
+            // Between two batches: the whole WAL can be backfilled.
+            match wal_checkpoint(&c) {
+                Ok(frames) => self.checkpoint.wal_frames.store(frames, Ordering::Relaxed),
+                Err(e) => tracing::warn!(error = %e, "checkpoint by the writer failed"),
+            }
+        }
         let mut dones: Vec<(bool, Done)> = Vec::with_capacity(batch.len());
         let mut jobs = batch.into_iter();
         let settled: Result<(), StoreError> = (|| {
@@ -360,6 +456,7 @@ impl Inner {
             queue.jobs.extend(later);
         }
         if settled.is_ok() {
+            self.checkpoint.poke();
             self.commits.fetch_add(1, Ordering::Relaxed);
             self.committed_writes.fetch_add(
                 dones.iter().filter(|d| d.0).count() as u64,
