@@ -151,8 +151,10 @@ impl Pool {
         // 1,000 pages, copies pages and fsyncs the database file inside a
         // commit, on the one thread every write waits for): the checkpointer
         // thread does it beside the writer.
+        // When a complete checkpoint lets the WAL start over, a file that
+        // grew past 64 MiB under a burst is cut back to that.
         writer
-            .execute_batch("PRAGMA wal_autocheckpoint = 0;")
+            .execute_batch("PRAGMA wal_autocheckpoint = 0; PRAGMA journal_size_limit = 67108864;")
             .map_err(db_err)?;
         let checkpoint = Arc::new(CheckpointSignal::default());
         // Every write goes through this one connection, so its update hook
