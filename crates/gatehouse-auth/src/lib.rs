@@ -27,6 +27,7 @@ pub mod secrets;
 pub mod throttle;
 pub mod usage;
 pub mod verifier;
+pub mod webhooks;
 
 pub use caller::{Caller, Lineage};
 pub use error::{OAuthError, OAuthErrorKind, TokenError};

@@ -68,6 +68,7 @@ mod error;
 mod models;
 mod ops;
 mod retry;
+pub mod webhooks;
 
 pub use auth::{AuthorizationRequest, Credentials};
 pub use client::{Client, ClientBuilder, IDEMPOTENCY_KEY, REQUEST_ID};

@@ -24,6 +24,7 @@ pub mod search;
 pub mod time;
 pub mod user;
 pub mod values;
+pub mod webhook;
 
 pub use error::{DomainError, FieldIssue};
 pub use fixtures::{Fixture, FixtureUser};

@@ -1,0 +1,655 @@
+//! Webhooks (D55), the rules without I/O: an endpoint's input, the address
+//! rules against server-side request forgery, the retry schedule and what an
+//! attempt's answer means. The signature (keys) lives in `gatehouse-auth`,
+//! the delivery (sockets, DNS) in the application's worker; both call these.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::time::Duration;
+
+use ipnet::IpNet;
+
+use crate::event::{EventType, TypePattern};
+
+/// Endpoints per organization at most, disabled ones included (D55).
+pub const MAX_ENDPOINTS: usize = 16;
+/// An endpoint URL's length at most, in characters (D55).
+pub const MAX_URL_CHARS: usize = 2_048;
+/// A `description`'s length at most, in characters (D55).
+pub const MAX_DESCRIPTION_CHARS: usize = 500;
+/// `enabled_events` patterns at most (D55).
+pub const MAX_PATTERNS: usize = 50;
+/// Bytes of an answer read at most, and kept as its excerpt (D55).
+pub const MAX_RESPONSE_BYTES: usize = 4_096;
+/// A rotation's grace: the default and the most (D55).
+pub const DEFAULT_GRACE_SECS: u32 = 86_400;
+pub const MAX_GRACE_SECS: u32 = 604_800;
+/// The default `GATEHOUSE_WEBHOOK_RETRY_SCHEDULE` (D40 continued): the waits
+/// before the 2nd to the 10th attempt.
+pub const DEFAULT_RETRY_SCHEDULE: &str = "5s,5m,30m,2h,5h,10h,14h,20h,24h";
+
+/// Why an endpoint URL is refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum UrlError {
+    /// D55's input rules: 400 `VALIDATION_ERROR` on the field `url`.
+    #[error("{0}")]
+    Invalid(&'static str),
+    /// D55's address rules: 422 `URL_NOT_ALLOWED`.
+    #[error(
+        "webhooks are not delivered to {0}: a loopback, private, link-local, shared, multicast, reserved or unspecified address"
+    )]
+    NotAllowed(IpAddr),
+}
+
+/// The address ranges an operator allows despite the address rules
+/// (`GATEHOUSE_WEBHOOK_ALLOW_CIDRS`, `--webhook-allow-cidrs`), to which plain
+/// `http` is allowed too. Empty by default.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AllowList(Vec<IpNet>);
+
+impl AllowList {
+    /// Ranges separated by commas or white space (`127.0.0.0/8, ::1/128`).
+    pub fn parse(list: &str) -> Result<Self, String> {
+        list.split(|c: char| c == ',' || c.is_whitespace())
+            .filter(|s| !s.is_empty())
+            .map(|s| {
+                s.parse::<IpNet>()
+                    .map(|n| n.trunc())
+                    .map_err(|_| format!("{s:?} is not an address range such as 127.0.0.0/8"))
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(Self)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Whether `ip` (or the IPv4 address it carries) lies in an allowed range.
+    pub fn permits(&self, ip: IpAddr) -> bool {
+        let canonical = canonical(ip);
+        self.0
+            .iter()
+            .any(|n| n.contains(&ip) || n.contains(&canonical))
+    }
+}
+
+/// D55's address rules: whether a delivery may connect to `ip`. Checked at
+/// create and update for every address the host resolves to, and again on
+/// the address a connection is made to.
+pub fn address_allowed(ip: IpAddr, allow: &AllowList) -> bool {
+    allow.permits(ip) || !is_special(ip)
+}
+
+/// A loopback, private (RFC 1918, IPv6 unique local), link-local, shared
+/// (100.64.0.0/10), multicast, reserved or unspecified address; an IPv6
+/// address that carries an IPv4 one (IPv4-mapped, IPv4-compatible, NAT64)
+/// is judged by it. Every IPv6 address outside global unicast (2000::/3) is
+/// reserved.
+pub fn is_special(ip: IpAddr) -> bool {
+    match canonical(ip) {
+        IpAddr::V4(v4) => special_v4(v4),
+        IpAddr::V6(v6) => special_v6(v6),
+    }
+}
+
+/// The IPv4 address an IPv6 one carries (`::ffff:a.b.c.d`, `::a.b.c.d`,
+/// `64:ff9b::a.b.c.d`), else `ip` itself.
+fn canonical(ip: IpAddr) -> IpAddr {
+    let IpAddr::V6(v6) = ip else { return ip };
+    if let Some(v4) = v6.to_ipv4_mapped() {
+        return IpAddr::V4(v4);
+    }
+    let s = v6.segments();
+    let embedded = || Ipv4Addr::new((s[6] >> 8) as u8, s[6] as u8, (s[7] >> 8) as u8, s[7] as u8);
+    // IPv4-compatible (deprecated), but not `::` and `::1` themselves.
+    if s[..6].iter().all(|&x| x == 0) && !(s[6] == 0 && s[7] <= 1) {
+        return IpAddr::V4(embedded());
+    }
+    // NAT64's well-known prefix.
+    if s[0] == 0x0064 && s[1] == 0xff9b && s[2..6].iter().all(|&x| x == 0) {
+        return IpAddr::V4(embedded());
+    }
+    ip
+}
+
+fn special_v4(ip: Ipv4Addr) -> bool {
+    let o = ip.octets();
+    ip.is_unspecified()
+        || ip.is_loopback()
+        || ip.is_private()
+        || ip.is_link_local()
+        || ip.is_multicast()
+        || ip.is_broadcast()
+        || ip.is_documentation()
+        || o[0] == 0 // 0.0.0.0/8, "this network"
+        || (o[0] == 100 && (o[1] & 0xc0) == 64) // 100.64.0.0/10, shared
+        || (o[0] == 192 && o[1] == 0 && o[2] == 0) // 192.0.0.0/24, protocol assignments
+        || (o[0] == 198 && (o[1] & 0xfe) == 18) // 198.18.0.0/15, benchmarking
+        || o[0] >= 240 // 240.0.0.0/4, reserved
+}
+
+fn special_v6(ip: Ipv6Addr) -> bool {
+    let s = ip.segments();
+    (s[0] & 0xe000) != 0x2000 // outside global unicast: ::, ::1, ULA, link-local, multicast …
+        || (s[0] == 0x2001 && s[1] < 0x0200) // 2001::/23, protocol assignments (Teredo included)
+        || (s[0] == 0x2001 && s[1] == 0x0db8) // documentation
+        || s[0] == 0x2002 // 6to4: carries an IPv4 address of any kind
+}
+
+/// An endpoint's host as its URL names it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Host {
+    Ip(IpAddr),
+    Domain(String),
+}
+
+/// An endpoint URL that passed D55's input rules. A domain's addresses are
+/// checked when it is resolved ([`EndpointUrl::check_resolved`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EndpointUrl {
+    url: url::Url,
+    host: Host,
+}
+
+impl EndpointUrl {
+    /// D55's input rules (400) and, for an address written in the URL, its
+    /// address rules (422). Plain `http` is accepted only to an allowed
+    /// range (for a domain: when all its addresses are in one, checked at
+    /// resolution).
+    pub fn parse(raw: &str, allow: &AllowList) -> Result<Self, UrlError> {
+        if raw.chars().count() > MAX_URL_CHARS {
+            return Err(UrlError::Invalid("must be at most 2,048 characters"));
+        }
+        let url = url::Url::parse(raw).map_err(|_| UrlError::Invalid("must be an absolute URL"))?;
+        let https = match url.scheme() {
+            "https" => true,
+            "http" => false,
+            _ => return Err(UrlError::Invalid("must be an https URL")),
+        };
+        if !url.username().is_empty() || url.password().is_some() {
+            return Err(UrlError::Invalid("must not contain user information"));
+        }
+        let host = match url.host() {
+            Some(url::Host::Ipv4(a)) => Host::Ip(IpAddr::V4(a)),
+            Some(url::Host::Ipv6(a)) => Host::Ip(IpAddr::V6(a)),
+            Some(url::Host::Domain(d)) if !d.is_empty() => Host::Domain(d.to_owned()),
+            _ => return Err(UrlError::Invalid("must name a host")),
+        };
+        if let Host::Ip(ip) = host {
+            if !address_allowed(ip, allow) {
+                return Err(UrlError::NotAllowed(ip));
+            }
+            if !https && !allow.permits(ip) {
+                return Err(UrlError::Invalid("must be an https URL"));
+            }
+        }
+        Ok(Self { url, host })
+    }
+
+    /// The addresses a domain resolved to, under the address rules: the
+    /// first refused one is the error; plain `http` needs them all in an
+    /// allowed range.
+    pub fn check_resolved(&self, addresses: &[IpAddr], allow: &AllowList) -> Result<(), UrlError> {
+        if let Some(ip) = addresses.iter().find(|ip| !address_allowed(**ip, allow)) {
+            return Err(UrlError::NotAllowed(*ip));
+        }
+        if !self.is_https() && !addresses.iter().all(|ip| allow.permits(*ip)) {
+            return Err(UrlError::Invalid("must be an https URL"));
+        }
+        Ok(())
+    }
+
+    pub fn as_str(&self) -> &str {
+        self.url.as_str()
+    }
+
+    pub fn host(&self) -> &Host {
+        &self.host
+    }
+
+    pub fn port(&self) -> u16 {
+        self.url.port_or_known_default().unwrap_or(443)
+    }
+
+    pub fn is_https(&self) -> bool {
+        self.url.scheme() == "https"
+    }
+}
+
+/// A `description` (D55): at most 500 characters.
+pub fn parse_description(raw: &str) -> Result<String, String> {
+    if raw.chars().count() > MAX_DESCRIPTION_CHARS {
+        return Err("must be at most 500 characters".into());
+    }
+    Ok(raw.to_owned())
+}
+
+/// `enabled_events` (D55): at most 50 patterns, each matching a catalog type
+/// (D54's `type` filter). Absent is `["*"]` (the caller's default).
+pub fn parse_enabled_events(raw: &[String]) -> Result<Vec<TypePattern>, String> {
+    if raw.len() > MAX_PATTERNS {
+        return Err("must hold at most 50 patterns".into());
+    }
+    if raw.is_empty() {
+        return Err("must hold at least one pattern (\"*\" for every event)".into());
+    }
+    raw.iter().map(|p| TypePattern::parse(p)).collect()
+}
+
+/// Whether an endpoint with `patterns` receives events of type `t`.
+pub fn wants(patterns: &[TypePattern], t: EventType) -> bool {
+    patterns.iter().any(|p| p.matches(t))
+}
+
+/// An endpoint's `ordering` (D55).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Ordering {
+    #[default]
+    None,
+    /// At most one undelivered event per ordering key (D54) at a time.
+    PerObject,
+}
+
+impl Ordering {
+    pub fn parse(raw: &str) -> Option<Self> {
+        match raw {
+            "none" => Some(Self::None),
+            "per_object" => Some(Self::PerObject),
+            _ => None,
+        }
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::None => "none",
+            Self::PerObject => "per_object",
+        }
+    }
+}
+
+/// Why an endpoint is disabled (D55); `None` while it is enabled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DisabledReason {
+    Manual,
+    Gone,
+    Failing,
+    OwnerRemoved,
+}
+
+impl DisabledReason {
+    pub fn parse(raw: &str) -> Option<Self> {
+        match raw {
+            "manual" => Some(Self::Manual),
+            "gone" => Some(Self::Gone),
+            "failing" => Some(Self::Failing),
+            "owner_removed" => Some(Self::OwnerRemoved),
+            _ => None,
+        }
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Manual => "manual",
+            Self::Gone => "gone",
+            Self::Failing => "failing",
+            Self::OwnerRemoved => "owner_removed",
+        }
+    }
+}
+
+/// `GATEHOUSE_WEBHOOK_RETRY_SCHEDULE` (D55, D40 continued): the waits before
+/// the 2nd, 3rd … attempt; an event has one attempt more than waits.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RetrySchedule(Vec<Duration>);
+
+impl Default for RetrySchedule {
+    fn default() -> Self {
+        Self::parse(DEFAULT_RETRY_SCHEDULE).expect("the default schedule parses")
+    }
+}
+
+impl RetrySchedule {
+    /// Waits separated by commas, each a whole number with a unit: `ms`,
+    /// `s`, `m`, `h` or `d` (`5s,5m,30m,2h`). At least one.
+    pub fn parse(raw: &str) -> Result<Self, String> {
+        let waits = raw
+            .split(',')
+            .map(str::trim)
+            .map(|w| {
+                let split = w.find(|c: char| !c.is_ascii_digit()).unwrap_or(w.len());
+                let (n, unit) = w.split_at(split);
+                let n: u64 = n
+                    .parse()
+                    .map_err(|_| format!("{w:?} is not a wait such as 5s, 5m or 2h"))?;
+                let per = match unit {
+                    "ms" => Duration::from_millis(1),
+                    "s" => Duration::from_secs(1),
+                    "m" => Duration::from_secs(60),
+                    "h" => Duration::from_secs(3_600),
+                    "d" => Duration::from_secs(86_400),
+                    _ => return Err(format!("{w:?} is not a wait such as 5s, 5m or 2h")),
+                };
+                per.checked_mul(u32::try_from(n).map_err(|_| format!("{w:?} is too long"))?)
+                    .ok_or_else(|| format!("{w:?} is too long"))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        if waits.is_empty() {
+            return Err("needs at least one wait".into());
+        }
+        Ok(Self(waits))
+    }
+
+    /// Attempts an event gets at most: the first, then one per wait.
+    pub fn attempts(&self) -> u32 {
+        self.0.len() as u32 + 1
+    }
+
+    /// The wait after attempt `attempt` (1 for the first) failed, `None`
+    /// once the schedule is exhausted. `jitter` in [-1, 1] spreads the
+    /// scheduled wait by ±20 %; a `Retry-After` (honoured on 429 and 503,
+    /// [`honours_retry_after`]) sets the wait instead, clamped between the
+    /// scheduled wait and twice it.
+    pub fn wait_after(
+        &self,
+        attempt: u32,
+        jitter: f64,
+        retry_after: Option<Duration>,
+    ) -> Option<Duration> {
+        let scheduled = *self.0.get(attempt.checked_sub(1)? as usize)?;
+        Some(match retry_after {
+            Some(asked) => asked.clamp(scheduled, scheduled.saturating_mul(2)),
+            None => scheduled.mul_f64(1.0 + 0.2 * jitter.clamp(-1.0, 1.0)),
+        })
+    }
+}
+
+/// What an answer's status means for the delivery (D55).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Any 2xx.
+    Succeeded,
+    /// 410: the endpoint is disabled at once (`gone`).
+    Gone,
+    /// Anything else: retried on the schedule (a 3xx with `error: redirect`,
+    /// never followed).
+    Failed,
+}
+
+pub fn outcome_of(status: u16) -> Outcome {
+    match status {
+        200..=299 => Outcome::Succeeded,
+        410 => Outcome::Gone,
+        _ => Outcome::Failed,
+    }
+}
+
+/// Whether a `Retry-After` on an answer with `status` sets the next wait.
+pub fn honours_retry_after(status: u16) -> bool {
+    status == 429 || status == 503
+}
+
+/// An attempt's `error` (D55), when it has one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AttemptError {
+    Timeout,
+    Connect,
+    Tls,
+    Dns,
+    BlockedAddress,
+    Redirect,
+    Cancelled,
+}
+
+impl AttemptError {
+    /// The error an answer's status is, if any (a 3xx is a redirect).
+    pub fn of_status(status: u16) -> Option<Self> {
+        (300..=399).contains(&status).then_some(Self::Redirect)
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Timeout => "timeout",
+            Self::Connect => "connect",
+            Self::Tls => "tls",
+            Self::Dns => "dns",
+            Self::BlockedAddress => "blocked_address",
+            Self::Redirect => "redirect",
+            Self::Cancelled => "cancelled",
+        }
+    }
+    pub fn parse(raw: &str) -> Option<Self> {
+        [
+            Self::Timeout,
+            Self::Connect,
+            Self::Tls,
+            Self::Dns,
+            Self::BlockedAddress,
+            Self::Redirect,
+            Self::Cancelled,
+        ]
+        .into_iter()
+        .find(|e| e.as_str() == raw)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn special_addresses_are_refused_public_ones_pass() {
+        for s in [
+            "127.0.0.1",
+            "10.1.2.3",
+            "172.16.0.1",
+            "172.31.255.255",
+            "192.168.1.1",
+            "169.254.169.254",
+            "100.64.0.1",
+            "100.127.255.255",
+            "0.0.0.0",
+            "0.1.2.3",
+            "224.0.0.1",
+            "255.255.255.255",
+            "240.0.0.1",
+            "192.0.0.8",
+            "192.0.2.1",
+            "198.18.0.1",
+            "198.51.100.7",
+            "203.0.113.9",
+            "::",
+            "::1",
+            "fc00::1",
+            "fd12:3456::1",
+            "fe80::1",
+            "ff02::1",
+            "::ffff:127.0.0.1",
+            "::ffff:10.0.0.1",
+            "::ffff:169.254.169.254",
+            "::127.0.0.1",
+            "64:ff9b::a9fe:a9fe",
+            "2001:db8::1",
+            "2001::1",
+            "2002:7f00:1::1",
+            "100::1",
+        ] {
+            assert!(is_special(ip(s)), "{s} is special");
+            assert!(
+                !address_allowed(ip(s), &AllowList::default()),
+                "{s} refused"
+            );
+        }
+        for s in [
+            "93.184.216.34",
+            "8.8.8.8",
+            "100.63.255.255",
+            "100.128.0.1",
+            "172.32.0.1",
+            "2606:4700::1111",
+            "::ffff:93.184.216.34",
+            "64:ff9b::808:808",
+        ] {
+            assert!(!is_special(ip(s)), "{s} is public");
+            assert!(address_allowed(ip(s), &AllowList::default()), "{s} allowed");
+        }
+    }
+
+    #[test]
+    fn the_allow_list_opens_its_ranges_and_plain_http_to_them() {
+        let allow = AllowList::parse("127.0.0.0/8, ::1/128").unwrap();
+        assert!(address_allowed(ip("127.0.0.1"), &allow));
+        assert!(address_allowed(ip("::ffff:127.0.0.2"), &allow));
+        assert!(address_allowed(ip("::1"), &allow));
+        assert!(!address_allowed(ip("10.0.0.1"), &allow));
+        assert!(EndpointUrl::parse("http://127.0.0.1:8080/hook", &allow).is_ok());
+        assert_eq!(
+            EndpointUrl::parse("http://127.0.0.1:8080/hook", &AllowList::default()),
+            Err(UrlError::NotAllowed(ip("127.0.0.1")))
+        );
+        assert_eq!(
+            EndpointUrl::parse("http://93.184.216.34/hook", &allow),
+            Err(UrlError::Invalid("must be an https URL"))
+        );
+        assert!(AllowList::parse("127.0.0.0/33").is_err());
+        assert!(AllowList::parse("").unwrap().is_empty());
+    }
+
+    #[test]
+    fn endpoint_urls_follow_the_input_rules() {
+        let none = AllowList::default();
+        let ok = EndpointUrl::parse("https://hooks.example.com/in?x=1", &none).unwrap();
+        assert_eq!(ok.host(), &Host::Domain("hooks.example.com".into()));
+        assert_eq!(ok.port(), 443);
+        for (raw, why) in [
+            ("ftp://example.com/", "must be an https URL"),
+            (
+                "https://user:pw@example.com/",
+                "must not contain user information",
+            ),
+            (
+                "https://user@example.com/",
+                "must not contain user information",
+            ),
+            ("/relative", "must be an absolute URL"),
+            ("not a url", "must be an absolute URL"),
+            ("http://example.com/", "must be an https URL"),
+        ] {
+            let got = EndpointUrl::parse(raw, &none);
+            if raw == "http://example.com/" {
+                // A domain with plain http: refused once resolved.
+                let url = got.unwrap();
+                assert_eq!(
+                    url.check_resolved(&[ip("93.184.216.34")], &none),
+                    Err(UrlError::Invalid(why))
+                );
+            } else {
+                assert_eq!(got, Err(UrlError::Invalid(why)), "{raw}");
+            }
+        }
+        let long = format!("https://example.com/{}", "a".repeat(2_048));
+        assert_eq!(
+            EndpointUrl::parse(&long, &none),
+            Err(UrlError::Invalid("must be at most 2,048 characters"))
+        );
+        assert_eq!(
+            EndpointUrl::parse("https://[::ffff:10.0.0.1]/", &none),
+            Err(UrlError::NotAllowed(ip("::ffff:10.0.0.1")))
+        );
+        assert_eq!(
+            EndpointUrl::parse("https://169.254.169.254/latest", &none),
+            Err(UrlError::NotAllowed(ip("169.254.169.254")))
+        );
+        // A domain is judged by what it resolves to: any refused address
+        // refuses it.
+        assert_eq!(
+            ok.check_resolved(&[ip("93.184.216.34"), ip("10.0.0.1")], &none),
+            Err(UrlError::NotAllowed(ip("10.0.0.1")))
+        );
+        assert_eq!(ok.check_resolved(&[ip("93.184.216.34")], &none), Ok(()));
+    }
+
+    #[test]
+    fn descriptions_and_patterns() {
+        assert!(parse_description(&"é".repeat(500)).is_ok());
+        assert!(parse_description(&"é".repeat(501)).is_err());
+        let p = parse_enabled_events(&["user.*".into(), "product.created".into()]).unwrap();
+        assert!(wants(&p, EventType::UserDeleted));
+        assert!(wants(&p, EventType::ProductCreated));
+        assert!(!wants(&p, EventType::ProductDeleted));
+        assert!(parse_enabled_events(&["usr.*".into()]).is_err());
+        assert!(parse_enabled_events(&[]).is_err());
+        assert!(parse_enabled_events(&vec!["*".to_owned(); 51]).is_err());
+        assert!(parse_enabled_events(&vec!["*".to_owned(); 50]).is_ok());
+    }
+
+    #[test]
+    fn the_schedule_parses_jitters_and_honours_retry_after() {
+        let s = RetrySchedule::default();
+        assert_eq!(s.attempts(), 10);
+        assert_eq!(s.wait_after(1, 0.0, None), Some(Duration::from_secs(5)));
+        assert_eq!(
+            s.wait_after(9, 0.0, None),
+            Some(Duration::from_secs(86_400))
+        );
+        assert_eq!(s.wait_after(10, 0.0, None), None, "exhausted after ten");
+        assert_eq!(s.wait_after(0, 0.0, None), None);
+        assert_eq!(s.wait_after(1, 1.0, None), Some(Duration::from_secs(6)));
+        assert_eq!(s.wait_after(1, -1.0, None), Some(Duration::from_secs(4)));
+        assert_eq!(s.wait_after(1, 7.0, None), Some(Duration::from_secs(6)));
+        // Retry-After: clamped between the scheduled wait and twice it.
+        assert_eq!(
+            s.wait_after(2, 0.5, Some(Duration::from_secs(1))),
+            Some(Duration::from_secs(300))
+        );
+        assert_eq!(
+            s.wait_after(2, 0.5, Some(Duration::from_secs(420))),
+            Some(Duration::from_secs(420))
+        );
+        assert_eq!(
+            s.wait_after(2, 0.5, Some(Duration::from_secs(100_000))),
+            Some(Duration::from_secs(600))
+        );
+        let fast = RetrySchedule::parse("100ms, 1s,2m,1d").unwrap();
+        assert_eq!(fast.attempts(), 5);
+        assert_eq!(
+            fast.wait_after(1, 0.0, None),
+            Some(Duration::from_millis(100))
+        );
+        for bad in ["", "5", "5x", "s5", "5s,,1m", "99999999999h"] {
+            assert!(RetrySchedule::parse(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn statuses_and_errors() {
+        assert_eq!(outcome_of(200), Outcome::Succeeded);
+        assert_eq!(outcome_of(204), Outcome::Succeeded);
+        assert_eq!(outcome_of(299), Outcome::Succeeded);
+        assert_eq!(outcome_of(301), Outcome::Failed);
+        assert_eq!(AttemptError::of_status(302), Some(AttemptError::Redirect));
+        assert_eq!(AttemptError::of_status(500), None);
+        assert_eq!(outcome_of(410), Outcome::Gone);
+        assert_eq!(outcome_of(404), Outcome::Failed);
+        assert_eq!(outcome_of(500), Outcome::Failed);
+        assert!(honours_retry_after(429) && honours_retry_after(503));
+        assert!(!honours_retry_after(500));
+        for e in [
+            "timeout",
+            "connect",
+            "tls",
+            "dns",
+            "blocked_address",
+            "redirect",
+            "cancelled",
+        ] {
+            assert_eq!(AttemptError::parse(e).unwrap().as_str(), e);
+        }
+        assert_eq!(Ordering::parse("per_object"), Some(Ordering::PerObject));
+        assert_eq!(Ordering::parse("fifo"), None);
+        assert_eq!(
+            DisabledReason::parse("owner_removed").unwrap().as_str(),
+            "owner_removed"
+        );
+    }
+}
