@@ -14,6 +14,7 @@ pub mod metrics;
 pub mod out;
 pub mod run;
 pub mod tls;
+pub mod webhook_sender;
 
 use std::path::Path;
 use std::sync::Arc;
