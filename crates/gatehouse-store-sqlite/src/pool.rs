@@ -603,4 +603,55 @@ mod tests {
             commits - commits_before
         );
     }
+
+    /// The writer never checkpoints (`wal_autocheckpoint = 0`); the
+    /// checkpointer thread copies committed pages into the database file
+    /// beside it. Read with `immutable=1`, which looks at the database file
+    /// alone (never the WAL), the last write shows up there by itself.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_checkpointer_copies_commits_into_the_database_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db");
+        let store = SqliteStore::open(&path).unwrap();
+        let writer_setting: i64 = {
+            let c = super::lock(&store.pool.inner.writer);
+            c.query_row("PRAGMA wal_autocheckpoint", [], |r| r.get(0))
+                .unwrap()
+        };
+        assert_eq!(writer_setting, 0, "the writer never checkpoints itself");
+        let mut last = None;
+        for i in 0..50 {
+            let o = Organization {
+                id: gatehouse_domain::OrgId::generate(),
+                name: format!("Org {i}"),
+                plan: Plan::Free,
+                per_minute: None,
+                per_second: None,
+                created_at: Timestamp::now(),
+            };
+            store.create_org(&o).await.unwrap();
+            last = Some(o.id);
+        }
+        let last = last.unwrap();
+        let in_file = || {
+            let c = rusqlite::Connection::open_with_flags(
+                format!("file:{}?immutable=1", path.display()),
+                rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_URI,
+            )
+            .unwrap();
+            c.query_row(
+                "SELECT count(*) FROM organizations WHERE id = ?1",
+                [last.as_str()],
+                |r| r.get::<_, i64>(0),
+            )
+            .unwrap_or(0)
+        };
+        for _ in 0..100 {
+            if in_file() == 1 {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        panic!("the last commit never reached the database file");
+    }
 }
