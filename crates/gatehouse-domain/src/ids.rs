@@ -78,6 +78,8 @@ id_type!(/// An API key record (`key_`).
     ApiKeyId, "key");
 id_type!(/// An event (`evt_`, D3 revised, D54).
     EventId, "evt");
+id_type!(/// A webhook endpoint (`we_`, D3 revised, D55).
+    EndpointId, "we");
 
 impl EventId {
     /// An event id that sorts by time: eight base62 characters of the

@@ -9,6 +9,8 @@ use std::time::Duration;
 use ipnet::IpNet;
 
 use crate::event::{EventType, TypePattern};
+use crate::ids::{EndpointId, UserId};
+use crate::time::Timestamp;
 
 /// Endpoints per organization at most, disabled ones included (D55).
 pub const MAX_ENDPOINTS: usize = 16;
@@ -293,6 +295,101 @@ impl DisabledReason {
             Self::OwnerRemoved => "owner_removed",
         }
     }
+}
+
+/// A webhook endpoint as stored (its secrets apart: they are sealed under
+/// the master key and never leave storage but to sign).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Endpoint {
+    pub id: EndpointId,
+    pub url: String,
+    pub description: String,
+    pub enabled_events: Vec<TypePattern>,
+    pub ordering: Ordering,
+    /// `None` while enabled.
+    pub disabled: Option<DisabledReason>,
+    /// The user it answers to (D55, D46 revised); `None` for an endpoint
+    /// whose owner is gone in staging (D33 continued) or that a credential
+    /// without an owner made.
+    pub owner: Option<UserId>,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+impl Endpoint {
+    pub fn status(&self) -> &'static str {
+        if self.disabled.is_some() {
+            "disabled"
+        } else {
+            "enabled"
+        }
+    }
+
+    /// Whether the endpoint receives an event of type `t` now: enabled and
+    /// matching `enabled_events` (none are created while it is disabled).
+    pub fn receives(&self, t: EventType) -> bool {
+        self.disabled.is_none() && wants(&self.enabled_events, t)
+    }
+}
+
+/// A `PATCH` of an endpoint, parsed (D55): absent fields stay.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EndpointPatch {
+    pub url: Option<String>,
+    pub description: Option<String>,
+    pub enabled_events: Option<Vec<TypePattern>>,
+    pub ordering: Option<Ordering>,
+    /// `status`: `Some(true)` enabled, `Some(false)` disabled.
+    pub enabled: Option<bool>,
+}
+
+/// The endpoint after `patch`, sent by a caller whose owner (a user, or a
+/// credential's owner as in D46) is `by`; `None` when nothing changes (D54:
+/// no event). Enabling a disabled endpoint makes `by` its owner (D55);
+/// disabling it is `manual`.
+pub fn patched(
+    current: &Endpoint,
+    patch: &EndpointPatch,
+    by: Option<&UserId>,
+    at: Timestamp,
+) -> Option<Endpoint> {
+    let mut next = current.clone();
+    if let Some(url) = &patch.url {
+        next.url.clone_from(url);
+    }
+    if let Some(d) = &patch.description {
+        next.description.clone_from(d);
+    }
+    if let Some(p) = &patch.enabled_events {
+        next.enabled_events.clone_from(p);
+    }
+    if let Some(o) = patch.ordering {
+        next.ordering = o;
+    }
+    match (patch.enabled, current.disabled) {
+        (Some(true), Some(_)) => {
+            next.disabled = None;
+            next.owner = by.cloned();
+        }
+        (Some(false), None) => next.disabled = Some(DisabledReason::Manual),
+        _ => {}
+    }
+    if next == *current {
+        return None;
+    }
+    next.updated_at = at;
+    Some(next)
+}
+
+/// The endpoint disabled for `reason` by the service (its owner removed,
+/// `gone`, `failing`); `None` when it is disabled already (it keeps the
+/// reason it has, and nothing is told).
+pub fn disabled_for(current: &Endpoint, reason: DisabledReason, at: Timestamp) -> Option<Endpoint> {
+    current.disabled.is_none().then(|| Endpoint {
+        disabled: Some(reason),
+        updated_at: at,
+        ..current.clone()
+    })
 }
 
 /// `GATEHOUSE_WEBHOOK_RETRY_SCHEDULE` (D55, D40 continued): the waits before
@@ -619,6 +716,68 @@ mod tests {
         for bad in ["", "5", "5x", "s5", "5s,,1m", "99999999999h"] {
             assert!(RetrySchedule::parse(bad).is_err(), "{bad:?}");
         }
+    }
+
+    fn endpoint() -> Endpoint {
+        Endpoint {
+            id: EndpointId::generate(),
+            url: "https://hooks.example.com/in".into(),
+            description: String::new(),
+            enabled_events: vec![TypePattern::parse("*").unwrap()],
+            ordering: Ordering::None,
+            disabled: None,
+            owner: Some(UserId::generate()),
+            created_at: Timestamp::from_millis(1_000),
+            updated_at: Timestamp::from_millis(1_000),
+        }
+    }
+
+    #[test]
+    fn a_patch_that_changes_nothing_is_none_and_enabling_takes_ownership() {
+        let e = endpoint();
+        let at = Timestamp::from_millis(2_000);
+        let me = UserId::generate();
+        assert_eq!(patched(&e, &EndpointPatch::default(), Some(&me), at), None);
+        let same = EndpointPatch {
+            url: Some(e.url.clone()),
+            enabled: Some(true),
+            ..Default::default()
+        };
+        assert_eq!(
+            patched(&e, &same, Some(&me), at),
+            None,
+            "enabled stays, owner stays"
+        );
+        let off = patched(
+            &e,
+            &EndpointPatch {
+                enabled: Some(false),
+                ..Default::default()
+            },
+            Some(&me),
+            at,
+        )
+        .unwrap();
+        assert_eq!(off.disabled, Some(DisabledReason::Manual));
+        assert_eq!(off.owner, e.owner, "disabling changes no owner");
+        assert_eq!(off.updated_at, at);
+        assert!(!off.receives(EventType::UserCreated));
+        let on = patched(
+            &off,
+            &EndpointPatch {
+                enabled: Some(true),
+                ..Default::default()
+            },
+            Some(&me),
+            at,
+        )
+        .unwrap();
+        assert_eq!((on.disabled, on.owner.as_ref()), (None, Some(&me)));
+        assert!(on.receives(EventType::UserCreated));
+        // The service disables once, and keeps the first reason.
+        let gone = disabled_for(&e, DisabledReason::Gone, at).unwrap();
+        assert_eq!(gone.status(), "disabled");
+        assert_eq!(disabled_for(&gone, DisabledReason::OwnerRemoved, at), None);
     }
 
     #[test]
