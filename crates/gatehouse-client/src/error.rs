@@ -197,6 +197,8 @@ codes! {
     ServiceUnavailable => "SERVICE_UNAVAILABLE",
     IdempotencyKeyReused => "IDEMPOTENCY_KEY_REUSED",
     IdempotencyKeyInUse => "IDEMPOTENCY_KEY_IN_USE",
+    LimitReached => "LIMIT_REACHED",
+    UrlNotAllowed => "URL_NOT_ALLOWED",
 }
 
 impl fmt::Display for ErrorCode {

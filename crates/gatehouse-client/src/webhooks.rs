@@ -67,7 +67,8 @@ pub fn verify_at(
         .trim()
         .parse()
         .map_err(|_| WebhookError::BadTimestamp)?;
-    if (now - ts).abs() > TOLERANCE_SECS {
+    // `abs_diff`: a crafted timestamp near i64::MIN must not overflow.
+    if now.abs_diff(ts) > TOLERANCE_SECS as u64 {
         return Err(WebhookError::Expired);
     }
     let keys = secrets
@@ -182,6 +183,17 @@ mod tests {
         assert_eq!(
             verify_at(&[SECRET], &headers("evt_1", ts, "v2,abc"), body, ts),
             Err(WebhookError::NoMatch)
+        );
+        // A timestamp at the ends of i64 is refused, not an overflow.
+        let h = headers("evt_1", i64::MIN, &sig);
+        assert_eq!(
+            verify_at(&[SECRET], &h, body, ts),
+            Err(WebhookError::Expired)
+        );
+        let h = headers("evt_1", i64::MAX, &sig);
+        assert_eq!(
+            verify_at(&[SECRET], &h, body, -ts),
+            Err(WebhookError::Expired)
         );
     }
 }

@@ -36,4 +36,11 @@ pub enum DomainError {
     /// `INSUFFICIENT_SCOPE`); the text says which and why.
     #[error("{0}")]
     MissingScope(String),
+    /// D6 (continued): a count limit of the contract reached, such as
+    /// D55's 16 webhook endpoints per organization (422 `LIMIT_REACHED`).
+    #[error("{0}")]
+    LimitReached(String),
+    /// D55's address rules (422 `URL_NOT_ALLOWED`).
+    #[error("{0}")]
+    UrlNotAllowed(String),
 }

@@ -127,6 +127,7 @@ fn special_v4(ip: Ipv4Addr) -> bool {
         || (o[0] == 100 && (o[1] & 0xc0) == 64) // 100.64.0.0/10, shared
         || (o[0] == 192 && o[1] == 0 && o[2] == 0) // 192.0.0.0/24, protocol assignments
         || (o[0] == 198 && (o[1] & 0xfe) == 18) // 198.18.0.0/15, benchmarking
+        || (o[0] == 192 && o[1] == 88 && o[2] == 99) // 192.88.99.0/24, 6to4 relays
         || o[0] >= 240 // 240.0.0.0/4, reserved
 }
 
@@ -135,6 +136,7 @@ fn special_v6(ip: Ipv6Addr) -> bool {
     (s[0] & 0xe000) != 0x2000 // outside global unicast: ::, ::1, ULA, link-local, multicast …
         || (s[0] == 0x2001 && s[1] < 0x0200) // 2001::/23, protocol assignments (Teredo included)
         || (s[0] == 0x2001 && s[1] == 0x0db8) // documentation
+        || (s[0] == 0x3fff && (s[1] & 0xf000) == 0) // 3fff::/20, documentation (RFC 9637)
         || s[0] == 0x2002 // 6to4: carries an IPv4 address of any kind
 }
 
@@ -195,7 +197,11 @@ impl EndpointUrl {
         if let Some(ip) = addresses.iter().find(|ip| !address_allowed(**ip, allow)) {
             return Err(UrlError::NotAllowed(*ip));
         }
-        if !self.is_https() && !addresses.iter().all(|ip| allow.permits(*ip)) {
+        // Plain http needs every address in an allowed range, and at least
+        // one (a name that does not resolve proves nothing).
+        if !self.is_https()
+            && (addresses.is_empty() || !addresses.iter().all(|ip| allow.permits(*ip)))
+        {
             return Err(UrlError::Invalid("must be an https URL"));
         }
         Ok(())
@@ -570,6 +576,9 @@ mod tests {
             "2001::1",
             "2002:7f00:1::1",
             "100::1",
+            "3fff::1",
+            "3fff:fff::1",
+            "192.88.99.1",
         ] {
             assert!(is_special(ip(s)), "{s} is special");
             assert!(
@@ -586,6 +595,8 @@ mod tests {
             "2606:4700::1111",
             "::ffff:93.184.216.34",
             "64:ff9b::808:808",
+            "3ffe::1",
+            "192.88.100.1",
         ] {
             assert!(!is_special(ip(s)), "{s} is public");
             assert!(address_allowed(ip(s), &AllowList::default()), "{s} allowed");
@@ -664,6 +675,14 @@ mod tests {
             Err(UrlError::NotAllowed(ip("10.0.0.1")))
         );
         assert_eq!(ok.check_resolved(&[ip("93.184.216.34")], &none), Ok(()));
+        // Plain http to a name that resolved to nothing is not allowed.
+        let allow = AllowList::parse("127.0.0.0/8").unwrap();
+        let plain = EndpointUrl::parse("http://hooks.internal/", &allow).unwrap();
+        assert_eq!(plain.check_resolved(&[ip("127.0.0.1")], &allow), Ok(()));
+        assert_eq!(
+            plain.check_resolved(&[], &allow),
+            Err(UrlError::Invalid("must be an https URL"))
+        );
     }
 
     #[test]

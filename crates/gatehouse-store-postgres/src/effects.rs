@@ -149,21 +149,6 @@ pub(crate) async fn apply(
     Ok(())
 }
 
-/// A creation's effects split into its events, which the caller writes
-/// *before* the new row, and the rest, written after it. Inserting a user or
-/// a product takes its organization's row in the counts table (the counts
-/// trigger), which the transaction then holds until it commits: every
-/// writer of the organization waits for it. Writing the events first keeps
-/// that span as short as it was before events (D54: writers of one
-/// organization must not be serialized by them). D54's order still holds:
-/// nothing can change an object before it exists, so no earlier change to
-/// it can hold a later ticket.
-pub(crate) fn events_first(effects: Vec<Effect>) -> (Vec<Effect>, Vec<Effect>) {
-    effects
-        .into_iter()
-        .partition(|e| matches!(e, Effect::Event(_)))
-}
-
 /// D46 (revised): the application keeps only `keep`: its refresh chains,
 /// codes and consents carrying a `removed` scope end or shrink; the
 /// revocation of exactly the access tokens carrying one is returned, for

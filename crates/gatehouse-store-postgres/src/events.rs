@@ -44,7 +44,8 @@ async fn insert_event(c: &mut PgConnection, org: &OrgId, e: &NewEvent) -> TxResu
     query(
         "INSERT INTO events (id, org_id, type, object_id, created_at, actor_type, actor_id,
                              actor_client_id, request_id, idempotency_key, object, previous)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+         SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12
+         FROM (SELECT pg_current_xact_id()) AS xid_first",
     )
     .bind(e.id.as_str())
     .bind(org.as_str())
@@ -65,9 +66,17 @@ async fn insert_event(c: &mut PgConnection, org: &OrgId, e: &NewEvent) -> TxResu
 
 /// Writes a change's events without a sequence, inside its transaction, in
 /// one statement (one round trip however many the change tells). The rows
-/// are inserted in the order of `events` (`unnest` yields its arrays in
-/// order, and each row takes its `ticket` as it is inserted), so the
-/// sequencer keeps D54's cascade order within the change.
+/// take their tickets in the order of `events` (`ORDER BY ord`: the
+/// `ticket` default is evaluated above the sort), so the sequencer keeps
+/// D54's cascade order within the change.
+///
+/// Both inserts make sure the transaction has its id before a ticket is
+/// drawn (`pg_current_xact_id()` in the scan below the defaults): the
+/// sequencer's cut counts on every ticket at or below it belonging to a
+/// transaction whose id is below the cut's `next_xid`. A transaction whose
+/// first write were its events would otherwise draw its ticket before it
+/// has an id (a sequence's `nextval` assigns none), and a cut taken between
+/// the two could pass over its events for good.
 pub(crate) async fn insert_events(
     c: &mut PgConnection,
     org: &OrgId,
@@ -116,10 +125,13 @@ pub(crate) async fn insert_events(
                              actor_client_id, request_id, idempotency_key, object, previous)
          SELECT id, $1, type, object_id, created_at, actor_type, actor_id, actor_client_id,
                 request_id, idempotency_key, object, previous
-         FROM unnest($2::text[], $3::text[], $4::text[], $5::bigint[], $6::text[], $7::text[],
+         FROM (SELECT pg_current_xact_id()) AS xid_first,
+              unnest($2::text[], $3::text[], $4::text[], $5::bigint[], $6::text[], $7::text[],
                      $8::text[], $9::text[], $10::text[], $11::text[], $12::text[])
+              WITH ORDINALITY
               AS e(id, type, object_id, created_at, actor_type, actor_id, actor_client_id,
-                   request_id, idempotency_key, object, previous)",
+                   request_id, idempotency_key, object, previous, ord)
+         ORDER BY ord",
     )
     .bind(org.as_str())
     .bind(ids)

@@ -14,11 +14,10 @@ impl ProductStore for PgStore {
         tell: &Teller,
     ) -> StoreResult<Product> {
         let p = p.clone().into_product(now);
-        let (told, rest) = effects::events_first(effect::of_product_creation(tell, &p));
+        let told = effect::of_product_creation(tell, &p);
         write_tx!(self, |tx| {
-            effects::apply(&mut tx, org, &told, now, None).await?;
             insert_product_row(&mut tx, org, &p).await?;
-            effects::apply(&mut tx, org, &rest, now, None).await?;
+            effects::apply(&mut tx, org, &told, now, None).await?;
             Ok(p.clone())
         })
     }

@@ -89,6 +89,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "event_progress",
         include_str!("../migrations/0018_event_progress.sql"),
     ),
+    (
+        19,
+        "deferred_insert_counts",
+        include_str!("../migrations/0019_deferred_insert_counts.sql"),
+    ),
 ];
 
 /// The advisory-lock key of the migration (`"gatehous"` in ASCII), separate

@@ -14,9 +14,8 @@ impl UserStore for PgStore {
         tell: &Teller,
     ) -> StoreResult<User> {
         let user = u.user();
-        let (told, sent) = effects::events_first(effect::of_user_creation(tell, &user, invitation));
+        let sent = effect::of_user_creation(tell, &user, invitation);
         write_tx!(self, |tx| {
-            effects::apply(&mut tx, org, &told, u.created_at, None).await?;
             insert_user_row(&mut tx, org, u, u.created_at).await?;
             effects::apply(&mut tx, org, &sent, u.created_at, None).await?;
             Ok(user.clone())

@@ -79,9 +79,13 @@ impl CheckpointSignal {
 
 /// A passive checkpoint on `c`: copies what it can of the WAL into the
 /// database file without waiting for readers or the writer; answers the
-/// WAL's length in frames when it ran (0 once it has been started over).
-fn wal_checkpoint(c: &Connection) -> rusqlite::Result<i64> {
-    c.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| r.get::<_, i64>(1))
+/// WAL's length in frames (what was written since it last started over),
+/// or `None` when another checkpoint was running (SQLite answers busy and
+/// no length).
+fn wal_checkpoint(c: &Connection) -> rusqlite::Result<Option<i64>> {
+    c.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
+        Ok((r.get::<_, i64>(0)? == 0).then_some(r.get::<_, i64>(1)?))
+    })
 }
 
 /// The checkpointer thread: after commits, at most every
@@ -107,7 +111,8 @@ fn checkpointer(c: Connection, signal: Arc<CheckpointSignal>, owner: Weak<Inner>
             return;
         }
         match wal_checkpoint(&c) {
-            Ok(frames) => signal.wal_frames.store(frames, Ordering::Relaxed),
+            Ok(Some(frames)) => signal.wal_frames.store(frames, Ordering::Relaxed),
+            Ok(None) => {}
             Err(e) => {
                 tracing::warn!(error = %e, "checkpoint failed; retried after the next commit")
             }
@@ -394,7 +399,8 @@ impl Inner {
         if self.checkpoint.wal_frames.load(Ordering::Relaxed) > WAL_FRAMES_LIMIT {
             // Between two batches: the whole WAL can be backfilled.
             match wal_checkpoint(&c) {
-                Ok(frames) => self.checkpoint.wal_frames.store(frames, Ordering::Relaxed),
+                Ok(Some(frames)) => self.checkpoint.wal_frames.store(frames, Ordering::Relaxed),
+                Ok(None) => {}
                 Err(e) => tracing::warn!(error = %e, "checkpoint by the writer failed"),
             }
         }

@@ -77,6 +77,10 @@ codes! {
         "The Idempotency-Key was already used with a different request (method, path, query or body) by this credential within 24 hours. Use a new key for a new request."),
     IdempotencyKeyInUse => ("IDEMPOTENCY_KEY_IN_USE", StatusCode::CONFLICT,
         "A request with this Idempotency-Key is still running. Retry after Retry-After (1 s) to get its answer."),
+    LimitReached => ("LIMIT_REACHED", StatusCode::UNPROCESSABLE_ENTITY,
+        "A count limit of the contract is reached, such as 16 webhook endpoints per organization (disabled ones included). Delete one first."),
+    UrlNotAllowed => ("URL_NOT_ALLOWED", StatusCode::UNPROCESSABLE_ENTITY,
+        "A webhook endpoint's host is, or resolves to, a loopback, private, link-local, shared, multicast, reserved or unspecified address."),
     ServiceUnavailable => ("SERVICE_UNAVAILABLE", StatusCode::SERVICE_UNAVAILABLE,
         "Storage is unreachable, the server is shutting down, or under maintenance. Retry after Retry-After seconds."),
 }
@@ -103,6 +107,8 @@ impl ErrorCode {
             DomainError::LastAdmin => ErrorCode::LastAdmin,
             // D46: a scope the change needs and the caller lacks.
             DomainError::MissingScope(_) => ErrorCode::InsufficientScope,
+            DomainError::LimitReached(_) => ErrorCode::LimitReached,
+            DomainError::UrlNotAllowed(_) => ErrorCode::UrlNotAllowed,
         }
     }
 }
@@ -192,9 +198,10 @@ impl From<DomainError> for ApiError {
         let code = ErrorCode::of_rule(&e);
         match e {
             DomainError::Validation(d) => Self::validation(d),
-            DomainError::InvalidStateTransition(m) | DomainError::MissingScope(m) => {
-                Self::new(code, m)
-            }
+            DomainError::InvalidStateTransition(m)
+            | DomainError::MissingScope(m)
+            | DomainError::LimitReached(m)
+            | DomainError::UrlNotAllowed(m) => Self::new(code, m),
             e @ (DomainError::OwnedResourcesExist(_) | DomainError::LastAdmin) => {
                 Self::new(code, e.to_string())
             }

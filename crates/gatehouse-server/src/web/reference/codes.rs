@@ -154,6 +154,8 @@ pub(super) fn api_codes(status: u16, description: &str) -> Vec<&'static str> {
         }
         ErrorCode::OwnedResourcesExist => d.contains("owned"),
         ErrorCode::LastAdmin => d.contains("last admin"),
+        ErrorCode::LimitReached => d.contains("limit"),
+        ErrorCode::UrlNotAllowed => d.contains("address"),
         ErrorCode::InvalidToken | ErrorCode::TokenExpired => true,
         _ => false,
     };
