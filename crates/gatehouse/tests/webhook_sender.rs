@@ -19,11 +19,14 @@ use gatehouse_auth::webhooks::{new_secret, secret_key, signature_header};
 use gatehouse_domain::webhook::{AllowList, AttemptError};
 use tokio::sync::Mutex;
 
+/// The headers and body of the last request to `/ok`.
+type Received = Arc<Mutex<Option<(HeaderMap, Vec<u8>)>>>;
+
 #[derive(Clone, Default)]
 struct Seen {
     hits: Arc<AtomicUsize>,
     ok_hits: Arc<AtomicUsize>,
-    last: Arc<Mutex<Option<(HeaderMap, Vec<u8>)>>>,
+    last: Received,
 }
 
 async fn server() -> (String, Seen) {
