@@ -205,6 +205,12 @@ pub const OPERATIONS: &[Operation] = &[
         "/v2/products",
         "list_products_v2, list_products_v2_page",
     ),
+    op(
+        "listEventsV2",
+        "GET",
+        "/v2/events",
+        "list_events_v2, list_events_v2_page",
+    ),
 ];
 
 /// The stream a list operation returns: every record, the pages fetched as
@@ -704,6 +710,33 @@ impl Client {
         cursor_stream(
             self.clone(),
             &["v2", "products"],
+            filter.pairs(),
+            filter.limit,
+        )
+    }
+
+    /// `GET /v2/events` (preview; `events:read`), newest first, one page
+    /// after the cursor (D32 continued).
+    pub async fn list_events_v2_page(
+        &self,
+        filter: &EventFilter,
+        starting_after: Option<&str>,
+    ) -> Result<CursorPage<Event>> {
+        self.cursor_page(
+            &["v2", "events"],
+            filter.pairs(),
+            filter.limit,
+            starting_after,
+        )
+        .await
+    }
+
+    /// `GET /v2/events` (preview) as a stream following `next_cursor`,
+    /// newest first; to catch up oldest first, use [`Client::events_after`].
+    pub fn list_events_v2(&self, filter: EventFilter) -> ListStream<Event> {
+        cursor_stream(
+            self.clone(),
+            &["v2", "events"],
             filter.pairs(),
             filter.limit,
         )

@@ -433,6 +433,12 @@ async fn every_operation_of_the_table_sends_its_method_and_path() {
                 .await
                 .unwrap()
                 .map(drop),
+            "listEventsV2" => c
+                .list_events_v2(gatehouse_client::EventFilter::new())
+                .next()
+                .await
+                .unwrap()
+                .map(drop),
             other => panic!("no call written for {other}: add it here"),
         };
         assert_eq!(

@@ -269,6 +269,9 @@ pub struct EventFilter {
     pub from: Option<Timestamp>,
     /// `created_at` before.
     pub to: Option<Timestamp>,
+    /// `sequence` below (the `/v2` cursor, D32 continued: the events older
+    /// than the page's last).
+    pub before_sequence: Option<i64>,
 }
 
 /// An event as stored: [`NewEvent`] with its organization's `sequence`

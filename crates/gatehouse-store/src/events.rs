@@ -167,6 +167,10 @@ pub fn event_where(
         let p = next(EventParam::Int(t.millis()), &mut params);
         sql.push_str(&format!(" AND created_at < {p}"));
     }
+    if let Some(n) = filter.before_sequence {
+        let p = next(EventParam::Int(n), &mut params);
+        sql.push_str(&format!(" AND sequence < {p}"));
+    }
     (sql, params)
 }
 

@@ -131,7 +131,7 @@ fn raw(json: &str) -> Box<RawValue> {
 }
 
 impl<'a> EventResponse<'a> {
-    fn of(e: &'a Event, org: &'a str) -> Self {
+    pub(crate) fn of(e: &'a Event, org: &'a str) -> Self {
         let ev = &e.event;
         let actor = &ev.origin.actor;
         Self {
@@ -160,7 +160,7 @@ impl<'a> EventResponse<'a> {
 
 /// D54's filters from the query: `type` (repeatable, a trailing wildcard),
 /// `object_id`, `from`, `to`.
-fn event_filter(query: &mut Query) -> EventFilter {
+pub(crate) fn event_filter(query: &mut Query) -> EventFilter {
     let mut types = Vec::new();
     let patterns = query.all("type");
     for p in &patterns {
@@ -176,6 +176,7 @@ fn event_filter(query: &mut Query) -> EventFilter {
         object_id: query.field("object_id", |s| Ok(s.to_owned())),
         from: query.field("from", time),
         to: query.field("to", time),
+        before_sequence: None,
     }
 }
 

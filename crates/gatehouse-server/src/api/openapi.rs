@@ -61,6 +61,7 @@ use crate::state::AppState;
     super::events::show,
     super::v2::users,
     super::v2::products,
+    super::v2::events,
     super::versions::sunset,
     super::oauth::token,
     super::oauth::revoke,

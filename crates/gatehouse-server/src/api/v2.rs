@@ -7,10 +7,11 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use gatehouse_domain::{API_VERSION, FieldIssue, OrgId, ProductId, UserId};
+use gatehouse_domain::{API_VERSION, EventId, FieldIssue, OrgId, Page, ProductId, UserId};
 use serde::Serialize;
 
-use crate::api::extract::{Authorized, ProductsRead, Query, UsersRead};
+use crate::api::events::{EventResponse, event_filter};
+use crate::api::extract::{Authorized, EventsRead, ProductsRead, Query, UsersRead};
 use crate::api::products::product_filter;
 use crate::api::responses::{ProductResponse, UserResponse};
 use crate::api::users::user_filter;
@@ -22,6 +23,7 @@ pub fn router() -> Router<AppState> {
     Router::new()
         .route("/users", get(users))
         .route("/products", get(products))
+        .route("/events", get(events))
 }
 
 async fn preview_enabled(st: &AppState, org: &OrgId) -> Result<(), ApiError> {
@@ -144,4 +146,64 @@ pub(crate) async fn products(
         .ok_or_else(unknown_cursor)?;
     let items: Vec<ProductResponse<'_>> = items.iter().map(ProductResponse::from).collect();
     Ok(cursor_page(&ctx, items, limit, |p| p.id.to_owned()))
+}
+
+#[utoipa::path(
+    get,
+    path = "/v2/events",
+    operation_id = "listEventsV2",
+    tag = "Preview (v2)",
+    summary = "Preview: events, newest first, with cursor pagination",
+    params(
+        ("limit" = Option<u32>, Query, minimum = 1, description = "Page size (default 20, at most 100); values above 100 are clamped to 100."),
+        ("starting_after" = Option<String>, Query, pattern = "^evt_[A-Za-z0-9]+$", description = "The cursor: the last id of the previous page (`meta.next_cursor`); the page holds the older events."),
+        ("type" = Option<Vec<String>>, Query, description = "Only events of these types (repeatable; `user.*` matches every `user.` type)."),
+        ("object_id" = Option<String>, Query, description = "Only events about this object."),
+        ("from" = Option<String>, Query, description = "Only events created at or after this time (RFC 3339)."),
+        ("to" = Option<String>, Query, description = "Only events created before this time (RFC 3339)."),
+    ),
+    responses(
+        (status = 200, description = "A page of events", body = crate::http::schemas::EventCursorList),
+        (status = 400, description = "Invalid query parameter or cursor", body = crate::http::error::ErrorEnvelope<'static>),
+        (status = 404, description = "The preview is not enabled for the organization", body = crate::http::error::ErrorEnvelope<'static>),
+    ),
+    security(("bearer" = ["events:read"]), ("oauth2" = ["events:read"])),
+)]
+/// D32 (continued): `/v2` serves the third round's lists with cursors. An
+/// event's place is its `sequence`, so the cursor (an event id) stands for
+/// "older than that event", stable whatever is told meanwhile; catching up
+/// oldest first stays `/v1/events?after_sequence=`.
+pub(crate) async fn events(
+    auth: Authorized<EventsRead>,
+    ctx: RequestCtx,
+    State(st): State<AppState>,
+    mut query: Query,
+) -> Result<Response, ApiError> {
+    preview_enabled(&st, auth.org()).await?;
+    let limit = limit(&mut query);
+    let after = query.field("starting_after", |s| {
+        EventId::parse(s).ok_or_else(|| "must be an event id (evt_…)".to_owned())
+    });
+    let mut filter = event_filter(&mut query);
+    query.finish()?;
+    let org = auth.org();
+    if let Some(id) = &after {
+        let cursor = match st.app.get_event(org, id).await {
+            Ok(e) => e,
+            Err(gatehouse_app::AppError::NotFound(_)) => return Err(unknown_cursor()),
+            Err(e) => return Err(e.into()),
+        };
+        filter.before_sequence = Some(cursor.sequence);
+    }
+    let page = Page {
+        limit: limit + 1,
+        offset: 0,
+    };
+    let listing = st.app.list_events(org, &filter, page).await?;
+    let items: Vec<EventResponse<'_>> = listing
+        .items
+        .iter()
+        .map(|e| EventResponse::of(e, org.as_str()))
+        .collect();
+    Ok(cursor_page(&ctx, items, limit, |e| e.id.to_owned()))
 }

@@ -130,6 +130,7 @@ written_schema! {
     ProductStatusName as "ProductStatus" => json!(product_status());
     UserCursorList as "UserCursorList" => cursor_list("User");
     ProductCursorList as "ProductCursorList" => cursor_list("Product");
+    EventCursorList as "EventCursorList" => cursor_list("Event");
     Jwks as "Jwks" => json!({"type": "object", "required": ["keys"], "properties": {"keys": {"type": "array", "items": {"type": "object"}}}});
     Status as "Status" => json!({"type": "object", "required": ["status"], "properties": {"status": {"type": "string"}}});
     /// Any JSON object (`Object` itself means that to utoipa).

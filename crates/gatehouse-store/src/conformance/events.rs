@@ -173,6 +173,17 @@ pub async fn events_are_written_with_their_change_and_sequenced(s: &dyn Store) {
         kinds(&l.items),
         vec![("product.updated", p1.id.to_string())]
     );
+    // The /v2 cursor (D32 continued): older than a sequence, newest first.
+    let older = EventFilter {
+        before_sequence: Some(3),
+        ..Default::default()
+    };
+    let l = s.list_events(&o, &older, Page::default()).await.unwrap();
+    assert_eq!(
+        l.items.iter().map(|e| e.sequence).collect::<Vec<_>>(),
+        vec![2, 1]
+    );
+    assert_eq!(l.total, 2);
     let none = EventFilter {
         types: Some(vec![]),
         ..Default::default()

@@ -376,3 +376,87 @@ async fn d54_creating_and_reinviting_a_user_are_told() {
         .await;
     assert_eq!(body_of(res, StatusCode::OK).await["data"], created);
 }
+
+/// D32 (continued): where `/v2` is enabled it serves events with cursors,
+/// newest first; each page starts below the previous page's last event, so
+/// events told meanwhile never shift a page; a cursor that is not an event
+/// of the organization is 400; without the preview, 404.
+#[tokio::test]
+async fn d32_v2_serves_events_with_cursors() {
+    let s = TestServer::start().await;
+    let (org, t) = roomy_org(&s, SCOPES).await;
+    let res = s.call(Method::GET, "/v2/events", &t, None).await;
+    assert_eq!(res.status(), StatusCode::NOT_FOUND);
+    s.store().set_v2_preview(&org, true).await.unwrap();
+    for i in 0..5 {
+        let res = s
+            .call(
+                Method::POST,
+                "/v1/products",
+                &t,
+                Some(json!({"name": format!("P{i}"), "sku": format!("V2-{i}"), "price": 1, "stock": 1})),
+            )
+            .await;
+        assert_eq!(res.status(), StatusCode::CREATED);
+    }
+    let mut seen: Vec<i64> = Vec::new();
+    let mut cursor: Option<String> = None;
+    let mut pages = 0;
+    loop {
+        let path = match &cursor {
+            Some(c) => format!("/v2/events?limit=2&starting_after={c}"),
+            None => "/v2/events?limit=2".to_owned(),
+        };
+        let page = body_of(s.call(Method::GET, &path, &t, None).await, StatusCode::OK).await;
+        pages += 1;
+        seen.extend(seqs(&page));
+        if pages == 1 {
+            // Told after the first page: not on the later pages.
+            let res = s
+                .call(
+                    Method::POST,
+                    "/v1/products",
+                    &t,
+                    Some(json!({"name": "Late", "sku": "V2-LATE", "price": 1, "stock": 1})),
+                )
+                .await;
+            assert_eq!(res.status(), StatusCode::CREATED);
+        }
+        match page["meta"]["next_cursor"].as_str() {
+            Some(c) => cursor = Some(c.to_owned()),
+            None => break,
+        }
+    }
+    // The harness's client (1) and the five products, newest first, each once.
+    assert_eq!(seen, [6, 5, 4, 3, 2, 1]);
+    assert_eq!(pages, 3);
+    let filtered = body_of(
+        s.call(Method::GET, "/v2/events?type=product.*&limit=100", &t, None)
+            .await,
+        StatusCode::OK,
+    )
+    .await;
+    assert_eq!(seqs(&filtered), [7, 6, 5, 4, 3, 2]);
+    let res = s
+        .call(Method::GET, "/v2/events?starting_after=usr_abc", &t, None)
+        .await;
+    let body = expect_error(res, StatusCode::BAD_REQUEST, "VALIDATION_ERROR").await;
+    assert_eq!(details(&body)[0].0, "starting_after", "{body}");
+    let (_, other) = crate::users::other_org(&s, SCOPES).await;
+    let theirs = body_of(
+        s.call(Method::GET, "/v1/events?limit=1", &other, None)
+            .await,
+        StatusCode::OK,
+    )
+    .await;
+    let their_id = theirs["data"][0]["id"].as_str().unwrap().to_owned();
+    let res = s
+        .call(
+            Method::GET,
+            &format!("/v2/events?starting_after={their_id}"),
+            &t,
+            None,
+        )
+        .await;
+    expect_error(res, StatusCode::BAD_REQUEST, "VALIDATION_ERROR").await;
+}
