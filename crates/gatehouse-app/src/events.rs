@@ -49,6 +49,34 @@ impl App {
             .or_app(Resource::Event)
     }
 
+    /// D32 (continued): `/v2`'s page of events, newest first, older than
+    /// the event `cursor` (from the newest without one); `None` when the
+    /// cursor is not an event of `org`. Sequences once for the cursor's
+    /// look-up and the page together.
+    pub async fn events_before(
+        &self,
+        org: &OrgId,
+        filter: &EventFilter,
+        cursor: Option<&EventId>,
+        limit: u32,
+    ) -> AppResult<Option<Vec<Event>>> {
+        self.sequence_committed().await;
+        let store = event_store(self);
+        let mut filter = filter.clone();
+        if let Some(id) = cursor {
+            match store.get_event(org, id).await.or_app(Resource::Event)? {
+                Some(e) => filter.before_sequence = Some(e.sequence),
+                None => return Ok(None),
+            }
+        }
+        let page = Page { limit, offset: 0 };
+        let listing = store
+            .list_events(org, &filter, page)
+            .await
+            .or_app(Resource::Event)?;
+        Ok(Some(listing.items))
+    }
+
     /// D54's catch-up: the events after sequence `after`, oldest first.
     pub async fn events_after(
         &self,

@@ -7,7 +7,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use gatehouse_domain::{API_VERSION, EventId, FieldIssue, OrgId, Page, ProductId, UserId};
+use gatehouse_domain::{API_VERSION, EventId, FieldIssue, OrgId, ProductId, UserId};
 use serde::Serialize;
 
 use crate::api::events::{EventResponse, event_filter};
@@ -184,24 +184,15 @@ pub(crate) async fn events(
     let after = query.field("starting_after", |s| {
         EventId::parse(s).ok_or_else(|| "must be an event id (evt_…)".to_owned())
     });
-    let mut filter = event_filter(&mut query);
+    let filter = event_filter(&mut query);
     query.finish()?;
     let org = auth.org();
-    if let Some(id) = &after {
-        let cursor = match st.app.get_event(org, id).await {
-            Ok(e) => e,
-            Err(gatehouse_app::AppError::NotFound(_)) => return Err(unknown_cursor()),
-            Err(e) => return Err(e.into()),
-        };
-        filter.before_sequence = Some(cursor.sequence);
-    }
-    let page = Page {
-        limit: limit + 1,
-        offset: 0,
-    };
-    let listing = st.app.list_events(org, &filter, page).await?;
-    let items: Vec<EventResponse<'_>> = listing
-        .items
+    let events = st
+        .app
+        .events_before(org, &filter, after.as_ref(), limit + 1)
+        .await?
+        .ok_or_else(unknown_cursor)?;
+    let items: Vec<EventResponse<'_>> = events
         .iter()
         .map(|e| EventResponse::of(e, org.as_str()))
         .collect();
