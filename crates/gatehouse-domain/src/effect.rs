@@ -17,6 +17,7 @@ use crate::product::Product;
 use crate::scope::ScopeSet;
 use crate::time::Timestamp;
 use crate::user::{Deletion, Role, User, UserChange};
+use crate::webhook::{self, Endpoint};
 
 /// One write a change causes besides its own row.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -54,6 +55,10 @@ pub enum Effect {
     /// [`Effect::NarrowClient`] narrows one; each one narrowed tells
     /// `application.updated` (D54).
     NarrowOwnedClients { owner: UserId, role: Role },
+    /// D55: every enabled webhook endpoint `owner` owns is disabled
+    /// (`owner_removed`, `webhook::disabled_for`), its pending deliveries
+    /// cancelled; each tells `webhook_endpoint.disabled` (D54).
+    DisableOwnedEndpoints { owner: UserId },
     /// D13: the user's row goes (with it, by the schema, what still
     /// references it).
     DeleteUser { user: UserId },
@@ -181,6 +186,29 @@ pub fn of_product_deletion(tell: &Teller, last: &Product, at: Timestamp) -> Vec<
     vec![Effect::Event(Box::new(tell.product_deleted(last, at)))]
 }
 
+/// What creating the webhook endpoint `e` tells (D55):
+/// `webhook_endpoint.created`.
+pub fn of_endpoint_creation(tell: &Teller, e: &Endpoint) -> Vec<Effect> {
+    vec![Effect::Event(Box::new(tell.webhook_endpoint_created(e)))]
+}
+
+/// What changing the endpoint `before` into `after` writes besides its row
+/// (D55): `webhook_endpoint.updated`; when the change disables it, its
+/// pending deliveries are cancelled, by the backend, with the row.
+pub fn of_endpoint_update(tell: &Teller, before: &Endpoint, after: &Endpoint) -> Vec<Effect> {
+    vec![Effect::Event(Box::new(
+        tell.webhook_endpoint_updated(before, after),
+    ))]
+}
+
+/// What deleting the endpoint `last` at `at` tells (D55):
+/// `webhook_endpoint.deleted`.
+pub fn of_endpoint_deletion(tell: &Teller, last: &Endpoint, at: Timestamp) -> Vec<Effect> {
+    vec![Effect::Event(Box::new(
+        tell.webhook_endpoint_deleted(last, at),
+    ))]
+}
+
 /// What a PATCH of `current` into `change.user` writes besides the user's
 /// row (D11, D13, D29, D46 revised), in D54's order: what the change does to
 /// other resources first, each telling its own event as it is applied (a
@@ -211,10 +239,14 @@ pub fn of_user_change(tell: &Teller, current: &User, change: &UserChange) -> Vec
         owner: id.clone(),
         role: next.role,
     });
+    let disable = webhook::owner_removed(current, Some(next))
+        .then(|| Effect::DisableOwnedEndpoints { owner: id.clone() });
+    // D54's cascade order: a deactivation tells keys, applications, then
+    // endpoints; a demotion applications, keys, then endpoints.
     let order = if status.is_some() {
-        [cut, status, narrow]
+        [cut, status, narrow, disable]
     } else {
-        [narrow, cut, status]
+        [narrow, cut, status, disable]
     };
     effects.extend(order.into_iter().flatten());
     if change.revokes_tokens {
@@ -246,6 +278,10 @@ pub fn of_user_deletion(
             from: id.clone(),
             to: heir.clone(),
         });
+    }
+    // D55: whoever is deleted, the endpoints they own stop.
+    if webhook::owner_removed(current, None) {
+        effects.push(Effect::DisableOwnedEndpoints { owner: id.clone() });
     }
     effects.push(Effect::RevokeUser { user: id.clone() });
     effects.push(Effect::DeleteUser { user: id.clone() });
@@ -405,6 +441,9 @@ mod tests {
         fn consent(&self, u: &UserId, _: &crate::Consent, c: &Client) -> String {
             format!(r#"{{"id":"{}","user_id":"{u}"}}"#, c.id)
         }
+        fn webhook_endpoint(&self, e: &crate::webhook::Endpoint) -> String {
+            format!(r#"{{"id":"{}"}}"#, e.id)
+        }
     }
 
     fn tell() -> Teller {
@@ -440,9 +479,10 @@ mod tests {
         };
         let change = apply_patch(&u, &patch, Timestamp::from_millis(1)).unwrap();
         let e = of_user_change(&tell(), &u, &change);
-        // D54: keys, then applications, then the user's own event.
+        // D54: keys, then applications, then endpoints (D55), then the
+        // user's own event.
         assert_eq!(
-            e[..3],
+            e[..4],
             [
                 Effect::CutOwnedKeys {
                     owner: u.id.clone(),
@@ -452,11 +492,14 @@ mod tests {
                     owner: u.id.clone(),
                     inactive: true
                 },
+                Effect::DisableOwnedEndpoints {
+                    owner: u.id.clone()
+                },
                 Effect::RevokeUser { user: u.id.clone() },
             ]
         );
-        assert_eq!(e.len(), 4);
-        assert_eq!(told(&e[3]), Some(EventType::UserUpdated));
+        assert_eq!(e.len(), 5);
+        assert_eq!(told(&e[4]), Some(EventType::UserUpdated));
     }
 
     #[test]
@@ -476,6 +519,13 @@ mod tests {
             }
         );
         assert!(matches!(e[1], Effect::CutOwnedKeys { .. }), "{e:?}");
+        // D55: demoted below admin, their endpoints stop, after the keys.
+        assert_eq!(
+            e[2],
+            Effect::DisableOwnedEndpoints {
+                owner: u.id.clone()
+            }
+        );
         assert_eq!(told(e.last().unwrap()), Some(EventType::UserUpdated));
         // A promotion narrows nothing.
         let up = user(Role::Viewer, UserStatus::Active);
@@ -511,6 +561,13 @@ mod tests {
                 from: u.id.clone(),
                 to: heir
             }
+        );
+        assert_eq!(
+            e[2],
+            Effect::DisableOwnedEndpoints {
+                owner: u.id.clone()
+            },
+            "D54: endpoints after applications"
         );
         assert!(e.contains(&Effect::RevokeUser { user: u.id.clone() }));
         assert_eq!(e[e.len() - 2], Effect::DeleteUser { user: u.id.clone() });

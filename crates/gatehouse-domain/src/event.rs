@@ -16,6 +16,7 @@ use crate::ids::{ApiKeyId, ClientId, EventId, UserId};
 use crate::product::Product;
 use crate::time::Timestamp;
 use crate::user::User;
+use crate::webhook::Endpoint;
 use crate::{ApiKey, Client, Consent, Organization};
 
 macro_rules! catalog {
@@ -65,6 +66,11 @@ catalog! {
     ApiKeyRevoked => "api_key.revoked",
     OrganizationUpdated => "organization.updated",
     StagingReset => "staging.reset",
+    WebhookEndpointCreated => "webhook_endpoint.created",
+    WebhookEndpointUpdated => "webhook_endpoint.updated",
+    WebhookEndpointDeleted => "webhook_endpoint.deleted",
+    WebhookEndpointDisabled => "webhook_endpoint.disabled",
+    WebhookEndpointTest => "webhook_endpoint.test",
 }
 
 /// A `type` filter (D54) and, later, a webhook endpoint's `enabled_events`
@@ -298,6 +304,9 @@ pub trait Publish: Send + Sync {
     /// `consent` of `user` to `client` as `GET /v1/me/applications` shows
     /// it, plus `user_id` (D54's `consent.revoked`).
     fn consent(&self, user: &UserId, consent: &Consent, client: &Client) -> String;
+    /// A webhook endpoint as `GET /v1/webhook-endpoints/{id}` returns it
+    /// (no secret, D55).
+    fn webhook_endpoint(&self, e: &Endpoint) -> String;
 }
 
 /// What a change needs to tell its events: who made it and how its objects
@@ -531,6 +540,65 @@ impl Teller {
             at,
             object,
         )
+    }
+
+    /// `webhook_endpoint.created` (D55; never the secret).
+    pub fn webhook_endpoint_created(&self, e: &Endpoint) -> NewEvent {
+        let object = self.publish.webhook_endpoint(e);
+        self.event(
+            EventType::WebhookEndpointCreated,
+            e.id.as_str(),
+            e.created_at,
+            object,
+        )
+    }
+
+    /// `webhook_endpoint.updated` at the endpoint's `updated_at`, with the
+    /// old values of what changed (D54). A change that leaves the endpoint
+    /// `disabled` by the caller (`manual`) is `updated`, not `disabled`:
+    /// `webhook_endpoint.disabled` is the service's (D55).
+    pub fn webhook_endpoint_updated(&self, before: &Endpoint, after: &Endpoint) -> NewEvent {
+        let (old, new) = (
+            self.publish.webhook_endpoint(before),
+            self.publish.webhook_endpoint(after),
+        );
+        self.updated(
+            EventType::WebhookEndpointUpdated,
+            after.id.as_str(),
+            after.updated_at,
+            &old,
+            new,
+        )
+    }
+
+    /// `webhook_endpoint.deleted`, with the endpoint's last state.
+    pub fn webhook_endpoint_deleted(&self, last: &Endpoint, at: Timestamp) -> NewEvent {
+        let object = self.publish.webhook_endpoint(last);
+        self.event(
+            EventType::WebhookEndpointDeleted,
+            last.id.as_str(),
+            at,
+            object,
+        )
+    }
+
+    /// `webhook_endpoint.disabled` (D55): the service disabled the endpoint
+    /// (`owner_removed`, `gone`, `failing`); the endpoint as disabled.
+    pub fn webhook_endpoint_disabled(&self, e: &Endpoint) -> NewEvent {
+        let object = self.publish.webhook_endpoint(e);
+        self.event(
+            EventType::WebhookEndpointDisabled,
+            e.id.as_str(),
+            e.updated_at,
+            object,
+        )
+    }
+
+    /// `webhook_endpoint.test` (D55): never stored in `/v1/events`, never
+    /// sequenced; sent only to the endpoint under test.
+    pub fn webhook_endpoint_test(&self, e: &Endpoint, at: Timestamp) -> NewEvent {
+        let object = self.publish.webhook_endpoint(e);
+        self.event(EventType::WebhookEndpointTest, e.id.as_str(), at, object)
     }
 
     /// `staging.reset` (D33 continued): the organization after the reset,

@@ -28,7 +28,9 @@ pub mod webhook;
 
 pub use error::{DomainError, FieldIssue};
 pub use fixtures::{Fixture, FixtureUser};
-pub use ids::{ApiKeyId, ChainId, ClientId, EventId, Jti, OrgId, ProductId, RequestId, UserId};
+pub use ids::{
+    ApiKeyId, ChainId, ClientId, EndpointId, EventId, Jti, OrgId, ProductId, RequestId, UserId,
+};
 pub use link::LinkKind;
 pub use manage::{KeyCut, Manager, Reach, UsageRange};
 pub use page::{Listing, Page};

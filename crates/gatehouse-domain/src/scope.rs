@@ -29,11 +29,17 @@ pub enum Scope {
     ApplicationsWrite = 11,
     /// D54: read the organization's events (admins only, D29 continued).
     EventsRead = 12,
+    /// D55: list and view the organization's webhook endpoints and their
+    /// delivery log (admins only, D29 continued).
+    WebhooksRead = 13,
+    /// D55: create, change, rotate, test, replay and delete webhook
+    /// endpoints; redeliver events (admins only, D29 continued).
+    WebhooksWrite = 14,
 }
 
 impl Scope {
     /// Every scope, in the canonical order used when a set is written out.
-    pub const ALL: [Scope; 13] = [
+    pub const ALL: [Scope; 15] = [
         Scope::UsersRead,
         Scope::UsersWrite,
         Scope::ProfileRead,
@@ -43,6 +49,8 @@ impl Scope {
         Scope::ApplicationsRead,
         Scope::ApplicationsWrite,
         Scope::EventsRead,
+        Scope::WebhooksRead,
+        Scope::WebhooksWrite,
         Scope::Admin,
         Scope::OpenId,
         Scope::Profile,
@@ -70,6 +78,8 @@ impl Scope {
             Scope::ApplicationsRead => "applications:read",
             Scope::ApplicationsWrite => "applications:write",
             Scope::EventsRead => "events:read",
+            Scope::WebhooksRead => "webhooks:read",
+            Scope::WebhooksWrite => "webhooks:write",
         }
     }
 
@@ -97,6 +107,10 @@ impl Scope {
                 "Register and change applications, rotate their secrets, create and revoke API keys"
             }
             Scope::EventsRead => "Read the record of changes in your organization",
+            Scope::WebhooksRead => "View your organization's webhook endpoints and deliveries",
+            Scope::WebhooksWrite => {
+                "Register, change, test and remove webhook endpoints; redeliver events"
+            }
         }
     }
 }
@@ -211,6 +225,8 @@ impl ScopeSet {
                 .with(Scope::UsersWrite)
                 // D29 (continued): the third round's scopes are admins' only.
                 .with(Scope::EventsRead)
+                .with(Scope::WebhooksRead)
+                .with(Scope::WebhooksWrite)
                 .with(Scope::Admin),
         }
     }
@@ -292,5 +308,10 @@ mod tests {
         assert!(ScopeSet::for_role(Role::Admin).contains(Scope::EventsRead));
         assert!(!ScopeSet::for_role(Role::Editor).contains(Scope::EventsRead));
         assert!(!ScopeSet::for_role(Role::Viewer).contains(Scope::EventsRead));
+        for s in [Scope::WebhooksRead, Scope::WebhooksWrite] {
+            assert!(ScopeSet::for_role(Role::Admin).contains(s));
+            assert!(!ScopeSet::for_role(Role::Editor).contains(s));
+            assert!(!ScopeSet::for_role(Role::Viewer).contains(s));
+        }
     }
 }

@@ -11,6 +11,7 @@ use ipnet::IpNet;
 use crate::event::{EventType, TypePattern};
 use crate::ids::{EndpointId, UserId};
 use crate::time::Timestamp;
+use crate::user::{Role, User, UserStatus};
 
 /// Endpoints per organization at most, disabled ones included (D55).
 pub const MAX_ENDPOINTS: usize = 16;
@@ -323,6 +324,29 @@ pub struct Endpoint {
 }
 
 impl Endpoint {
+    /// A new endpoint, enabled, owned by `owner` (D55, D46 revised: the
+    /// caller's owner).
+    pub fn new(
+        url: &EndpointUrl,
+        description: String,
+        enabled_events: Vec<TypePattern>,
+        ordering: Ordering,
+        owner: Option<UserId>,
+        at: Timestamp,
+    ) -> Self {
+        Self {
+            id: EndpointId::generate(),
+            url: url.as_str().to_owned(),
+            description,
+            enabled_events,
+            ordering,
+            disabled: None,
+            owner,
+            created_at: at,
+            updated_at: at,
+        }
+    }
+
     pub fn status(&self) -> &'static str {
         if self.disabled.is_some() {
             "disabled"
@@ -385,6 +409,25 @@ pub fn patched(
     }
     next.updated_at = at;
     Some(next)
+}
+
+/// The refusal of a 17th endpoint (D55: 422 `LIMIT_REACHED`).
+pub fn limit_reached() -> crate::DomainError {
+    crate::DomainError::LimitReached(format!(
+        "an organization has at most {MAX_ENDPOINTS} webhook endpoints, disabled ones included; delete one first"
+    ))
+}
+
+/// D55: whether a change of `current` into `next` (`None`: deleted) takes
+/// away what an endpoint's owner needs, so the endpoints they own are
+/// disabled (`owner_removed`): deleted, deactivated, or demoted below admin.
+pub fn owner_removed(current: &User, next: Option<&User>) -> bool {
+    let Some(next) = next else {
+        return true;
+    };
+    let deactivated = current.status == UserStatus::Active && next.status != UserStatus::Active;
+    let demoted = current.role == Role::Admin && next.role != Role::Admin;
+    deactivated || demoted
 }
 
 /// The endpoint disabled for `reason` by the service (its owner removed,
@@ -797,6 +840,44 @@ mod tests {
         let gone = disabled_for(&e, DisabledReason::Gone, at).unwrap();
         assert_eq!(gone.status(), "disabled");
         assert_eq!(disabled_for(&gone, DisabledReason::OwnerRemoved, at), None);
+    }
+
+    #[test]
+    fn d55_owners_are_removed_by_deletion_deactivation_and_demotion() {
+        use crate::values::{Email, Name};
+        let admin = User {
+            id: UserId::generate(),
+            email: Email::parse("a@example.com").unwrap(),
+            name: Name::parse("A").unwrap(),
+            role: Role::Admin,
+            status: UserStatus::Active,
+            created_at: Timestamp::from_millis(0),
+            updated_at: Timestamp::from_millis(0),
+            has_password: true,
+        };
+        assert!(owner_removed(&admin, None), "deleted");
+        let inactive = User {
+            status: UserStatus::Inactive,
+            ..admin.clone()
+        };
+        assert!(owner_removed(&admin, Some(&inactive)), "deactivated");
+        let editor = User {
+            role: Role::Editor,
+            ..admin.clone()
+        };
+        assert!(owner_removed(&admin, Some(&editor)), "demoted");
+        let renamed = User {
+            name: Name::parse("B").unwrap(),
+            ..admin.clone()
+        };
+        assert!(
+            !owner_removed(&admin, Some(&renamed)),
+            "a rename keeps them"
+        );
+        assert!(
+            !owner_removed(&editor, Some(&admin)),
+            "a promotion removes nothing"
+        );
     }
 
     #[test]

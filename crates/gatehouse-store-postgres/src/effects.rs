@@ -98,6 +98,12 @@ pub(crate) async fn apply(
                     events.push(Cow::Owned(tell.api_key_revoked(&key, now)));
                 }
             }
+            Effect::DisableOwnedEndpoints { owner } => {
+                let tell = teller()?;
+                for e in crate::webhooks::disable_owned_endpoints(c, org, owner, now).await? {
+                    events.push(Cow::Owned(tell.webhook_endpoint_disabled(&e)));
+                }
+            }
             Effect::DeleteUser { user } => {
                 query("DELETE FROM users WHERE id = $1 AND org_id = $2")
                     .bind(user.as_str())

@@ -50,6 +50,7 @@ mod signing_keys;
 pub mod testing;
 mod usage;
 mod users;
+mod webhooks;
 
 use std::sync::Arc;
 use std::time::Duration;

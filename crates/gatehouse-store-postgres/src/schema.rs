@@ -94,6 +94,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "deferred_insert_counts",
         include_str!("../migrations/0019_deferred_insert_counts.sql"),
     ),
+    (
+        20,
+        "webhook_endpoints",
+        include_str!("../migrations/0020_webhook_endpoints.sql"),
+    ),
 ];
 
 /// The advisory-lock key of the migration (`"gatehous"` in ASCII), separate

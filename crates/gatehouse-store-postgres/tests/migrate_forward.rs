@@ -175,7 +175,8 @@ async fn a_database_of_the_last_release_migrates_forward_without_loss() {
             (16, true),
             (17, true),
             (18, true),
-            (19, true)
+            (19, true),
+            (20, true)
         ]
     );
     assert_eq!(

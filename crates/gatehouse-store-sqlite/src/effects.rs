@@ -122,6 +122,12 @@ pub(crate) fn apply(
                 keep,
                 removed,
             } => narrow_client(c, client, *keep, *removed, now)?,
+            Effect::DisableOwnedEndpoints { owner } => {
+                let tell = teller()?;
+                for e in crate::webhooks::disable_owned_endpoints(c, org, owner, now)? {
+                    events.push(Cow::Owned(tell.webhook_endpoint_disabled(&e)));
+                }
+            }
             Effect::Event(e) => events.push(Cow::Borrowed(e)),
         }
     }

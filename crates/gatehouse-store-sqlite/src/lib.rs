@@ -35,6 +35,7 @@ mod search;
 mod signing_keys;
 mod usage;
 mod users;
+mod webhooks;
 
 use std::path::Path;
 

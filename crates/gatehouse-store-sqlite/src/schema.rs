@@ -32,6 +32,7 @@ pub(crate) const MIGRATIONS: &[(i64, &str)] = &[
     (14, include_str!("../migrations/0014_one_search.sql")),
     (15, include_str!("../migrations/0015_used_once.sql")),
     (16, include_str!("../migrations/0016_events.sql")),
+    (17, include_str!("../migrations/0017_webhook_endpoints.sql")),
 ];
 
 /// D8 (revised): gives every row whose `email_norm` was computed by an older

@@ -45,3 +45,24 @@ pub fn chain_ids(ids: &[String]) -> StoreResult<Vec<ChainId>> {
         })
         .collect()
 }
+
+/// A webhook endpoint's `enabled_events` as stored: the patterns separated
+/// by single spaces (a pattern holds none), each one a catalog pattern.
+pub fn patterns(text: &str) -> Result<Vec<gatehouse_domain::event::TypePattern>, String> {
+    let parsed: Result<Vec<_>, _> = text
+        .split(' ')
+        .map(gatehouse_domain::event::TypePattern::parse)
+        .collect();
+    match parsed {
+        Ok(p) if !p.is_empty() => Ok(p),
+        _ => Err(format!("holds {text:?}, not a list of event type patterns")),
+    }
+}
+
+/// The stored form [`patterns`] reads.
+pub fn patterns_text(p: &[gatehouse_domain::event::TypePattern]) -> String {
+    p.iter()
+        .map(gatehouse_domain::event::TypePattern::as_str)
+        .collect::<Vec<_>>()
+        .join(" ")
+}

@@ -7,7 +7,8 @@
 //! ([`OrgStore`], [`UserStore`], [`LinkStore`], [`ProductStore`],
 //! [`ClientStore`], [`ApiKeyStore`], [`GrantStore`], [`RevocationStore`],
 //! [`OutboxStore`], [`RateStore`], [`JobStore`], [`SigningKeyStore`],
-//! [`IdempotencyStore`]);
+//! [`IdempotencyStore`], [`UsageStore`], [`SearchStore`], [`EventStore`],
+//! [`WebhookStore`]);
 //! [`Store`] is all of them together, the one object callers hold.
 //!
 //! Tenant isolation is part of the types: every method that touches tenant
@@ -48,6 +49,7 @@ mod search;
 mod signing_keys;
 mod usage;
 mod users;
+mod webhooks;
 
 pub use api_keys::*;
 pub use clients::*;
@@ -66,13 +68,14 @@ pub use search::*;
 pub use signing_keys::*;
 pub use usage::*;
 pub use users::*;
+pub use webhooks::*;
 
 /// The traits a caller needs in scope to call a concrete backend's methods.
 pub mod prelude {
     pub use crate::{
         ApiKeyStore, ClientStore, EventStore, GrantStore, IdempotencyStore, JobStore, LinkStore,
         OrgStore, OutboxStore, ProductStore, RateStore, RevocationStore, SearchStore,
-        SigningKeyStore, Store, UsageStore, UserStore,
+        SigningKeyStore, Store, UsageStore, UserStore, WebhookStore,
     };
 }
 
@@ -138,6 +141,7 @@ pub trait Store:
     + UsageStore
     + SearchStore
     + EventStore
+    + WebhookStore
     + Send
     + Sync
     + 'static

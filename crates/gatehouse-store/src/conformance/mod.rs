@@ -21,6 +21,7 @@ mod scoping;
 mod search;
 mod signing_keys;
 mod users;
+mod webhooks;
 
 pub use api_keys::*;
 pub use clients::*;
@@ -40,6 +41,7 @@ pub use scoping::*;
 pub use search::*;
 pub use signing_keys::*;
 pub use users::*;
+pub use webhooks::*;
 
 use gatehouse_domain::{
     ApiKey, ApiKeyId, ChainId, ClientId, DomainError, Email, Jti, Name, NewProduct, NewUser, OrgId,
@@ -81,7 +83,10 @@ macro_rules! store_conformance_tests {
             concurrent_writers_get_one_gap_free_sequence, events_are_purged_after_the_retention,
             user_creation_and_invitations_are_told, user_changes_tell_their_cascades_first,
             applications_and_keys_tell_their_changes, consents_and_reuse_are_told,
-            corrupt_events_are_internal_errors);
+            corrupt_events_are_internal_errors,
+            webhook_endpoints_roundtrip_rotate_and_limit,
+            concurrent_endpoint_creations_stop_at_the_limit,
+            removed_owners_disable_their_endpoints);
     };
     (@each $make:expr; $($name:ident),*) => {
         $(
@@ -309,6 +314,15 @@ impl gatehouse_domain::event::Publish for TestPublish {
             "id": client.id.as_str(),
             "scopes": consent.scopes.bits(),
             "user_id": user.as_str(),
+        })
+        .to_string()
+    }
+    fn webhook_endpoint(&self, e: &gatehouse_domain::webhook::Endpoint) -> String {
+        serde_json::json!({
+            "id": e.id.as_str(),
+            "description": e.description,
+            "status": e.status(),
+            "updated_at": e.updated_at.millis(),
         })
         .to_string()
     }
