@@ -64,7 +64,7 @@ pub fn kept_status(status: u16) -> bool {
 /// a few microseconds, and misses none.
 pub fn holds_secret(body: &[u8]) -> bool {
     let has = |needle: &[u8]| body.windows(needle.len()).any(|w| w == needle);
-    has(b"\"client_secret\"") || has(b"\"key\"")
+    has(b"\"client_secret\"") || has(b"\"key\"") || has(b"\"secret\"")
 }
 
 /// A response as the HTTP layer hands it over and gets it back.

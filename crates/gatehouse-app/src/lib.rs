@@ -30,6 +30,7 @@ pub mod resource;
 pub mod search;
 pub mod staging;
 pub mod users;
+pub mod webhooks;
 
 use std::sync::Arc;
 
@@ -70,6 +71,8 @@ struct Inner {
     /// one at every `POST /v1/users`). A name never changes in this release
     /// (nothing renames an organization), so an entry is never stale.
     org_names: std::sync::Mutex<std::collections::HashMap<OrgId, Arc<str>>>,
+    /// D55: the allow-list and resolver the endpoint URLs are checked with.
+    webhooks: webhooks::WebhookSettings,
 }
 
 /// Names kept at most in [`Inner::org_names`]; past it the map starts over.
@@ -94,6 +97,7 @@ impl App {
             publish,
             event_retention_secs: events::DEFAULT_RETENTION_SECS,
             org_names: Default::default(),
+            webhooks: Default::default(),
         }))
     }
 
@@ -108,6 +112,7 @@ impl App {
             publish,
             event_retention_secs: events::DEFAULT_RETENTION_SECS,
             org_names: Default::default(),
+            webhooks: Default::default(),
         }))
     }
 

@@ -24,6 +24,8 @@ pub enum Resource {
     IdempotencyKey,
     /// An event (D54).
     Event,
+    /// A webhook endpoint (D55).
+    WebhookEndpoint,
 }
 
 impl Resource {
@@ -33,6 +35,7 @@ impl Resource {
             Resource::User => "user",
             Resource::Product => "product",
             Resource::Event => "event",
+            Resource::WebhookEndpoint => "webhook endpoint",
             Resource::Client => "client",
             Resource::Application => "application",
             Resource::ApiKey => "API key",

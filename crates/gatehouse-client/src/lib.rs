@@ -83,6 +83,9 @@ pub use models::{
     UserPatch, UserStatus,
 };
 pub use models::{Event, EventActor, EventData, EventFilter, EventRequest};
+pub use models::{
+    NewWebhookEndpoint, WebhookEndpoint, WebhookEndpointPatch, WebhookEndpointWithSecret,
+};
 pub use ops::{ListStream, OPERATIONS, Operation};
 pub use retry::{RetryDelay, RetryPolicy, RetryReason, SleepFuture};
 

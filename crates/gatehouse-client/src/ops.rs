@@ -21,6 +21,9 @@ use crate::models::{
     ProductFilter, ProductPatch, ProfilePatch, Single, User, UserFilter, UserPatch,
 };
 use crate::models::{Event, EventFilter};
+use crate::models::{
+    NewWebhookEndpoint, WebhookEndpoint, WebhookEndpointPatch, WebhookEndpointWithSecret,
+};
 
 /// One operation of the OpenAPI document and the client method that
 /// performs it.
@@ -146,6 +149,42 @@ pub const OPERATIONS: &[Operation] = &[
         "list_events_page, events_after, events_after_page",
     ),
     op("getEvent", "GET", "/v1/events/{event_id}", "get_event"),
+    op(
+        "listWebhookEndpoints",
+        "GET",
+        "/v1/webhook-endpoints",
+        "list_webhook_endpoints, list_webhook_endpoints_page",
+    ),
+    op(
+        "createWebhookEndpoint",
+        "POST",
+        "/v1/webhook-endpoints",
+        "create_webhook_endpoint",
+    ),
+    op(
+        "getWebhookEndpoint",
+        "GET",
+        "/v1/webhook-endpoints/{endpoint_id}",
+        "get_webhook_endpoint",
+    ),
+    op(
+        "updateWebhookEndpoint",
+        "PATCH",
+        "/v1/webhook-endpoints/{endpoint_id}",
+        "update_webhook_endpoint",
+    ),
+    op(
+        "deleteWebhookEndpoint",
+        "DELETE",
+        "/v1/webhook-endpoints/{endpoint_id}",
+        "delete_webhook_endpoint",
+    ),
+    op(
+        "rotateWebhookEndpointSecret",
+        "POST",
+        "/v1/webhook-endpoints/{endpoint_id}/secret",
+        "rotate_webhook_endpoint_secret",
+    ),
     op(
         "getOrganization",
         "GET",
@@ -464,6 +503,92 @@ impl Client {
     pub async fn get_organization(&self) -> Result<Organization> {
         self.single(Method::GET, &["v1", "organization"], &[], Body::Empty)
             .await
+    }
+
+    // ---- webhook endpoints (D55) ----
+
+    /// `GET /v1/webhook-endpoints` (`webhooks:read`), one page at `offset`,
+    /// newest first.
+    pub async fn list_webhook_endpoints_page(
+        &self,
+        limit: Option<u32>,
+        offset: u64,
+    ) -> Result<Page<WebhookEndpoint>> {
+        self.offset_page(&["v1", "webhook-endpoints"], Vec::new(), limit, offset)
+            .await
+    }
+
+    /// `GET /v1/webhook-endpoints` (`webhooks:read`) as a stream of every
+    /// endpoint.
+    pub fn list_webhook_endpoints(&self) -> ListStream<WebhookEndpoint> {
+        offset_stream(self.clone(), &["v1", "webhook-endpoints"], Vec::new(), None)
+    }
+
+    /// `POST /v1/webhook-endpoints` (`webhooks:write`): the secret is in
+    /// the answer only.
+    pub async fn create_webhook_endpoint(
+        &self,
+        endpoint: &NewWebhookEndpoint,
+    ) -> Result<WebhookEndpointWithSecret> {
+        self.single(
+            Method::POST,
+            &["v1", "webhook-endpoints"],
+            &[],
+            json_body(endpoint)?,
+        )
+        .await
+    }
+
+    /// `GET /v1/webhook-endpoints/{id}` (`webhooks:read`).
+    pub async fn get_webhook_endpoint(&self, id: &str) -> Result<WebhookEndpoint> {
+        self.single(
+            Method::GET,
+            &["v1", "webhook-endpoints", id],
+            &[],
+            Body::Empty,
+        )
+        .await
+    }
+
+    /// `PATCH /v1/webhook-endpoints/{id}` (`webhooks:write`).
+    pub async fn update_webhook_endpoint(
+        &self,
+        id: &str,
+        patch: &WebhookEndpointPatch,
+    ) -> Result<WebhookEndpoint> {
+        self.single(
+            Method::PATCH,
+            &["v1", "webhook-endpoints", id],
+            &[],
+            json_body(patch)?,
+        )
+        .await
+    }
+
+    /// `DELETE /v1/webhook-endpoints/{id}` (`webhooks:write`).
+    pub async fn delete_webhook_endpoint(&self, id: &str) -> Result<()> {
+        self.no_content(&["v1", "webhook-endpoints", id], &[]).await
+    }
+
+    /// `POST /v1/webhook-endpoints/{id}/secret` (`webhooks:write`): a new
+    /// secret, in the answer only; the previous one keeps signing for
+    /// `grace_seconds` (default 86,400).
+    pub async fn rotate_webhook_endpoint_secret(
+        &self,
+        id: &str,
+        grace_seconds: Option<u32>,
+    ) -> Result<WebhookEndpointWithSecret> {
+        let body = match grace_seconds {
+            Some(g) => json_body(&serde_json::json!({ "grace_seconds": g }))?,
+            None => Body::Empty,
+        };
+        self.single(
+            Method::POST,
+            &["v1", "webhook-endpoints", id, "secret"],
+            &[],
+            body,
+        )
+        .await
     }
 
     // ---- events (D54) ----

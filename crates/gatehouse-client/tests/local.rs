@@ -384,6 +384,31 @@ async fn every_operation_of_the_table_sends_its_method_and_path() {
                 .await
                 .map(drop),
             "getEvent" => c.get_event("evt_x").await.map(drop),
+            "listWebhookEndpoints" => c
+                .list_webhook_endpoints()
+                .next()
+                .await
+                .unwrap()
+                .map(drop),
+            "createWebhookEndpoint" => c
+                .create_webhook_endpoint(&gatehouse_client::NewWebhookEndpoint::new(
+                    "https://h.example/in",
+                ))
+                .await
+                .map(drop),
+            "getWebhookEndpoint" => c.get_webhook_endpoint("we_1").await.map(drop),
+            "updateWebhookEndpoint" => c
+                .update_webhook_endpoint(
+                    "we_1",
+                    &gatehouse_client::WebhookEndpointPatch::new().enabled(true),
+                )
+                .await
+                .map(drop),
+            "deleteWebhookEndpoint" => c.delete_webhook_endpoint("we_1").await,
+            "rotateWebhookEndpointSecret" => c
+                .rotate_webhook_endpoint_secret("we_1", None)
+                .await
+                .map(drop),
             "updateProfile" => c.update_profile(&ProfilePatch::name("n")).await.map(drop),
             "openapi" => c.openapi().await.map(drop),
             "listMyApplications" => c.list_my_applications().next().await.unwrap().map(drop),
@@ -454,7 +479,8 @@ async fn every_operation_of_the_table_sends_its_method_and_path() {
             .replace("{product_id}", p)
             .replace("{app_id}", "app_1")
             .replace("{key_id}", "key_1")
-            .replace("{event_id}", "evt_x");
+            .replace("{event_id}", "evt_x")
+            .replace("{endpoint_id}", "we_1");
         let target = got.line.split(' ').nth(1).unwrap();
         let target_path = target.split('?').next().unwrap();
         assert_eq!(

@@ -162,33 +162,44 @@ impl EndpointUrl {
     /// range (for a domain: when all its addresses are in one, checked at
     /// resolution).
     pub fn parse(raw: &str, allow: &AllowList) -> Result<Self, UrlError> {
-        if raw.chars().count() > MAX_URL_CHARS {
-            return Err(UrlError::Invalid("must be at most 2,048 characters"));
+        let (url, host) = Self::syntax(raw).map_err(UrlError::Invalid)?;
+        if let Host::Ip(ip) = host {
+            if !address_allowed(ip, allow) {
+                return Err(UrlError::NotAllowed(ip));
+            }
+            if url.scheme() != "https" && !allow.permits(ip) {
+                return Err(UrlError::Invalid("must be an https URL"));
+            }
         }
-        let url = url::Url::parse(raw).map_err(|_| UrlError::Invalid("must be an absolute URL"))?;
-        let https = match url.scheme() {
-            "https" => true,
-            "http" => false,
-            _ => return Err(UrlError::Invalid("must be an https URL")),
-        };
+        Ok(Self { url, host })
+    }
+
+    /// D55's input rules that need no configuration (a request body's
+    /// check, before the allow-list and the address rules): at most 2,048
+    /// characters, an absolute `https` (or plain `http`) URL with a host
+    /// and no user-info.
+    pub fn check_syntax(raw: &str) -> Result<(), &'static str> {
+        Self::syntax(raw).map(|_| ())
+    }
+
+    fn syntax(raw: &str) -> Result<(url::Url, Host), &'static str> {
+        if raw.chars().count() > MAX_URL_CHARS {
+            return Err("must be at most 2,048 characters");
+        }
+        let url = url::Url::parse(raw).map_err(|_| "must be an absolute URL")?;
+        if !matches!(url.scheme(), "https" | "http") {
+            return Err("must be an https URL");
+        }
         if !url.username().is_empty() || url.password().is_some() {
-            return Err(UrlError::Invalid("must not contain user information"));
+            return Err("must not contain user information");
         }
         let host = match url.host() {
             Some(url::Host::Ipv4(a)) => Host::Ip(IpAddr::V4(a)),
             Some(url::Host::Ipv6(a)) => Host::Ip(IpAddr::V6(a)),
             Some(url::Host::Domain(d)) if !d.is_empty() => Host::Domain(d.to_owned()),
-            _ => return Err(UrlError::Invalid("must name a host")),
+            _ => return Err("must name a host"),
         };
-        if let Host::Ip(ip) = host {
-            if !address_allowed(ip, allow) {
-                return Err(UrlError::NotAllowed(ip));
-            }
-            if !https && !allow.permits(ip) {
-                return Err(UrlError::Invalid("must be an https URL"));
-            }
-        }
-        Ok(Self { url, host })
+        Ok((url, host))
     }
 
     /// The addresses a domain resolved to, under the address rules: the

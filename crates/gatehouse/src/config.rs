@@ -189,6 +189,9 @@ pub struct ServeArgs {
     /// How long events are kept for GET /v1/events, with a unit: s, m, h or d (7d to 90d) [default: 30d].
     #[arg(long, env = "GATEHOUSE_EVENT_RETENTION")]
     pub event_retention: Option<String>,
+    /// Address ranges webhooks may be delivered to despite the address rules, and over plain http, comma-separated (e.g. 127.0.0.0/8 for tests) [default: none].
+    #[arg(long, env = "GATEHOUSE_WEBHOOK_ALLOW_CIDRS")]
+    pub webhook_allow_cidrs: Option<String>,
     /// Lifts the minimums of the third round's durations so tests can use seconds; logs a warning at every start. Never in production.
     #[arg(long, env = "GATEHOUSE_TEST_SETTINGS")]
     pub test_settings: bool,
@@ -432,6 +435,7 @@ pub struct FileConfig {
     pub head_timeout_secs: Option<u64>,
     pub idle_timeout_secs: Option<u64>,
     pub event_retention: Option<String>,
+    pub webhook_allow_cidrs: Option<String>,
     pub test_settings: Option<bool>,
 }
 
@@ -519,6 +523,8 @@ pub struct Settings {
     pub idempotency_retention_secs: i64,
     /// D54 (D40 continued): how long events are kept.
     pub event_retention_secs: i64,
+    /// D55: `GATEHOUSE_WEBHOOK_ALLOW_CIDRS`.
+    pub webhook_allow: gatehouse_domain::webhook::AllowList,
     /// D40 (continued): `--test-settings`, the durations' minimums lifted.
     pub test_settings: bool,
     pub trusted_proxies: Vec<std::net::IpAddr>,
@@ -621,6 +627,7 @@ impl Settings {
             refresh_max_days: 90,
             idempotency_retention_secs: 86_400,
             event_retention_secs: 30 * DAY,
+            webhook_allow: Default::default(),
             test_settings: false,
             trusted_proxies: Vec::new(),
             env: Env::Production,
@@ -749,6 +756,14 @@ impl Settings {
                 (7 * DAY, 90 * DAY),
                 s.test_settings,
             )?;
+        }
+        if let Some(raw) = serve
+            .webhook_allow_cidrs
+            .as_deref()
+            .or(file.webhook_allow_cidrs.as_deref())
+        {
+            s.webhook_allow = gatehouse_domain::webhook::AllowList::parse(raw)
+                .map_err(|e| anyhow::anyhow!("GATEHOUSE_WEBHOOK_ALLOW_CIDRS: {e}"))?;
         }
         if let Some(t) = serve.head_timeout_secs.or(file.head_timeout_secs) {
             s.head_timeout = std::time::Duration::from_secs(t.max(1));

@@ -93,6 +93,9 @@ pub fn mock_settings(base: &Settings, dir: &std::path::Path, addr: SocketAddr) -
     s.public_url = format!("http://{addr}");
     s.mock = true;
     s.mail_from = base.mail_from.clone();
+    // D53 (continued): the mock delivers webhooks to loopback.
+    s.webhook_allow = gatehouse_domain::webhook::AllowList::parse("127.0.0.0/8,::1/128")
+        .expect("the loopback ranges parse");
     s
 }
 
@@ -250,7 +253,11 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
         Arc::new(gatehouse_server::Published),
     )
     .with_idempotency_retention_secs(settings.idempotency_retention_secs)
-    .with_event_retention_secs(settings.event_retention_secs);
+    .with_event_retention_secs(settings.event_retention_secs)
+    .with_webhook_settings(gatehouse_app::webhooks::WebhookSettings {
+        allow: settings.webhook_allow.clone(),
+        ..Default::default()
+    });
     app.sync_revocations()
         .await
         .context("loading revocations")?;

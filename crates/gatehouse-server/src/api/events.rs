@@ -57,6 +57,10 @@ impl Publish for Published {
         }
         object.to_string()
     }
+    fn webhook_endpoint(&self, e: &gatehouse_domain::webhook::Endpoint) -> String {
+        serde_json::to_string(&crate::api::responses::WebhookEndpointResponse::from(e))
+            .unwrap_or_else(|_| "{}".into())
+    }
 }
 
 pub fn router() -> Router<AppState> {
@@ -308,6 +312,11 @@ pub(crate) fn webhook_schemas() -> serde_json::Map<String, serde_json::Value> {
                 EventType::OrganizationUpdated | EventType::StagingReset => {
                     reference("Organization")
                 }
+                EventType::WebhookEndpointCreated
+                | EventType::WebhookEndpointUpdated
+                | EventType::WebhookEndpointDeleted
+                | EventType::WebhookEndpointDisabled
+                | EventType::WebhookEndpointTest => reference("WebhookEndpoint"),
                 EventType::ConsentRevoked => json!({"allOf": [reference("ConsentedApplication"), {
                     "type": "object",
                     "required": ["user_id"],

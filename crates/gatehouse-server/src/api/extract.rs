@@ -51,7 +51,9 @@ scope_markers!(
     ProfileWrite => ProfileWrite,
     ApplicationsRead => ApplicationsRead,
     ApplicationsWrite => ApplicationsWrite,
-    EventsRead => EventsRead
+    EventsRead => EventsRead,
+    WebhooksRead => WebhooksRead,
+    WebhooksWrite => WebhooksWrite
 );
 
 /// An authenticated caller holding scope `S`. The organization comes only from
@@ -273,6 +275,13 @@ impl PathId for gatehouse_domain::EventId {
     const RESOURCE: Resource = Resource::Event;
     fn parse(raw: &str) -> Option<Self> {
         gatehouse_domain::EventId::parse(raw)
+    }
+}
+
+impl PathId for gatehouse_domain::EndpointId {
+    const RESOURCE: Resource = Resource::WebhookEndpoint;
+    fn parse(raw: &str) -> Option<Self> {
+        gatehouse_domain::EndpointId::parse(raw)
     }
 }
 

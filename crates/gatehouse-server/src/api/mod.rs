@@ -24,6 +24,7 @@ pub mod responses;
 pub mod users;
 pub mod v2;
 pub mod versions;
+pub mod webhooks;
 pub mod wellknown;
 
 use axum::Router;
@@ -45,6 +46,8 @@ pub fn v1_routes(state: &AppState) -> Router<AppState> {
         .merge(organization::router())
         // D54: the record of changes.
         .merge(events::router())
+        // D55: webhook endpoints.
+        .merge(webhooks::router())
         // D50: `Idempotency-Key` on the POSTs under /v1.
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),

@@ -392,6 +392,144 @@ impl RequestBody for UpdateProfileRequest {
     }
 }
 
+// D55.
+/// A webhook endpoint to register; its signing secret is in the answer once.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(as = NewWebhookEndpoint)]
+pub struct CreateWebhookEndpointRequest {
+    /// `https` (plain `http` only to a range the operator allowed), at most
+    /// 2,048 characters, no user-info; its addresses must not be loopback,
+    /// private, link-local, shared, multicast, reserved or unspecified.
+    #[serde(default)]
+    #[schema(value_type = String, max_length = 2048, required = true)]
+    pub url: Input<String>,
+    #[serde(default)]
+    #[schema(value_type = String, max_length = 500)]
+    pub description: Input<String>,
+    /// Default `["*"]`.
+    #[serde(default)]
+    #[schema(schema_with = schemas::event_patterns)]
+    pub enabled_events: Input<Vec<String>>,
+    /// `none` (default) or `per_object`: at most one undelivered event per
+    /// object at a time.
+    #[serde(default)]
+    #[schema(schema_with = schemas::endpoint_ordering)]
+    pub ordering: Input<String>,
+}
+
+/// D55's `url` input rules that need no configuration (the allow-list and
+/// the address rules are the application's).
+fn endpoint_url(s: &str) -> Result<String, String> {
+    gatehouse_domain::webhook::EndpointUrl::check_syntax(s)
+        .map(|()| s.to_owned())
+        .map_err(str::to_owned)
+}
+
+fn endpoint_ordering(s: &str) -> Result<gatehouse_domain::webhook::Ordering, String> {
+    gatehouse_domain::webhook::Ordering::parse(s)
+        .ok_or_else(|| "must be \"none\" or \"per_object\"".to_owned())
+}
+
+impl RequestBody for CreateWebhookEndpointRequest {
+    type Domain = gatehouse_app::webhooks::NewEndpoint;
+    fn into_domain(self, mut issues: Issues) -> Result<Self::Domain, Vec<FieldIssue>> {
+        use gatehouse_domain::webhook;
+        let url = issues.required_text("url", self.url, endpoint_url);
+        let description =
+            issues.optional_text("description", self.description, webhook::parse_description);
+        let enabled_events = issues.check("enabled_events", self.enabled_events, false, |p| {
+            webhook::parse_enabled_events(&p)
+        });
+        let ordering = issues.optional_text("ordering", self.ordering, endpoint_ordering);
+        match url {
+            Some(url) => issues.finish(gatehouse_app::webhooks::NewEndpoint {
+                url,
+                description: description.unwrap_or_default(),
+                enabled_events: enabled_events
+                    .unwrap_or_else(gatehouse_app::webhooks::every_event),
+                ordering: ordering.unwrap_or_default(),
+            }),
+            None => Err(issues.into_vec()),
+        }
+    }
+}
+
+// D55.
+/// Changes to a webhook endpoint; absent fields stay.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(as = WebhookEndpointPatch)]
+pub struct UpdateWebhookEndpointRequest {
+    #[serde(default)]
+    #[schema(value_type = String, max_length = 2048)]
+    pub url: Input<String>,
+    #[serde(default)]
+    #[schema(value_type = String, max_length = 500)]
+    pub description: Input<String>,
+    #[serde(default)]
+    #[schema(schema_with = schemas::event_patterns)]
+    pub enabled_events: Input<Vec<String>>,
+    #[serde(default)]
+    #[schema(schema_with = schemas::endpoint_ordering)]
+    pub ordering: Input<String>,
+    /// `disabled` stops deliveries (pending ones are cancelled);
+    /// `enabled` resumes them and makes you the owner.
+    #[serde(default)]
+    #[schema(schema_with = schemas::endpoint_status)]
+    pub status: Input<String>,
+}
+
+impl RequestBody for UpdateWebhookEndpointRequest {
+    type Domain = gatehouse_domain::webhook::EndpointPatch;
+    fn into_domain(self, mut issues: Issues) -> Result<Self::Domain, Vec<FieldIssue>> {
+        use gatehouse_domain::webhook;
+        let patch = webhook::EndpointPatch {
+            url: issues.optional_text("url", self.url, endpoint_url),
+            description: issues.optional_text(
+                "description",
+                self.description,
+                webhook::parse_description,
+            ),
+            enabled_events: issues.check("enabled_events", self.enabled_events, false, |p| {
+                webhook::parse_enabled_events(&p)
+            }),
+            ordering: issues.optional_text("ordering", self.ordering, endpoint_ordering),
+            enabled: issues.optional_text("status", self.status, |s| match s {
+                "enabled" => Ok(true),
+                "disabled" => Ok(false),
+                _ => Err("must be \"enabled\" or \"disabled\"".to_owned()),
+            }),
+        };
+        issues.finish(patch)
+    }
+}
+
+// D55.
+/// A secret rotation; the previous secret keeps signing for the grace.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(as = WebhookSecretRotation)]
+pub struct RotateWebhookSecretRequest {
+    /// Seconds the previous secret keeps signing alongside the new one
+    /// (default 86,400, at most 604,800).
+    #[serde(default)]
+    #[schema(value_type = u32, minimum = 0, maximum = 604800)]
+    pub grace_seconds: Input<i64>,
+}
+
+impl RequestBody for RotateWebhookSecretRequest {
+    type Domain = u32;
+    fn into_domain(self, mut issues: Issues) -> Result<u32, Vec<FieldIssue>> {
+        let grace = issues.optional_int(
+            "grace_seconds",
+            self.grace_seconds,
+            gatehouse_app::webhooks::check_grace,
+        );
+        issues.finish(grace.unwrap_or(gatehouse_domain::webhook::DEFAULT_GRACE_SECS))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -216,6 +216,63 @@ pub struct CreatedApiKey<'a> {
     pub key: &'a str,
 }
 
+// D55.
+/// A webhook endpoint (never its secret, after creation).
+#[derive(Serialize, ToSchema)]
+#[schema(as = WebhookEndpoint)]
+pub struct WebhookEndpointResponse<'a> {
+    #[schema(value_type = String, pattern = "^we_[A-Za-z0-9]+$")]
+    pub id: &'a str,
+    #[schema(value_type = String)]
+    pub url: &'a str,
+    #[schema(value_type = String, max_length = 500)]
+    pub description: &'a str,
+    #[schema(schema_with = schemas::event_patterns)]
+    pub enabled_events: Vec<&'a str>,
+    #[schema(schema_with = schemas::endpoint_ordering)]
+    pub ordering: &'static str,
+    #[schema(schema_with = schemas::endpoint_status)]
+    pub status: &'static str,
+    #[schema(schema_with = schemas::disabled_reason, required = true)]
+    pub disabled_reason: Option<&'static str>,
+    #[schema(value_type = Option<String>, pattern = "^usr_[A-Za-z0-9]+$", required = true)]
+    pub owner_id: Option<&'a str>,
+    #[schema(schema_with = schemas::timestamp)]
+    pub created_at: Timestamp,
+    #[schema(schema_with = schemas::timestamp)]
+    pub updated_at: Timestamp,
+}
+
+impl<'a> From<&'a gatehouse_domain::webhook::Endpoint> for WebhookEndpointResponse<'a> {
+    fn from(e: &'a gatehouse_domain::webhook::Endpoint) -> Self {
+        Self {
+            id: e.id.as_str(),
+            url: &e.url,
+            description: &e.description,
+            enabled_events: e.enabled_events.iter().map(|p| p.as_str()).collect(),
+            ordering: e.ordering.as_str(),
+            status: e.status(),
+            disabled_reason: e.disabled.map(|r| r.as_str()),
+            owner_id: e.owner.as_ref().map(|u| u.as_str()),
+            created_at: e.created_at,
+            updated_at: e.updated_at,
+        }
+    }
+}
+
+// D55.
+/// A webhook endpoint with its signing secret, shown only in this answer.
+#[derive(Serialize, ToSchema)]
+#[schema(as = WebhookEndpointWithSecret)]
+pub struct WebhookEndpointWithSecret<'a> {
+    #[serde(flatten)]
+    pub endpoint: WebhookEndpointResponse<'a>,
+    /// `whsec_` and the standard base64 of 32 random bytes: the key of the
+    /// Standard Webhooks signature.
+    #[schema(value_type = String, pattern = "^whsec_[A-Za-z0-9+/]+=*$")]
+    pub secret: &'a str,
+}
+
 // D46.
 /// The caller's organization: its plan and rate limits (D28).
 #[derive(Serialize, ToSchema)]

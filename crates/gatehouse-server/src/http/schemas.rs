@@ -137,3 +137,46 @@ written_schema! {
     AnyObject as "Object" => json!({"type": "object"});
     Html as "Html" => json!({"type": "string"});
 }
+
+/// D55: an endpoint's `status`.
+pub fn endpoint_status() -> Object {
+    one_of(&["enabled", "disabled"])
+}
+
+/// D55: an endpoint's `ordering`.
+pub fn endpoint_ordering() -> Object {
+    one_of(&["none", "per_object"])
+}
+
+/// D55: why an endpoint is disabled (null while enabled).
+pub fn disabled_reason() -> Object {
+    ObjectBuilder::new()
+        .schema_type(utoipa::openapi::schema::SchemaType::from_iter([
+            Type::String,
+            Type::Null,
+        ]))
+        .enum_values(Some([
+            json!("manual"),
+            json!("gone"),
+            json!("failing"),
+            json!("owner_removed"),
+            Value::Null,
+        ]))
+        .build()
+}
+
+/// D55: `enabled_events`, patterns as in the `type` filter of `/v1/events`.
+pub fn event_patterns() -> Array {
+    ArrayBuilder::new()
+        .items(
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .description(Some(
+                    "An event type (`user.created`), a prefix ending in `.*` (`user.*`), or `*`.",
+                ))
+                .build(),
+        )
+        .min_items(Some(1))
+        .max_items(Some(50))
+        .build()
+}

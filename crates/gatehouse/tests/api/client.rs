@@ -459,6 +459,57 @@ async fn d54_events_through_the_client_and_its_catch_up_stream() {
     assert_eq!(only[0].sequence, 5);
 }
 
+/// D55, D51 (continued): the webhook endpoint operations, typed.
+#[tokio::test]
+async fn d55_webhook_endpoints_through_the_client() {
+    use gatehouse_client::{NewWebhookEndpoint, WebhookEndpointPatch};
+    let s = TestServer::start().await;
+    let c = builder(&s, &s.base, &["webhooks:read", "webhooks:write"])
+        .build()
+        .unwrap();
+    let made = c
+        .create_webhook_endpoint(
+            &NewWebhookEndpoint::new("https://hooks.example.com/in")
+                .description("mirror")
+                .enabled_events(&["product.*"])
+                .per_object(),
+        )
+        .await
+        .unwrap();
+    assert!(made.secret.starts_with("whsec_"));
+    assert_eq!(made.endpoint.enabled_events, ["product.*"]);
+    assert_eq!(made.endpoint.ordering, "per_object");
+    let id = made.endpoint.id.clone();
+    assert_eq!(c.get_webhook_endpoint(&id).await.unwrap(), made.endpoint);
+    let all: Vec<_> = c.list_webhook_endpoints().try_collect().await.unwrap();
+    assert_eq!(all.len(), 1);
+    assert_eq!(all[0], made.endpoint);
+    let page = c.list_webhook_endpoints_page(Some(1), 0).await.unwrap();
+    assert_eq!(page.meta.total, 1);
+    let off = c
+        .update_webhook_endpoint(&id, &WebhookEndpointPatch::new().enabled(false))
+        .await
+        .unwrap();
+    assert_eq!(off.disabled_reason.as_deref(), Some("manual"));
+    let rotated = c
+        .rotate_webhook_endpoint_secret(&id, Some(60))
+        .await
+        .unwrap();
+    assert_ne!(rotated.secret, made.secret);
+    c.delete_webhook_endpoint(&id).await.unwrap();
+    let gone = c.get_webhook_endpoint(&id).await.unwrap_err();
+    assert_eq!(gone.status(), Some(404), "{gone:?}");
+    let refused = c
+        .create_webhook_endpoint(&NewWebhookEndpoint::new("https://127.0.0.1/in"))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        refused.code(),
+        Some(&gatehouse_client::ErrorCode::UrlNotAllowed),
+        "{refused:?}"
+    );
+}
+
 #[tokio::test]
 async fn d51_api_key_credentials() {
     let s = TestServer::start().await;

@@ -32,3 +32,4 @@ mod tokens;
 mod transport;
 mod users;
 mod versions;
+mod webhooks;

@@ -51,6 +51,8 @@ mod transport;
 mod users;
 #[path = "../api/versions.rs"]
 mod versions;
+#[path = "../api/webhooks.rs"]
+mod webhooks;
 
 /// Only here: several nodes on one PostgreSQL database.
 mod multinode;
