@@ -92,14 +92,15 @@ impl App {
         let allow = &self.0.webhooks.allow;
         let url = EndpointUrl::parse(raw, allow).map_err(url_error)?;
         if let Host::Domain(name) = url.host() {
-            let found =
-                tokio::time::timeout(LOOKUP_TIMEOUT, self.0.webhooks.lookup.lookup(name, url.port()))
-                    .await;
+            let found = tokio::time::timeout(
+                LOOKUP_TIMEOUT,
+                self.0.webhooks.lookup.lookup(name, url.port()),
+            )
+            .await;
             if let Ok(Ok(addresses)) = found
                 && !addresses.is_empty()
             {
-                url.check_resolved(&addresses, allow)
-                    .map_err(url_error)?;
+                url.check_resolved(&addresses, allow).map_err(url_error)?;
             } else if !url.is_https() {
                 // Plain http needs its addresses in an allowed range; a name
                 // that does not resolve proves nothing.
@@ -289,10 +290,5 @@ pub fn check_grace(secs: i64) -> Result<u32, String> {
     u32::try_from(secs)
         .ok()
         .filter(|s| *s <= webhook::MAX_GRACE_SECS)
-        .ok_or_else(|| {
-            format!(
-                "must be an integer from 0 to {}",
-                webhook::MAX_GRACE_SECS
-            )
-        })
+        .ok_or_else(|| format!("must be an integer from 0 to {}", webhook::MAX_GRACE_SECS))
 }

@@ -384,12 +384,7 @@ async fn every_operation_of_the_table_sends_its_method_and_path() {
                 .await
                 .map(drop),
             "getEvent" => c.get_event("evt_x").await.map(drop),
-            "listWebhookEndpoints" => c
-                .list_webhook_endpoints()
-                .next()
-                .await
-                .unwrap()
-                .map(drop),
+            "listWebhookEndpoints" => c.list_webhook_endpoints().next().await.unwrap().map(drop),
             "createWebhookEndpoint" => c
                 .create_webhook_endpoint(&gatehouse_client::NewWebhookEndpoint::new(
                     "https://h.example/in",

@@ -201,6 +201,12 @@ pub fn of_endpoint_update(tell: &Teller, before: &Endpoint, after: &Endpoint) ->
     ))]
 }
 
+/// What the service disabling the endpoint (`gone`, `failing`) tells
+/// (D55): `webhook_endpoint.disabled`, the endpoint as disabled.
+pub fn of_endpoint_disabled(tell: &Teller, e: &Endpoint) -> Vec<Effect> {
+    vec![Effect::Event(Box::new(tell.webhook_endpoint_disabled(e)))]
+}
+
 /// What deleting the endpoint `last` at `at` tells (D55):
 /// `webhook_endpoint.deleted`.
 pub fn of_endpoint_deletion(tell: &Teller, last: &Endpoint, at: Timestamp) -> Vec<Effect> {

@@ -80,6 +80,9 @@ id_type!(/// An event (`evt_`, D3 revised, D54).
     EventId, "evt");
 id_type!(/// A webhook endpoint (`we_`, D3 revised, D55).
     EndpointId, "we");
+id_type!(/// A webhook attempt (`wa_`, D3 revised, D55): one made, or the next
+    /// one queued.
+    AttemptId, "wa");
 
 impl EventId {
     /// An event id that sorts by time: eight base62 characters of the

@@ -29,7 +29,8 @@ pub mod webhook;
 pub use error::{DomainError, FieldIssue};
 pub use fixtures::{Fixture, FixtureUser};
 pub use ids::{
-    ApiKeyId, ChainId, ClientId, EndpointId, EventId, Jti, OrgId, ProductId, RequestId, UserId,
+    ApiKeyId, AttemptId, ChainId, ClientId, EndpointId, EventId, Jti, OrgId, ProductId, RequestId,
+    UserId,
 };
 pub use link::LinkKind;
 pub use manage::{KeyCut, Manager, Reach, UsageRange};

@@ -29,6 +29,9 @@ impl Timestamp {
     pub fn plus_seconds(self, s: i64) -> Self {
         Self(self.0.saturating_add(s.saturating_mul(1000)))
     }
+    pub fn plus_millis(self, ms: i64) -> Self {
+        Self(self.0.saturating_add(ms))
+    }
     /// An RFC 3339 date and time with an offset (`2026-11-22T02:31:42Z`,
     /// `…+01:00`, fractions of a second cut to milliseconds); `None` for
     /// anything else or a time outside years 1970–9999.

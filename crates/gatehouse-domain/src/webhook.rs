@@ -9,7 +9,7 @@ use std::time::Duration;
 use ipnet::IpNet;
 
 use crate::event::{EventType, TypePattern};
-use crate::ids::{EndpointId, UserId};
+use crate::ids::{AttemptId, EndpointId, EventId, UserId};
 use crate::time::Timestamp;
 use crate::user::{Role, User, UserStatus};
 
@@ -543,6 +543,106 @@ pub fn honours_retry_after(status: u16) -> bool {
     status == 429 || status == 503
 }
 
+/// Why an attempt is made (D55's `trigger`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Trigger {
+    /// A delivery of a sequenced event, and its retries.
+    Scheduled,
+    /// `test` and `redeliver`.
+    Manual,
+    /// `replay`.
+    Replay,
+}
+
+impl Trigger {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Scheduled => "scheduled",
+            Self::Manual => "manual",
+            Self::Replay => "replay",
+        }
+    }
+
+    pub fn parse(raw: &str) -> Option<Self> {
+        match raw {
+            "scheduled" => Some(Self::Scheduled),
+            "manual" => Some(Self::Manual),
+            "replay" => Some(Self::Replay),
+            _ => None,
+        }
+    }
+}
+
+/// One attempt of the delivery log (D55): made (`started_at` set), or the
+/// next one queued (`pending`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Attempt {
+    pub id: AttemptId,
+    pub endpoint: EndpointId,
+    pub event: EventId,
+    /// 1 for the first.
+    pub attempt: u32,
+    pub trigger: Trigger,
+    pub started_at: Option<Timestamp>,
+    pub duration_ms: Option<i64>,
+    pub response_status: Option<u16>,
+    pub error: Option<AttemptError>,
+    /// At most 4 KiB of the answer.
+    pub response_excerpt: Option<String>,
+    /// When the next attempt is (or, queued, when this one is) due.
+    pub next_attempt_at: Option<Timestamp>,
+}
+
+impl Attempt {
+    /// `pending` (queued), `succeeded` (a 2xx) or `failed`.
+    pub fn status(&self) -> &'static str {
+        match (self.started_at, self.error, self.response_status) {
+            (_, Some(_), _) => "failed",
+            (None, None, _) => "pending",
+            (Some(_), None, Some(200..=299)) => "succeeded",
+            (Some(_), None, _) => "failed",
+        }
+    }
+}
+
+/// What follows an attempt (D55).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Next {
+    /// A 2xx: the delivery is done.
+    Done,
+    /// Another attempt at this time.
+    RetryAt(Timestamp),
+    /// The schedule is spent: the delivery failed.
+    Exhausted,
+    /// A 410: the endpoint is disabled (`gone`) at once.
+    Gone,
+}
+
+/// What follows attempt `attempt` (1 for the first) made at `now`, that got
+/// `status` (none: it failed before an answer) and maybe a `Retry-After`
+/// (honoured on 429 and 503 only); `jitter` in [-1, 1].
+pub fn next_step(
+    schedule: &RetrySchedule,
+    attempt: u32,
+    status: Option<u16>,
+    retry_after: Option<Duration>,
+    jitter: f64,
+    now: Timestamp,
+) -> Next {
+    match status.map(outcome_of) {
+        Some(Outcome::Succeeded) => return Next::Done,
+        Some(Outcome::Gone) => return Next::Gone,
+        _ => {}
+    }
+    let asked = retry_after.filter(|_| status.is_some_and(honours_retry_after));
+    match schedule.wait_after(attempt, jitter, asked) {
+        Some(wait) => {
+            Next::RetryAt(now.plus_millis(i64::try_from(wait.as_millis()).unwrap_or(i64::MAX)))
+        }
+        None => Next::Exhausted,
+    }
+}
+
 /// An attempt's `error` (D55), when it has one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AttemptError {
@@ -889,6 +989,64 @@ mod tests {
             !owner_removed(&editor, Some(&admin)),
             "a promotion removes nothing"
         );
+    }
+
+    #[test]
+    fn d55_what_follows_an_attempt() {
+        let schedule = RetrySchedule::parse("1s,2s").unwrap();
+        let now = Timestamp::from_millis(1_000_000);
+        assert_eq!(
+            next_step(&schedule, 1, Some(204), None, 0.0, now),
+            Next::Done
+        );
+        assert_eq!(
+            next_step(&schedule, 1, Some(410), None, 0.0, now),
+            Next::Gone
+        );
+        assert_eq!(
+            next_step(&schedule, 1, Some(500), None, 0.0, now),
+            Next::RetryAt(now.plus_millis(1_000))
+        );
+        assert_eq!(
+            next_step(&schedule, 2, None, None, 0.0, now),
+            Next::RetryAt(now.plus_millis(2_000)),
+            "no answer at all is retried"
+        );
+        assert_eq!(
+            next_step(&schedule, 3, Some(500), None, 0.0, now),
+            Next::Exhausted
+        );
+        // Retry-After counts on 429 and 503 only, clamped to [wait, 2 × wait].
+        let long = Some(Duration::from_secs(60));
+        assert_eq!(
+            next_step(&schedule, 1, Some(429), long, 0.0, now),
+            Next::RetryAt(now.plus_millis(2_000))
+        );
+        assert_eq!(
+            next_step(&schedule, 1, Some(500), long, 0.0, now),
+            Next::RetryAt(now.plus_millis(1_000))
+        );
+        let mut a = Attempt {
+            id: AttemptId::generate(),
+            endpoint: EndpointId::generate(),
+            event: EventId::generate(),
+            attempt: 1,
+            trigger: Trigger::Scheduled,
+            started_at: None,
+            duration_ms: None,
+            response_status: None,
+            error: None,
+            response_excerpt: None,
+            next_attempt_at: Some(now),
+        };
+        assert_eq!(a.status(), "pending");
+        a.started_at = Some(now);
+        a.response_status = Some(200);
+        assert_eq!(a.status(), "succeeded");
+        a.response_status = Some(302);
+        a.error = Some(AttemptError::Redirect);
+        assert_eq!(a.status(), "failed");
+        assert_eq!(Trigger::parse("replay"), Some(Trigger::Replay));
     }
 
     #[test]

@@ -99,6 +99,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "webhook_endpoints",
         include_str!("../migrations/0020_webhook_endpoints.sql"),
     ),
+    (
+        21,
+        "webhook_deliveries",
+        include_str!("../migrations/0021_webhook_deliveries.sql"),
+    ),
 ];
 
 /// The advisory-lock key of the migration (`"gatehous"` in ASCII), separate

@@ -1,9 +1,13 @@
 //! PostgreSQL: webhook endpoints (D55).
 
-use gatehouse_domain::EndpointId;
 use gatehouse_domain::event::Teller;
-use gatehouse_domain::webhook::{self, DisabledReason, Endpoint, EndpointPatch, Ordering};
-use gatehouse_store::{SealedSecrets, WebhookStore, decode};
+use gatehouse_domain::webhook::{
+    self, Attempt, AttemptError, DisabledReason, Endpoint, EndpointPatch, Next, Ordering, Trigger,
+};
+use gatehouse_domain::{AttemptId, EndpointId, EventId};
+use gatehouse_store::{
+    AttemptFilter, AttemptStatus, Claimed, DeliveryStore, Made, SealedSecrets, WebhookStore, decode,
+};
 use sqlx_postgres::PgRow;
 
 use crate::rows::{RowResult, corrupt};
@@ -82,6 +86,27 @@ async fn write_endpoint(c: &mut PgConnection, org: &OrgId, e: &Endpoint) -> TxRe
     Ok(())
 }
 
+/// D55: disabling an endpoint, for any reason, cancels its pending
+/// deliveries: each queued attempt is logged `cancelled`.
+pub(crate) async fn cancel_pending(
+    c: &mut PgConnection,
+    org: &OrgId,
+    endpoint: &EndpointId,
+) -> TxResult<()> {
+    for sql in [
+        "UPDATE webhook_attempts SET error = 'cancelled', next_attempt_at = NULL
+         WHERE id IN (SELECT attempt_id FROM webhook_deliveries WHERE endpoint_id = $1 AND org_id = $2)",
+        "DELETE FROM webhook_deliveries WHERE endpoint_id = $1 AND org_id = $2",
+    ] {
+        query(sql)
+            .bind(endpoint.as_str())
+            .bind(org.as_str())
+            .execute(&mut *c)
+            .await?;
+    }
+    Ok(())
+}
+
 /// D55: disables, in the transaction of the change that removes their
 /// owner, the enabled endpoints `owner` owns; returns them as disabled,
 /// oldest first (each tells `webhook_endpoint.disabled`).
@@ -105,6 +130,7 @@ pub(crate) async fn disable_owned_endpoints(
         let e = endpoint_row(row)?;
         if let Some(next) = webhook::disabled_for(&e, DisabledReason::OwnerRemoved, now) {
             write_endpoint(c, org, &next).await?;
+            cancel_pending(c, org, &next.id).await?;
             disabled.push(next);
         }
     }
@@ -151,6 +177,15 @@ impl WebhookStore for PgStore {
             .bind(sealed_secret)
             .bind(e.created_at.millis())
             .bind(e.updated_at.millis())
+            .execute(&mut *tx)
+            .await?;
+            // Fan-out starts from here for an organization's first endpoint.
+            query(
+                "INSERT INTO webhook_cursors (org_id, last_sequence)
+                 VALUES ($1, coalesce((SELECT max(sequence) FROM events WHERE org_id = $1), 0))
+                 ON CONFLICT (org_id) DO NOTHING",
+            )
+            .bind(org.as_str())
             .execute(&mut *tx)
             .await?;
             crate::effects::apply(&mut tx, org, &told, e.created_at, None).await
@@ -211,6 +246,9 @@ impl WebhookStore for PgStore {
                 return Ok(current);
             };
             write_endpoint(&mut tx, org, &next).await?;
+            if next.disabled.is_some() && current.disabled.is_none() {
+                cancel_pending(&mut tx, org, id).await?;
+            }
             let told = effect::of_endpoint_update(tell, &current, &next);
             crate::effects::apply(&mut tx, org, &told, now, None).await?;
             Ok(next)
@@ -226,11 +264,17 @@ impl WebhookStore for PgStore {
     ) -> StoreResult<()> {
         write_tx!(self, |tx| {
             let last = lock_endpoint(&mut tx, org, id).await?;
-            query("DELETE FROM webhook_endpoints WHERE id = $1 AND org_id = $2")
-                .bind(id.as_str())
-                .bind(org.as_str())
-                .execute(&mut *tx)
-                .await?;
+            for sql in [
+                "DELETE FROM webhook_deliveries WHERE endpoint_id = $1 AND org_id = $2",
+                "DELETE FROM webhook_attempts WHERE endpoint_id = $1 AND org_id = $2",
+                "DELETE FROM webhook_endpoints WHERE id = $1 AND org_id = $2",
+            ] {
+                query(sql)
+                    .bind(id.as_str())
+                    .bind(org.as_str())
+                    .execute(&mut *tx)
+                    .await?;
+            }
             let told = effect::of_endpoint_deletion(tell, &last, now);
             crate::effects::apply(&mut tx, org, &told, now, None).await
         })
@@ -289,5 +333,479 @@ impl WebhookStore for PgStore {
                 _ => None,
             },
         }))
+    }
+}
+
+/// The advisory locks of fan-out and claims (one-key space; the
+/// revocation and sequencer locks use other keys).
+const FANOUT_LOCK: i64 = 0x5745_4246_414e_4f55; // "WEBFANOU"
+const CLAIM_LOCK: i64 = 0x5745_4243_4c41_494d; // "WEBCLAIM"
+
+const ATTEMPT_COLS: &str = "id, endpoint_id, event_id, attempt, trigger, started_at, duration_ms, response_status, error, response_excerpt, next_attempt_at";
+
+fn attempt_row(r: &PgRow) -> RowResult<Attempt> {
+    let id_text: &str = r.try_get(0)?;
+    let id = AttemptId::parse(id_text)
+        .ok_or_else(|| corrupt("webhook_attempts", "id", id_text, "is not a valid id"))?;
+    let at = |column| ("webhook_attempts", column, id.as_str());
+    let error = match r.try_get::<Option<&str>, _>(8)? {
+        None => None,
+        Some(t) => Some(AttemptError::parse(t).ok_or_else(|| {
+            corrupt(
+                "webhook_attempts",
+                "error",
+                id.as_str(),
+                &format!("holds {t:?}"),
+            )
+        })?),
+    };
+    Ok(Attempt {
+        endpoint: crate::rows::decode(r, 1, at("endpoint_id"), EndpointId::parse)?,
+        event: crate::rows::decode(r, 2, at("event_id"), EventId::parse)?,
+        attempt: u32::try_from(r.try_get::<i32, _>(3)?).unwrap_or(0),
+        trigger: crate::rows::decode(r, 4, at("trigger"), Trigger::parse)?,
+        started_at: r.try_get::<Option<i64>, _>(5)?.map(Timestamp::from_millis),
+        duration_ms: r.try_get(6)?,
+        response_status: r
+            .try_get::<Option<i32>, _>(7)?
+            .and_then(|s| u16::try_from(s).ok()),
+        error,
+        response_excerpt: r.try_get(9)?,
+        next_attempt_at: r.try_get::<Option<i64>, _>(10)?.map(Timestamp::from_millis),
+        id,
+    })
+}
+
+/// Queues attempt `attempt` of a delivery, due at `due`; returns its id.
+async fn queue_attempt(
+    c: &mut PgConnection,
+    org: &str,
+    endpoint: &str,
+    event: &str,
+    attempt: u32,
+    trigger: Trigger,
+    due: Timestamp,
+) -> TxResult<AttemptId> {
+    let id = AttemptId::generate();
+    query(
+        "INSERT INTO webhook_attempts (id, org_id, endpoint_id, event_id, attempt, trigger, next_attempt_at, shown_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $7)",
+    )
+    .bind(id.as_str())
+    .bind(org)
+    .bind(endpoint)
+    .bind(event)
+    .bind(i32::try_from(attempt).unwrap_or(i32::MAX))
+    .bind(trigger.as_str())
+    .bind(due.millis())
+    .execute(&mut *c)
+    .await?;
+    Ok(id)
+}
+
+async fn fan_out_org(
+    c: &mut PgConnection,
+    org: &str,
+    after: i64,
+    now: Timestamp,
+    limit: u32,
+) -> TxResult<u64> {
+    let events: Vec<(String, String, String, i64, i64)> = query_as(
+        "SELECT id, type, object_id, sequence, created_at FROM events
+         WHERE org_id = $1 AND sequence > $2 ORDER BY sequence LIMIT $3",
+    )
+    .bind(org)
+    .bind(after)
+    .bind(i64::from(limit))
+    .fetch_all(&mut *c)
+    .await?;
+    let Some(last) = events.last().map(|e| e.3) else {
+        return Ok(0);
+    };
+    let endpoints: Vec<(String, String, i64)> = query_as(
+        "SELECT id, enabled_events, created_at FROM webhook_endpoints
+         WHERE org_id = $1 AND disabled_reason IS NULL",
+    )
+    .bind(org)
+    .fetch_all(&mut *c)
+    .await?;
+    let mut wanted = Vec::with_capacity(endpoints.len());
+    for (id, p, at) in endpoints {
+        let p = decode::patterns(&p).map_err(|e| {
+            StoreError::Internal(format!("webhook_endpoints.enabled_events of {id} {e}"))
+        })?;
+        wanted.push((id, p, at));
+    }
+    let mut made = 0;
+    for (event, kind, object, sequence, created_at) in &events {
+        let Some(kind) = gatehouse_domain::event::EventType::parse(kind) else {
+            return Err(
+                StoreError::Internal(format!("events.type of {event} holds {kind:?}")).into(),
+            );
+        };
+        for (endpoint, patterns, since) in &wanted {
+            if *created_at < *since || !webhook::wants(patterns, kind) {
+                continue;
+            }
+            let attempt =
+                queue_attempt(c, org, endpoint, event, 1, Trigger::Scheduled, now).await?;
+            query(
+                "INSERT INTO webhook_deliveries (org_id, endpoint_id, event_id, ordering_key, sequence, trigger, attempts, attempt_id, next_attempt_at)
+                 VALUES ($1, $2, $3, $4, $5, 'scheduled', 0, $6, $7)",
+            )
+            .bind(org)
+            .bind(endpoint)
+            .bind(event)
+            .bind(object)
+            .bind(sequence)
+            .bind(attempt.as_str())
+            .bind(now.millis())
+            .execute(&mut *c)
+            .await?;
+            made += 1;
+        }
+    }
+    query("UPDATE webhook_cursors SET last_sequence = $2 WHERE org_id = $1")
+        .bind(org)
+        .bind(last)
+        .execute(&mut *c)
+        .await?;
+    Ok(made)
+}
+
+#[async_trait]
+impl DeliveryStore for PgStore {
+    async fn fan_out(&self, now: Timestamp, limit: u32) -> StoreResult<u64> {
+        let behind: bool = query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM webhook_cursors w JOIN event_heads h USING (org_id)
+             WHERE h.last_sequence > w.last_sequence)",
+        )
+        .fetch_one(&self.pool)
+        .await
+        .map_err(db_err)?;
+        if !behind {
+            return Ok(0);
+        }
+        write_tx!(self, |tx| {
+            // One process fans out at a time; the others skip this round.
+            let mine: bool = query_scalar("SELECT pg_try_advisory_xact_lock($1)")
+                .bind(FANOUT_LOCK)
+                .fetch_one(&mut *tx)
+                .await?;
+            if !mine {
+                return Ok(0);
+            }
+            let cursors: Vec<(String, i64)> = query_as(
+                "SELECT w.org_id, w.last_sequence FROM webhook_cursors w JOIN event_heads h USING (org_id)
+                 WHERE h.last_sequence > w.last_sequence",
+            )
+            .fetch_all(&mut *tx)
+            .await?;
+            let mut made = 0;
+            for (org, after) in cursors {
+                made += fan_out_org(&mut tx, &org, after, now, limit).await?;
+            }
+            Ok(made)
+        })
+    }
+
+    async fn claim_deliveries(
+        &self,
+        node: &str,
+        now: Timestamp,
+        lease_until: Timestamp,
+        max_in_flight: u32,
+        limit: u32,
+    ) -> StoreResult<Vec<Claimed>> {
+        let due: bool = query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM webhook_deliveries
+             WHERE next_attempt_at <= $1 AND (lease_until IS NULL OR lease_until < $1))",
+        )
+        .bind(now.millis())
+        .fetch_one(&self.pool)
+        .await
+        .map_err(db_err)?;
+        if !due {
+            return Ok(Vec::new());
+        }
+        write_tx!(self, |tx| {
+            // Claims one at a time across nodes: the per-endpoint counts
+            // below stay true until this commits.
+            query("SELECT pg_advisory_xact_lock($1)")
+                .bind(CLAIM_LOCK)
+                .execute(&mut *tx)
+                .await?;
+            type Row = (
+                i64,
+                String,
+                String,
+                String,
+                i32,
+                String,
+                String,
+                String,
+                String,
+                String,
+                i64,
+            );
+            let candidates: Vec<Row> = query_as(
+                "SELECT d.id, d.org_id, d.endpoint_id, d.event_id, d.attempts, d.attempt_id, d.trigger,
+                        e.url, e.ordering, d.ordering_key, d.sequence
+                 FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id
+                 WHERE d.next_attempt_at <= $1 AND (d.lease_until IS NULL OR d.lease_until < $1)
+                   AND e.disabled_reason IS NULL
+                 ORDER BY d.next_attempt_at, d.id LIMIT $2",
+            )
+            .bind(now.millis())
+            .bind(i64::from(limit.saturating_mul(4)))
+            .fetch_all(&mut *tx)
+            .await?;
+            let counts: Vec<(String, i64)> = query_as(
+                "SELECT endpoint_id, count(*) FROM webhook_deliveries
+                 WHERE lease_until >= $1 GROUP BY endpoint_id",
+            )
+            .bind(now.millis())
+            .fetch_all(&mut *tx)
+            .await?;
+            let mut in_flight: std::collections::HashMap<String, u32> = counts
+                .into_iter()
+                .map(|(e, n)| (e, u32::try_from(n).unwrap_or(u32::MAX)))
+                .collect();
+            let mut taken_keys = std::collections::HashSet::new();
+            let mut claimed = Vec::new();
+            for (
+                id,
+                org,
+                endpoint,
+                event,
+                attempts,
+                attempt_id,
+                trigger,
+                url,
+                ordering,
+                key,
+                sequence,
+            ) in candidates
+            {
+                if claimed.len() >= limit as usize {
+                    break;
+                }
+                let busy = in_flight.entry(endpoint.clone()).or_insert(0);
+                if *busy >= max_in_flight {
+                    continue;
+                }
+                if ordering == Ordering::PerObject.as_str() {
+                    if !taken_keys.insert((endpoint.clone(), key.clone())) {
+                        continue;
+                    }
+                    let earlier: bool = query_scalar(
+                        "SELECT EXISTS (SELECT 1 FROM webhook_deliveries
+                         WHERE endpoint_id = $1 AND ordering_key = $2 AND sequence < $3)",
+                    )
+                    .bind(&endpoint)
+                    .bind(&key)
+                    .bind(sequence)
+                    .fetch_one(&mut *tx)
+                    .await?;
+                    if earlier {
+                        continue;
+                    }
+                }
+                query("UPDATE webhook_deliveries SET lease_owner = $2, lease_until = $3 WHERE id = $1")
+                    .bind(id)
+                    .bind(node)
+                    .bind(lease_until.millis())
+                    .execute(&mut *tx)
+                    .await?;
+                *busy += 1;
+                let corrupt_text = |column: &str, v: &str| {
+                    StoreError::Internal(format!("webhook_deliveries.{column} of {id} holds {v:?}"))
+                };
+                claimed.push(Claimed {
+                    delivery: id,
+                    org: OrgId::from_trusted(org),
+                    endpoint: EndpointId::parse(&endpoint)
+                        .ok_or_else(|| corrupt_text("endpoint_id", &endpoint))?,
+                    url,
+                    attempt_id: AttemptId::parse(&attempt_id)
+                        .ok_or_else(|| corrupt_text("attempt_id", &attempt_id))?,
+                    attempt: u32::try_from(attempts).unwrap_or(0) + 1,
+                    trigger: Trigger::parse(&trigger)
+                        .ok_or_else(|| corrupt_text("trigger", &trigger))?,
+                    event: EventId::parse(&event)
+                        .ok_or_else(|| corrupt_text("event_id", &event))?,
+                });
+            }
+            Ok(claimed)
+        })
+    }
+
+    async fn finish_attempt(
+        &self,
+        node: &str,
+        claimed: &Claimed,
+        made: &Made,
+        next: Next,
+        tell: &Teller,
+    ) -> StoreResult<()> {
+        write_tx!(self, |tx| {
+            let owner: Option<Option<String>> =
+                query_scalar("SELECT lease_owner FROM webhook_deliveries WHERE id = $1 FOR UPDATE")
+                    .bind(claimed.delivery)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+            if owner.flatten().as_deref() != Some(node) {
+                return Ok(());
+            }
+            let retry_at = match next {
+                Next::RetryAt(at) => Some(at),
+                _ => None,
+            };
+            query(
+                "UPDATE webhook_attempts SET started_at = $2, duration_ms = $3, response_status = $4,
+                 error = $5, response_excerpt = $6, next_attempt_at = $7, shown_at = $2 WHERE id = $1",
+            )
+            .bind(claimed.attempt_id.as_str())
+            .bind(made.started_at.millis())
+            .bind(made.duration_ms)
+            .bind(made.response_status.map(i32::from))
+            .bind(made.error.map(AttemptError::as_str))
+            .bind(&made.excerpt)
+            .bind(retry_at.map(Timestamp::millis))
+            .execute(&mut *tx)
+            .await?;
+            let org = claimed.org.as_str();
+            match next {
+                Next::RetryAt(at) => {
+                    let queued = queue_attempt(
+                        &mut tx,
+                        org,
+                        claimed.endpoint.as_str(),
+                        claimed.event.as_str(),
+                        claimed.attempt + 1,
+                        claimed.trigger,
+                        at,
+                    )
+                    .await?;
+                    query(
+                        "UPDATE webhook_deliveries SET attempts = $2, attempt_id = $3, next_attempt_at = $4,
+                         lease_owner = NULL, lease_until = NULL WHERE id = $1",
+                    )
+                    .bind(claimed.delivery)
+                    .bind(i32::try_from(claimed.attempt).unwrap_or(i32::MAX))
+                    .bind(queued.as_str())
+                    .bind(at.millis())
+                    .execute(&mut *tx)
+                    .await?;
+                }
+                Next::Done | Next::Exhausted => {
+                    query("DELETE FROM webhook_deliveries WHERE id = $1")
+                        .bind(claimed.delivery)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                Next::Gone => {
+                    query("DELETE FROM webhook_deliveries WHERE id = $1")
+                        .bind(claimed.delivery)
+                        .execute(&mut *tx)
+                        .await?;
+                    let current = lock_endpoint(&mut tx, &claimed.org, &claimed.endpoint).await?;
+                    if let Some(gone) =
+                        webhook::disabled_for(&current, DisabledReason::Gone, made.started_at)
+                    {
+                        write_endpoint(&mut tx, &claimed.org, &gone).await?;
+                        cancel_pending(&mut tx, &claimed.org, &gone.id).await?;
+                        let told = effect::of_endpoint_disabled(tell, &gone);
+                        crate::effects::apply(&mut tx, &claimed.org, &told, made.started_at, None)
+                            .await?;
+                    }
+                }
+            }
+            Ok(())
+        })
+    }
+
+    async fn release_deliveries(&self, node: &str, deliveries: &[i64]) -> StoreResult<()> {
+        if deliveries.is_empty() {
+            return Ok(());
+        }
+        query(
+            "UPDATE webhook_deliveries SET lease_owner = NULL, lease_until = NULL
+             WHERE id = ANY($1) AND lease_owner = $2",
+        )
+        .bind(deliveries)
+        .bind(node)
+        .execute(&self.pool)
+        .await
+        .map_err(db_err)?;
+        Ok(())
+    }
+
+    async fn list_attempts(
+        &self,
+        org: &OrgId,
+        endpoint: &EndpointId,
+        filter: &AttemptFilter,
+        page: Page,
+    ) -> StoreResult<Listing<Attempt>> {
+        let status = match filter.status {
+            Some(AttemptStatus::Pending) => " AND started_at IS NULL AND error IS NULL",
+            Some(AttemptStatus::Succeeded) => {
+                " AND started_at IS NOT NULL AND error IS NULL AND response_status BETWEEN 200 AND 299"
+            }
+            Some(AttemptStatus::Failed) => {
+                " AND (error IS NOT NULL OR (started_at IS NOT NULL AND (response_status IS NULL OR response_status NOT BETWEEN 200 AND 299)))"
+            }
+            None => "",
+        };
+        let w = format!(
+            "org_id = $1 AND endpoint_id = $2 AND ($3::text IS NULL OR event_id = $3)
+             AND ($4::bigint IS NULL OR shown_at >= $4) AND ($5::bigint IS NULL OR shown_at < $5){status}"
+        );
+        let event = filter.event.as_ref().map(|e| e.as_str().to_owned());
+        let (from, to) = (
+            filter.from.map(Timestamp::millis),
+            filter.to.map(Timestamp::millis),
+        );
+        snapshot_read!(self, |c| {
+            let total: i64 =
+                query_scalar(&format!("SELECT count(*) FROM webhook_attempts WHERE {w}"))
+                    .bind(org.as_str())
+                    .bind(endpoint.as_str())
+                    .bind(&event)
+                    .bind(from)
+                    .bind(to)
+                    .fetch_one(&mut *c)
+                    .await?;
+            let rows = query(&format!(
+                "SELECT {ATTEMPT_COLS} FROM webhook_attempts WHERE {w}
+                 ORDER BY shown_at DESC, id DESC LIMIT $6 OFFSET $7"
+            ))
+            .bind(org.as_str())
+            .bind(endpoint.as_str())
+            .bind(&event)
+            .bind(from)
+            .bind(to)
+            .bind(i64::from(page.limit))
+            .bind(i64::try_from(page.offset).unwrap_or(i64::MAX))
+            .fetch_all(&mut *c)
+            .await?;
+            let items = rows
+                .iter()
+                .map(attempt_row)
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok::<_, TxError>(Listing {
+                items,
+                total: total as u64,
+            })
+        })
+    }
+
+    async fn queue_depth(&self) -> StoreResult<u64> {
+        let n: i64 = query_scalar("SELECT count(*) FROM webhook_deliveries")
+            .fetch_one(&self.pool)
+            .await
+            .map_err(db_err)?;
+        Ok(n as u64)
     }
 }

@@ -176,7 +176,8 @@ async fn a_database_of_the_last_release_migrates_forward_without_loss() {
             (17, true),
             (18, true),
             (19, true),
-            (20, true)
+            (20, true),
+            (21, true)
         ]
     );
     assert_eq!(

@@ -33,6 +33,10 @@ pub(crate) const MIGRATIONS: &[(i64, &str)] = &[
     (15, include_str!("../migrations/0015_used_once.sql")),
     (16, include_str!("../migrations/0016_events.sql")),
     (17, include_str!("../migrations/0017_webhook_endpoints.sql")),
+    (
+        18,
+        include_str!("../migrations/0018_webhook_deliveries.sql"),
+    ),
 ];
 
 /// D8 (revised): gives every row whose `email_norm` was computed by an older

@@ -1,9 +1,13 @@
 //! SQLite: webhook endpoints (D55).
 
-use gatehouse_domain::EndpointId;
 use gatehouse_domain::event::Teller;
-use gatehouse_domain::webhook::{self, DisabledReason, Endpoint, EndpointPatch, Ordering};
-use gatehouse_store::{SealedSecrets, WebhookStore, decode};
+use gatehouse_domain::webhook::{
+    self, Attempt, AttemptError, DisabledReason, Endpoint, EndpointPatch, Next, Ordering, Trigger,
+};
+use gatehouse_domain::{AttemptId, EndpointId, EventId};
+use gatehouse_store::{
+    AttemptFilter, AttemptStatus, Claimed, DeliveryStore, Made, SealedSecrets, WebhookStore, decode,
+};
 
 use super::*;
 
@@ -77,6 +81,25 @@ fn write_endpoint(c: &Connection, org: &OrgId, e: &Endpoint) -> StoreResult<()> 
     Ok(())
 }
 
+/// D55: disabling an endpoint, for any reason, cancels its pending
+/// deliveries: each queued attempt is logged `cancelled`.
+pub(crate) fn cancel_pending(
+    c: &Connection,
+    org: &OrgId,
+    endpoint: &EndpointId,
+) -> StoreResult<()> {
+    for sql in [
+        "UPDATE webhook_attempts SET error = 'cancelled', next_attempt_at = NULL
+         WHERE id IN (SELECT attempt_id FROM webhook_deliveries WHERE endpoint_id = ?1 AND org_id = ?2)",
+        "DELETE FROM webhook_deliveries WHERE endpoint_id = ?1 AND org_id = ?2",
+    ] {
+        c.prepare_cached(sql)
+            .and_then(|mut s| s.execute(params![endpoint.as_str(), org.as_str()]))
+            .map_err(db_err)?;
+    }
+    Ok(())
+}
+
 /// D55: disables, in the transaction of the change that removes their
 /// owner, the enabled endpoints `owner` owns; returns them as disabled,
 /// oldest first (each tells `webhook_endpoint.disabled`).
@@ -101,6 +124,7 @@ pub(crate) fn disable_owned_endpoints(
     for e in owned {
         if let Some(next) = webhook::disabled_for(&e, DisabledReason::OwnerRemoved, now) {
             write_endpoint(c, org, &next)?;
+            cancel_pending(c, org, &next.id)?;
             disabled.push(next);
         }
     }
@@ -148,6 +172,15 @@ impl WebhookStore for SqliteStore {
                         e.updated_at.millis()
                     ])
                 })
+                .map_err(db_err)?;
+                // Fan-out starts from here for an organization's first
+                // endpoint (an endpoint gets the events after its creation).
+                tx.prepare_cached(
+                    "INSERT INTO webhook_cursors (org_id, last_sequence)
+                     VALUES (?1, coalesce((SELECT last_sequence FROM event_heads WHERE org_id = ?1), 0))
+                     ON CONFLICT (org_id) DO NOTHING",
+                )
+                .and_then(|mut s| s.execute([org.as_str()]))
                 .map_err(db_err)?;
                 effects::apply(tx, &org, &told, e.created_at, None)
             })
@@ -214,6 +247,9 @@ impl WebhookStore for SqliteStore {
                     return Ok(current);
                 };
                 write_endpoint(tx, &org, &next)?;
+                if next.disabled.is_some() && current.disabled.is_none() {
+                    cancel_pending(tx, &org, &id)?;
+                }
                 let told = effect::of_endpoint_update(&tell, &current, &next);
                 effects::apply(tx, &org, &told, now, None)?;
                 Ok(next)
@@ -232,9 +268,15 @@ impl WebhookStore for SqliteStore {
         self.pool
             .write(move |tx| {
                 let last = get_endpoint_tx(tx, &org, &id)?.ok_or(StoreError::NotFound)?;
-                tx.prepare_cached("DELETE FROM webhook_endpoints WHERE id = ?1 AND org_id = ?2")
-                    .and_then(|mut s| s.execute(params![id.as_str(), org.as_str()]))
-                    .map_err(db_err)?;
+                for sql in [
+                    "DELETE FROM webhook_deliveries WHERE endpoint_id = ?1 AND org_id = ?2",
+                    "DELETE FROM webhook_attempts WHERE endpoint_id = ?1 AND org_id = ?2",
+                    "DELETE FROM webhook_endpoints WHERE id = ?1 AND org_id = ?2",
+                ] {
+                    tx.prepare_cached(sql)
+                        .and_then(|mut s| s.execute(params![id.as_str(), org.as_str()]))
+                        .map_err(db_err)?;
+                }
                 let told = effect::of_endpoint_deletion(&tell, &last, now);
                 effects::apply(tx, &org, &told, now, None)
             })
@@ -310,6 +352,471 @@ impl WebhookStore for SqliteStore {
                     .optional()
                 })
                 .map_err(db_err)
+            })
+            .await
+    }
+}
+
+const ATTEMPT_COLS: &str = "id, endpoint_id, event_id, attempt, trigger, started_at, duration_ms, response_status, error, response_excerpt, next_attempt_at";
+
+fn attempt_row(r: &Row<'_>) -> rusqlite::Result<Attempt> {
+    let id = decode_id(r, 0, "webhook_attempts", AttemptId::parse)?;
+    let at = |column| ("webhook_attempts", column, id.as_str());
+    let error = match r.get::<_, Option<String>>(8)? {
+        None => None,
+        Some(t) => Some(AttemptError::parse(&t).ok_or_else(|| {
+            corrupt(
+                "webhook_attempts",
+                "error",
+                id.as_str(),
+                &format!("holds {t:?}"),
+            )
+        })?),
+    };
+    Ok(Attempt {
+        endpoint: decode(r, 1, at("endpoint_id"), EndpointId::parse)?,
+        event: decode(r, 2, at("event_id"), EventId::parse)?,
+        attempt: r.get(3)?,
+        trigger: decode(r, 4, at("trigger"), Trigger::parse)?,
+        started_at: r.get::<_, Option<i64>>(5)?.map(Timestamp::from_millis),
+        duration_ms: r.get(6)?,
+        response_status: r.get(7)?,
+        error,
+        response_excerpt: r.get(9)?,
+        next_attempt_at: r.get::<_, Option<i64>>(10)?.map(Timestamp::from_millis),
+        id,
+    })
+}
+
+/// Queues attempt `attempt` of a delivery, due at `due`; returns its id.
+#[allow(clippy::too_many_arguments)]
+fn queue_attempt(
+    c: &Connection,
+    org: &str,
+    endpoint: &str,
+    event: &str,
+    attempt: u32,
+    trigger: Trigger,
+    due: Timestamp,
+) -> StoreResult<AttemptId> {
+    let id = AttemptId::generate();
+    c.prepare_cached(
+        "INSERT INTO webhook_attempts (id, org_id, endpoint_id, event_id, attempt, trigger, next_attempt_at, shown_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7)",
+    )
+    .and_then(|mut s| {
+        s.execute(params![
+            id.as_str(),
+            org,
+            endpoint,
+            event,
+            attempt,
+            trigger.as_str(),
+            due.millis()
+        ])
+    })
+    .map_err(db_err)?;
+    Ok(id)
+}
+
+/// Fans `org`'s events after its cursor out to its enabled endpoints.
+fn fan_out_org(
+    c: &Connection,
+    org: &str,
+    after: i64,
+    now: Timestamp,
+    limit: u32,
+) -> StoreResult<u64> {
+    let events: Vec<(String, String, String, i64, i64)> = c
+        .prepare_cached(
+            "SELECT id, type, object_id, sequence, created_at FROM events
+             WHERE org_id = ?1 AND sequence > ?2 ORDER BY sequence LIMIT ?3",
+        )
+        .and_then(|mut s| {
+            s.query_map(params![org, after, limit], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+            })?
+            .collect()
+        })
+        .map_err(db_err)?;
+    let Some(last) = events.last().map(|e| e.3) else {
+        return Ok(0);
+    };
+    let endpoints: Vec<(String, String, i64)> = c
+        .prepare_cached(
+            "SELECT id, enabled_events, created_at FROM webhook_endpoints
+             WHERE org_id = ?1 AND disabled_reason IS NULL",
+        )
+        .and_then(|mut s| {
+            s.query_map([org], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+                .collect()
+        })
+        .map_err(db_err)?;
+    let endpoints: Vec<(String, Vec<gatehouse_domain::event::TypePattern>, i64)> = endpoints
+        .into_iter()
+        .map(|(id, p, at)| {
+            decode::patterns(&p)
+                .map(|p| (id.clone(), p, at))
+                .map_err(|e| {
+                    StoreError::Internal(format!("webhook_endpoints.enabled_events of {id} {e}"))
+                })
+        })
+        .collect::<StoreResult<_>>()?;
+    let mut made = 0;
+    for (event, kind, object, sequence, created_at) in &events {
+        let Some(kind) = gatehouse_domain::event::EventType::parse(kind) else {
+            return Err(StoreError::Internal(format!(
+                "events.type of {event} holds {kind:?}"
+            )));
+        };
+        for (endpoint, patterns, since) in &endpoints {
+            if *created_at < *since || !webhook::wants(patterns, kind) {
+                continue;
+            }
+            let attempt = queue_attempt(c, org, endpoint, event, 1, Trigger::Scheduled, now)?;
+            c.prepare_cached(
+                "INSERT INTO webhook_deliveries (org_id, endpoint_id, event_id, ordering_key, sequence, trigger, attempts, attempt_id, next_attempt_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, 'scheduled', 0, ?6, ?7)",
+            )
+            .and_then(|mut s| {
+                s.execute(params![
+                    org,
+                    endpoint,
+                    event,
+                    object,
+                    sequence,
+                    attempt.as_str(),
+                    now.millis()
+                ])
+            })
+            .map_err(db_err)?;
+            made += 1;
+        }
+    }
+    c.prepare_cached("UPDATE webhook_cursors SET last_sequence = ?2 WHERE org_id = ?1")
+        .and_then(|mut s| s.execute(params![org, last]))
+        .map_err(db_err)?;
+    Ok(made)
+}
+
+#[async_trait]
+impl DeliveryStore for SqliteStore {
+    async fn fan_out(&self, now: Timestamp, limit: u32) -> StoreResult<u64> {
+        // A read first: the single writer is not taken when nothing waits.
+        let behind = self
+            .pool
+            .read(|c| {
+                c.prepare_cached(
+                    "SELECT EXISTS (SELECT 1 FROM webhook_cursors w JOIN event_heads h USING (org_id)
+                     WHERE h.last_sequence > w.last_sequence)",
+                )
+                .and_then(|mut s| s.query_row([], |r| r.get::<_, bool>(0)))
+                .map_err(db_err)
+            })
+            .await?;
+        if !behind {
+            return Ok(0);
+        }
+        self.pool
+            .write(move |tx| {
+                let cursors: Vec<(String, i64)> = tx
+                    .prepare_cached(
+                        "SELECT w.org_id, w.last_sequence FROM webhook_cursors w JOIN event_heads h USING (org_id)
+                         WHERE h.last_sequence > w.last_sequence",
+                    )
+                    .and_then(|mut s| s.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?.collect())
+                    .map_err(db_err)?;
+                let mut made = 0;
+                for (org, after) in cursors {
+                    made += fan_out_org(tx, &org, after, now, limit)?;
+                }
+                Ok(made)
+            })
+            .await
+    }
+
+    async fn claim_deliveries(
+        &self,
+        node: &str,
+        now: Timestamp,
+        lease_until: Timestamp,
+        max_in_flight: u32,
+        limit: u32,
+    ) -> StoreResult<Vec<Claimed>> {
+        let due = self
+            .pool
+            .read(|c| {
+                c.prepare_cached(
+                    "SELECT EXISTS (SELECT 1 FROM webhook_deliveries
+                     WHERE next_attempt_at <= ?1 AND (lease_until IS NULL OR lease_until < ?1))",
+                )
+                .and_then(|mut s| s.query_row([now.millis()], |r| r.get::<_, bool>(0)))
+                .map_err(db_err)
+            })
+            .await?;
+        if !due {
+            return Ok(Vec::new());
+        }
+        let node = node.to_owned();
+        self.pool
+            .write(move |tx| {
+                type Row = (i64, String, String, String, u32, String, String, String, String, String, i64);
+                let candidates: Vec<Row> = tx
+                    .prepare_cached(
+                        "SELECT d.id, d.org_id, d.endpoint_id, d.event_id, d.attempts, d.attempt_id, d.trigger,
+                                e.url, e.ordering, d.ordering_key, d.sequence
+                         FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id
+                         WHERE d.next_attempt_at <= ?1 AND (d.lease_until IS NULL OR d.lease_until < ?1)
+                           AND e.disabled_reason IS NULL
+                         ORDER BY d.next_attempt_at, d.id LIMIT ?2",
+                    )
+                    .and_then(|mut s| {
+                        s.query_map(params![now.millis(), limit.saturating_mul(4)], |r| {
+                            Ok((
+                                r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?,
+                                r.get(6)?, r.get(7)?, r.get(8)?, r.get(9)?, r.get(10)?,
+                            ))
+                        })?
+                        .collect()
+                    })
+                    .map_err(db_err)?;
+                let mut in_flight: std::collections::HashMap<String, u32> = tx
+                    .prepare_cached(
+                        "SELECT endpoint_id, count(*) FROM webhook_deliveries
+                         WHERE lease_until >= ?1 GROUP BY endpoint_id",
+                    )
+                    .and_then(|mut s| {
+                        s.query_map([now.millis()], |r| Ok((r.get(0)?, r.get(1)?)))?
+                            .collect()
+                    })
+                    .map_err(db_err)?;
+                let mut taken_keys = std::collections::HashSet::new();
+                let mut claimed = Vec::new();
+                for (id, org, endpoint, event, attempts, attempt_id, trigger, url, ordering, key, sequence) in candidates {
+                    if claimed.len() >= limit as usize {
+                        break;
+                    }
+                    let busy = in_flight.entry(endpoint.clone()).or_insert(0);
+                    if *busy >= max_in_flight {
+                        continue;
+                    }
+                    if ordering == Ordering::PerObject.as_str() {
+                        // One undelivered event per object at a time.
+                        if !taken_keys.insert((endpoint.clone(), key.clone())) {
+                            continue;
+                        }
+                        let earlier: bool = tx
+                            .prepare_cached(
+                                "SELECT EXISTS (SELECT 1 FROM webhook_deliveries
+                                 WHERE endpoint_id = ?1 AND ordering_key = ?2 AND sequence < ?3)",
+                            )
+                            .and_then(|mut s| {
+                                s.query_row(params![endpoint, key, sequence], |r| r.get(0))
+                            })
+                            .map_err(db_err)?;
+                        if earlier {
+                            continue;
+                        }
+                    }
+                    tx.prepare_cached(
+                        "UPDATE webhook_deliveries SET lease_owner = ?2, lease_until = ?3 WHERE id = ?1",
+                    )
+                    .and_then(|mut s| s.execute(params![id, node, lease_until.millis()]))
+                    .map_err(db_err)?;
+                    *busy += 1;
+                    let corrupt_text = |column: &str, v: &str| {
+                        StoreError::Internal(format!("webhook_deliveries.{column} of {id} holds {v:?}"))
+                    };
+                    claimed.push(Claimed {
+                        delivery: id,
+                        org: OrgId::from_trusted(org),
+                        endpoint: EndpointId::parse(&endpoint).ok_or_else(|| corrupt_text("endpoint_id", &endpoint))?,
+                        url,
+                        attempt_id: AttemptId::parse(&attempt_id).ok_or_else(|| corrupt_text("attempt_id", &attempt_id))?,
+                        attempt: attempts + 1,
+                        trigger: Trigger::parse(&trigger).ok_or_else(|| corrupt_text("trigger", &trigger))?,
+                        event: EventId::parse(&event).ok_or_else(|| corrupt_text("event_id", &event))?,
+                    });
+                }
+                Ok(claimed)
+            })
+            .await
+    }
+
+    async fn finish_attempt(
+        &self,
+        node: &str,
+        claimed: &Claimed,
+        made: &Made,
+        next: Next,
+        tell: &Teller,
+    ) -> StoreResult<()> {
+        let (node, claimed, made, tell) =
+            (node.to_owned(), claimed.clone(), made.clone(), tell.clone());
+        self.pool
+            .write(move |tx| {
+                let owner: Option<Option<String>> = tx
+                    .prepare_cached("SELECT lease_owner FROM webhook_deliveries WHERE id = ?1")
+                    .and_then(|mut s| s.query_row([claimed.delivery], |r| r.get(0)).optional())
+                    .map_err(db_err)?;
+                if owner.flatten().as_deref() != Some(node.as_str()) {
+                    // Cancelled, or taken over after the lease ran out.
+                    return Ok(());
+                }
+                let retry_at = match next {
+                    Next::RetryAt(at) => Some(at),
+                    _ => None,
+                };
+                tx.prepare_cached(
+                    "UPDATE webhook_attempts SET started_at = ?2, duration_ms = ?3, response_status = ?4,
+                     error = ?5, response_excerpt = ?6, next_attempt_at = ?7, shown_at = ?2 WHERE id = ?1",
+                )
+                .and_then(|mut s| {
+                    s.execute(params![
+                        claimed.attempt_id.as_str(),
+                        made.started_at.millis(),
+                        made.duration_ms,
+                        made.response_status,
+                        made.error.map(AttemptError::as_str),
+                        made.excerpt,
+                        retry_at.map(Timestamp::millis)
+                    ])
+                })
+                .map_err(db_err)?;
+                let org = claimed.org.as_str();
+                match next {
+                    Next::RetryAt(at) => {
+                        let queued = queue_attempt(
+                            tx,
+                            org,
+                            claimed.endpoint.as_str(),
+                            claimed.event.as_str(),
+                            claimed.attempt + 1,
+                            claimed.trigger,
+                            at,
+                        )?;
+                        tx.prepare_cached(
+                            "UPDATE webhook_deliveries SET attempts = ?2, attempt_id = ?3, next_attempt_at = ?4,
+                             lease_owner = NULL, lease_until = NULL WHERE id = ?1",
+                        )
+                        .and_then(|mut s| {
+                            s.execute(params![claimed.delivery, claimed.attempt, queued.as_str(), at.millis()])
+                        })
+                        .map_err(db_err)?;
+                    }
+                    Next::Done | Next::Exhausted => {
+                        tx.prepare_cached("DELETE FROM webhook_deliveries WHERE id = ?1")
+                            .and_then(|mut s| s.execute([claimed.delivery]))
+                            .map_err(db_err)?;
+                    }
+                    Next::Gone => {
+                        tx.prepare_cached("DELETE FROM webhook_deliveries WHERE id = ?1")
+                            .and_then(|mut s| s.execute([claimed.delivery]))
+                            .map_err(db_err)?;
+                        let current = get_endpoint_tx(tx, &claimed.org, &claimed.endpoint)?;
+                        if let Some(gone) = current.as_ref().and_then(|e| {
+                            webhook::disabled_for(e, DisabledReason::Gone, made.started_at)
+                        }) {
+                            write_endpoint(tx, &claimed.org, &gone)?;
+                            cancel_pending(tx, &claimed.org, &gone.id)?;
+                            let told = effect::of_endpoint_disabled(&tell, &gone);
+                            effects::apply(tx, &claimed.org, &told, made.started_at, None)?;
+                        }
+                    }
+                }
+                Ok(())
+            })
+            .await
+    }
+
+    async fn release_deliveries(&self, node: &str, deliveries: &[i64]) -> StoreResult<()> {
+        if deliveries.is_empty() {
+            return Ok(());
+        }
+        let (node, ids) = (node.to_owned(), deliveries.to_vec());
+        self.pool
+            .write(move |tx| {
+                for id in ids {
+                    tx.prepare_cached(
+                        "UPDATE webhook_deliveries SET lease_owner = NULL, lease_until = NULL
+                         WHERE id = ?1 AND lease_owner = ?2",
+                    )
+                    .and_then(|mut s| s.execute(params![id, node]))
+                    .map_err(db_err)?;
+                }
+                Ok(())
+            })
+            .await
+    }
+
+    async fn list_attempts(
+        &self,
+        org: &OrgId,
+        endpoint: &EndpointId,
+        filter: &AttemptFilter,
+        page: Page,
+    ) -> StoreResult<Listing<Attempt>> {
+        let mut w = String::from("org_id = ?1 AND endpoint_id = ?2");
+        let mut args: Vec<rusqlite::types::Value> = vec![
+            org.as_str().to_owned().into(),
+            endpoint.as_str().to_owned().into(),
+        ];
+        if let Some(e) = &filter.event {
+            args.push(e.as_str().to_owned().into());
+            w.push_str(&format!(" AND event_id = ?{}", args.len()));
+        }
+        match filter.status {
+            Some(AttemptStatus::Pending) => w.push_str(" AND started_at IS NULL AND error IS NULL"),
+            Some(AttemptStatus::Succeeded) => w.push_str(
+                " AND started_at IS NOT NULL AND error IS NULL AND response_status BETWEEN 200 AND 299",
+            ),
+            Some(AttemptStatus::Failed) => w.push_str(
+                " AND (error IS NOT NULL OR (started_at IS NOT NULL AND (response_status IS NULL OR response_status NOT BETWEEN 200 AND 299)))",
+            ),
+            None => {}
+        }
+        if let Some(from) = filter.from {
+            args.push(from.millis().into());
+            w.push_str(&format!(" AND shown_at >= ?{}", args.len()));
+        }
+        if let Some(to) = filter.to {
+            args.push(to.millis().into());
+            w.push_str(&format!(" AND shown_at < ?{}", args.len()));
+        }
+        self.pool
+            .read_blocking(move |c| {
+                let total: i64 = c
+                    .prepare(&format!("SELECT count(*) FROM webhook_attempts WHERE {w}"))
+                    .and_then(|mut s| {
+                        s.query_row(rusqlite::params_from_iter(args.iter()), |r| r.get(0))
+                    })
+                    .map_err(db_err)?;
+                let items = c
+                    .prepare(&format!(
+                        "SELECT {ATTEMPT_COLS} FROM webhook_attempts WHERE {w}
+                         ORDER BY shown_at DESC, id DESC LIMIT {} OFFSET {}",
+                        page.limit, page.offset
+                    ))
+                    .and_then(|mut s| {
+                        s.query_map(rusqlite::params_from_iter(args.iter()), attempt_row)?
+                            .collect::<rusqlite::Result<Vec<_>>>()
+                    })
+                    .map_err(db_err)?;
+                Ok(Listing {
+                    items,
+                    total: total as u64,
+                })
+            })
+            .await
+    }
+
+    async fn queue_depth(&self) -> StoreResult<u64> {
+        self.pool
+            .read(|c| {
+                c.prepare_cached("SELECT count(*) FROM webhook_deliveries")
+                    .and_then(|mut s| s.query_row([], |r| r.get::<_, i64>(0)))
+                    .map(|n| n as u64)
+                    .map_err(db_err)
             })
             .await
     }

@@ -47,7 +47,7 @@ const PRODUCT_IDS: [&str; 4] = [
 
 /// The migrations this build embeds, as `schema.rs` lists them: the
 /// checksums recorded for an old database must be these files' SHA-256.
-const MIGRATIONS: [(i64, &str); 17] = [
+const MIGRATIONS: [(i64, &str); 18] = [
     (1, include_str!("../migrations/0001_init.sql")),
     (2, include_str!("../migrations/0002_api_keys.sql")),
     (3, include_str!("../migrations/0003_auth.sql")),
@@ -68,6 +68,10 @@ const MIGRATIONS: [(i64, &str); 17] = [
     (15, include_str!("../migrations/0015_used_once.sql")),
     (16, include_str!("../migrations/0016_events.sql")),
     (17, include_str!("../migrations/0017_webhook_endpoints.sql")),
+    (
+        18,
+        include_str!("../migrations/0018_webhook_deliveries.sql"),
+    ),
 ];
 
 fn fixture() -> PathBuf {

@@ -73,9 +73,9 @@ pub use webhooks::*;
 /// The traits a caller needs in scope to call a concrete backend's methods.
 pub mod prelude {
     pub use crate::{
-        ApiKeyStore, ClientStore, EventStore, GrantStore, IdempotencyStore, JobStore, LinkStore,
-        OrgStore, OutboxStore, ProductStore, RateStore, RevocationStore, SearchStore,
-        SigningKeyStore, Store, UsageStore, UserStore, WebhookStore,
+        ApiKeyStore, ClientStore, DeliveryStore, EventStore, GrantStore, IdempotencyStore,
+        JobStore, LinkStore, OrgStore, OutboxStore, ProductStore, RateStore, RevocationStore,
+        SearchStore, SigningKeyStore, Store, UsageStore, UserStore, WebhookStore,
     };
 }
 
@@ -142,6 +142,7 @@ pub trait Store:
     + SearchStore
     + EventStore
     + WebhookStore
+    + DeliveryStore
     + Send
     + Sync
     + 'static

@@ -2,8 +2,8 @@
 
 use async_trait::async_trait;
 use gatehouse_domain::event::Teller;
-use gatehouse_domain::webhook::{Endpoint, EndpointPatch};
-use gatehouse_domain::{EndpointId, Listing, OrgId, Page, Timestamp, UserId};
+use gatehouse_domain::webhook::{Attempt, AttemptError, Endpoint, EndpointPatch, Next, Trigger};
+use gatehouse_domain::{AttemptId, EndpointId, EventId, Listing, OrgId, Page, Timestamp, UserId};
 
 use crate::StoreResult;
 
@@ -74,4 +74,116 @@ pub trait WebhookStore: Send + Sync {
         org: &OrgId,
         id: &EndpointId,
     ) -> StoreResult<Option<SealedSecrets>>;
+}
+
+/// A delivery leased to one process for one attempt (D55, D44): no other
+/// process attempts it until the lease ends or is given back.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Claimed {
+    pub delivery: i64,
+    pub org: OrgId,
+    pub endpoint: EndpointId,
+    pub url: String,
+    /// The queued attempt this one fills in.
+    pub attempt_id: AttemptId,
+    /// Its number (1 for the first).
+    pub attempt: u32,
+    pub trigger: Trigger,
+    pub event: EventId,
+}
+
+/// What an attempt got (D55's attempt fields).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Made {
+    pub started_at: Timestamp,
+    pub duration_ms: i64,
+    pub response_status: Option<u16>,
+    pub error: Option<AttemptError>,
+    pub excerpt: String,
+}
+
+/// The delivery log's filters (D55): every field narrows.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AttemptFilter {
+    pub event: Option<EventId>,
+    /// `pending`, `succeeded` or `failed`.
+    pub status: Option<AttemptStatus>,
+    /// Made (or, queued, due) at or after.
+    pub from: Option<Timestamp>,
+    /// Made (or due) before.
+    pub to: Option<Timestamp>,
+}
+
+/// An attempt's `status` as a filter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AttemptStatus {
+    Pending,
+    Succeeded,
+    Failed,
+}
+
+impl AttemptStatus {
+    pub fn parse(raw: &str) -> Option<Self> {
+        match raw {
+            "pending" => Some(Self::Pending),
+            "succeeded" => Some(Self::Succeeded),
+            "failed" => Some(Self::Failed),
+            _ => None,
+        }
+    }
+}
+
+/// The delivery queue and its log (D55). A delivery is one event for one
+/// endpoint; it lives while attempts remain, each attempt one row of the
+/// log (the next one queued as `pending`). Operational methods (fan-out,
+/// claims) span organizations, as the outbox does; the log's reads take
+/// the organization.
+#[async_trait]
+pub trait DeliveryStore: Send + Sync {
+    /// Gives each sequenced event not yet fanned out a delivery to every
+    /// enabled endpoint of its organization that wants it and existed when
+    /// it happened (at most `limit` events per organization per call), in
+    /// sequence order; each delivery's first attempt is queued due at
+    /// `now`. Several processes may call it at once: each event is fanned
+    /// out once. Answers how many deliveries it made.
+    async fn fan_out(&self, now: Timestamp, limit: u32) -> StoreResult<u64>;
+    /// Leases up to `limit` due deliveries to `node` until `lease_until`,
+    /// never more than `max_in_flight` leased at once per endpoint across
+    /// every process, and, for a `per_object` endpoint, never one while an
+    /// earlier delivery of the same object to it is pending (D44, D55).
+    async fn claim_deliveries(
+        &self,
+        node: &str,
+        now: Timestamp,
+        lease_until: Timestamp,
+        max_in_flight: u32,
+        limit: u32,
+    ) -> StoreResult<Vec<Claimed>>;
+    /// Records the attempt `claimed` made and what follows it (`next`),
+    /// while `node` still holds the lease (else nothing: the delivery was
+    /// cancelled or taken over). A retry queues the next attempt; `Gone`
+    /// disables the endpoint (`gone`), cancels its pending deliveries and
+    /// tells `webhook_endpoint.disabled` through `tell`.
+    async fn finish_attempt(
+        &self,
+        node: &str,
+        claimed: &Claimed,
+        made: &Made,
+        next: Next,
+        tell: &Teller,
+    ) -> StoreResult<()>;
+    /// Gives back leases `node` holds without an attempt counted (an
+    /// attempt cut short by shutdown, D43 continued): due again at once.
+    async fn release_deliveries(&self, node: &str, deliveries: &[i64]) -> StoreResult<()>;
+    /// The endpoint's attempts (D55), newest first: by the time made, a
+    /// queued one by when it is due.
+    async fn list_attempts(
+        &self,
+        org: &OrgId,
+        endpoint: &EndpointId,
+        filter: &AttemptFilter,
+        page: Page,
+    ) -> StoreResult<Listing<Attempt>>;
+    /// Deliveries pending in the whole service (`webhook_queue_depth`).
+    async fn queue_depth(&self) -> StoreResult<u64>;
 }

@@ -446,8 +446,7 @@ impl RequestBody for CreateWebhookEndpointRequest {
             Some(url) => issues.finish(gatehouse_app::webhooks::NewEndpoint {
                 url,
                 description: description.unwrap_or_default(),
-                enabled_events: enabled_events
-                    .unwrap_or_else(gatehouse_app::webhooks::every_event),
+                enabled_events: enabled_events.unwrap_or_else(gatehouse_app::webhooks::every_event),
                 ordering: ordering.unwrap_or_default(),
             }),
             None => Err(issues.into_vec()),

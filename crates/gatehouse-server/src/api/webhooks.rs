@@ -10,7 +10,9 @@ use axum::routing::{get, post};
 use gatehouse_domain::EndpointId;
 
 use crate::api::applications::secret_answer;
-use crate::api::extract::{Authorized, Body, Id, IdBody, IdMaybeBody, Query, WebhooksRead, WebhooksWrite};
+use crate::api::extract::{
+    Authorized, Body, Id, IdBody, IdMaybeBody, Query, WebhooksRead, WebhooksWrite,
+};
 use crate::api::requests::{
     CreateWebhookEndpointRequest, RotateWebhookSecretRequest, UpdateWebhookEndpointRequest,
 };
@@ -27,7 +29,10 @@ pub fn router() -> Router<AppState> {
             "/webhook-endpoints/{endpoint_id}",
             get(show).patch(update).delete(remove),
         )
-        .route("/webhook-endpoints/{endpoint_id}/secret", post(rotate_secret))
+        .route(
+            "/webhook-endpoints/{endpoint_id}/secret",
+            post(rotate_secret),
+        )
 }
 
 #[utoipa::path(

@@ -86,7 +86,8 @@ macro_rules! store_conformance_tests {
             corrupt_events_are_internal_errors,
             webhook_endpoints_roundtrip_rotate_and_limit,
             concurrent_endpoint_creations_stop_at_the_limit,
-            removed_owners_disable_their_endpoints);
+            removed_owners_disable_their_endpoints,
+            deliveries_fan_out_lease_and_finish);
     };
     (@each $make:expr; $($name:ident),*) => {
         $(

@@ -372,3 +372,238 @@ pub async fn removed_owners_disable_their_endpoints(s: &dyn Store) {
         ]
     );
 }
+
+async fn fanned(s: &dyn Store, want: u64) {
+    let mut made = 0;
+    for _ in 0..400 {
+        s.sequence_events().await.unwrap();
+        made += s.fan_out(Timestamp::now(), 100).await.unwrap();
+        if made >= want {
+            assert_eq!(made, want, "each event fanned out once");
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    panic!("only {made} of {want} deliveries were ever made");
+}
+
+fn made_at(now: Timestamp, status: u16) -> crate::Made {
+    crate::Made {
+        started_at: now,
+        duration_ms: 12,
+        response_status: Some(status),
+        error: None,
+        excerpt: "ok".into(),
+    }
+}
+
+/// D55, D44: sequenced events fan out once to the enabled endpoints that
+/// want them; claims lease each delivery to one process, hold the
+/// per-endpoint limit and `per_object` ordering; a finished attempt is
+/// logged and queues the next or ends the delivery; a 410 disables the
+/// endpoint, cancels what it had pending and tells it.
+pub async fn deliveries_fan_out_lease_and_finish(s: &dyn Store) {
+    use gatehouse_domain::webhook::{AttemptError, Next};
+
+    use crate::{AttemptFilter, AttemptStatus};
+    let o = new_org(s).await;
+    let t = teller();
+    let now = Timestamp::now();
+    let url = EndpointUrl::parse("https://hooks.example.com/in", &AllowList::default()).unwrap();
+    let products = Endpoint::new(
+        &url,
+        String::new(),
+        vec![TypePattern::parse("product.*").unwrap()],
+        Ordering::PerObject,
+        None,
+        now,
+    );
+    let users = Endpoint::new(
+        &url,
+        String::new(),
+        vec![TypePattern::parse("user.*").unwrap()],
+        Ordering::None,
+        None,
+        now,
+    );
+    s.insert_endpoint(&o, &products, b"s", t).await.unwrap();
+    s.insert_endpoint(&o, &users, b"s", t).await.unwrap();
+    let p1 = s
+        .insert_product(&o, &product("One", "D-1", 5), Timestamp::now(), t)
+        .await
+        .unwrap();
+    s.insert_product(&o, &product("Two", "D-2", 5), Timestamp::now(), t)
+        .await
+        .unwrap();
+    let patch = ProductPatch {
+        stock: Some(9),
+        ..Default::default()
+    };
+    s.update_product(&o, &p1.id, &patch, Timestamp::now(), t)
+        .await
+        .unwrap();
+    // Three product events for one endpoint; nothing for the other.
+    fanned(s, 3).await;
+    assert_eq!(s.fan_out(Timestamp::now(), 100).await.unwrap(), 0);
+    assert_eq!(s.queue_depth().await.unwrap(), 3);
+
+    let now = Timestamp::now();
+    let lease = now.plus_seconds(30);
+    let first = s.claim_deliveries("n1", now, lease, 10, 10).await.unwrap();
+    // per_object: p1's update waits for p1's creation.
+    assert_eq!(first.len(), 2, "{first:?}");
+    assert!(
+        first
+            .iter()
+            .all(|c| c.attempt == 1 && c.endpoint == products.id)
+    );
+    assert!(
+        s.claim_deliveries("n2", now, lease, 10, 10)
+            .await
+            .unwrap()
+            .is_empty(),
+        "leased deliveries are nobody else's"
+    );
+    // Claimed in sequence order: p1's creation, then p2's.
+    let (c1, c2) = (first[0].clone(), first[1].clone());
+    assert_ne!(c1.event, c2.event);
+    // Another process's finish of a lease it does not hold changes nothing.
+    s.finish_attempt("n2", &c1, &made_at(now, 200), Next::Done, t)
+        .await
+        .unwrap();
+    assert_eq!(s.queue_depth().await.unwrap(), 3);
+    s.finish_attempt("n1", &c1, &made_at(now, 200), Next::Done, t)
+        .await
+        .unwrap();
+    let retry = now.plus_seconds(60);
+    s.finish_attempt("n1", &c2, &made_at(now, 500), Next::RetryAt(retry), t)
+        .await
+        .unwrap();
+    // p1's update is free now; p2's retry is not due yet.
+    let second = s.claim_deliveries("n2", now, lease, 10, 10).await.unwrap();
+    assert_eq!(second.len(), 1, "{second:?}");
+    assert_ne!(second[0].event, c1.event);
+    assert_ne!(second[0].event, c2.event);
+    // Given back (shutdown), it is due again at once, the attempt uncounted.
+    s.release_deliveries("n2", &[second[0].delivery])
+        .await
+        .unwrap();
+    // Leased for an hour: still in flight when the retry below is due.
+    let again = s
+        .claim_deliveries("n1", now, now.plus_seconds(3_600), 10, 10)
+        .await
+        .unwrap();
+    assert_eq!(again.len(), 1);
+    assert_eq!(again[0].attempt, 1);
+    assert_eq!(again[0].attempt_id, second[0].attempt_id);
+    // The retry, when due, is attempt 2; the per-endpoint limit holds.
+    let later = retry.plus_seconds(1);
+    assert!(
+        s.claim_deliveries("n2", later, later.plus_seconds(30), 1, 10)
+            .await
+            .unwrap()
+            .is_empty(),
+        "one in flight already (the limit is 1)"
+    );
+    let retried = s
+        .claim_deliveries("n2", later, later.plus_seconds(30), 2, 10)
+        .await
+        .unwrap();
+    assert_eq!(retried.len(), 1);
+    assert_eq!(
+        (retried[0].attempt, retried[0].event.clone()),
+        (2, c2.event.clone())
+    );
+
+    // The log, newest first: the queued attempt 2 of p2, its failed first,
+    // the success.
+    let log = s
+        .list_attempts(&o, &products.id, &AttemptFilter::default(), Page::default())
+        .await
+        .unwrap();
+    assert_eq!(log.total, 4, "{log:?}");
+    for (st, n) in [
+        (AttemptStatus::Succeeded, 1),
+        (AttemptStatus::Failed, 1),
+        (AttemptStatus::Pending, 2),
+    ] {
+        let f = AttemptFilter {
+            status: Some(st),
+            ..Default::default()
+        };
+        let got = s
+            .list_attempts(&o, &products.id, &f, Page::default())
+            .await
+            .unwrap();
+        assert_eq!(got.total, n, "{st:?}: {got:?}");
+    }
+    let of_c2 = s
+        .list_attempts(
+            &o,
+            &products.id,
+            &AttemptFilter {
+                event: Some(c2.event.clone()),
+                ..Default::default()
+            },
+            Page::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        of_c2.items.iter().map(|a| a.attempt).collect::<Vec<_>>(),
+        [2, 1]
+    );
+    assert_eq!(of_c2.items[1].response_status, Some(500));
+    assert_eq!(of_c2.items[1].next_attempt_at, Some(retry));
+    assert_eq!(of_c2.items[1].status(), "failed");
+
+    // A 410 disables the endpoint (`gone`), cancels what it had pending
+    // and tells `webhook_endpoint.disabled`.
+    s.finish_attempt("n2", &retried[0], &made_at(later, 410), Next::Gone, t)
+        .await
+        .unwrap();
+    let gone = s.get_endpoint(&o, &products.id).await.unwrap().unwrap();
+    assert_eq!(
+        gone.disabled,
+        Some(gatehouse_domain::webhook::DisabledReason::Gone)
+    );
+    assert_eq!(
+        s.queue_depth().await.unwrap(),
+        0,
+        "p1's update was cancelled"
+    );
+    let cancelled = s
+        .list_attempts(
+            &o,
+            &products.id,
+            &AttemptFilter {
+                event: Some(again[0].event.clone()),
+                ..Default::default()
+            },
+            Page::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(cancelled.items[0].error, Some(AttemptError::Cancelled));
+    // Nothing is made for a disabled endpoint.
+    s.insert_product(&o, &product("Three", "D-3", 5), Timestamp::now(), t)
+        .await
+        .unwrap();
+    s.sequence_events().await.unwrap();
+    // The disabling and the new product: neither reaches the disabled
+    // endpoint; the users' endpoint wants neither.
+    for _ in 0..50 {
+        assert_eq!(s.fan_out(Timestamp::now(), 100).await.unwrap(), 0);
+        s.sequence_events().await.unwrap();
+    }
+    let kinds = told(s, &o, 2 + 3 + 1 + 1).await;
+    assert_eq!(kinds[5].0, "webhook_endpoint.disabled");
+    assert_eq!(kinds[5].1, products.id.to_string());
+    assert!(
+        s.list_attempts(&o, &users.id, &AttemptFilter::default(), Page::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
+}

@@ -195,7 +195,12 @@ async fn d55_input_rules_are_400_and_address_rules_are_url_not_allowed() {
         ["url", "description", "enabled_events", "ordering"],
         "{v}"
     );
-    for bad in [json!(["nothing.*"]), json!([]), json!("user.*"), json!(["user.created", 5])] {
+    for bad in [
+        json!(["nothing.*"]),
+        json!([]),
+        json!("user.*"),
+        json!(["user.created", 5]),
+    ] {
         let res = create(
             &s,
             &t,
@@ -223,10 +228,7 @@ async fn d55_input_rules_are_400_and_address_rules_are_url_not_allowed() {
     ] {
         let res = create(&s, &t, json!({ "url": url })).await;
         let v = expect_error(res, StatusCode::UNPROCESSABLE_ENTITY, "URL_NOT_ALLOWED").await;
-        assert!(
-            !v.to_string().contains(url),
-            "the URL is not echoed: {v}"
-        );
+        assert!(!v.to_string().contains(url), "the URL is not echoed: {v}");
     }
     // A host that does not resolve is accepted (its attempts fail with `dns`).
     created(&s, &t, json!({"url": "https://no-such-host.invalid/in"})).await;
@@ -234,7 +236,12 @@ async fn d55_input_rules_are_400_and_address_rules_are_url_not_allowed() {
     let e = created(&s, &t, json!({"url": "https://hooks.example.com/in"})).await;
     let path = format!("/v1/webhook-endpoints/{}", e["id"].as_str().unwrap());
     let res = s
-        .call(Method::PATCH, &path, &t, Some(json!({"url": "https://127.0.0.1/"})))
+        .call(
+            Method::PATCH,
+            &path,
+            &t,
+            Some(json!({"url": "https://127.0.0.1/"})),
+        )
         .await;
     expect_error(res, StatusCode::UNPROCESSABLE_ENTITY, "URL_NOT_ALLOWED").await;
     let res = s
@@ -246,7 +253,11 @@ async fn d55_input_rules_are_400_and_address_rules_are_url_not_allowed() {
         )
         .await;
     let v = expect_error(res, StatusCode::BAD_REQUEST, "VALIDATION_ERROR").await;
-    assert_eq!(details(&v).len(), 1, "{v}: a syntactically valid URL, a bad status");
+    assert_eq!(
+        details(&v).len(),
+        1,
+        "{v}: a syntactically valid URL, a bad status"
+    );
     let res = s
         .call(
             Method::PATCH,
@@ -291,8 +302,13 @@ async fn d55_an_organization_has_at_most_16_endpoints() {
         if i == 3 {
             // Disabled ones count too.
             let path = format!("/v1/webhook-endpoints/{}", e["id"].as_str().unwrap());
-            s.call(Method::PATCH, &path, &t, Some(json!({"status": "disabled"})))
-                .await;
+            s.call(
+                Method::PATCH,
+                &path,
+                &t,
+                Some(json!({"status": "disabled"})),
+            )
+            .await;
         }
     }
     let res = create(&s, &t, json!({"url": "https://hooks.example.com/17"})).await;
@@ -310,7 +326,12 @@ async fn d55_rotation_issues_a_new_secret_once_with_a_bounded_grace() {
     let e = created(&s, &t, json!({"url": "https://hooks.example.com/in"})).await;
     let path = format!("/v1/webhook-endpoints/{}/secret", e["id"].as_str().unwrap());
     // No body: the default grace.
-    let res = s.request(Method::POST, &path).bearer_auth(&t).send().await.unwrap();
+    let res = s
+        .request(Method::POST, &path)
+        .bearer_auth(&t)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(
         res.headers()
             .get("cache-control")
@@ -331,7 +352,12 @@ async fn d55_rotation_issues_a_new_secret_once_with_a_bounded_grace() {
     assert_ne!(r["data"]["secret"].as_str().unwrap(), second);
     for bad in [json!(604_801), json!(-1), json!("1h")] {
         let res = s
-            .call(Method::POST, &path, &t, Some(json!({ "grace_seconds": bad })))
+            .call(
+                Method::POST,
+                &path,
+                &t,
+                Some(json!({ "grace_seconds": bad })),
+            )
             .await;
         let v = expect_error(res, StatusCode::BAD_REQUEST, "VALIDATION_ERROR").await;
         assert_eq!(details(&v)[0].0, "grace_seconds", "{v}");
@@ -381,11 +407,15 @@ async fn d29_webhook_scopes_are_needed_and_admins_only() {
     let s = TestServer::start().await;
     let read = s.token("webhooks:read").await;
     let none = s.token("events:read").await;
-    let res = s.call(Method::GET, "/v1/webhook-endpoints", &none, None).await;
+    let res = s
+        .call(Method::GET, "/v1/webhook-endpoints", &none, None)
+        .await;
     expect_error(res, StatusCode::FORBIDDEN, "INSUFFICIENT_SCOPE").await;
     let res = create(&s, &read, json!({"url": "https://hooks.example.com/in"})).await;
     expect_error(res, StatusCode::FORBIDDEN, "INSUFFICIENT_SCOPE").await;
-    let res = s.call(Method::GET, "/v1/webhook-endpoints", &read, None).await;
+    let res = s
+        .call(Method::GET, "/v1/webhook-endpoints", &read, None)
+        .await;
     assert_eq!(res.status(), StatusCode::OK);
     // D29 (continued): an editor's API key cannot carry them.
     let editor = s.new_user(&s.org(), "ed@example.com", Role::Editor).await;
@@ -443,7 +473,10 @@ async fn d55_an_owner_removed_disables_their_endpoints_until_someone_enables_the
     let events = told(&s, "?type=webhook_endpoint.*&type=user.updated").await;
     let kinds: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
     assert_eq!(kinds[..2], ["user.updated", "webhook_endpoint.disabled"]);
-    assert_eq!(events[1]["data"]["object"]["disabled_reason"], "owner_removed");
+    assert_eq!(
+        events[1]["data"]["object"]["disabled_reason"],
+        "owner_removed"
+    );
     // Enabled again by an organization-wide credential: it becomes the
     // credential's owner's (the bootstrap client has none).
     let on = body_of(
