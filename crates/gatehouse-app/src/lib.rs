@@ -14,6 +14,7 @@
 pub mod api_keys;
 pub mod bootstrap;
 pub mod clients;
+pub mod deliveries;
 pub mod error;
 pub mod events;
 pub mod idempotency;
@@ -42,7 +43,7 @@ use gatehouse_store::Store;
 use crate::error::OrApp;
 
 pub use error::{AppError, AppResult};
-pub use gatehouse_store::{Consent, Credential, Session};
+pub use gatehouse_store::{AttemptFilter, AttemptStatus, Consent, Credential, Session};
 pub use resource::Resource;
 /// The list filters of interface.md §4.3/§4.4, as the handlers build them.
 pub use search::{ProductFilter, UserFilter};

@@ -268,6 +268,24 @@ impl App {
 
 /// The URL itself is never echoed: it may carry a credential of the
 /// receiver's.
+impl App {
+    /// `GET …/{id}/attempts` (D55): the endpoint's delivery log.
+    pub async fn list_attempts(
+        &self,
+        org: &OrgId,
+        id: &EndpointId,
+        filter: &gatehouse_store::AttemptFilter,
+        page: Page,
+    ) -> AppResult<Listing<webhook::Attempt>> {
+        self.get_endpoint(org, id).await?;
+        let store: &dyn gatehouse_store::DeliveryStore = self.0.store.as_ref();
+        store
+            .list_attempts(org, id, filter, page)
+            .await
+            .or_app(Resource::WebhookEndpoint)
+    }
+}
+
 fn url_error(e: UrlError) -> AppError {
     match e {
         UrlError::Invalid(issue) => AppError::invalid("url", issue),

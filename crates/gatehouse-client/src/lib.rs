@@ -84,7 +84,8 @@ pub use models::{
 };
 pub use models::{Event, EventActor, EventData, EventFilter, EventRequest};
 pub use models::{
-    NewWebhookEndpoint, WebhookEndpoint, WebhookEndpointPatch, WebhookEndpointWithSecret,
+    NewWebhookEndpoint, WebhookAttempt, WebhookEndpoint, WebhookEndpointPatch,
+    WebhookEndpointWithSecret,
 };
 pub use ops::{ListStream, OPERATIONS, Operation};
 pub use retry::{RetryDelay, RetryPolicy, RetryReason, SleepFuture};

@@ -966,3 +966,38 @@ impl WebhookEndpointPatch {
         self
     }
 }
+
+/// One attempt of a webhook delivery (D55): made, or the next one queued.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[non_exhaustive]
+pub struct WebhookAttempt {
+    /// `wa_…`
+    pub id: String,
+    /// The event delivered (`evt_…`).
+    pub event: String,
+    /// 1 for the first.
+    pub attempt: u32,
+    /// `scheduled`, `manual` or `replay`.
+    pub trigger: String,
+    /// `pending`, `succeeded` or `failed`.
+    pub status: String,
+    /// When it was made (none while queued).
+    pub started_at: Option<String>,
+    /// How long it took.
+    pub duration_ms: Option<i64>,
+    /// The answer's status.
+    pub response_status: Option<u16>,
+    /// `timeout`, `connect`, `tls`, `dns`, `blocked_address`, `redirect`
+    /// or `cancelled`.
+    pub error: Option<String>,
+    /// At most 4 KiB of the answer.
+    pub response_excerpt: Option<String>,
+    /// When the next attempt is due (or, queued, this one).
+    pub next_attempt_at: Option<String>,
+}
+
+impl Identified for WebhookAttempt {
+    fn id(&self) -> &str {
+        &self.id
+    }
+}

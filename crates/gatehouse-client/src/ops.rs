@@ -22,7 +22,8 @@ use crate::models::{
 };
 use crate::models::{Event, EventFilter};
 use crate::models::{
-    NewWebhookEndpoint, WebhookEndpoint, WebhookEndpointPatch, WebhookEndpointWithSecret,
+    NewWebhookEndpoint, WebhookAttempt, WebhookEndpoint, WebhookEndpointPatch,
+    WebhookEndpointWithSecret,
 };
 
 /// One operation of the OpenAPI document and the client method that
@@ -184,6 +185,12 @@ pub const OPERATIONS: &[Operation] = &[
         "POST",
         "/v1/webhook-endpoints/{endpoint_id}/secret",
         "rotate_webhook_endpoint_secret",
+    ),
+    op(
+        "listWebhookAttempts",
+        "GET",
+        "/v1/webhook-endpoints/{endpoint_id}/attempts",
+        "list_webhook_attempts",
     ),
     op(
         "getOrganization",
@@ -587,6 +594,28 @@ impl Client {
             &["v1", "webhook-endpoints", id, "secret"],
             &[],
             body,
+        )
+        .await
+    }
+
+    /// `GET /v1/webhook-endpoints/{id}/attempts` (`webhooks:read`), one
+    /// page at `offset`, newest first; `status` narrows to `pending`,
+    /// `succeeded` or `failed`.
+    pub async fn list_webhook_attempts(
+        &self,
+        endpoint: &str,
+        status: Option<&str>,
+        limit: Option<u32>,
+        offset: u64,
+    ) -> Result<Page<WebhookAttempt>> {
+        let query = status
+            .map(|s| vec![("status", s.to_owned())])
+            .unwrap_or_default();
+        self.offset_page(
+            &["v1", "webhook-endpoints", endpoint, "attempts"],
+            query,
+            limit,
+            offset,
         )
         .await
     }

@@ -400,6 +400,10 @@ async fn every_operation_of_the_table_sends_its_method_and_path() {
                 .await
                 .map(drop),
             "deleteWebhookEndpoint" => c.delete_webhook_endpoint("we_1").await,
+            "listWebhookAttempts" => c
+                .list_webhook_attempts("we_1", None, None, 0)
+                .await
+                .map(drop),
             "rotateWebhookEndpointSecret" => c
                 .rotate_webhook_endpoint_secret("we_1", None)
                 .await

@@ -450,6 +450,9 @@ mod tests {
         fn webhook_endpoint(&self, e: &crate::webhook::Endpoint) -> String {
             format!(r#"{{"id":"{}"}}"#, e.id)
         }
+        fn event(&self, _: &crate::OrgId, e: &crate::event::Event) -> String {
+            format!(r#"{{"id":"{}"}}"#, e.event.id)
+        }
     }
 
     fn tell() -> Teller {

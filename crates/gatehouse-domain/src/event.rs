@@ -307,6 +307,9 @@ pub trait Publish: Send + Sync {
     /// A webhook endpoint as `GET /v1/webhook-endpoints/{id}` returns it
     /// (no secret, D55).
     fn webhook_endpoint(&self, e: &Endpoint) -> String;
+    /// An event of `org` as `GET /v1/events/{id}` returns it, compact: a
+    /// webhook delivery's body (D55), the same bytes on every attempt.
+    fn event(&self, org: &crate::OrgId, e: &Event) -> String;
 }
 
 /// What a change needs to tell its events: who made it and how its objects

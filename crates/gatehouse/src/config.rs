@@ -192,6 +192,18 @@ pub struct ServeArgs {
     /// Address ranges webhooks may be delivered to despite the address rules, and over plain http, comma-separated (e.g. 127.0.0.0/8 for tests) [default: none].
     #[arg(long, env = "GATEHOUSE_WEBHOOK_ALLOW_CIDRS")]
     pub webhook_allow_cidrs: Option<String>,
+    /// The waits before each retry of a webhook delivery, comma-separated durations (s, m, h or d; each 1s to 7d) [default: 5s,5m,30m,2h,5h,10h,14h,20h,24h].
+    #[arg(long, env = "GATEHOUSE_WEBHOOK_RETRY_SCHEDULE")]
+    pub webhook_retry_schedule: Option<String>,
+    /// How long one webhook attempt may take in all, a duration (1s to 60s) [default: 15s].
+    #[arg(long, env = "GATEHOUSE_WEBHOOK_TIMEOUT")]
+    pub webhook_timeout: Option<String>,
+    /// How long connecting to a webhook endpoint may take, a duration (1s to 30s) [default: 5s].
+    #[arg(long, env = "GATEHOUSE_WEBHOOK_CONNECT_TIMEOUT")]
+    pub webhook_connect_timeout: Option<String>,
+    /// Webhook requests in flight per endpoint at most, over every node (1 to 100) [default: 10].
+    #[arg(long, env = "GATEHOUSE_WEBHOOK_MAX_IN_FLIGHT", value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub webhook_max_in_flight: Option<u32>,
     /// Lifts the minimums of the third round's durations so tests can use seconds; logs a warning at every start. Never in production.
     #[arg(long, env = "GATEHOUSE_TEST_SETTINGS")]
     pub test_settings: bool,
@@ -436,6 +448,10 @@ pub struct FileConfig {
     pub idle_timeout_secs: Option<u64>,
     pub event_retention: Option<String>,
     pub webhook_allow_cidrs: Option<String>,
+    pub webhook_retry_schedule: Option<String>,
+    pub webhook_timeout: Option<String>,
+    pub webhook_connect_timeout: Option<String>,
+    pub webhook_max_in_flight: Option<u32>,
     pub test_settings: Option<bool>,
 }
 
@@ -445,6 +461,20 @@ const DAY: i64 = 86_400;
 /// `30d`), in seconds. A value outside `(min, max)` stops the start with a
 /// clear error; `--test-settings` lifts the minimum (never the maximum), so
 /// tests can use seconds.
+/// D55 (D40 continued): `GATEHOUSE_WEBHOOK_RETRY_SCHEDULE`, the waits
+/// before the retries, each a duration as [`duration_setting`] reads it
+/// (1 s to 7 d; `--test-settings` lifts the minimum).
+pub fn retry_schedule(
+    raw: &str,
+    test: bool,
+) -> anyhow::Result<gatehouse_domain::webhook::RetrySchedule> {
+    const NAME: &str = "GATEHOUSE_WEBHOOK_RETRY_SCHEDULE";
+    for wait in raw.split(',') {
+        duration_setting(NAME, wait, (1, 7 * DAY), test)?;
+    }
+    gatehouse_domain::webhook::RetrySchedule::parse(raw).map_err(|e| anyhow::anyhow!("{NAME}: {e}"))
+}
+
 pub fn duration_setting(
     name: &str,
     raw: &str,
@@ -525,6 +555,17 @@ pub struct Settings {
     pub event_retention_secs: i64,
     /// D55: `GATEHOUSE_WEBHOOK_ALLOW_CIDRS`.
     pub webhook_allow: gatehouse_domain::webhook::AllowList,
+    /// D55: `GATEHOUSE_WEBHOOK_RETRY_SCHEDULE`.
+    pub webhook_schedule: gatehouse_domain::webhook::RetrySchedule,
+    /// D55: `GATEHOUSE_WEBHOOK_TIMEOUT`.
+    pub webhook_timeout: std::time::Duration,
+    /// D55: `GATEHOUSE_WEBHOOK_CONNECT_TIMEOUT`.
+    pub webhook_connect_timeout: std::time::Duration,
+    /// D55: `GATEHOUSE_WEBHOOK_MAX_IN_FLIGHT`.
+    pub webhook_max_in_flight: u32,
+    /// Trust anchors for webhook receivers beside the system's (PEM); set
+    /// by tests for their own HTTPS receivers, never by configuration.
+    pub webhook_extra_roots_pem: Vec<Vec<u8>>,
     /// D40 (continued): `--test-settings`, the durations' minimums lifted.
     pub test_settings: bool,
     pub trusted_proxies: Vec<std::net::IpAddr>,
@@ -628,6 +669,11 @@ impl Settings {
             idempotency_retention_secs: 86_400,
             event_retention_secs: 30 * DAY,
             webhook_allow: Default::default(),
+            webhook_schedule: Default::default(),
+            webhook_timeout: std::time::Duration::from_secs(15),
+            webhook_connect_timeout: std::time::Duration::from_secs(5),
+            webhook_max_in_flight: 10,
+            webhook_extra_roots_pem: Vec::new(),
             test_settings: false,
             trusted_proxies: Vec::new(),
             env: Env::Production,
@@ -764,6 +810,37 @@ impl Settings {
         {
             s.webhook_allow = gatehouse_domain::webhook::AllowList::parse(raw)
                 .map_err(|e| anyhow::anyhow!("GATEHOUSE_WEBHOOK_ALLOW_CIDRS: {e}"))?;
+        }
+        if let Some(raw) = serve
+            .webhook_retry_schedule
+            .as_deref()
+            .or(file.webhook_retry_schedule.as_deref())
+        {
+            s.webhook_schedule = retry_schedule(raw, s.test_settings)?;
+        }
+        let secs = |name: &str, raw: &str, range| -> anyhow::Result<std::time::Duration> {
+            let n = duration_setting(name, raw, range, s.test_settings)?;
+            Ok(std::time::Duration::from_secs(n.unsigned_abs()))
+        };
+        if let Some(raw) = serve
+            .webhook_timeout
+            .as_deref()
+            .or(file.webhook_timeout.as_deref())
+        {
+            s.webhook_timeout = secs("GATEHOUSE_WEBHOOK_TIMEOUT", raw, (1, 60))?;
+        }
+        if let Some(raw) = serve
+            .webhook_connect_timeout
+            .as_deref()
+            .or(file.webhook_connect_timeout.as_deref())
+        {
+            s.webhook_connect_timeout = secs("GATEHOUSE_WEBHOOK_CONNECT_TIMEOUT", raw, (1, 30))?;
+        }
+        if let Some(n) = serve.webhook_max_in_flight.or(file.webhook_max_in_flight) {
+            if !(1..=100).contains(&n) {
+                anyhow::bail!("GATEHOUSE_WEBHOOK_MAX_IN_FLIGHT: {n} is outside 1 to 100");
+            }
+            s.webhook_max_in_flight = n;
         }
         if let Some(t) = serve.head_timeout_secs.or(file.head_timeout_secs) {
             s.head_timeout = std::time::Duration::from_secs(t.max(1));

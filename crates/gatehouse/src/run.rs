@@ -288,6 +288,29 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
         stop.subscribe(),
     );
 
+    {
+        // D55: the webhook delivery worker.
+        let mut sender = crate::webhook_sender::SenderConfig::new(settings.webhook_allow.clone());
+        sender.timeout = settings.webhook_timeout;
+        sender.connect_timeout = settings.webhook_connect_timeout;
+        sender
+            .extra_roots_pem
+            .clone_from(&settings.webhook_extra_roots_pem);
+        let deliver: Arc<dyn gatehouse_app::deliveries::Deliver> =
+            Arc::new(crate::webhook_sender::Sender::new(&sender)?);
+        let worker = gatehouse_app::deliveries::DeliverySettings {
+            schedule: settings.webhook_schedule.clone(),
+            max_in_flight: settings.webhook_max_in_flight,
+            timeout: settings.webhook_timeout,
+            ..Default::default()
+        };
+        let (app, stop) = (state.app.clone(), stop.subscribe());
+        tasks.spawn(async move {
+            app.run_deliveries(deliver, worker, stop).await;
+            Ok(())
+        });
+    }
+
     if settings.env == Env::Staging {
         spawn_staging_reset(
             &mut tasks,

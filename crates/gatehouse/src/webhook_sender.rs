@@ -303,3 +303,29 @@ fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
     let at = httpdate::parse_http_date(v).ok()?;
     Some(at.duration_since(SystemTime::now()).unwrap_or_default())
 }
+
+/// The delivery worker's transport (`gatehouse_app::deliveries`).
+#[async_trait::async_trait]
+impl gatehouse_app::deliveries::Deliver for Sender {
+    async fn deliver(
+        &self,
+        o: &gatehouse_app::deliveries::Outgoing,
+    ) -> gatehouse_app::deliveries::Reply {
+        let a = self
+            .send(&Request {
+                url: &o.url,
+                id: &o.id,
+                timestamp: o.timestamp,
+                signature: &o.signature,
+                body: &o.body,
+            })
+            .await;
+        gatehouse_app::deliveries::Reply {
+            status: a.status,
+            error: a.error,
+            excerpt: a.excerpt,
+            retry_after: a.retry_after,
+            duration: a.duration,
+        }
+    }
+}

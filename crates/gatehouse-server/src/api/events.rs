@@ -57,6 +57,9 @@ impl Publish for Published {
         }
         object.to_string()
     }
+    fn event(&self, org: &gatehouse_domain::OrgId, e: &Event) -> String {
+        serde_json::to_string(&EventResponse::of(e, org.as_str())).unwrap_or_else(|_| "{}".into())
+    }
     fn webhook_endpoint(&self, e: &gatehouse_domain::webhook::Endpoint) -> String {
         serde_json::to_string(&crate::api::responses::WebhookEndpointResponse::from(e))
             .unwrap_or_else(|_| "{}".into())

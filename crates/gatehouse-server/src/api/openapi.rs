@@ -65,6 +65,7 @@ use crate::state::AppState;
     super::webhooks::update,
     super::webhooks::remove,
     super::webhooks::rotate_secret,
+    super::webhooks::attempts,
     super::v2::users,
     super::v2::products,
     super::v2::events,

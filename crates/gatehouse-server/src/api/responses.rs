@@ -261,6 +261,59 @@ impl<'a> From<&'a gatehouse_domain::webhook::Endpoint> for WebhookEndpointRespon
 }
 
 // D55.
+/// One attempt of a webhook delivery: made, or the next one queued.
+#[derive(Serialize, ToSchema)]
+#[schema(as = WebhookAttempt)]
+pub struct WebhookAttemptResponse<'a> {
+    #[schema(value_type = String, pattern = "^wa_[A-Za-z0-9]+$")]
+    pub id: &'a str,
+    /// The event delivered (`evt_…`).
+    #[schema(value_type = String, pattern = "^evt_[A-Za-z0-9]+$")]
+    pub event: &'a str,
+    /// 1 for the first.
+    pub attempt: u32,
+    /// `scheduled`, `manual` (test, redeliver) or `replay`.
+    #[schema(value_type = String)]
+    pub trigger: &'static str,
+    /// `pending` (queued), `succeeded` (a 2xx) or `failed`.
+    #[schema(value_type = String)]
+    pub status: &'static str,
+    #[schema(value_type = Option<String>, format = DateTime, required = true)]
+    pub started_at: Option<Timestamp>,
+    #[schema(required = true)]
+    pub duration_ms: Option<i64>,
+    #[schema(required = true)]
+    pub response_status: Option<u16>,
+    /// `timeout`, `connect`, `tls`, `dns`, `blocked_address`, `redirect`
+    /// or `cancelled`.
+    #[schema(value_type = Option<String>, required = true)]
+    pub error: Option<&'static str>,
+    /// At most 4 KiB of the answer.
+    #[schema(value_type = Option<String>, required = true)]
+    pub response_excerpt: Option<&'a str>,
+    #[schema(value_type = Option<String>, format = DateTime, required = true)]
+    pub next_attempt_at: Option<Timestamp>,
+}
+
+impl<'a> From<&'a gatehouse_domain::webhook::Attempt> for WebhookAttemptResponse<'a> {
+    fn from(a: &'a gatehouse_domain::webhook::Attempt) -> Self {
+        Self {
+            id: a.id.as_str(),
+            event: a.event.as_str(),
+            attempt: a.attempt,
+            trigger: a.trigger.as_str(),
+            status: a.status(),
+            started_at: a.started_at,
+            duration_ms: a.duration_ms,
+            response_status: a.response_status,
+            error: a.error.map(|e| e.as_str()),
+            response_excerpt: a.response_excerpt.as_deref(),
+            next_attempt_at: a.next_attempt_at,
+        }
+    }
+}
+
+// D55.
 /// A webhook endpoint with its signing secret, shown only in this answer.
 #[derive(Serialize, ToSchema)]
 #[schema(as = WebhookEndpointWithSecret)]

@@ -16,7 +16,9 @@ use crate::api::extract::{
 use crate::api::requests::{
     CreateWebhookEndpointRequest, RotateWebhookSecretRequest, UpdateWebhookEndpointRequest,
 };
-use crate::api::responses::{WebhookEndpointResponse, WebhookEndpointWithSecret};
+use crate::api::responses::{
+    WebhookAttemptResponse, WebhookEndpointResponse, WebhookEndpointWithSecret,
+};
 use crate::http::error::ApiError;
 use crate::http::middleware::RequestCtx;
 use crate::http::respond;
@@ -33,6 +35,7 @@ pub fn router() -> Router<AppState> {
             "/webhook-endpoints/{endpoint_id}/secret",
             post(rotate_secret),
         )
+        .route("/webhook-endpoints/{endpoint_id}/attempts", get(attempts))
 }
 
 #[utoipa::path(
@@ -234,4 +237,58 @@ pub(crate) async fn rotate_secret(
             secret: &secret,
         },
     )))
+}
+
+#[utoipa::path(
+    get,
+    path = "/v1/webhook-endpoints/{endpoint_id}/attempts",
+    operation_id = "listWebhookAttempts",
+    tag = "Webhooks",
+    summary = "The endpoint's delivery log, newest first: attempts made and the next ones queued",
+    params(
+        ("endpoint_id" = String, Path, pattern = "^we_[A-Za-z0-9]+$", description = "A webhook endpoint id (`we_…`)."),
+        ("event" = Option<String>, Query, pattern = "^evt_[A-Za-z0-9]+$", description = "Only the attempts of this event."),
+        ("status" = Option<String>, Query, description = "`succeeded`, `failed` or `pending`."),
+        ("from" = Option<String>, Query, format = DateTime, description = "Made (or, queued, due) at or after (RFC 3339)."),
+        ("to" = Option<String>, Query, format = DateTime, description = "Made (or due) before (RFC 3339)."),
+        ("limit" = Option<u32>, Query, minimum = 1, description = "Page size (default 20, at most 100); values above 100 are clamped to 100."),
+        ("offset" = Option<u64>, Query, description = "Items to skip."),
+    ),
+    responses(
+        (status = 200, description = "A page of attempts", body = crate::http::respond::List<'static, crate::api::responses::WebhookAttemptResponse<'static>>),
+        (status = 400, description = "Invalid query parameter", body = crate::http::error::ErrorEnvelope<'static>),
+        (status = 404, description = "No such endpoint", body = crate::http::error::ErrorEnvelope<'static>),
+    ),
+    security(("bearer" = ["webhooks:read"]), ("oauth2" = ["webhooks:read"])),
+)]
+pub(crate) async fn attempts(
+    auth: Authorized<WebhooksRead>,
+    ctx: RequestCtx,
+    State(st): State<AppState>,
+    Id(id): Id<EndpointId>,
+    mut query: Query,
+) -> Result<Response, ApiError> {
+    let page = query.page();
+    let ts = |s: &str| {
+        gatehouse_domain::Timestamp::parse_rfc3339(s).ok_or_else(|| {
+            "must be an RFC 3339 date and time, e.g. 2026-11-23T10:00:00Z".to_owned()
+        })
+    };
+    let filter = gatehouse_app::AttemptFilter {
+        event: query.field("event", |s| {
+            gatehouse_domain::EventId::parse(s)
+                .ok_or_else(|| "must be an event id (evt_…)".to_owned())
+        }),
+        status: query.field("status", |s| {
+            gatehouse_app::AttemptStatus::parse(s)
+                .ok_or_else(|| "must be succeeded, failed or pending".to_owned())
+        }),
+        from: query.field("from", ts),
+        to: query.field("to", ts),
+    };
+    query.finish()?;
+    let listing = st.app.list_attempts(auth.org(), &id, &filter, page).await?;
+    Ok(respond::list::<_, WebhookAttemptResponse<'_>>(
+        &ctx, &listing, page,
+    ))
 }

@@ -318,6 +318,9 @@ impl gatehouse_domain::event::Publish for TestPublish {
         })
         .to_string()
     }
+    fn event(&self, _: &OrgId, e: &gatehouse_domain::event::Event) -> String {
+        serde_json::json!({"id": e.event.id.as_str(), "sequence": e.sequence}).to_string()
+    }
     fn webhook_endpoint(&self, e: &gatehouse_domain::webhook::Endpoint) -> String {
         serde_json::json!({
             "id": e.id.as_str(),

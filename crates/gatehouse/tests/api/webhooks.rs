@@ -488,3 +488,305 @@ async fn d55_an_owner_removed_disables_their_endpoints_until_someone_enables_the
     assert_eq!(on["data"]["status"], "enabled");
     assert_eq!(on["data"]["owner_id"], Value::Null);
 }
+
+/// One request a receiver got: its headers and body.
+type Got = (http::HeaderMap, Vec<u8>);
+
+/// A receiving server on loopback: records each request and answers with
+/// the statuses it is given, in order, then 200.
+#[derive(Clone, Default)]
+struct Receiver {
+    got: std::sync::Arc<std::sync::Mutex<Vec<Got>>>,
+    answers: std::sync::Arc<std::sync::Mutex<std::collections::VecDeque<u16>>>,
+}
+
+impl Receiver {
+    async fn start(answers: &[u16]) -> (String, Self) {
+        let r = Self::default();
+        r.answers.lock().unwrap().extend(answers);
+        let state = r.clone();
+        let app = axum::Router::new().route(
+            "/hook",
+            axum::routing::post(move |headers: http::HeaderMap, body: axum::body::Bytes| {
+                let state = state.clone();
+                async move {
+                    state.got.lock().unwrap().push((headers, body.to_vec()));
+                    let status = state.answers.lock().unwrap().pop_front().unwrap_or(200);
+                    http::StatusCode::from_u16(status).unwrap()
+                }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        (format!("http://127.0.0.1:{port}/hook"), r)
+    }
+
+    /// The requests received, once there are at least `n` (within 15 s).
+    async fn wait_for(&self, n: usize) -> Vec<Got> {
+        for _ in 0..300 {
+            let got = self.got.lock().unwrap().clone();
+            if got.len() >= n {
+                return got;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        panic!(
+            "the receiver got {} requests, not {n}",
+            self.got.lock().unwrap().len()
+        );
+    }
+}
+
+/// A server that delivers to loopback, retrying after 1 s twice.
+async fn delivering() -> TestServer {
+    TestServer::start_with(|c| {
+        c.webhook_allow = AllowList::parse("127.0.0.0/8").unwrap();
+        c.test_settings = true;
+        c.webhook_schedule = gatehouse_domain::webhook::RetrySchedule::parse("1s,1s").unwrap();
+    })
+    .await
+}
+
+fn header<'a>(h: &'a http::HeaderMap, name: &str) -> &'a str {
+    h.get(name).and_then(|v| v.to_str().ok()).unwrap_or("")
+}
+
+#[tokio::test]
+async fn d55_deliveries_are_signed_retried_and_logged() {
+    let s = delivering().await;
+    let t = s.token(WRITE).await;
+    let (url, receiver) = Receiver::start(&[500]).await;
+    let e = created(&s, &t, json!({"url": url, "enabled_events": ["product.*"]})).await;
+    let secret = e["secret"].as_str().unwrap().to_owned();
+    let products = s.token("products:write").await;
+    let p = body_of(
+        s.call(
+            Method::POST,
+            "/v1/products",
+            &products,
+            Some(json!({"name": "Hooked", "sku": "HOOK-1", "price": 100, "stock": 1})),
+        )
+        .await,
+        StatusCode::CREATED,
+    )
+    .await;
+    // A 500, then (after the 1 s wait) a success.
+    let got = receiver.wait_for(2).await;
+    let (first, second) = (&got[0], &got[1]);
+    assert_eq!(first.1, second.1, "the same bytes on every attempt");
+    let event: Value = serde_json::from_slice(&first.1).unwrap();
+    assert_eq!(event["type"], "product.created");
+    assert_eq!(event["data"]["object"]["id"], p["data"]["id"]);
+    // The body is the event as GET /v1/events/{id} shows it.
+    let events = s.token("events:read").await;
+    let shown = body_of(
+        s.call(
+            Method::GET,
+            &format!("/v1/events/{}", event["id"].as_str().unwrap()),
+            &events,
+            None,
+        )
+        .await,
+        StatusCode::OK,
+    )
+    .await;
+    assert_eq!(shown["data"], event);
+    crate::events::assert_valid_events(&s, std::slice::from_ref(&event)).await;
+    for (h, body) in [first, second] {
+        assert_eq!(header(h, "content-type"), "application/json");
+        assert!(header(h, "user-agent").starts_with("Gatehouse-Webhooks/"));
+        assert_eq!(header(h, "webhook-id"), event["id"].as_str().unwrap());
+        // The standard library verifies it unmodified.
+        standardwebhooks::Webhook::new(&secret)
+            .unwrap()
+            .verify(body, h)
+            .expect("the signature verifies");
+    }
+    // The log: attempt 2 succeeded, attempt 1 failed with its next time.
+    let path = format!(
+        "/v1/webhook-endpoints/{}/attempts",
+        e["id"].as_str().unwrap()
+    );
+    let mut log = Value::Null;
+    for _ in 0..100 {
+        log = body_of(s.call(Method::GET, &path, &t, None).await, StatusCode::OK).await;
+        if log["data"][0]["status"] == "succeeded" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let rows = log["data"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{log}");
+    assert_eq!(rows[0]["attempt"], 2);
+    assert_eq!(rows[0]["status"], "succeeded");
+    assert_eq!(rows[0]["response_status"], 200);
+    assert_eq!(rows[0]["trigger"], "scheduled");
+    assert_eq!(rows[1]["attempt"], 1);
+    assert_eq!(rows[1]["status"], "failed");
+    assert_eq!(rows[1]["response_status"], 500);
+    assert!(rows[1]["next_attempt_at"].is_string(), "{log}");
+    assert_eq!(rows[1]["event"], event["id"]);
+    let failed = body_of(
+        s.call(Method::GET, &format!("{path}?status=failed"), &t, None)
+            .await,
+        StatusCode::OK,
+    )
+    .await;
+    assert_eq!(failed["meta"]["total"], 1);
+    let res = s
+        .call(
+            Method::GET,
+            &format!("{path}?status=lost&event=x"),
+            &t,
+            None,
+        )
+        .await;
+    let v = expect_error(res, StatusCode::BAD_REQUEST, "VALIDATION_ERROR").await;
+    assert_eq!(details(&v).len(), 2, "{v}");
+    // D55's metrics on the admin listener.
+    let admin = s.running.as_ref().unwrap().admin_addr;
+    let text = reqwest::get(format!("http://{admin}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for name in [
+        "webhook_deliveries_total{outcome=\"succeeded\"}",
+        "webhook_deliveries_total{outcome=\"failed\"}",
+        "webhook_delivery_latency_seconds_count",
+    ] {
+        assert!(text.contains(name), "{name} missing from /metrics");
+    }
+}
+
+#[tokio::test]
+async fn d55_a_410_disables_the_endpoint_and_the_others_are_told() {
+    let s = delivering().await;
+    let t = s.token(WRITE).await;
+    let (gone_url, gone) = Receiver::start(&[410]).await;
+    let (watch_url, watcher) = Receiver::start(&[]).await;
+    let e = created(
+        &s,
+        &t,
+        json!({"url": gone_url, "enabled_events": ["product.*"]}),
+    )
+    .await;
+    let w = created(
+        &s,
+        &t,
+        json!({"url": watch_url, "enabled_events": ["webhook_endpoint.disabled"]}),
+    )
+    .await;
+    let products = s.token("products:write").await;
+    s.call(
+        Method::POST,
+        "/v1/products",
+        &products,
+        Some(json!({"name": "Gone", "sku": "GONE-1", "price": 1, "stock": 1})),
+    )
+    .await;
+    gone.wait_for(1).await;
+    let told = watcher.wait_for(1).await;
+    let event: Value = serde_json::from_slice(&told[0].1).unwrap();
+    assert_eq!(event["type"], "webhook_endpoint.disabled");
+    assert_eq!(event["data"]["object"]["id"], e["id"]);
+    assert_eq!(event["data"]["object"]["disabled_reason"], "gone");
+    standardwebhooks::Webhook::new(w["secret"].as_str().unwrap())
+        .unwrap()
+        .verify(&told[0].1, &told[0].0)
+        .unwrap();
+    let shown = body_of(
+        s.call(
+            Method::GET,
+            &format!("/v1/webhook-endpoints/{}", e["id"].as_str().unwrap()),
+            &t,
+            None,
+        )
+        .await,
+        StatusCode::OK,
+    )
+    .await;
+    assert_eq!(shown["data"]["disabled_reason"], "gone");
+    // Nothing more reaches it.
+    s.call(
+        Method::POST,
+        "/v1/products",
+        &products,
+        Some(json!({"name": "Gone 2", "sku": "GONE-2", "price": 1, "stock": 1})),
+    )
+    .await;
+    tokio::time::sleep(std::time::Duration::from_millis(1_500)).await;
+    assert_eq!(gone.got.lock().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn d55_during_a_rotations_grace_both_secrets_verify() {
+    let s = delivering().await;
+    let t = s.token(WRITE).await;
+    let (url, receiver) = Receiver::start(&[]).await;
+    let e = created(&s, &t, json!({"url": url, "enabled_events": ["product.*"]})).await;
+    let old = e["secret"].as_str().unwrap().to_owned();
+    let rotated = body_of(
+        s.call(
+            Method::POST,
+            &format!("/v1/webhook-endpoints/{}/secret", e["id"].as_str().unwrap()),
+            &t,
+            Some(json!({"grace_seconds": 3600})),
+        )
+        .await,
+        StatusCode::CREATED,
+    )
+    .await;
+    let new = rotated["data"]["secret"].as_str().unwrap().to_owned();
+    let products = s.token("products:write").await;
+    s.call(
+        Method::POST,
+        "/v1/products",
+        &products,
+        Some(json!({"name": "Rot", "sku": "ROT-1", "price": 1, "stock": 1})),
+    )
+    .await;
+    let got = receiver.wait_for(1).await;
+    let (h, body) = &got[0];
+    assert_eq!(header(h, "webhook-signature").split(' ').count(), 2);
+    for secret in [&new, &old] {
+        standardwebhooks::Webhook::new(secret)
+            .unwrap()
+            .verify(body, h)
+            .expect("either secret verifies during the grace");
+    }
+    // Without a grace, only the new one signs.
+    let third = body_of(
+        s.call(
+            Method::POST,
+            &format!("/v1/webhook-endpoints/{}/secret", e["id"].as_str().unwrap()),
+            &t,
+            Some(json!({"grace_seconds": 0})),
+        )
+        .await,
+        StatusCode::CREATED,
+    )
+    .await;
+    s.call(
+        Method::POST,
+        "/v1/products",
+        &products,
+        Some(json!({"name": "Rot 2", "sku": "ROT-2", "price": 1, "stock": 1})),
+    )
+    .await;
+    let got = receiver.wait_for(2).await;
+    let (h, body) = &got[1];
+    assert_eq!(header(h, "webhook-signature").split(' ').count(), 1);
+    standardwebhooks::Webhook::new(third["data"]["secret"].as_str().unwrap())
+        .unwrap()
+        .verify(body, h)
+        .unwrap();
+    assert!(
+        standardwebhooks::Webhook::new(&new)
+            .unwrap()
+            .verify(body, h)
+            .is_err()
+    );
+}

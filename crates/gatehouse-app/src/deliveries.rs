@@ -1,0 +1,293 @@
+//! Webhook delivery (D55): the worker every serving process runs. Each
+//! round fans sequenced events out to the endpoints that want them, leases
+//! the due deliveries (the store holds the per-endpoint limit and the
+//! `per_object` order across processes), signs and sends each through the
+//! process's [`Deliver`], and records what followed. On shutdown no attempt
+//! starts; one cut short is given back uncounted, to be made again (D43
+//! continued).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use gatehouse_domain::event::Origin;
+use gatehouse_domain::webhook::{self, AttemptError, Next, RetrySchedule};
+use gatehouse_domain::{Timestamp, random};
+use gatehouse_store::{Claimed, Made};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+use crate::error::{AppResult, OrApp};
+use crate::{App, Resource};
+
+/// One signed request of an attempt.
+#[derive(Clone, Debug)]
+pub struct Outgoing {
+    pub url: String,
+    /// `webhook-id`: the event's id.
+    pub id: String,
+    /// `webhook-timestamp`: the attempt's Unix seconds.
+    pub timestamp: i64,
+    /// `webhook-signature`: `v1,<sig>` (two during a rotation's grace).
+    pub signature: String,
+    pub body: Vec<u8>,
+}
+
+/// What an attempt got.
+#[derive(Clone, Debug, Default)]
+pub struct Reply {
+    pub status: Option<u16>,
+    pub error: Option<AttemptError>,
+    /// At most 4 KiB of the answer.
+    pub excerpt: String,
+    pub retry_after: Option<Duration>,
+    pub duration: Duration,
+}
+
+/// Sends one attempt: the address rules at connect time, no redirects, the
+/// timeouts (the serving binary's `webhook_sender`).
+#[async_trait]
+pub trait Deliver: Send + Sync {
+    async fn deliver(&self, request: &Outgoing) -> Reply;
+}
+
+/// The worker's settings (D55, D40 continued).
+#[derive(Clone, Debug)]
+pub struct DeliverySettings {
+    /// This process, as its leases name it.
+    pub node: String,
+    pub schedule: RetrySchedule,
+    /// `GATEHOUSE_WEBHOOK_MAX_IN_FLIGHT`.
+    pub max_in_flight: u32,
+    /// `GATEHOUSE_WEBHOOK_TIMEOUT`: a whole attempt.
+    pub timeout: Duration,
+    /// How often the worker looks for work when nothing wakes it.
+    pub tick: Duration,
+    /// How long attempts in flight may finish after a stop (D43).
+    pub drain: Duration,
+}
+
+impl Default for DeliverySettings {
+    fn default() -> Self {
+        Self {
+            node: format!("node-{}", random::base62(64)),
+            schedule: RetrySchedule::default(),
+            max_in_flight: 10,
+            timeout: Duration::from_secs(15),
+            tick: Duration::from_millis(100),
+            drain: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Deliveries leased per round at most.
+const CLAIM_BATCH: u32 = 64;
+/// Events fanned out per organization per round at most.
+const FAN_OUT_BATCH: u32 = 500;
+
+impl App {
+    /// Runs the delivery worker until `stop` turns true, then lets the
+    /// attempts in flight finish within `settings.drain` and gives the
+    /// rest back.
+    pub async fn run_deliveries(
+        self,
+        deliver: Arc<dyn Deliver>,
+        settings: DeliverySettings,
+        mut stop: watch::Receiver<bool>,
+    ) {
+        let mut flying: JoinSet<()> = JoinSet::new();
+        let mut leases: HashMap<tokio::task::Id, i64> = HashMap::new();
+        let mut tick = tokio::time::interval(settings.tick);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut rounds = 0u64;
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {}
+                Some(done) = flying.join_next_with_id(), if !flying.is_empty() => {
+                    let id = match done {
+                        Ok((id, ())) => id,
+                        Err(e) => e.id(),
+                    };
+                    leases.remove(&id);
+                    continue;
+                }
+                _ = stop.wait_for(|s| *s) => break,
+            }
+            if let Err(e) = self
+                .delivery_round(&deliver, &settings, &mut flying, &mut leases)
+                .await
+            {
+                tracing::warn!(error = %e, "a webhook delivery round failed; retried next round");
+            }
+            rounds += 1;
+            // D55's `webhook_queue_depth`, every 50 rounds (5 s by default).
+            if rounds.is_multiple_of(50) {
+                match delivery_store(&self).queue_depth().await {
+                    Ok(n) => metrics::gauge!("webhook_queue_depth").set(n as f64),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "counting pending webhook deliveries failed")
+                    }
+                }
+            }
+        }
+        // D43 (continued): no attempt starts now; those in flight have the
+        // drain to finish; one cut short is given back, uncounted.
+        let deadline = tokio::time::sleep(settings.drain);
+        tokio::pin!(deadline);
+        while !flying.is_empty() {
+            tokio::select! {
+                done = flying.join_next_with_id() => {
+                    if let Some(Ok((id, ()))) = done {
+                        leases.remove(&id);
+                    }
+                }
+                _ = &mut deadline => break,
+            }
+        }
+        flying.abort_all();
+        let cut: Vec<i64> = leases.into_values().collect();
+        if !cut.is_empty()
+            && let Err(e) = delivery_store(&self)
+                .release_deliveries(&settings.node, &cut)
+                .await
+        {
+            tracing::warn!(error = %e, "giving back webhook deliveries cut short failed; their leases run out instead");
+        }
+    }
+
+    /// One round: fan out, lease what is due, start its attempts.
+    async fn delivery_round(
+        &self,
+        deliver: &Arc<dyn Deliver>,
+        settings: &DeliverySettings,
+        flying: &mut JoinSet<()>,
+        leases: &mut HashMap<tokio::task::Id, i64>,
+    ) -> AppResult<()> {
+        let store = delivery_store(self);
+        // Events are delivered once sequenced (D54).
+        self.sequence_events().await?;
+        store
+            .fan_out(Timestamp::now(), FAN_OUT_BATCH)
+            .await
+            .or_app(Resource::Storage)?;
+        let now = Timestamp::now();
+        // A lease outlives the longest attempt, so two processes never
+        // make one attempt at once (D44).
+        let lease_ms = i64::try_from((settings.timeout + Duration::from_secs(30)).as_millis())
+            .unwrap_or(i64::MAX);
+        let claimed = store
+            .claim_deliveries(
+                &settings.node,
+                now,
+                now.plus_millis(lease_ms),
+                settings.max_in_flight,
+                CLAIM_BATCH,
+            )
+            .await
+            .or_app(Resource::Storage)?;
+        for c in claimed {
+            let (app, deliver, settings) = (self.clone(), deliver.clone(), settings.clone());
+            let delivery = c.delivery;
+            let handle = flying.spawn(async move {
+                if let Err(e) = app.attempt(&deliver, &settings, &c).await {
+                    tracing::warn!(error = %e, endpoint = %c.endpoint, event = %c.event, "a webhook attempt could not be recorded; its lease runs out and it is made again");
+                }
+            });
+            leases.insert(handle.id(), delivery);
+        }
+        Ok(())
+    }
+
+    /// Makes one attempt of `c` and records it.
+    async fn attempt(
+        &self,
+        deliver: &Arc<dyn Deliver>,
+        settings: &DeliverySettings,
+        c: &Claimed,
+    ) -> AppResult<()> {
+        let event = self.get_event(&c.org, &c.event).await?;
+        let body = self.0.publish.event(&c.org, &event).into_bytes();
+        let started = Timestamp::now();
+        let keys = self
+            .endpoint_signing_keys(&c.org, &c.endpoint, started)
+            .await?;
+        let keys: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+        let timestamp = started.unix_seconds();
+        let signature =
+            gatehouse_auth::webhooks::signature_header(&keys, c.event.as_str(), timestamp, &body);
+        let request = Outgoing {
+            url: c.url.clone(),
+            id: c.event.to_string(),
+            timestamp,
+            signature,
+            body,
+        };
+        let clock = Instant::now();
+        let reply = deliver.deliver(&request).await;
+        let duration = if reply.duration.is_zero() {
+            clock.elapsed()
+        } else {
+            reply.duration
+        };
+        // ±20 % on the retries (D55): a uniform draw in [-1, 1].
+        let jitter = f64::from(u16::from_le_bytes(random::bytes::<2>())) / 32_767.5 - 1.0;
+        let now = Timestamp::now();
+        let next = if reply.error.is_some() && reply.status.is_none() {
+            webhook::next_step(&settings.schedule, c.attempt, None, None, jitter, now)
+        } else {
+            webhook::next_step(
+                &settings.schedule,
+                c.attempt,
+                reply.status,
+                reply.retry_after,
+                jitter,
+                now,
+            )
+        };
+        // A redirect is an answer that fails (never followed, D55).
+        let next = match (next, reply.error) {
+            (Next::Done, Some(_)) => {
+                webhook::next_step(&settings.schedule, c.attempt, None, None, jitter, now)
+            }
+            (n, _) => n,
+        };
+        // D55's metrics: each attempt's outcome, and from commit to the
+        // first attempt.
+        let outcome = match next {
+            Next::Done => "succeeded",
+            Next::RetryAt(_) => "failed",
+            Next::Exhausted => "exhausted",
+            Next::Gone => "gone",
+        };
+        metrics::counter!("webhook_deliveries_total", "outcome" => outcome).increment(1);
+        if c.attempt == 1 && c.trigger == webhook::Trigger::Scheduled {
+            let waited = started
+                .millis()
+                .saturating_sub(event.event.created_at.millis());
+            metrics::histogram!("webhook_delivery_latency_seconds").record(waited as f64 / 1_000.0);
+        }
+        let made = Made {
+            started_at: started,
+            duration_ms: i64::try_from(duration.as_millis()).unwrap_or(i64::MAX),
+            response_status: reply.status,
+            error: reply.error,
+            excerpt: reply.excerpt,
+        };
+        delivery_store(self)
+            .finish_attempt(
+                &settings.node,
+                c,
+                &made,
+                next,
+                &self.teller(&Origin::system()),
+            )
+            .await
+            .or_app(Resource::WebhookEndpoint)
+    }
+}
+
+/// This area's view of storage: the `DeliveryStore` trait only (issue 25).
+fn delivery_store(app: &App) -> &dyn gatehouse_store::DeliveryStore {
+    app.0.store.as_ref()
+}
