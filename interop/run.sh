@@ -2,8 +2,8 @@
 # Client libraries of other ecosystems, unmodified, against the real binary
 # (see interop/README.md):
 #
-#   node     openid-client 6 (node --test interop/node/oidc.test.mjs)
-#   python   authlib 1.9 (python3 -m pytest interop/python -q)
+#   node     openid-client 6 and standardwebhooks (node --test interop/node/*.test.mjs)
+#   python   authlib 1.9, standardwebhooks and svix (python3 -m pytest interop/python -q)
 #   browser  Chromium via puppeteer-core + axe-core (interop/node/browser.test.mjs)
 #
 #   interop/run.sh                 # all three
@@ -95,7 +95,9 @@ PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); p
 # D1 (revised): with no public_url the issuer is https://localhost:<port>,
 # which is also a name the self-signed certificate carries.
 ISSUER="https://localhost:$PORT"
-"$BIN" serve --https-addr "127.0.0.1:$PORT" --http-addr 127.0.0.1:0 --admin-addr 127.0.0.1:0 >/dev/null 2>"$LOG" &
+# D55: webhooks to the suites' own loopback receivers.
+"$BIN" serve --https-addr "127.0.0.1:$PORT" --http-addr 127.0.0.1:0 --admin-addr 127.0.0.1:0 \
+  --webhook-allow-cidrs 127.0.0.1/32 >/dev/null 2>"$LOG" &
 PID=$!
 CA="$GATEHOUSE_DATA_DIR/tls/cert.pem"
 for _ in $(seq 1 150); do
@@ -127,7 +129,7 @@ run_suite() {
 }
 
 if want node; then
-  run_suite node env NODE_EXTRA_CA_CERTS="$CA" node --test --test-reporter=spec interop/node/oidc.test.mjs
+  run_suite node env NODE_EXTRA_CA_CERTS="$CA" node --test --test-reporter=spec interop/node/oidc.test.mjs interop/node/webhooks.test.mjs
 fi
 if want python; then
   run_suite python "$PY" -m pytest interop/python -q -p no:cacheprovider
