@@ -49,6 +49,9 @@ pub struct WebhookSettings {
     /// rules, and plain `http` to them.
     pub allow: AllowList,
     pub lookup: Arc<dyn HostLookup>,
+    /// The transport of `test` (the worker's own); `None` in an operator
+    /// command, which sends nothing.
+    pub deliver: Option<Arc<dyn crate::deliveries::Deliver>>,
 }
 
 impl Default for WebhookSettings {
@@ -56,6 +59,7 @@ impl Default for WebhookSettings {
         Self {
             allow: AllowList::default(),
             lookup: Arc::new(SystemLookup),
+            deliver: None,
         }
     }
 }
@@ -283,6 +287,152 @@ impl App {
             .list_attempts(org, id, filter, page)
             .await
             .or_app(Resource::WebhookEndpoint)
+    }
+}
+
+/// D55 `replay`: events queued per call at most; a larger range is
+/// replayed by calling again from where the last queued one was created.
+pub const REPLAY_MAX: u32 = 10_000;
+
+impl App {
+    /// `POST …/{id}/test` (D55): a `webhook_endpoint.test` event, never
+    /// sequenced nor listed, sent at once to this endpoint only (also when
+    /// it is disabled); the attempt, logged with `trigger: manual`.
+    pub async fn test_endpoint(
+        &self,
+        org: &OrgId,
+        id: &EndpointId,
+        origin: &Origin,
+    ) -> AppResult<webhook::Attempt> {
+        let e = self.get_endpoint(org, id).await?;
+        let deliver = self
+            .0
+            .webhooks
+            .deliver
+            .clone()
+            .ok_or_else(|| AppError::Internal("webhook test without a transport".into()))?;
+        let now = Timestamp::now();
+        let event = gatehouse_domain::event::Event {
+            sequence: 0,
+            event: self.teller(origin).webhook_endpoint_test(&e, now),
+        };
+        let body = self.0.publish.event(org, &event).into_bytes();
+        let keys = self.endpoint_signing_keys(org, id, now).await?;
+        let keys: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+        let timestamp = now.unix_seconds();
+        let reply = deliver
+            .deliver(&crate::deliveries::Outgoing {
+                url: e.url.clone(),
+                id: event.event.id.to_string(),
+                timestamp,
+                signature: gatehouse_auth::webhooks::signature_header(
+                    &keys,
+                    event.event.id.as_str(),
+                    timestamp,
+                    &body,
+                ),
+                body,
+            })
+            .await;
+        let attempt = webhook::Attempt {
+            id: gatehouse_domain::AttemptId::generate(),
+            endpoint: id.clone(),
+            event: event.event.id.clone(),
+            attempt: 1,
+            trigger: webhook::Trigger::Manual,
+            started_at: Some(now),
+            duration_ms: Some(i64::try_from(reply.duration.as_millis()).unwrap_or(i64::MAX)),
+            response_status: reply.status,
+            error: reply.error,
+            response_excerpt: Some(reply.excerpt),
+            next_attempt_at: None,
+        };
+        let store: &dyn gatehouse_store::DeliveryStore = self.0.store.as_ref();
+        store
+            .insert_attempt(org, &attempt)
+            .await
+            .or_app(Resource::WebhookEndpoint)?;
+        Ok(attempt)
+    }
+
+    /// `POST /v1/events/{id}/redeliver` (D55): queues the event for the
+    /// endpoint (`trigger: manual`); the queued attempt. A disabled
+    /// endpoint gets nothing (422).
+    pub async fn redeliver(
+        &self,
+        org: &OrgId,
+        event: &gatehouse_domain::EventId,
+        endpoint: &EndpointId,
+    ) -> AppResult<webhook::Attempt> {
+        let e = self.get_endpoint(org, endpoint).await?;
+        self.get_event(org, event).await?;
+        refuse_disabled(&e)?;
+        let store: &dyn gatehouse_store::DeliveryStore = self.0.store.as_ref();
+        store
+            .queue_delivery(
+                org,
+                endpoint,
+                event,
+                webhook::Trigger::Manual,
+                Timestamp::now(),
+            )
+            .await
+            .or_app(Resource::Event)
+    }
+
+    /// `POST …/{id}/replay` (D55): a fresh schedule for each event in
+    /// [`since`, `until`) the endpoint's current `enabled_events` match
+    /// (with `only_failed`, those whose latest attempt failed or that have
+    /// none), at most [`REPLAY_MAX`]; how many were queued. A `since`
+    /// older than the event retention is 400.
+    pub async fn replay(
+        &self,
+        org: &OrgId,
+        id: &EndpointId,
+        since: Timestamp,
+        until: Option<Timestamp>,
+        only_failed: bool,
+    ) -> AppResult<u64> {
+        let e = self.get_endpoint(org, id).await?;
+        let now = Timestamp::now();
+        if since < now.plus_seconds(-self.event_retention_secs()) {
+            return Err(AppError::invalid(
+                "since",
+                "is older than the event retention: those events are gone",
+            ));
+        }
+        let until = until.unwrap_or(now);
+        if until <= since {
+            return Err(AppError::invalid("until", "must be after since"));
+        }
+        refuse_disabled(&e)?;
+        let store: &dyn gatehouse_store::DeliveryStore = self.0.store.as_ref();
+        store
+            .replay(
+                org,
+                id,
+                &e.enabled_events,
+                since,
+                until,
+                only_failed,
+                now,
+                REPLAY_MAX,
+            )
+            .await
+            .or_app(Resource::WebhookEndpoint)
+    }
+}
+
+/// D55: nothing is queued for a disabled endpoint.
+fn refuse_disabled(e: &Endpoint) -> AppResult<()> {
+    match e.disabled {
+        None => Ok(()),
+        Some(reason) => Err(AppError::Rule(DomainError::InvalidStateTransition(
+            format!(
+                "the endpoint is disabled ({}); enable it first",
+                reason.as_str()
+            ),
+        ))),
     }
 }
 

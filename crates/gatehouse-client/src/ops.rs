@@ -187,6 +187,24 @@ pub const OPERATIONS: &[Operation] = &[
         "rotate_webhook_endpoint_secret",
     ),
     op(
+        "testWebhookEndpoint",
+        "POST",
+        "/v1/webhook-endpoints/{endpoint_id}/test",
+        "test_webhook_endpoint",
+    ),
+    op(
+        "replayWebhookEndpoint",
+        "POST",
+        "/v1/webhook-endpoints/{endpoint_id}/replay",
+        "replay_webhook_endpoint",
+    ),
+    op(
+        "redeliverEvent",
+        "POST",
+        "/v1/events/{event_id}/redeliver",
+        "redeliver_event",
+    ),
+    op(
         "listWebhookAttempts",
         "GET",
         "/v1/webhook-endpoints/{endpoint_id}/attempts",
@@ -616,6 +634,60 @@ impl Client {
             query,
             limit,
             offset,
+        )
+        .await
+    }
+
+    /// `POST /v1/webhook-endpoints/{id}/test` (`webhooks:write`): sends a
+    /// `webhook_endpoint.test` event now; the attempt, once made.
+    pub async fn test_webhook_endpoint(&self, id: &str) -> Result<WebhookAttempt> {
+        self.single(
+            Method::POST,
+            &["v1", "webhook-endpoints", id, "test"],
+            &[],
+            Body::Empty,
+        )
+        .await
+    }
+
+    /// `POST /v1/webhook-endpoints/{id}/replay` (`webhooks:write`): queues
+    /// each event created in [`since`, `until`) the endpoint wants (with
+    /// `only_failed`, those whose latest attempt failed or that have none);
+    /// how many were queued.
+    pub async fn replay_webhook_endpoint(
+        &self,
+        id: &str,
+        since: &str,
+        until: Option<&str>,
+        only_failed: bool,
+    ) -> Result<u64> {
+        #[derive(serde::Deserialize)]
+        struct Queued {
+            queued: u64,
+        }
+        let mut body = serde_json::json!({ "since": since, "only_failed": only_failed });
+        if let Some(u) = until {
+            body["until"] = u.into();
+        }
+        let q: Queued = self
+            .single(
+                Method::POST,
+                &["v1", "webhook-endpoints", id, "replay"],
+                &[],
+                json_body(&body)?,
+            )
+            .await?;
+        Ok(q.queued)
+    }
+
+    /// `POST /v1/events/{id}/redeliver` (`webhooks:write`): queues the
+    /// event for `endpoint`; the queued attempt.
+    pub async fn redeliver_event(&self, event: &str, endpoint: &str) -> Result<WebhookAttempt> {
+        self.single(
+            Method::POST,
+            &["v1", "events", event, "redeliver"],
+            &[],
+            json_body(&serde_json::json!({ "endpoint": endpoint }))?,
         )
         .await
     }

@@ -400,6 +400,12 @@ async fn every_operation_of_the_table_sends_its_method_and_path() {
                 .await
                 .map(drop),
             "deleteWebhookEndpoint" => c.delete_webhook_endpoint("we_1").await,
+            "testWebhookEndpoint" => c.test_webhook_endpoint("we_1").await.map(drop),
+            "replayWebhookEndpoint" => c
+                .replay_webhook_endpoint("we_1", "2026-11-27T00:00:00Z", None, false)
+                .await
+                .map(drop),
+            "redeliverEvent" => c.redeliver_event("evt_x", "we_1").await.map(drop),
             "listWebhookAttempts" => c
                 .list_webhook_attempts("we_1", None, None, 0)
                 .await

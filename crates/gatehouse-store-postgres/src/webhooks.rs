@@ -403,6 +403,37 @@ async fn queue_attempt(
     Ok(id)
 }
 
+/// Queues a delivery of `event` to `endpoint` (its first attempt due at
+/// `now`); returns the queued attempt's id.
+#[allow(clippy::too_many_arguments)]
+async fn queue_delivery_tx(
+    c: &mut PgConnection,
+    org: &str,
+    endpoint: &str,
+    event: &str,
+    object: &str,
+    sequence: i64,
+    trigger: Trigger,
+    now: Timestamp,
+) -> TxResult<AttemptId> {
+    let attempt = queue_attempt(c, org, endpoint, event, 1, trigger, now).await?;
+    query(
+        "INSERT INTO webhook_deliveries (org_id, endpoint_id, event_id, ordering_key, sequence, trigger, attempts, attempt_id, next_attempt_at)
+         VALUES ($1, $2, $3, $4, $5, $6, 0, $7, $8)",
+    )
+    .bind(org)
+    .bind(endpoint)
+    .bind(event)
+    .bind(object)
+    .bind(sequence)
+    .bind(trigger.as_str())
+    .bind(attempt.as_str())
+    .bind(now.millis())
+    .execute(&mut *c)
+    .await?;
+    Ok(attempt)
+}
+
 async fn fan_out_org(
     c: &mut PgConnection,
     org: &str,
@@ -447,20 +478,16 @@ async fn fan_out_org(
             if *created_at < *since || !webhook::wants(patterns, kind) {
                 continue;
             }
-            let attempt =
-                queue_attempt(c, org, endpoint, event, 1, Trigger::Scheduled, now).await?;
-            query(
-                "INSERT INTO webhook_deliveries (org_id, endpoint_id, event_id, ordering_key, sequence, trigger, attempts, attempt_id, next_attempt_at)
-                 VALUES ($1, $2, $3, $4, $5, 'scheduled', 0, $6, $7)",
+            queue_delivery_tx(
+                c,
+                org,
+                endpoint,
+                event,
+                object,
+                *sequence,
+                Trigger::Scheduled,
+                now,
             )
-            .bind(org)
-            .bind(endpoint)
-            .bind(event)
-            .bind(object)
-            .bind(sequence)
-            .bind(attempt.as_str())
-            .bind(now.millis())
-            .execute(&mut *c)
             .await?;
             made += 1;
         }
@@ -798,6 +825,133 @@ impl DeliveryStore for PgStore {
                 items,
                 total: total as u64,
             })
+        })
+    }
+
+    async fn insert_attempt(&self, org: &OrgId, a: &Attempt) -> StoreResult<()> {
+        query(
+            "INSERT INTO webhook_attempts (id, org_id, endpoint_id, event_id, attempt, trigger, started_at,
+             duration_ms, response_status, error, response_excerpt, next_attempt_at, shown_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, coalesce($7, $12))",
+        )
+        .bind(a.id.as_str())
+        .bind(org.as_str())
+        .bind(a.endpoint.as_str())
+        .bind(a.event.as_str())
+        .bind(i32::try_from(a.attempt).unwrap_or(i32::MAX))
+        .bind(a.trigger.as_str())
+        .bind(a.started_at.map(Timestamp::millis))
+        .bind(a.duration_ms)
+        .bind(a.response_status.map(i32::from))
+        .bind(a.error.map(AttemptError::as_str))
+        .bind(&a.response_excerpt)
+        .bind(a.next_attempt_at.map(Timestamp::millis))
+        .execute(&self.pool)
+        .await
+        .map_err(db_err)?;
+        Ok(())
+    }
+
+    async fn queue_delivery(
+        &self,
+        org: &OrgId,
+        endpoint: &EndpointId,
+        event: &EventId,
+        trigger: Trigger,
+        now: Timestamp,
+    ) -> StoreResult<Attempt> {
+        write_tx!(self, |tx| {
+            let (object, sequence): (String, i64) = query_as(
+                "SELECT object_id, sequence FROM events
+                 WHERE id = $1 AND org_id = $2 AND sequence IS NOT NULL",
+            )
+            .bind(event.as_str())
+            .bind(org.as_str())
+            .fetch_optional(&mut *tx)
+            .await?
+            .ok_or(StoreError::NotFound)?;
+            let id = queue_delivery_tx(
+                &mut tx,
+                org.as_str(),
+                endpoint.as_str(),
+                event.as_str(),
+                &object,
+                sequence,
+                trigger,
+                now,
+            )
+            .await?;
+            let row = query(&format!(
+                "SELECT {ATTEMPT_COLS} FROM webhook_attempts WHERE id = $1"
+            ))
+            .bind(id.as_str())
+            .fetch_one(&mut *tx)
+            .await?;
+            Ok(attempt_row(&row)?)
+        })
+    }
+
+    async fn replay(
+        &self,
+        org: &OrgId,
+        endpoint: &EndpointId,
+        patterns: &[gatehouse_domain::event::TypePattern],
+        since: Timestamp,
+        until: Timestamp,
+        only_failed: bool,
+        now: Timestamp,
+        limit: u32,
+    ) -> StoreResult<u64> {
+        write_tx!(self, |tx| {
+            let events: Vec<(String, String, String, i64)> = query_as(
+                "SELECT id, type, object_id, sequence FROM events
+                 WHERE org_id = $1 AND created_at >= $2 AND created_at < $3 AND sequence IS NOT NULL
+                 ORDER BY sequence",
+            )
+            .bind(org.as_str())
+            .bind(since.millis())
+            .bind(until.millis())
+            .fetch_all(&mut *tx)
+            .await?;
+            let mut queued = 0u64;
+            for (event, kind, object, sequence) in events {
+                if queued >= u64::from(limit) {
+                    break;
+                }
+                let wanted = gatehouse_domain::event::EventType::parse(&kind)
+                    .is_some_and(|k| webhook::wants(patterns, k));
+                if !wanted {
+                    continue;
+                }
+                if only_failed {
+                    let latest = query(&format!(
+                        "SELECT {ATTEMPT_COLS} FROM webhook_attempts WHERE endpoint_id = $1 AND event_id = $2
+                         ORDER BY shown_at DESC, id DESC LIMIT 1"
+                    ))
+                    .bind(endpoint.as_str())
+                    .bind(&event)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                    if let Some(row) = latest
+                        && attempt_row(&row)?.status() != "failed"
+                    {
+                        continue;
+                    }
+                }
+                queue_delivery_tx(
+                    &mut tx,
+                    org.as_str(),
+                    endpoint.as_str(),
+                    &event,
+                    &object,
+                    sequence,
+                    Trigger::Replay,
+                    now,
+                )
+                .await?;
+                queued += 1;
+            }
+            Ok(queued)
         })
     }
 

@@ -419,6 +419,48 @@ fn queue_attempt(
     Ok(id)
 }
 
+/// Queues a delivery of `event` to `endpoint` (its first attempt due at
+/// `now`); returns the queued attempt's id.
+#[allow(clippy::too_many_arguments)]
+fn queue_delivery_tx(
+    c: &Connection,
+    org: &str,
+    endpoint: &str,
+    event: &str,
+    object: &str,
+    sequence: i64,
+    trigger: Trigger,
+    now: Timestamp,
+) -> StoreResult<AttemptId> {
+    let attempt = queue_attempt(c, org, endpoint, event, 1, trigger, now)?;
+    c.prepare_cached(
+        "INSERT INTO webhook_deliveries (org_id, endpoint_id, event_id, ordering_key, sequence, trigger, attempts, attempt_id, next_attempt_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0, ?7, ?8)",
+    )
+    .and_then(|mut s| {
+        s.execute(params![
+            org,
+            endpoint,
+            event,
+            object,
+            sequence,
+            trigger.as_str(),
+            attempt.as_str(),
+            now.millis()
+        ])
+    })
+    .map_err(db_err)?;
+    Ok(attempt)
+}
+
+fn get_attempt_tx(c: &Connection, id: &AttemptId) -> StoreResult<Attempt> {
+    c.prepare_cached(&format!(
+        "SELECT {ATTEMPT_COLS} FROM webhook_attempts WHERE id = ?1"
+    ))
+    .and_then(|mut s| s.query_row([id.as_str()], attempt_row))
+    .map_err(db_err)
+}
+
 /// Fans `org`'s events after its cursor out to its enabled endpoints.
 fn fan_out_org(
     c: &Connection,
@@ -473,23 +515,16 @@ fn fan_out_org(
             if *created_at < *since || !webhook::wants(patterns, kind) {
                 continue;
             }
-            let attempt = queue_attempt(c, org, endpoint, event, 1, Trigger::Scheduled, now)?;
-            c.prepare_cached(
-                "INSERT INTO webhook_deliveries (org_id, endpoint_id, event_id, ordering_key, sequence, trigger, attempts, attempt_id, next_attempt_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, 'scheduled', 0, ?6, ?7)",
-            )
-            .and_then(|mut s| {
-                s.execute(params![
-                    org,
-                    endpoint,
-                    event,
-                    object,
-                    sequence,
-                    attempt.as_str(),
-                    now.millis()
-                ])
-            })
-            .map_err(db_err)?;
+            queue_delivery_tx(
+                c,
+                org,
+                endpoint,
+                event,
+                object,
+                *sequence,
+                Trigger::Scheduled,
+                now,
+            )?;
             made += 1;
         }
     }
@@ -806,6 +841,143 @@ impl DeliveryStore for SqliteStore {
                     items,
                     total: total as u64,
                 })
+            })
+            .await
+    }
+
+    async fn insert_attempt(&self, org: &OrgId, a: &Attempt) -> StoreResult<()> {
+        let (org, a) = (org.clone(), a.clone());
+        self.pool
+            .write(move |tx| {
+                tx.prepare_cached(
+                    "INSERT INTO webhook_attempts (id, org_id, endpoint_id, event_id, attempt, trigger, started_at,
+                     duration_ms, response_status, error, response_excerpt, next_attempt_at, shown_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, coalesce(?7, ?12))",
+                )
+                .and_then(|mut s| {
+                    s.execute(params![
+                        a.id.as_str(),
+                        org.as_str(),
+                        a.endpoint.as_str(),
+                        a.event.as_str(),
+                        a.attempt,
+                        a.trigger.as_str(),
+                        a.started_at.map(Timestamp::millis),
+                        a.duration_ms,
+                        a.response_status,
+                        a.error.map(AttemptError::as_str),
+                        a.response_excerpt,
+                        a.next_attempt_at.map(Timestamp::millis)
+                    ])
+                })
+                .map_err(db_err)?;
+                Ok(())
+            })
+            .await
+    }
+
+    async fn queue_delivery(
+        &self,
+        org: &OrgId,
+        endpoint: &EndpointId,
+        event: &EventId,
+        trigger: Trigger,
+        now: Timestamp,
+    ) -> StoreResult<Attempt> {
+        let (org, endpoint, event) = (org.clone(), endpoint.clone(), event.clone());
+        self.pool
+            .write(move |tx| {
+                let (object, sequence): (String, i64) = tx
+                    .prepare_cached(
+                        "SELECT object_id, sequence FROM events WHERE id = ?1 AND org_id = ?2",
+                    )
+                    .and_then(|mut s| {
+                        s.query_row(params![event.as_str(), org.as_str()], |r| {
+                            Ok((r.get(0)?, r.get(1)?))
+                        })
+                        .optional()
+                    })
+                    .map_err(db_err)?
+                    .ok_or(StoreError::NotFound)?;
+                let id = queue_delivery_tx(
+                    tx,
+                    org.as_str(),
+                    endpoint.as_str(),
+                    event.as_str(),
+                    &object,
+                    sequence,
+                    trigger,
+                    now,
+                )?;
+                get_attempt_tx(tx, &id)
+            })
+            .await
+    }
+
+    async fn replay(
+        &self,
+        org: &OrgId,
+        endpoint: &EndpointId,
+        patterns: &[gatehouse_domain::event::TypePattern],
+        since: Timestamp,
+        until: Timestamp,
+        only_failed: bool,
+        now: Timestamp,
+        limit: u32,
+    ) -> StoreResult<u64> {
+        let (org, endpoint, patterns) = (org.clone(), endpoint.clone(), patterns.to_vec());
+        self.pool
+            .write(move |tx| {
+                let events: Vec<(String, String, String, i64)> = tx
+                    .prepare_cached(
+                        "SELECT id, type, object_id, sequence FROM events
+                         WHERE org_id = ?1 AND created_at >= ?2 AND created_at < ?3 ORDER BY sequence",
+                    )
+                    .and_then(|mut s| {
+                        s.query_map(params![org.as_str(), since.millis(), until.millis()], |r| {
+                            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+                        })?
+                        .collect()
+                    })
+                    .map_err(db_err)?;
+                let mut queued = 0u64;
+                for (event, kind, object, sequence) in events {
+                    if queued >= u64::from(limit) {
+                        break;
+                    }
+                    let wanted = gatehouse_domain::event::EventType::parse(&kind)
+                        .is_some_and(|k| webhook::wants(&patterns, k));
+                    if !wanted {
+                        continue;
+                    }
+                    if only_failed {
+                        let latest: Option<Attempt> = tx
+                            .prepare_cached(&format!(
+                                "SELECT {ATTEMPT_COLS} FROM webhook_attempts WHERE endpoint_id = ?1 AND event_id = ?2
+                                 ORDER BY shown_at DESC, id DESC LIMIT 1"
+                            ))
+                            .and_then(|mut s| {
+                                s.query_row(params![endpoint.as_str(), event], attempt_row)
+                                    .optional()
+                            })
+                            .map_err(db_err)?;
+                        if latest.is_some_and(|a| a.status() != "failed") {
+                            continue;
+                        }
+                    }
+                    queue_delivery_tx(
+                        tx,
+                        org.as_str(),
+                        endpoint.as_str(),
+                        &event,
+                        &object,
+                        sequence,
+                        Trigger::Replay,
+                        now,
+                    )?;
+                    queued += 1;
+                }
+                Ok(queued)
             })
             .await
     }

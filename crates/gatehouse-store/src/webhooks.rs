@@ -186,4 +186,34 @@ pub trait DeliveryStore: Send + Sync {
     ) -> StoreResult<Listing<Attempt>>;
     /// Deliveries pending in the whole service (`webhook_queue_depth`).
     async fn queue_depth(&self) -> StoreResult<u64>;
+    /// Logs an attempt made outside the queue (`test`, D55).
+    async fn insert_attempt(&self, org: &OrgId, attempt: &Attempt) -> StoreResult<()>;
+    /// Queues `event` (sequenced, of `org`) for `endpoint` with `trigger`,
+    /// due at `now` (`redeliver`, D55); the queued attempt. `NotFound` for
+    /// an event that is not (or not yet) listed.
+    async fn queue_delivery(
+        &self,
+        org: &OrgId,
+        endpoint: &EndpointId,
+        event: &EventId,
+        trigger: Trigger,
+        now: Timestamp,
+    ) -> StoreResult<Attempt>;
+    /// D55 `replay`: queues a fresh schedule (`replay`) for each sequenced
+    /// event of `org` created in [`since`, `until`) whose type `patterns`
+    /// match, oldest first, at most `limit`; with `only_failed`, only those
+    /// whose latest attempt to the endpoint failed or that have none.
+    /// Answers how many it queued.
+    #[allow(clippy::too_many_arguments)]
+    async fn replay(
+        &self,
+        org: &OrgId,
+        endpoint: &EndpointId,
+        patterns: &[gatehouse_domain::event::TypePattern],
+        since: Timestamp,
+        until: Timestamp,
+        only_failed: bool,
+        now: Timestamp,
+        limit: u32,
+    ) -> StoreResult<u64>;
 }

@@ -246,6 +246,15 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
     };
     let transport =
         crate::mail::Transport::from_settings(settings.smtp_url.as_deref(), &settings.data_dir)?;
+    // D55: the webhook transport (address rules at connect time).
+    let mut sender = crate::webhook_sender::SenderConfig::new(settings.webhook_allow.clone());
+    sender.timeout = settings.webhook_timeout;
+    sender.connect_timeout = settings.webhook_connect_timeout;
+    sender
+        .extra_roots_pem
+        .clone_from(&settings.webhook_extra_roots_pem);
+    let deliver: Arc<dyn gatehouse_app::deliveries::Deliver> =
+        Arc::new(crate::webhook_sender::Sender::new(&sender)?);
     let app = App::new(
         store.clone(),
         auth,
@@ -256,6 +265,7 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
     .with_event_retention_secs(settings.event_retention_secs)
     .with_webhook_settings(gatehouse_app::webhooks::WebhookSettings {
         allow: settings.webhook_allow.clone(),
+        deliver: Some(deliver.clone()),
         ..Default::default()
     });
     app.sync_revocations()
@@ -289,22 +299,14 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
     );
 
     {
-        // D55: the webhook delivery worker.
-        let mut sender = crate::webhook_sender::SenderConfig::new(settings.webhook_allow.clone());
-        sender.timeout = settings.webhook_timeout;
-        sender.connect_timeout = settings.webhook_connect_timeout;
-        sender
-            .extra_roots_pem
-            .clone_from(&settings.webhook_extra_roots_pem);
-        let deliver: Arc<dyn gatehouse_app::deliveries::Deliver> =
-            Arc::new(crate::webhook_sender::Sender::new(&sender)?);
+        // D55: the webhook delivery worker, with the transport `test` uses.
         let worker = gatehouse_app::deliveries::DeliverySettings {
             schedule: settings.webhook_schedule.clone(),
             max_in_flight: settings.webhook_max_in_flight,
             timeout: settings.webhook_timeout,
             ..Default::default()
         };
-        let (app, stop) = (state.app.clone(), stop.subscribe());
+        let (app, stop, deliver) = (state.app.clone(), stop.subscribe(), deliver.clone());
         tasks.spawn(async move {
             app.run_deliveries(deliver, worker, stop).await;
             Ok(())

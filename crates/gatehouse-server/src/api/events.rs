@@ -120,9 +120,10 @@ pub struct EventResponse<'a> {
     pub created_at: Timestamp,
     #[schema(value_type = String, pattern = "^org_[A-Za-z0-9]+$")]
     pub org: &'a str,
-    /// 1, 2, 3 … per organization, without gaps, in commit order.
-    #[schema(minimum = 1)]
-    pub sequence: i64,
+    /// 1, 2, 3 … per organization, without gaps, in commit order; null
+    /// only for `webhook_endpoint.test`, which is never sequenced (D54).
+    #[schema(minimum = 1, required = true)]
+    pub sequence: Option<i64>,
     #[schema(schema_with = schemas::api_version)]
     pub api_version: &'static str,
     pub data: EventData,
@@ -146,7 +147,8 @@ impl<'a> EventResponse<'a> {
             r#type: ev.kind.as_str(),
             created_at: ev.created_at,
             org,
-            sequence: e.sequence,
+            sequence: (ev.kind != gatehouse_domain::event::EventType::WebhookEndpointTest)
+                .then_some(e.sequence),
             api_version: API_VERSION,
             data: EventData {
                 object: raw(&ev.object),

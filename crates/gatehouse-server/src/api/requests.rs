@@ -529,6 +529,82 @@ impl RequestBody for RotateWebhookSecretRequest {
     }
 }
 
+// D55.
+/// What to replay to an endpoint.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(as = WebhookReplay)]
+pub struct ReplayRequest {
+    /// From (RFC 3339), within the event retention.
+    #[serde(default)]
+    #[schema(value_type = String, format = DateTime, required = true)]
+    pub since: Input<String>,
+    /// Until, exclusive (RFC 3339; default now).
+    #[serde(default)]
+    #[schema(value_type = String, format = DateTime)]
+    pub until: Input<String>,
+    /// Only events whose latest attempt to this endpoint failed, or that
+    /// have none (default false).
+    #[serde(default)]
+    #[schema(value_type = bool)]
+    pub only_failed: Input<bool>,
+}
+
+/// A parsed replay.
+#[derive(Clone, Debug)]
+pub struct Replay {
+    pub since: gatehouse_domain::Timestamp,
+    pub until: Option<gatehouse_domain::Timestamp>,
+    pub only_failed: bool,
+}
+
+fn rfc3339(s: &str) -> Result<gatehouse_domain::Timestamp, String> {
+    gatehouse_domain::Timestamp::parse_rfc3339(s)
+        .ok_or_else(|| "must be an RFC 3339 date and time, e.g. 2026-11-23T10:00:00Z".into())
+}
+
+impl RequestBody for ReplayRequest {
+    type Domain = Replay;
+    fn into_domain(self, mut issues: Issues) -> Result<Replay, Vec<FieldIssue>> {
+        let since = issues.required_text("since", self.since, rfc3339);
+        let until = issues.optional_text("until", self.until, rfc3339);
+        let only_failed = issues.check("only_failed", self.only_failed, false, Ok);
+        match since {
+            Some(since) => issues.finish(Replay {
+                since,
+                until,
+                only_failed: only_failed.unwrap_or(false),
+            }),
+            None => Err(issues.into_vec()),
+        }
+    }
+}
+
+// D55.
+/// The endpoint to redeliver an event to.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(as = Redelivery)]
+pub struct RedeliverRequest {
+    #[serde(default)]
+    #[schema(value_type = String, pattern = "^we_[A-Za-z0-9]+$", required = true)]
+    pub endpoint: Input<String>,
+}
+
+impl RequestBody for RedeliverRequest {
+    type Domain = gatehouse_domain::EndpointId;
+    fn into_domain(self, mut issues: Issues) -> Result<Self::Domain, Vec<FieldIssue>> {
+        let endpoint = issues.required_text("endpoint", self.endpoint, |s| {
+            gatehouse_domain::EndpointId::parse(s)
+                .ok_or_else(|| "must be a webhook endpoint id (we_…)".to_owned())
+        });
+        match endpoint {
+            Some(e) => issues.finish(e),
+            None => Err(issues.into_vec()),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -571,6 +647,15 @@ mod tests {
                 "must be an integer from 0 to 9007199254740991".to_owned()
             )]
         );
+    }
+}
+
+impl JsonType for bool {
+    fn from_json(v: Value) -> Result<Self, &'static str> {
+        match v {
+            Value::Bool(b) => Ok(b),
+            _ => Err("must be true or false"),
+        }
     }
 }
 

@@ -14,7 +14,8 @@ use crate::api::extract::{
     Authorized, Body, Id, IdBody, IdMaybeBody, Query, WebhooksRead, WebhooksWrite,
 };
 use crate::api::requests::{
-    CreateWebhookEndpointRequest, RotateWebhookSecretRequest, UpdateWebhookEndpointRequest,
+    CreateWebhookEndpointRequest, RedeliverRequest, ReplayRequest, RotateWebhookSecretRequest,
+    UpdateWebhookEndpointRequest,
 };
 use crate::api::responses::{
     WebhookAttemptResponse, WebhookEndpointResponse, WebhookEndpointWithSecret,
@@ -36,6 +37,9 @@ pub fn router() -> Router<AppState> {
             post(rotate_secret),
         )
         .route("/webhook-endpoints/{endpoint_id}/attempts", get(attempts))
+        .route("/webhook-endpoints/{endpoint_id}/test", post(test))
+        .route("/webhook-endpoints/{endpoint_id}/replay", post(replay))
+        .route("/events/{event_id}/redeliver", post(redeliver))
 }
 
 #[utoipa::path(
@@ -290,5 +294,116 @@ pub(crate) async fn attempts(
     let listing = st.app.list_attempts(auth.org(), &id, &filter, page).await?;
     Ok(respond::list::<_, WebhookAttemptResponse<'_>>(
         &ctx, &listing, page,
+    ))
+}
+
+#[utoipa::path(
+    post,
+    path = "/v1/webhook-endpoints/{endpoint_id}/test",
+    operation_id = "testWebhookEndpoint",
+    tag = "Webhooks",
+    summary = "Send a webhook_endpoint.test event to this endpoint now (also when disabled); the attempt",
+    params(
+        ("endpoint_id" = String, Path, pattern = "^we_[A-Za-z0-9]+$", description = "A webhook endpoint id (`we_…`)."),
+    ),
+    responses(
+        (status = 200, description = "The attempt, once made (its `status` says how it went)", body = crate::http::respond::Single<'static, crate::api::responses::WebhookAttemptResponse<'static>>),
+        (status = 404, description = "No such endpoint", body = crate::http::error::ErrorEnvelope<'static>),
+    ),
+    security(("bearer" = ["webhooks:write"]), ("oauth2" = ["webhooks:write"])),
+)]
+pub(crate) async fn test(
+    auth: Authorized<WebhooksWrite>,
+    ctx: RequestCtx,
+    State(st): State<AppState>,
+    Id(id): Id<EndpointId>,
+) -> Result<Response, ApiError> {
+    let attempt = st
+        .app
+        .test_endpoint(auth.org(), &id, &auth.origin(&ctx))
+        .await?;
+    Ok(respond::single(
+        &ctx,
+        StatusCode::OK,
+        &WebhookAttemptResponse::from(&attempt),
+    ))
+}
+
+/// `{"queued": n}`: what a replay queued.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+#[schema(as = WebhookReplayQueued)]
+pub struct Queued {
+    pub queued: u64,
+}
+
+#[utoipa::path(
+    post,
+    path = "/v1/webhook-endpoints/{endpoint_id}/replay",
+    operation_id = "replayWebhookEndpoint",
+    tag = "Webhooks",
+    summary = "Queue a fresh schedule for each event in [since, until) the endpoint wants (at most 10,000 a call)",
+    params(
+        ("endpoint_id" = String, Path, pattern = "^we_[A-Za-z0-9]+$", description = "A webhook endpoint id (`we_…`)."),
+    ),
+    request_body(content = crate::api::requests::ReplayRequest, content_type = "application/json"),
+    responses(
+        (status = 202, description = "How many events were queued", body = crate::http::respond::Single<'static, Queued>),
+        (status = 400, description = "Invalid fields, or `since` older than the event retention", body = crate::http::error::ErrorEnvelope<'static>),
+        (status = 404, description = "No such endpoint", body = crate::http::error::ErrorEnvelope<'static>),
+        (status = 413, description = "Body over 64 KiB", body = crate::http::error::ErrorEnvelope<'static>),
+        (status = 415, description = "Not JSON", body = crate::http::error::ErrorEnvelope<'static>),
+        (status = 422, description = "The endpoint is disabled (`INVALID_STATE_TRANSITION`)", body = crate::http::error::ErrorEnvelope<'static>),
+    ),
+    security(("bearer" = ["webhooks:write"]), ("oauth2" = ["webhooks:write"])),
+)]
+pub(crate) async fn replay(
+    auth: Authorized<WebhooksWrite>,
+    ctx: RequestCtx,
+    State(st): State<AppState>,
+    req: IdBody<EndpointId, ReplayRequest>,
+) -> Result<Response, ApiError> {
+    let r = req.body;
+    let queued = st
+        .app
+        .replay(auth.org(), &req.id, r.since, r.until, r.only_failed)
+        .await?;
+    Ok(respond::single(
+        &ctx,
+        StatusCode::ACCEPTED,
+        &Queued { queued },
+    ))
+}
+
+#[utoipa::path(
+    post,
+    path = "/v1/events/{event_id}/redeliver",
+    operation_id = "redeliverEvent",
+    tag = "Webhooks",
+    summary = "Queue an event for one endpoint again; the queued attempt",
+    params(
+        ("event_id" = String, Path, pattern = "^evt_[A-Za-z0-9]+$", description = "An event id (`evt_…`)."),
+    ),
+    request_body(content = crate::api::requests::RedeliverRequest, content_type = "application/json"),
+    responses(
+        (status = 202, description = "The queued attempt", body = crate::http::respond::Single<'static, crate::api::responses::WebhookAttemptResponse<'static>>),
+        (status = 400, description = "Invalid fields", body = crate::http::error::ErrorEnvelope<'static>),
+        (status = 404, description = "No such event or endpoint", body = crate::http::error::ErrorEnvelope<'static>),
+        (status = 413, description = "Body over 64 KiB", body = crate::http::error::ErrorEnvelope<'static>),
+        (status = 415, description = "Not JSON", body = crate::http::error::ErrorEnvelope<'static>),
+        (status = 422, description = "The endpoint is disabled (`INVALID_STATE_TRANSITION`)", body = crate::http::error::ErrorEnvelope<'static>),
+    ),
+    security(("bearer" = ["webhooks:write"]), ("oauth2" = ["webhooks:write"])),
+)]
+pub(crate) async fn redeliver(
+    auth: Authorized<WebhooksWrite>,
+    ctx: RequestCtx,
+    State(st): State<AppState>,
+    req: IdBody<gatehouse_domain::EventId, RedeliverRequest>,
+) -> Result<Response, ApiError> {
+    let attempt = st.app.redeliver(auth.org(), &req.id, &req.body).await?;
+    Ok(respond::single(
+        &ctx,
+        StatusCode::ACCEPTED,
+        &WebhookAttemptResponse::from(&attempt),
     ))
 }

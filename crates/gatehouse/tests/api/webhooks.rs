@@ -790,3 +790,211 @@ async fn d55_during_a_rotations_grace_both_secrets_verify() {
             .is_err()
     );
 }
+
+#[tokio::test]
+async fn d55_test_sends_an_unsequenced_event_to_that_endpoint_only_even_disabled() {
+    let s = delivering().await;
+    let t = s.token(WRITE).await;
+    let (url, receiver) = Receiver::start(&[]).await;
+    let (other_url, other) = Receiver::start(&[]).await;
+    let e = created(&s, &t, json!({ "url": url })).await;
+    created(&s, &t, json!({ "url": other_url })).await;
+    let id = e["id"].as_str().unwrap();
+    let path = format!("/v1/webhook-endpoints/{id}");
+    s.call(
+        Method::PATCH,
+        &path,
+        &t,
+        Some(json!({"status": "disabled"})),
+    )
+    .await;
+    let a = body_of(
+        s.call(Method::POST, &format!("{path}/test"), &t, None)
+            .await,
+        StatusCode::OK,
+    )
+    .await;
+    assert_eq!(a["data"]["status"], "succeeded", "{a}");
+    assert_eq!(a["data"]["trigger"], "manual");
+    assert_eq!(a["data"]["attempt"], 1);
+    let got = receiver.wait_for(1).await;
+    let event: Value = serde_json::from_slice(&got[0].1).unwrap();
+    assert_eq!(event["type"], "webhook_endpoint.test");
+    assert_eq!(event["sequence"], Value::Null);
+    assert_eq!(event["data"]["object"]["id"], id);
+    assert_eq!(a["data"]["event"], event["id"]);
+    crate::events::assert_valid_events(&s, std::slice::from_ref(&event)).await;
+    standardwebhooks::Webhook::new(e["secret"].as_str().unwrap())
+        .unwrap()
+        .verify(&got[0].1, &got[0].0)
+        .unwrap();
+    // Logged; never listed in /v1/events; nobody else got it.
+    let log = body_of(
+        s.call(Method::GET, &format!("{path}/attempts"), &t, None)
+            .await,
+        StatusCode::OK,
+    )
+    .await;
+    assert_eq!(log["data"][0]["id"], a["data"]["id"]);
+    assert!(
+        told(&s, "?type=webhook_endpoint.*")
+            .await
+            .iter()
+            .all(|e| e["type"] != "webhook_endpoint.test")
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert!(
+        other
+            .got
+            .lock()
+            .unwrap()
+            .iter()
+            .all(|(h, _)| header(h, "webhook-id") != event["id"].as_str().unwrap())
+    );
+    let res = s
+        .call(
+            Method::POST,
+            "/v1/webhook-endpoints/we_0000000000000000000000/test",
+            &t,
+            None,
+        )
+        .await;
+    expect_error(res, StatusCode::NOT_FOUND, "RESOURCE_NOT_FOUND").await;
+}
+
+#[tokio::test]
+async fn d55_redeliver_and_replay_queue_fresh_schedules() {
+    let s = delivering().await;
+    let t = s.token(WRITE).await;
+    let (url, receiver) = Receiver::start(&[]).await;
+    let start = gatehouse_domain::Timestamp::now()
+        .plus_seconds(-1)
+        .to_rfc3339();
+    let e = created(&s, &t, json!({"url": url, "enabled_events": ["product.*"]})).await;
+    let id = e["id"].as_str().unwrap().to_owned();
+    let products = s.token("products:write").await;
+    for sku in ["RE-1", "RE-2"] {
+        s.call(
+            Method::POST,
+            "/v1/products",
+            &products,
+            Some(json!({"name": sku, "sku": sku, "price": 1, "stock": 1})),
+        )
+        .await;
+    }
+    let got = receiver.wait_for(2).await;
+    let first: Value = serde_json::from_slice(&got[0].1).unwrap();
+    let event_id = first["id"].as_str().unwrap().to_owned();
+
+    // Redeliver one event: 202 with the queued attempt, then delivered.
+    let queued = body_of(
+        s.call(
+            Method::POST,
+            &format!("/v1/events/{event_id}/redeliver"),
+            &t,
+            Some(json!({ "endpoint": id })),
+        )
+        .await,
+        StatusCode::ACCEPTED,
+    )
+    .await;
+    assert_eq!(queued["data"]["status"], "pending");
+    assert_eq!(queued["data"]["trigger"], "manual");
+    assert_eq!(queued["data"]["event"], event_id.as_str());
+    let got = receiver.wait_for(3).await;
+    assert_eq!(got[2].1, got[0].1, "the same bytes again");
+    let res = s
+        .call(
+            Method::POST,
+            &format!("/v1/events/{event_id}/redeliver"),
+            &t,
+            Some(json!({"endpoint": "nope"})),
+        )
+        .await;
+    let v = expect_error(res, StatusCode::BAD_REQUEST, "VALIDATION_ERROR").await;
+    assert_eq!(details(&v)[0].0, "endpoint");
+    let res = s
+        .call(
+            Method::POST,
+            "/v1/events/evt_00000000000000000000000000/redeliver",
+            &t,
+            Some(json!({ "endpoint": id })),
+        )
+        .await;
+    expect_error(res, StatusCode::NOT_FOUND, "RESOURCE_NOT_FOUND").await;
+
+    // Replay everything since the start: both products again.
+    let path = format!("/v1/webhook-endpoints/{id}/replay");
+    let r = body_of(
+        s.call(Method::POST, &path, &t, Some(json!({ "since": start })))
+            .await,
+        StatusCode::ACCEPTED,
+    )
+    .await;
+    assert_eq!(r["data"], json!({"queued": 2}), "{r}");
+    receiver.wait_for(5).await;
+    // Only the failed ones: none failed, nothing queued.
+    let r = body_of(
+        s.call(
+            Method::POST,
+            &path,
+            &t,
+            Some(json!({"since": start, "only_failed": true})),
+        )
+        .await,
+        StatusCode::ACCEPTED,
+    )
+    .await;
+    assert_eq!(r["data"]["queued"], 0);
+    let replayed = body_of(
+        s.call(
+            Method::GET,
+            &format!("/v1/webhook-endpoints/{id}/attempts?limit=100"),
+            &t,
+            None,
+        )
+        .await,
+        StatusCode::OK,
+    )
+    .await;
+    let triggers: Vec<&str> = replayed["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["trigger"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        triggers.iter().filter(|t| **t == "replay").count(),
+        2,
+        "{replayed}"
+    );
+    assert_eq!(triggers.iter().filter(|t| **t == "manual").count(), 1);
+    // Older than the retention (30 days): 400.
+    let res = s
+        .call(
+            Method::POST,
+            &path,
+            &t,
+            Some(json!({"since": "2020-01-01T00:00:00Z"})),
+        )
+        .await;
+    let v = expect_error(res, StatusCode::BAD_REQUEST, "VALIDATION_ERROR").await;
+    assert_eq!(details(&v)[0].0, "since");
+    // A disabled endpoint gets nothing queued.
+    s.call(
+        Method::PATCH,
+        &format!("/v1/webhook-endpoints/{id}"),
+        &t,
+        Some(json!({"status": "disabled"})),
+    )
+    .await;
+    let res = s
+        .call(Method::POST, &path, &t, Some(json!({ "since": start })))
+        .await;
+    expect_error(
+        res,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "INVALID_STATE_TRANSITION",
+    )
+    .await;
+}
