@@ -423,6 +423,51 @@ impl App {
     }
 }
 
+impl App {
+    /// `gatehouse webhook list --org ORG` (D47 continued): every endpoint,
+    /// newest first.
+    pub async fn operator_list_endpoints(&self, org: &OrgId) -> AppResult<Vec<Endpoint>> {
+        self.existing_org(org).await?;
+        let mut all = Vec::new();
+        let mut page = Page {
+            limit: 100,
+            offset: 0,
+        };
+        loop {
+            let l = self.list_endpoints(org, page).await?;
+            let n = l.items.len();
+            all.extend(l.items);
+            if n < page.limit as usize {
+                return Ok(all);
+            }
+            page.offset += n as u64;
+        }
+    }
+
+    /// `gatehouse webhook show WE` (D47 continued): the endpoint (found by
+    /// its id alone, the operator's look-up), its organization and its
+    /// latest attempts.
+    pub async fn operator_show_endpoint(
+        &self,
+        id: &EndpointId,
+    ) -> AppResult<(OrgId, Endpoint, Listing<webhook::Attempt>)> {
+        let (org, e) = webhook_store(self)
+            .operator_find_endpoint(id)
+            .await
+            .or_app(Resource::WebhookEndpoint)?
+            .ok_or(AppError::NotFound(Resource::WebhookEndpoint))?;
+        let attempts = self
+            .list_attempts(
+                &org,
+                id,
+                &gatehouse_store::AttemptFilter::default(),
+                Page::default(),
+            )
+            .await?;
+        Ok((org, e, attempts))
+    }
+}
+
 /// D55: nothing is queued for a disabled endpoint.
 fn refuse_disabled(e: &Endpoint) -> AppResult<()> {
     match e.disabled {

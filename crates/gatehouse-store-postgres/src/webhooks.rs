@@ -312,6 +312,25 @@ impl WebhookStore for PgStore {
         })
     }
 
+    async fn operator_find_endpoint(
+        &self,
+        id: &EndpointId,
+    ) -> StoreResult<Option<(OrgId, Endpoint)>> {
+        let row = query(&format!(
+            "SELECT {ENDPOINT_COLS}, org_id FROM webhook_endpoints WHERE id = $1"
+        ))
+        .bind(id.as_str())
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(db_err)?;
+        row.as_ref()
+            .map(|r| -> RowResult<(OrgId, Endpoint)> {
+                Ok((OrgId::from_trusted(r.try_get(9)?), endpoint_row(r)?))
+            })
+            .transpose()
+            .map_err(db_err)
+    }
+
     async fn endpoint_secrets(
         &self,
         org: &OrgId,

@@ -326,6 +326,26 @@ impl WebhookStore for SqliteStore {
             .await
     }
 
+    async fn operator_find_endpoint(
+        &self,
+        id: &EndpointId,
+    ) -> StoreResult<Option<(OrgId, Endpoint)>> {
+        self.pool
+            .read(|c| {
+                c.prepare_cached(&format!(
+                    "SELECT {ENDPOINT_COLS}, org_id FROM webhook_endpoints WHERE id = ?1"
+                ))
+                .and_then(|mut s| {
+                    s.query_row([id.as_str()], |r| {
+                        Ok((OrgId::from_trusted(r.get(9)?), endpoint_row(r)?))
+                    })
+                    .optional()
+                })
+                .map_err(db_err)
+            })
+            .await
+    }
+
     async fn endpoint_secrets(
         &self,
         org: &OrgId,

@@ -68,6 +68,13 @@ pub trait WebhookStore: Send + Sync {
         now: Timestamp,
         tell: &Teller,
     ) -> StoreResult<Endpoint>;
+    /// An operator look-up (`gatehouse webhook show WE`, D47 continued): an
+    /// endpoint by id, whatever its organization, with that organization.
+    /// Only the CLI calls it; nothing reachable over HTTP may.
+    async fn operator_find_endpoint(
+        &self,
+        id: &EndpointId,
+    ) -> StoreResult<Option<(OrgId, Endpoint)>>;
     /// The endpoint's sealed secrets, to sign with.
     async fn endpoint_secrets(
         &self,

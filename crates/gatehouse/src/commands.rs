@@ -21,7 +21,9 @@ use gatehouse_domain::{
 use gatehouse_server::ErrorCode;
 use serde_json::{Value, json};
 
-use crate::config::{ApiKeyCommand, ClientCommand, Env, OrgCommand, StagingCommand, UserCommand};
+use crate::config::{
+    ApiKeyCommand, ClientCommand, Env, OrgCommand, StagingCommand, UserCommand, WebhookCommand,
+};
 
 /// What a command prints: the JSON value, and for lists the text a person
 /// reads instead of `key: value` lines.
@@ -658,6 +660,128 @@ pub async fn apikey(app: &App, cmd: ApiKeyCommand, env: Env) -> anyhow::Result<O
                 .ok_or_else(|| invalid(format!("{key_id} is not an API key id (key_…)")))?;
             let k = app.revoke_api_key(&id).await.map_err(named(&key_id))?;
             Ok(Output::new(api_key_json(&k)))
+        }
+    }
+}
+
+fn endpoint_json(e: &gatehouse_domain::webhook::Endpoint) -> Value {
+    // What `GET /v1/webhook-endpoints/{id}` shows; never the secret.
+    json!({
+        "id": e.id,
+        "url": e.url,
+        "description": e.description,
+        "enabled_events": e.enabled_events.iter().map(|p| p.as_str()).collect::<Vec<_>>(),
+        "ordering": e.ordering.as_str(),
+        "status": e.status(),
+        "disabled_reason": e.disabled.map(|r| r.as_str()),
+        "owner_id": e.owner,
+        "created_at": e.created_at,
+        "updated_at": e.updated_at,
+    })
+}
+
+fn attempt_json(a: &gatehouse_domain::webhook::Attempt) -> Value {
+    json!({
+        "id": a.id,
+        "event": a.event,
+        "attempt": a.attempt,
+        "trigger": a.trigger.as_str(),
+        "status": a.status(),
+        "started_at": a.started_at,
+        "duration_ms": a.duration_ms,
+        "response_status": a.response_status,
+        "error": a.error.map(|e| e.as_str()),
+        "next_attempt_at": a.next_attempt_at,
+    })
+}
+
+/// `gatehouse webhook list|show` (D47 continued, D55).
+pub async fn webhook(app: &App, cmd: WebhookCommand) -> anyhow::Result<Output> {
+    match cmd {
+        WebhookCommand::List { org } => {
+            let org = existing_org(app, &org).await?;
+            let all = app.operator_list_endpoints(&org).await.map_err(msg)?;
+            let rows = all
+                .iter()
+                .map(|e| {
+                    vec![
+                        e.id.to_string(),
+                        match e.disabled {
+                            None => "enabled".to_owned(),
+                            Some(r) => format!("disabled ({})", r.as_str()),
+                        },
+                        e.enabled_events
+                            .iter()
+                            .map(|p| p.as_str())
+                            .collect::<Vec<_>>()
+                            .join(" "),
+                        e.url.clone(),
+                    ]
+                })
+                .collect::<Vec<_>>();
+            let data: Vec<Value> = all.iter().map(endpoint_json).collect();
+            Ok(Output::with_text(
+                json!({ "data": data }),
+                table(
+                    &["ID", "STATUS", "EVENTS", "URL"],
+                    &rows,
+                    "No webhook endpoints in this organization.",
+                ),
+            ))
+        }
+        WebhookCommand::Show { endpoint_id } => {
+            let id = gatehouse_domain::EndpointId::parse(&endpoint_id).ok_or_else(|| {
+                invalid(format!("{endpoint_id} is not a webhook endpoint id (we_…)"))
+            })?;
+            let (org, e, attempts) = app
+                .operator_show_endpoint(&id)
+                .await
+                .map_err(named(&endpoint_id))?;
+            let mut value = endpoint_json(&e);
+            value["org"] = json!(org);
+            value["attempts"] = json!(attempts.items.iter().map(attempt_json).collect::<Vec<_>>());
+            let rows = attempts
+                .items
+                .iter()
+                .map(|a| {
+                    vec![
+                        a.started_at
+                            .or(a.next_attempt_at)
+                            .map_or_else(|| "-".to_owned(), |t| t.to_rfc3339()),
+                        a.event.to_string(),
+                        a.attempt.to_string(),
+                        a.status().to_owned(),
+                        a.response_status
+                            .map_or_else(|| "-".to_owned(), |s| s.to_string()),
+                        a.error.map_or("-", |e| e.as_str()).to_owned(),
+                    ]
+                })
+                .collect::<Vec<_>>();
+            let text = format!(
+                "{} {} ({})\norg: {org}\nevents: {}\nordering: {}\nowner: {}\n\nLatest attempts ({} in all):\n{}",
+                e.id,
+                e.url,
+                match e.disabled {
+                    None => "enabled".to_owned(),
+                    Some(r) => format!("disabled: {}", r.as_str()),
+                },
+                e.enabled_events
+                    .iter()
+                    .map(|p| p.as_str())
+                    .collect::<Vec<_>>()
+                    .join(" "),
+                e.ordering.as_str(),
+                e.owner
+                    .as_ref()
+                    .map_or_else(|| "-".to_owned(), |u| u.to_string()),
+                attempts.total,
+                table(
+                    &["WHEN", "EVENT", "ATTEMPT", "STATUS", "HTTP", "ERROR"],
+                    &rows,
+                    "No attempts yet.",
+                )
+            );
+            Ok(Output::with_text(value, text))
         }
     }
 }

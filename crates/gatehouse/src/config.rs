@@ -76,6 +76,9 @@ pub enum Command {
     /// Manage API keys (long-lived credentials with a fixed set of scopes).
     #[command(subcommand)]
     Apikey(ApiKeyCommand),
+    /// Look at webhook endpoints and their deliveries.
+    #[command(subcommand)]
+    Webhook(WebhookCommand),
     /// Manage the keys that sign access tokens.
     #[command(subcommand)]
     Keys(KeysCommand),
@@ -99,6 +102,21 @@ pub enum StagingCommand {
     /// Restore the sample users and products of every staging organization
     /// now, all at once; organizations, client applications and API keys stay.
     Reset,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum WebhookCommand {
+    /// List an organization's webhook endpoints, newest first (never their secrets).
+    List {
+        /// The organization (org_…).
+        #[arg(long, value_name = "ORG")]
+        org: String,
+    },
+    /// Show one webhook endpoint and its latest delivery attempts.
+    Show {
+        /// The endpoint (we_…).
+        endpoint_id: String,
+    },
 }
 
 #[derive(Subcommand, Debug)]

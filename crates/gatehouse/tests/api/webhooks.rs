@@ -998,3 +998,60 @@ async fn d55_redeliver_and_replay_queue_fresh_schedules() {
     )
     .await;
 }
+
+#[tokio::test]
+async fn d47_webhook_list_and_show_from_the_cli() {
+    let s = delivering().await;
+    let t = s.token(WRITE).await;
+    let (url, receiver) = Receiver::start(&[]).await;
+    let e = created(&s, &t, json!({"url": url, "enabled_events": ["product.*"]})).await;
+    let id = e["id"].as_str().unwrap();
+    let products = s.token("products:write").await;
+    s.call(
+        Method::POST,
+        "/v1/products",
+        &products,
+        Some(json!({"name": "Cli", "sku": "CLI-1", "price": 1, "stock": 1})),
+    )
+    .await;
+    receiver.wait_for(1).await;
+    let org = s.org().to_string();
+    let dir = s.data_dir();
+    let list = crate::cli::gatehouse(&dir, &["webhook", "list", "--org", &org, "--json"], None)
+        .await
+        .json();
+    assert_eq!(list["data"][0]["id"], id);
+    assert_eq!(list["data"][0]["status"], "enabled");
+    let text = crate::cli::gatehouse(&dir, &["webhook", "list", "--org", &org], None).await;
+    assert!(
+        text.stdout.contains(id) && text.stdout.contains("product.*"),
+        "{}",
+        text.stdout
+    );
+    // The attempt is logged a moment after the receiver answered.
+    let mut shown = Value::Null;
+    for _ in 0..100 {
+        shown = crate::cli::gatehouse(&dir, &["webhook", "show", id, "--json"], None)
+            .await
+            .json();
+        if shown["attempts"][0]["status"] == "succeeded" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(shown["org"], org);
+    assert_eq!(shown["attempts"][0]["status"], "succeeded", "{shown}");
+    for out in [&list, &shown] {
+        assert!(!out.to_string().contains("whsec_"), "never the secret");
+    }
+    crate::cli::gatehouse(
+        &dir,
+        &["webhook", "show", "we_0000000000000000000000", "--json"],
+        None,
+    )
+    .await
+    .json_error("RESOURCE_NOT_FOUND");
+    crate::cli::gatehouse(&dir, &["webhook", "show", "nope", "--json"], None)
+        .await
+        .json_error("VALIDATION_ERROR");
+}
