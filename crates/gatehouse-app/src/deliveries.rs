@@ -66,6 +66,9 @@ pub struct DeliverySettings {
     pub tick: Duration,
     /// How long attempts in flight may finish after a stop (D43).
     pub drain: Duration,
+    /// `GATEHOUSE_WEBHOOK_DISABLE_AFTER`: failing this long, an endpoint
+    /// is disabled (`failing`).
+    pub disable_after: Duration,
 }
 
 impl Default for DeliverySettings {
@@ -77,6 +80,7 @@ impl Default for DeliverySettings {
             timeout: Duration::from_secs(15),
             tick: Duration::from_millis(100),
             drain: Duration::from_secs(10),
+            disable_after: Duration::from_secs(5 * 86_400),
         }
     }
 }
@@ -274,17 +278,78 @@ impl App {
             error: reply.error,
             excerpt: reply.excerpt,
         };
-        delivery_store(self)
+        let finished = delivery_store(self)
             .finish_attempt(
                 &settings.node,
                 c,
                 &made,
                 next,
+                settings.disable_after,
                 &self.teller(&Origin::system()),
             )
             .await
-            .or_app(Resource::WebhookEndpoint)
+            .or_app(Resource::WebhookEndpoint)?;
+        // D55: the admins hear of an endpoint disabled, or failing (at most
+        // once a day; the store recorded when).
+        let notice = match (&finished.disabled, &finished.mail_failing) {
+            (Some(e), _) => Some(disabled_notice(e, self.public_url())),
+            (None, Some(e)) => Some(failing_notice(e, self.public_url())),
+            (None, None) => None,
+        };
+        if let Some((subject, body)) = notice
+            && let Err(e) = delivery_store(self)
+                .mail_admins(&c.org, &subject, &body, Timestamp::now())
+                .await
+        {
+            tracing::warn!(error = %e, endpoint = %c.endpoint, "queuing the admins' webhook e-mail failed");
+        }
+        Ok(())
     }
+}
+
+/// How an e-mail names an endpoint: its id, description and host (never
+/// the whole URL, which may carry a credential of the receiver's).
+fn endpoint_name(e: &webhook::Endpoint) -> String {
+    let host = webhook::host_of(&e.url);
+    if e.description.is_empty() {
+        format!("{} (to {host})", e.id)
+    } else {
+        format!("{} \"{}\" (to {host})", e.id, e.description)
+    }
+}
+
+/// D55: "deliveries failing", when an event exhausts its schedule.
+fn failing_notice(e: &webhook::Endpoint, public_url: &str) -> (String, String) {
+    (
+        "Webhook deliveries are failing".into(),
+        format!(
+            "Deliveries to your organization's webhook endpoint {} are failing: an event \
+             has used up all its attempts and will not be sent again unless it is replayed.\n\n\
+             The delivery log says why: GET {public_url}/v1/webhook-endpoints/{}/attempts\n\
+             If the endpoint keeps failing it will be disabled.\n",
+            endpoint_name(e),
+            e.id
+        ),
+    )
+}
+
+/// D55: an endpoint disabled by the service (`gone` or `failing`).
+fn disabled_notice(e: &webhook::Endpoint, public_url: &str) -> (String, String) {
+    let why = match e.disabled {
+        Some(webhook::DisabledReason::Gone) => "it answered 410 Gone",
+        _ => "its deliveries kept failing",
+    };
+    (
+        "A webhook endpoint was disabled".into(),
+        format!(
+            "Your organization's webhook endpoint {} was disabled because {why}; it receives \
+             nothing until an admin enables it again (PATCH {public_url}/v1/webhook-endpoints/{} \
+             with {{\"status\": \"enabled\"}}). Deliveries it had pending were cancelled; \
+             enabling it replays nothing (use replay for that).\n",
+            endpoint_name(e),
+            e.id
+        ),
+    )
 }
 
 /// This area's view of storage: the `DeliveryStore` trait only (issue 25).

@@ -236,6 +236,15 @@ impl EndpointUrl {
     }
 }
 
+/// The host a stored endpoint URL names (for messages that must not show
+/// the whole URL, which may carry a credential of the receiver's).
+pub fn host_of(url: &str) -> String {
+    url::Url::parse(url)
+        .ok()
+        .and_then(|u| u.host_str().map(str::to_owned))
+        .unwrap_or_default()
+}
+
 /// A `description` (D55): at most 500 characters.
 pub fn parse_description(raw: &str) -> Result<String, String> {
     if raw.chars().count() > MAX_DESCRIPTION_CHARS {
@@ -541,6 +550,24 @@ pub fn outcome_of(status: u16) -> Outcome {
 /// Whether a `Retry-After` on an answer with `status` sets the next wait.
 pub fn honours_retry_after(status: u16) -> bool {
     status == 429 || status == 503
+}
+
+/// D55: at most one "deliveries failing" e-mail per endpoint per 24 hours.
+pub const FAILING_MAIL_EVERY_SECS: i64 = 86_400;
+
+/// Whether an endpoint last e-mailed about at `last` may be e-mailed about
+/// again at `now` (D55: at most once per 24 hours).
+pub fn failing_mail_due(last: Option<Timestamp>, now: Timestamp) -> bool {
+    last.is_none_or(|t| now >= t.plus_seconds(FAILING_MAIL_EVERY_SECS))
+}
+
+/// D55: an endpoint whose attempt failed at `now` is disabled (`failing`)
+/// when it has had no successful attempt for `disable_after` since
+/// `failing_since`, the first failed attempt after its last success (the
+/// failure in the last 24 hours is the one at `now`).
+pub fn failing_too_long(failing_since: Timestamp, disable_after: Duration, now: Timestamp) -> bool {
+    let after = i64::try_from(disable_after.as_millis()).unwrap_or(i64::MAX);
+    now >= failing_since.plus_millis(after)
 }
 
 /// Why an attempt is made (D55's `trigger`).
@@ -1047,6 +1074,21 @@ mod tests {
         a.error = Some(AttemptError::Redirect);
         assert_eq!(a.status(), "failed");
         assert_eq!(Trigger::parse("replay"), Some(Trigger::Replay));
+    }
+
+    #[test]
+    fn d55_failing_endpoints_are_mailed_once_a_day_and_disabled_after_the_limit() {
+        let t = Timestamp::from_millis(1_000_000_000);
+        assert!(failing_mail_due(None, t));
+        assert!(!failing_mail_due(Some(t), t.plus_seconds(86_399)));
+        assert!(failing_mail_due(Some(t), t.plus_seconds(86_400)));
+        let five_days = Duration::from_secs(5 * 86_400);
+        assert!(!failing_too_long(
+            t,
+            five_days,
+            t.plus_seconds(5 * 86_400 - 1)
+        ));
+        assert!(failing_too_long(t, five_days, t.plus_seconds(5 * 86_400)));
     }
 
     #[test]

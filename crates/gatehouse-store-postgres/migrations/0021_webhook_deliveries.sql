@@ -2,6 +2,12 @@
 -- the shape). Fan-out runs under a transaction-level advisory lock (one
 -- process at a time, the others skip the round); claims run under another,
 -- so the per-endpoint limit of attempts in flight holds across nodes.
+-- D55's failing endpoints: the first failed attempt after the last
+-- success (null while the latest succeeded), and the last "deliveries
+-- failing" e-mail.
+ALTER TABLE webhook_endpoints ADD COLUMN failing_since bigint;
+ALTER TABLE webhook_endpoints ADD COLUMN failing_mailed_at bigint;
+
 CREATE TABLE webhook_cursors (
     org_id        text COLLATE "C" PRIMARY KEY,
     last_sequence bigint NOT NULL

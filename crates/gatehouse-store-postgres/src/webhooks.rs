@@ -6,7 +6,8 @@ use gatehouse_domain::webhook::{
 };
 use gatehouse_domain::{AttemptId, EndpointId, EventId};
 use gatehouse_store::{
-    AttemptFilter, AttemptStatus, Claimed, DeliveryStore, Made, SealedSecrets, WebhookStore, decode,
+    AttemptFilter, AttemptStatus, Claimed, DeliveryStore, Finished, Made, SealedSecrets,
+    WebhookStore, decode,
 };
 use sqlx_postgres::PgRow;
 
@@ -692,8 +693,9 @@ impl DeliveryStore for PgStore {
         claimed: &Claimed,
         made: &Made,
         next: Next,
+        disable_after: std::time::Duration,
         tell: &Teller,
-    ) -> StoreResult<()> {
+    ) -> StoreResult<Finished> {
         write_tx!(self, |tx| {
             let owner: Option<Option<String>> =
                 query_scalar("SELECT lease_owner FROM webhook_deliveries WHERE id = $1 FOR UPDATE")
@@ -701,7 +703,7 @@ impl DeliveryStore for PgStore {
                     .fetch_optional(&mut *tx)
                     .await?;
             if owner.flatten().as_deref() != Some(node) {
-                return Ok(());
+                return Ok(Finished::default());
             }
             let retry_at = match next {
                 Next::RetryAt(at) => Some(at),
@@ -744,31 +746,90 @@ impl DeliveryStore for PgStore {
                     .execute(&mut *tx)
                     .await?;
                 }
-                Next::Done | Next::Exhausted => {
+                Next::Done | Next::Exhausted | Next::Gone => {
                     query("DELETE FROM webhook_deliveries WHERE id = $1")
                         .bind(claimed.delivery)
                         .execute(&mut *tx)
                         .await?;
-                }
-                Next::Gone => {
-                    query("DELETE FROM webhook_deliveries WHERE id = $1")
-                        .bind(claimed.delivery)
-                        .execute(&mut *tx)
-                        .await?;
-                    let current = lock_endpoint(&mut tx, &claimed.org, &claimed.endpoint).await?;
-                    if let Some(gone) =
-                        webhook::disabled_for(&current, DisabledReason::Gone, made.started_at)
-                    {
-                        write_endpoint(&mut tx, &claimed.org, &gone).await?;
-                        cancel_pending(&mut tx, &claimed.org, &gone.id).await?;
-                        let told = effect::of_endpoint_disabled(tell, &gone);
-                        crate::effects::apply(&mut tx, &claimed.org, &told, made.started_at, None)
-                            .await?;
-                    }
                 }
             }
-            Ok(())
+            let mut finished = Finished::default();
+            if next == Next::Done {
+                query("UPDATE webhook_endpoints SET failing_since = NULL WHERE id = $1 AND org_id = $2 AND failing_since IS NOT NULL")
+                    .bind(claimed.endpoint.as_str())
+                    .bind(org)
+                    .execute(&mut *tx)
+                    .await?;
+                return Ok(finished);
+            }
+            let state: Option<(i64, Option<i64>)> = query_as(
+                "UPDATE webhook_endpoints SET failing_since = coalesce(failing_since, $3)
+                 WHERE id = $1 AND org_id = $2 RETURNING failing_since, failing_mailed_at",
+            )
+            .bind(claimed.endpoint.as_str())
+            .bind(org)
+            .bind(made.started_at.millis())
+            .fetch_optional(&mut *tx)
+            .await?;
+            let Some((since, mailed)) = state else {
+                return Ok(finished);
+            };
+            let reason = if next == Next::Gone {
+                Some(DisabledReason::Gone)
+            } else if webhook::failing_too_long(
+                Timestamp::from_millis(since),
+                disable_after,
+                made.started_at,
+            ) {
+                Some(DisabledReason::Failing)
+            } else {
+                None
+            };
+            let current = lock_endpoint(&mut tx, &claimed.org, &claimed.endpoint).await?;
+            if let Some(off) =
+                reason.and_then(|reason| webhook::disabled_for(&current, reason, made.started_at))
+            {
+                write_endpoint(&mut tx, &claimed.org, &off).await?;
+                cancel_pending(&mut tx, &claimed.org, &off.id).await?;
+                let told = effect::of_endpoint_disabled(tell, &off);
+                crate::effects::apply(&mut tx, &claimed.org, &told, made.started_at, None).await?;
+                finished.disabled = Some(off);
+            } else if next == Next::Exhausted
+                && webhook::failing_mail_due(mailed.map(Timestamp::from_millis), made.started_at)
+            {
+                query("UPDATE webhook_endpoints SET failing_mailed_at = $3 WHERE id = $1 AND org_id = $2")
+                    .bind(claimed.endpoint.as_str())
+                    .bind(org)
+                    .bind(made.started_at.millis())
+                    .execute(&mut *tx)
+                    .await?;
+                finished.mail_failing = Some(current);
+            }
+            Ok(finished)
         })
+    }
+
+    async fn mail_admins(
+        &self,
+        org: &OrgId,
+        subject: &str,
+        body: &str,
+        now: Timestamp,
+    ) -> StoreResult<u64> {
+        let n = query(
+            "INSERT INTO outbox (recipient, subject, body, created_at, next_attempt_at)
+             SELECT email, $2, $3, $4, $4 FROM users
+             WHERE org_id = $1 AND role = 'admin' AND status = 'active'",
+        )
+        .bind(org.as_str())
+        .bind(subject)
+        .bind(body)
+        .bind(now.millis())
+        .execute(&self.pool)
+        .await
+        .map_err(db_err)?
+        .rows_affected();
+        Ok(n)
     }
 
     async fn release_deliveries(&self, node: &str, deliveries: &[i64]) -> StoreResult<()> {

@@ -6,6 +6,12 @@
 -- remain (deleted when it succeeds, exhausts its schedule or is cancelled),
 -- with the lease of the process attempting it. `webhook_attempts`: the log,
 -- one row per attempt made plus the next one queued (`started_at` null).
+-- D55's failing endpoints: the first failed attempt after the last
+-- success (null while the latest succeeded), and the last "deliveries
+-- failing" e-mail.
+ALTER TABLE webhook_endpoints ADD COLUMN failing_since INTEGER;
+ALTER TABLE webhook_endpoints ADD COLUMN failing_mailed_at INTEGER;
+
 CREATE TABLE webhook_cursors (
     org_id TEXT PRIMARY KEY,
     last_sequence INTEGER NOT NULL

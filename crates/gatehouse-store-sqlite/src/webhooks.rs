@@ -6,7 +6,8 @@ use gatehouse_domain::webhook::{
 };
 use gatehouse_domain::{AttemptId, EndpointId, EventId};
 use gatehouse_store::{
-    AttemptFilter, AttemptStatus, Claimed, DeliveryStore, Made, SealedSecrets, WebhookStore, decode,
+    AttemptFilter, AttemptStatus, Claimed, DeliveryStore, Finished, Made, SealedSecrets,
+    WebhookStore, decode,
 };
 
 use super::*;
@@ -704,8 +705,9 @@ impl DeliveryStore for SqliteStore {
         claimed: &Claimed,
         made: &Made,
         next: Next,
+        disable_after: std::time::Duration,
         tell: &Teller,
-    ) -> StoreResult<()> {
+    ) -> StoreResult<Finished> {
         let (node, claimed, made, tell) =
             (node.to_owned(), claimed.clone(), made.clone(), tell.clone());
         self.pool
@@ -716,7 +718,7 @@ impl DeliveryStore for SqliteStore {
                     .map_err(db_err)?;
                 if owner.flatten().as_deref() != Some(node.as_str()) {
                     // Cancelled, or taken over after the lease ran out.
-                    return Ok(());
+                    return Ok(Finished::default());
                 }
                 let retry_at = match next {
                     Next::RetryAt(at) => Some(at),
@@ -759,27 +761,103 @@ impl DeliveryStore for SqliteStore {
                         })
                         .map_err(db_err)?;
                     }
-                    Next::Done | Next::Exhausted => {
+                    Next::Done | Next::Exhausted | Next::Gone => {
                         tx.prepare_cached("DELETE FROM webhook_deliveries WHERE id = ?1")
                             .and_then(|mut s| s.execute([claimed.delivery]))
                             .map_err(db_err)?;
-                    }
-                    Next::Gone => {
-                        tx.prepare_cached("DELETE FROM webhook_deliveries WHERE id = ?1")
-                            .and_then(|mut s| s.execute([claimed.delivery]))
-                            .map_err(db_err)?;
-                        let current = get_endpoint_tx(tx, &claimed.org, &claimed.endpoint)?;
-                        if let Some(gone) = current.as_ref().and_then(|e| {
-                            webhook::disabled_for(e, DisabledReason::Gone, made.started_at)
-                        }) {
-                            write_endpoint(tx, &claimed.org, &gone)?;
-                            cancel_pending(tx, &claimed.org, &gone.id)?;
-                            let told = effect::of_endpoint_disabled(&tell, &gone);
-                            effects::apply(tx, &claimed.org, &told, made.started_at, None)?;
-                        }
                     }
                 }
-                Ok(())
+                let mut finished = Finished::default();
+                if next == Next::Done {
+                    tx.prepare_cached(
+                        "UPDATE webhook_endpoints SET failing_since = NULL WHERE id = ?1 AND org_id = ?2",
+                    )
+                    .and_then(|mut s| s.execute(params![claimed.endpoint.as_str(), org]))
+                    .map_err(db_err)?;
+                    return Ok(finished);
+                }
+                // A failure: the endpoint's failing streak, and what it leads to.
+                let state: Option<(i64, Option<i64>)> = tx
+                    .prepare_cached(
+                        "UPDATE webhook_endpoints SET failing_since = coalesce(failing_since, ?3)
+                         WHERE id = ?1 AND org_id = ?2 RETURNING failing_since, failing_mailed_at",
+                    )
+                    .and_then(|mut s| {
+                        s.query_row(
+                            params![claimed.endpoint.as_str(), org, made.started_at.millis()],
+                            |r| Ok((r.get(0)?, r.get(1)?)),
+                        )
+                        .optional()
+                    })
+                    .map_err(db_err)?;
+                let Some((since, mailed)) = state else {
+                    return Ok(finished);
+                };
+                let reason = if next == Next::Gone {
+                    Some(DisabledReason::Gone)
+                } else if webhook::failing_too_long(
+                    Timestamp::from_millis(since),
+                    disable_after,
+                    made.started_at,
+                ) {
+                    Some(DisabledReason::Failing)
+                } else {
+                    None
+                };
+                let current = get_endpoint_tx(tx, &claimed.org, &claimed.endpoint)?;
+                if let Some(off) = reason.zip(current.as_ref()).and_then(|(reason, e)| {
+                    webhook::disabled_for(e, reason, made.started_at)
+                }) {
+                    write_endpoint(tx, &claimed.org, &off)?;
+                    cancel_pending(tx, &claimed.org, &off.id)?;
+                    let told = effect::of_endpoint_disabled(&tell, &off);
+                    effects::apply(tx, &claimed.org, &told, made.started_at, None)?;
+                    finished.disabled = Some(off);
+                } else if next == Next::Exhausted
+                    && webhook::failing_mail_due(mailed.map(Timestamp::from_millis), made.started_at)
+                {
+                    tx.prepare_cached(
+                        "UPDATE webhook_endpoints SET failing_mailed_at = ?3 WHERE id = ?1 AND org_id = ?2",
+                    )
+                    .and_then(|mut s| {
+                        s.execute(params![claimed.endpoint.as_str(), org, made.started_at.millis()])
+                    })
+                    .map_err(db_err)?;
+                    finished.mail_failing = current;
+                }
+                Ok(finished)
+            })
+            .await
+    }
+
+    async fn mail_admins(
+        &self,
+        org: &OrgId,
+        subject: &str,
+        body: &str,
+        now: Timestamp,
+    ) -> StoreResult<u64> {
+        let (org, subject, body) = (org.clone(), subject.to_owned(), body.to_owned());
+        self.pool
+            .write(move |tx| {
+                let admins: Vec<String> = tx
+                    .prepare_cached(
+                        "SELECT email FROM users WHERE org_id = ?1 AND role = 'admin' AND status = 'active'",
+                    )
+                    .and_then(|mut s| s.query_map([org.as_str()], |r| r.get(0))?.collect())
+                    .map_err(db_err)?;
+                for to in &admins {
+                    crate::auth_state::enqueue_mail(
+                        tx,
+                        &gatehouse_store::OutboundEmail {
+                            to: to.clone(),
+                            subject: subject.clone(),
+                            body: body.clone(),
+                        },
+                        now,
+                    )?;
+                }
+                Ok(admins.len() as u64)
             })
             .await
     }

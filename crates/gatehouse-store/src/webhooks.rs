@@ -99,6 +99,15 @@ pub struct Claimed {
     pub event: EventId,
 }
 
+/// What finishing an attempt did beyond the log (D55).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Finished {
+    /// The endpoint, as the attempt disabled it (`gone` or `failing`).
+    pub disabled: Option<Endpoint>,
+    /// The endpoint whose admins are owed a "deliveries failing" e-mail.
+    pub mail_failing: Option<Endpoint>,
+}
+
 /// What an attempt got (D55's attempt fields).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Made {
@@ -170,15 +179,28 @@ pub trait DeliveryStore: Send + Sync {
     /// while `node` still holds the lease (else nothing: the delivery was
     /// cancelled or taken over). A retry queues the next attempt; `Gone`
     /// disables the endpoint (`gone`), cancels its pending deliveries and
-    /// tells `webhook_endpoint.disabled` through `tell`.
+    /// tells `webhook_endpoint.disabled` through `tell`. A failure also
+    /// disables it (`failing`) once `webhook::failing_too_long` says so
+    /// under `disable_after`; an exhausted schedule asks for a "deliveries
+    /// failing" e-mail when `webhook::failing_mail_due` allows one (the
+    /// time is recorded here, so one process sends it).
     async fn finish_attempt(
         &self,
         node: &str,
         claimed: &Claimed,
         made: &Made,
         next: Next,
+        disable_after: std::time::Duration,
         tell: &Teller,
-    ) -> StoreResult<()>;
+    ) -> StoreResult<Finished>;
+    /// Queues an e-mail (D30) to each active admin of `org`; how many.
+    async fn mail_admins(
+        &self,
+        org: &OrgId,
+        subject: &str,
+        body: &str,
+        now: Timestamp,
+    ) -> StoreResult<u64>;
     /// Gives back leases `node` holds without an attempt counted (an
     /// attempt cut short by shutdown, D43 continued): due again at once.
     async fn release_deliveries(&self, node: &str, deliveries: &[i64]) -> StoreResult<()>;

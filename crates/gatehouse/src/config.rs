@@ -219,6 +219,9 @@ pub struct ServeArgs {
     /// How long connecting to a webhook endpoint may take, a duration (1s to 30s) [default: 5s].
     #[arg(long, env = "GATEHOUSE_WEBHOOK_CONNECT_TIMEOUT")]
     pub webhook_connect_timeout: Option<String>,
+    /// How long a webhook endpoint may fail without a success before it is disabled, a duration (1d to 30d) [default: 5d].
+    #[arg(long, env = "GATEHOUSE_WEBHOOK_DISABLE_AFTER")]
+    pub webhook_disable_after: Option<String>,
     /// Webhook requests in flight per endpoint at most, over every node (1 to 100) [default: 10].
     #[arg(long, env = "GATEHOUSE_WEBHOOK_MAX_IN_FLIGHT", value_parser = clap::value_parser!(u32).range(1..=100))]
     pub webhook_max_in_flight: Option<u32>,
@@ -470,6 +473,7 @@ pub struct FileConfig {
     pub webhook_timeout: Option<String>,
     pub webhook_connect_timeout: Option<String>,
     pub webhook_max_in_flight: Option<u32>,
+    pub webhook_disable_after: Option<String>,
     pub test_settings: Option<bool>,
 }
 
@@ -581,6 +585,8 @@ pub struct Settings {
     pub webhook_connect_timeout: std::time::Duration,
     /// D55: `GATEHOUSE_WEBHOOK_MAX_IN_FLIGHT`.
     pub webhook_max_in_flight: u32,
+    /// D55: `GATEHOUSE_WEBHOOK_DISABLE_AFTER`.
+    pub webhook_disable_after: std::time::Duration,
     /// Trust anchors for webhook receivers beside the system's (PEM); set
     /// by tests for their own HTTPS receivers, never by configuration.
     pub webhook_extra_roots_pem: Vec<Vec<u8>>,
@@ -691,6 +697,7 @@ impl Settings {
             webhook_timeout: std::time::Duration::from_secs(15),
             webhook_connect_timeout: std::time::Duration::from_secs(5),
             webhook_max_in_flight: 10,
+            webhook_disable_after: std::time::Duration::from_secs(5 * 86_400),
             webhook_extra_roots_pem: Vec::new(),
             test_settings: false,
             trusted_proxies: Vec::new(),
@@ -853,6 +860,14 @@ impl Settings {
             .or(file.webhook_connect_timeout.as_deref())
         {
             s.webhook_connect_timeout = secs("GATEHOUSE_WEBHOOK_CONNECT_TIMEOUT", raw, (1, 30))?;
+        }
+        if let Some(raw) = serve
+            .webhook_disable_after
+            .as_deref()
+            .or(file.webhook_disable_after.as_deref())
+        {
+            s.webhook_disable_after =
+                secs("GATEHOUSE_WEBHOOK_DISABLE_AFTER", raw, (DAY, 30 * DAY))?;
         }
         if let Some(n) = serve.webhook_max_in_flight.or(file.webhook_max_in_flight) {
             if !(1..=100).contains(&n) {

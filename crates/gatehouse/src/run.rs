@@ -304,6 +304,7 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
             schedule: settings.webhook_schedule.clone(),
             max_in_flight: settings.webhook_max_in_flight,
             timeout: settings.webhook_timeout,
+            disable_after: settings.webhook_disable_after,
             ..Default::default()
         };
         let (app, stop, deliver) = (state.app.clone(), stop.subscribe(), deliver.clone());

@@ -118,10 +118,11 @@ pub async fn corrupt_rows_are_internal_errors<S: PlantRows>(s: &S) {
         "secret_hash",
         c.id.as_str(),
     );
-    // A scope bit no scope has: not silently dropped.
+    // A scope bit no scope has (the sign bit of PostgreSQL's smallint,
+    // bit 15 once read): not silently dropped.
     let c = s.insert_client(&o, &client(None), teller()).await.unwrap();
     s.plant(&format!(
-        "UPDATE clients SET scopes = 16383 WHERE id = '{}'",
+        "UPDATE clients SET scopes = -32768 WHERE id = '{}'",
         c.id
     ))
     .await;

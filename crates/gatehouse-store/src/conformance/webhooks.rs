@@ -373,6 +373,8 @@ pub async fn removed_owners_disable_their_endpoints(s: &dyn Store) {
     );
 }
 
+const FIVE_DAYS: std::time::Duration = std::time::Duration::from_secs(5 * 86_400);
+
 async fn fanned(s: &dyn Store, want: u64) {
     let mut made = 0;
     for _ in 0..400 {
@@ -468,17 +470,24 @@ pub async fn deliveries_fan_out_lease_and_finish(s: &dyn Store) {
     let (c1, c2) = (first[0].clone(), first[1].clone());
     assert_ne!(c1.event, c2.event);
     // Another process's finish of a lease it does not hold changes nothing.
-    s.finish_attempt("n2", &c1, &made_at(now, 200), Next::Done, t)
+    s.finish_attempt("n2", &c1, &made_at(now, 200), Next::Done, FIVE_DAYS, t)
         .await
         .unwrap();
     assert_eq!(s.queue_depth().await.unwrap(), 3);
-    s.finish_attempt("n1", &c1, &made_at(now, 200), Next::Done, t)
+    s.finish_attempt("n1", &c1, &made_at(now, 200), Next::Done, FIVE_DAYS, t)
         .await
         .unwrap();
     let retry = now.plus_seconds(60);
-    s.finish_attempt("n1", &c2, &made_at(now, 500), Next::RetryAt(retry), t)
-        .await
-        .unwrap();
+    s.finish_attempt(
+        "n1",
+        &c2,
+        &made_at(now, 500),
+        Next::RetryAt(retry),
+        FIVE_DAYS,
+        t,
+    )
+    .await
+    .unwrap();
     // p1's update is free now; p2's retry is not due yet.
     let second = s.claim_deliveries("n2", now, lease, 10, 10).await.unwrap();
     assert_eq!(second.len(), 1, "{second:?}");
@@ -559,9 +568,16 @@ pub async fn deliveries_fan_out_lease_and_finish(s: &dyn Store) {
 
     // A 410 disables the endpoint (`gone`), cancels what it had pending
     // and tells `webhook_endpoint.disabled`.
-    s.finish_attempt("n2", &retried[0], &made_at(later, 410), Next::Gone, t)
-        .await
-        .unwrap();
+    s.finish_attempt(
+        "n2",
+        &retried[0],
+        &made_at(later, 410),
+        Next::Gone,
+        FIVE_DAYS,
+        t,
+    )
+    .await
+    .unwrap();
     let gone = s.get_endpoint(&o, &products.id).await.unwrap().unwrap();
     assert_eq!(
         gone.disabled,

@@ -31,15 +31,15 @@ const MAIL_WAIT: Duration = Duration::from_secs(10);
 
 /// One delivered message, parsed.
 #[derive(Debug, Clone)]
-struct Mail {
+pub(crate) struct Mail {
     file: String,
     headers: Vec<(String, String)>,
     /// The body after undoing its Content-Transfer-Encoding.
-    body: String,
+    pub(crate) body: String,
 }
 
 impl Mail {
-    fn header(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
             .find(|(k, _)| k.eq_ignore_ascii_case(name))
@@ -165,12 +165,17 @@ fn outbox(dir: &Path) -> Vec<Mail> {
         .collect()
 }
 
-fn mails_to(dir: &Path, addr: &str) -> Vec<Mail> {
+pub(crate) fn mails_to(dir: &Path, addr: &str) -> Vec<Mail> {
     outbox(dir).into_iter().filter(|m| m.is_to(addr)).collect()
 }
 
 /// Waits (bounded) until at least `n` messages to `addr` have been delivered.
-async fn wait_for_mails(dir: &Path, addr: &str, n: usize, within: Duration) -> Vec<Mail> {
+pub(crate) async fn wait_for_mails(
+    dir: &Path,
+    addr: &str,
+    n: usize,
+    within: Duration,
+) -> Vec<Mail> {
     let deadline = Instant::now() + within;
     loop {
         let found = mails_to(dir, addr);

@@ -1055,3 +1055,95 @@ async fn d47_webhook_list_and_show_from_the_cli() {
         .await
         .json_error("VALIDATION_ERROR");
 }
+
+#[tokio::test]
+async fn d55_failing_endpoints_mail_the_admins_once_a_day_then_are_disabled() {
+    let s = TestServer::start_with(|c| {
+        c.webhook_allow = AllowList::parse("127.0.0.0/8").unwrap();
+        c.test_settings = true;
+        // Two attempts a second apart; disabled after 2 s of failing.
+        c.webhook_schedule = gatehouse_domain::webhook::RetrySchedule::parse("1s").unwrap();
+        c.webhook_disable_after = std::time::Duration::from_secs(2);
+    })
+    .await;
+    let admin = "ops@example.com";
+    s.new_user(&s.org(), admin, Role::Admin).await;
+    s.new_user(&s.org(), "ed@example.com", Role::Editor).await;
+    let t = s.token(WRITE).await;
+    let (url, receiver) = Receiver::start(&[500; 100]).await;
+    let (watch_url, watcher) = Receiver::start(&[]).await;
+    let e = created(
+        &s,
+        &t,
+        json!({"url": url, "enabled_events": ["product.*"], "description": "mirror"}),
+    )
+    .await;
+    created(
+        &s,
+        &t,
+        json!({"url": watch_url, "enabled_events": ["webhook_endpoint.disabled"]}),
+    )
+    .await;
+    let products = s.token("products:write").await;
+    let product = |sku: &'static str| {
+        s.call(
+            Method::POST,
+            "/v1/products",
+            &products,
+            Some(json!({"name": sku, "sku": sku, "price": 1, "stock": 1})),
+        )
+    };
+    // Two events exhaust their two attempts within about a second: one
+    // "failing" e-mail, not two.
+    product("FAIL-1").await;
+    product("FAIL-2").await;
+    receiver.wait_for(4).await;
+    let dir = s.data_dir();
+    let mails =
+        crate::invitations::wait_for_mails(&dir, admin, 1, std::time::Duration::from_secs(10))
+            .await;
+    assert_eq!(
+        mails[0].header("Subject"),
+        Some("Webhook deliveries are failing")
+    );
+    assert!(
+        mails[0].body.contains(e["id"].as_str().unwrap()),
+        "{}",
+        mails[0].body
+    );
+    assert!(!mails[0].body.contains(&url), "never the whole URL");
+    // Failing for longer than 2 s: the next failure disables it (`failing`).
+    tokio::time::sleep(std::time::Duration::from_millis(2_200)).await;
+    assert_eq!(
+        crate::invitations::mails_to(&dir, admin).len(),
+        1,
+        "at most one failing e-mail a day"
+    );
+    product("FAIL-3").await;
+    let told = watcher.wait_for(1).await;
+    let event: Value = serde_json::from_slice(&told[0].1).unwrap();
+    assert_eq!(event["data"]["object"]["disabled_reason"], "failing");
+    let mails =
+        crate::invitations::wait_for_mails(&dir, admin, 2, std::time::Duration::from_secs(10))
+            .await;
+    assert_eq!(
+        mails[1].header("Subject"),
+        Some("A webhook endpoint was disabled")
+    );
+    assert!(
+        crate::invitations::mails_to(&dir, "ed@example.com").is_empty(),
+        "admins only"
+    );
+    let shown = body_of(
+        s.call(
+            Method::GET,
+            &format!("/v1/webhook-endpoints/{}", e["id"].as_str().unwrap()),
+            &t,
+            None,
+        )
+        .await,
+        StatusCode::OK,
+    )
+    .await;
+    assert_eq!(shown["data"]["disabled_reason"], "failing");
+}
