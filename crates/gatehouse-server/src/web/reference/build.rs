@@ -345,6 +345,7 @@ mod tests {
                         .replace("{app_id}", "$APP_ID")
                         .replace("{key_id}", "$KEY_ID")
                         .replace("{event_id}", "$EVENT_ID")
+                        .replace("{endpoint_id}", "$ENDPOINT_ID")
                         .replace("{path}", "users")
                 ),
                 "{}: {}",
