@@ -169,6 +169,14 @@ pub(crate) async fn reset_org_tx(
         .bind(org.as_str())
         .execute(&mut *c)
         .await?;
+    // D33 (continued): webhook endpoints stay, secrets, queue and log
+    // included; one whose owner disappears keeps working, without owner.
+    query(
+        "UPDATE webhook_endpoints SET owner_id = NULL WHERE org_id = $1 AND owner_id IS NOT NULL",
+    )
+    .bind(org.as_str())
+    .execute(&mut *c)
+    .await?;
     for sql in [
         "DELETE FROM users WHERE org_id = $1",
         "DELETE FROM products WHERE org_id = $1",

@@ -169,6 +169,13 @@ pub(crate) fn reset_org_tx(
     )
     .and_then(|mut st| st.execute([org]))
     .map_err(db_err)?;
+    // D33 (continued): webhook endpoints stay, secrets, queue and log
+    // included; one whose owner disappears keeps working, without owner.
+    tx.prepare_cached(
+        "UPDATE webhook_endpoints SET owner_id = NULL WHERE org_id = ?1 AND owner_id IS NOT NULL",
+    )
+    .and_then(|mut st| st.execute([org]))
+    .map_err(db_err)?;
     for sql in [
         "DELETE FROM users WHERE org_id = ?1",
         "DELETE FROM products WHERE org_id = ?1",

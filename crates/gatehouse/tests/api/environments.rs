@@ -550,3 +550,39 @@ async fn d34_gatehouse_mock_command() {
         .unwrap();
     assert!(status.success(), "{status}");
 }
+
+/// D33 (continued): the reset keeps webhook endpoints; one whose owner
+/// disappears keeps working, without owner, and nothing is told of it.
+#[tokio::test]
+async fn d33_staging_reset_keeps_webhook_endpoints_without_a_vanished_owner() {
+    use gatehouse_domain::event::TypePattern;
+    use gatehouse_domain::webhook::{AllowList, Endpoint, EndpointUrl, Ordering};
+    let s = staging_server_in_cli_layout().await;
+    let t = s.token("users:read webhooks:read").await;
+    let users = list(&s, &t, "/v1/users?role=admin").await;
+    let owner = gatehouse_domain::UserId::parse(users["data"][0]["id"].as_str().unwrap()).unwrap();
+    let url = EndpointUrl::parse("https://hooks.example.com/in", &AllowList::default()).unwrap();
+    let e = Endpoint::new(
+        &url,
+        "staging mirror".into(),
+        vec![TypePattern::parse("*").unwrap()],
+        Ordering::None,
+        Some(owner.clone()),
+        gatehouse_domain::Timestamp::now(),
+    );
+    s.store()
+        .insert_endpoint(&s.org(), &e, b"sealed", crate::common::operator())
+        .await
+        .unwrap();
+    gatehouse(
+        &cli_dir(&s),
+        &["--env", "staging", "staging", "reset", "--json"],
+        None,
+    )
+    .await
+    .json();
+    let shown = list(&s, &t, &format!("/v1/webhook-endpoints/{}", e.id)).await;
+    assert_eq!(shown["data"]["status"], "enabled", "{shown}");
+    assert_eq!(shown["data"]["owner_id"], Value::Null);
+    assert_eq!(shown["data"]["description"], "staging mirror");
+}
