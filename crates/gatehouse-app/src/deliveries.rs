@@ -79,7 +79,7 @@ impl Default for DeliverySettings {
             max_in_flight: 10,
             timeout: Duration::from_secs(15),
             tick: Duration::from_millis(100),
-            drain: Duration::from_secs(10),
+            drain: Duration::from_secs(25),
             disable_after: Duration::from_secs(5 * 86_400),
         }
     }

@@ -590,6 +590,10 @@ pub struct Settings {
     /// Trust anchors for webhook receivers beside the system's (PEM); set
     /// by tests for their own HTTPS receivers, never by configuration.
     pub webhook_extra_roots_pem: Vec<Vec<u8>>,
+    /// How long webhook attempts in flight may finish at shutdown (D43
+    /// continued): within the 30 s drain; tests shorten it, never
+    /// configuration.
+    pub webhook_drain: std::time::Duration,
     /// D40 (continued): `--test-settings`, the durations' minimums lifted.
     pub test_settings: bool,
     pub trusted_proxies: Vec<std::net::IpAddr>,
@@ -699,6 +703,7 @@ impl Settings {
             webhook_max_in_flight: 10,
             webhook_disable_after: std::time::Duration::from_secs(5 * 86_400),
             webhook_extra_roots_pem: Vec::new(),
+            webhook_drain: std::time::Duration::from_secs(25),
             test_settings: false,
             trusted_proxies: Vec::new(),
             env: Env::Production,

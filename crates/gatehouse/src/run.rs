@@ -305,6 +305,7 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
             max_in_flight: settings.webhook_max_in_flight,
             timeout: settings.webhook_timeout,
             disable_after: settings.webhook_disable_after,
+            drain: settings.webhook_drain.min(DRAIN_TIMEOUT),
             ..Default::default()
         };
         let (app, stop, deliver) = (state.app.clone(), stop.subscribe(), deliver.clone());

@@ -498,6 +498,9 @@ type Got = (http::HeaderMap, Vec<u8>);
 struct Receiver {
     got: std::sync::Arc<std::sync::Mutex<Vec<Got>>>,
     answers: std::sync::Arc<std::sync::Mutex<std::collections::VecDeque<u16>>>,
+    /// How long to wait before answering each request, in order (then
+    /// at once).
+    delays: std::sync::Arc<std::sync::Mutex<std::collections::VecDeque<u64>>>,
 }
 
 impl Receiver {
@@ -511,6 +514,8 @@ impl Receiver {
                 let state = state.clone();
                 async move {
                     state.got.lock().unwrap().push((headers, body.to_vec()));
+                    let delay = state.delays.lock().unwrap().pop_front().unwrap_or(0);
+                    tokio::time::sleep(std::time::Duration::from_millis(delay)).await;
                     let status = state.answers.lock().unwrap().pop_front().unwrap_or(200);
                     http::StatusCode::from_u16(status).unwrap()
                 }
@@ -1146,4 +1151,61 @@ async fn d55_failing_endpoints_mail_the_admins_once_a_day_then_are_disabled() {
     )
     .await;
     assert_eq!(shown["data"]["disabled_reason"], "failing");
+}
+
+#[tokio::test]
+async fn d43_an_attempt_cut_short_by_shutdown_is_made_again_after_restart_uncounted() {
+    let s = TestServer::start_with(|c| {
+        c.webhook_allow = AllowList::parse("127.0.0.0/8").unwrap();
+        c.test_settings = true;
+        c.webhook_drain = std::time::Duration::from_millis(300);
+    })
+    .await;
+    let t = s.token(WRITE).await;
+    let (url, receiver) = Receiver::start(&[]).await;
+    // The first request hangs well past the drain.
+    receiver.delays.lock().unwrap().push_back(20_000);
+    let e = created(&s, &t, json!({"url": url, "enabled_events": ["product.*"]})).await;
+    let id = e["id"].as_str().unwrap().to_owned();
+    let products = s.token("products:write").await;
+    s.call(
+        Method::POST,
+        "/v1/products",
+        &products,
+        Some(json!({"name": "Cut", "sku": "CUT-1", "price": 1, "stock": 1})),
+    )
+    .await;
+    receiver.wait_for(1).await;
+    let s = s.restart().await;
+    // Made again at once after the restart (the lease was given back).
+    let got = receiver.wait_for(2).await;
+    assert_eq!(
+        header(&got[0].0, "webhook-id"),
+        header(&got[1].0, "webhook-id"),
+        "the same event"
+    );
+    assert_eq!(got[0].1, got[1].1);
+    let t = s.token(WRITE).await;
+    let mut log = Value::Null;
+    for _ in 0..100 {
+        log = body_of(
+            s.call(
+                Method::GET,
+                &format!("/v1/webhook-endpoints/{id}/attempts"),
+                &t,
+                None,
+            )
+            .await,
+            StatusCode::OK,
+        )
+        .await;
+        if log["data"][0]["status"] == "succeeded" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    // One attempt: the one cut short does not count.
+    assert_eq!(log["meta"]["total"], 1, "{log}");
+    assert_eq!(log["data"][0]["attempt"], 1);
+    assert_eq!(log["data"][0]["status"], "succeeded");
 }
