@@ -219,6 +219,9 @@ pub struct ServeArgs {
     /// How long connecting to a webhook endpoint may take, a duration (1s to 30s) [default: 5s].
     #[arg(long, env = "GATEHOUSE_WEBHOOK_CONNECT_TIMEOUT")]
     pub webhook_connect_timeout: Option<String>,
+    /// host:port of a DNS server that resolves webhook hosts instead of the system's; honoured only with --test-settings (for tests of the address rules).
+    #[arg(long, env = "GATEHOUSE_WEBHOOK_DNS")]
+    pub webhook_dns: Option<String>,
     /// How long a webhook endpoint may fail without a success before it is disabled, a duration (1d to 30d) [default: 5d].
     #[arg(long, env = "GATEHOUSE_WEBHOOK_DISABLE_AFTER")]
     pub webhook_disable_after: Option<String>,
@@ -474,6 +477,7 @@ pub struct FileConfig {
     pub webhook_connect_timeout: Option<String>,
     pub webhook_max_in_flight: Option<u32>,
     pub webhook_disable_after: Option<String>,
+    pub webhook_dns: Option<String>,
     pub test_settings: Option<bool>,
 }
 
@@ -587,6 +591,8 @@ pub struct Settings {
     pub webhook_max_in_flight: u32,
     /// D55: `GATEHOUSE_WEBHOOK_DISABLE_AFTER`.
     pub webhook_disable_after: std::time::Duration,
+    /// D55: `GATEHOUSE_WEBHOOK_DNS` (only with `--test-settings`).
+    pub webhook_dns: Option<std::net::SocketAddr>,
     /// Trust anchors for webhook receivers beside the system's (PEM); set
     /// by tests for their own HTTPS receivers, never by configuration.
     pub webhook_extra_roots_pem: Vec<Vec<u8>>,
@@ -702,6 +708,7 @@ impl Settings {
             webhook_connect_timeout: std::time::Duration::from_secs(5),
             webhook_max_in_flight: 10,
             webhook_disable_after: std::time::Duration::from_secs(5 * 86_400),
+            webhook_dns: None,
             webhook_extra_roots_pem: Vec::new(),
             webhook_drain: std::time::Duration::from_secs(25),
             test_settings: false,
@@ -873,6 +880,18 @@ impl Settings {
         {
             s.webhook_disable_after =
                 secs("GATEHOUSE_WEBHOOK_DISABLE_AFTER", raw, (DAY, 30 * DAY))?;
+        }
+        if let Some(raw) = serve.webhook_dns.as_deref().or(file.webhook_dns.as_deref()) {
+            if !s.test_settings {
+                anyhow::bail!(
+                    "GATEHOUSE_WEBHOOK_DNS is honoured only with --test-settings (it replaces the resolver webhooks are checked with; never in production)"
+                );
+            }
+            s.webhook_dns = Some(raw.parse().map_err(|_| {
+                anyhow::anyhow!(
+                    "GATEHOUSE_WEBHOOK_DNS: {raw:?} is not host:port, e.g. 127.0.0.1:5353"
+                )
+            })?);
         }
         if let Some(n) = serve.webhook_max_in_flight.or(file.webhook_max_in_flight) {
             if !(1..=100).contains(&n) {

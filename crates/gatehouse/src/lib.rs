@@ -9,6 +9,7 @@
 
 pub mod commands;
 pub mod config;
+pub mod dns;
 pub mod mail;
 pub mod metrics;
 pub mod out;

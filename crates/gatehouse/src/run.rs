@@ -246,15 +246,21 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
     };
     let transport =
         crate::mail::Transport::from_settings(settings.smtp_url.as_deref(), &settings.data_dir)?;
-    // D55: the webhook transport (address rules at connect time).
+    // D55: the webhook transport (address rules at connect time), and the
+    // resolver both it and the checks at create use.
+    let lookup: Arc<dyn gatehouse_app::webhooks::HostLookup> = match settings.webhook_dns {
+        Some(server) => Arc::new(crate::dns::ServerLookup::new(server)),
+        None => Arc::new(gatehouse_app::webhooks::SystemLookup),
+    };
     let mut sender = crate::webhook_sender::SenderConfig::new(settings.webhook_allow.clone());
+    sender.lookup = lookup.clone();
     sender.timeout = settings.webhook_timeout;
     sender.connect_timeout = settings.webhook_connect_timeout;
     sender
         .extra_roots_pem
         .clone_from(&settings.webhook_extra_roots_pem);
     let deliver: Arc<dyn gatehouse_app::deliveries::Deliver> =
-        Arc::new(crate::webhook_sender::Sender::new(&sender)?);
+        Arc::new(crate::webhook_sender::LazySender::new(sender));
     let app = App::new(
         store.clone(),
         auth,
@@ -266,7 +272,7 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
     .with_webhook_settings(gatehouse_app::webhooks::WebhookSettings {
         allow: settings.webhook_allow.clone(),
         deliver: Some(deliver.clone()),
-        ..Default::default()
+        lookup,
     });
     app.sync_revocations()
         .await

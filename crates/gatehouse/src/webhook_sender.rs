@@ -20,13 +20,14 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
+use gatehouse_app::webhooks::HostLookup;
 use gatehouse_domain::webhook::{
     AllowList, AttemptError, MAX_RESPONSE_BYTES, address_allowed, honours_retry_after,
 };
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 
 /// What the sender needs from the configuration (D40 continued).
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct SenderConfig {
     /// `GATEHOUSE_WEBHOOK_ALLOW_CIDRS`.
     pub allow: AllowList,
@@ -36,6 +37,8 @@ pub struct SenderConfig {
     pub connect_timeout: Duration,
     /// Trust anchors beside the system's (PEM), for tests' own servers.
     pub extra_roots_pem: Vec<Vec<u8>>,
+    /// How host names are resolved (the system, or `GATEHOUSE_WEBHOOK_DNS`).
+    pub lookup: Arc<dyn HostLookup>,
 }
 
 impl SenderConfig {
@@ -45,6 +48,7 @@ impl SenderConfig {
             timeout: Duration::from_secs(15),
             connect_timeout: Duration::from_secs(5),
             extra_roots_pem: Vec::new(),
+            lookup: Arc::new(gatehouse_app::webhooks::SystemLookup),
         }
     }
 }
@@ -83,6 +87,8 @@ struct CheckedResolver {
     allow: AllowList,
     /// Plain `http`: every address must be in an allowed range.
     plain: bool,
+    /// The system resolver, or `GATEHOUSE_WEBHOOK_DNS`'s (D55).
+    lookup: Arc<dyn HostLookup>,
 }
 
 /// A name refused by the address rules (found again in the error's chain).
@@ -111,12 +117,12 @@ impl std::error::Error for Unresolved {}
 
 impl Resolve for CheckedResolver {
     fn resolve(&self, name: Name) -> Resolving {
-        let (allow, plain) = (self.allow.clone(), self.plain);
+        let (allow, plain, lookup) = (self.allow.clone(), self.plain, self.lookup.clone());
         let host = name.as_str().to_owned();
         Box::pin(async move {
             type BoxError = Box<dyn std::error::Error + Send + Sync>;
-            let found: Vec<SocketAddr> = match tokio::net::lookup_host((host.as_str(), 0)).await {
-                Ok(addrs) => addrs.collect(),
+            let found: Vec<SocketAddr> = match lookup.lookup(&host, 0).await {
+                Ok(addrs) => addrs.into_iter().map(|ip| SocketAddr::new(ip, 0)).collect(),
                 Err(_) => Vec::new(),
             };
             if found.is_empty() {
@@ -161,6 +167,7 @@ impl Sender {
                 .dns_resolver(Arc::new(CheckedResolver {
                     allow: config.allow.clone(),
                     plain,
+                    lookup: config.lookup.clone(),
                 }));
             for pem in &config.extra_roots_pem {
                 b = b.tls_certs_merge([reqwest::Certificate::from_pem(pem)?]);
@@ -304,14 +311,44 @@ fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
     Some(at.duration_since(SystemTime::now()).unwrap_or_default())
 }
 
-/// The delivery worker's transport (`gatehouse_app::deliveries`).
+/// The delivery worker's transport (`gatehouse_app::deliveries`): a
+/// [`Sender`] built on the first attempt, so a process that never delivers
+/// pays nothing for it (two HTTP clients and their TLS trust store cost
+/// start-up time and memory, which the five figures count).
+pub struct LazySender {
+    config: SenderConfig,
+    sender: std::sync::OnceLock<Result<Sender, String>>,
+}
+
+impl LazySender {
+    pub fn new(config: SenderConfig) -> Self {
+        Self {
+            config,
+            sender: std::sync::OnceLock::new(),
+        }
+    }
+}
+
 #[async_trait::async_trait]
-impl gatehouse_app::deliveries::Deliver for Sender {
+impl gatehouse_app::deliveries::Deliver for LazySender {
     async fn deliver(
         &self,
         o: &gatehouse_app::deliveries::Outgoing,
     ) -> gatehouse_app::deliveries::Reply {
-        let a = self
+        let sender = self
+            .sender
+            .get_or_init(|| Sender::new(&self.config).map_err(|e| e.to_string()));
+        let sender = match sender {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::error!(error = %e, "the webhook sender could not be built");
+                return gatehouse_app::deliveries::Reply {
+                    error: Some(AttemptError::Connect),
+                    ..Default::default()
+                };
+            }
+        };
+        let a = sender
             .send(&Request {
                 url: &o.url,
                 id: &o.id,

@@ -1209,3 +1209,100 @@ async fn d43_an_attempt_cut_short_by_shutdown_is_made_again_after_restart_uncoun
     assert_eq!(log["data"][0]["attempt"], 1);
     assert_eq!(log["data"][0]["status"], "succeeded");
 }
+
+/// A DNS server on loopback (UDP) for `GATEHOUSE_WEBHOOK_DNS`: each `A`
+/// query gets the next address of `answers` (the last one from then on);
+/// other types get no records. Enough DNS for one question per message.
+async fn dns_server(answers: Vec<std::net::Ipv4Addr>) -> std::net::SocketAddr {
+    let socket = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let addr = socket.local_addr().unwrap();
+    tokio::spawn(async move {
+        let mut buf = [0u8; 1500];
+        let mut asked = 0usize;
+        loop {
+            let Ok((n, from)) = socket.recv_from(&mut buf).await else {
+                return;
+            };
+            let q = &buf[..n];
+            if q.len() < 12 {
+                continue;
+            }
+            // The question: labels up to the root, then type and class.
+            let mut i = 12;
+            while i < q.len() && q[i] != 0 {
+                i += 1 + q[i] as usize;
+            }
+            let end = i + 5;
+            if end > q.len() {
+                continue;
+            }
+            let qtype = u16::from_be_bytes([q[i + 1], q[i + 2]]);
+            let mut r = Vec::with_capacity(64);
+            r.extend_from_slice(&q[..2]); // id
+            r.extend_from_slice(&[0x81, 0x80]); // a response, recursion available
+            r.extend_from_slice(&[0, 1]); // one question
+            let answer = (qtype == 1).then(|| {
+                let a = answers[asked.min(answers.len() - 1)];
+                asked += 1;
+                a
+            });
+            r.extend_from_slice(&[0, u8::from(answer.is_some())]);
+            r.extend_from_slice(&[0, 0, 0, 0]); // no authority, no additional
+            r.extend_from_slice(&q[12..end]);
+            if let Some(a) = answer {
+                r.extend_from_slice(&[0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 0, 0, 4]);
+                r.extend_from_slice(&a.octets());
+            }
+            let _ = socket.send_to(&r, from).await;
+        }
+    });
+    addr
+}
+
+#[tokio::test]
+async fn d55_dns_rebinding_is_refused_at_connect_time() {
+    // Public when the endpoint is checked, loopback when it is connected to.
+    let dns = dns_server(vec![
+        std::net::Ipv4Addr::new(93, 184, 216, 34),
+        std::net::Ipv4Addr::LOCALHOST,
+    ])
+    .await;
+    let s = TestServer::start_with(|c| {
+        c.test_settings = true;
+        c.webhook_dns = Some(dns);
+        c.webhook_schedule = gatehouse_domain::webhook::RetrySchedule::parse("1s").unwrap();
+    })
+    .await;
+    let t = s.token(WRITE).await;
+    let e = created(
+        &s,
+        &t,
+        json!({"url": "https://rebind.example:9/hook", "enabled_events": ["product.*"]}),
+    )
+    .await;
+    let products = s.token("products:write").await;
+    s.call(
+        Method::POST,
+        "/v1/products",
+        &products,
+        Some(json!({"name": "Rebind", "sku": "REBIND-1", "price": 1, "stock": 1})),
+    )
+    .await;
+    let path = format!(
+        "/v1/webhook-endpoints/{}/attempts?status=failed",
+        e["id"].as_str().unwrap()
+    );
+    let mut log = Value::Null;
+    for _ in 0..100 {
+        log = body_of(s.call(Method::GET, &path, &t, None).await, StatusCode::OK).await;
+        if log["meta"]["total"] != 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(log["data"][0]["error"], "blocked_address", "{log}");
+    assert_eq!(log["data"][0]["response_status"], Value::Null);
+    // Now the name resolves to loopback at once: refused at create.
+    let res = create(&s, &t, json!({"url": "https://rebind.example/other"})).await;
+    expect_error(res, StatusCode::UNPROCESSABLE_ENTITY, "URL_NOT_ALLOWED").await;
+}
