@@ -105,6 +105,9 @@ impl App {
         let mut tick = tokio::time::interval(settings.tick);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut rounds = 0u64;
+        // Until an organization has an endpoint the worker only asks, once
+        // a second, whether one has (no sequencing, no claims).
+        let mut active = false;
         loop {
             tokio::select! {
                 _ = tick.tick() => {}
@@ -118,13 +121,26 @@ impl App {
                 }
                 _ = stop.wait_for(|s| *s) => break,
             }
+            rounds += 1;
+            if !active {
+                if !(rounds == 1 || rounds.is_multiple_of(10)) {
+                    continue;
+                }
+                match delivery_store(&self).has_webhooks().await {
+                    Ok(true) => active = true,
+                    Ok(false) => continue,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "looking for webhook endpoints failed");
+                        continue;
+                    }
+                }
+            }
             if let Err(e) = self
                 .delivery_round(&deliver, &settings, &mut flying, &mut leases)
                 .await
             {
                 tracing::warn!(error = %e, "a webhook delivery round failed; retried next round");
             }
-            rounds += 1;
             // D55's `webhook_queue_depth`, every 50 rounds (5 s by default).
             if rounds.is_multiple_of(50) {
                 match delivery_store(&self).queue_depth().await {

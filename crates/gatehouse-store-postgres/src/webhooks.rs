@@ -1035,6 +1035,13 @@ impl DeliveryStore for PgStore {
         })
     }
 
+    async fn has_webhooks(&self) -> StoreResult<bool> {
+        query_scalar("SELECT EXISTS (SELECT 1 FROM webhook_cursors)")
+            .fetch_one(&self.pool)
+            .await
+            .map_err(db_err)
+    }
+
     async fn queue_depth(&self) -> StoreResult<u64> {
         let n: i64 = query_scalar("SELECT count(*) FROM webhook_deliveries")
             .fetch_one(&self.pool)

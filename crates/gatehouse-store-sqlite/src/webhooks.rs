@@ -1080,6 +1080,16 @@ impl DeliveryStore for SqliteStore {
             .await
     }
 
+    async fn has_webhooks(&self) -> StoreResult<bool> {
+        self.pool
+            .read(|c| {
+                c.prepare_cached("SELECT EXISTS (SELECT 1 FROM webhook_cursors)")
+                    .and_then(|mut s| s.query_row([], |r| r.get(0)))
+                    .map_err(db_err)
+            })
+            .await
+    }
+
     async fn queue_depth(&self) -> StoreResult<u64> {
         self.pool
             .read(|c| {

@@ -215,6 +215,9 @@ pub trait DeliveryStore: Send + Sync {
     ) -> StoreResult<Listing<Attempt>>;
     /// Deliveries pending in the whole service (`webhook_queue_depth`).
     async fn queue_depth(&self) -> StoreResult<u64>;
+    /// Whether any organization has ever had a webhook endpoint (the
+    /// worker idles until one has).
+    async fn has_webhooks(&self) -> StoreResult<bool>;
     /// Logs an attempt made outside the queue (`test`, D55).
     async fn insert_attempt(&self, org: &OrgId, attempt: &Attempt) -> StoreResult<()>;
     /// Queues `event` (sequenced, of `org`) for `endpoint` with `trigger`,
