@@ -503,6 +503,11 @@ impl RetrySchedule {
         Ok(Self(waits))
     }
 
+    /// One attempt and no retry (the mock's, D53 continued).
+    pub fn single() -> Self {
+        Self(Vec::new())
+    }
+
     /// Attempts an event gets at most: the first, then one per wait.
     pub fn attempts(&self) -> u32 {
         self.0.len() as u32 + 1
@@ -1089,6 +1094,16 @@ mod tests {
             t.plus_seconds(5 * 86_400 - 1)
         ));
         assert!(failing_too_long(t, five_days, t.plus_seconds(5 * 86_400)));
+    }
+
+    #[test]
+    fn d53_the_mocks_schedule_has_one_attempt() {
+        let once = RetrySchedule::single();
+        assert_eq!(once.attempts(), 1);
+        assert_eq!(
+            next_step(&once, 1, Some(500), None, 0.0, Timestamp::from_millis(0)),
+            Next::Exhausted
+        );
     }
 
     #[test]

@@ -93,9 +93,11 @@ pub fn mock_settings(base: &Settings, dir: &std::path::Path, addr: SocketAddr) -
     s.public_url = format!("http://{addr}");
     s.mock = true;
     s.mail_from = base.mail_from.clone();
-    // D53 (continued): the mock delivers webhooks to loopback.
+    // D53 (continued): the mock delivers webhooks to loopback as well as
+    // public addresses, once and at once, without a retry schedule.
     s.webhook_allow = gatehouse_domain::webhook::AllowList::parse("127.0.0.0/8,::1/128")
         .expect("the loopback ranges parse");
+    s.webhook_schedule = gatehouse_domain::webhook::RetrySchedule::single();
     s
 }
 

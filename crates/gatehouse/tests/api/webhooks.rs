@@ -1306,3 +1306,49 @@ async fn d55_dns_rebinding_is_refused_at_connect_time() {
     let res = create(&s, &t, json!({"url": "https://rebind.example/other"})).await;
     expect_error(res, StatusCode::UNPROCESSABLE_ENTITY, "URL_NOT_ALLOWED").await;
 }
+
+#[tokio::test]
+async fn d53_the_mock_delivers_to_loopback_once_without_retries() {
+    let s = TestServer::start_mock().await;
+    let t = s.token(WRITE).await;
+    let (url, receiver) = Receiver::start(&[500]).await;
+    // The mock's own public URL: its Location is not the test servers'.
+    let e = body_of(
+        create(&s, &t, json!({"url": url, "enabled_events": ["product.*"]})).await,
+        StatusCode::CREATED,
+    )
+    .await["data"]
+        .clone();
+    let products = s.token("products:write").await;
+    s.call(
+        Method::POST,
+        "/v1/products",
+        &products,
+        Some(json!({"name": "Mock", "sku": "MOCK-HOOK-1", "price": 1, "stock": 1})),
+    )
+    .await;
+    receiver.wait_for(1).await;
+    tokio::time::sleep(std::time::Duration::from_millis(1_500)).await;
+    assert_eq!(
+        receiver.got.lock().unwrap().len(),
+        1,
+        "no retry in the mock"
+    );
+    let log = body_of(
+        s.call(
+            Method::GET,
+            &format!(
+                "/v1/webhook-endpoints/{}/attempts",
+                e["id"].as_str().unwrap()
+            ),
+            &t,
+            None,
+        )
+        .await,
+        StatusCode::OK,
+    )
+    .await;
+    assert_eq!(log["meta"]["total"], 1, "{log}");
+    assert_eq!(log["data"][0]["status"], "failed");
+    assert_eq!(log["data"][0]["next_attempt_at"], Value::Null);
+}
