@@ -596,15 +596,27 @@ impl DeliveryStore for PgStore {
                 i64,
             );
             let candidates: Vec<Row> = query_as(
-                "SELECT d.id, d.org_id, d.endpoint_id, d.event_id, d.attempts, d.attempt_id, d.trigger,
-                        e.url, e.ordering, d.ordering_key, d.sequence
-                 FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id
-                 WHERE d.next_attempt_at <= $1 AND (d.lease_until IS NULL OR d.lease_until < $1)
-                   AND e.disabled_reason IS NULL
-                 ORDER BY d.next_attempt_at, d.id LIMIT $2",
+                // Fair across endpoints (see the SQLite backend): at most
+                // `max_in_flight` due deliveries of each endpoint are
+                // candidates, none that `per_object` holds back.
+                "SELECT id, org_id, endpoint_id, event_id, attempts, attempt_id, trigger,
+                        url, ordering, ordering_key, sequence FROM (
+                   SELECT d.id, d.org_id, d.endpoint_id, d.event_id, d.attempts, d.attempt_id, d.trigger,
+                          e.url, e.ordering, d.ordering_key, d.sequence, d.next_attempt_at,
+                          row_number() OVER (PARTITION BY d.endpoint_id ORDER BY d.next_attempt_at, d.id) AS rank
+                   FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id
+                   WHERE d.next_attempt_at <= $1 AND (d.lease_until IS NULL OR d.lease_until < $1)
+                     AND e.disabled_reason IS NULL
+                     AND (e.ordering <> 'per_object' OR NOT EXISTS (
+                           SELECT 1 FROM webhook_deliveries p
+                           WHERE p.endpoint_id = d.endpoint_id AND p.ordering_key = d.ordering_key
+                             AND p.sequence < d.sequence))
+                 ) due WHERE rank <= $3
+                 ORDER BY next_attempt_at, id LIMIT $2",
             )
             .bind(now.millis())
             .bind(i64::from(limit.saturating_mul(4)))
+            .bind(i64::from(max_in_flight))
             .fetch_all(&mut *tx)
             .await?;
             let counts: Vec<(String, i64)> = query_as(

@@ -619,15 +619,28 @@ impl DeliveryStore for SqliteStore {
                 type Row = (i64, String, String, String, u32, String, String, String, String, String, i64);
                 let candidates: Vec<Row> = tx
                     .prepare_cached(
-                        "SELECT d.id, d.org_id, d.endpoint_id, d.event_id, d.attempts, d.attempt_id, d.trigger,
-                                e.url, e.ordering, d.ordering_key, d.sequence
-                         FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id
-                         WHERE d.next_attempt_at <= ?1 AND (d.lease_until IS NULL OR d.lease_until < ?1)
-                           AND e.disabled_reason IS NULL
-                         ORDER BY d.next_attempt_at, d.id LIMIT ?2",
+                        // Fair across endpoints: at most `max_in_flight` due
+                        // deliveries of each endpoint are candidates, and none
+                        // that `per_object` holds back, so an endpoint with a
+                        // long backlog (a slow or dead receiver) never fills
+                        // the batch and delays another endpoint's deliveries.
+                        "SELECT id, org_id, endpoint_id, event_id, attempts, attempt_id, trigger,
+                                url, ordering, ordering_key, sequence FROM (
+                           SELECT d.id, d.org_id, d.endpoint_id, d.event_id, d.attempts, d.attempt_id, d.trigger,
+                                  e.url, e.ordering, d.ordering_key, d.sequence, d.next_attempt_at,
+                                  row_number() OVER (PARTITION BY d.endpoint_id ORDER BY d.next_attempt_at, d.id) AS rank
+                           FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id
+                           WHERE d.next_attempt_at <= ?1 AND (d.lease_until IS NULL OR d.lease_until < ?1)
+                             AND e.disabled_reason IS NULL
+                             AND (e.ordering <> 'per_object' OR NOT EXISTS (
+                                   SELECT 1 FROM webhook_deliveries p
+                                   WHERE p.endpoint_id = d.endpoint_id AND p.ordering_key = d.ordering_key
+                                     AND p.sequence < d.sequence))
+                         ) WHERE rank <= ?3
+                         ORDER BY next_attempt_at, id LIMIT ?2",
                     )
                     .and_then(|mut s| {
-                        s.query_map(params![now.millis(), limit.saturating_mul(4)], |r| {
+                        s.query_map(params![now.millis(), limit.saturating_mul(4), max_in_flight], |r| {
                             Ok((
                                 r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?,
                                 r.get(6)?, r.get(7)?, r.get(8)?, r.get(9)?, r.get(10)?,

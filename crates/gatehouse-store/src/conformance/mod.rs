@@ -87,7 +87,8 @@ macro_rules! store_conformance_tests {
             webhook_endpoints_roundtrip_rotate_and_limit,
             concurrent_endpoint_creations_stop_at_the_limit,
             removed_owners_disable_their_endpoints,
-            deliveries_fan_out_lease_and_finish);
+            deliveries_fan_out_lease_and_finish,
+            a_backlogged_endpoint_does_not_starve_another);
     };
     (@each $make:expr; $($name:ident),*) => {
         $(

@@ -623,3 +623,55 @@ pub async fn deliveries_fan_out_lease_and_finish(s: &dyn Store) {
             .is_empty()
     );
 }
+
+/// D55: an endpoint with a long backlog (a slow or dead receiver) never
+/// keeps another endpoint's deliveries from being claimed.
+pub async fn a_backlogged_endpoint_does_not_starve_another(s: &dyn Store) {
+    let o = new_org(s).await;
+    let t = teller();
+    let url = EndpointUrl::parse("https://hooks.example.com/in", &AllowList::default()).unwrap();
+    let make = |pattern: &str| {
+        Endpoint::new(
+            &url,
+            String::new(),
+            vec![TypePattern::parse(pattern).unwrap()],
+            Ordering::None,
+            None,
+            Timestamp::now(),
+        )
+    };
+    let (busy, quiet) = (make("product.*"), make("user.*"));
+    s.insert_endpoint(&o, &busy, b"s", t).await.unwrap();
+    s.insert_endpoint(&o, &quiet, b"s", t).await.unwrap();
+    for i in 0..30 {
+        s.insert_product(
+            &o,
+            &product(&format!("P{i}"), &format!("BUSY-{i}"), 1),
+            Timestamp::now(),
+            t,
+        )
+        .await
+        .unwrap();
+    }
+    s.insert_user(
+        &o,
+        &user(
+            "late@example.com",
+            Role::Viewer,
+            UserStatus::Active,
+            Timestamp::now().millis(),
+        ),
+        t,
+    )
+    .await
+    .unwrap();
+    fanned(s, 31).await;
+    let now = Timestamp::now();
+    let got = s
+        .claim_deliveries("n1", now, now.plus_seconds(30), 2, 4)
+        .await
+        .unwrap();
+    let quiet_ones = got.iter().filter(|c| c.endpoint == quiet.id).count();
+    let busy_ones = got.iter().filter(|c| c.endpoint == busy.id).count();
+    assert_eq!((busy_ones, quiet_ones), (2, 1), "{got:?}");
+}
