@@ -5,9 +5,9 @@
 //! each organization's events their sequences in ticket order, once no
 //! transaction that could hold a smaller ticket is still running:
 //!
-//! 1. A *cut* records the last ticket handed out and, read after it, the
-//!    next transaction id (`next_xid`): every ticket up to the cut belongs to a
-//!    transaction below `next_xid`.
+//! 1. A *cut* records the last ticket handed out and, assigned after it was
+//!    read, a transaction id of the sequencer's own (`next_xid`): every
+//!    ticket up to the cut belongs to a transaction below `next_xid`.
 //! 2. Once the oldest running transaction is at or above `next_xid`, all of
 //!    those have committed or rolled back: the tickets up to the cut are
 //!    final, and their events are sequenced in ticket order.
@@ -36,31 +36,59 @@ const SEQUENCER_LOCK: i64 = 0x6576_656e_7473_6571;
 /// Events sequenced per transaction at most; a larger backlog takes more.
 const SEQUENCE_BATCH: i64 = 5_000;
 
+/// The transaction's id is taken before any ticket is drawn: the
+/// sequencer's cut counts on every ticket at or below it belonging to a
+/// transaction whose id is below the cut's `next_xid`. A transaction whose
+/// first write were its events would otherwise draw its ticket (a
+/// sequence's `nextval`, evaluated in the insert's projection) before it has
+/// an id (assigned only as the row is stored), and a cut taken between the
+/// two could pass over its events for good.
+///
+/// `pg_current_xact_id()` is a *stable* function: named only in a subquery
+/// whose column no one reads, the planner drops it (it did, until this
+/// filter). As a one-time filter (`WHERE … IS NOT NULL`) it is evaluated
+/// before the first row is projected; the unit test below checks the plan.
+const INSERT_ONE: &str = "INSERT INTO events (id, org_id, type, object_id, created_at,
+         actor_type, actor_id, actor_client_id, request_id, idempotency_key, object, previous)
+     SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12
+     FROM (SELECT pg_current_xact_id() AS xid) AS xid_first
+     WHERE xid_first.xid IS NOT NULL";
+
+/// [`INSERT_ONE`] for several rows, in the order given (`ORDER BY ord`: the
+/// `ticket` default is evaluated above the sort).
+const INSERT_MANY: &str = "INSERT INTO events (id, org_id, type, object_id, created_at,
+         actor_type, actor_id, actor_client_id, request_id, idempotency_key, object, previous)
+     SELECT id, $1, type, object_id, created_at, actor_type, actor_id, actor_client_id,
+            request_id, idempotency_key, object, previous
+     FROM (SELECT pg_current_xact_id() AS xid) AS xid_first,
+          unnest($2::text[], $3::text[], $4::text[], $5::bigint[], $6::text[], $7::text[],
+                 $8::text[], $9::text[], $10::text[], $11::text[], $12::text[])
+          WITH ORDINALITY
+          AS e(id, type, object_id, created_at, actor_type, actor_id, actor_client_id,
+               request_id, idempotency_key, object, previous, ord)
+     WHERE xid_first.xid IS NOT NULL
+     ORDER BY ord";
+
 /// Writes one event without a sequence (a plain `VALUES` row: cheaper to
 /// plan and bind than the arrays of [`insert_events`] for one row).
 async fn insert_event(c: &mut PgConnection, org: &OrgId, e: &NewEvent) -> TxResult<()> {
     let (actor_type, actor_id, actor_client_id) = actor_columns(&e.origin.actor);
     let request = e.origin.request.as_ref();
-    query(
-        "INSERT INTO events (id, org_id, type, object_id, created_at, actor_type, actor_id,
-                             actor_client_id, request_id, idempotency_key, object, previous)
-         SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12
-         FROM (SELECT pg_current_xact_id()) AS xid_first",
-    )
-    .bind(e.id.as_str())
-    .bind(org.as_str())
-    .bind(e.kind.as_str())
-    .bind(&e.object_id)
-    .bind(e.created_at.millis())
-    .bind(actor_type)
-    .bind(actor_id)
-    .bind(actor_client_id)
-    .bind(request.map(|r| r.id.as_str()))
-    .bind(request.and_then(|r| r.idempotency_key.as_deref()))
-    .bind(&e.object)
-    .bind(e.previous.as_deref())
-    .execute(&mut *c)
-    .await?;
+    query(INSERT_ONE)
+        .bind(e.id.as_str())
+        .bind(org.as_str())
+        .bind(e.kind.as_str())
+        .bind(&e.object_id)
+        .bind(e.created_at.millis())
+        .bind(actor_type)
+        .bind(actor_id)
+        .bind(actor_client_id)
+        .bind(request.map(|r| r.id.as_str()))
+        .bind(request.and_then(|r| r.idempotency_key.as_deref()))
+        .bind(&e.object)
+        .bind(e.previous.as_deref())
+        .execute(&mut *c)
+        .await?;
     Ok(())
 }
 
@@ -71,12 +99,7 @@ async fn insert_event(c: &mut PgConnection, org: &OrgId, e: &NewEvent) -> TxResu
 /// D54's cascade order within the change.
 ///
 /// Both inserts make sure the transaction has its id before a ticket is
-/// drawn (`pg_current_xact_id()` in the scan below the defaults): the
-/// sequencer's cut counts on every ticket at or below it belonging to a
-/// transaction whose id is below the cut's `next_xid`. A transaction whose
-/// first write were its events would otherwise draw its ticket before it
-/// has an id (a sequence's `nextval` assigns none), and a cut taken between
-/// the two could pass over its events for good.
+/// drawn (see [`INSERT_ONE`]).
 pub(crate) async fn insert_events(
     c: &mut PgConnection,
     org: &OrgId,
@@ -120,33 +143,21 @@ pub(crate) async fn insert_events(
         objects.push(e.object.as_str());
         previous.push(e.previous.as_deref());
     }
-    query(
-        "INSERT INTO events (id, org_id, type, object_id, created_at, actor_type, actor_id,
-                             actor_client_id, request_id, idempotency_key, object, previous)
-         SELECT id, $1, type, object_id, created_at, actor_type, actor_id, actor_client_id,
-                request_id, idempotency_key, object, previous
-         FROM (SELECT pg_current_xact_id()) AS xid_first,
-              unnest($2::text[], $3::text[], $4::text[], $5::bigint[], $6::text[], $7::text[],
-                     $8::text[], $9::text[], $10::text[], $11::text[], $12::text[])
-              WITH ORDINALITY
-              AS e(id, type, object_id, created_at, actor_type, actor_id, actor_client_id,
-                   request_id, idempotency_key, object, previous, ord)
-         ORDER BY ord",
-    )
-    .bind(org.as_str())
-    .bind(ids)
-    .bind(kinds)
-    .bind(object_ids)
-    .bind(created)
-    .bind(actor_types)
-    .bind(actor_ids)
-    .bind(actor_clients)
-    .bind(request_ids)
-    .bind(keys)
-    .bind(objects)
-    .bind(previous)
-    .execute(&mut *c)
-    .await?;
+    query(INSERT_MANY)
+        .bind(org.as_str())
+        .bind(ids)
+        .bind(kinds)
+        .bind(object_ids)
+        .bind(created)
+        .bind(actor_types)
+        .bind(actor_ids)
+        .bind(actor_clients)
+        .bind(request_ids)
+        .bind(keys)
+        .bind(objects)
+        .bind(previous)
+        .execute(&mut *c)
+        .await?;
     Ok(())
 }
 
@@ -262,32 +273,59 @@ async fn apply_cut(c: &mut PgConnection, ticket: i64) -> TxResult<(u64, bool)> {
     Ok((rows.len() as u64, used_up))
 }
 
-/// One round of the sequencer: the pending cut if it is final, then a new
-/// cut when events wait. Answers how many it sequenced.
-async fn sequence_round(c: &mut PgConnection) -> TxResult<u64> {
+/// The first half of a round: the pending cut, if it is final. Answers how
+/// many it sequenced, and whether a cut is still pending (not final yet, or
+/// a backlog larger than one batch).
+async fn apply_round(c: &mut PgConnection) -> TxResult<(u64, bool)> {
     query("SELECT pg_advisory_xact_lock($1)")
         .bind(SEQUENCER_LOCK)
         .execute(&mut *c)
         .await?;
-    let mut done = 0;
     let cut: Option<(i64, String)> = query_as("SELECT ticket, next_xid FROM event_cut")
         .fetch_optional(&mut *c)
         .await?;
-    if let Some((ticket, xmax)) = cut {
-        let final_: bool =
-            query_scalar("SELECT pg_snapshot_xmin(pg_current_snapshot()) >= $1::xid8")
-                .bind(&xmax)
-                .fetch_one(&mut *c)
-                .await?;
-        if !final_ {
-            return Ok(0);
-        }
-        let (n, used_up) = apply_cut(c, ticket).await?;
-        done = n;
-        if !used_up {
-            return Ok(done);
-        }
+    let Some((ticket, next_xid)) = cut else {
+        return Ok((0, false));
+    };
+    // A snapshot's xmin is the oldest transaction still running among those
+    // below its xmax; the cut's `next_xid` is below this snapshot's xmax
+    // (it belongs to a committed transaction), so xmin at or above it means
+    // no transaction below it is still running.
+    let final_: bool = query_scalar("SELECT pg_snapshot_xmin(pg_current_snapshot()) >= $1::xid8")
+        .bind(&next_xid)
+        .fetch_one(&mut *c)
+        .await?;
+    if !final_ {
+        return Ok((0, true));
+    }
+    let (n, used_up) = apply_cut(c, ticket).await?;
+    if used_up {
         query("DELETE FROM event_cut").execute(&mut *c).await?;
+    }
+    Ok((n, !used_up))
+}
+
+/// The second half: a new cut, when events wait and none is pending. Its
+/// own transaction, begun without an id: the cut's `next_xid` is the id this
+/// transaction is given *after* it read the last ticket, and ids are handed
+/// out in order, so every transaction that had drawn a ticket up to the cut
+/// (having taken its id first, see [`INSERT_ONE`]) has a smaller one.
+///
+/// Not the snapshot's xmax, which this once was: that is one past the
+/// latest *completed* transaction, and a transaction given its id after
+/// that one, still running, can be at or above it. The cut then counted
+/// as final while that transaction ran, and the events it committed
+/// afterwards, below the high-water mark, were never sequenced.
+async fn cut_round(c: &mut PgConnection) -> TxResult<()> {
+    query("SELECT pg_advisory_xact_lock($1)")
+        .bind(SEQUENCER_LOCK)
+        .execute(&mut *c)
+        .await?;
+    let pending: bool = query_scalar("SELECT EXISTS (SELECT 1 FROM event_cut)")
+        .fetch_one(&mut *c)
+        .await?;
+    if pending {
+        return Ok(());
     }
     let waiting: bool = query_scalar(
         "SELECT EXISTS (SELECT 1 FROM events
@@ -296,27 +334,25 @@ async fn sequence_round(c: &mut PgConnection) -> TxResult<u64> {
     )
     .fetch_one(&mut *c)
     .await?;
-    if waiting {
-        // The last ticket first, then (a later statement, a later snapshot)
-        // the next transaction id: every ticket up to `last` went to a
-        // transaction below it.
-        let last: Option<i64> = query_scalar(
-            "SELECT pg_sequence_last_value(pg_get_serial_sequence('events', 'ticket')::regclass)",
-        )
+    if !waiting {
+        return Ok(());
+    }
+    let last: Option<i64> = query_scalar(
+        "SELECT pg_sequence_last_value(pg_get_serial_sequence('events', 'ticket')::regclass)",
+    )
+    .fetch_one(&mut *c)
+    .await?;
+    let Some(last) = last else { return Ok(()) };
+    // A later statement: the id is assigned here, after `last` was read.
+    let next_xid: String = query_scalar("SELECT pg_current_xact_id()::text")
         .fetch_one(&mut *c)
         .await?;
-        let xmax: String = query_scalar("SELECT pg_snapshot_xmax(pg_current_snapshot())::text")
-            .fetch_one(&mut *c)
-            .await?;
-        if let Some(last) = last {
-            query("INSERT INTO event_cut (ticket, next_xid) VALUES ($1, $2)")
-                .bind(last)
-                .bind(&xmax)
-                .execute(&mut *c)
-                .await?;
-        }
-    }
-    Ok(done)
+    query("INSERT INTO event_cut (ticket, next_xid) VALUES ($1, $2)")
+        .bind(last)
+        .bind(&next_xid)
+        .execute(&mut *c)
+        .await?;
+    Ok(())
 }
 
 #[async_trait]
@@ -364,7 +400,11 @@ impl EventStore for PgStore {
         // once unless a transaction that was running is still running.
         let mut done = 0;
         for _ in 0..2 {
-            done += write_tx!(self, |tx| sequence_round(&mut tx).await)?;
+            let (n, pending) = write_tx!(self, |tx| apply_round(&mut tx).await)?;
+            done += n;
+            if !pending {
+                write_tx!(self, |tx| cut_round(&mut tx).await)?;
+            }
         }
         Ok(done)
     }
@@ -410,5 +450,63 @@ impl EventStore for PgStore {
         .map_err(db_err)?
         .rows_affected();
         Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The plan of an events insert, its parameters bound (EXPLAIN plans
+    /// without running it).
+    async fn plan(s: &PgStore, sql: &str, many: bool) -> String {
+        let explain = format!("EXPLAIN VERBOSE {sql}");
+        let q = if many {
+            let texts = vec!["x".to_owned()];
+            query(&explain)
+                .bind("org_x")
+                .bind(texts.clone())
+                .bind(texts.clone())
+                .bind(texts.clone())
+                .bind(vec![1_i64])
+                .bind(texts.clone())
+                .bind(texts.clone())
+                .bind(texts.clone())
+                .bind(texts.clone())
+                .bind(texts.clone())
+                .bind(texts.clone())
+                .bind(texts)
+        } else {
+            (0..12).fold(query(&explain), |q, i| {
+                if i == 4 { q.bind(1_i64) } else { q.bind("x") }
+            })
+        };
+        let rows = q.fetch_all(&s.pool).await.unwrap();
+        rows.iter()
+            .map(|r| r.try_get::<String, _>(0).unwrap())
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// The events inserts take the transaction's id before they draw a
+    /// ticket (the sequencer's cut depends on it): `pg_current_xact_id()`
+    /// must survive planning, as a one-time filter evaluated before the
+    /// projection that calls `nextval`. Written as a subquery's unread
+    /// column, the planner dropped it.
+    #[tokio::test]
+    async fn event_inserts_take_the_transaction_id_before_their_tickets() {
+        let Some(s) = crate::testing::fresh_store().await else {
+            return;
+        };
+        for (sql, many) in [(INSERT_ONE, false), (INSERT_MANY, true)] {
+            let plan = plan(&s, sql, many).await;
+            // A one-time filter runs before its node returns a row, so
+            // before any row reaches the projection that draws the ticket.
+            assert!(
+                plan.contains("One-Time Filter: (pg_current_xact_id() IS NOT NULL)"),
+                "no transaction id taken first:\n{plan}"
+            );
+            assert!(plan.contains("nextval("), "the ticket is drawn:\n{plan}");
+        }
     }
 }

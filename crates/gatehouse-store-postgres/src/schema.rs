@@ -104,6 +104,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "webhook_deliveries",
         include_str!("../migrations/0021_webhook_deliveries.sql"),
     ),
+    (
+        22,
+        "resequence_passed_over",
+        include_str!("../migrations/0022_resequence_passed_over.sql"),
+    ),
 ];
 
 /// The advisory-lock key of the migration (`"gatehous"` in ASCII), separate

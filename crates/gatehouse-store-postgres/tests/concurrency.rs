@@ -424,6 +424,11 @@ async fn nodes_starting_together_migrate_and_bootstrap_once() {
     store.unwrap().migrate().await.unwrap();
 }
 
+/// The sequencer tests hold a transaction open on purpose, and a running
+/// transaction holds back every database's sequencer on the cluster (a
+/// snapshot's xmin is the cluster's): they run one at a time.
+static HOLDS_TRANSACTIONS_OPEN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// D54: the sequencer walks the tickets above its high-water mark. A ticket
 /// burned by a transaction that rolled back is passed over (no gap in the
 /// sequence); a committed event whose ticket is above one still held by a
@@ -433,6 +438,7 @@ async fn sequencer_passes_rolled_back_tickets_and_waits_for_running_ones() {
     use gatehouse_store::EventFilter;
     use sqlx_core::connection::Connection as _;
     use sqlx_core::executor::Executor as _;
+    let _alone = HOLDS_TRANSACTIONS_OPEN.lock().await;
 
     let Some(url) = fresh_database_url().await else {
         return;
@@ -510,6 +516,160 @@ async fn sequencer_passes_rolled_back_tickets_and_waits_for_running_ones() {
         shown(&s, &o.id).await,
         vec![(1, first.id.to_string()), (2, second.id.to_string())],
         "rolled-back tickets leave no gap"
+    );
+    s.close().await;
+}
+
+/// D54: a transaction given its id after the latest one to complete, still
+/// running when the sequencer cuts, holds a ticket below the cut; its events
+/// must wait for it and be sequenced once it commits. (The cut's bound was
+/// once the snapshot's xmax, one past the latest *completed* transaction:
+/// this transaction was at or above it, the cut counted as final while it
+/// ran, and its events, committed below the high-water mark, were never
+/// sequenced.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sequencer_waits_for_the_newest_running_transaction() {
+    use gatehouse_store::EventFilter;
+    use sqlx_core::connection::Connection as _;
+    use sqlx_core::executor::Executor as _;
+    let _alone = HOLDS_TRANSACTIONS_OPEN.lock().await;
+
+    let Some(url) = fresh_database_url().await else {
+        return;
+    };
+    let s = PgStore::connect(&url).await.unwrap();
+    let o = org();
+    s.create_org(&o).await.unwrap();
+    let t = gatehouse_store::conformance::teller();
+    for round in 0..5 {
+        // A committed change: its event waits, so the sequencer cuts.
+        let committed = s
+            .insert_user(
+                &o.id,
+                &user(&format!("c{round}@example.com"), Role::Viewer),
+                t,
+            )
+            .await
+            .unwrap();
+        // Then, with nothing completing after it, a transaction takes the
+        // newest id and a ticket, and stays open across the cut.
+        let mut running = sqlx_postgres::PgConnection::connect(&url).await.unwrap();
+        running.execute("BEGIN").await.unwrap();
+        running
+            .execute("SELECT pg_current_xact_id()")
+            .await
+            .unwrap();
+        let id = format!("evt_running{round}");
+        running
+            .execute(
+                format!(
+                    "INSERT INTO events (id, org_id, type, object_id, created_at, actor_type, object)
+                     VALUES ('{id}', '{}', 'user.updated', 'usr_x', 1, 'system', '{{}}')",
+                    o.id.as_str()
+                )
+                .as_str(),
+            )
+            .await
+            .unwrap();
+        for _ in 0..3 {
+            s.sequence_events().await.unwrap();
+        }
+        running.execute("COMMIT").await.unwrap();
+        for _ in 0..3 {
+            s.sequence_events().await.unwrap();
+        }
+        let listed = s
+            .events_after(&o.id, &EventFilter::default(), 0, 100)
+            .await
+            .unwrap();
+        let seq = |wanted: &str| {
+            listed
+                .items
+                .iter()
+                .find(|e| e.event.id.as_str() == wanted)
+                .map(|e| e.sequence)
+        };
+        let users: Vec<_> = listed
+            .items
+            .iter()
+            .filter(|e| e.event.object_id == committed.id.to_string())
+            .collect();
+        assert_eq!(users.len(), 1, "the committed change's event is sequenced");
+        assert_eq!(
+            seq(&id),
+            Some(2 * round as i64 + 2),
+            "round {round}: the running transaction's event is sequenced after it commits, \
+             right after the committed one"
+        );
+    }
+    s.close().await;
+}
+
+/// D54, migration 22: an event the first sequencer passed over (committed
+/// below the high-water mark without a sequence) is sequenced once the
+/// migration has run, after the events already numbered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn migration_22_sequences_events_the_first_sequencer_passed_over() {
+    use gatehouse_store::EventFilter;
+    use sqlx_core::connection::Connection as _;
+    use sqlx_core::executor::Executor as _;
+
+    let Some(url) = fresh_database_url().await else {
+        return;
+    };
+    let s = PgStore::connect(&url).await.unwrap();
+    let o = org();
+    s.create_org(&o).await.unwrap();
+    let t = gatehouse_store::conformance::teller();
+    let mut raw = sqlx_postgres::PgConnection::connect(&url).await.unwrap();
+    // As the fault left it: an event with no sequence, below the mark.
+    raw.execute(
+        format!(
+            "INSERT INTO events (id, org_id, type, object_id, created_at, actor_type, object)
+             VALUES ('evt_passedover', '{}', 'user.updated', 'usr_x', 1, 'system', '{{}}')",
+            o.id.as_str()
+        )
+        .as_str(),
+    )
+    .await
+    .unwrap();
+    let after = s
+        .insert_user(&o.id, &user("after@example.com", Role::Viewer), t)
+        .await
+        .unwrap();
+    for _ in 0..3 {
+        s.sequence_events().await.unwrap();
+    }
+    raw.execute("UPDATE events SET sequence = NULL WHERE id = 'evt_passedover'")
+        .await
+        .unwrap();
+    let listed = |s: PgStore, o: OrgId| async move {
+        s.events_after(&o, &EventFilter::default(), 0, 100)
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .map(|e| (e.sequence, e.event.object_id.clone()))
+            .collect::<Vec<_>>()
+    };
+    let before = vec![(2, after.id.to_string())];
+    s.sequence_events().await.unwrap();
+    assert_eq!(
+        listed(s.clone(), o.id.clone()).await,
+        before,
+        "passed over, as the fault left it"
+    );
+    s.close().await;
+    // The migration runs again, as at the upgrade.
+    raw.execute("DELETE FROM _sqlx_migrations WHERE version = 22")
+        .await
+        .unwrap();
+    let s = PgStore::connect(&url).await.unwrap();
+    s.sequence_events().await.unwrap();
+    assert_eq!(
+        listed(s.clone(), o.id.clone()).await,
+        vec![(2, after.id.to_string()), (3, "usr_x".to_owned())],
+        "sequenced late, after the events already numbered"
     );
     s.close().await;
 }
