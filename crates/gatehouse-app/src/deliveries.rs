@@ -105,6 +105,18 @@ impl App {
         let mut tick = tokio::time::interval(settings.tick);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut rounds = 0u64;
+        // Leases a killed process left (SQLite) are due again at once, not
+        // only when they run out (D43 continued).
+        match delivery_store(&self).release_orphaned_leases().await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(
+                deliveries = n,
+                "webhook deliveries a stopped process had leased are due again"
+            ),
+            Err(e) => {
+                tracing::warn!(error = %e, "giving back leases of a stopped process failed; they run out instead")
+            }
+        }
         // Until an organization has an endpoint the worker only asks, once
         // a second, whether one has (no sequencing, no claims).
         let mut active = false;

@@ -860,6 +860,12 @@ impl DeliveryStore for PgStore {
         Ok(())
     }
 
+    async fn release_orphaned_leases(&self) -> StoreResult<u64> {
+        // Nodes share the database: a lease may be another node's, live;
+        // one a dead node left runs out (the attempt timeout and a margin).
+        Ok(0)
+    }
+
     async fn list_attempts(
         &self,
         org: &OrgId,

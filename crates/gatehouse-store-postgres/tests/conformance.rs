@@ -10,3 +10,12 @@ gatehouse_store::store_conformance_tests!(match fresh_store().await {
     Some(store) => store,
     None => return,
 });
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leases_left_behind_at_start() {
+    let Some(store) = fresh_store().await else {
+        return;
+    };
+    // Nodes share a PostgreSQL database (D44).
+    gatehouse_store::conformance::leases_left_behind_at_start(&store, false).await;
+}

@@ -190,6 +190,12 @@ mod conformance {
     }
 
     gatehouse_store::store_conformance_tests!(fresh());
+
+    #[tokio::test]
+    async fn leases_left_behind_at_start() {
+        // One serving process per SQLite database (D44).
+        gatehouse_store::conformance::leases_left_behind_at_start(&fresh(), true).await;
+    }
 }
 
 #[cfg(test)]

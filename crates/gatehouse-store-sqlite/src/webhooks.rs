@@ -895,6 +895,22 @@ impl DeliveryStore for SqliteStore {
             .await
     }
 
+    async fn release_orphaned_leases(&self) -> StoreResult<u64> {
+        // One serving process per SQLite database (D44): a lease found at
+        // its worker's start was left by a process that is gone.
+        self.pool
+            .write(|tx| {
+                tx.prepare_cached(
+                    "UPDATE webhook_deliveries SET lease_owner = NULL, lease_until = NULL
+                     WHERE lease_owner IS NOT NULL",
+                )
+                .and_then(|mut s| s.execute([]))
+                .map(|n| n as u64)
+                .map_err(db_err)
+            })
+            .await
+    }
+
     async fn list_attempts(
         &self,
         org: &OrgId,

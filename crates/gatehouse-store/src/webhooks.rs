@@ -204,6 +204,13 @@ pub trait DeliveryStore: Send + Sync {
     /// Gives back leases `node` holds without an attempt counted (an
     /// attempt cut short by shutdown, D43 continued): due again at once.
     async fn release_deliveries(&self, node: &str, deliveries: &[i64]) -> StoreResult<()>;
+    /// Gives back, at a delivery worker's start, the leases no running
+    /// process can hold: due again at once, uncounted, instead of when they
+    /// run out. A backend one serving process owns (SQLite, D44) gives back
+    /// every lease (they were left by a process killed mid-attempt); one
+    /// that nodes share (PostgreSQL) none, since another node may be making
+    /// the attempt. Answers how many.
+    async fn release_orphaned_leases(&self) -> StoreResult<u64>;
     /// The endpoint's attempts (D55), newest first: by the time made, a
     /// queued one by when it is due.
     async fn list_attempts(

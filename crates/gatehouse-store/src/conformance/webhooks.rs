@@ -675,3 +675,53 @@ pub async fn a_backlogged_endpoint_does_not_starve_another(s: &dyn Store) {
     let busy_ones = got.iter().filter(|c| c.endpoint == busy.id).count();
     assert_eq!((busy_ones, quiet_ones), (2, 1), "{got:?}");
 }
+
+/// D43 (continued): at a worker's start, leases no running process can hold
+/// are given back. `one_process` says whether one serving process owns the
+/// backend (SQLite, D44): then a lease left by a process killed mid-attempt
+/// is due again at once; where nodes share it (PostgreSQL) it stays until it
+/// runs out, since another node may be making the attempt. Not in
+/// [`store_conformance_tests`](crate::store_conformance_tests): each backend
+/// calls it with its answer.
+pub async fn leases_left_behind_at_start(s: &dyn Store, one_process: bool) {
+    let o = new_org(s).await;
+    let t = teller();
+    let now = Timestamp::now();
+    let url = EndpointUrl::parse("https://hooks.example.com/in", &AllowList::default()).unwrap();
+    let e = Endpoint::new(
+        &url,
+        String::new(),
+        vec![TypePattern::parse("product.*").unwrap()],
+        Ordering::None,
+        None,
+        now,
+    );
+    s.insert_endpoint(&o, &e, b"s", t).await.unwrap();
+    s.insert_product(&o, &product("Left", "L-1", 5), Timestamp::now(), t)
+        .await
+        .unwrap();
+    fanned(s, 1).await;
+    let now = Timestamp::now();
+    let lease = now.plus_seconds(60);
+    // The process that leased it is killed mid-attempt.
+    assert_eq!(
+        s.claim_deliveries("dead", now, lease, 10, 10)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    let released = s.release_orphaned_leases().await.unwrap();
+    let again = s
+        .claim_deliveries("next", now, lease, 10, 10)
+        .await
+        .unwrap();
+    if one_process {
+        assert_eq!(released, 1, "the dead process's lease is given back");
+        assert_eq!(again.len(), 1, "and the delivery is due again at once");
+        assert_eq!(again[0].attempt, 1, "uncounted");
+    } else {
+        assert_eq!(released, 0, "another node's lease may be live");
+        assert!(again.is_empty(), "it stays leased until it runs out");
+    }
+}
