@@ -22,7 +22,7 @@ impl Default for Templates {
 }
 
 /// Every template, compiled into the binary (no external assets).
-const TEMPLATES: [(&str, &str); 25] = [
+const TEMPLATES: [(&str, &str); 27] = [
     ("base.html", include_str!("../../templates/base.html")),
     (
         "docs_macros.html",
@@ -104,6 +104,14 @@ const TEMPLATES: [(&str, &str); 25] = [
     (
         "dash_org.html",
         include_str!("../../templates/dash_org.html"),
+    ),
+    (
+        "dash_webhooks.html",
+        include_str!("../../templates/dash_webhooks.html"),
+    ),
+    (
+        "dash_webhook.html",
+        include_str!("../../templates/dash_webhook.html"),
     ),
 ];
 

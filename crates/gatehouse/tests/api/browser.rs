@@ -370,9 +370,12 @@ async fn the_dashboard_in_chromium() {
     let s = TestServer::start_with(|st| {
         st.https_addr = format!("127.0.0.1:{port}").parse().unwrap();
         st.public_url = format!("https://localhost:{port}");
+        // D55: the Webhooks page's endpoint is a receiver on loopback.
+        st.webhook_allow = gatehouse_domain::webhook::AllowList::parse("127.0.0.0/8").unwrap();
     })
     .await;
     let base = format!("https://localhost:{port}");
+    let hooks = receiver().await;
     let admin = NewUser {
         id: UserId::generate(),
         email: Email::parse("browser-admin@example.com").unwrap(),
@@ -575,6 +578,29 @@ async fn the_dashboard_in_chromium() {
     wait_for(&c, "Requests per minute").await;
     audit.page(&c, "organization").await;
 
+    // Webhooks (D55, admins): an endpoint added with its secret shown once,
+    // a test event delivered, disabled.
+    c.goto(&format!("{base}/dashboard/webhooks")).await.unwrap();
+    wait_for(&c, "No webhook endpoints yet.").await;
+    audit.page(&c, "webhooks-empty").await;
+    fill(&c, "#url", &format!("{hooks}/hook")).await;
+    fill(&c, "#events", "product.*, user.*").await;
+    click(&c, "form.stack button[type=submit]").await;
+    wait_for(&c, "Webhook endpoint added").await;
+    assert!(value(&c, "#secret").await.starts_with("whsec_"));
+    audit.page(&c, "webhook-secret").await;
+    click(&c, "a.button.secondary").await;
+    wait_for(&c, "No attempts yet.").await;
+    click(&c, "form[action$='/test'] button").await;
+    wait_for(&c, "The test event was delivered.").await;
+    wait_for(&c, "HTTP 204").await;
+    audit.page(&c, "webhook").await;
+    click(&c, "input[name=status][value=disabled] ~ button").await;
+    wait_for(&c, "The endpoint is disabled").await;
+    c.goto(&format!("{base}/dashboard/webhooks")).await.unwrap();
+    wait_for(&c, "disabled (manual)").await;
+    audit.page(&c, "webhooks").await;
+
     // Delete, with its confirmation page.
     c.goto(&format!("{base}/dashboard/applications/{app_id}/delete"))
         .await
@@ -682,6 +708,12 @@ async fn the_dashboard_in_chromium() {
     )
     .await;
     wait_for(&n, "The change was saved.").await;
+    n.goto(&format!("{base}/dashboard/webhooks")).await.unwrap();
+    click(&n, "table a[href^='/dashboard/webhooks/']").await;
+    wait_for(&n, "Latest attempts").await;
+    click(&n, "form[action$='/delete'] button").await;
+    wait_for(&n, "The endpoint was deleted.").await;
+    wait_for(&n, "No webhook endpoints yet.").await;
     n.goto(&format!("{base}/dashboard/usage")).await.unwrap();
     click(&n, "form.row button[type=submit]").await;
     wait_for(&n, "Choose an application or an API key").await;
@@ -694,4 +726,45 @@ async fn the_dashboard_in_chromium() {
         "page checks failed:\n  {}",
         audit.problems.join("\n  ")
     );
+}
+
+/// A webhook receiver on loopback that answers every request 204; its base
+/// URL.
+async fn receiver() -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut conn, _)) = l.accept().await {
+            tokio::spawn(async move {
+                // Up to the end of the headers and the body they announce.
+                let mut got = Vec::new();
+                let mut buf = [0u8; 4096];
+                loop {
+                    let Ok(n) = conn.read(&mut buf).await else {
+                        return;
+                    };
+                    if n == 0 {
+                        return;
+                    }
+                    got.extend_from_slice(&buf[..n]);
+                    let text = String::from_utf8_lossy(&got).to_ascii_lowercase();
+                    if let Some(end) = text.find("\r\n\r\n") {
+                        let length = text
+                            .lines()
+                            .find_map(|l| l.strip_prefix("content-length:"))
+                            .and_then(|v| v.trim().parse::<usize>().ok())
+                            .unwrap_or(0);
+                        if got.len() >= end + 4 + length {
+                            break;
+                        }
+                    }
+                }
+                let _ = conn
+                    .write_all(b"HTTP/1.1 204 No Content\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+                    .await;
+            });
+        }
+    });
+    format!("http://{addr}")
 }

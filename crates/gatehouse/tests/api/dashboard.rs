@@ -1147,3 +1147,50 @@ async fn the_dashboards_request_is_checked_like_any_clients() {
     let to = page.location().unwrap();
     assert!(to.contains("error=invalid_request"), "{to}");
 }
+
+/// D55, D29 (continued): the Webhooks page is for admins. An editor's
+/// navigation has no Webhooks tab; the page answers 403 with the API's
+/// refusal and no form, and a forged form adds nothing.
+#[tokio::test]
+async fn the_webhooks_page_is_for_admins_only() {
+    let s = TestServer::start().await;
+    let editor = person(&s, &s.org(), "hooks-editor@example.com", Role::Editor).await;
+    let mut b = Browser::new(&s);
+    sign_in(&mut b, editor.email.as_str()).await;
+    let apps = b.get("/dashboard/applications").await;
+    // (The tab's link text; its `href` is escaped as `&#x2f;dashboard…`.)
+    assert!(apps.body.contains(">Team</a>"), "{}", apps.body);
+    assert!(!apps.body.contains(">Webhooks</a>"), "{}", apps.body);
+    let page = b.get("/dashboard/webhooks").await;
+    assert_eq!(page.status, StatusCode::FORBIDDEN, "{}", page.body);
+    assert!(page.body.contains("role=\"alert\""));
+    assert!(!page.body.contains("Add an endpoint"));
+    let token = csrf(&apps);
+    let forged = b
+        .post(
+            "/dashboard/webhooks",
+            &[
+                ("csrf_token", &token),
+                ("url", "https://hooks.example.com/in"),
+                ("events", "*"),
+                ("ordering", "none"),
+            ],
+        )
+        .await;
+    assert_eq!(forged.status, StatusCode::FORBIDDEN, "{}", forged.body);
+    let admin = s.token("webhooks:read").await;
+    let listed = s
+        .call(Method::GET, "/v1/webhook-endpoints", &admin, None)
+        .await;
+    let listed: serde_json::Value = listed.json().await.unwrap();
+    assert_eq!(listed["meta"]["total"], 0);
+
+    // An admin sees the tab and the form.
+    let admin = person(&s, &s.org(), "hooks-admin@example.com", Role::Admin).await;
+    let mut b = Browser::new(&s);
+    sign_in(&mut b, admin.email.as_str()).await;
+    let page = b.get("/dashboard/webhooks").await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    assert!(page.body.contains(">Webhooks</a>"));
+    assert!(page.body.contains("Add an endpoint"));
+}

@@ -1,5 +1,5 @@
-//! The dashboard's pages (D48): applications, API keys, usage, team and
-//! organization. Each handler reads the signed-in person, calls the
+//! The dashboard's pages (D48): applications, API keys, usage, team,
+//! organization and (admins) webhooks. Each handler reads the signed-in person, calls the
 //! management API in process (`super::api`) and renders the JSON it gets
 //! back; a form's POST answers with a 303 to the page (or, when it shows a
 //! secret, with the page itself, `no-store`).
@@ -41,6 +41,7 @@ pub(super) fn router() -> Router<AppState> {
         .route("/dashboard/team", get(team).post(invite))
         .route("/dashboard/team/{id}", post(change_member))
         .route("/dashboard/organization", get(organization))
+        .merge(webhooks::router())
 }
 
 type Peer = ConnectInfo<SocketAddr>;
@@ -77,6 +78,8 @@ macro_rules! form_or_return {
         }
     };
 }
+
+mod webhooks;
 
 // ---- Applications ------------------------------------------------------
 
@@ -197,6 +200,7 @@ enum SecretKind {
     NewApplication,
     Rotated,
     ApiKey,
+    Webhook,
 }
 
 /// A page that shows a secret once (`no-store`, as every dashboard page).
@@ -228,6 +232,12 @@ async fn secret_page(
             "/dashboard/api-keys".to_owned(),
             "api-keys",
         ),
+        SecretKind::Webhook => (
+            "Webhook endpoint added",
+            "Signing secret",
+            format!("/dashboard/webhooks/{id}"),
+            "webhooks",
+        ),
     };
     render(
         st,
@@ -239,6 +249,7 @@ async fn secret_page(
         context! {
             title, label, back, id, name, secret,
             client_id => matches!(kind, SecretKind::NewApplication | SecretKind::Rotated).then_some(id),
+            signing => matches!(kind, SecretKind::Webhook),
         },
     )
     .await

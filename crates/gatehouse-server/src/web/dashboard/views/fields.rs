@@ -32,6 +32,8 @@ pub(super) fn notice(uri: &Uri) -> Option<&'static str> {
         "revoked" => "The API key was revoked.",
         "invited" => "The invitation was sent.",
         "changed" => "The change was saved.",
+        "tested" => "The test event was delivered.",
+        "test-failed" => "The test event was not delivered: see its attempt below.",
         _ => return None,
     })
 }

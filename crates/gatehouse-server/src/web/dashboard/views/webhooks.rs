@@ -1,0 +1,328 @@
+//! The Webhooks page (D55, D29 continued: admins only, as the API's
+//! `webhooks:*` scopes are): an organization's endpoints, adding one (its
+//! secret shown once), enabling, disabling, deleting, a test event, and the
+//! latest attempts of each. Everything goes through `/v1/webhook-endpoints`
+//! with the person's token, so the API's rules and errors are the page's.
+
+use axum::Router;
+use axum::extract::{ConnectInfo, Path, Request, State};
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
+use axum::response::Response;
+use axum::routing::{get, post};
+use minijinja::{Value, context};
+use serde_json::{Value as Json, json};
+
+use super::fields::{notice, page_status, safe_id, strings};
+use super::{Peer, SecretKind, not_found, secret_page};
+use crate::state::AppState;
+use crate::web::dashboard::api::Reply;
+use crate::web::dashboard::{Signed, read_form, render, signed};
+
+/// The attempts shown on an endpoint's page.
+const ATTEMPTS_SHOWN: u32 = 20;
+
+pub(super) fn router() -> Router<AppState> {
+    Router::new()
+        .route("/dashboard/webhooks", get(endpoints).post(create))
+        .route("/dashboard/webhooks/{id}", get(endpoint).post(change))
+        .route("/dashboard/webhooks/{id}/test", post(test))
+        .route("/dashboard/webhooks/{id}/delete", post(delete))
+}
+
+fn endpoint_view(e: &Json) -> Value {
+    context! {
+        id => e["id"].as_str().unwrap_or(""),
+        url => e["url"].as_str().unwrap_or(""),
+        description => e["description"].as_str().unwrap_or(""),
+        events => strings(&e["enabled_events"]),
+        ordering => e["ordering"].as_str().unwrap_or(""),
+        status => e["status"].as_str().unwrap_or(""),
+        disabled_reason => e["disabled_reason"].as_str(),
+        owner_id => e["owner_id"].as_str(),
+        created_at => e["created_at"].as_str().unwrap_or(""),
+    }
+}
+
+/// The words of a `done=` notice of this page.
+fn webhook_notice(uri: &Uri) -> Option<&'static str> {
+    match super::fields::query_value(uri, "done").as_deref() {
+        Some("enabled") => Some("The endpoint is enabled; you are its owner now."),
+        Some("disabled") => {
+            Some("The endpoint is disabled; its pending deliveries were cancelled.")
+        }
+        Some("removed") => Some("The endpoint was deleted."),
+        _ => notice(uri),
+    }
+}
+
+async fn endpoints(
+    State(st): State<AppState>,
+    ConnectInfo(peer): Peer,
+    headers: HeaderMap,
+    uri: Uri,
+) -> Response {
+    let signed = signed_or_return!(st, headers, peer);
+    list_page(&st, &headers, &signed, None, webhook_notice(&uri), None).await
+}
+
+async fn list_page(
+    st: &AppState,
+    headers: &HeaderMap,
+    signed: &Signed,
+    failed: Option<Reply>,
+    notice: Option<&str>,
+    form: Option<Value>,
+) -> Response {
+    let reply = signed
+        .api(st, Method::GET, "/webhook-endpoints?limit=100", None)
+        .await;
+    let list_problem = (!reply.ok()).then(|| reply.problem());
+    let endpoints: Vec<Value> = reply
+        .data()
+        .as_array()
+        .map(|a| a.iter().map(endpoint_view).collect())
+        .unwrap_or_default();
+    let status = page_status(failed.as_ref().unwrap_or(&reply));
+    let problem = failed.map(|r| r.problem());
+    render(
+        st,
+        headers,
+        signed,
+        status,
+        "dash_webhooks.html",
+        "webhooks",
+        context! {
+            endpoints, problem, list_problem, notice,
+            form => form.unwrap_or_else(|| context! { events => "*", ordering => "none" }),
+            can_write => signed.can(gatehouse_domain::Scope::WebhooksWrite),
+        },
+    )
+    .await
+}
+
+/// The event types of the form's text: separated by spaces, commas or
+/// lines.
+fn patterns(text: &str) -> Vec<String> {
+    text.split(|c: char| c == ',' || c.is_whitespace())
+        .filter(|p| !p.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+async fn create(State(st): State<AppState>, ConnectInfo(peer): Peer, req: Request) -> Response {
+    let (headers, form) = form_or_return!(st, req);
+    let signed = signed_or_return!(st, headers, peer);
+    let url = form.value("url").unwrap_or("").trim().to_owned();
+    let description = form.value("description").unwrap_or("").trim().to_owned();
+    let events = form.value("events").unwrap_or("").to_owned();
+    let ordering = form.value("ordering").unwrap_or("none").to_owned();
+    let body = json!({
+        "url": url, "description": description,
+        "enabled_events": patterns(&events), "ordering": ordering,
+    });
+    let reply = signed
+        .api(&st, Method::POST, "/webhook-endpoints", Some(&body))
+        .await;
+    match (reply.ok(), reply.data()["secret"].as_str()) {
+        (true, Some(secret)) => {
+            let id = reply.data()["id"].as_str().unwrap_or("").to_owned();
+            secret_page(
+                &st,
+                &headers,
+                &signed,
+                SecretKind::Webhook,
+                &id,
+                &url,
+                secret,
+            )
+            .await
+        }
+        _ => {
+            let form = context! { url, description, events, ordering };
+            list_page(&st, &headers, &signed, Some(reply), None, Some(form)).await
+        }
+    }
+}
+
+async fn endpoint(
+    State(st): State<AppState>,
+    ConnectInfo(peer): Peer,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    uri: Uri,
+) -> Response {
+    let signed = signed_or_return!(st, headers, peer);
+    let Some(id) = safe_id(&id) else {
+        return not_found(&st);
+    };
+    endpoint_page(&st, &headers, &signed, id, None, webhook_notice(&uri)).await
+}
+
+async fn endpoint_page(
+    st: &AppState,
+    headers: &HeaderMap,
+    signed: &Signed,
+    id: &str,
+    failed: Option<Reply>,
+    notice: Option<&str>,
+) -> Response {
+    let reply = signed
+        .api(st, Method::GET, &format!("/webhook-endpoints/{id}"), None)
+        .await;
+    if reply.status == StatusCode::NOT_FOUND {
+        return not_found(st);
+    }
+    let attempts_reply = signed
+        .api(
+            st,
+            Method::GET,
+            &format!("/webhook-endpoints/{id}/attempts?limit={ATTEMPTS_SHOWN}"),
+            None,
+        )
+        .await;
+    let attempts: Vec<Value> = attempts_reply
+        .data()
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|t| {
+                    context! {
+                        event => t["event"].as_str().unwrap_or(""),
+                        attempt => t["attempt"].as_u64(),
+                        trigger => t["trigger"].as_str().unwrap_or(""),
+                        status => t["status"].as_str().unwrap_or(""),
+                        started_at => t["started_at"].as_str(),
+                        duration_ms => t["duration_ms"].as_i64(),
+                        response_status => t["response_status"].as_u64(),
+                        error => t["error"].as_str(),
+                        next_attempt_at => t["next_attempt_at"].as_str(),
+                    }
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let list_problem = [&reply, &attempts_reply]
+        .into_iter()
+        .find(|r| !r.ok())
+        .map(|r| r.problem());
+    let status = page_status(failed.as_ref().unwrap_or(&reply));
+    let problem = failed.map(|r| r.problem());
+    render(
+        st,
+        headers,
+        signed,
+        status,
+        "dash_webhook.html",
+        "webhooks",
+        context! {
+            problem, list_problem, notice, attempts,
+            endpoint => reply.ok().then(|| endpoint_view(reply.data())),
+            can_write => signed.can(gatehouse_domain::Scope::WebhooksWrite),
+        },
+    )
+    .await
+}
+
+/// Enables or disables an endpoint (`status`), as `PATCH` does.
+async fn change(
+    State(st): State<AppState>,
+    ConnectInfo(peer): Peer,
+    Path(id): Path<String>,
+    req: Request,
+) -> Response {
+    let (headers, form) = form_or_return!(st, req);
+    let signed = signed_or_return!(st, headers, peer);
+    let Some(id) = safe_id(&id) else {
+        return not_found(&st);
+    };
+    let status = form.value("status").unwrap_or("").to_owned();
+    let reply = signed
+        .api(
+            &st,
+            Method::PATCH,
+            &format!("/webhook-endpoints/{id}"),
+            Some(&json!({ "status": status })),
+        )
+        .await;
+    if reply.ok() {
+        let done = if status == "enabled" {
+            "enabled"
+        } else {
+            "disabled"
+        };
+        return signed.redirect(&st, &format!("/dashboard/webhooks/{id}?done={done}"));
+    }
+    endpoint_page(&st, &headers, &signed, id, Some(reply), None).await
+}
+
+/// Sends the unsequenced `webhook_endpoint.test` event and shows the
+/// endpoint with that attempt on top.
+async fn test(
+    State(st): State<AppState>,
+    ConnectInfo(peer): Peer,
+    Path(id): Path<String>,
+    req: Request,
+) -> Response {
+    let (headers, _form) = form_or_return!(st, req);
+    let signed = signed_or_return!(st, headers, peer);
+    let Some(id) = safe_id(&id) else {
+        return not_found(&st);
+    };
+    let reply = signed
+        .api(
+            &st,
+            Method::POST,
+            &format!("/webhook-endpoints/{id}/test"),
+            Some(&json!({})),
+        )
+        .await;
+    if reply.ok() {
+        let outcome = reply.data()["status"].as_str().unwrap_or("");
+        let done = if outcome == "succeeded" {
+            "tested"
+        } else {
+            "test-failed"
+        };
+        return signed.redirect(&st, &format!("/dashboard/webhooks/{id}?done={done}"));
+    }
+    endpoint_page(&st, &headers, &signed, id, Some(reply), None).await
+}
+
+async fn delete(
+    State(st): State<AppState>,
+    ConnectInfo(peer): Peer,
+    Path(id): Path<String>,
+    req: Request,
+) -> Response {
+    let (headers, _form) = form_or_return!(st, req);
+    let signed = signed_or_return!(st, headers, peer);
+    let Some(id) = safe_id(&id) else {
+        return not_found(&st);
+    };
+    let reply = signed
+        .api(
+            &st,
+            Method::DELETE,
+            &format!("/webhook-endpoints/{id}"),
+            None,
+        )
+        .await;
+    if reply.ok() {
+        return signed.redirect(&st, "/dashboard/webhooks?done=removed");
+    }
+    endpoint_page(&st, &headers, &signed, id, Some(reply), None).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::patterns;
+
+    #[test]
+    fn event_types_are_split_on_commas_spaces_and_lines() {
+        assert_eq!(
+            patterns("user.*, product.created\n  consent.revoked,,"),
+            ["user.*", "product.created", "consent.revoked"]
+        );
+        assert!(patterns("  \n ").is_empty());
+    }
+}
