@@ -1352,3 +1352,156 @@ async fn d53_the_mock_delivers_to_loopback_once_without_retries() {
     assert_eq!(log["data"][0]["status"], "failed");
     assert_eq!(log["data"][0]["next_attempt_at"], Value::Null);
 }
+
+/// D55 with D35 (continued): every event an endpoint subscribed to with
+/// `*` is delivered, its body the event exactly as `/v1/events` lists it,
+/// and each delivered body is valid against its type's webhook schema: a
+/// delivered sample of every type the API's changes tell (users and their
+/// invitations, products, applications and their secrets, API keys,
+/// endpoints).
+#[tokio::test]
+async fn d55_every_event_type_is_delivered_as_listed_and_valid() {
+    let s = delivering().await;
+    let t = s
+        .token(
+            "webhooks:read webhooks:write users:read users:write products:write \
+             applications:read applications:write events:read",
+        )
+        .await;
+    let (url, receiver) = Receiver::start(&[]).await;
+    let e = created(&s, &t, json!({"url": url, "enabled_events": ["*"]})).await;
+    let events_before = crate::events::all_after(&s, &t, 0).await;
+    let mark = events_before
+        .last()
+        .and_then(|e| e["sequence"].as_i64())
+        .unwrap_or(0);
+    let call = |method: Method, path: String, body: Option<Value>| {
+        let (s, t) = (&s, &t);
+        async move {
+            let res = s.call(method, &path, t, body).await;
+            assert!(res.status().is_success(), "{path}: {}", res.status());
+            res.json::<Value>().await.unwrap_or(Value::Null)
+        }
+    };
+    // Users: created and invited, updated, deleted.
+    let u = call(
+        Method::POST,
+        "/v1/users".into(),
+        Some(json!({"email": "told@example.com", "name": "Told", "role": "viewer"})),
+    )
+    .await;
+    let uid = u["data"]["id"].as_str().unwrap().to_owned();
+    call(
+        Method::PATCH,
+        format!("/v1/users/{uid}"),
+        Some(json!({"name": "Told Again"})),
+    )
+    .await;
+    call(Method::DELETE, format!("/v1/users/{uid}"), None).await;
+    // Products.
+    let p = call(
+        Method::POST,
+        "/v1/products".into(),
+        Some(json!({"name": "Told", "sku": "TOLD-1", "price": 1, "stock": 1})),
+    )
+    .await;
+    let pid = p["data"]["id"].as_str().unwrap().to_owned();
+    call(
+        Method::PATCH,
+        format!("/v1/products/{pid}"),
+        Some(json!({"stock": 7})),
+    )
+    .await;
+    call(Method::DELETE, format!("/v1/products/{pid}"), None).await;
+    // Applications: created, updated, secret rotated, deleted.
+    let a = call(
+        Method::POST,
+        "/v1/applications".into(),
+        Some(
+            json!({"name": "Told app", "type": "confidential", "redirect_uris": [],
+                    "scopes": ["users:read"]}),
+        ),
+    )
+    .await;
+    let aid = a["data"]["id"].as_str().unwrap().to_owned();
+    call(
+        Method::PATCH,
+        format!("/v1/applications/{aid}"),
+        Some(json!({"name": "Told app, renamed"})),
+    )
+    .await;
+    call(
+        Method::POST,
+        format!("/v1/applications/{aid}/secret"),
+        Some(json!({})),
+    )
+    .await;
+    call(Method::DELETE, format!("/v1/applications/{aid}"), None).await;
+    // API keys: created, revoked.
+    let k = call(
+        Method::POST,
+        "/v1/api-keys".into(),
+        Some(json!({"name": "told key", "scopes": ["users:read"]})),
+    )
+    .await;
+    let kid = k["data"]["id"].as_str().unwrap().to_owned();
+    call(Method::DELETE, format!("/v1/api-keys/{kid}"), None).await;
+    // Another endpoint: created, updated, disabled by hand, deleted.
+    let other = created(&s, &t, json!({"url": "https://hooks.example.com/other"})).await;
+    let oid = other["id"].as_str().unwrap().to_owned();
+    let path = format!("/v1/webhook-endpoints/{oid}");
+    call(
+        Method::PATCH,
+        path.clone(),
+        Some(json!({"description": "told"})),
+    )
+    .await;
+    call(
+        Method::PATCH,
+        path.clone(),
+        Some(json!({"status": "disabled"})),
+    )
+    .await;
+    call(Method::DELETE, path, None).await;
+
+    let listed = crate::events::all_after(&s, &t, mark).await;
+    let got = receiver.wait_for(listed.len()).await;
+    let delivered: Vec<Value> = got
+        .iter()
+        .map(|(_, body)| serde_json::from_slice(body).unwrap())
+        .collect();
+    crate::events::assert_valid_events(&s, &delivered).await;
+    for event in &listed {
+        let same = delivered.iter().find(|d| d["id"] == event["id"]);
+        assert_eq!(same, Some(event), "delivered as listed: {}", event["type"]);
+    }
+    let mut types: Vec<&str> = delivered
+        .iter()
+        .filter_map(|d| d["type"].as_str())
+        .collect();
+    types.sort_unstable();
+    types.dedup();
+    assert_eq!(
+        types,
+        [
+            "api_key.created",
+            "api_key.revoked",
+            "application.created",
+            "application.deleted",
+            "application.secret_rotated",
+            "application.updated",
+            "product.created",
+            "product.deleted",
+            "product.updated",
+            "user.created",
+            "user.deleted",
+            "user.invited",
+            "user.updated",
+            "webhook_endpoint.created",
+            "webhook_endpoint.deleted",
+            "webhook_endpoint.updated",
+        ],
+        "endpoint {}",
+        e["id"]
+    );
+}
