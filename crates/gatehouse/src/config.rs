@@ -887,6 +887,11 @@ impl Settings {
                     "GATEHOUSE_WEBHOOK_DNS is honoured only with --test-settings (it replaces the resolver webhooks are checked with; never in production)"
                 );
             }
+            if cfg!(not(feature = "test-dns")) {
+                anyhow::bail!(
+                    "GATEHOUSE_WEBHOOK_DNS needs a build with the test-dns feature (cargo build --features test-dns); the tests' build has it"
+                );
+            }
             s.webhook_dns = Some(raw.parse().map_err(|_| {
                 anyhow::anyhow!(
                     "GATEHOUSE_WEBHOOK_DNS: {raw:?} is not host:port, e.g. 127.0.0.1:5353"

@@ -9,6 +9,7 @@
 
 pub mod commands;
 pub mod config;
+#[cfg(feature = "test-dns")]
 pub mod dns;
 pub mod mail;
 pub mod metrics;

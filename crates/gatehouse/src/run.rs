@@ -251,7 +251,11 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
     // D55: the webhook transport (address rules at connect time), and the
     // resolver both it and the checks at create use.
     let lookup: Arc<dyn gatehouse_app::webhooks::HostLookup> = match settings.webhook_dns {
+        #[cfg(feature = "test-dns")]
         Some(server) => Arc::new(crate::dns::ServerLookup::new(server)),
+        // Refused by the configuration without `test-dns`.
+        #[cfg(not(feature = "test-dns"))]
+        Some(_) => anyhow::bail!("GATEHOUSE_WEBHOOK_DNS needs the test-dns feature"),
         None => Arc::new(gatehouse_app::webhooks::SystemLookup),
     };
     let mut sender = crate::webhook_sender::SenderConfig::new(settings.webhook_allow.clone());
