@@ -575,6 +575,51 @@ pub fn failing_too_long(failing_since: Timestamp, disable_after: Duration, now: 
     now >= failing_since.plus_millis(after)
 }
 
+/// What a failed attempt does to its endpoint beyond its own delivery
+/// (D55), decided here once for every backend.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AfterFailure {
+    /// Disabled, as this endpoint: `gone` after a 410, `failing` when it
+    /// has had no success for `GATEHOUSE_WEBHOOK_DISABLE_AFTER`. Its
+    /// pending deliveries are cancelled and `webhook_endpoint.disabled` is
+    /// told.
+    Disable(Endpoint),
+    /// The event's schedule is spent and the admins were not told of this
+    /// endpoint in the last 24 hours: they get the "deliveries failing"
+    /// e-mail, and the time is kept.
+    MailAdmins,
+    /// Nothing more: the next attempt, or the next failure, decides.
+    Nothing,
+}
+
+/// D55: after an attempt of `current` failed at `at` with `next` (anything
+/// but [`Next::Done`], whose success ends the failing streak), the endpoint
+/// failing since `failing_since` (this failure's time when it is the first)
+/// and its admins last e-mailed at `mailed`.
+pub fn after_failure(
+    current: &Endpoint,
+    next: Next,
+    failing_since: Timestamp,
+    mailed: Option<Timestamp>,
+    disable_after: Duration,
+    at: Timestamp,
+) -> AfterFailure {
+    let reason = if next == Next::Gone {
+        Some(DisabledReason::Gone)
+    } else if failing_too_long(failing_since, disable_after, at) {
+        Some(DisabledReason::Failing)
+    } else {
+        None
+    };
+    if let Some(off) = reason.and_then(|r| disabled_for(current, r, at)) {
+        AfterFailure::Disable(off)
+    } else if next == Next::Exhausted && failing_mail_due(mailed, at) {
+        AfterFailure::MailAdmins
+    } else {
+        AfterFailure::Nothing
+    }
+}
+
 /// Why an attempt is made (D55's `trigger`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Trigger {
@@ -1094,6 +1139,51 @@ mod tests {
             t.plus_seconds(5 * 86_400 - 1)
         ));
         assert!(failing_too_long(t, five_days, t.plus_seconds(5 * 86_400)));
+    }
+
+    #[test]
+    fn d55_after_a_failure_gone_disables_at_once_failing_after_the_limit_else_mail_once_a_day() {
+        let e = endpoint();
+        let t = Timestamp::from_millis(1_000_000_000);
+        let day = Duration::from_secs(86_400);
+        let later = t.plus_seconds(3_600);
+        // A 410: disabled `gone`, whatever the streak.
+        let AfterFailure::Disable(off) = after_failure(&e, Next::Gone, later, None, day, later)
+        else {
+            panic!("a 410 disables");
+        };
+        assert_eq!(off.disabled, Some(DisabledReason::Gone));
+        assert_eq!(off.updated_at, later);
+        // Failing for the whole limit: disabled `failing` (before any mail).
+        let at = t.plus_seconds(86_400);
+        let AfterFailure::Disable(off) = after_failure(&e, Next::Exhausted, t, None, day, at)
+        else {
+            panic!("failing too long disables");
+        };
+        assert_eq!(off.disabled, Some(DisabledReason::Failing));
+        // An endpoint already disabled is not disabled again.
+        let already = Endpoint {
+            disabled: Some(DisabledReason::Manual),
+            ..e.clone()
+        };
+        assert_eq!(
+            after_failure(&already, Next::Gone, t, Some(t), day, later),
+            AfterFailure::Nothing
+        );
+        // A spent schedule within the limit: the admins are mailed, at most
+        // once a day; a retry still to come tells no one.
+        assert_eq!(
+            after_failure(&e, Next::Exhausted, t, None, day, later),
+            AfterFailure::MailAdmins
+        );
+        assert_eq!(
+            after_failure(&e, Next::Exhausted, t, Some(t), day, later),
+            AfterFailure::Nothing
+        );
+        assert_eq!(
+            after_failure(&e, Next::RetryAt(later), t, None, day, later),
+            AfterFailure::Nothing
+        );
     }
 
     #[test]

@@ -2,7 +2,8 @@
 
 use gatehouse_domain::event::Teller;
 use gatehouse_domain::webhook::{
-    self, Attempt, AttemptError, DisabledReason, Endpoint, EndpointPatch, Next, Ordering, Trigger,
+    self, AfterFailure, Attempt, AttemptError, DisabledReason, Endpoint, EndpointPatch, Next,
+    Ordering, Trigger,
 };
 use gatehouse_domain::{AttemptId, EndpointId, EventId};
 use gatehouse_store::{
@@ -786,36 +787,33 @@ impl DeliveryStore for PgStore {
             let Some((since, mailed)) = state else {
                 return Ok(finished);
             };
-            let reason = if next == Next::Gone {
-                Some(DisabledReason::Gone)
-            } else if webhook::failing_too_long(
+            let current = lock_endpoint(&mut tx, &claimed.org, &claimed.endpoint).await?;
+            match webhook::after_failure(
+                &current,
+                next,
                 Timestamp::from_millis(since),
+                mailed.map(Timestamp::from_millis),
                 disable_after,
                 made.started_at,
             ) {
-                Some(DisabledReason::Failing)
-            } else {
-                None
-            };
-            let current = lock_endpoint(&mut tx, &claimed.org, &claimed.endpoint).await?;
-            if let Some(off) =
-                reason.and_then(|reason| webhook::disabled_for(&current, reason, made.started_at))
-            {
-                write_endpoint(&mut tx, &claimed.org, &off).await?;
-                cancel_pending(&mut tx, &claimed.org, &off.id).await?;
-                let told = effect::of_endpoint_disabled(tell, &off);
-                crate::effects::apply(&mut tx, &claimed.org, &told, made.started_at, None).await?;
-                finished.disabled = Some(off);
-            } else if next == Next::Exhausted
-                && webhook::failing_mail_due(mailed.map(Timestamp::from_millis), made.started_at)
-            {
-                query("UPDATE webhook_endpoints SET failing_mailed_at = $3 WHERE id = $1 AND org_id = $2")
-                    .bind(claimed.endpoint.as_str())
-                    .bind(org)
-                    .bind(made.started_at.millis())
-                    .execute(&mut *tx)
-                    .await?;
-                finished.mail_failing = Some(current);
+                AfterFailure::Disable(off) => {
+                    write_endpoint(&mut tx, &claimed.org, &off).await?;
+                    cancel_pending(&mut tx, &claimed.org, &off.id).await?;
+                    let told = effect::of_endpoint_disabled(tell, &off);
+                    crate::effects::apply(&mut tx, &claimed.org, &told, made.started_at, None)
+                        .await?;
+                    finished.disabled = Some(off);
+                }
+                AfterFailure::MailAdmins => {
+                    query("UPDATE webhook_endpoints SET failing_mailed_at = $3 WHERE id = $1 AND org_id = $2")
+                        .bind(claimed.endpoint.as_str())
+                        .bind(org)
+                        .bind(made.started_at.millis())
+                        .execute(&mut *tx)
+                        .await?;
+                    finished.mail_failing = Some(current);
+                }
+                AfterFailure::Nothing => {}
             }
             Ok(finished)
         })

@@ -2,7 +2,8 @@
 
 use gatehouse_domain::event::Teller;
 use gatehouse_domain::webhook::{
-    self, Attempt, AttemptError, DisabledReason, Endpoint, EndpointPatch, Next, Ordering, Trigger,
+    self, AfterFailure, Attempt, AttemptError, DisabledReason, Endpoint, EndpointPatch, Next,
+    Ordering, Trigger,
 };
 use gatehouse_domain::{AttemptId, EndpointId, EventId};
 use gatehouse_store::{
@@ -806,37 +807,35 @@ impl DeliveryStore for SqliteStore {
                 let Some((since, mailed)) = state else {
                     return Ok(finished);
                 };
-                let reason = if next == Next::Gone {
-                    Some(DisabledReason::Gone)
-                } else if webhook::failing_too_long(
+                let Some(current) = get_endpoint_tx(tx, &claimed.org, &claimed.endpoint)? else {
+                    return Ok(finished);
+                };
+                match webhook::after_failure(
+                    &current,
+                    next,
                     Timestamp::from_millis(since),
+                    mailed.map(Timestamp::from_millis),
                     disable_after,
                     made.started_at,
                 ) {
-                    Some(DisabledReason::Failing)
-                } else {
-                    None
-                };
-                let current = get_endpoint_tx(tx, &claimed.org, &claimed.endpoint)?;
-                if let Some(off) = reason.zip(current.as_ref()).and_then(|(reason, e)| {
-                    webhook::disabled_for(e, reason, made.started_at)
-                }) {
-                    write_endpoint(tx, &claimed.org, &off)?;
-                    cancel_pending(tx, &claimed.org, &off.id)?;
-                    let told = effect::of_endpoint_disabled(&tell, &off);
-                    effects::apply(tx, &claimed.org, &told, made.started_at, None)?;
-                    finished.disabled = Some(off);
-                } else if next == Next::Exhausted
-                    && webhook::failing_mail_due(mailed.map(Timestamp::from_millis), made.started_at)
-                {
-                    tx.prepare_cached(
-                        "UPDATE webhook_endpoints SET failing_mailed_at = ?3 WHERE id = ?1 AND org_id = ?2",
-                    )
-                    .and_then(|mut s| {
-                        s.execute(params![claimed.endpoint.as_str(), org, made.started_at.millis()])
-                    })
-                    .map_err(db_err)?;
-                    finished.mail_failing = current;
+                    AfterFailure::Disable(off) => {
+                        write_endpoint(tx, &claimed.org, &off)?;
+                        cancel_pending(tx, &claimed.org, &off.id)?;
+                        let told = effect::of_endpoint_disabled(&tell, &off);
+                        effects::apply(tx, &claimed.org, &told, made.started_at, None)?;
+                        finished.disabled = Some(off);
+                    }
+                    AfterFailure::MailAdmins => {
+                        tx.prepare_cached(
+                            "UPDATE webhook_endpoints SET failing_mailed_at = ?3 WHERE id = ?1 AND org_id = ?2",
+                        )
+                        .and_then(|mut s| {
+                            s.execute(params![claimed.endpoint.as_str(), org, made.started_at.millis()])
+                        })
+                        .map_err(db_err)?;
+                        finished.mail_failing = Some(current);
+                    }
+                    AfterFailure::Nothing => {}
                 }
                 Ok(finished)
             })
