@@ -684,6 +684,7 @@ impl std::fmt::Debug for Settings {
 impl Settings {
     /// Defaults for a data directory (used by tests, which then set addresses).
     pub fn with_data_dir(data_dir: PathBuf) -> Self {
+        let worker = gatehouse_app::deliveries::DeliverySettings::default();
         Self {
             database_url: format!("sqlite://{}", data_dir.join("gatehouse.db").display()),
             data_dir,
@@ -704,13 +705,14 @@ impl Settings {
             event_retention_secs: 30 * DAY,
             webhook_allow: Default::default(),
             webhook_schedule: Default::default(),
-            webhook_timeout: std::time::Duration::from_secs(15),
+            // The worker's defaults, written once (gatehouse-app).
+            webhook_timeout: worker.timeout,
             webhook_connect_timeout: std::time::Duration::from_secs(5),
-            webhook_max_in_flight: 10,
-            webhook_disable_after: std::time::Duration::from_secs(5 * 86_400),
+            webhook_max_in_flight: worker.max_in_flight,
+            webhook_disable_after: worker.disable_after,
             webhook_dns: None,
             webhook_extra_roots_pem: Vec::new(),
-            webhook_drain: std::time::Duration::from_secs(25),
+            webhook_drain: worker.drain,
             test_settings: false,
             trusted_proxies: Vec::new(),
             env: Env::Production,
