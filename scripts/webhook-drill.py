@@ -22,7 +22,10 @@ Only the standard library. The receiver (loopback, answering 204 after 0 to
   once).
 
 At the end every event of the organization from `/v1/events` (its types
-`product.*`, after the endpoint was made) must have arrived; a duplicate is
+`product.*`, after the endpoint was made) must have arrived, and every
+acknowledged write must have been told (a `product.created` per creation,
+a `product.updated` per PATCH: an event never sequenced is neither listed
+nor delivered, so only this check finds one); a duplicate is
 allowed only as an attempt a kill cut short (at most MAX_IN_FLIGHT per kill)
 and is counted. With NODES=2 each round kills one node while the other goes
 on serving writers and delivering: deliveries must arrive while a node is
@@ -30,6 +33,7 @@ down.
 """
 
 import base64
+import collections
 import json
 import os
 import random
@@ -69,6 +73,7 @@ env = dict(os.environ, GATEHOUSE_LOG="warn",
 
 lock = threading.Lock()
 received = {}  # webhook-id -> requests
+told = {}  # webhook-id -> (type, object id) of the event delivered
 arrivals = []  # arrival times
 busy = {}  # webhook-id -> requests of it in progress now
 in_flight = [0, 0]  # now, most at once
@@ -80,7 +85,9 @@ class Receiver(BaseHTTPRequestHandler):
 
     def do_POST(self):
         wid = self.headers["webhook-id"]
-        self.rfile.read(int(self.headers["Content-Length"]))
+        event = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        with lock:
+            told[wid] = (event["type"], event["data"]["object"]["id"])
         with lock:
             in_flight[0] += 1
             in_flight[1] = max(in_flight[1], in_flight[0])
@@ -175,6 +182,7 @@ st, endpoint = call(0, "POST", "/v1/webhook-endpoints", token(0, *creds),
 assert st == 201, endpoint
 stop = threading.Event()
 acked = [0]
+created, patched = set(), {}  # acknowledged: product ids; product id -> PATCHes
 counter = iter(range(10**9))
 
 
@@ -192,10 +200,15 @@ def writer(tokens):
                            {"name": f"P{k}", "sku": f"W-{SEED}-{k}", "price": 100, "stock": 1})
             if st == 201:
                 mine.append(doc["data"]["id"])
+                with lock:
+                    created.add(doc["data"]["id"])
         else:
             pid = random.choice(mine)
             st, _ = call(n, "PATCH", f"/v1/products/{pid}", tokens[n],
-                         {"stock": random.randrange(2, 10**6)})
+                         {"stock": next(counter) + 2})  # new each time: it changes something
+            if st == 200:
+                with lock:
+                    patched[pid] = patched.get(pid, 0) + 1
         time.sleep(random.expovariate(RATE / CLIENTS))
         if st in (200, 201):
             with lock:
@@ -261,6 +274,14 @@ with lock:
     failures = list(violations)
 if missing:
     failures.append(f"{len(missing)} of {len(wanted)} events never arrived: {missing[:5]}")
+# Every acknowledged write told, as the receiver saw it: an event that was
+# never sequenced is neither listed nor delivered, and only this finds it.
+with lock:
+    seen = collections.Counter(told.values())
+untold = [p for p in created if seen[("product.created", p)] == 0]
+untold += [p for p, n in patched.items() if seen[("product.updated", p)] < n]
+if untold:
+    failures.append(f"{len(untold)} acknowledged writes were never delivered: {untold[:5]}")
 if duplicates > kills * MAX_IN_FLIGHT:
     failures.append(f"{duplicates} duplicates, more than {kills} kills × {MAX_IN_FLIGHT} in flight")
 if NODES > 1 and during_downtime == 0:

@@ -229,7 +229,11 @@ impl App {
         // what has committed (a no-op on SQLite, whose writes sequence their
         // own), so an event waits at most a tick for its delivery to start
         // rather than for the 500 ms background job.
-        self.sequence_events().await?;
+        // A failure here holds back only the events not sequenced yet:
+        // those already sequenced are fanned out and delivered regardless.
+        if let Err(e) = self.sequence_events().await {
+            tracing::warn!(error = %e, "sequencing events before a delivery round failed");
+        }
         delivery_store(self)
             .fan_out(Timestamp::now(), FAN_OUT_BATCH)
             .await

@@ -17,3 +17,7 @@ FROM (SELECT min(ticket) AS first FROM events
       WHERE sequence IS NULL
         AND ticket <= (SELECT done_ticket FROM event_progress)) AS lost
 WHERE lost.first IS NOT NULL;
+
+-- A cut the first sequencer left pending was bounded the old way: dropped,
+-- the next round cuts anew.
+DELETE FROM event_cut;

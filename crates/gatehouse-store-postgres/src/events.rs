@@ -12,6 +12,12 @@
 //!    those have committed or rolled back: the tickets up to the cut are
 //!    final, and their events are sequenced in ticket order.
 //!
+//! Two assumptions the argument rests on: the ticket sequence hands out one
+//! value at a time (`CACHE 1`, the default: a backend caching values could
+//! hand out one below a cut it read later; a unit test checks it), and the
+//! rounds run at READ COMMITTED, as `write_tx!` opens every transaction (a
+//! statement's snapshot is taken after the advisory lock was granted).
+//!
 //! No writer waits for this: a writer only takes a ticket. The cut lives in
 //! `event_cut` and the high-water mark (every ticket at or below it is
 //! sequenced, or rolled back) in `event_progress`, so a crash or another
@@ -273,14 +279,24 @@ async fn apply_cut(c: &mut PgConnection, ticket: i64) -> TxResult<(u64, bool)> {
     Ok((rows.len() as u64, used_up))
 }
 
+/// The sequencer's transaction-level advisory lock, if no one holds it.
+async fn try_lock(c: &mut PgConnection) -> TxResult<bool> {
+    Ok(query_scalar("SELECT pg_try_advisory_xact_lock($1)")
+        .bind(SEQUENCER_LOCK)
+        .fetch_one(&mut *c)
+        .await?)
+}
+
 /// The first half of a round: the pending cut, if it is final. Answers how
 /// many it sequenced, and whether a cut is still pending (not final yet, or
 /// a backlog larger than one batch).
 async fn apply_round(c: &mut PgConnection) -> TxResult<(u64, bool)> {
-    query("SELECT pg_advisory_xact_lock($1)")
-        .bind(SEQUENCER_LOCK)
-        .execute(&mut *c)
-        .await?;
+    // One sequencer at a time; a caller that finds it busy leaves the round
+    // to it (its own caller polls or comes back) rather than queue up
+    // holding a connection.
+    if !try_lock(c).await? {
+        return Ok((0, true));
+    }
     let cut: Option<(i64, String)> = query_as("SELECT ticket, next_xid FROM event_cut")
         .fetch_optional(&mut *c)
         .await?;
@@ -317,10 +333,9 @@ async fn apply_round(c: &mut PgConnection) -> TxResult<(u64, bool)> {
 /// as final while that transaction ran, and the events it committed
 /// afterwards, below the high-water mark, were never sequenced.
 async fn cut_round(c: &mut PgConnection) -> TxResult<()> {
-    query("SELECT pg_advisory_xact_lock($1)")
-        .bind(SEQUENCER_LOCK)
-        .execute(&mut *c)
-        .await?;
+    if !try_lock(c).await? {
+        return Ok(());
+    }
     let pending: bool = query_scalar("SELECT EXISTS (SELECT 1 FROM event_cut)")
         .fetch_one(&mut *c)
         .await?;
@@ -486,6 +501,24 @@ mod tests {
             .map(|r| r.try_get::<String, _>(0).unwrap())
             .collect::<Vec<_>>()
             .join("\n")
+    }
+
+    /// The sequencer's argument needs the ticket sequence to hand out one
+    /// value at a time (no per-backend cache).
+    #[tokio::test]
+    async fn the_ticket_sequence_caches_nothing() {
+        let Some(s) = crate::testing::fresh_store().await else {
+            return;
+        };
+        let cache: i64 = query_scalar(
+            "SELECT cache_size FROM pg_sequences
+             WHERE schemaname || '.' || sequencename
+                 = pg_get_serial_sequence('events', 'ticket')",
+        )
+        .fetch_one(&s.pool)
+        .await
+        .unwrap();
+        assert_eq!(cache, 1);
     }
 
     /// The events inserts take the transaction's id before they draw a

@@ -613,6 +613,7 @@ async fn migration_22_sequences_events_the_first_sequencer_passed_over() {
     use gatehouse_store::EventFilter;
     use sqlx_core::connection::Connection as _;
     use sqlx_core::executor::Executor as _;
+    let _alone = HOLDS_TRANSACTIONS_OPEN.lock().await;
 
     let Some(url) = fresh_database_url().await else {
         return;
@@ -665,7 +666,16 @@ async fn migration_22_sequences_events_the_first_sequencer_passed_over() {
         .await
         .unwrap();
     let s = PgStore::connect(&url).await.unwrap();
-    s.sequence_events().await.unwrap();
+    // Until the cut is final (a transaction elsewhere on the cluster may
+    // hold it back for a moment).
+    let mark = s.event_mark().await.unwrap();
+    for _ in 0..200 {
+        s.sequence_events().await.unwrap();
+        if s.sequenced_through(mark).await.unwrap() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
     assert_eq!(
         listed(s.clone(), o.id.clone()).await,
         vec![(2, after.id.to_string()), (3, "usr_x".to_owned())],

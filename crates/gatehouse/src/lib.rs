@@ -27,7 +27,7 @@ use gatehouse_store::Store;
 
 /// The SQLite file a `sqlite:` URL or plain path names, or `None` for a
 /// PostgreSQL URL.
-fn sqlite_path(database_url: &str) -> Option<&str> {
+pub(crate) fn sqlite_path(database_url: &str) -> Option<&str> {
     if database_url.starts_with("postgres://") || database_url.starts_with("postgresql://") {
         return None;
     }

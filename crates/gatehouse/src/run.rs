@@ -42,6 +42,9 @@ pub struct Running {
     pub cert_path: Option<std::path::PathBuf>,
     stop: watch::Sender<bool>,
     tasks: JoinSet<std::io::Result<()>>,
+    /// SQLite: the lock that makes this the database's one serving process
+    /// (D44), held until the process ends or [`Running::shutdown`].
+    _serving: Option<std::fs::File>,
 }
 
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
@@ -178,6 +181,9 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
         )
     })?;
     let store = crate::open_store(&settings.database_url).await?;
+    let serving = crate::sqlite_path(&settings.database_url)
+        .map(|path| lock_serving(std::path::Path::new(path)))
+        .transpose()?;
     let master = crate::load_master_key(settings.master_key.as_deref(), &settings.data_dir)?;
     let keys = gatehouse_app::keys::load_key_ring(store.as_ref(), master)
         .await
@@ -397,7 +403,37 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
         cert_path,
         stop,
         tasks,
+        _serving: serving,
     })
+}
+
+/// D44: a SQLite database has one serving process. Its lock (`flock` on
+/// `<database>-serve.lock`, released by the kernel when the process ends,
+/// however it ends) refuses a second `serve`, so what the one process
+/// assumes holds: a webhook lease found at its start was left by a
+/// process that is gone. Operator commands (D47) take no such lock.
+fn lock_serving(database: &std::path::Path) -> anyhow::Result<std::fs::File> {
+    let mut name = database.as_os_str().to_owned();
+    name.push("-serve.lock");
+    let path = std::path::PathBuf::from(name);
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .with_context(|| format!("opening {}", path.display()))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => anyhow::bail!(
+            "another `gatehouse serve` is running on the SQLite database {} (it holds {}); \
+             SQLite serves one process: stop that one, or use PostgreSQL for several nodes (D44)",
+            database.display(),
+            path.display()
+        ),
+        Err(std::fs::TryLockError::Error(e)) => {
+            Err(e).with_context(|| format!("locking {}", path.display()))
+        }
+    }
 }
 
 /// Background jobs: e-mail delivery (D30), the revocation set kept in step

@@ -22,7 +22,7 @@ impl Default for Templates {
 }
 
 /// Every template, compiled into the binary (no external assets).
-const TEMPLATES: [(&str, &str); 27] = [
+const TEMPLATES: [(&str, &str); 28] = [
     ("base.html", include_str!("../../templates/base.html")),
     (
         "docs_macros.html",
@@ -112,6 +112,10 @@ const TEMPLATES: [(&str, &str); 27] = [
     (
         "dash_webhook.html",
         include_str!("../../templates/dash_webhook.html"),
+    ),
+    (
+        "dash_webhook_delete.html",
+        include_str!("../../templates/dash_webhook_delete.html"),
     ),
 ];
 

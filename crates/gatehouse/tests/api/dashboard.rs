@@ -1178,12 +1178,55 @@ async fn the_webhooks_page_is_for_admins_only() {
         )
         .await;
     assert_eq!(forged.status, StatusCode::FORBIDDEN, "{}", forged.body);
-    let admin = s.token("webhooks:read").await;
+    let admin = s.token("webhooks:read webhooks:write").await;
     let listed = s
         .call(Method::GET, "/v1/webhook-endpoints", &admin, None)
         .await;
     let listed: serde_json::Value = listed.json().await.unwrap();
     assert_eq!(listed["meta"]["total"], 0);
+    // An endpoint's page, its confirmation and its forms: refused in words.
+    let made = s
+        .call(
+            Method::POST,
+            "/v1/webhook-endpoints",
+            &admin,
+            Some(serde_json::json!({"url": "https://hooks.example.com/in"})),
+        )
+        .await;
+    let made: serde_json::Value = made.json().await.unwrap();
+    let id = made["data"]["id"].as_str().unwrap().to_owned();
+    for page in [
+        format!("/dashboard/webhooks/{id}"),
+        format!("/dashboard/webhooks/{id}/delete"),
+    ] {
+        let got = b.get(&page).await;
+        assert_eq!(got.status, StatusCode::FORBIDDEN, "{page}: {}", got.body);
+        assert!(got.body.contains("role=\"alert\""), "{page}: {}", got.body);
+        assert!(!got.body.contains("hooks.example.com"), "{page}");
+    }
+    for action in ["delete", "secret", "test"] {
+        let refused = b
+            .post(
+                &format!("/dashboard/webhooks/{id}/{action}"),
+                &[("csrf_token", &token)],
+            )
+            .await;
+        assert_eq!(
+            refused.status,
+            StatusCode::FORBIDDEN,
+            "{action}: {}",
+            refused.body
+        );
+    }
+    let still = s
+        .call(
+            Method::GET,
+            &format!("/v1/webhook-endpoints/{id}"),
+            &admin,
+            None,
+        )
+        .await;
+    assert_eq!(still.status(), StatusCode::OK, "the editor deleted nothing");
 
     // An admin sees the tab and the form.
     let admin = person(&s, &s.org(), "hooks-admin@example.com", Role::Admin).await;

@@ -201,6 +201,7 @@ enum SecretKind {
     Rotated,
     ApiKey,
     Webhook,
+    WebhookRotated,
 }
 
 /// A page that shows a secret once (`no-store`, as every dashboard page).
@@ -238,6 +239,12 @@ async fn secret_page(
             format!("/dashboard/webhooks/{id}"),
             "webhooks",
         ),
+        SecretKind::WebhookRotated => (
+            "New signing secret",
+            "Signing secret",
+            format!("/dashboard/webhooks/{id}"),
+            "webhooks",
+        ),
     };
     render(
         st,
@@ -249,7 +256,7 @@ async fn secret_page(
         context! {
             title, label, back, id, name, secret,
             client_id => matches!(kind, SecretKind::NewApplication | SecretKind::Rotated).then_some(id),
-            signing => matches!(kind, SecretKind::Webhook),
+            signing => matches!(kind, SecretKind::Webhook | SecretKind::WebhookRotated),
         },
     )
     .await

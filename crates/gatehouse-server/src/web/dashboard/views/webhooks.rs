@@ -26,7 +26,11 @@ pub(super) fn router() -> Router<AppState> {
         .route("/dashboard/webhooks", get(endpoints).post(create))
         .route("/dashboard/webhooks/{id}", get(endpoint).post(change))
         .route("/dashboard/webhooks/{id}/test", post(test))
-        .route("/dashboard/webhooks/{id}/delete", post(delete))
+        .route("/dashboard/webhooks/{id}/secret", post(rotate))
+        .route(
+            "/dashboard/webhooks/{id}/delete",
+            get(confirm_delete).post(delete),
+        )
 }
 
 fn endpoint_view(e: &Json) -> Value {
@@ -286,6 +290,77 @@ async fn test(
         return signed.redirect(&st, &format!("/dashboard/webhooks/{id}?done={done}"));
     }
     endpoint_page(&st, &headers, &signed, id, Some(reply), None).await
+}
+
+/// Rotates the signing secret with the API's default grace (the previous
+/// secret signs alongside for 24 hours) and shows the new one once.
+async fn rotate(
+    State(st): State<AppState>,
+    ConnectInfo(peer): Peer,
+    Path(id): Path<String>,
+    req: Request,
+) -> Response {
+    let (headers, _form) = form_or_return!(st, req);
+    let signed = signed_or_return!(st, headers, peer);
+    let Some(id) = safe_id(&id) else {
+        return not_found(&st);
+    };
+    let reply = signed
+        .api(
+            &st,
+            Method::POST,
+            &format!("/webhook-endpoints/{id}/secret"),
+            Some(&json!({})),
+        )
+        .await;
+    match (reply.ok(), reply.data()["secret"].as_str()) {
+        (true, Some(secret)) => {
+            let url = reply.data()["url"].as_str().unwrap_or("").to_owned();
+            secret_page(
+                &st,
+                &headers,
+                &signed,
+                SecretKind::WebhookRotated,
+                id,
+                &url,
+                secret,
+            )
+            .await
+        }
+        _ => endpoint_page(&st, &headers, &signed, id, Some(reply), None).await,
+    }
+}
+
+/// Asks before a deletion, as the applications page does.
+async fn confirm_delete(
+    State(st): State<AppState>,
+    ConnectInfo(peer): Peer,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    let signed = signed_or_return!(st, headers, peer);
+    let Some(id) = safe_id(&id) else {
+        return not_found(&st);
+    };
+    let reply = signed
+        .api(&st, Method::GET, &format!("/webhook-endpoints/{id}"), None)
+        .await;
+    if reply.status == StatusCode::NOT_FOUND {
+        return not_found(&st);
+    }
+    render(
+        &st,
+        &headers,
+        &signed,
+        page_status(&reply),
+        "dash_webhook_delete.html",
+        "webhooks",
+        context! {
+            list_problem => (!reply.ok()).then(|| reply.problem()),
+            endpoint => reply.ok().then(|| endpoint_view(reply.data())),
+        },
+    )
+    .await
 }
 
 async fn delete(
