@@ -219,7 +219,7 @@ pub struct ServeArgs {
     /// How long connecting to a webhook endpoint may take, a duration (1s to 30s) [default: 5s].
     #[arg(long, env = "GATEHOUSE_WEBHOOK_CONNECT_TIMEOUT")]
     pub webhook_connect_timeout: Option<String>,
-    /// host:port of a DNS server that resolves webhook hosts instead of the system's; honoured only with --test-settings (for tests of the address rules).
+    /// host:port of a DNS server that resolves webhook hosts instead of the system's; honoured only with --test-settings, in a build with the test-dns feature (for tests of the address rules).
     #[arg(long, env = "GATEHOUSE_WEBHOOK_DNS")]
     pub webhook_dns: Option<String>,
     /// How long a webhook endpoint may fail without a success before it is disabled, a duration (1d to 30d) [default: 5d].
