@@ -85,6 +85,40 @@ impl Default for DeliverySettings {
     }
 }
 
+/// A finished (or panicked) attempt's task, as its set hands it back.
+type Joined = Result<(tokio::task::Id, ()), tokio::task::JoinError>;
+
+/// This process's attempts in flight, each with the delivery it leased.
+#[derive(Default)]
+struct InFlight {
+    tasks: JoinSet<()>,
+    leases: HashMap<tokio::task::Id, i64>,
+}
+
+impl InFlight {
+    fn start(&mut self, delivery: i64, attempt: impl Future<Output = ()> + Send + 'static) {
+        let handle = self.tasks.spawn(attempt);
+        self.leases.insert(handle.id(), delivery);
+    }
+
+    /// An attempt ended, recorded or not (a panicked one's lease runs out):
+    /// its delivery is no longer this process's to give back.
+    fn ended(&mut self, done: Joined) {
+        let id = match done {
+            Ok((id, ())) => id,
+            Err(e) => e.id(),
+        };
+        self.leases.remove(&id);
+    }
+
+    /// At shutdown: stops what is still running and answers the deliveries
+    /// those attempts had leased, to give back uncounted (D43 continued).
+    fn cut_short(mut self) -> Vec<i64> {
+        self.tasks.abort_all();
+        self.leases.into_values().collect()
+    }
+}
+
 /// Deliveries leased per round at most.
 const CLAIM_BATCH: u32 = 64;
 /// Events fanned out per organization per round at most.
@@ -100,8 +134,7 @@ impl App {
         settings: DeliverySettings,
         mut stop: watch::Receiver<bool>,
     ) {
-        let mut flying: JoinSet<()> = JoinSet::new();
-        let mut leases: HashMap<tokio::task::Id, i64> = HashMap::new();
+        let mut flying = InFlight::default();
         let mut tick = tokio::time::interval(settings.tick);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut rounds = 0u64;
@@ -123,39 +156,30 @@ impl App {
         loop {
             enum Woke {
                 Tick,
-                Finished(tokio::task::Id),
+                Finished(Joined),
                 Stop,
             }
             let woke = tokio::select! {
                 _ = tick.tick() => Woke::Tick,
-                Some(done) = flying.join_next_with_id(), if !flying.is_empty() => {
-                    Woke::Finished(match done {
-                        Ok((id, ())) => id,
-                        Err(e) => e.id(),
-                    })
+                Some(done) = flying.tasks.join_next_with_id(), if !flying.tasks.is_empty() => {
+                    Woke::Finished(done)
                 }
                 _ = stop.wait_for(|s| *s) => Woke::Stop,
             };
             match woke {
                 Woke::Stop => break,
                 Woke::Tick => {}
-                Woke::Finished(id) => {
-                    leases.remove(&id);
+                Woke::Finished(done) => {
+                    flying.ended(done);
                     // Every attempt that finished meanwhile, then one claim:
                     // a freed slot is filled at once, not at the next tick,
                     // so an endpoint's throughput is not capped at
                     // max-in-flight per tick.
-                    while let Some(done) = flying.try_join_next_with_id() {
-                        let id = match done {
-                            Ok((id, ())) => id,
-                            Err(e) => e.id(),
-                        };
-                        leases.remove(&id);
+                    while let Some(done) = flying.tasks.try_join_next_with_id() {
+                        flying.ended(done);
                     }
                     if active
-                        && let Err(e) = self
-                            .claim_round(&deliver, &settings, &mut flying, &mut leases)
-                            .await
+                        && let Err(e) = self.claim_round(&deliver, &settings, &mut flying).await
                     {
                         tracing::warn!(error = %e, "claiming webhook deliveries failed; retried next round");
                     }
@@ -176,10 +200,7 @@ impl App {
                     }
                 }
             }
-            if let Err(e) = self
-                .delivery_round(&deliver, &settings, &mut flying, &mut leases)
-                .await
-            {
+            if let Err(e) = self.delivery_round(&deliver, &settings, &mut flying).await {
                 tracing::warn!(error = %e, "a webhook delivery round failed; retried next round");
             }
             // D55's `webhook_queue_depth`, every 50 rounds (5 s by default).
@@ -196,18 +217,13 @@ impl App {
         // drain to finish; one cut short is given back, uncounted.
         let deadline = tokio::time::sleep(settings.drain);
         tokio::pin!(deadline);
-        while !flying.is_empty() {
+        while !flying.tasks.is_empty() {
             tokio::select! {
-                done = flying.join_next_with_id() => {
-                    if let Some(Ok((id, ()))) = done {
-                        leases.remove(&id);
-                    }
-                }
+                Some(done) = flying.tasks.join_next_with_id() => flying.ended(done),
                 _ = &mut deadline => break,
             }
         }
-        flying.abort_all();
-        let cut: Vec<i64> = leases.into_values().collect();
+        let cut = flying.cut_short();
         if !cut.is_empty()
             && let Err(e) = delivery_store(&self)
                 .release_deliveries(&settings.node, &cut)
@@ -222,8 +238,7 @@ impl App {
         &self,
         deliver: &Arc<dyn Deliver>,
         settings: &DeliverySettings,
-        flying: &mut JoinSet<()>,
-        leases: &mut HashMap<tokio::task::Id, i64>,
+        flying: &mut InFlight,
     ) -> AppResult<()> {
         // Events are delivered once sequenced (D54): each round sequences
         // what has committed (a no-op on SQLite, whose writes sequence their
@@ -238,7 +253,7 @@ impl App {
             .fan_out(Timestamp::now(), FAN_OUT_BATCH)
             .await
             .or_app(Resource::Storage)?;
-        self.claim_round(deliver, settings, flying, leases).await
+        self.claim_round(deliver, settings, flying).await
     }
 
     /// Leases what is due and starts its attempts.
@@ -246,8 +261,7 @@ impl App {
         &self,
         deliver: &Arc<dyn Deliver>,
         settings: &DeliverySettings,
-        flying: &mut JoinSet<()>,
-        leases: &mut HashMap<tokio::task::Id, i64>,
+        flying: &mut InFlight,
     ) -> AppResult<()> {
         let store = delivery_store(self);
         let now = Timestamp::now();
@@ -267,13 +281,11 @@ impl App {
             .or_app(Resource::Storage)?;
         for c in claimed {
             let (app, deliver, settings) = (self.clone(), deliver.clone(), settings.clone());
-            let delivery = c.delivery;
-            let handle = flying.spawn(async move {
+            flying.start(c.delivery, async move {
                 if let Err(e) = app.attempt(&deliver, &settings, &c).await {
                     tracing::warn!(error = %e, endpoint = %c.endpoint, event = %c.event, "a webhook attempt could not be recorded; its lease runs out and it is made again");
                 }
             });
-            leases.insert(handle.id(), delivery);
         }
         Ok(())
     }

@@ -227,107 +227,118 @@ async fn endpoint_page(
     .await
 }
 
+/// A form posted on an endpoint's page, read and checked: its CSRF token,
+/// the signed-in person, the endpoint's id. The four forms (status, test,
+/// secret, delete) share it and [`Posted::call`].
+struct Posted {
+    headers: HeaderMap,
+    form: crate::http::form::Form,
+    signed: Signed,
+    id: String,
+}
+
+impl Posted {
+    async fn read(st: &AppState, peer: Peer, id: &str, req: Request) -> Result<Self, Response> {
+        let ConnectInfo(peer) = peer;
+        let (headers, form) = read_form(st, req).await.map_err(|r| *r)?;
+        let signed = signed(st, &headers, peer).await.map_err(|r| *r)?;
+        let id = safe_id(id).ok_or_else(|| not_found(st))?.to_owned();
+        Ok(Self {
+            headers,
+            form,
+            signed,
+            id,
+        })
+    }
+
+    /// One call to `/v1/webhook-endpoints/{id}{rest}` as the person.
+    async fn call(&self, st: &AppState, method: Method, rest: &str, body: Option<Json>) -> Reply {
+        let path = format!("/webhook-endpoints/{}{rest}", self.id);
+        self.signed.api(st, method, &path, body.as_ref()).await
+    }
+
+    /// Back to the endpoint's page with `done=` when the API said yes.
+    fn done(&self, st: &AppState, done: &str) -> Response {
+        let path = format!("/dashboard/webhooks/{}?done={done}", self.id);
+        self.signed.redirect(st, &path)
+    }
+
+    /// The endpoint's page with the API's refusal.
+    async fn refused(&self, st: &AppState, reply: Reply) -> Response {
+        endpoint_page(st, &self.headers, &self.signed, &self.id, Some(reply), None).await
+    }
+}
+
+macro_rules! posted_or_return {
+    ($st:expr, $peer:expr, $id:expr, $req:expr) => {
+        match Posted::read(&$st, $peer, &$id, $req).await {
+            Ok(p) => p,
+            Err(res) => return res,
+        }
+    };
+}
+
 /// Enables or disables an endpoint (`status`), as `PATCH` does.
 async fn change(
     State(st): State<AppState>,
-    ConnectInfo(peer): Peer,
+    peer: Peer,
     Path(id): Path<String>,
     req: Request,
 ) -> Response {
-    let (headers, form) = form_or_return!(st, req);
-    let signed = signed_or_return!(st, headers, peer);
-    let Some(id) = safe_id(&id) else {
-        return not_found(&st);
-    };
-    let status = form.value("status").unwrap_or("").to_owned();
-    let reply = signed
-        .api(
-            &st,
-            Method::PATCH,
-            &format!("/webhook-endpoints/{id}"),
-            Some(&json!({ "status": status })),
-        )
+    let p = posted_or_return!(st, peer, id, req);
+    // As given: a value the API does not know is its 400, shown here.
+    let status = p.form.value("status").unwrap_or("").to_owned();
+    let reply = p
+        .call(&st, Method::PATCH, "", Some(json!({ "status": status })))
         .await;
     if reply.ok() {
-        let done = if status == "enabled" {
-            "enabled"
-        } else {
-            "disabled"
-        };
-        return signed.redirect(&st, &format!("/dashboard/webhooks/{id}?done={done}"));
+        return p.done(
+            &st,
+            if status == "enabled" {
+                "enabled"
+            } else {
+                "disabled"
+            },
+        );
     }
-    endpoint_page(&st, &headers, &signed, id, Some(reply), None).await
+    p.refused(&st, reply).await
 }
 
 /// Sends the unsequenced `webhook_endpoint.test` event and shows the
 /// endpoint with that attempt on top.
 async fn test(
     State(st): State<AppState>,
-    ConnectInfo(peer): Peer,
+    peer: Peer,
     Path(id): Path<String>,
     req: Request,
 ) -> Response {
-    let (headers, _form) = form_or_return!(st, req);
-    let signed = signed_or_return!(st, headers, peer);
-    let Some(id) = safe_id(&id) else {
-        return not_found(&st);
-    };
-    let reply = signed
-        .api(
-            &st,
-            Method::POST,
-            &format!("/webhook-endpoints/{id}/test"),
-            Some(&json!({})),
-        )
-        .await;
+    let p = posted_or_return!(st, peer, id, req);
+    let reply = p.call(&st, Method::POST, "/test", Some(json!({}))).await;
     if reply.ok() {
-        let outcome = reply.data()["status"].as_str().unwrap_or("");
-        let done = if outcome == "succeeded" {
-            "tested"
-        } else {
-            "test-failed"
-        };
-        return signed.redirect(&st, &format!("/dashboard/webhooks/{id}?done={done}"));
+        let delivered = reply.data()["status"].as_str() == Some("succeeded");
+        return p.done(&st, if delivered { "tested" } else { "test-failed" });
     }
-    endpoint_page(&st, &headers, &signed, id, Some(reply), None).await
+    p.refused(&st, reply).await
 }
 
 /// Rotates the signing secret with the API's default grace (the previous
 /// secret signs alongside for 24 hours) and shows the new one once.
 async fn rotate(
     State(st): State<AppState>,
-    ConnectInfo(peer): Peer,
+    peer: Peer,
     Path(id): Path<String>,
     req: Request,
 ) -> Response {
-    let (headers, _form) = form_or_return!(st, req);
-    let signed = signed_or_return!(st, headers, peer);
-    let Some(id) = safe_id(&id) else {
-        return not_found(&st);
-    };
-    let reply = signed
-        .api(
-            &st,
-            Method::POST,
-            &format!("/webhook-endpoints/{id}/secret"),
-            Some(&json!({})),
-        )
-        .await;
-    match (reply.ok(), reply.data()["secret"].as_str()) {
+    let p = posted_or_return!(st, peer, id, req);
+    let reply = p.call(&st, Method::POST, "/secret", Some(json!({}))).await;
+    let data = reply.data();
+    match (reply.ok(), data["secret"].as_str()) {
         (true, Some(secret)) => {
-            let url = reply.data()["url"].as_str().unwrap_or("").to_owned();
-            secret_page(
-                &st,
-                &headers,
-                &signed,
-                SecretKind::WebhookRotated,
-                id,
-                &url,
-                secret,
-            )
-            .await
+            let url = data["url"].as_str().unwrap_or("");
+            let kind = SecretKind::WebhookRotated;
+            secret_page(&st, &p.headers, &p.signed, kind, &p.id, url, secret).await
         }
-        _ => endpoint_page(&st, &headers, &signed, id, Some(reply), None).await,
+        _ => p.refused(&st, reply).await,
     }
 }
 
@@ -365,27 +376,16 @@ async fn confirm_delete(
 
 async fn delete(
     State(st): State<AppState>,
-    ConnectInfo(peer): Peer,
+    peer: Peer,
     Path(id): Path<String>,
     req: Request,
 ) -> Response {
-    let (headers, _form) = form_or_return!(st, req);
-    let signed = signed_or_return!(st, headers, peer);
-    let Some(id) = safe_id(&id) else {
-        return not_found(&st);
-    };
-    let reply = signed
-        .api(
-            &st,
-            Method::DELETE,
-            &format!("/webhook-endpoints/{id}"),
-            None,
-        )
-        .await;
+    let p = posted_or_return!(st, peer, id, req);
+    let reply = p.call(&st, Method::DELETE, "", None).await;
     if reply.ok() {
-        return signed.redirect(&st, "/dashboard/webhooks?done=removed");
+        return p.signed.redirect(&st, "/dashboard/webhooks?done=removed");
     }
-    endpoint_page(&st, &headers, &signed, id, Some(reply), None).await
+    p.refused(&st, reply).await
 }
 
 #[cfg(test)]
