@@ -25,19 +25,17 @@ committed or not: its events are then all there or none (a change and its
 events commit together), checked by request id as well.
 """
 
-import base64
-import json
 import os
 import random
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import threading
 import time
-import urllib.error
-import urllib.request
+
+import gatehouse_proc
+from gatehouse_proc import Gatehouse
 
 BIN = sys.argv[1] if len(sys.argv) > 1 else sys.exit(__doc__)
 CLIENTS = int(os.environ.get("CLIENTS", 16))
@@ -55,46 +53,21 @@ PRESCRIBED = {
 }
 random.seed(SEED)
 work = tempfile.mkdtemp(prefix="gatehouse-drill-")
-data = os.path.join(work, "data")
 env = dict(os.environ, GATEHOUSE_LOG="warn")
 
 
-def cli(*args):
-    out = subprocess.run([BIN, "--data-dir", data, *args, "--json"], env=env,
-                         check=True, capture_output=True, text=True).stdout
-    return json.loads(out)
+gh = Gatehouse(BIN, work, env)
+cli = gh.cli
 
 
 def start():
-    log = open(os.path.join(work, "server.log"), "a")
-    p = subprocess.Popen([BIN, "--data-dir", data, "serve", "--behind-proxy",
-                          "--http-addr", f"127.0.0.1:{PORT}", "--admin-addr", "127.0.0.1:0",
-                          "--public-url", "https://localhost"],
-                         env=env, stdout=log, stderr=log)
-    for _ in range(2000):
-        try:
-            if urllib.request.urlopen(f"{BASE}/healthz", timeout=1).status == 200:
-                return p
-        except OSError:
-            time.sleep(0.01)
-    sys.exit("the server did not become ready; see " + os.path.join(work, "server.log"))
+    return gh.serve(PORT)
 
 
 def call(method, path, token, body=None):
     """(status, json or None, request id) — status 0 when the connection failed."""
-    req = urllib.request.Request(BASE + path, method=method,
-                                 data=None if body is None else json.dumps(body).encode())
-    req.add_header("Authorization", f"Bearer {token}")
-    if body is not None:
-        req.add_header("Content-Type", "application/json")
-    try:
-        with urllib.request.urlopen(req, timeout=10) as r:
-            raw, status, rid = r.read(), r.status, r.headers.get("x-request-id")
-    except urllib.error.HTTPError as e:
-        raw, status, rid = e.read(), e.code, e.headers.get("x-request-id")
-    except OSError:
-        return 0, None, None
-    doc = json.loads(raw) if raw else None
+    status, doc, headers = gatehouse_proc.call(BASE, method, path, token, body)
+    rid = headers.get("x-request-id") if headers else None
     if doc and "meta" in doc:
         rid = doc["meta"]["request_id"]
     elif rid:
@@ -103,12 +76,7 @@ def call(method, path, token, body=None):
 
 
 def token(cid, secret):
-    req = urllib.request.Request(f"{BASE}/oauth/token", method="POST",
-                                 data=b"grant_type=client_credentials")
-    req.add_header("Authorization", "Basic " + base64.b64encode(f"{cid}:{secret}".encode()).decode())
-    req.add_header("Content-Type", "application/x-www-form-urlencoded")
-    with urllib.request.urlopen(req, timeout=10) as r:
-        return json.loads(r.read())["access_token"]
+    return gatehouse_proc.token(BASE, cid, secret)
 
 
 server = start()

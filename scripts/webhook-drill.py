@@ -32,7 +32,6 @@ on serving writers and delivering: deliveries must arrive while a node is
 down.
 """
 
-import base64
 import collections
 import json
 import os
@@ -40,14 +39,14 @@ import random
 import secrets
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import threading
 import time
-import urllib.error
-import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import gatehouse_proc
+from gatehouse_proc import Gatehouse
 
 BIN = sys.argv[1] if len(sys.argv) > 1 else sys.exit(__doc__)
 CLIENTS = int(os.environ.get("CLIENTS", 16))
@@ -63,7 +62,6 @@ if NODES > 1 and not os.environ.get("GATEHOUSE_DATABASE_URL"):
     sys.exit("NODES=2 needs GATEHOUSE_DATABASE_URL (PostgreSQL)")
 random.seed(SEED)
 work = tempfile.mkdtemp(prefix="gatehouse-hookdrill-")
-data = os.path.join(work, "data")
 env = dict(os.environ, GATEHOUSE_LOG="warn",
            GATEHOUSE_MASTER_KEY=secrets.token_hex(32),
            GATEHOUSE_WEBHOOK_MAX_IN_FLIGHT=str(MAX_IN_FLIGHT),
@@ -110,10 +108,8 @@ class Receiver(BaseHTTPRequestHandler):
         pass
 
 
-def cli(*args):
-    out = subprocess.run([BIN, "--data-dir", data, *args, "--json"], env=env,
-                         check=True, capture_output=True, text=True).stdout
-    return json.loads(out)
+gh = Gatehouse(BIN, work, env)
+cli = gh.cli
 
 
 def base(n):
@@ -121,44 +117,16 @@ def base(n):
 
 
 def start(n):
-    log = open(os.path.join(work, f"server{n}.log"), "a")
-    p = subprocess.Popen([BIN, "--data-dir", data, "serve", "--behind-proxy",
-                          "--http-addr", f"127.0.0.1:{PORT + n}", "--admin-addr", "127.0.0.1:0",
-                          "--public-url", "https://localhost",
-                          "--webhook-allow-cidrs", "127.0.0.1/32"],
-                         env=env, stdout=log, stderr=log)
-    for _ in range(2000):
-        try:
-            if urllib.request.urlopen(f"{base(n)}/healthz", timeout=1).status == 200:
-                return p
-        except OSError:
-            time.sleep(0.01)
-    sys.exit(f"node {n} did not become ready; see {work}/server{n}.log")
+    return gh.serve(PORT + n, "--webhook-allow-cidrs", "127.0.0.1/32", log=f"server{n}.log")
 
 
 def call(n, method, path, token, body=None):
     """(status, json or None) — status 0 when the connection failed."""
-    req = urllib.request.Request(base(n) + path, method=method,
-                                 data=None if body is None else json.dumps(body).encode())
-    req.add_header("Authorization", f"Bearer {token}")
-    if body is not None:
-        req.add_header("Content-Type", "application/json")
-    try:
-        with urllib.request.urlopen(req, timeout=10) as r:
-            return r.status, json.loads(r.read() or b"null")
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read() or b"null")
-    except OSError:
-        return 0, None
+    return gatehouse_proc.call(base(n), method, path, token, body)[:2]
 
 
 def token(n, cid, secret):
-    req = urllib.request.Request(f"{base(n)}/oauth/token", method="POST",
-                                 data=b"grant_type=client_credentials")
-    req.add_header("Authorization", "Basic " + base64.b64encode(f"{cid}:{secret}".encode()).decode())
-    req.add_header("Content-Type", "application/x-www-form-urlencoded")
-    with urllib.request.urlopen(req, timeout=10) as r:
-        return json.loads(r.read())["access_token"]
+    return gatehouse_proc.token(base(n), cid, secret)
 
 
 cli("migrate")

@@ -17,18 +17,17 @@ many events were delivered to it, and how many requests the hanging
 endpoint got (at most GATEHOUSE_WEBHOOK_MAX_IN_FLIGHT at a time).
 """
 
-import base64
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import threading
 import time
-import urllib.error
-import urllib.request
 from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import gatehouse_proc
+from gatehouse_proc import Gatehouse
 
 BIN = sys.argv[1] if len(sys.argv) > 1 else sys.exit(__doc__)
 RATE = float(os.environ.get("RATE", 200))
@@ -37,7 +36,6 @@ SENDERS = int(os.environ.get("SENDERS", 16))
 PORT = int(os.environ.get("PORT", 28391))
 BASE = f"http://127.0.0.1:{PORT}"
 work = tempfile.mkdtemp(prefix="gatehouse-hooks-")
-data = os.path.join(work, "data")
 env = dict(os.environ, GATEHOUSE_LOG="warn")
 
 arrivals = {}  # event id -> (arrival time, created_at)
@@ -83,51 +81,22 @@ def serve(handler):
     return f"http://127.0.0.1:{s.server_address[1]}/hook"
 
 
-def cli(*args):
-    out = subprocess.run([BIN, "--data-dir", data, *args, "--json"], env=env,
-                         check=True, capture_output=True, text=True).stdout
-    return json.loads(out)
+gh = Gatehouse(BIN, work, env)
 
 
 def call(method, path, token, body=None):
-    req = urllib.request.Request(BASE + path, method=method,
-                                 data=None if body is None else json.dumps(body).encode())
-    req.add_header("Authorization", f"Bearer {token}")
-    if body is not None:
-        req.add_header("Content-Type", "application/json")
-    try:
-        with urllib.request.urlopen(req, timeout=10) as r:
-            return r.status, json.loads(r.read() or b"null")
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read() or b"null")
+    return gatehouse_proc.call(BASE, method, path, token, body)[:2]
 
 
 def main():
-    cli("migrate")
-    org = cli("org", "create", "--name", "Hooks", "--plan", "enterprise",
-              "--per-minute", "1000000000", "--per-second", "100000000")["id"]
-    client = cli("client", "create", "--org", org, "--name", "bench", "--scopes",
-                 "products:write webhooks:read webhooks:write")
-    log = open(os.path.join(work, "server.log"), "a")
-    server = subprocess.Popen([BIN, "--data-dir", data, "serve", "--behind-proxy",
-                               "--http-addr", f"127.0.0.1:{PORT}", "--admin-addr", "127.0.0.1:0",
-                               "--public-url", "https://localhost",
-                               "--webhook-allow-cidrs", "127.0.0.1/32"],
-                              env=env, stdout=log, stderr=log)
+    gh.cli("migrate")
+    org = gh.cli("org", "create", "--name", "Hooks", "--plan", "enterprise",
+                 "--per-minute", "1000000000", "--per-second", "100000000")["id"]
+    client = gh.cli("client", "create", "--org", org, "--name", "bench", "--scopes",
+                    "products:write webhooks:read webhooks:write")
+    server = gh.serve(PORT, "--webhook-allow-cidrs", "127.0.0.1/32")
     try:
-        for _ in range(2000):
-            try:
-                if urllib.request.urlopen(f"{BASE}/healthz", timeout=1).status == 200:
-                    break
-            except OSError:
-                time.sleep(0.01)
-        req = urllib.request.Request(f"{BASE}/oauth/token", method="POST",
-                                     data=b"grant_type=client_credentials")
-        pair = f"{client['client_id']}:{client['client_secret']}".encode()
-        req.add_header("Authorization", "Basic " + base64.b64encode(pair).decode())
-        req.add_header("Content-Type", "application/x-www-form-urlencoded")
-        with urllib.request.urlopen(req, timeout=10) as r:
-            tok = json.loads(r.read())["access_token"]
+        tok = gatehouse_proc.token(BASE, client["client_id"], client["client_secret"])
         for url in (serve(Healthy), serve(Hanging)):
             st, doc = call("POST", "/v1/webhook-endpoints", tok,
                            {"url": url, "enabled_events": ["product.*"]})
