@@ -29,6 +29,7 @@ pub mod products;
 pub mod profile;
 pub mod resource;
 pub mod search;
+pub mod sessions;
 pub mod staging;
 pub mod users;
 pub mod webhooks;
@@ -74,6 +75,8 @@ struct Inner {
     org_names: std::sync::Mutex<std::collections::HashMap<OrgId, Arc<str>>>,
     /// D55: the allow-list and resolver the endpoint URLs are checked with.
     webhooks: webhooks::WebhookSettings,
+    /// D57: how long a browser sign-in lasts.
+    session_limits: gatehouse_domain::session::SessionLimits,
 }
 
 /// Names kept at most in [`Inner::org_names`]; past it the map starts over.
@@ -99,6 +102,7 @@ impl App {
             event_retention_secs: events::DEFAULT_RETENTION_SECS,
             org_names: Default::default(),
             webhooks: Default::default(),
+            session_limits: Default::default(),
         }))
     }
 
@@ -114,6 +118,7 @@ impl App {
             event_retention_secs: events::DEFAULT_RETENTION_SECS,
             org_names: Default::default(),
             webhooks: Default::default(),
+            session_limits: Default::default(),
         }))
     }
 

@@ -26,6 +26,8 @@ pub enum Resource {
     Event,
     /// A webhook endpoint (D55).
     WebhookEndpoint,
+    /// A browser session (D57).
+    Session,
 }
 
 impl Resource {
@@ -36,6 +38,7 @@ impl Resource {
             Resource::Product => "product",
             Resource::Event => "event",
             Resource::WebhookEndpoint => "webhook endpoint",
+            Resource::Session => "session",
             Resource::Client => "client",
             Resource::Application => "application",
             Resource::ApiKey => "API key",

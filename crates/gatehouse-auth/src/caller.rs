@@ -66,6 +66,15 @@ impl Caller {
         }
     }
 
+    /// The refresh chain a user's token was issued in, or, for the
+    /// dashboard's, the browser session it acts in (D57's `current`).
+    pub fn chain(&self) -> Option<&gatehouse_domain::ChainId> {
+        match self {
+            Caller::Token(c) => c.chain.as_ref(),
+            Caller::ApiKey(_) => None,
+        }
+    }
+
     /// The user the credential acts for (`None`: client credentials, API keys).
     pub fn user(&self) -> Option<&UserId> {
         match self {

@@ -28,7 +28,7 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 use gatehouse_domain::auth_state::Session;
 use gatehouse_domain::{
-    ClientId, OrgId, Organization, Role, Scope, ScopeSet, Timestamp, User, UserId, random,
+    ChainId, ClientId, OrgId, Organization, Role, Scope, ScopeSet, Timestamp, User, UserId, random,
 };
 use serde::{Deserialize, Serialize};
 
@@ -255,7 +255,7 @@ impl AuthService {
                 org: org.clone(),
                 user: user.id.clone(),
                 challenge: req.code_challenge.clone(),
-                sid: session.sid.clone(),
+                sid: Some(session.id.as_str().to_owned()),
                 exp: Timestamp::now().unix_seconds() + DASHBOARD_CODE_TTL_SECS,
                 nonce: random::base62(128),
             },
@@ -271,12 +271,17 @@ impl AuthService {
         session_expires_at: i64,
     ) -> DashboardGrant {
         let scopes = dashboard_scopes(user.role);
-        let claims = AccessClaims::issue(
+        let mut claims = AccessClaims::issue(
             org.clone(),
             dashboard_client_id(),
             Some(user.id.clone()),
             scopes,
         );
+        // D57: the dashboard's tokens carry their browser session where a
+        // chain's tokens carry the chain, so ending the session (a `Chain`
+        // revocation under the session's id) ends them on every node, and
+        // `GET /v1/me/sessions` knows the session they act in.
+        claims.chain = sid.clone().map(ChainId::from_trusted);
         let access_token = jwt::sign(&self.keys.current(), &self.issuer, &self.rng, &claims);
         DashboardGrant {
             org: org.clone(),

@@ -13,8 +13,6 @@ use crate::{pkce, secrets};
 pub const CODE_TTL_SECS: i64 = 300;
 /// Refresh tokens slide over 30 days (interface.md §5.4).
 pub const REFRESH_TTL_SECS: i64 = 30 * 86400;
-/// Browser sessions after login.
-pub const SESSION_TTL_SECS: i64 = 12 * 3600;
 /// Invitation links live seven days (D11), reset links one hour (D19).
 pub const INVITATION_TTL_SECS: i64 = 7 * 86400;
 pub const RESET_TTL_SECS: i64 = 3600;

@@ -152,12 +152,12 @@ impl Hint {
     /// then does `/oauth/logout` end the session without asking; another
     /// person's ID token, or one of an earlier session, does not.
     pub fn names(&self, session: &Session) -> bool {
-        match (&self.sid, &session.sid) {
-            (Some(hinted), Some(sid)) => {
+        match &self.sid {
+            Some(hinted) => {
                 self.sub == session.user.as_str()
-                    && bool::from(hinted.as_bytes().ct_eq(sid.as_bytes()))
+                    && bool::from(hinted.as_bytes().ct_eq(session.id.as_str().as_bytes()))
             }
-            _ => false,
+            None => false,
         }
     }
 }

@@ -4,7 +4,7 @@
 //! which re-exports them, and handed to `gatehouse-auth` by the
 //! application layer, so the mechanisms need no storage of their own.
 
-use crate::{ApiKeyId, ClientId, OrgId, ScopeSet, Timestamp, UserId};
+use crate::{ApiKeyId, ClientId, OrgId, ScopeSet, Timestamp};
 
 /// What a revocation record covers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -59,19 +59,8 @@ pub struct Revocation {
     pub scopes: Option<ScopeSet>,
 }
 
-/// A browser session after login.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Session {
-    pub org: OrgId,
-    pub user: UserId,
-    /// When the person signed in: OpenID Connect's `auth_time` (D49).
-    pub created_at: Timestamp,
-    pub expires_at: Timestamp,
-    /// The session's public id: the `sid` of its ID tokens, and the chains
-    /// begun in it carry it, so logout can end them (D49). `None` only for
-    /// sessions made before it existed.
-    pub sid: Option<String>,
-}
+/// A browser session (D57), defined with its rules in [`crate::session`].
+pub use crate::session::Session;
 
 /// D28 across nodes (D44): one credential lineage's sliding windows as the
 /// shared store counted them, after deciding on one request.

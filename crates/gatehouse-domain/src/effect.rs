@@ -15,8 +15,9 @@ use crate::link::{LinkKind, NewLink};
 use crate::manage::{self, KeyCut};
 use crate::product::Product;
 use crate::scope::ScopeSet;
+use crate::session::{Session, SessionSelect};
 use crate::time::Timestamp;
-use crate::user::{Deletion, Role, User, UserChange};
+use crate::user::{Deletion, Role, User, UserChange, UserStatus};
 use crate::webhook::{self, Endpoint};
 
 /// One write a change causes besides its own row.
@@ -43,10 +44,16 @@ pub enum Effect {
     /// suspended as `client::inherited` says (its secret may have left with
     /// the old owner); each tells `application.updated` (D54).
     MoveOwnedClients { from: UserId, to: UserId },
-    /// D11, D13, D19, D29: the user's sessions and codes end, their refresh
-    /// chains are revoked, and a `User` revocation covers their access
-    /// tokens so far.
+    /// D11, D13, D19, D29: the user's codes end, their refresh chains are
+    /// revoked, and a `User` revocation covers their access tokens so far.
+    /// Their browser sessions stay (a demotion keeps the sign-in); what
+    /// ends them is [`Effect::EndSessions`].
     RevokeUser { user: UserId },
+    /// D57: the user's sessions that `select` reaches end explicitly: each
+    /// one still listed (its browser sign-in or a chain begun in it alive)
+    /// has the chains begun in it revoked, with a `Chain` revocation for
+    /// their access tokens, and tells `session.revoked` (D54); the rows go.
+    EndSessions { user: UserId, select: SessionSelect },
     /// D46: API keys `owner` holds are revoked as `cut` says; each tells
     /// `api_key.revoked` (D54).
     CutOwnedKeys { owner: UserId, cut: KeyCut },
@@ -134,14 +141,19 @@ fn send(kind: LinkKind, user: &UserId, link: &NewLink) -> Effect {
 }
 
 /// What a password reset through a link writes besides the password (D19):
-/// the user's other reset links die, their sessions and tokens end, and it
-/// tells `user.password_changed` (D19 continued, D54) as done by the person
-/// the link was sent to.
+/// the user's other reset links die, their sessions end (each telling
+/// `session.revoked`, D57) and their tokens with them, and it tells
+/// `user.password_changed` (D19 continued, D54) as done by the person the
+/// link was sent to.
 pub fn of_password_reset(tell: &Teller, user: &User, at: Timestamp) -> Vec<Effect> {
     vec![
         Effect::EndLinks {
             kind: LinkKind::Reset,
             user: user.id.clone(),
+        },
+        Effect::EndSessions {
+            user: user.id.clone(),
+            select: SessionSelect::All,
         },
         Effect::RevokeUser {
             user: user.id.clone(),
@@ -150,6 +162,42 @@ pub fn of_password_reset(tell: &Teller, user: &User, at: Timestamp) -> Vec<Effec
             tell.by_link(&user.id).user_password_changed(user, at),
         )),
     ]
+}
+
+/// What a signed-in person changing their password (D19 continued) writes
+/// besides it: their other sessions end (D57, each telling
+/// `session.revoked`), then `user.password_changed` (D54). The session
+/// they changed it in, and its chains, stay.
+pub fn of_password_change(
+    tell: &Teller,
+    user: &User,
+    kept: &Session,
+    at: Timestamp,
+) -> Vec<Effect> {
+    vec![
+        Effect::EndSessions {
+            user: user.id.clone(),
+            select: SessionSelect::AllBut(kept.id.clone()),
+        },
+        Effect::Event(Box::new(tell.user_password_changed(user, at))),
+    ]
+}
+
+/// What a sign-in that began `session` in the browser, for `client`,
+/// tells (D54, D57): `user.signed_in`.
+pub fn of_sign_in(tell: &Teller, session: &Session, client: &crate::ids::ClientId) -> Vec<Effect> {
+    vec![Effect::Event(Box::new(
+        tell.user_signed_in(session, client),
+    ))]
+}
+
+/// What an explicit end of `user`'s sessions that `select` reaches writes
+/// (D57): the sessions end, each telling `session.revoked`.
+pub fn of_session_end(user: &UserId, select: SessionSelect) -> Vec<Effect> {
+    vec![Effect::EndSessions {
+        user: user.clone(),
+        select,
+    }]
 }
 
 /// What accepting an invitation (`before`, pending, becoming `after`,
@@ -255,6 +303,15 @@ pub fn of_user_change(tell: &Teller, current: &User, change: &UserChange) -> Vec
         [narrow, cut, status, disable]
     };
     effects.extend(order.into_iter().flatten());
+    // D57: a deactivation ends the person's sessions (each telling
+    // `session.revoked`, after the other cascades, D54); a demotion only
+    // revokes tokens, and the browser sign-in stays.
+    if next.status == UserStatus::Inactive && current.status != UserStatus::Inactive {
+        effects.push(Effect::EndSessions {
+            user: id.clone(),
+            select: SessionSelect::All,
+        });
+    }
     if change.revokes_tokens {
         effects.push(Effect::RevokeUser { user: id.clone() });
     }
@@ -289,6 +346,10 @@ pub fn of_user_deletion(
     if webhook::owner_removed(current, None) {
         effects.push(Effect::DisableOwnedEndpoints { owner: id.clone() });
     }
+    effects.push(Effect::EndSessions {
+        user: id.clone(),
+        select: SessionSelect::All,
+    });
     effects.push(Effect::RevokeUser { user: id.clone() });
     effects.push(Effect::DeleteUser { user: id.clone() });
     effects.push(Effect::Event(Box::new(tell.user_deleted(current, at))));
@@ -450,6 +511,9 @@ mod tests {
         fn webhook_endpoint(&self, e: &crate::webhook::Endpoint) -> String {
             format!(r#"{{"id":"{}"}}"#, e.id)
         }
+        fn session(&self, s: &crate::session::Session) -> String {
+            format!(r#"{{"id":"{}"}}"#, s.id)
+        }
         fn event(&self, _: &crate::OrgId, e: &crate::event::Event) -> String {
             format!(r#"{{"id":"{}"}}"#, e.event.id)
         }
@@ -491,7 +555,7 @@ mod tests {
         // D54: keys, then applications, then endpoints (D55), then the
         // user's own event.
         assert_eq!(
-            e[..4],
+            e[..5],
             [
                 Effect::CutOwnedKeys {
                     owner: u.id.clone(),
@@ -504,11 +568,17 @@ mod tests {
                 Effect::DisableOwnedEndpoints {
                     owner: u.id.clone()
                 },
+                // D57: the sessions end (each telling `session.revoked`)
+                // after the other cascades, before the user's own event.
+                Effect::EndSessions {
+                    user: u.id.clone(),
+                    select: SessionSelect::All,
+                },
                 Effect::RevokeUser { user: u.id.clone() },
             ]
         );
-        assert_eq!(e.len(), 5);
-        assert_eq!(told(&e[4]), Some(EventType::UserUpdated));
+        assert_eq!(e.len(), 6);
+        assert_eq!(told(&e[5]), Some(EventType::UserUpdated));
     }
 
     #[test]
@@ -536,6 +606,11 @@ mod tests {
             }
         );
         assert_eq!(told(e.last().unwrap()), Some(EventType::UserUpdated));
+        // D57: a demotion revokes tokens but ends no session.
+        assert!(
+            !e.iter().any(|x| matches!(x, Effect::EndSessions { .. })),
+            "{e:?}"
+        );
         // A promotion narrows nothing.
         let up = user(Role::Viewer, UserStatus::Active);
         let patch = UserPatch {
@@ -579,6 +654,15 @@ mod tests {
             "D54: endpoints after applications"
         );
         assert!(e.contains(&Effect::RevokeUser { user: u.id.clone() }));
+        // D54, D57: the sessions end (each telling `session.revoked`) after
+        // the endpoints, before the row goes.
+        assert_eq!(
+            e[3],
+            Effect::EndSessions {
+                user: u.id.clone(),
+                select: SessionSelect::All,
+            }
+        );
         assert_eq!(e[e.len() - 2], Effect::DeleteUser { user: u.id.clone() });
         assert_eq!(told(e.last().unwrap()), Some(EventType::UserDeleted));
     }

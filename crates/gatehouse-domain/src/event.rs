@@ -53,6 +53,8 @@ catalog! {
     UserDeleted => "user.deleted",
     UserInvited => "user.invited",
     UserPasswordChanged => "user.password_changed",
+    UserSignedIn => "user.signed_in",
+    SessionRevoked => "session.revoked",
     ConsentRevoked => "consent.revoked",
     RefreshTokenReuseDetected => "refresh_token.reuse_detected",
     ProductCreated => "product.created",
@@ -307,6 +309,9 @@ pub trait Publish: Send + Sync {
     /// A webhook endpoint as `GET /v1/webhook-endpoints/{id}` returns it
     /// (no secret, D55).
     fn webhook_endpoint(&self, e: &Endpoint) -> String;
+    /// A browser session as `GET /v1/users/{id}/sessions` shows it,
+    /// without `current` (D54's `user.signed_in`, `session.revoked`).
+    fn session(&self, s: &crate::session::Session) -> String;
     /// An event of `org` as `GET /v1/events/{id}` returns it, compact: a
     /// webhook delivery's body (D55), the same bytes on every attempt.
     fn event(&self, org: &crate::OrgId, e: &Event) -> String;
@@ -433,6 +438,33 @@ impl Teller {
     pub fn user_password_changed(&self, u: &User, at: Timestamp) -> NewEvent {
         let object = self.publish.user(u);
         self.event(EventType::UserPasswordChanged, u.id.as_str(), at, object)
+    }
+
+    /// `user.signed_in` (D54, D57): the session just begun; the actor is
+    /// the person, through `client`, the application signed in to.
+    pub fn user_signed_in(&self, s: &crate::session::Session, client: &ClientId) -> NewEvent {
+        let origin = Origin {
+            actor: Actor::User {
+                user: s.user.clone(),
+                client: Some(client.clone()),
+            },
+            request: self.origin.request.clone(),
+        };
+        let object = self.publish.session(s);
+        NewEvent::new(
+            EventType::UserSignedIn,
+            s.user.as_str(),
+            s.created_at,
+            &origin,
+            object,
+        )
+    }
+
+    /// `session.revoked` at `at` (D54, D57): a session ended explicitly,
+    /// as it was.
+    pub fn session_revoked(&self, s: &crate::session::Session, at: Timestamp) -> NewEvent {
+        let object = self.publish.session(s);
+        self.event(EventType::SessionRevoked, s.user.as_str(), at, object)
     }
 
     /// `application.created`.

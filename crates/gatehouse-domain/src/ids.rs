@@ -83,6 +83,9 @@ id_type!(/// A webhook endpoint (`we_`, D3 revised, D55).
 id_type!(/// A webhook attempt (`wa_`, D3 revised, D55): one made, or the next
     /// one queued.
     AttemptId, "wa");
+id_type!(/// A browser session (`ses_`, D3 revised, D57): also the `sid` of its
+    /// ID tokens (D49), and the chains begun in it carry it.
+    SessionId, "ses");
 
 impl EventId {
     /// An event id that sorts by time: eight base62 characters of the

@@ -21,6 +21,7 @@ pub mod product;
 pub mod random;
 pub mod scope;
 pub mod search;
+pub mod session;
 pub mod time;
 pub mod user;
 pub mod values;
@@ -30,7 +31,7 @@ pub use error::{DomainError, FieldIssue};
 pub use fixtures::{Fixture, FixtureUser};
 pub use ids::{
     ApiKeyId, AttemptId, ChainId, ClientId, EndpointId, EventId, Jti, OrgId, ProductId, RequestId,
-    UserId,
+    SessionId, UserId,
 };
 pub use link::LinkKind;
 pub use manage::{KeyCut, Manager, Reach, UsageRange};

@@ -1,5 +1,5 @@
 //! SQL for the authorization server's state (revocations, outbox, links,
-//! sessions, codes, refresh chains), used inside the transactions of the
+//! codes, refresh chains), used inside the transactions of the
 //! `Store` impl in `lib.rs`.
 
 use gatehouse_domain::{ChainId, Jti, OrgId, Timestamp, UserId};
@@ -56,20 +56,19 @@ pub(crate) async fn revoke_user_tokens(
     Ok(())
 }
 
-/// Ends what a user holds in storage: sessions, codes, refresh chains. The
-/// caller adds the `User` revocation with [`revoke_user_tokens`] as the last
-/// statement of the same transaction.
-pub(crate) async fn end_user_sessions(
+/// Ends the grants a user holds in storage: codes, refresh chains (their
+/// browser sessions are `Effect::EndSessions`'s). The caller adds the
+/// `User` revocation with [`revoke_user_tokens`] as the last statement of
+/// the same transaction.
+pub(crate) async fn end_user_grants(
     c: &mut PgConnection,
     user: &UserId,
     now: Timestamp,
 ) -> TxResult<()> {
-    for sql in [
-        "DELETE FROM sessions WHERE user_id = $1",
-        "DELETE FROM auth_codes WHERE user_id = $1",
-    ] {
-        query(sql).bind(user.as_str()).execute(&mut *c).await?;
-    }
+    query("DELETE FROM auth_codes WHERE user_id = $1")
+        .bind(user.as_str())
+        .execute(&mut *c)
+        .await?;
     query("UPDATE refresh_chains SET revoked_at = coalesce(revoked_at, $2) WHERE user_id = $1")
         .bind(user.as_str())
         .bind(now.millis())
@@ -254,7 +253,16 @@ pub(crate) async fn purge(c: &mut PgConnection, now: Timestamp, batch: u32) -> T
             now,
         ),
         ("user_tokens", "digest", "expires_at < $1", now),
-        ("sessions", "digest", "expires_at < $1", now),
+        // D57: a session whose browser sign-in ended stays while a chain
+        // begun in it lives (the condition `sessions::listed` reads).
+        (
+            "sessions",
+            "digest",
+            "expires_at < $1 AND NOT EXISTS (SELECT 1 FROM refresh_chains c WHERE c.sid = sessions.id
+               AND c.revoked_at IS NULL AND c.ends_at > $1
+               AND EXISTS (SELECT 1 FROM refresh_tokens t WHERE t.chain_id = c.id AND t.expires_at > $1))",
+            now,
+        ),
         // D48 (continued): spent one-time values, once they have expired.
         ("used_once", "digest", "expires_at < $1", now),
         ("revocations", "id", "expires_at < $1", now),

@@ -89,8 +89,17 @@ pub(crate) async fn apply(
                 }
             }
             Effect::RevokeUser { user } => {
-                auth_state::end_user_sessions(c, user, now).await?;
+                auth_state::end_user_grants(c, user, now).await?;
                 revocations.push(NewRevocation::user(user, now));
+            }
+            Effect::EndSessions { user, select } => {
+                let tell = teller()?;
+                let (ended, chains) =
+                    crate::sessions::end_sessions(c, org, user, select, now).await?;
+                for s in &ended {
+                    events.push(Cow::Owned(tell.session_revoked(s, now)));
+                }
+                revocations.extend(chains);
             }
             Effect::CutOwnedKeys { owner, cut } => {
                 let tell = teller()?;

@@ -1,4 +1,4 @@
-//! PostgreSQL: what the authorization server grants: sessions and login throttling (D26), authorization codes and refresh chains (D24, D26).
+//! PostgreSQL: what the authorization server grants: login throttling (D26), authorization codes and refresh chains (D24, D26).
 
 use gatehouse_domain::event::{ReuseTrigger, Teller};
 
@@ -6,42 +6,6 @@ use super::*;
 
 #[async_trait]
 impl GrantStore for PgStore {
-    async fn create_session(
-        &self,
-        org: &OrgId,
-        digest: &[u8; 32],
-        sess: &Session,
-    ) -> StoreResult<()> {
-        check_org(org, &sess.org)?;
-        write_tx!(self, |tx| {
-            query("INSERT INTO sessions (digest, org_id, user_id, created_at, expires_at, sid) VALUES ($1, $2, $3, $4, $5, $6)")
-                .bind(&digest[..])
-                .bind(sess.org.as_str())
-                .bind(sess.user.as_str())
-                .bind(sess.created_at.millis())
-                .bind(sess.expires_at.millis())
-                .bind(sess.sid.as_deref())
-                .execute(&mut *tx)
-                .await?;
-            Ok(())
-        })
-    }
-    async fn resolve_session(&self, digest: &[u8; 32]) -> StoreResult<Option<Session>> {
-        let row: Option<(String, String, i64, i64, Option<String>)> = query_as(
-            "SELECT org_id, user_id, created_at, expires_at, sid FROM sessions WHERE digest = $1",
-        )
-        .bind(&digest[..])
-        .fetch_optional(&self.pool)
-        .await
-        .map_err(db_err)?;
-        Ok(row.map(|(org, user, created, expires, sid)| Session {
-            org: OrgId::from_trusted(org),
-            user: UserId::from_trusted(user),
-            created_at: Timestamp::from_millis(created),
-            expires_at: Timestamp::from_millis(expires),
-            sid,
-        }))
-    }
     async fn use_once(&self, digest: &[u8; 32], expires_at: Timestamp) -> StoreResult<bool> {
         write_tx!(self, |tx| {
             // The primary key is the whole race: one insert wins, on any node.
@@ -54,15 +18,6 @@ impl GrantStore for PgStore {
             .await?
             .rows_affected()
                 == 1)
-        })
-    }
-    async fn delete_session(&self, digest: &[u8; 32]) -> StoreResult<()> {
-        write_tx!(self, |tx| {
-            query("DELETE FROM sessions WHERE digest = $1")
-                .bind(&digest[..])
-                .execute(&mut *tx)
-                .await?;
-            Ok(())
         })
     }
     async fn record_login_failure(
@@ -236,6 +191,7 @@ impl GrantStore for PgStore {
             };
             if let Some(jti) = won {
                 auth_state::insert_token(&mut tx, successor).await?;
+                crate::sessions::chain_refreshed(&mut tx, &digest[..], now).await?;
                 // D24: the access token issued with the used refresh token
                 // dies in the same transaction (the revocation is its last
                 // statement, see `auth_state::insert_revocation`).

@@ -45,6 +45,7 @@ mod revocations;
 mod rows;
 mod schema;
 mod search;
+mod sessions;
 mod signing_keys;
 #[cfg(feature = "testing")]
 pub mod testing;

@@ -138,7 +138,10 @@ impl LinkStore for PgStore {
                 .await?
                 .ok_or(StoreError::NotFound)?;
             let effects = effect::of_password_reset(tell, &after, now);
-            crate::effects::apply(&mut tx, &org, &effects, now, None).await?;
+            // D57: the sessions a reset ends are told as its events are,
+            // by the person the link was sent to.
+            let by = tell.by_link(&id);
+            crate::effects::apply(&mut tx, &org, &effects, now, Some(&by)).await?;
             Ok(after)
         })
     }

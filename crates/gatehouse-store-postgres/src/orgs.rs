@@ -160,8 +160,14 @@ pub(crate) async fn reset_org_tx(
             .await?;
     let removed: Vec<UserId> = removed.into_iter().map(UserId::from_trusted).collect();
     for id in &removed {
-        auth_state::end_user_sessions(c, id, now).await?;
+        auth_state::end_user_grants(c, id, now).await?;
     }
+    // D33 (continued): the fixture's users come back without sessions; no
+    // per-record events (one `staging.reset` tells mirrors).
+    query("DELETE FROM sessions WHERE org_id = $1")
+        .bind(org.as_str())
+        .execute(&mut *c)
+        .await?;
     // Client applications stay; an owner who disappears is cleared (D33),
     // and so is a suspension for that owner's inactivity (D46 revised; an
     // owed rotation stays owed).

@@ -109,6 +109,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "resequence_passed_over",
         include_str!("../migrations/0022_resequence_passed_over.sql"),
     ),
+    (
+        23,
+        "sessions",
+        include_str!("../migrations/0023_sessions.sql"),
+    ),
 ];
 
 /// The advisory-lock key of the migration (`"gatehous"` in ASCII), separate

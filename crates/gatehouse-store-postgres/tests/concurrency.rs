@@ -638,8 +638,15 @@ async fn migration_22_sequences_events_the_first_sequencer_passed_over() {
         .insert_user(&o.id, &user("after@example.com", Role::Viewer), t)
         .await
         .unwrap();
-    for _ in 0..3 {
+    // Both sequenced, however long another test's transaction holds the
+    // cut back (the cluster is shared).
+    let mark = s.event_mark().await.unwrap();
+    for _ in 0..400 {
         s.sequence_events().await.unwrap();
+        if s.sequenced_through(mark).await.unwrap() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
     raw.execute("UPDATE events SET sequence = NULL WHERE id = 'evt_passedover'")
         .await

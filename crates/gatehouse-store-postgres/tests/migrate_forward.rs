@@ -178,7 +178,8 @@ async fn a_database_of_the_last_release_migrates_forward_without_loss() {
             (19, true),
             (20, true),
             (21, true),
-            (22, true)
+            (22, true),
+            (23, true)
         ]
     );
     assert_eq!(

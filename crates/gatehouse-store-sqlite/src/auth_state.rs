@@ -29,19 +29,14 @@ pub(crate) fn insert_revocation(c: &Connection, r: &NewRevocation) -> StoreResul
     Ok(c.last_insert_rowid())
 }
 
-/// Ends everything a user holds (D11, D13, D19, D29): their access tokens
-/// through a `User` revocation at `now`, and their sessions, codes and
-/// refresh chains in storage.
+/// Ends every grant a user holds (D11, D13, D19, D29): their access tokens
+/// through a `User` revocation at `now`, and their codes and refresh chains
+/// in storage. Their browser sessions are `Effect::EndSessions`'s.
 pub(crate) fn revoke_user(c: &Connection, user: &UserId, now: Timestamp) -> StoreResult<()> {
     insert_revocation(c, &NewRevocation::user(user, now))?;
-    for sql in [
-        "DELETE FROM sessions WHERE user_id = ?1",
-        "DELETE FROM auth_codes WHERE user_id = ?1",
-    ] {
-        c.prepare_cached(sql)
-            .and_then(|mut s| s.execute([user.as_str()]))
-            .map_err(db_err)?;
-    }
+    c.prepare_cached("DELETE FROM auth_codes WHERE user_id = ?1")
+        .and_then(|mut s| s.execute([user.as_str()]))
+        .map_err(db_err)?;
     c.prepare_cached(
         "UPDATE refresh_chains SET revoked_at = coalesce(revoked_at, ?2) WHERE user_id = ?1",
     )
@@ -271,7 +266,15 @@ pub(crate) fn purge(c: &Connection, now: Timestamp, batch: u32) -> StoreResult<u
             now,
         ),
         ("user_tokens", "expires_at < ?1", now),
-        ("sessions", "expires_at < ?1", now),
+        // D57: a session whose browser sign-in ended stays while a chain
+        // begun in it lives (the condition `sessions::listed` reads).
+        (
+            "sessions",
+            "expires_at < ?1 AND NOT EXISTS (SELECT 1 FROM refresh_chains c WHERE c.sid = sessions.id
+               AND c.revoked_at IS NULL AND c.ends_at > ?1
+               AND EXISTS (SELECT 1 FROM refresh_tokens t WHERE t.chain_id = c.id AND t.expires_at > ?1))",
+            now,
+        ),
         // D48 (continued): spent one-time values, once they have expired.
         ("used_once", "expires_at < ?1", now),
         ("revocations", "expires_at < ?1", now),

@@ -79,6 +79,12 @@ pub(crate) fn apply(
                 }
             }
             Effect::RevokeUser { user } => auth_state::revoke_user(c, user, now)?,
+            Effect::EndSessions { user, select } => {
+                let tell = teller()?;
+                for ended in crate::sessions::end_sessions(c, org, user, select, now)? {
+                    events.push(Cow::Owned(tell.session_revoked(&ended, now)));
+                }
+            }
             Effect::CutOwnedKeys { owner, cut } => {
                 let tell = teller()?;
                 for key in api_keys::cut_owned_keys(c, org, owner, *cut, now)? {

@@ -1,4 +1,4 @@
-//! SQLite: what the authorization server grants: sessions and login throttling (D26), authorization codes and refresh chains (D24, D26).
+//! SQLite: what the authorization server grants: login throttling (D26), authorization codes and refresh chains (D24, D26).
 
 use gatehouse_domain::event::{ReuseTrigger, Teller};
 
@@ -6,43 +6,6 @@ use super::*;
 
 #[async_trait]
 impl GrantStore for SqliteStore {
-    async fn create_session(
-        &self,
-        org: &OrgId,
-        digest: &[u8; 32],
-        sess: &Session,
-    ) -> StoreResult<()> {
-        check_org(org, &sess.org)?;
-        let (digest, sess) = (*digest, sess.clone());
-        self.pool
-            .write(move |tx| {
-                tx.prepare_cached("INSERT INTO sessions (digest, org_id, user_id, created_at, expires_at, sid) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")
-                    .and_then(|mut s| s.execute(params![digest.to_vec(), sess.org.as_str(), sess.user.as_str(), sess.created_at.millis(), sess.expires_at.millis(), sess.sid]))
-                    .map_err(db_err)?;
-                Ok(())
-            })
-            .await
-    }
-    async fn resolve_session(&self, digest: &[u8; 32]) -> StoreResult<Option<Session>> {
-        self.pool
-            .read(|c| {
-                c.prepare_cached("SELECT org_id, user_id, created_at, expires_at, sid FROM sessions WHERE digest = ?1")
-                    .and_then(|mut s| {
-                        s.query_row([digest.to_vec()], |r| {
-                            Ok(Session {
-                                org: OrgId::from_trusted(r.get(0)?),
-                                user: UserId::from_trusted(r.get(1)?),
-                                created_at: Timestamp::from_millis(r.get(2)?),
-                                expires_at: Timestamp::from_millis(r.get(3)?),
-                                sid: r.get(4)?,
-                            })
-                        })
-                        .optional()
-                    })
-                    .map_err(db_err)
-            })
-            .await
-    }
     async fn use_once(&self, digest: &[u8; 32], expires_at: Timestamp) -> StoreResult<bool> {
         let digest = *digest;
         self.pool
@@ -54,17 +17,6 @@ impl GrantStore for SqliteStore {
                 .and_then(|mut s| s.execute(params![digest.to_vec(), expires_at.millis()]))
                 .map(|n| n == 1)
                 .map_err(db_err)
-            })
-            .await
-    }
-    async fn delete_session(&self, digest: &[u8; 32]) -> StoreResult<()> {
-        let digest = *digest;
-        self.pool
-            .write(move |tx| {
-                tx.prepare_cached("DELETE FROM sessions WHERE digest = ?1")
-                    .and_then(|mut s| s.execute([digest.to_vec()]))
-                    .map_err(db_err)?;
-                Ok(())
             })
             .await
     }
@@ -230,6 +182,7 @@ impl GrantStore for SqliteStore {
                     .map_err(db_err)?;
                 if let Some(jti) = won {
                     auth_state::insert_token(tx, &successor)?;
+                    crate::sessions::chain_refreshed(tx, &digest, now)?;
                     // D24: the access token issued with the used refresh token
                     // dies in the same transaction.
                     let revoked = match NewRevocation::of_rotation(jti.as_deref(), now, access_expiry)? {

@@ -32,6 +32,7 @@ mod revocations;
 mod rows;
 mod schema;
 mod search;
+mod sessions;
 mod signing_keys;
 mod usage;
 mod users;

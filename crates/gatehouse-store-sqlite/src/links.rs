@@ -110,7 +110,10 @@ impl LinkStore for SqliteStore {
                 // The user as updated, as a fresh read returns it.
                 let after = get_user_tx(tx, &org, &id)?.ok_or(StoreError::NotFound)?;
                 let effects = effect::of_password_reset(&tell, &after, now);
-                crate::effects::apply(tx, &org, &effects, now, None)?;
+                // D57: the sessions a reset ends are told as its events
+                // are, by the person the link was sent to.
+                let by = tell.by_link(&id);
+                crate::effects::apply(tx, &org, &effects, now, Some(&by))?;
                 Ok(after)
             })
             .await

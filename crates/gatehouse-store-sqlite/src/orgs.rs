@@ -158,9 +158,14 @@ pub(crate) fn reset_org_tx(
         })
         .map_err(db_err)?;
     for id in &users {
-        // D13: every session, code and token of a removed user dies.
+        // D13: every code and token of a removed user dies.
         auth_state::revoke_user(tx, &UserId::from_trusted(id.clone()), now)?;
     }
+    // D33 (continued): the fixture's users come back without sessions; no
+    // per-record events (one `staging.reset` tells mirrors).
+    tx.prepare_cached("DELETE FROM sessions WHERE org_id = ?1")
+        .and_then(|mut st| st.execute([org]))
+        .map_err(db_err)?;
     // Client applications stay; an owner who disappears is cleared (D33),
     // and so is a suspension for that owner's inactivity (D46 revised; an
     // owed rotation stays owed).

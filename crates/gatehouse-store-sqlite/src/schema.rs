@@ -37,6 +37,7 @@ pub(crate) const MIGRATIONS: &[(i64, &str)] = &[
         18,
         include_str!("../migrations/0018_webhook_deliveries.sql"),
     ),
+    (19, include_str!("../migrations/0019_sessions.sql")),
 ];
 
 /// D8 (revised): gives every row whose `email_norm` was computed by an older

@@ -1,35 +1,21 @@
-//! What the authorization server grants: sessions and login throttling (D26), authorization codes and refresh chains (D24, D26).
+//! What the authorization server grants: login throttling (D26), authorization codes and refresh chains (D24, D26).
 
 use async_trait::async_trait;
 use gatehouse_domain::event::{ReuseTrigger, Teller};
 use gatehouse_domain::{ChainId, ClientId, OrgId, ScopeSet, Timestamp, UserId};
 
-use crate::{
-    AuthCode, Consent, Redeemed, RefreshChain, RefreshToken, Rotated, Session, StoreResult,
-};
+use crate::{AuthCode, Consent, Redeemed, RefreshChain, RefreshToken, Rotated, StoreResult};
 
-/// What the authorization server grants: sessions and login throttling
-/// (D26), authorization codes and refresh chains (D24, D26).
+/// What the authorization server grants: login throttling (D26), authorization codes and refresh chains (D24, D26).
 ///
 /// Writes and reads of tenant data take the organization (D2): a code,
 /// chain or session of another organization is never written, read or
 /// revoked through it. The `resolve_*` look-ups and the methods keyed by a
-/// secret's digest (`redeem_auth_code`, `rotate_refresh_token`,
-/// `delete_session`) take no organization: holding the secret is what
+/// secret's digest (`redeem_auth_code`, `rotate_refresh_token`) take no
+/// organization: holding the secret is what
 /// establishes the tenant, and the record they return names it.
 #[async_trait]
 pub trait GrantStore: Send + Sync {
-    /// Stores a session of `org` under the digest of its cookie; a session
-    /// naming another organization is refused ([`crate::check_org`]).
-    async fn create_session(
-        &self,
-        org: &OrgId,
-        digest: &[u8; 32],
-        session: &Session,
-    ) -> StoreResult<()>;
-    /// The tenant-resolving look-up of a session by the digest of its cookie.
-    async fn resolve_session(&self, digest: &[u8; 32]) -> StoreResult<Option<Session>>;
-    async fn delete_session(&self, digest: &[u8; 32]) -> StoreResult<()>;
     /// Spends a one-time value, by the digest of its secret, until
     /// `expires_at`: `true` the first time on any node sharing the storage,
     /// `false` every later time (D48 continued: the dashboard's choice of

@@ -46,6 +46,7 @@ pub mod records;
 pub mod rekey;
 mod revocations;
 mod search;
+mod sessions;
 mod signing_keys;
 mod usage;
 mod users;
@@ -65,6 +66,7 @@ pub use rate::*;
 pub use records::*;
 pub use revocations::*;
 pub use search::*;
+pub use sessions::*;
 pub use signing_keys::*;
 pub use usage::*;
 pub use users::*;
@@ -75,7 +77,7 @@ pub mod prelude {
     pub use crate::{
         ApiKeyStore, ClientStore, DeliveryStore, EventStore, GrantStore, IdempotencyStore,
         JobStore, LinkStore, OrgStore, OutboxStore, ProductStore, RateStore, RevocationStore,
-        SearchStore, SigningKeyStore, Store, UsageStore, UserStore, WebhookStore,
+        SearchStore, SessionStore, SigningKeyStore, Store, UsageStore, UserStore, WebhookStore,
     };
 }
 
@@ -132,6 +134,7 @@ pub trait Store:
     + ClientStore
     + ApiKeyStore
     + GrantStore
+    + SessionStore
     + RevocationStore
     + OutboxStore
     + RateStore

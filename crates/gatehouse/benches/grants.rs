@@ -106,7 +106,13 @@ async fn main() {
     let scopes = req.grantable(Role::Editor);
     let (_, session) = state
         .app
-        .create_session(&user, &req.client.org)
+        .create_session(
+            &user,
+            &req.client.org,
+            &req.client.id,
+            &gatehouse_domain::session::BrowserUse::new("127.0.0.1", Some("bench")),
+            None,
+        )
         .await
         .unwrap();
 

@@ -207,6 +207,12 @@ pub struct ServeArgs {
     /// How long events are kept for GET /v1/events, with a unit: s, m, h or d (7d to 90d) [default: 30d].
     #[arg(long, env = "GATEHOUSE_EVENT_RETENTION")]
     pub event_retention: Option<String>,
+    /// How long a browser sign-in lasts without browser use, with a unit: s, m, h or d (5m to 90d) [default: 14d].
+    #[arg(long, env = "GATEHOUSE_SESSION_IDLE")]
+    pub session_idle: Option<String>,
+    /// How long a browser sign-in lasts at most, with a unit: s, m, h or d (1h to 400d, not below the idle time) [default: 90d].
+    #[arg(long, env = "GATEHOUSE_SESSION_MAX")]
+    pub session_max: Option<String>,
     /// Address ranges webhooks may be delivered to despite the address rules, and over plain http, comma-separated (e.g. 127.0.0.0/8 for tests) [default: none].
     #[arg(long, env = "GATEHOUSE_WEBHOOK_ALLOW_CIDRS")]
     pub webhook_allow_cidrs: Option<String>,
@@ -471,6 +477,8 @@ pub struct FileConfig {
     pub head_timeout_secs: Option<u64>,
     pub idle_timeout_secs: Option<u64>,
     pub event_retention: Option<String>,
+    pub session_idle: Option<String>,
+    pub session_max: Option<String>,
     pub webhook_allow_cidrs: Option<String>,
     pub webhook_retry_schedule: Option<String>,
     pub webhook_timeout: Option<String>,
@@ -579,6 +587,8 @@ pub struct Settings {
     pub idempotency_retention_secs: i64,
     /// D54 (D40 continued): how long events are kept.
     pub event_retention_secs: i64,
+    /// D57 (D40 continued): `GATEHOUSE_SESSION_IDLE` and `_MAX`.
+    pub session_limits: gatehouse_domain::session::SessionLimits,
     /// D55: `GATEHOUSE_WEBHOOK_ALLOW_CIDRS`.
     pub webhook_allow: gatehouse_domain::webhook::AllowList,
     /// D55: `GATEHOUSE_WEBHOOK_RETRY_SCHEDULE`.
@@ -703,6 +713,7 @@ impl Settings {
             refresh_max_days: 90,
             idempotency_retention_secs: 86_400,
             event_retention_secs: 30 * DAY,
+            session_limits: Default::default(),
             webhook_allow: Default::default(),
             webhook_schedule: Default::default(),
             // The worker's defaults, written once (gatehouse-app).
@@ -841,6 +852,34 @@ impl Settings {
                 (7 * DAY, 90 * DAY),
                 s.test_settings,
             )?;
+        }
+        if let Some(raw) = serve
+            .session_idle
+            .as_deref()
+            .or(file.session_idle.as_deref())
+        {
+            s.session_limits.idle_secs = duration_setting(
+                "GATEHOUSE_SESSION_IDLE",
+                raw,
+                (300, 90 * DAY),
+                s.test_settings,
+            )?;
+        }
+        if let Some(raw) = serve.session_max.as_deref().or(file.session_max.as_deref()) {
+            s.session_limits.max_secs = duration_setting(
+                "GATEHOUSE_SESSION_MAX",
+                raw,
+                (3600, 400 * DAY),
+                s.test_settings,
+            )?;
+        }
+        // D57: a sign-in cannot outlast its own end.
+        if s.session_limits.idle_secs > s.session_limits.max_secs {
+            anyhow::bail!(
+                "GATEHOUSE_SESSION_IDLE ({}s) is longer than GATEHOUSE_SESSION_MAX ({}s)",
+                s.session_limits.idle_secs,
+                s.session_limits.max_secs
+            );
         }
         if let Some(raw) = serve
             .webhook_allow_cidrs

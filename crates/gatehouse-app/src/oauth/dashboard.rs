@@ -163,12 +163,12 @@ impl App {
             .same_browser_session(session_cookie, &sealed.org, &sealed.user, &sealed.sid)
             .await
             .or_oauth()?;
-        if !same {
+        let Some(session) = same else {
             return Err(OAuthError::new(
                 OAuthErrorKind::InvalidGrant,
                 "the code belongs to another browser session",
             ));
-        }
+        };
         if !grant_store(self)
             .use_once(
                 &secrets::hash_secret(&sealed.nonce),
@@ -189,7 +189,12 @@ impl App {
             &sealed.org,
             &user,
             sealed.sid,
-            now.unix_seconds() + gatehouse_auth::flows::SESSION_TTL_SECS,
+            // D57: the grant lasts at most as long as its browser sign-in
+            // can; each refresh checks that the sign-in still lasts.
+            session
+                .created_at
+                .plus_seconds(self.session_limits().max_secs)
+                .unix_seconds(),
         ))
     }
 
@@ -202,14 +207,14 @@ impl App {
         org: &OrgId,
         user: &UserId,
         sid: &Option<String>,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<Option<Session>, StoreError> {
         let Some(cookie) = cookie else {
-            return Ok(false);
+            return Ok(None);
         };
         Ok(self
             .session(cookie)
             .await?
-            .is_some_and(|s| &s.org == org && &s.user == user && &s.sid == sid))
+            .filter(|s| &s.org == org && &s.user == user && sid.as_deref() == Some(s.id.as_str())))
     }
 
     /// A new access token for the grant, while the Gatehouse browser
@@ -224,7 +229,7 @@ impl App {
             .same_browser_session(session_cookie, &grant.org, &grant.user, &grant.sid)
             .await
             .map_err(|e| DashboardRefreshError::Unavailable(e.to_string()))?;
-        if !same {
+        if same.is_none() {
             return Err(DashboardRefreshError::Ended);
         }
         let user = user_store(self)
@@ -272,12 +277,13 @@ impl App {
     pub async fn any_session_user(
         &self,
         cookie: &str,
+        browser: &gatehouse_domain::session::BrowserUse,
     ) -> Result<Option<(User, Session)>, StoreError> {
         let Some(session) = self.session(cookie).await? else {
             return Ok(None);
         };
         let org = session.org.clone();
-        self.session_user(cookie, &org).await
+        self.session_user(cookie, &org, browser).await
     }
 
     pub fn issue_dashboard_code(

@@ -157,90 +157,6 @@ impl App {
         }
     }
 
-    /// A new browser session: the cookie value and the session (whose
-    /// `created_at` is the sign-in's `auth_time`, D49).
-    pub async fn create_session(
-        &self,
-        user: &User,
-        org: &OrgId,
-    ) -> Result<(String, Session), StoreError> {
-        let token = random::token("", 256);
-        let now = Timestamp::now();
-        let sess = Session {
-            org: org.clone(),
-            user: user.id.clone(),
-            created_at: now,
-            expires_at: now.plus_seconds(SESSION_TTL_SECS),
-            sid: Some(random::token("", 128)),
-        };
-        grant_store(self)
-            .create_session(org, &digest(&token), &sess)
-            .await?;
-        Ok((token, sess))
-    }
-
-    /// The session of a cookie, whatever its organization, while it lasts.
-    pub async fn session(&self, cookie: &str) -> Result<Option<Session>, StoreError> {
-        Ok(grant_store(self)
-            .resolve_session(&digest(cookie))
-            .await?
-            .filter(|s| s.expires_at > Timestamp::now()))
-    }
-
-    /// The active user of a session cookie in `org`, with the session.
-    pub async fn session_user(
-        &self,
-        cookie: &str,
-        org: &OrgId,
-    ) -> Result<Option<(User, Session)>, StoreError> {
-        let Some(sess) = self.session(cookie).await? else {
-            return Ok(None);
-        };
-        if &sess.org != org {
-            return Ok(None);
-        }
-        Ok(user_store(self)
-            .get_user(org, &sess.user)
-            .await?
-            .filter(|u| u.status == UserStatus::Active)
-            .map(|u| (u, sess)))
-    }
-
-    pub async fn end_session(&self, cookie: &str) -> Result<(), StoreError> {
-        grant_store(self).delete_session(&digest(cookie)).await
-    }
-
-    /// D49 logout: ends the session of `cookie` and revokes the refresh
-    /// chains begun in it. Nothing happens for an unknown cookie.
-    pub async fn logout(&self, cookie: &str) -> Result<(), OAuthError> {
-        let Some(sess) = grant_store(self)
-            .resolve_session(&digest(cookie))
-            .await
-            .or_oauth()?
-        else {
-            return Ok(());
-        };
-        // The chains first, the session last: if a revocation fails, the
-        // session is still there, so signing out again finishes the job.
-        if let Some(sid) = &sess.sid {
-            let chains = grant_store(self)
-                .live_chains(
-                    &sess.org,
-                    &gatehouse_store::ChainFilter::Session(sid.clone()),
-                )
-                .await
-                .or_oauth()?;
-            for chain in chains {
-                self.revoke_chain_now(&sess.org, &chain).await?;
-            }
-        }
-        grant_store(self)
-            .delete_session(&digest(cookie))
-            .await
-            .or_oauth()?;
-        Ok(())
-    }
-
     /// D49: forgets the consent `user` gave `client` and revokes the
     /// refresh chains (and so the access tokens) the person holds for it.
     /// `false` when there was neither a consent nor a live chain.
@@ -349,7 +265,7 @@ impl App {
                     chain: None,
                     nonce: req.nonce.clone(),
                     auth_time: Some(session.created_at),
-                    sid: session.sid.clone(),
+                    sid: Some(session.id.as_str().to_owned()),
                 },
             )
             .await?;

@@ -64,6 +64,10 @@ impl Publish for Published {
         serde_json::to_string(&crate::api::responses::WebhookEndpointResponse::from(e))
             .unwrap_or_else(|_| "{}".into())
     }
+    fn session(&self, s: &gatehouse_domain::session::Session) -> String {
+        serde_json::to_string(&crate::api::responses::SessionResponse::of(s, None))
+            .unwrap_or_else(|_| "{}".into())
+    }
 }
 
 pub fn router() -> Router<AppState> {
@@ -306,6 +310,7 @@ pub(crate) fn webhook_schemas() -> serde_json::Map<String, serde_json::Value> {
                 | EventType::UserDeleted
                 | EventType::UserInvited
                 | EventType::UserPasswordChanged => reference("User"),
+                EventType::UserSignedIn | EventType::SessionRevoked => reference("Session"),
                 EventType::ProductCreated
                 | EventType::ProductUpdated
                 | EventType::ProductDeleted => reference("Product"),

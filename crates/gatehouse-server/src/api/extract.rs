@@ -285,6 +285,13 @@ impl PathId for gatehouse_domain::EndpointId {
     }
 }
 
+impl PathId for gatehouse_domain::SessionId {
+    const RESOURCE: Resource = Resource::Session;
+    fn parse(raw: &str) -> Option<Self> {
+        gatehouse_domain::SessionId::parse(raw)
+    }
+}
+
 impl PathId for ProductId {
     const RESOURCE: Resource = Resource::Product;
     fn parse(raw: &str) -> Option<Self> {

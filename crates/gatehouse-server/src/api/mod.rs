@@ -21,6 +21,7 @@ pub mod products;
 pub mod profile;
 pub mod requests;
 pub mod responses;
+pub mod sessions;
 pub mod users;
 pub mod v2;
 pub mod versions;
@@ -40,6 +41,8 @@ pub fn v1_routes(state: &AppState) -> Router<AppState> {
         .merge(users::router())
         .merge(products::router())
         .merge(profile::router())
+        // D57: browser sessions.
+        .merge(sessions::router())
         // D46: the management API.
         .merge(applications::router())
         .merge(api_keys::router())

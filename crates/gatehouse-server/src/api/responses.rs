@@ -216,6 +216,58 @@ pub struct CreatedApiKey<'a> {
     pub key: &'a str,
 }
 
+// D57.
+/// A browser session: a sign-in and the applications that got refresh
+/// tokens in it.
+#[derive(Serialize, ToSchema)]
+#[schema(as = Session)]
+pub struct SessionResponse<'a> {
+    /// `ses_…`: also the `sid` of the session's ID tokens (D49).
+    #[schema(value_type = String, pattern = "^ses_[A-Za-z0-9]+$")]
+    pub id: &'a str,
+    /// The sign-in.
+    #[schema(schema_with = schemas::timestamp)]
+    pub created_at: Timestamp,
+    /// The latest browser use or refresh of a chain begun in it (written
+    /// at most once a minute).
+    #[schema(schema_with = schemas::timestamp)]
+    pub last_seen_at: Timestamp,
+    /// The address of the latest browser use (the sign-in's until then).
+    #[schema(value_type = Option<String>, required = true)]
+    pub ip: Option<&'a str>,
+    /// The `User-Agent` of the latest browser use.
+    #[schema(value_type = Option<String>, required = true)]
+    pub user_agent: Option<&'a str>,
+    /// How the person signed in (RFC 8176): `pwd` for a password.
+    #[schema(value_type = Vec<String>)]
+    pub amr: &'a [String],
+    /// The client ids with live refresh chains begun in the session.
+    #[schema(value_type = Vec<String>)]
+    pub applications: Vec<&'a str>,
+    /// Whether the calling token acts in this session (its refresh chain
+    /// began in it). Absent in events (D54).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = bool)]
+    pub current: Option<bool>,
+}
+
+impl<'a> SessionResponse<'a> {
+    /// The session with `current` as the list tells it (`None`: shown
+    /// without `current`, as events show it).
+    pub fn of(s: &'a gatehouse_domain::session::Session, current: Option<bool>) -> Self {
+        Self {
+            id: s.id.as_str(),
+            created_at: s.created_at,
+            last_seen_at: s.last_seen_at,
+            ip: s.ip.as_deref(),
+            user_agent: s.user_agent.as_deref(),
+            amr: &s.amr,
+            applications: s.applications.iter().map(|c| c.as_str()).collect(),
+            current,
+        }
+    }
+}
+
 // D55.
 /// A webhook endpoint (never its secret, after creation).
 #[derive(Serialize, ToSchema)]

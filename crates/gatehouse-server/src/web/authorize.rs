@@ -10,7 +10,7 @@ use axum::routing::{get, post};
 use gatehouse_app::Session;
 use gatehouse_auth::OAuthErrorKind;
 use gatehouse_auth::dashboard::{self, DashboardRequest};
-use gatehouse_auth::flows::{AuthorizeError, AuthorizeRequest, LoginError, SESSION_TTL_SECS};
+use gatehouse_auth::flows::{AuthorizeError, AuthorizeRequest, LoginError};
 use gatehouse_domain::{Scope, User};
 use minijinja::context;
 
@@ -213,25 +213,31 @@ async fn session_user(
     st: &AppState,
     headers: &HeaderMap,
     req: &AuthorizeRequest,
+    browser: &pages::Browser,
 ) -> Option<(User, Session)> {
     let cookie = pages::session_cookie(st, headers)?;
     st.app
-        .session_user(&cookie, &req.client.org)
+        .session_user(&cookie, &req.client.org, &browser.used)
         .await
         .ok()
         .flatten()
 }
 
 /// An authorization request by GET or POST (D49).
-async fn authorize(st: AppState, headers: HeaderMap, p: AuthorizeParameters) -> Response {
+async fn authorize(
+    st: AppState,
+    headers: HeaderMap,
+    p: AuthorizeParameters,
+    browser: pages::Browser,
+) -> Response {
     if dashboard::is_dashboard(p.to_params().client_id.as_deref()) {
-        return dashboard_authorize(&st, &headers, &p).await;
+        return dashboard_authorize(&st, &headers, &p, &browser).await;
     }
     let req = match st.app.check_authorize(&p.to_params()).await {
         Ok(r) => r,
         Err(e) => return refuse(&st, e),
     };
-    match session_user(&st, &headers, &req).await {
+    match session_user(&st, &headers, &req, &browser).await {
         Some((user, session)) if !req.needs_fresh_login(session.created_at) => {
             after_sign_in(&st, &req, &p, &headers, &user, &session).await
         }
@@ -258,15 +264,24 @@ async fn authorize(st: AppState, headers: HeaderMap, p: AuthorizeParameters) -> 
         (status = 400, description = "Unknown client or redirect URI (HTML)", body = crate::http::schemas::Html, content_type = "text/html"),
     ),
 )]
-pub(crate) async fn start(State(st): State<AppState>, headers: HeaderMap, uri: Uri) -> Response {
+pub(crate) async fn start(
+    State(st): State<AppState>,
+    browser: pages::Browser,
+    headers: HeaderMap,
+    uri: Uri,
+) -> Response {
     let p = AuthorizeParameters::from_query(uri.query().unwrap_or(""));
-    authorize(st, headers, p).await
+    authorize(st, headers, p, browser).await
 }
 
 /// D49: an authorization request may also be a form POST. A repeated
 /// parameter is refused like in a query (D45 continued), after the
 /// redirect URI is known.
-async fn start_by_post(State(st): State<AppState>, request: Request) -> Response {
+async fn start_by_post(
+    State(st): State<AppState>,
+    browser: pages::Browser,
+    request: Request,
+) -> Response {
     let (parts, body) = request.into_parts();
     let form = match crate::http::form::Form::read_reporting(&parts.headers, body).await {
         Ok(f) => f,
@@ -275,7 +290,13 @@ async fn start_by_post(State(st): State<AppState>, request: Request) -> Response
             return pages::message(&st, StatusCode::BAD_REQUEST, "Something went wrong", m);
         }
     };
-    authorize(st, parts.headers, AuthorizeParameters::from_form(&form)).await
+    authorize(
+        st,
+        parts.headers,
+        AuthorizeParameters::from_form(&form),
+        browser,
+    )
+    .await
 }
 
 const LOGIN_FAILED: &str = "That e-mail and password do not match an account that can sign in here, or sign-in is paused for a while after too many attempts.";
@@ -283,6 +304,7 @@ const LOGIN_FAILED: &str = "That e-mail and password do not match an account tha
 async fn login(
     State(st): State<AppState>,
     ConnectInfo(peer): ConnectInfo<std::net::SocketAddr>,
+    browser: pages::Browser,
     request: Request,
 ) -> Response {
     let (headers, form) = match pages::read_form(request).await {
@@ -299,7 +321,7 @@ async fn login(
     }
     let p = AuthorizeParameters::from_form(&form);
     if dashboard::is_dashboard(p.to_params().client_id.as_deref()) {
-        return dashboard_login(&st, peer, &headers, &form, &p).await;
+        return dashboard_login(&st, peer, &headers, &form, &p, &browser).await;
     }
     let req = match st.app.check_authorize(&p.to_params()).await {
         Ok(r) => r,
@@ -314,11 +336,22 @@ async fn login(
         .await
     {
         Ok(user) => {
-            let Ok((token, session)) = st.app.create_session(&user, &req.client.org).await else {
+            let created = st
+                .app
+                .create_session(
+                    &user,
+                    &req.client.org,
+                    &req.client.id,
+                    &browser.used,
+                    browser.request.clone(),
+                )
+                .await;
+            let Ok((token, session)) = created else {
                 return unavailable(&st);
             };
             let mut res = after_sign_in(&st, &req, &p, &headers, &user, &session).await;
-            pages::set_session_cookie(&st, &mut res, &token, Some(SESSION_TTL_SECS));
+            let age = st.app.session_limits().cookie_max_age();
+            pages::set_session_cookie(&st, &mut res, &token, Some(age));
             res
         }
         Err(LoginError::Failed) => {
@@ -331,7 +364,7 @@ async fn login(
     }
 }
 
-async fn decide(State(st): State<AppState>, request: Request) -> Response {
+async fn decide(State(st): State<AppState>, browser: pages::Browser, request: Request) -> Response {
     let (headers, form) = match pages::read_form(request).await {
         Ok(f) => f,
         Err(m) => return pages::message(&st, StatusCode::BAD_REQUEST, "Something went wrong", m),
@@ -349,7 +382,7 @@ async fn decide(State(st): State<AppState>, request: Request) -> Response {
         Ok(r) => r,
         Err(e) => return refuse(&st, e),
     };
-    let Some((user, session)) = session_user(&st, &headers, &req).await else {
+    let Some((user, session)) = session_user(&st, &headers, &req, &browser).await else {
         return login_page(&st, &req, &p, &headers, None, "").await;
     };
     match form.value("decision") {
@@ -401,6 +434,7 @@ async fn dashboard_authorize(
     st: &AppState,
     headers: &HeaderMap,
     p: &AuthorizeParameters,
+    browser: &pages::Browser,
 ) -> Response {
     let req = match st.app.check_dashboard_authorize(&p.to_params()) {
         Ok(r) => r,
@@ -409,7 +443,7 @@ async fn dashboard_authorize(
     if !req.fresh_login
         && let Some(cookie) = pages::session_cookie(st, headers)
     {
-        match st.app.any_session_user(&cookie).await {
+        match st.app.any_session_user(&cookie, &browser.used).await {
             Ok(Some((user, session))) => {
                 return dashboard_code(st, &req, &user, &session);
             }
@@ -476,12 +510,24 @@ async fn dashboard_signed_in(
     req: &DashboardRequest,
     org: &gatehouse_domain::OrgId,
     user: &User,
+    browser: &pages::Browser,
 ) -> Response {
-    let Ok((token, session)) = st.app.create_session(user, org).await else {
+    let created = st
+        .app
+        .create_session(
+            user,
+            org,
+            &dashboard::dashboard_client_id(),
+            &browser.used,
+            browser.request.clone(),
+        )
+        .await;
+    let Ok((token, session)) = created else {
         return unavailable(st);
     };
     let mut res = dashboard_code(st, req, user, &session);
-    pages::set_session_cookie(st, &mut res, &token, Some(SESSION_TTL_SECS));
+    let age = st.app.session_limits().cookie_max_age();
+    pages::set_session_cookie(st, &mut res, &token, Some(age));
     res
 }
 
@@ -491,6 +537,7 @@ async fn dashboard_login(
     headers: &HeaderMap,
     form: &crate::http::form::Form,
     p: &AuthorizeParameters,
+    browser: &pages::Browser,
 ) -> Response {
     let req = match st.app.check_dashboard_authorize(&p.to_params()) {
         Ok(r) => r,
@@ -501,7 +548,7 @@ async fn dashboard_login(
     let source = pages::client_ip(headers, peer, &st.config.trusted_proxies).to_string();
     match st.app.login_anywhere(email, password, &source).await {
         Ok(matches) if matches.len() == 1 => {
-            dashboard_signed_in(st, &req, &matches[0].org.id, &matches[0].user).await
+            dashboard_signed_in(st, &req, &matches[0].org.id, &matches[0].user, browser).await
         }
         Ok(matches) => {
             let (csrf, new) = pages::csrf_token(st, headers);
@@ -541,7 +588,11 @@ async fn dashboard_login(
 }
 
 /// D48: the account picked when the e-mail and password matched several.
-async fn pick_account(State(st): State<AppState>, request: Request) -> Response {
+async fn pick_account(
+    State(st): State<AppState>,
+    browser: pages::Browser,
+    request: Request,
+) -> Response {
     let (headers, form) = match pages::read_form(request).await {
         Ok(f) => f,
         Err(m) => return pages::message(&st, StatusCode::BAD_REQUEST, "Something went wrong", m),
@@ -570,7 +621,7 @@ async fn pick_account(State(st): State<AppState>, request: Request) -> Response 
         );
     };
     let mut res = match st.app.open_pick(&sealed, org).await {
-        Ok(Some((org, user))) => dashboard_signed_in(&st, &req, &org, &user).await,
+        Ok(Some((org, user))) => dashboard_signed_in(&st, &req, &org, &user, &browser).await,
         Ok(None) => dashboard_login_page(
             &st,
             &req,

@@ -172,7 +172,7 @@ pub(crate) async fn logout(State(st): State<AppState>, request: Request) -> Resp
     // it; a valid hint without a live session ends nothing.
     if (confirmed || session.is_some())
         && let Some(c) = &cookie
-        && let Err(e) = st.app.logout(c).await
+        && let Err(e) = st.app.logout(c, None).await
     {
         tracing::error!(cause = %e, "logout failed");
         return pages::message(

@@ -223,3 +223,49 @@ pub fn local_path(public_url: &str, candidate: &str) -> Option<String> {
         && !path.starts_with("/oauth/authorize/");
     ok.then(|| path.to_owned())
 }
+
+/// The browser a page request came from (D57: a session's `ip` and
+/// `user_agent`), and the request as events name it (D54).
+pub struct Browser {
+    pub used: gatehouse_domain::session::BrowserUse,
+    pub request: Option<gatehouse_domain::event::RequestRef>,
+}
+
+impl Browser {
+    /// From a request's parts: the client's address after D28's proxy
+    /// rules, its `User-Agent`, its request id.
+    pub fn of(st: &AppState, parts: &axum::http::request::Parts) -> Self {
+        let peer = parts
+            .extensions
+            .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+            .map(|c| c.0)
+            .unwrap_or_else(|| std::net::SocketAddr::from(([0, 0, 0, 0], 0)));
+        let ip = client_ip(&parts.headers, peer, &st.config.trusted_proxies);
+        let agent = parts
+            .headers
+            .get(header::USER_AGENT)
+            .and_then(|v| v.to_str().ok());
+        let request = parts
+            .extensions
+            .get::<crate::http::middleware::RequestCtx>()
+            .map(|ctx| gatehouse_domain::event::RequestRef {
+                id: ctx.request_id.as_str().to_owned(),
+                idempotency_key: None,
+            });
+        Self {
+            used: gatehouse_domain::session::BrowserUse::new(ip.to_string(), agent),
+            request,
+        }
+    }
+}
+
+impl axum::extract::FromRequestParts<AppState> for Browser {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        st: &AppState,
+    ) -> Result<Self, Self::Rejection> {
+        Ok(Self::of(st, parts))
+    }
+}

@@ -10,7 +10,7 @@ use crate::EventFilter;
 /// Sequences until `org` shows `want` events (a backend that sequences
 /// after commit may need a few rounds while other transactions of the
 /// cluster run), then answers them oldest first.
-async fn settled(s: &dyn Store, org: &OrgId, want: u64) -> Vec<Event> {
+pub(crate) async fn settled(s: &dyn Store, org: &OrgId, want: u64) -> Vec<Event> {
     for _ in 0..400 {
         s.sequence_events().await.unwrap();
         let l = s
@@ -26,14 +26,14 @@ async fn settled(s: &dyn Store, org: &OrgId, want: u64) -> Vec<Event> {
     panic!("{org}: fewer than {want} events were ever sequenced");
 }
 
-fn kinds(events: &[Event]) -> Vec<(&'static str, String)> {
+pub(crate) fn kinds(events: &[Event]) -> Vec<(&'static str, String)> {
     events
         .iter()
         .map(|e| (e.event.kind.as_str(), e.event.object_id.clone()))
         .collect()
 }
 
-fn json(s: &str) -> serde_json::Value {
+pub(crate) fn json(s: &str) -> serde_json::Value {
     serde_json::from_str(s).unwrap()
 }
 

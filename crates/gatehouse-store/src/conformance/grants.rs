@@ -13,28 +13,20 @@ pub async fn sessions_and_login_failures(s: &dyn Store) {
         )
         .await
         .unwrap();
-    let sess = Session {
-        org: o.clone(),
-        user: u.id.clone(),
-        created_at: now,
-        expires_at: now.plus_seconds(3600),
-        sid: None,
-    };
-    s.create_session(&o, &[1; 32], &sess).await.unwrap();
+    let sess = session(&o, &u.id, now, now.plus_seconds(3600));
+    s.create_session(&o, &[1; 32], &sess, &[]).await.unwrap();
     assert_eq!(
         s.resolve_session(&[1; 32]).await.unwrap(),
         Some(sess.clone())
     );
-    s.delete_session(&[1; 32]).await.unwrap();
-    assert_eq!(s.resolve_session(&[1; 32]).await.unwrap(), None);
-    s.create_session(&o, &[2; 32], &sess).await.unwrap();
+    assert_eq!(s.resolve_session(&[9; 32]).await.unwrap(), None);
     let off = UserPatch {
         status: Some(UserStatus::Inactive),
         ..Default::default()
     };
     s.update_user(&o, &u.id, &off, now, teller()).await.unwrap();
     assert_eq!(
-        s.resolve_session(&[2; 32]).await.unwrap(),
+        s.resolve_session(&[1; 32]).await.unwrap(),
         None,
         "deactivation ends sessions"
     );

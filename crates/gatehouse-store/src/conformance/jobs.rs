@@ -13,17 +13,11 @@ pub async fn purge_removes_only_expired(s: &dyn Store) {
         )
         .await
         .unwrap();
-    let sess = |exp: Timestamp| Session {
-        org: o.clone(),
-        user: u.id.clone(),
-        created_at: now,
-        expires_at: exp,
-        sid: None,
-    };
-    s.create_session(&o, &[30; 32], &sess(now.plus_seconds(-5)))
+    let sess = |exp: Timestamp| session(&o, &u.id, now, exp);
+    s.create_session(&o, &[30; 32], &sess(now.plus_seconds(-5)), &[])
         .await
         .unwrap();
-    s.create_session(&o, &[31; 32], &sess(now.plus_seconds(500)))
+    s.create_session(&o, &[31; 32], &sess(now.plus_seconds(500)), &[])
         .await
         .unwrap();
     s.insert_revocation(&crate::NewRevocation::new(

@@ -19,6 +19,7 @@ mod rate;
 mod revocations;
 mod scoping;
 mod search;
+mod sessions;
 mod signing_keys;
 mod users;
 mod webhooks;
@@ -39,6 +40,7 @@ pub use rate::*;
 pub use revocations::*;
 pub use scoping::*;
 pub use search::*;
+pub use sessions::*;
 pub use signing_keys::*;
 pub use users::*;
 pub use webhooks::*;
@@ -88,7 +90,9 @@ macro_rules! store_conformance_tests {
             concurrent_endpoint_creations_stop_at_the_limit,
             removed_owners_disable_their_endpoints,
             deliveries_fan_out_lease_and_finish,
-            a_backlogged_endpoint_does_not_starve_another);
+            a_backlogged_endpoint_does_not_starve_another,
+            sessions_are_listed_touched_and_paged, ending_sessions_revokes_their_chains_and_tells,
+            expired_sign_ins_stay_while_their_chains_live, user_changes_end_sessions_as_d57_says);
     };
     (@each $make:expr; $($name:ident),*) => {
         $(
@@ -197,6 +201,28 @@ pub(crate) fn link(byte: u8, expires_at: Timestamp, to: &str) -> NewLink {
 }
 
 /// A chain id of a test, which must have the shape of a real one.
+/// A session of `user` in `org` begun at `created`, its browser sign-in
+/// ending at `expires`.
+pub(crate) fn session(
+    org: &OrgId,
+    user: &UserId,
+    created: Timestamp,
+    expires: Timestamp,
+) -> Session {
+    Session {
+        id: gatehouse_domain::SessionId::generate(),
+        org: org.clone(),
+        user: user.clone(),
+        created_at: created,
+        last_seen_at: created,
+        expires_at: expires,
+        ip: Some("192.0.2.10".into()),
+        user_agent: Some("Conformance/1.0".into()),
+        amr: vec!["pwd".into()],
+        applications: Vec::new(),
+    }
+}
+
 pub(crate) fn cid(id: &str) -> ChainId {
     ChainId::parse(id).expect("a chain id")
 }
@@ -278,6 +304,14 @@ pub(crate) async fn futures_join8(s: &dyn Store, key: &str) -> Vec<bool> {
 pub struct TestPublish;
 
 impl gatehouse_domain::event::Publish for TestPublish {
+    fn session(&self, s: &gatehouse_domain::session::Session) -> String {
+        serde_json::json!({
+            "id": s.id.as_str(),
+            "user_id": s.user.as_str(),
+            "applications": s.applications.iter().map(|c| c.as_str()).collect::<Vec<_>>(),
+        })
+        .to_string()
+    }
     fn product(&self, p: &gatehouse_domain::Product) -> String {
         serde_json::to_string(p).expect("a product serializes")
     }

@@ -214,14 +214,8 @@ pub async fn every_tenant_method_is_scoped(s: &dyn Store) {
     assert_eq!(s.resolve_api_key(&[72; 32]).await.unwrap(), Some(k.clone()));
 
     // --- sessions, codes, refresh chains and their revocation -------------------
-    let sess = Session {
-        org: a.clone(),
-        user: admin.id.clone(),
-        created_at: now,
-        expires_at: now.plus_seconds(3600),
-        sid: None,
-    };
-    assert!(s.create_session(&b, &[73; 32], &sess).await.is_err());
+    let sess = session(&a, &admin.id, now, now.plus_seconds(3600));
+    assert!(s.create_session(&b, &[73; 32], &sess, &[]).await.is_err());
     assert_eq!(s.resolve_session(&[73; 32]).await.unwrap(), None);
     let code = AuthCode {
         digest: [74; 32],

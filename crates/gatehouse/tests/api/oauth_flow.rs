@@ -2927,3 +2927,6 @@ mod management;
 
 #[path = "offboarding.rs"]
 mod offboarding;
+
+#[path = "sessions.rs"]
+mod sessions;

@@ -855,12 +855,24 @@ async fn d54_offboarding_tells_what_it_reaches_before_the_person() {
     let all = crate::events::all_after(&s, &ops, start).await;
     let after = &all[3..];
     let (app, boss_id) = (app_id.as_str(), boss.id.as_str());
+    // D57: the deactivation ended the person's browser session (the one
+    // the console's token came from), after the other cascades.
+    let ended = after
+        .iter()
+        .find(|e| e["type"] == "session.revoked")
+        .expect("the session ended by the deactivation is told");
+    let ses = ended["data"]["object"]["id"].as_str().unwrap();
+    assert!(ses.starts_with("ses_"), "{ended}");
+    // The demotion before it had revoked the console's chain (D29): no
+    // application holds a live chain from it any more.
+    assert_eq!(ended["data"]["object"]["applications"], json!([]));
     let want: Vec<(String, String)> = [
         ("application.updated", app),
         ("api_key.revoked", k1.as_str()),
         ("user.updated", boss_id),
         ("api_key.revoked", k2.as_str()),
         ("application.updated", app),
+        ("session.revoked", ses),
         ("user.updated", boss_id),
         ("application.updated", app),
         ("user.deleted", boss_id),
@@ -890,14 +902,14 @@ async fn d54_offboarding_tells_what_it_reaches_before_the_person() {
         after[4]["data"]["object"]["suspended_reason"],
         "owner_inactive"
     );
-    assert_eq!(after[6]["data"]["object"]["owner_id"], heir.id.to_string());
+    assert_eq!(after[7]["data"]["object"]["owner_id"], heir.id.to_string());
     assert_eq!(
-        after[6]["data"]["previous_attributes"]["owner_id"],
+        after[7]["data"]["previous_attributes"]["owner_id"],
         boss.id.to_string()
     );
-    assert_eq!(after[7]["data"]["object"]["status"], "inactive");
+    assert_eq!(after[8]["data"]["object"]["status"], "inactive");
     // The delete's events name its request; the actor is the credential.
-    for e in &after[6..] {
+    for e in &after[7..] {
         assert_eq!(e["request"]["id"], request_id.as_str());
         assert_eq!(e["actor"]["type"], "client");
     }

@@ -599,7 +599,17 @@ async fn d49_consent_logout_and_userinfo_hold_across_nodes() {
     let (sa, sb) = (&a.running.state, &b.running.state);
     let req_a = sa.app.check_authorize(&params).await.unwrap();
     let granted = req_a.grantable(Role::Viewer);
-    let (cookie, session) = sa.app.create_session(&user, &org).await.unwrap();
+    let (cookie, session) = sa
+        .app
+        .create_session(
+            &user,
+            &org,
+            &req_a.client.id,
+            &gatehouse_domain::session::BrowserUse::new("127.0.0.1", Some("multinode")),
+            None,
+        )
+        .await
+        .unwrap();
     sa.app
         .remember_consent(&req_a, &user, granted)
         .await
@@ -1078,7 +1088,13 @@ async fn person_pair(
     let req = state.app.check_authorize(&params).await.unwrap();
     let (_, session) = state
         .app
-        .create_session(&user, &req.client.org)
+        .create_session(
+            &user,
+            &req.client.org,
+            &req.client.id,
+            &gatehouse_domain::session::BrowserUse::new("127.0.0.1", Some("multinode")),
+            None,
+        )
         .await
         .unwrap();
     let code = state

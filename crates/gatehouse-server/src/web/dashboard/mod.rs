@@ -388,7 +388,7 @@ async fn sign_out(State(st): State<AppState>, req: Request) -> Response {
         );
     }
     if let Some(session) = pages::session_cookie(&st, &headers)
-        && let Err(e) = st.app.logout(&session).await
+        && let Err(e) = st.app.logout(&session, None).await
     {
         tracing::error!(cause = %e, "dashboard: ending the browser session failed");
         return message(

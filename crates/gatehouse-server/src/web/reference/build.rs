@@ -346,6 +346,7 @@ mod tests {
                         .replace("{key_id}", "$KEY_ID")
                         .replace("{event_id}", "$EVENT_ID")
                         .replace("{endpoint_id}", "$ENDPOINT_ID")
+                        .replace("{session_id}", "$SESSION_ID")
                         .replace("{path}", "users")
                 ),
                 "{}: {}",

@@ -1,0 +1,276 @@
+//! Browser sessions (D49, D57): the sign-in's session and its cookie, its
+//! browser use, and the explicit ends (the `/v1` endpoints, sign-out,
+//! logout) that revoke the chains begun in it on every node.
+//!
+//! The rules (when the browser sign-in ends, when a use is written, what a
+//! selection reaches) are `gatehouse_domain::session`'s; storage applies an
+//! end in one transaction with its `session.revoked` events; this layer
+//! pulls the revocations it wrote into this node's memory at once (other
+//! nodes within a second, D44).
+
+use gatehouse_auth::flows::digest;
+use gatehouse_domain::effect;
+use gatehouse_domain::event::{Origin, RequestRef};
+use gatehouse_domain::session::{BrowserUse, SessionLimits, SessionSelect};
+use gatehouse_domain::{
+    ChainId, ClientId, Listing, OrgId, Page, SessionId, Timestamp, User, UserId, UserStatus, random,
+};
+use gatehouse_store::{Session, StoreError};
+
+use crate::error::{AppError, AppResult, OrApp};
+use crate::{App, Resource};
+
+/// A person's sessions as `GET /v1/me/sessions` shows them: a page, and
+/// which of them is the caller's (`current`).
+pub struct MySessions {
+    pub listing: Listing<Session>,
+    pub current: Option<SessionId>,
+}
+
+impl App {
+    /// D57 (D40 continued): `GATEHOUSE_SESSION_IDLE` and `_MAX`.
+    pub fn with_session_limits(mut self, limits: SessionLimits) -> Self {
+        std::sync::Arc::get_mut(&mut self.0)
+            .expect("settings are applied before the App is shared")
+            .session_limits = limits;
+        self
+    }
+
+    pub fn session_limits(&self) -> SessionLimits {
+        self.0.session_limits
+    }
+
+    /// A sign-in by password to `client` in the browser `browser`: a new
+    /// session (whose `created_at` is the `auth_time`, D49) and the value
+    /// of its cookie, stored with `user.signed_in` (D54).
+    pub async fn create_session(
+        &self,
+        user: &User,
+        org: &OrgId,
+        client: &ClientId,
+        browser: &BrowserUse,
+        request: Option<RequestRef>,
+    ) -> Result<(String, Session), StoreError> {
+        let token = random::token("", 256);
+        let session = Session::signed_in(
+            org,
+            &user.id,
+            browser,
+            &self.0.session_limits,
+            Timestamp::now(),
+        );
+        let origin = Origin {
+            actor: gatehouse_domain::event::Actor::User {
+                user: user.id.clone(),
+                client: Some(client.clone()),
+            },
+            request,
+        };
+        let effects = effect::of_sign_in(&self.teller(&origin), &session, client);
+        session_store(self)
+            .create_session(org, &digest(&token), &session, &effects)
+            .await?;
+        Ok((token, session))
+    }
+
+    /// The session of a cookie, whatever its organization, while its
+    /// browser sign-in lasts (D57).
+    pub async fn session(&self, cookie: &str) -> Result<Option<Session>, StoreError> {
+        let now = Timestamp::now();
+        Ok(session_store(self)
+            .resolve_session(&digest(cookie))
+            .await?
+            .filter(|s| s.browser_live(now)))
+    }
+
+    /// The active user of a session cookie in `org`, with the session. A
+    /// use by `browser` is written as D57 says (at most once a minute,
+    /// sooner when the address or agent changed), which also extends the
+    /// browser sign-in's idle time.
+    pub async fn session_user(
+        &self,
+        cookie: &str,
+        org: &OrgId,
+        browser: &BrowserUse,
+    ) -> Result<Option<(User, Session)>, StoreError> {
+        let Some(mut sess) = self.session(cookie).await? else {
+            return Ok(None);
+        };
+        if &sess.org != org {
+            return Ok(None);
+        }
+        let Some(user) = user_store(self)
+            .get_user(org, &sess.user)
+            .await?
+            .filter(|u| u.status == UserStatus::Active)
+        else {
+            return Ok(None);
+        };
+        if let Some(seen) = sess.browser_use(browser, &self.0.session_limits, Timestamp::now()) {
+            session_store(self).record_browser_use(org, &seen).await?;
+            sess = seen;
+        }
+        Ok(Some((user, sess)))
+    }
+
+    /// D49, D57: sign-out and `/oauth/logout` end the session of `cookie`
+    /// explicitly: the chains begun in it and their access tokens are
+    /// revoked, `session.revoked` told. Nothing happens for an unknown
+    /// cookie.
+    pub async fn logout(&self, cookie: &str, request: Option<RequestRef>) -> AppResult<()> {
+        let Some(sess) = session_store(self)
+            .resolve_session(&digest(cookie))
+            .await
+            .or_app(Resource::Storage)?
+        else {
+            return Ok(());
+        };
+        let origin = Origin {
+            actor: gatehouse_domain::event::Actor::User {
+                user: sess.user.clone(),
+                client: None,
+            },
+            request,
+        };
+        self.end_sessions(
+            &sess.org,
+            &sess.user,
+            SessionSelect::One(sess.id.clone()),
+            &origin,
+        )
+        .await
+        .map(drop)
+    }
+
+    /// The session the caller's token acts in (D57's `current`): the one
+    /// its refresh chain was begun in, or, for the dashboard's tokens, the
+    /// browser session they carry.
+    async fn current_session(
+        &self,
+        org: &OrgId,
+        chain: Option<&ChainId>,
+    ) -> AppResult<Option<SessionId>> {
+        let Some(chain) = chain else {
+            return Ok(None);
+        };
+        if let Some(id) = SessionId::parse(chain.as_str()) {
+            return Ok(Some(id));
+        }
+        session_store(self)
+            .session_of_chain(org, chain)
+            .await
+            .or_app(Resource::Storage)
+    }
+
+    /// `GET /v1/me/sessions` (D57).
+    pub async fn my_sessions(
+        &self,
+        org: &OrgId,
+        me: &UserId,
+        chain: Option<&ChainId>,
+        page: Page,
+    ) -> AppResult<MySessions> {
+        let (items, total) = session_store(self)
+            .list_sessions(org, me, page, Timestamp::now())
+            .await
+            .or_app(Resource::Session)?;
+        Ok(MySessions {
+            listing: Listing { items, total },
+            current: self.current_session(org, chain).await?,
+        })
+    }
+
+    /// `DELETE /v1/me/sessions/{ses_id}` and the admin's
+    /// `DELETE /v1/users/{id}/sessions/{ses_id}` (D57): 404 when it is not a
+    /// listed session of that person.
+    pub async fn end_session(
+        &self,
+        org: &OrgId,
+        user: &UserId,
+        id: &SessionId,
+        origin: &Origin,
+    ) -> AppResult<()> {
+        let ended = self
+            .end_sessions(org, user, SessionSelect::One(id.clone()), origin)
+            .await?;
+        if ended.is_empty() {
+            return Err(AppError::NotFound(Resource::Session));
+        }
+        Ok(())
+    }
+
+    /// `POST /v1/me/sessions/revoke-others` (D57): every session of the
+    /// person but the one the caller's token acts in; how many ended.
+    pub async fn revoke_other_sessions(
+        &self,
+        org: &OrgId,
+        me: &UserId,
+        chain: Option<&ChainId>,
+        origin: &Origin,
+    ) -> AppResult<u64> {
+        let select = match self.current_session(org, chain).await? {
+            Some(current) => SessionSelect::AllBut(current),
+            None => SessionSelect::All,
+        };
+        let ended = self.end_sessions(org, me, select, origin).await?;
+        Ok(ended.len() as u64)
+    }
+
+    /// `GET /v1/users/{id}/sessions` (D57): 404 for a person outside the
+    /// organization.
+    pub async fn user_sessions(
+        &self,
+        org: &OrgId,
+        user: &UserId,
+        page: Page,
+    ) -> AppResult<Listing<Session>> {
+        self.get_user(org, user).await?;
+        let (items, total) = session_store(self)
+            .list_sessions(org, user, page, Timestamp::now())
+            .await
+            .or_app(Resource::Session)?;
+        Ok(Listing { items, total })
+    }
+
+    /// `DELETE /v1/users/{id}/sessions` (D57): every session of the person.
+    pub async fn end_all_sessions(
+        &self,
+        org: &OrgId,
+        user: &UserId,
+        origin: &Origin,
+    ) -> AppResult<u64> {
+        self.get_user(org, user).await?;
+        let ended = self
+            .end_sessions(org, user, SessionSelect::All, origin)
+            .await?;
+        Ok(ended.len() as u64)
+    }
+
+    /// Ends the sessions `select` reaches in one transaction and brings
+    /// the revocations it wrote into this node's memory at once.
+    pub(crate) async fn end_sessions(
+        &self,
+        org: &OrgId,
+        user: &UserId,
+        select: SessionSelect,
+        origin: &Origin,
+    ) -> AppResult<Vec<Session>> {
+        let ended = session_store(self)
+            .end_sessions(org, user, &select, Timestamp::now(), &self.teller(origin))
+            .await
+            .or_app(Resource::Session)?;
+        if !ended.is_empty() {
+            self.sync_revocations().await?;
+        }
+        Ok(ended)
+    }
+}
+
+/// This area's view of storage (issue 25).
+fn session_store(app: &App) -> &dyn gatehouse_store::SessionStore {
+    app.0.store.as_ref()
+}
+
+fn user_store(app: &App) -> &dyn gatehouse_store::UserStore {
+    app.0.store.as_ref()
+}
