@@ -78,7 +78,8 @@ REDIRECT_URI="http://127.0.0.1/callback"
 # Generous limits: this measures interoperability, not the rate limiter.
 ORG=$("$BIN" org create --name "Interop" --plan enterprise --per-minute 100000 --per-second 10000 --json | json id)
 USER_ID=$(printf '%s\n' "$PASSWORD" | "$BIN" user create --org "$ORG" --email "$EMAIL" --name "$USER_NAME" --role editor --password-stdin --json | json id)
-API_SCOPES="users:read profile:read products:read"
+# profile:write: test_authlib.py ends sessions (D57) with the client's tokens.
+API_SCOPES="users:read profile:read profile:write products:read"
 if CLIENT=$("$BIN" client create --org "$ORG" --name "Interop RP" --scopes "openid profile email $API_SCOPES" --redirect-uri "$REDIRECT_URI" --json 2>"$WORK/client.err"); then
   OIDC_SCOPES=1
 else
@@ -95,8 +96,16 @@ PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); p
 # D1 (revised): with no public_url the issuer is https://localhost:<port>,
 # which is also a name the self-signed certificate carries.
 ISSUER="https://localhost:$PORT"
+# D57: a browser sign-in ends after SESSION_IDLE_SECS without browser use,
+# so test_authlib.py can see one expire; below the 5-minute minimum only with
+# GATEHOUSE_TEST_SETTINGS=1 (which logs a warning at start). The other
+# suites sign in and consent within a second in a new browser each time, so
+# they never rely on a sign-in lasting longer. The maximum (1 h) stays out
+# of the way.
+SESSION_IDLE_SECS=4
 # D55: webhooks to the suites' own loopback receivers.
-"$BIN" serve --https-addr "127.0.0.1:$PORT" --http-addr 127.0.0.1:0 --admin-addr 127.0.0.1:0 \
+GATEHOUSE_TEST_SETTINGS=1 GATEHOUSE_SESSION_IDLE="${SESSION_IDLE_SECS}s" GATEHOUSE_SESSION_MAX=1h \
+  "$BIN" serve --https-addr "127.0.0.1:$PORT" --http-addr 127.0.0.1:0 --admin-addr 127.0.0.1:0 \
   --webhook-allow-cidrs 127.0.0.1/32 >/dev/null 2>"$LOG" &
 PID=$!
 CA="$GATEHOUSE_DATA_DIR/tls/cert.pem"
@@ -111,7 +120,7 @@ echo "interop: $("$BIN" --version) at $ISSUER (OpenID configuration published: $
 
 export GH_ISSUER="$ISSUER" GH_CA="$CA" GH_CLIENT_ID="$CLIENT_ID" GH_CLIENT_SECRET="$CLIENT_SECRET" \
   GH_REDIRECT_URI="$REDIRECT_URI" GH_EMAIL="$EMAIL" GH_PASSWORD="$PASSWORD" GH_USER_ID="$USER_ID" \
-  GH_USER_NAME="$USER_NAME" GH_ORG="$ORG" GH_BIN="$BIN"
+  GH_USER_NAME="$USER_NAME" GH_ORG="$ORG" GH_BIN="$BIN" GH_SESSION_IDLE_SECS="$SESSION_IDLE_SECS"
 
 FAILED=()
 run_suite() {

@@ -7,7 +7,10 @@ certificate is trusted with ``verify=<path>`` (GH_CA).
 D49: OIDC metadata, the code flow with PKCE and nonce, the id_token checked
 against the JWKS (authlib.jose + authlib.oidc.core.CodeIDToken: signature,
 iss, aud, exp, nonce, at_hash), userinfo, refresh, introspection,
-revocation. D20–D26: the OAuth 2.0 parts on the RFC 8414 document.
+revocation. D20–D26: the OAuth 2.0 parts on the RFC 8414 document. D57: a
+refresh chain outlives its session's browser sign-in (expired after
+GH_SESSION_IDLE_SECS without browser use) but not an explicit end of the
+session (revoke-others, DELETE /v1/me/sessions/{id}).
 """
 
 import os
@@ -100,10 +103,19 @@ def forms(html):
     return p.forms
 
 
-def authorize_in_browser(url, decision="allow"):
-    """Signs in and consents like a person; returns the callback URL."""
+def new_browser():
+    """A person's browser: a cookie jar that trusts the server."""
     browser = requests.Session()
     trust_server_certificate(browser)
+    return browser
+
+
+def authorize_in_browser(url, decision="allow", browser=None):
+    """Signs in and consents like a person; returns the callback URL. With
+    `browser`, in that browser (its cookies, so its sign-in); otherwise in a
+    new one."""
+    if browser is None:
+        browser = new_browser()
     trail = []
     res = browser.get(url, allow_redirects=False)
     for _ in range(12):
@@ -189,14 +201,14 @@ def session(scope, **kw):
     return s
 
 
-def code_flow(meta, scope, nonce=None):
+def code_flow(meta, scope, nonce=None, browser=None):
     s = session(scope)
     verifier = generate_token(64)
     extra = {"nonce": nonce} if nonce else {}
     url, state = s.create_authorization_url(
         meta["authorization_endpoint"], code_verifier=verifier, **extra
     )
-    callback = authorize_in_browser(url)
+    callback = authorize_in_browser(url, browser=browser)
     token = s.fetch_token(
         meta["token_endpoint"],
         authorization_response=callback,
@@ -320,3 +332,134 @@ def test_oidc_code_flow_id_token_userinfo_refresh_introspect_revoke(oidc_meta):
         res = s.introspect_token(oidc_meta["introspection_endpoint"], token=t)
         assert res.json() == {"active": False}
     assert s.get(oidc_meta["userinfo_endpoint"]).status_code == 401
+
+
+# --- Sessions (D57) ----------------------------------------------------------
+#
+# run.sh starts the server with a browser sign-in that ends after
+# GH_SESSION_IDLE_SECS without browser use (GATEHOUSE_SESSION_IDLE, allowed
+# below its 5-minute minimum by GATEHOUSE_TEST_SETTINGS=1).
+
+SESSION_COOKIE = "__Host-gh_session"
+SESSION_IDLE_SECS = float(env("GH_SESSION_IDLE_SECS"))
+
+
+def landing(browser, url):
+    """Where an authorization request ends in `browser` when the person
+    types and presses nothing: ("callback", url) when the server sends it
+    straight back to the client, else ("login", response) or
+    ("consent", response) for the page it stops at."""
+    res = browser.get(url, allow_redirects=False)
+    trail = []
+    for _ in range(8):
+        trail.append(f"{res.request.method} {res.url} -> {res.status_code}")
+        if 300 <= res.status_code < 400:
+            location = urljoin(res.url, res.headers["Location"])
+            if location.startswith(REDIRECT_URI):
+                return "callback", location
+            res = browser.get(location, allow_redirects=False)
+            continue
+        assert res.status_code == 200, "\n".join(trail) + "\n" + res.text[:2000]
+        posts = [f for f in forms(res.text) if f["method"] == "post"]
+        if any(kind == "password" for f in posts for _, kind, _, _ in f["inputs"]):
+            return "login", res
+        if any(
+            n == "decision"
+            for f in posts
+            for n in [b[0] for b in f["buttons"]] + [i[0] for i in f["inputs"]]
+        ):
+            return "consent", res
+        raise AssertionError("neither login nor consent\n" + "\n".join(trail) + "\n" + res.text[:2000])
+    raise AssertionError("redirected too often\n" + "\n".join(trail))
+
+
+def my_sessions(s):
+    """GET /v1/me/sessions with the OAuth2Session's token: {id: session}
+    and the one marked `current`."""
+    res = s.get(ISSUER + "/v1/me/sessions", params={"limit": 100})
+    assert res.status_code == 200, res.text
+    mine = {x["id"]: x for x in res.json()["data"]}
+    current = [x for x in mine.values() if x["current"]]
+    assert len(current) == 1, mine
+    return mine, current[0]
+
+
+def me_status(access_token):
+    res = requests.get(
+        ISSUER + "/v1/me",
+        headers={"Authorization": f"Bearer {access_token}"},
+        verify=CA,
+        timeout=10,
+    )
+    return res.status_code
+
+
+def test_sessions_refresh_outlives_the_browser_sign_in_not_an_explicit_end(oauth_meta):
+    scope = "profile:read profile:write"
+    token_url = oauth_meta["token_endpoint"]
+    browser = new_browser()
+
+    def authorize_url(s):
+        url, _ = s.create_authorization_url(
+            oauth_meta["authorization_endpoint"], code_verifier=generate_token(64)
+        )
+        return url
+
+    # Sign-in 1: the code flow with PKCE in `browser`.
+    s1, token1, _ = code_flow(oauth_meta, scope, browser=browser)
+    assert set(token1["scope"].split()) == {"profile:read", "profile:write"}
+    assert SESSION_COOKIE in browser.cookies, browser.cookies.keys()
+    _, first = my_sessions(s1)
+    assert first["id"].startswith("ses_")
+    assert CLIENT_ID in first["applications"]
+
+    # While the browser sign-in lasts, the same cookies are single sign-on:
+    # a new authorization request comes straight back with a code.
+    where, _ = landing(browser, authorize_url(s1))
+    assert where == "callback", "signed in and consented: no page expected"
+
+    # No browser use for longer than GATEHOUSE_SESSION_IDLE (nothing may use
+    # the cookies meanwhile: that would keep the sign-in alive).
+    time.sleep(SESSION_IDLE_SECS + 1.5)
+    assert SESSION_COOKIE in browser.cookies, "the browser still presents its cookie"
+    where, _ = landing(browser, authorize_url(s1))
+    assert where == "login", "the browser sign-in has ended: the login page"
+
+    # ... which revoked nothing: authlib's refresh still works, the session
+    # stays listed, and the new tokens still act in it.
+    token1b = s1.refresh_token(token_url, refresh_token=token1["refresh_token"])
+    assert token1b["refresh_token"] != token1["refresh_token"], "D24: rotated"
+    assert me_status(token1b["access_token"]) == 200
+    _, still = my_sessions(s1)
+    assert still["id"] == first["id"]
+
+    # Sign-in 2 in the same browser (from the login page it now shows): a
+    # new session, which ends the others explicitly.
+    s2, token2, _ = code_flow(oauth_meta, scope, browser=browser)
+    mine, second = my_sessions(s2)
+    assert second["id"] != first["id"]
+    assert first["id"] in mine and mine[first["id"]]["current"] is False
+    res = s2.post(ISSUER + "/v1/me/sessions/revoke-others")
+    assert res.status_code == 200, res.text
+    assert res.json()["data"]["revoked"] >= 1
+
+    # An explicit end revokes the chains begun in the session.
+    with pytest.raises(OAuthError) as e:
+        s1.refresh_token(token_url, refresh_token=token1b["refresh_token"])
+    assert e.value.error == "invalid_grant"
+    assert me_status(token1b["access_token"]) == 401
+    mine, current = my_sessions(s2)
+    assert first["id"] not in mine, "an ended session is no longer listed"
+    assert current["id"] == second["id"]
+
+    # The current session was not touched; now end it too, with its own token.
+    token2b = s2.refresh_token(token_url, refresh_token=token2["refresh_token"])
+    res = s2.delete(ISSUER + f"/v1/me/sessions/{second['id']}")
+    assert res.status_code == 204, res.text
+    with pytest.raises(OAuthError) as e:
+        s2.refresh_token(token_url, refresh_token=token2b["refresh_token"])
+    assert e.value.error == "invalid_grant"
+    assert me_status(token2b["access_token"]) == 401
+    # Ending it also ended its browser sign-in.
+    where, _ = landing(browser, authorize_url(s2))
+    assert where == "login"

@@ -266,6 +266,92 @@ impl App {
     }
 }
 
+/// Why a password change was refused (D19 continued), by the field to show
+/// it next to.
+#[derive(Debug)]
+pub enum PasswordChangeError {
+    /// The current password is wrong, or sign-in is paused for the account
+    /// after too many failures (D26): the same answer for both.
+    Current,
+    /// The new password breaks D19's rules (the rule in words).
+    Rule(String),
+    /// The two new passwords differ.
+    Mismatch,
+    /// The person cannot change it (no longer active), or storage failed.
+    Failed(AppError),
+}
+
+impl App {
+    /// D19 (continued): a signed-in person changes their password in the
+    /// session `kept`: the current one (checked like a sign-in, D26's
+    /// throttle included), the new one twice under D19's rules. Their other
+    /// sessions end, they are e-mailed, `user.password_changed` is told.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn change_password(
+        &self,
+        org: &OrgId,
+        user: &User,
+        kept: &SessionId,
+        current: &str,
+        new: &str,
+        again: &str,
+        source: &str,
+        request: Option<RequestRef>,
+    ) -> Result<User, PasswordChangeError> {
+        match self.login(org, user.email.as_str(), current, source).await {
+            Ok(u) if u.id == user.id => {}
+            Ok(_) | Err(gatehouse_auth::flows::LoginError::Failed) => {
+                return Err(PasswordChangeError::Current);
+            }
+            Err(gatehouse_auth::flows::LoginError::Unavailable(e)) => {
+                return Err(PasswordChangeError::Failed(AppError::Unavailable(e)));
+            }
+        }
+        gatehouse_auth::password::check_policy(new, user.email.as_str())
+            .map_err(PasswordChangeError::Rule)?;
+        if new != again {
+            return Err(PasswordChangeError::Mismatch);
+        }
+        let hash = gatehouse_auth::password::hash(new.to_owned()).await;
+        let mail = gatehouse_domain::link::OutboundEmail {
+            to: user.email.as_str().to_owned(),
+            subject: "Your Gatehouse password was changed".into(),
+            body: format!(
+                "The password of this account was changed, and every other browser where it was signed in was signed out.\n\nIf it was not you, reset your password at once from the sign-in page ({}) and tell your organization's admins.\n",
+                self.public_url()
+            ),
+        };
+        let origin = Origin {
+            actor: gatehouse_domain::event::Actor::User {
+                user: user.id.clone(),
+                client: Some(gatehouse_auth::dashboard::dashboard_client_id()),
+            },
+            request,
+        };
+        let after = user_links(self)
+            .change_password(
+                org,
+                &user.id,
+                &hash,
+                kept,
+                &mail,
+                Timestamp::now(),
+                &self.teller(&origin),
+            )
+            .await
+            .or_app(Resource::User)
+            .map_err(PasswordChangeError::Failed)?;
+        self.sync_revocations()
+            .await
+            .map_err(PasswordChangeError::Failed)?;
+        Ok(after)
+    }
+}
+
+fn user_links(app: &App) -> &dyn gatehouse_store::LinkStore {
+    app.0.store.as_ref()
+}
+
 /// This area's view of storage (issue 25).
 fn session_store(app: &App) -> &dyn gatehouse_store::SessionStore {
     app.0.store.as_ref()

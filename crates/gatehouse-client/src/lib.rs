@@ -79,8 +79,8 @@ pub use models::{
 };
 pub use models::{
     ConsentedApplication, CursorMeta, CursorPage, Identified, NewProduct, NewUser, Page, PageMeta,
-    Product, ProductFilter, ProductPatch, ProductStatus, ProfilePatch, Role, User, UserFilter,
-    UserPatch, UserStatus,
+    Product, ProductFilter, ProductPatch, ProductStatus, ProfilePatch, Role, Session, User,
+    UserFilter, UserPatch, UserStatus,
 };
 pub use models::{Event, EventActor, EventData, EventFilter, EventRequest};
 pub use models::{

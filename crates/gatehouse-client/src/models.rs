@@ -99,6 +99,45 @@ pub struct ConsentedApplication {
     pub last_used_at: String,
 }
 
+/// A browser session (D57): a sign-in and the applications that got
+/// refresh tokens in it, as `GET /v1/me/sessions` and
+/// `GET /v1/users/{id}/sessions` list it.
+///
+/// The `user.signed_in` and `session.revoked` events (D54) carry the same
+/// object without `current`; `serde_json::from_value::<Session>` reads their
+/// `data.object` with `current` `None`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Session {
+    /// `ses_…`: also the `sid` of the session's ID tokens (D49).
+    pub id: String,
+    /// The sign-in.
+    pub created_at: String,
+    /// The latest browser use or refresh of a chain begun in it (written
+    /// at most once a minute).
+    pub last_seen_at: String,
+    /// The address of the latest browser use (the sign-in's until then).
+    pub ip: Option<String>,
+    /// The `User-Agent` of the latest browser use.
+    pub user_agent: Option<String>,
+    /// How the person signed in (RFC 8176), e.g. `["pwd"]`.
+    pub amr: Vec<String>,
+    /// The client ids (`app_…`) with live refresh chains begun in it.
+    pub applications: Vec<String>,
+    /// Whether the calling token acts in this session (its refresh chain
+    /// began in it); `None` where it is not told (events).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current: Option<bool>,
+}
+
+impl Session {
+    /// Whether the list marked this session as the caller's own
+    /// (`current: true`).
+    pub fn is_current(&self) -> bool {
+        self.current == Some(true)
+    }
+}
+
 /// A product of the catalog (interface.md §2.2).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
@@ -444,6 +483,12 @@ impl Identified for User {
 }
 
 impl Identified for ConsentedApplication {
+    fn id(&self) -> &str {
+        &self.id
+    }
+}
+
+impl Identified for Session {
     fn id(&self) -> &str {
         &self.id
     }

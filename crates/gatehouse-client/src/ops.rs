@@ -18,7 +18,7 @@ use crate::models::{
 };
 use crate::models::{
     ConsentedApplication, CursorPage, Identified, NewProduct, NewUser, Page, Product,
-    ProductFilter, ProductPatch, ProfilePatch, Single, User, UserFilter, UserPatch,
+    ProductFilter, ProductPatch, ProfilePatch, Session, Single, User, UserFilter, UserPatch,
 };
 use crate::models::{Event, EventFilter};
 use crate::models::{
@@ -79,6 +79,24 @@ pub const OPERATIONS: &[Operation] = &[
         "DELETE",
         "/v1/me/applications/{app_id}",
         "forget_my_application",
+    ),
+    op(
+        "listMySessions",
+        "GET",
+        "/v1/me/sessions",
+        "list_my_sessions, list_my_sessions_page",
+    ),
+    op(
+        "endMySession",
+        "DELETE",
+        "/v1/me/sessions/{session_id}",
+        "end_my_session",
+    ),
+    op(
+        "revokeMyOtherSessions",
+        "POST",
+        "/v1/me/sessions/revoke-others",
+        "revoke_my_other_sessions",
     ),
     op("openapi", "GET", "/v1/openapi.json", "openapi"),
     op(
@@ -258,6 +276,24 @@ pub const OPERATIONS: &[Operation] = &[
         "resend_invitation",
     ),
     op(
+        "listUserSessions",
+        "GET",
+        "/v1/users/{user_id}/sessions",
+        "list_user_sessions, list_user_sessions_page",
+    ),
+    op(
+        "endUserSessions",
+        "DELETE",
+        "/v1/users/{user_id}/sessions",
+        "end_user_sessions",
+    ),
+    op(
+        "endUserSession",
+        "DELETE",
+        "/v1/users/{user_id}/sessions/{session_id}",
+        "end_user_session",
+    ),
+    op(
         "listUsersV2",
         "GET",
         "/v2/users",
@@ -364,6 +400,66 @@ impl Client {
     pub async fn forget_my_application(&self, id: &str) -> Result<()> {
         self.no_content(&["v1", "me", "applications", id], &[])
             .await
+    }
+
+    // ---- sessions (D57) ----
+
+    /// `GET /v1/me/sessions` (`profile:read`), one page at `offset`: the
+    /// caller's browser sessions, newest first; [`Session::current`] marks
+    /// the one the calling token's refresh chain began in. A token that
+    /// acts for no user gets `RESOURCE_NOT_FOUND`.
+    pub async fn list_my_sessions_page(
+        &self,
+        limit: Option<u32>,
+        offset: u64,
+    ) -> Result<Page<Session>> {
+        self.offset_page(&["v1", "me", "sessions"], Vec::new(), limit, offset)
+            .await
+    }
+
+    /// `GET /v1/me/sessions` (`profile:read`) as a stream of every one.
+    ///
+    /// ```no_run
+    /// use futures_util::TryStreamExt;
+    ///
+    /// # async fn f(client: gatehouse_client::Client) -> gatehouse_client::Result<()> {
+    /// let mut sessions = client.list_my_sessions();
+    /// while let Some(s) = sessions.try_next().await? {
+    ///     let here = if s.is_current() { " (this one)" } else { "" };
+    ///     println!("{} since {} from {:?}{here}", s.id, s.created_at, s.ip);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn list_my_sessions(&self) -> ListStream<Session> {
+        offset_stream(self.clone(), &["v1", "me", "sessions"], Vec::new(), None)
+    }
+
+    /// `DELETE /v1/me/sessions/{id}` (`profile:write`): ends one of the
+    /// caller's sessions — its browser sign-in, and the refresh and access
+    /// tokens of the applications signed in through it (the caller's own
+    /// included, when it is the current one). Another person's or an
+    /// unknown session is `RESOURCE_NOT_FOUND`.
+    pub async fn end_my_session(&self, id: &str) -> Result<()> {
+        self.no_content(&["v1", "me", "sessions", id], &[]).await
+    }
+
+    /// `POST /v1/me/sessions/revoke-others` (`profile:write`): ends every
+    /// session of the caller but the one the calling token acts in; how
+    /// many ended.
+    pub async fn revoke_my_other_sessions(&self) -> Result<u64> {
+        #[derive(serde::Deserialize)]
+        struct Revoked {
+            revoked: u64,
+        }
+        let r: Revoked = self
+            .single(
+                Method::POST,
+                &["v1", "me", "sessions", "revoke-others"],
+                &[],
+                Body::Empty,
+            )
+            .await?;
+        Ok(r.revoked)
     }
 
     /// `GET /v1/openapi.json`: the OpenAPI document (needs no token).
@@ -830,6 +926,50 @@ impl Client {
         .await
     }
 
+    /// `GET /v1/users/{id}/sessions` (`users:write`), one page at
+    /// `offset`: the person's browser sessions, newest first.
+    pub async fn list_user_sessions_page(
+        &self,
+        user: &str,
+        limit: Option<u32>,
+        offset: u64,
+    ) -> Result<Page<Session>> {
+        self.offset_page(
+            &["v1", "users", user, "sessions"],
+            Vec::new(),
+            limit,
+            offset,
+        )
+        .await
+    }
+
+    /// `GET /v1/users/{id}/sessions` (`users:write`) as a stream of every
+    /// session of the person.
+    pub fn list_user_sessions(&self, user: &str) -> ListStream<Session> {
+        offset_stream(
+            self.clone(),
+            &["v1", "users", user, "sessions"],
+            Vec::new(),
+            None,
+        )
+    }
+
+    /// `DELETE /v1/users/{id}/sessions` (`users:write`): ends every session
+    /// of the person (their tokens from those sign-ins stop working); also
+    /// succeeds when there was none.
+    pub async fn end_user_sessions(&self, user: &str) -> Result<()> {
+        self.no_content(&["v1", "users", user, "sessions"], &[])
+            .await
+    }
+
+    /// `DELETE /v1/users/{id}/sessions/{session}` (`users:write`): ends one
+    /// session of the person; a session that is not theirs is
+    /// `RESOURCE_NOT_FOUND`.
+    pub async fn end_user_session(&self, user: &str, session: &str) -> Result<()> {
+        self.no_content(&["v1", "users", user, "sessions", session], &[])
+            .await
+    }
+
     // ---- products (D16) ----
 
     /// `GET /v1/products` (`products:read`), one page at `offset`.
@@ -1003,7 +1143,7 @@ impl Client {
 
 struct OffsetState<T> {
     client: Client,
-    segments: &'static [&'static str],
+    segments: Vec<String>,
     query: Vec<(&'static str, String)>,
     limit: Option<u32>,
     offset: u64,
@@ -1014,7 +1154,7 @@ struct OffsetState<T> {
 
 fn offset_stream<T>(
     client: Client,
-    segments: &'static [&'static str],
+    segments: &[&str],
     query: Vec<(&'static str, String)>,
     limit: Option<u32>,
 ) -> ListStream<T>
@@ -1023,7 +1163,7 @@ where
 {
     let state = OffsetState {
         client,
-        segments,
+        segments: segments.iter().map(|s| (*s).to_owned()).collect(),
         query,
         limit,
         offset: 0,
@@ -1039,9 +1179,10 @@ where
             if s.done {
                 return None;
             }
+            let segments: Vec<&str> = s.segments.iter().map(String::as_str).collect();
             let page: Page<T> = match s
                 .client
-                .offset_page(s.segments, s.query.clone(), s.limit, s.offset)
+                .offset_page(&segments, s.query.clone(), s.limit, s.offset)
                 .await
             {
                 Ok(p) => p,

@@ -418,6 +418,12 @@ async fn every_operation_of_the_table_sends_its_method_and_path() {
             "openapi" => c.openapi().await.map(drop),
             "listMyApplications" => c.list_my_applications().next().await.unwrap().map(drop),
             "forgetMyApplication" => c.forget_my_application("app_1").await,
+            "listMySessions" => c.list_my_sessions().next().await.unwrap().map(drop),
+            "endMySession" => c.end_my_session("ses_1").await,
+            "revokeMyOtherSessions" => c.revoke_my_other_sessions().await.map(drop),
+            "listUserSessions" => c.list_user_sessions(u).next().await.unwrap().map(drop),
+            "endUserSessions" => c.end_user_sessions(u).await,
+            "endUserSession" => c.end_user_session(u, "ses_1").await,
             "listProducts" => c
                 .list_products(ProductFilter::new())
                 .next()
@@ -485,7 +491,8 @@ async fn every_operation_of_the_table_sends_its_method_and_path() {
             .replace("{app_id}", "app_1")
             .replace("{key_id}", "key_1")
             .replace("{event_id}", "evt_x")
-            .replace("{endpoint_id}", "we_1");
+            .replace("{endpoint_id}", "we_1")
+            .replace("{session_id}", "ses_1");
         let target = got.line.split(' ').nth(1).unwrap();
         let target_path = target.split('?').next().unwrap();
         assert_eq!(
@@ -501,6 +508,81 @@ async fn every_operation_of_the_table_sends_its_method_and_path() {
             op.operation_id
         );
     }
+}
+
+/// D57: the session list and `revoke-others` are read into their types
+/// (`ip` and `user_agent` may be null, `current` is told), the POST carries
+/// an `Idempotency-Key`, and an event's session object (without `current`)
+/// reads as a [`gatehouse_client::Session`] too.
+#[tokio::test]
+async fn sessions_are_typed() {
+    use futures_util::TryStreamExt;
+
+    let session = |id: &str, ip: &str, current: bool| {
+        format!(
+            r#"{{"id":"{id}","created_at":"2026-11-27T10:00:00.000Z","last_seen_at":"2026-11-27T10:05:00.000Z","ip":{ip},"user_agent":null,"amr":["pwd"],"applications":["app_1"],"current":{current}}}"#
+        )
+    };
+    let (base, seen) = scripted(vec![
+        (
+            200,
+            vec![],
+            format!(
+                r#"{{"data":[{},{}],"meta":{{"total":2,"limit":20,"offset":0,"request_id":"req_1","version":"1.2.0"}}}}"#,
+                session("ses_new", "null", false),
+                session("ses_old", r#""127.0.0.1""#, true)
+            ),
+        ),
+        (
+            200,
+            vec![],
+            r#"{"data":{"revoked":1},"meta":{"request_id":"req_2","version":"1.2.0"}}"#.into(),
+        ),
+    ])
+    .await;
+    let c = Client::builder(&base)
+        .credentials(Credentials::api_key("gk_live_abc"))
+        .build()
+        .unwrap();
+    let all: Vec<_> = c.list_my_sessions().try_collect().await.unwrap();
+    assert_eq!(
+        all.iter().map(|s| s.id.as_str()).collect::<Vec<_>>(),
+        ["ses_new", "ses_old"]
+    );
+    assert_eq!(all[0].ip, None);
+    assert_eq!(all[1].ip.as_deref(), Some("127.0.0.1"));
+    assert_eq!(all[1].amr, ["pwd"]);
+    assert_eq!(all[1].applications, ["app_1"]);
+    assert_eq!((all[0].current, all[1].current), (Some(false), Some(true)));
+    assert!(all[1].is_current() && !all[0].is_current());
+    assert_eq!(c.revoke_my_other_sessions().await.unwrap(), 1);
+    let seen = seen.lock().unwrap().clone();
+    assert!(
+        seen[0].line.starts_with("GET /v1/me/sessions?offset=0 "),
+        "{}",
+        seen[0].line
+    );
+    assert!(
+        seen[1]
+            .line
+            .starts_with("POST /v1/me/sessions/revoke-others "),
+        "{}",
+        seen[1].line
+    );
+    assert!(seen[1].header("idempotency-key").is_some());
+
+    // The object of `user.signed_in` / `session.revoked` (no `current`).
+    let mut object: serde_json::Value =
+        serde_json::from_str(&session("ses_evt", "null", false)).unwrap();
+    object.as_object_mut().unwrap().remove("current");
+    let from_event: gatehouse_client::Session = serde_json::from_value(object.clone()).unwrap();
+    assert_eq!(from_event.current, None);
+    assert!(!from_event.is_current());
+    assert_eq!(
+        serde_json::to_value(&from_event).unwrap(),
+        object,
+        "written back without `current`"
+    );
 }
 
 /// D51: the library depends on no server crate — it speaks HTTP only.

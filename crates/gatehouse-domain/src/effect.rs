@@ -95,6 +95,9 @@ pub enum Effect {
         keep: ScopeSet,
         removed: ScopeSet,
     },
+    /// An e-mail of the change (D19 continued: the password changed),
+    /// queued in the outbox in its transaction.
+    Mail(Box<crate::link::OutboundEmail>),
     /// D54: an event of the change, written in its transaction; storage
     /// gives it its sequence once committed.
     Event(Box<NewEvent>),
@@ -166,19 +169,22 @@ pub fn of_password_reset(tell: &Teller, user: &User, at: Timestamp) -> Vec<Effec
 
 /// What a signed-in person changing their password (D19 continued) writes
 /// besides it: their other sessions end (D57, each telling
-/// `session.revoked`), then `user.password_changed` (D54). The session
-/// they changed it in, and its chains, stay.
+/// `session.revoked`), the e-mail that tells them, then
+/// `user.password_changed` (D54). The session they changed it in (`kept`),
+/// and its chains, stay.
 pub fn of_password_change(
     tell: &Teller,
     user: &User,
-    kept: &Session,
+    kept: &crate::SessionId,
+    mail: &crate::link::OutboundEmail,
     at: Timestamp,
 ) -> Vec<Effect> {
     vec![
         Effect::EndSessions {
             user: user.id.clone(),
-            select: SessionSelect::AllBut(kept.id.clone()),
+            select: SessionSelect::AllBut(kept.clone()),
         },
+        Effect::Mail(Box::new(mail.clone())),
         Effect::Event(Box::new(tell.user_password_changed(user, at))),
     ]
 }

@@ -63,7 +63,7 @@ impl SessionLimits {
 /// D57: `last_seen_at` is written at most this often.
 pub const SEEN_EVERY_SECS: i64 = 60;
 
-/// Where a browser used a session from: its address (after D37's proxy
+/// Where a browser used a session from: its address (after D28's proxy
 /// rules) and its `User-Agent`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BrowserUse {

@@ -111,6 +111,22 @@ pub(crate) async fn insert_link(
     Ok(())
 }
 
+/// Queues `email` in the outbox at `now`.
+pub(crate) async fn enqueue_mail(
+    c: &mut PgConnection,
+    email: &gatehouse_store::OutboundEmail,
+    now: Timestamp,
+) -> TxResult<()> {
+    query("INSERT INTO outbox (recipient, subject, body, created_at, next_attempt_at) VALUES ($1, $2, $3, $4, $4)")
+        .bind(&email.to)
+        .bind(&email.subject)
+        .bind(&email.body)
+        .bind(now.millis())
+        .execute(&mut *c)
+        .await?;
+    Ok(())
+}
+
 pub(crate) async fn delete_links(
     c: &mut PgConnection,
     kind: LinkKind,

@@ -154,6 +154,7 @@ pub(crate) async fn apply(
             } => {
                 revocations.push(narrow_client(c, client, *keep, *removed, now).await?);
             }
+            Effect::Mail(mail) => auth_state::enqueue_mail(c, mail, now).await?,
             Effect::Event(e) => events.push(Cow::Borrowed(e)),
         }
     }

@@ -145,6 +145,37 @@ impl LinkStore for PgStore {
             Ok(after)
         })
     }
+    async fn change_password(
+        &self,
+        org: &OrgId,
+        user: &UserId,
+        password_hash: &str,
+        kept: &gatehouse_domain::SessionId,
+        mail: &gatehouse_domain::link::OutboundEmail,
+        now: Timestamp,
+        tell: &Teller,
+    ) -> StoreResult<User> {
+        write_tx!(self, |tx| {
+            let changed = query(
+                "UPDATE users SET password_hash = $1 WHERE id = $2 AND org_id = $3 AND status = 'active'",
+            )
+            .bind(password_hash)
+            .bind(user.as_str())
+            .bind(org.as_str())
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+            if changed == 0 {
+                return Err(StoreError::NotFound.into());
+            }
+            let after = get_user_tx(&mut tx, org, user)
+                .await?
+                .ok_or(StoreError::NotFound)?;
+            let effects = effect::of_password_change(tell, &after, kept, mail, now);
+            crate::effects::apply(&mut tx, org, &effects, now, Some(tell)).await?;
+            Ok(after)
+        })
+    }
 }
 
 /// The organization and user of a link of `kind` that may be used at `now`

@@ -134,6 +134,7 @@ pub(crate) fn apply(
                     events.push(Cow::Owned(tell.webhook_endpoint_disabled(&e)));
                 }
             }
+            Effect::Mail(mail) => auth_state::enqueue_mail(c, mail, now)?,
             Effect::Event(e) => events.push(Cow::Borrowed(e)),
         }
     }

@@ -118,6 +118,42 @@ impl LinkStore for SqliteStore {
             })
             .await
     }
+    async fn change_password(
+        &self,
+        org: &OrgId,
+        user: &UserId,
+        password_hash: &str,
+        kept: &gatehouse_domain::SessionId,
+        mail: &gatehouse_domain::link::OutboundEmail,
+        now: Timestamp,
+        tell: &Teller,
+    ) -> StoreResult<User> {
+        let (org, user, hash, kept, mail, tell) = (
+            org.clone(),
+            user.clone(),
+            password_hash.to_owned(),
+            kept.clone(),
+            mail.clone(),
+            tell.clone(),
+        );
+        self.pool
+            .write(move |tx| {
+                let changed = tx
+                    .prepare_cached(
+                        "UPDATE users SET password_hash = ?1 WHERE id = ?2 AND org_id = ?3 AND status = 'active'",
+                    )
+                    .and_then(|mut s| s.execute(params![hash, user.as_str(), org.as_str()]))
+                    .map_err(db_err)?;
+                if changed == 0 {
+                    return Err(StoreError::NotFound);
+                }
+                let after = get_user_tx(tx, &org, &user)?.ok_or(StoreError::NotFound)?;
+                let effects = effect::of_password_change(&tell, &after, &kept, &mail, now);
+                crate::effects::apply(tx, &org, &effects, now, Some(&tell))?;
+                Ok(after)
+            })
+            .await
+    }
 }
 
 /// The organization and user of a link of `kind` that may be used at `now`

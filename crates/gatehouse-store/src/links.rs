@@ -48,4 +48,20 @@ pub trait LinkStore: Send + Sync {
         now: Timestamp,
         tell: &Teller,
     ) -> StoreResult<User>;
+    /// D19 (continued): an active user of `org` who proved their current
+    /// password sets a new one in the session `kept`; their other sessions
+    /// end, `mail` is queued and `user.password_changed` told
+    /// (`effect::of_password_change`), in one transaction. `NotFound` for a
+    /// user who is not (or no longer) active in `org`.
+    #[allow(clippy::too_many_arguments)]
+    async fn change_password(
+        &self,
+        org: &OrgId,
+        user: &gatehouse_domain::UserId,
+        password_hash: &str,
+        kept: &gatehouse_domain::SessionId,
+        mail: &gatehouse_domain::link::OutboundEmail,
+        now: Timestamp,
+        tell: &Teller,
+    ) -> StoreResult<User>;
 }

@@ -235,7 +235,8 @@ pub struct ServeArgs {
     #[arg(long, env = "GATEHOUSE_WEBHOOK_MAX_IN_FLIGHT", value_parser = clap::value_parser!(u32).range(1..=100))]
     pub webhook_max_in_flight: Option<u32>,
     /// Lifts the minimums of the third round's durations so tests can use seconds; logs a warning at every start. Never in production.
-    #[arg(long, env = "GATEHOUSE_TEST_SETTINGS")]
+    // D40 (continued): `GATEHOUSE_TEST_SETTINGS=1` (and `true`, `yes`, `on`).
+    #[arg(long, env = "GATEHOUSE_TEST_SETTINGS", value_parser = clap::builder::BoolishValueParser::new(), num_args = 0..=1, default_missing_value = "true")]
     pub test_settings: bool,
     /// Seconds a client has to send a complete request head after connecting or after the first byte of its next request; slower connections are closed [default: 10].
     #[arg(long, env = "GATEHOUSE_HEAD_TIMEOUT_SECS", value_parser = clap::value_parser!(u64).range(1..))]

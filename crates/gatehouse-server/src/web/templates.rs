@@ -22,7 +22,11 @@ impl Default for Templates {
 }
 
 /// Every template, compiled into the binary (no external assets).
-const TEMPLATES: [(&str, &str); 28] = [
+const TEMPLATES: [(&str, &str); 29] = [
+    (
+        "account_security.html",
+        include_str!("../../templates/account_security.html"),
+    ),
     ("base.html", include_str!("../../templates/base.html")),
     (
         "docs_macros.html",

@@ -92,7 +92,8 @@ macro_rules! store_conformance_tests {
             deliveries_fan_out_lease_and_finish,
             a_backlogged_endpoint_does_not_starve_another,
             sessions_are_listed_touched_and_paged, ending_sessions_revokes_their_chains_and_tells,
-            expired_sign_ins_stay_while_their_chains_live, user_changes_end_sessions_as_d57_says);
+            expired_sign_ins_stay_while_their_chains_live, user_changes_end_sessions_as_d57_says,
+            a_refresh_is_a_use_of_its_session);
     };
     (@each $make:expr; $($name:ident),*) => {
         $(

@@ -360,3 +360,50 @@ pub async fn user_changes_end_sessions_as_d57_says(s: &dyn Store) {
     );
     assert_eq!(json(&e[3].event.object)["id"], sess.id.as_str());
 }
+
+/// D57: a refresh of a chain begun in a session is a use of the session
+/// (`last_seen_at`), written at most once a minute.
+pub async fn a_refresh_is_a_use_of_its_session(s: &dyn Store) {
+    let o = new_org(s).await;
+    let now = Timestamp::from_millis(Timestamp::now().millis());
+    let (u, made) = person_with_sessions(s, &o, "seen@example.com", now, &[-120], 150).await;
+    let c = s.insert_client(&o, &client(None), teller()).await.unwrap();
+    let ch = chain_in(s, &o, &c.id, &u.id, &made[0], now, (160, 161, "seenchain")).await;
+    let rotate = |from: u8, to: u8, at: Timestamp| {
+        let successor = rt(to, ch.id.as_str(), at);
+        let client = c.id.clone();
+        async move {
+            s.rotate_refresh_token(
+                &[from; 32],
+                &client,
+                at,
+                b"sealed",
+                at.plus_seconds(10),
+                &successor,
+                at.plus_seconds(3660),
+            )
+            .await
+            .unwrap()
+        }
+    };
+    assert!(matches!(rotate(161, 162, now).await, Rotated::Fresh(_)));
+    let seen = |digest: u8| async move {
+        s.resolve_session(&[digest; 32])
+            .await
+            .unwrap()
+            .unwrap()
+            .last_seen_at
+    };
+    assert_eq!(seen(150).await, now, "the refresh is the latest use");
+    // Within the minute, another refresh writes nothing.
+    assert!(matches!(
+        rotate(162, 163, now.plus_seconds(30)).await,
+        Rotated::Fresh(_)
+    ));
+    assert_eq!(seen(150).await, now);
+    assert!(matches!(
+        rotate(163, 164, now.plus_seconds(61)).await,
+        Rotated::Fresh(_)
+    ));
+    assert_eq!(seen(150).await, now.plus_seconds(61));
+}

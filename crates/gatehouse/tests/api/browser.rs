@@ -611,6 +611,18 @@ async fn the_dashboard_in_chromium() {
     wait_for(&c, "disabled (manual)").await;
     audit.page(&c, "webhooks").await;
 
+    // The account page (D57, every role): the sessions, a refused password
+    // change shown next to its field.
+    c.goto(&format!("{base}/account/security")).await.unwrap();
+    wait_for(&c, "this browser").await;
+    audit.page(&c, "account").await;
+    fill(&c, "#current_password", "not the password at all").await;
+    fill(&c, "#new_password", "a brand new passphrase").await;
+    fill(&c, "#new_password_again", "a brand new passphrase").await;
+    click(&c, "form[action='/account/security/password'] button").await;
+    wait_for(&c, "That is not your current password").await;
+    audit.page(&c, "account-refused").await;
+
     // Delete, with its confirmation page.
     c.goto(&format!("{base}/dashboard/applications/{app_id}/delete"))
         .await
@@ -726,6 +738,14 @@ async fn the_dashboard_in_chromium() {
     click(&n, "form[action$='/delete'] button").await;
     wait_for(&n, "The endpoint was deleted.").await;
     wait_for(&n, "No webhook endpoints yet.").await;
+    // The account page's forms without script: a password change.
+    n.goto(&format!("{base}/account/security")).await.unwrap();
+    wait_for(&n, "this browser").await;
+    fill(&n, "#current_password", PASSWORD).await;
+    fill(&n, "#new_password", "a brand new passphrase").await;
+    fill(&n, "#new_password_again", "a brand new passphrase").await;
+    click(&n, "form[action='/account/security/password'] button").await;
+    wait_for(&n, "Your password was changed.").await;
     n.goto(&format!("{base}/dashboard/usage")).await.unwrap();
     click(&n, "form.row button[type=submit]").await;
     wait_for(&n, "Choose an application or an API key").await;

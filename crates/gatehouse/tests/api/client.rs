@@ -510,6 +510,238 @@ async fn d55_webhook_endpoints_through_the_client() {
     );
 }
 
+/// D57, D51 (continued): the session operations, typed, against the real
+/// server. A person signs in through the browser pages twice (two
+/// sessions); their client, acting in the first, lists both, ends the
+/// other with `revoke-others`, and is refused an unknown one; an admin's
+/// client-credentials token lists, ends one and ends all; the events of
+/// the sign-ins and ends carry the same `Session` without `current`.
+#[tokio::test]
+async fn d57_sessions_through_the_client() {
+    use crate::oauth_flow::{App, REDIRECT, active_user, pair_for, refresh};
+    use gatehouse_client::Session;
+    use gatehouse_domain::{ClientId, ScopeSet, Timestamp};
+
+    const SCOPES: &str = "profile:read profile:write";
+    let s = TestServer::start().await;
+    let secret = gatehouse_auth::secrets::new_client_secret();
+    let registered = gatehouse_store::NewClient {
+        id: ClientId::generate(),
+        name: "sessions through the library".into(),
+        secret_hash: Some(gatehouse_auth::secrets::hash_secret(&secret)),
+        scopes: ScopeSet::parse(SCOPES).unwrap(),
+        redirect_uris: vec![REDIRECT.into()],
+        admin_approved: false,
+        owner: None,
+        created_at: Timestamp::now(),
+        post_logout_redirect_uris: vec![],
+    };
+    s.store()
+        .insert_client(&s.org(), &registered, crate::common::operator())
+        .await
+        .unwrap();
+    let app = App {
+        id: registered.id.to_string(),
+        secret: Some(secret.clone()),
+    };
+    let email = "sessions-lib@example.com";
+    let person = active_user(&s, email, DomainRole::Editor).await;
+    let person_id = person.id.to_string();
+    // Two browsers, two sessions.
+    let laptop = pair_for(&s, &app, email, Some(SCOPES)).await;
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let phone = pair_for(&s, &app, email, Some(SCOPES)).await;
+    let rt = |pair: &Value| pair["refresh_token"].as_str().unwrap().to_owned();
+
+    // The person's client, from the laptop's refresh token: it acts in the
+    // laptop's session.
+    let cert = s.running.as_ref().unwrap().cert_path.clone().unwrap();
+    let me = Client::builder(&s.base)
+        .root_certificate_file(&cert)
+        .unwrap()
+        .credentials(Credentials::refresh_token(
+            &app.id,
+            Some(&secret),
+            rt(&laptop),
+        ))
+        .build()
+        .unwrap();
+    let mine: Vec<Session> = me.list_my_sessions().try_collect().await.unwrap();
+    assert_eq!(mine.len(), 2, "{mine:?}");
+    // Newest first; `current` is told on every item, true on the caller's.
+    let (phone_session, laptop_session) = (mine[0].clone(), mine[1].clone());
+    assert_eq!(
+        (phone_session.current, laptop_session.current),
+        (Some(false), Some(true)),
+        "{mine:?}"
+    );
+    assert!(laptop_session.is_current());
+    assert!(phone_session.created_at > laptop_session.created_at);
+    for session in &mine {
+        assert!(session.id.starts_with("ses_"), "{session:?}");
+        assert_eq!(session.amr, ["pwd"]);
+        assert_eq!(session.applications, [app.id.as_str()]);
+        assert!(
+            session
+                .ip
+                .as_deref()
+                .is_some_and(|ip| ip.starts_with("127.")),
+            "{session:?}"
+        );
+        assert!(session.last_seen_at >= session.created_at, "{session:?}");
+    }
+    let page = me.list_my_sessions_page(Some(1), 1).await.unwrap();
+    assert_eq!((page.meta.total, page.meta.limit), (2, 1));
+    assert_eq!(page.data.len(), 1);
+    assert_eq!(page.data[0], laptop_session);
+
+    // An unknown session, or a malformed id: a typed 404.
+    for id in ["ses_unknown0000", "nope"] {
+        let e = me.end_my_session(id).await.unwrap_err();
+        assert_eq!(e.code(), Some(&ErrorCode::ResourceNotFound), "{id}: {e:?}");
+        assert_eq!(e.status(), Some(404));
+    }
+
+    // revoke-others ends the phone's session and its chain.
+    assert_eq!(me.revoke_my_other_sessions().await.unwrap(), 1);
+    let res = refresh(&s, &app, &rt(&phone)).await;
+    assert_eq!(res.status(), StatusCode::BAD_REQUEST, "the phone's chain");
+    let left: Vec<_> = me.list_my_sessions().try_collect().await.unwrap();
+    assert_eq!(left.len(), 1);
+    assert_eq!(left[0].id, laptop_session.id);
+    assert_eq!(
+        me.revoke_my_other_sessions().await.unwrap(),
+        0,
+        "none left to end"
+    );
+
+    // A credential that acts for no user has no sessions (D15's 404), and
+    // the admin's endpoints need users:write.
+    let reader = builder(&s, &s.base, &["profile:read", "users:read"])
+        .build()
+        .unwrap();
+    let e = reader.list_my_sessions_page(None, 0).await.unwrap_err();
+    assert_eq!(e.code(), Some(&ErrorCode::ResourceNotFound), "{e:?}");
+    let e = reader
+        .list_user_sessions_page(&person_id, None, 0)
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Some(&ErrorCode::InsufficientScope), "{e:?}");
+
+    // The admin's view: the same sessions, none of them the caller's.
+    let admin = builder(&s, &s.base, &["users:write", "events:read"])
+        .build()
+        .unwrap();
+    let theirs: Vec<_> = admin
+        .list_user_sessions(&person_id)
+        .try_collect()
+        .await
+        .unwrap();
+    assert_eq!(theirs.len(), 1, "{theirs:?}");
+    assert_eq!(theirs[0].id, laptop_session.id);
+    assert!(!theirs[0].is_current());
+    let page = admin
+        .list_user_sessions_page(&person_id, Some(10), 0)
+        .await
+        .unwrap();
+    assert_eq!((page.meta.total, page.data.len()), (1, 1));
+    // Unknown person, unknown session: 404.
+    let nobody = gatehouse_domain::UserId::generate().to_string();
+    let e = admin
+        .list_user_sessions_page(&nobody, None, 0)
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Some(&ErrorCode::ResourceNotFound), "{e:?}");
+    let e = admin
+        .end_user_session(&person_id, "ses_unknown0000")
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Some(&ErrorCode::ResourceNotFound), "{e:?}");
+    let e = admin.end_user_sessions(&nobody).await.unwrap_err();
+    assert_eq!(e.code(), Some(&ErrorCode::ResourceNotFound), "{e:?}");
+
+    // A third sign-in, ended on its own; then all of them (also when none
+    // is left).
+    let tablet = pair_for(&s, &app, email, Some(SCOPES)).await;
+    let now: Vec<_> = admin
+        .list_user_sessions(&person_id)
+        .try_collect()
+        .await
+        .unwrap();
+    assert_eq!(now.len(), 2);
+    let tablet_session = now
+        .iter()
+        .find(|x| x.id != laptop_session.id)
+        .unwrap()
+        .clone();
+    admin
+        .end_user_session(&person_id, &tablet_session.id)
+        .await
+        .unwrap();
+    let res = refresh(&s, &app, &rt(&tablet)).await;
+    assert_eq!(res.status(), StatusCode::BAD_REQUEST, "the tablet's chain");
+    assert_eq!(me.get_profile().await.unwrap().id, person_id, "untouched");
+    for _ in 0..2 {
+        admin.end_user_sessions(&person_id).await.unwrap();
+    }
+    let page = admin
+        .list_user_sessions_page(&person_id, None, 0)
+        .await
+        .unwrap();
+    assert_eq!(page.meta.total, 0);
+    // The person's client is signed out: its access token and its refresh
+    // chain went with the session.
+    let e = me.get_profile().await.unwrap_err();
+    assert!(
+        matches!(&e, Error::OAuth { error, .. } if error == "invalid_grant"),
+        "{e:?}"
+    );
+
+    // The events carry the session without `current`, which the same type
+    // reads.
+    let told: Vec<_> = admin
+        .events_after(
+            EventFilter::new()
+                .kind("user.signed_in")
+                .kind("session.revoked"),
+            0,
+        )
+        .try_collect()
+        .await
+        .unwrap();
+    let kinds: Vec<&str> = told.iter().map(|e| e.kind.as_str()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "user.signed_in",
+            "user.signed_in",
+            "session.revoked",
+            "user.signed_in",
+            "session.revoked",
+            "session.revoked"
+        ]
+    );
+    let objects: Vec<Session> = told
+        .iter()
+        .map(|e| serde_json::from_value(e.data.object.clone()).unwrap())
+        .collect();
+    assert!(objects.iter().all(|o| o.current.is_none()), "{objects:?}");
+    let ended: Vec<&str> = told
+        .iter()
+        .zip(&objects)
+        .filter(|(e, _)| e.kind == "session.revoked")
+        .map(|(_, o)| o.id.as_str())
+        .collect();
+    assert_eq!(
+        ended,
+        [
+            phone_session.id.as_str(),
+            tablet_session.id.as_str(),
+            laptop_session.id.as_str()
+        ]
+    );
+}
+
 #[tokio::test]
 async fn d51_api_key_credentials() {
     let s = TestServer::start().await;

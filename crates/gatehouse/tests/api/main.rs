@@ -7,6 +7,7 @@ mod common;
 /// This binary runs the suite on SQLite; `api_postgres` on PostgreSQL.
 pub const BACKEND: common::Backend = common::Backend::Sqlite;
 
+mod account;
 mod browser;
 mod cli;
 mod client;

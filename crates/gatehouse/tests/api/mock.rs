@@ -429,6 +429,170 @@ async fn d53_production_cookies_keep_the_host_prefix_and_secure() {
     assert!(csrf.contains("; Secure"), "{csrf}");
 }
 
+/// D53 (continued): the mock serves D57's sessions like any other
+/// endpoint — a fixture user's browser sign-in is listed to her and to an
+/// admin — and `Prefer: code=` answers on them as production would, after
+/// authentication and before the endpoint acts (a simulated error on a
+/// `DELETE` ends nothing).
+#[tokio::test]
+async fn d53_the_mock_serves_sessions_and_prefer_on_them() {
+    let s = TestServer::start_mock().await;
+    let redirect = "http://127.0.0.1:54321/callback";
+    let mut b = Browser::new(&s);
+    let (code, verifier) = sign_in_for_code(
+        &mut b,
+        "mock_client",
+        redirect,
+        "profile:read profile:write",
+        "ada@example.com",
+        MOCK_PASSWORD,
+    )
+    .await;
+    let res = s
+        .request(Method::POST, "/oauth/token")
+        .basic_auth("mock_client", Some("mock_secret"))
+        .form(&[
+            ("grant_type", "authorization_code"),
+            ("code", code.as_str()),
+            ("redirect_uri", redirect),
+            ("code_verifier", verifier.as_str()),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    let pair: Value = res.json().await.unwrap();
+    let ada = pair["access_token"].as_str().unwrap().to_owned();
+    let get = |token: &str, path: &str, prefer: Option<&str>| {
+        let mut rb = s.request(Method::GET, path).bearer_auth(token);
+        if let Some(p) = prefer {
+            rb = rb.header("Prefer", p);
+        }
+        rb.send()
+    };
+    let ok = |res: reqwest::Response| async move {
+        let status = res.status();
+        let body: Value = res.json().await.unwrap();
+        assert_eq!(status, StatusCode::OK, "{body}");
+        body
+    };
+
+    // Ada's own list: the one session, hers, as production shows it.
+    let mine = ok(get(&ada, "/v1/me/sessions", None).await.unwrap()).await;
+    assert_eq!(mine["meta"]["total"], 1, "{mine}");
+    let session = &mine["data"][0];
+    let id = session["id"].as_str().unwrap().to_owned();
+    assert!(id.starts_with("ses_"), "{session}");
+    assert_eq!(session["current"], json!(true));
+    assert_eq!(session["amr"], json!(["pwd"]));
+    assert_eq!(session["applications"], json!(["mock_client"]));
+    let me = ok(get(&ada, "/v1/me", None).await.unwrap()).await;
+    let ada_id = me["data"]["id"].as_str().unwrap().to_owned();
+
+    // The admin's list (the mock client holds every scope).
+    let admin = s.token("users:write").await;
+    let admin_path = format!("/v1/users/{ada_id}/sessions");
+    let theirs = ok(get(&admin, &admin_path, None).await.unwrap()).await;
+    assert_eq!(theirs["meta"]["total"], 1, "{theirs}");
+    assert_eq!(theirs["data"][0]["id"], json!(id));
+    assert_eq!(theirs["data"][0]["current"], json!(false));
+
+    // Prefer: code= on the six routes, each with the route's own scope.
+    let one = format!("/v1/me/sessions/{id}");
+    let admin_one = format!("{admin_path}/{id}");
+    let routes: [(Method, &str, &str, &str); 6] = [
+        (Method::GET, "/v1/me/sessions", &ada, "profile:read"),
+        (Method::DELETE, &one, &ada, "profile:write"),
+        (
+            Method::POST,
+            "/v1/me/sessions/revoke-others",
+            &ada,
+            "profile:write",
+        ),
+        (Method::GET, &admin_path, &admin, "users:write"),
+        (Method::DELETE, &admin_path, &admin, "users:write"),
+        (Method::DELETE, &admin_one, &admin, "users:write"),
+    ];
+    for (method, path, token, scope) in routes {
+        for (prefer, status, code) in [
+            (
+                "code=500",
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "INTERNAL_ERROR",
+            ),
+            (
+                "respond-async, code=503",
+                StatusCode::SERVICE_UNAVAILABLE,
+                "SERVICE_UNAVAILABLE",
+            ),
+            (
+                "code=429",
+                StatusCode::TOO_MANY_REQUESTS,
+                "RATE_LIMIT_EXCEEDED",
+            ),
+            ("code=404", StatusCode::NOT_FOUND, "RESOURCE_NOT_FOUND"),
+            ("code=403", StatusCode::FORBIDDEN, "INSUFFICIENT_SCOPE"),
+        ] {
+            let what = format!("{method} {path} Prefer: {prefer}");
+            let res = s
+                .request(method.clone(), path)
+                .bearer_auth(token)
+                .header("Prefer", prefer)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(res.status(), status, "{what}");
+            let h = res.headers().clone();
+            assert!(h.contains_key("x-request-id"), "{what}");
+            assert!(h.contains_key("x-ratelimit-limit"), "{what}");
+            match status {
+                StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE => {
+                    assert!(retry_after(&h, &what) >= 1, "{what}")
+                }
+                StatusCode::FORBIDDEN => assert_eq!(
+                    h["www-authenticate"],
+                    format!("Bearer error=\"insufficient_scope\", scope=\"{scope}\"").as_str(),
+                    "{what}: names the route's scope"
+                ),
+                _ => {}
+            }
+            let body: Value = res.json().await.unwrap();
+            assert_eq!(body["error"]["code"], json!(code), "{what}: {body}");
+        }
+        // Authentication still comes first.
+        let res = s
+            .request(method.clone(), path)
+            .header("Prefer", "code=500")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), StatusCode::UNAUTHORIZED, "{method} {path}");
+    }
+    // No simulated error acted: the session is still there, and Ada's
+    // token still works.
+    let still = ok(get(&admin, &admin_path, None).await.unwrap()).await;
+    assert_eq!(still["meta"]["total"], 1, "{still}");
+    assert_eq!(still["data"][0]["id"], json!(id));
+    ok(get(&ada, "/v1/me/sessions", None).await.unwrap()).await;
+
+    // Without the header the mock ends it for real.
+    let res = s
+        .request(Method::DELETE, &admin_one)
+        .bearer_auth(&admin)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::NO_CONTENT);
+    let gone = ok(get(&admin, &admin_path, None).await.unwrap()).await;
+    assert_eq!(gone["meta"]["total"], 0, "{gone}");
+    let res = get(&ada, "/v1/me/sessions", None).await.unwrap();
+    assert_eq!(
+        res.status(),
+        StatusCode::UNAUTHORIZED,
+        "Ada's token went too"
+    );
+}
+
 /// `gatehouse mock` prints the organization id with the client (D53), in
 /// `--json` and in its text.
 #[tokio::test]

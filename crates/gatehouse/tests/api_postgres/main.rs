@@ -13,6 +13,8 @@ mod common;
 
 pub const BACKEND: common::Backend = common::Backend::Postgres;
 
+#[path = "../api/account.rs"]
+mod account;
 #[path = "../api/cli.rs"]
 mod cli;
 #[path = "../api/client.rs"]

@@ -117,3 +117,73 @@ async fn d49_revised_logout_on_node_b_ends_only_the_session_its_hint_names_on_no
         "Ben's session lives on"
     );
 }
+
+/// D57, D44: a session ended through node B's API (`DELETE
+/// /v1/users/{id}/sessions/{ses_id}` by an admin) stops its tokens and its
+/// browser sign-in on node A within a second; the person's other session
+/// lives on.
+#[tokio::test]
+async fn d57_a_session_ended_on_node_b_refuses_its_tokens_on_node_a_within_a_second() {
+    let (a, b) = two_nodes().await;
+    let app = rp(&a, &a.org(), LOGOUT_TO).await;
+    let ann = person(&a, &a.org(), "ann57@example.com").await;
+    let mut laptop = Browser::new(&a);
+    let first = sign_in(&mut laptop, &a, &app, "ann57@example.com").await;
+    let mut phone = Browser::new(&a);
+    let second = sign_in(&mut phone, &a, &app, "ann57@example.com").await;
+    let token = first["access_token"].as_str().unwrap();
+    assert_eq!(me(&a, token).await, StatusCode::OK);
+    // The session of the first sign-in, as node B lists it: its `sid`.
+    let sid = crate::common::oidc::claims(crate::common::oidc::id_token(&first))["sid"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(sid.starts_with("ses_"), "{sid}");
+    let admin = b.token("users:write").await;
+    let listed: serde_json::Value = b
+        .call(
+            Method::GET,
+            &format!("/v1/users/{}/sessions", ann.id),
+            &admin,
+            None,
+        )
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(listed["meta"]["total"], 2, "{listed}");
+    let res = b
+        .call(
+            Method::DELETE,
+            &format!("/v1/users/{}/sessions/{sid}", ann.id),
+            &admin,
+            None,
+        )
+        .await;
+    assert_eq!(res.status(), StatusCode::NO_CONTENT);
+    let ended = Instant::now();
+    loop {
+        let signed_in = session_works(&mut laptop, &app).await;
+        let status = me(&a, token).await;
+        if !signed_in && status == StatusCode::UNAUTHORIZED {
+            break;
+        }
+        assert!(
+            ended.elapsed() < Duration::from_secs(1),
+            "node A still honours the ended session (signed in: {signed_in}, token: {status})"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        crate::common::oidc::refresh_status(&a, &app, &first).await,
+        StatusCode::BAD_REQUEST
+    );
+    assert!(
+        session_works(&mut phone, &app).await,
+        "the other session lives on"
+    );
+    assert_eq!(
+        crate::common::oidc::refresh_status(&a, &app, &second).await,
+        StatusCode::OK
+    );
+}

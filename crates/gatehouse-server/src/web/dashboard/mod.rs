@@ -252,26 +252,51 @@ async fn home(
     }
 }
 
-/// Starts the sign-in: state and PKCE verifier in a short-lived cookie,
-/// then the authorization request of the built-in client.
-async fn sign_in(State(st): State<AppState>) -> Response {
+/// Where a sign-in may lead back to (`?next=`): a fixed list, so the
+/// parameter can never send anyone elsewhere.
+fn after_sign_in(next: Option<&str>) -> &'static str {
+    match next {
+        Some("account") => "/account/security",
+        _ => "/dashboard/applications",
+    }
+}
+
+/// Starts the sign-in: state, PKCE verifier and where to go afterwards in a
+/// short-lived cookie, then the authorization request of the built-in
+/// client. `?next=account` comes back to the account page; `?fresh=1`
+/// asks for the password again even in a signed-in browser (`prompt=login`:
+/// the account page needs a recent sign-in, D56).
+async fn sign_in(State(st): State<AppState>, uri: axum::http::Uri) -> Response {
+    let q: Vec<(String, String)> =
+        serde_urlencoded::from_str(uri.query().unwrap_or("")).unwrap_or_default();
+    let value = |k: &str| q.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+    let next = if value("next") == Some("account") {
+        "account"
+    } else {
+        ""
+    };
     let state = random::base62(128);
     let verifier = random::base62(256);
-    let query = serde_urlencoded::to_string([
+    let mut params = vec![
         ("response_type", "code"),
         ("client_id", DASHBOARD_CLIENT_ID),
-        ("redirect_uri", st.app.dashboard_redirect_uri().as_str()),
         ("state", state.as_str()),
-        ("code_challenge", pkce::challenge_for(&verifier).as_str()),
         ("code_challenge_method", "S256"),
-    ])
-    .unwrap_or_default();
+    ];
+    let redirect = st.app.dashboard_redirect_uri();
+    let challenge = pkce::challenge_for(&verifier);
+    params.push(("redirect_uri", redirect.as_str()));
+    params.push(("code_challenge", challenge.as_str()));
+    if value("fresh") == Some("1") {
+        params.push(("prompt", "login"));
+    }
+    let query = serde_urlencoded::to_string(&params).unwrap_or_default();
     let mut res = see_other(&format!("/oauth/authorize?{query}"));
     pages::set_cookie(
         &st,
         &mut res,
         Cookies::of(&st).dashboard_flow(),
-        &format!("{state}.{verifier}"),
+        &format!("{state}.{verifier}.{next}"),
         Some(FLOW_TTL_SECS),
     );
     res
@@ -308,7 +333,9 @@ async fn callback(
     };
     let cookies = Cookies::of(&st);
     let flow = pages::cookie(&headers, cookies.dashboard_flow());
-    let Some((state, verifier)) = flow.as_deref().and_then(|f| f.split_once('.')) else {
+    let mut parts = flow.as_deref().unwrap_or("").splitn(3, '.');
+    let (state, verifier, next) = (parts.next(), parts.next(), parts.next());
+    let (Some(state), Some(verifier)) = (state.filter(|s| !s.is_empty()), verifier) else {
         return message(
             &st,
             StatusCode::BAD_REQUEST,
@@ -360,7 +387,7 @@ async fn callback(
             );
         }
     };
-    let mut res = see_other("/dashboard/applications");
+    let mut res = see_other(after_sign_in(next));
     set_dashboard_cookie(&st, &mut res, &st.app.seal_grant(&grant), &grant);
     pages::set_cookie(&st, &mut res, cookies.dashboard_flow(), "", Some(0));
     res

@@ -42,6 +42,7 @@ pub(super) fn router() -> Router<AppState> {
         .route("/dashboard/team/{id}", post(change_member))
         .route("/dashboard/organization", get(organization))
         .merge(webhooks::router())
+        .merge(account::router())
 }
 
 type Peer = ConnectInfo<SocketAddr>;
@@ -79,6 +80,7 @@ macro_rules! form_or_return {
     };
 }
 
+mod account;
 mod webhooks;
 
 // ---- Applications ------------------------------------------------------

@@ -35,6 +35,11 @@ impl Page {
             .collect()
     }
 
+    /// Every POST form of the page.
+    pub(crate) fn forms(&self) -> Vec<Form> {
+        forms(&self.body)
+    }
+
     /// The first POST form that has an input or button named `field`.
     pub(crate) fn form_with(&self, field: &str) -> Option<Form> {
         forms(&self.body)

@@ -1,0 +1,323 @@
+//! The account page at `/account/security` (D57, D19 continued, D29
+//! continued: every role has it): the person's sessions, ending one or all
+//! others, and the password change. Server-rendered like the dashboard,
+//! with its sign-in; it needs a sign-in within the last five minutes, and
+//! asks for a fresh one otherwise (D56's self-service rule).
+//!
+//! The sessions are read and ended through `/v1/me/sessions` with the
+//! person's token (the dashboard's token acts in its browser session, so
+//! the API marks it `current`). The password change has no API: it needs
+//! the current password, which only this page asks for, so it calls the
+//! application layer's use case directly.
+
+use axum::Router;
+use axum::extract::{ConnectInfo, Path, Request, State};
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
+use axum::response::Response;
+use axum::routing::{get, post};
+use gatehouse_app::sessions::PasswordChangeError;
+use gatehouse_domain::{SessionId, Timestamp};
+use minijinja::{Value, context};
+use serde_json::Value as Json;
+
+use super::Peer;
+use super::fields::{page_status, query_value, safe_id};
+use crate::state::AppState;
+use crate::web::dashboard::api::Reply;
+use crate::web::dashboard::{Signed, read_form, render, see_other, signed};
+use crate::web::pages;
+
+/// D56: the page needs a sign-in at most this old.
+const FRESH_SIGN_IN_SECS: i64 = 300;
+
+pub(super) fn router() -> Router<AppState> {
+    Router::new()
+        .route("/account/security", get(security))
+        .route("/account/security/sessions/others", post(end_others))
+        .route("/account/security/sessions/{id}/end", post(end_one))
+        .route("/account/security/password", post(change_password))
+}
+
+/// The way to a (fresh) sign-in that comes back here.
+fn reauth(fresh: bool) -> Response {
+    see_other(if fresh {
+        "/dashboard/signin?next=account&fresh=1"
+    } else {
+        "/dashboard/signin?next=account"
+    })
+}
+
+/// The signed-in person, when their Gatehouse sign-in in this browser is
+/// at most five minutes old; the way to a new sign-in otherwise.
+async fn fresh(st: &AppState, headers: &HeaderMap, peer: Peer) -> Result<Signed, Box<Response>> {
+    let signed = match signed(st, headers, peer.0).await {
+        Ok(s) => s,
+        Err(res) if res.status() == StatusCode::SEE_OTHER => return Err(Box::new(reauth(false))),
+        Err(res) => return Err(res),
+    };
+    let session = match pages::session_cookie(st, headers) {
+        Some(cookie) => st.app.session(&cookie).await.ok().flatten(),
+        None => None,
+    };
+    let now = Timestamp::now();
+    let recent = session.is_some_and(|s| {
+        signed.grant.sid.as_deref() == Some(s.id.as_str())
+            && now.millis() - s.created_at.millis() <= FRESH_SIGN_IN_SECS * 1000
+    });
+    if recent {
+        Ok(signed)
+    } else {
+        Err(Box::new(reauth(true)))
+    }
+}
+
+macro_rules! fresh_or_return {
+    ($st:expr, $headers:expr, $peer:expr) => {
+        match fresh(&$st, &$headers, $peer).await {
+            Ok(s) => s,
+            Err(res) => return *res,
+        }
+    };
+}
+
+/// A session as the page lists it.
+fn session_view(s: &Json) -> Value {
+    let apps: Vec<String> = s["applications"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|c| c.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    context! {
+        id => s["id"].as_str().unwrap_or(""),
+        created_at => s["created_at"].as_str().unwrap_or(""),
+        last_seen_at => s["last_seen_at"].as_str().unwrap_or(""),
+        ip => s["ip"].as_str(),
+        user_agent => s["user_agent"].as_str(),
+        applications => apps,
+        current => s["current"].as_bool().unwrap_or(false),
+    }
+}
+
+/// The words of a `done=` notice of this page.
+fn account_notice(uri: &Uri) -> Option<&'static str> {
+    match query_value(uri, "done").as_deref() {
+        Some("ended") => Some(
+            "The session was ended: that browser is signed out and its applications must sign in again.",
+        ),
+        Some("others") => Some("Every other session was ended; this one stays signed in."),
+        Some("password") => Some(
+            "Your password was changed. Every other session was ended, and you were sent an e-mail.",
+        ),
+        _ => None,
+    }
+}
+
+/// What a refused password change shows, next to its field.
+#[derive(Default)]
+struct PasswordProblems {
+    current: Option<String>,
+    new: Option<String>,
+    again: Option<String>,
+}
+
+async fn page(
+    st: &AppState,
+    headers: &HeaderMap,
+    signed: &Signed,
+    status: StatusCode,
+    notice: Option<&str>,
+    failed: Option<Reply>,
+    password: PasswordProblems,
+) -> Response {
+    let reply = signed
+        .api(st, Method::GET, "/me/sessions?limit=100", None)
+        .await;
+    let list_problem = (!reply.ok()).then(|| reply.problem());
+    let sessions: Vec<Value> = reply
+        .data()
+        .as_array()
+        .map(|a| a.iter().map(session_view).collect())
+        .unwrap_or_default();
+    let others = sessions
+        .iter()
+        .filter(|s| !s.get_attr("current").is_ok_and(|c| c.is_true()))
+        .count();
+    let status = match &failed {
+        Some(r) => page_status(r),
+        None if !reply.ok() => page_status(&reply),
+        None => status,
+    };
+    let problem = failed.map(|r| r.problem());
+    render(
+        st,
+        headers,
+        signed,
+        status,
+        "account_security.html",
+        "account",
+        context! {
+            sessions, others, list_problem, problem, notice,
+            password => context! { current => password.current, new => password.new, again => password.again },
+        },
+    )
+    .await
+}
+
+async fn security(
+    State(st): State<AppState>,
+    ConnectInfo(peer): Peer,
+    headers: HeaderMap,
+    uri: Uri,
+) -> Response {
+    let signed = fresh_or_return!(st, headers, ConnectInfo(peer));
+    page(
+        &st,
+        &headers,
+        &signed,
+        StatusCode::OK,
+        account_notice(&uri),
+        None,
+        PasswordProblems::default(),
+    )
+    .await
+}
+
+async fn end_one(
+    State(st): State<AppState>,
+    ConnectInfo(peer): Peer,
+    Path(id): Path<String>,
+    req: Request,
+) -> Response {
+    let (headers, _form) = match read_form(&st, req).await {
+        Ok(f) => f,
+        Err(res) => return *res,
+    };
+    let signed = fresh_or_return!(st, headers, ConnectInfo(peer));
+    let Some(id) = safe_id(&id).and_then(SessionId::parse) else {
+        return super::not_found(&st);
+    };
+    let reply = signed
+        .api(&st, Method::DELETE, &format!("/me/sessions/{id}"), None)
+        .await;
+    if !reply.ok() {
+        return page(
+            &st,
+            &headers,
+            &signed,
+            StatusCode::OK,
+            None,
+            Some(reply),
+            PasswordProblems::default(),
+        )
+        .await;
+    }
+    // Ending this very session signs this browser out: the sign-in again.
+    if signed.grant.sid.as_deref() == Some(id.as_str()) {
+        return reauth(false);
+    }
+    signed.redirect(&st, "/account/security?done=ended")
+}
+
+async fn end_others(State(st): State<AppState>, ConnectInfo(peer): Peer, req: Request) -> Response {
+    let (headers, _form) = match read_form(&st, req).await {
+        Ok(f) => f,
+        Err(res) => return *res,
+    };
+    let signed = fresh_or_return!(st, headers, ConnectInfo(peer));
+    let reply = signed
+        .api(&st, Method::POST, "/me/sessions/revoke-others", None)
+        .await;
+    if !reply.ok() {
+        return page(
+            &st,
+            &headers,
+            &signed,
+            StatusCode::OK,
+            None,
+            Some(reply),
+            PasswordProblems::default(),
+        )
+        .await;
+    }
+    signed.redirect(&st, "/account/security?done=others")
+}
+
+async fn change_password(
+    State(st): State<AppState>,
+    ConnectInfo(peer): Peer,
+    browser: pages::Browser,
+    req: Request,
+) -> Response {
+    let (headers, form) = match read_form(&st, req).await {
+        Ok(f) => f,
+        Err(res) => return *res,
+    };
+    let signed = fresh_or_return!(st, headers, ConnectInfo(peer));
+    let (org, user_id) = (&signed.grant.org, &signed.grant.user);
+    let Some(kept) = signed.grant.sid.as_deref().and_then(SessionId::parse) else {
+        return reauth(true);
+    };
+    let user = match st.app.get_user(org, user_id).await {
+        Ok(u) => u,
+        Err(e) => {
+            tracing::error!(cause = %e, "account: reading the person failed");
+            return crate::web::dashboard::message(
+                &st,
+                StatusCode::SERVICE_UNAVAILABLE,
+                "Try again in a moment",
+                "The service is temporarily unavailable.",
+            );
+        }
+    };
+    let outcome = st
+        .app
+        .change_password(
+            org,
+            &user,
+            &kept,
+            form.value("current_password").unwrap_or(""),
+            form.value("new_password").unwrap_or(""),
+            form.value("new_password_again").unwrap_or(""),
+            &browser.used.ip,
+            browser.request,
+        )
+        .await;
+    let mut problems = PasswordProblems::default();
+    match outcome {
+        Ok(_) => return signed.redirect(&st, "/account/security?done=password"),
+        Err(PasswordChangeError::Current) => {
+            problems.current = Some(
+                "That is not your current password (or sign-in is paused for a while after too many attempts)."
+                    .into(),
+            );
+        }
+        Err(PasswordChangeError::Rule(rule)) => {
+            problems.new = Some(format!("The new password {rule}."));
+        }
+        Err(PasswordChangeError::Mismatch) => {
+            problems.again = Some("The two new passwords differ.".into());
+        }
+        Err(PasswordChangeError::Failed(e)) => {
+            tracing::error!(cause = %e, "account: changing the password failed");
+            return crate::web::dashboard::message(
+                &st,
+                StatusCode::SERVICE_UNAVAILABLE,
+                "Try again in a moment",
+                "Your password was not changed. Try again in a moment.",
+            );
+        }
+    }
+    page(
+        &st,
+        &headers,
+        &signed,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        None,
+        None,
+        problems,
+    )
+    .await
+}
