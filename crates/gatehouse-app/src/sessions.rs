@@ -145,7 +145,7 @@ impl App {
     /// The session the caller's token acts in (D57's `current`): the one
     /// its refresh chain was begun in, or, for the dashboard's tokens, the
     /// browser session they carry.
-    async fn current_session(
+    pub async fn current_session(
         &self,
         org: &OrgId,
         chain: Option<&ChainId>,

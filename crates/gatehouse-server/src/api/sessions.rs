@@ -191,19 +191,12 @@ pub(crate) async fn list_users(
     let page = query.page();
     query.finish()?;
     let listing = st.app.user_sessions(auth.org(), &user, page).await?;
+    // `current` is the caller's own session, which is listed here only
+    // when an admin lists their own sessions.
     let current = st
         .app
-        .my_sessions(
-            auth.org(),
-            auth.caller.user().unwrap_or(&user),
-            auth.caller.chain(),
-            gatehouse_domain::Page {
-                limit: 1,
-                offset: 0,
-            },
-        )
-        .await?
-        .current;
+        .current_session(auth.org(), auth.caller.chain())
+        .await?;
     let listing = shown(listing, current.as_ref());
     Ok(respond::list::<_, SessionResponse<'_>>(
         &ctx, &listing, page,
