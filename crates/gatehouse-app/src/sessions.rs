@@ -106,18 +106,40 @@ impl App {
         else {
             return Ok(None);
         };
-        if let Some(seen) = sess.browser_use(browser, &self.0.session_limits, Timestamp::now()) {
-            session_store(self).record_browser_use(org, &seen).await?;
-            sess = seen;
-        }
+        sess = self.note_browser_use(sess, browser).await?;
         Ok(Some((user, sess)))
+    }
+
+    /// Writes a browser use of `sess` when D57 says it is due (at most once
+    /// a minute; the address and agent when they changed); the session as
+    /// it is afterwards.
+    pub(crate) async fn note_browser_use(
+        &self,
+        sess: Session,
+        browser: &BrowserUse,
+    ) -> Result<Session, StoreError> {
+        match sess.browser_use(browser, &self.0.session_limits, Timestamp::now()) {
+            Some(seen) => {
+                session_store(self)
+                    .record_browser_use(&seen.org, &seen)
+                    .await?;
+                Ok(seen)
+            }
+            None => Ok(sess),
+        }
     }
 
     /// D49, D57: sign-out and `/oauth/logout` end the session of `cookie`
     /// explicitly: the chains begun in it and their access tokens are
-    /// revoked, `session.revoked` told. Nothing happens for an unknown
-    /// cookie.
-    pub async fn logout(&self, cookie: &str, request: Option<RequestRef>) -> AppResult<()> {
+    /// revoked, `session.revoked` told (the person, through `client` when
+    /// the request named one, in `request`). Nothing happens for an
+    /// unknown cookie.
+    pub async fn logout(
+        &self,
+        cookie: &str,
+        request: Option<RequestRef>,
+        client: Option<ClientId>,
+    ) -> AppResult<()> {
         let Some(sess) = session_store(self)
             .resolve_session(&digest(cookie))
             .await
@@ -128,7 +150,7 @@ impl App {
         let origin = Origin {
             actor: gatehouse_domain::event::Actor::User {
                 user: sess.user.clone(),
-                client: None,
+                client,
             },
             request,
         };

@@ -143,10 +143,10 @@ impl Session {
         self.expires_at > now
     }
 
-    /// What a browser use at `now` writes, if anything (D57): the use, its
-    /// address and agent, and the browser sign-in's new end, at most once
-    /// per step, sooner only when the address or the agent changed. `None`:
-    /// nothing to write.
+    /// What a browser use at `now` writes, if anything (D57): the use
+    /// (`last_seen_at`) and the browser sign-in's new end at most once per
+    /// step; the address and agent whenever they changed (without moving
+    /// `last_seen_at` between steps). `None`: nothing to write.
     pub fn browser_use(
         &self,
         browser: &BrowserUse,
@@ -156,9 +156,14 @@ impl Session {
         let due = now.millis() - self.last_seen_at.millis() >= limits.seen_step_secs() * 1000;
         let moved = self.ip.as_deref() != Some(browser.ip.as_str())
             || self.user_agent != browser.user_agent;
+        let (seen, until) = if due {
+            (now, limits.browser_until(self.created_at, now))
+        } else {
+            (self.last_seen_at, self.expires_at)
+        };
         (due || moved).then(|| Session {
-            last_seen_at: now,
-            expires_at: limits.browser_until(self.created_at, now),
+            last_seen_at: seen,
+            expires_at: until,
             ip: Some(browser.ip.clone()),
             user_agent: browser.user_agent.clone(),
             ..self.clone()
@@ -242,6 +247,9 @@ mod tests {
         let seen = s.browser_use(&moved, &limits, at(5)).unwrap();
         assert_eq!(seen.ip.as_deref(), Some("198.51.100.7"));
         assert_eq!(seen.created_at, s.created_at);
+        // `last_seen_at` still moves at most once a minute.
+        assert_eq!(seen.last_seen_at, s.last_seen_at);
+        assert_eq!(seen.expires_at, s.expires_at);
     }
 
     #[test]

@@ -102,6 +102,20 @@ impl GrantStore for PgStore {
         token: &RefreshToken,
     ) -> StoreResult<Redeemed> {
         write_tx!(self, |tx| {
+            // D57: the session first (before the code's row, in the order an
+            // end of it takes them), held until commit: an end waits for
+            // this chain and revokes it, or has ended the session already.
+            if let Some(sid) = &chain.sid {
+                let live: Option<i32> =
+                    query_scalar("SELECT 1 FROM sessions WHERE id = $1 AND org_id = $2 FOR SHARE")
+                        .bind(sid)
+                        .bind(chain.org.as_str())
+                        .fetch_optional(&mut *tx)
+                        .await?;
+                if live.is_none() {
+                    return Ok(Redeemed::SessionEnded);
+                }
+            }
             // D26: the conditional update is the whole race; one caller wins.
             let won = query(
                 "UPDATE auth_codes SET used_at = $2, chain_id = $3 WHERE digest = $1 AND used_at IS NULL",

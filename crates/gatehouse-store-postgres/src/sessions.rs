@@ -132,11 +132,16 @@ pub(crate) async fn end_sessions(
         }
     }
     if *select == SessionSelect::All {
-        query("DELETE FROM sessions WHERE org_id = $1 AND user_id = $2")
-            .bind(org.as_str())
-            .bind(user.as_str())
-            .execute(&mut *c)
-            .await?;
+        for sql in [
+            "DELETE FROM auth_codes WHERE org_id = $1 AND user_id = $2 AND sid IS NOT NULL",
+            "DELETE FROM sessions WHERE org_id = $1 AND user_id = $2",
+        ] {
+            query(sql)
+                .bind(org.as_str())
+                .bind(user.as_str())
+                .execute(&mut *c)
+                .await?;
+        }
     }
     Ok((ended, revocations))
 }
@@ -148,11 +153,17 @@ pub(crate) async fn chain_refreshed(
     token_digest: &[u8],
     now: Timestamp,
 ) -> TxResult<()> {
+    // SKIP LOCKED: the refresh holds its chain's row (FOR SHARE) and an end
+    // of the session holds the session's row and then updates the chain;
+    // waiting here would deadlock the two. A session being ended needs no
+    // `last_seen_at`.
     query(
-        "UPDATE sessions SET last_seen_at = $2
-         WHERE id = (SELECT ch.sid FROM refresh_tokens t JOIN refresh_chains ch ON ch.id = t.chain_id
-                     WHERE t.digest = $1)
-           AND last_seen_at < $2 - $3",
+        "WITH s AS (SELECT id FROM sessions
+                    WHERE id = (SELECT ch.sid FROM refresh_tokens t JOIN refresh_chains ch ON ch.id = t.chain_id
+                                WHERE t.digest = $1)
+                      AND last_seen_at < $2 - $3
+                    FOR UPDATE SKIP LOCKED)
+         UPDATE sessions SET last_seen_at = $2 FROM s WHERE sessions.id = s.id",
     )
     .bind(token_digest)
     .bind(now.millis())

@@ -109,6 +109,20 @@ impl GrantStore for SqliteStore {
         let (digest, chain, token) = (*digest, chain.clone(), token.clone());
         self.pool
             .write(move |tx| {
+                // D57: no chain begins in a session that has ended (the
+                // single writer orders this against any end).
+                if let Some(sid) = &chain.sid {
+                    let live = tx
+                        .prepare_cached("SELECT 1 FROM sessions WHERE id = ?1 AND org_id = ?2")
+                        .and_then(|mut s| {
+                            s.query_row(params![sid, chain.org.as_str()], |_| Ok(()))
+                                .optional()
+                        })
+                        .map_err(db_err)?;
+                    if live.is_none() {
+                        return Ok(Redeemed::SessionEnded);
+                    }
+                }
                 let won = tx
                     .prepare_cached("UPDATE auth_codes SET used_at = ?2, chain_id = ?3 WHERE digest = ?1 AND used_at IS NULL")
                     .and_then(|mut s| s.execute(params![digest.to_vec(), now.millis(), chain.id.as_str()]))

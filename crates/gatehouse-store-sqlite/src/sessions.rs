@@ -125,9 +125,14 @@ pub(crate) fn end_sessions(
         }
     }
     if *select == SessionSelect::All {
-        c.prepare_cached("DELETE FROM sessions WHERE org_id = ?1 AND user_id = ?2")
-            .and_then(|mut st| st.execute(params![org.as_str(), user.as_str()]))
-            .map_err(db_err)?;
+        for sql in [
+            "DELETE FROM auth_codes WHERE org_id = ?1 AND user_id = ?2 AND sid IS NOT NULL",
+            "DELETE FROM sessions WHERE org_id = ?1 AND user_id = ?2",
+        ] {
+            c.prepare_cached(sql)
+                .and_then(|mut st| st.execute(params![org.as_str(), user.as_str()]))
+                .map_err(db_err)?;
+        }
     }
     Ok(ended)
 }

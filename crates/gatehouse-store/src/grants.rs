@@ -42,7 +42,11 @@ pub trait GrantStore: Send + Sync {
     /// The tenant-resolving look-up of a code by digest.
     async fn resolve_auth_code(&self, digest: &[u8; 32]) -> StoreResult<Option<AuthCode>>;
     /// Marks the code used and writes `chain` with its first refresh `token`,
-    /// atomically; if the code was used already, nothing is written.
+    /// atomically; if the code was used already, nothing is written. D57: a
+    /// chain begun in a browser session (`chain.sid`) is written only while
+    /// the session's row exists, and holds it against an end running at the
+    /// same time (which then sees the chain and revokes it), so no chain
+    /// outlives an explicit end of its session.
     async fn redeem_auth_code(
         &self,
         digest: &[u8; 32],

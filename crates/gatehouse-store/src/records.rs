@@ -215,6 +215,9 @@ pub enum Redeemed {
     Fresh,
     /// Used before: the chain the first use created (to revoke), if any.
     Reused(Option<ChainId>),
+    /// D57: the browser session the code was issued in has ended (its row
+    /// is gone): no chain may begin in it. Nothing was written.
+    SessionEnded,
 }
 
 /// The outcome of rotating a refresh token atomically.

@@ -220,18 +220,24 @@ impl App {
     /// A new access token for the grant, while the Gatehouse browser
     /// session it began in (`session_cookie`) is live and of the same user,
     /// and the user is active. The scopes follow the user's role now.
+    /// Using the dashboard is a browser use of that session (D57): it is
+    /// noted here, at each refresh, so the idle time runs from the latest.
     pub async fn refresh_dashboard(
         &self,
         grant: &DashboardGrant,
         session_cookie: Option<&str>,
+        browser: &gatehouse_domain::session::BrowserUse,
     ) -> Result<DashboardGrant, DashboardRefreshError> {
         let same = self
             .same_browser_session(session_cookie, &grant.org, &grant.user, &grant.sid)
             .await
             .map_err(|e| DashboardRefreshError::Unavailable(e.to_string()))?;
-        if same.is_none() {
+        let Some(session) = same else {
             return Err(DashboardRefreshError::Ended);
-        }
+        };
+        self.note_browser_use(session, browser)
+            .await
+            .map_err(|e| DashboardRefreshError::Unavailable(e.to_string()))?;
         let user = user_store(self)
             .get_user(&grant.org, &grant.user)
             .await

@@ -561,6 +561,9 @@ impl App {
                 }
                 Err(invalid_grant("the code was already used"))
             }
+            Redeemed::SessionEnded => Err(invalid_grant(
+                "the browser session the code was issued in has ended",
+            )),
         }
     }
 

@@ -73,7 +73,11 @@ fn refused_logout(st: &AppState, message: &str) -> Response {
         (status = 400, description = "A repeated parameter, or a hint and a `client_id` naming different applications: an error page (HTML); nothing is ended", body = crate::http::schemas::Html, content_type = "text/html"),
     ),
 )]
-pub(crate) async fn logout(State(st): State<AppState>, request: Request) -> Response {
+pub(crate) async fn logout(
+    State(st): State<AppState>,
+    browser: pages::Browser,
+    request: Request,
+) -> Response {
     let is_post = request.method() == Method::POST;
     let (headers, form) = if is_post {
         match pages::read_form(request).await {
@@ -172,7 +176,10 @@ pub(crate) async fn logout(State(st): State<AppState>, request: Request) -> Resp
     // it; a valid hint without a live session ends nothing.
     if (confirmed || session.is_some())
         && let Some(c) = &cookie
-        && let Err(e) = st.app.logout(c, None).await
+        && let Err(e) = st
+            .app
+            .logout(c, browser.request, client.as_ref().map(|c| c.id.clone()))
+            .await
     {
         tracing::error!(cause = %e, "logout failed");
         return pages::message(

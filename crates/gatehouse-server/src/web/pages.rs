@@ -231,6 +231,20 @@ pub struct Browser {
     pub request: Option<gatehouse_domain::event::RequestRef>,
 }
 
+/// The browser use of a request from `peer` with `headers` (D57): the
+/// client's address after D28's proxy rules and its `User-Agent`.
+pub fn browser_use(
+    st: &AppState,
+    headers: &HeaderMap,
+    peer: std::net::SocketAddr,
+) -> gatehouse_domain::session::BrowserUse {
+    let ip = client_ip(headers, peer, &st.config.trusted_proxies);
+    let agent = headers
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok());
+    gatehouse_domain::session::BrowserUse::new(ip.to_string(), agent)
+}
+
 impl Browser {
     /// From a request's parts: the client's address after D28's proxy
     /// rules, its `User-Agent`, its request id.
@@ -240,11 +254,6 @@ impl Browser {
             .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
             .map(|c| c.0)
             .unwrap_or_else(|| std::net::SocketAddr::from(([0, 0, 0, 0], 0)));
-        let ip = client_ip(&parts.headers, peer, &st.config.trusted_proxies);
-        let agent = parts
-            .headers
-            .get(header::USER_AGENT)
-            .and_then(|v| v.to_str().ok());
         let request = parts
             .extensions
             .get::<crate::http::middleware::RequestCtx>()
@@ -253,7 +262,7 @@ impl Browser {
                 idempotency_key: None,
             });
         Self {
-            used: gatehouse_domain::session::BrowserUse::new(ip.to_string(), agent),
+            used: browser_use(st, &parts.headers, peer),
             request,
         }
     }

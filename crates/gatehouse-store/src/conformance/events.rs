@@ -685,14 +685,17 @@ pub async fn consents_and_reuse_are_told(s: &dyn Store) {
         .await
         .unwrap();
     let c = s.insert_client(&o, &client(None), t).await.unwrap();
+    let sess = session(&o, &u.id, now, now.plus_seconds(3600));
+    s.create_session(&o, &[60; 32], &sess, &[]).await.unwrap();
+    let sid = sess.id.to_string();
     let code = AuthCode {
         auth_time: Some(now),
-        sid: Some("sid-9".into()),
+        sid: Some(sid.clone()),
         ..auth_code(61, &o, &c.id, &u.id, now)
     };
     s.insert_auth_code(&o, &code).await.unwrap();
     let mut ch = chain_for(&o, &c.id, &u.id, now, "reused");
-    ch.sid = Some("sid-9".into());
+    ch.sid = Some(sid.clone());
     s.redeem_auth_code(&[61; 32], now, &ch, &rt(62, "reused", now))
         .await
         .unwrap();
@@ -726,7 +729,7 @@ pub async fn consents_and_reuse_are_told(s: &dyn Store) {
         serde_json::json!({
             "user_id": u.id.as_str(),
             "client_id": c.id.as_str(),
-            "sid": "sid-9",
+            "sid": sid.as_str(),
             "trigger": "authorization_code",
         })
     );

@@ -445,6 +445,10 @@ pub async fn oidc_sessions_chains_and_consents(s: &dyn Store) {
         .await
         .unwrap();
     let c = s.insert_client(&o, &client(None), teller()).await.unwrap();
+    // D57: a chain begins only in a session that exists.
+    let sess = session(&o, &u.id, now, now.plus_seconds(3600));
+    s.create_session(&o, &[40; 32], &sess, &[]).await.unwrap();
+    let sid = sess.id.to_string();
     let code = AuthCode {
         digest: [41; 32],
         org: o.clone(),
@@ -459,20 +463,20 @@ pub async fn oidc_sessions_chains_and_consents(s: &dyn Store) {
         chain: None,
         nonce: Some("n-1".into()),
         auth_time: Some(now),
-        sid: Some("sid-1".into()),
+        sid: Some(sid.clone()),
     };
     s.insert_auth_code(&o, &code).await.unwrap();
     assert_eq!(s.resolve_auth_code(&[41; 32]).await.unwrap(), Some(code));
     let mut ch = chain_for(&o, &c.id, &u.id, now, "chainoidc");
     ch.auth_time = Some(now);
-    ch.sid = Some("sid-1".into());
+    ch.sid = Some(sid.clone());
     s.redeem_auth_code(&[41; 32], now, &ch, &rt(42, "chainoidc", now))
         .await
         .unwrap();
     let (_, read) = s.resolve_refresh_token(&[42; 32]).await.unwrap().unwrap();
     assert_eq!(read.auth_time, Some(now));
-    assert_eq!(read.sid.as_deref(), Some("sid-1"));
-    let by_session = ChainFilter::Session("sid-1".into());
+    assert_eq!(read.sid.as_deref(), Some(sid.as_str()));
+    let by_session = ChainFilter::Session(sid.clone());
     let by_pair = ChainFilter::UserClient(u.id.clone(), c.id.clone());
     assert_eq!(
         s.live_chains(&o, &by_session).await.unwrap(),
@@ -484,7 +488,7 @@ pub async fn oidc_sessions_chains_and_consents(s: &dyn Store) {
     );
     assert!(s.live_chains(&other, &by_session).await.unwrap().is_empty());
     assert!(
-        s.live_chains(&o, &ChainFilter::Session("sid-2".into()))
+        s.live_chains(&o, &ChainFilter::Session("ses_other".into()))
             .await
             .unwrap()
             .is_empty()

@@ -93,7 +93,7 @@ macro_rules! store_conformance_tests {
             a_backlogged_endpoint_does_not_starve_another,
             sessions_are_listed_touched_and_paged, ending_sessions_revokes_their_chains_and_tells,
             expired_sign_ins_stay_while_their_chains_live, user_changes_end_sessions_as_d57_says,
-            a_refresh_is_a_use_of_its_session);
+            a_refresh_is_a_use_of_its_session, no_chain_begins_in_an_ended_session);
     };
     (@each $make:expr; $($name:ident),*) => {
         $(

@@ -407,3 +407,46 @@ pub async fn a_refresh_is_a_use_of_its_session(s: &dyn Store) {
     ));
     assert_eq!(seen(150).await, now.plus_seconds(61));
 }
+
+/// D57: a code issued in a session that has ended since begins no chain
+/// (the end would otherwise miss it).
+pub async fn no_chain_begins_in_an_ended_session(s: &dyn Store) {
+    let o = new_org(s).await;
+    let now = Timestamp::from_millis(Timestamp::now().millis());
+    let (u, made) = person_with_sessions(s, &o, "late@example.com", now, &[0], 170).await;
+    let c = s.insert_client(&o, &client(None), teller()).await.unwrap();
+    let code = AuthCode {
+        sid: Some(made[0].id.to_string()),
+        ..auth_code(171, &o, &c.id, &u.id, now)
+    };
+    s.insert_auth_code(&o, &code).await.unwrap();
+    // Ended before the code is redeemed (here by another path than the
+    // end's own code clean-up: the code was written after it).
+    s.end_sessions(&o, &u.id, &SessionSelect::All, now, teller())
+        .await
+        .unwrap();
+    s.insert_auth_code(
+        &o,
+        &AuthCode {
+            digest: [172; 32],
+            ..code.clone()
+        },
+    )
+    .await
+    .unwrap();
+    let mut ch = chain_for(&o, &c.id, &u.id, now, "latechain");
+    ch.sid = Some(made[0].id.to_string());
+    assert_eq!(
+        s.redeem_auth_code(&[172; 32], now, &ch, &rt(173, "latechain", now))
+            .await
+            .unwrap(),
+        Redeemed::SessionEnded
+    );
+    assert!(s.resolve_refresh_token(&[173; 32]).await.unwrap().is_none());
+    assert!(
+        s.live_chains(&o, &ChainFilter::Session(made[0].id.to_string()))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}

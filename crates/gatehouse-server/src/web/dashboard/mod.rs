@@ -113,7 +113,12 @@ pub(crate) async fn signed(
         });
     }
     let session = pages::session_cookie(st, headers);
-    match st.app.refresh_dashboard(&grant, session.as_deref()).await {
+    let browser = pages::browser_use(st, headers, peer);
+    match st
+        .app
+        .refresh_dashboard(&grant, session.as_deref(), &browser)
+        .await
+    {
         Ok(grant) => Ok(Signed {
             renewed: Some(st.app.seal_grant(&grant)),
             grant,
@@ -396,7 +401,7 @@ async fn callback(
 /// D48: sign-out is a POST (with its CSRF token); it revokes the access
 /// token and ends the Gatehouse browser session (and the refresh chains
 /// begun in it, D49).
-async fn sign_out(State(st): State<AppState>, req: Request) -> Response {
+async fn sign_out(State(st): State<AppState>, browser: pages::Browser, req: Request) -> Response {
     let (headers, _form) = match read_form(&st, req).await {
         Ok(f) => f,
         Err(res) => return *res,
@@ -415,7 +420,14 @@ async fn sign_out(State(st): State<AppState>, req: Request) -> Response {
         );
     }
     if let Some(session) = pages::session_cookie(&st, &headers)
-        && let Err(e) = st.app.logout(&session, None).await
+        && let Err(e) = st
+            .app
+            .logout(
+                &session,
+                browser.request,
+                Some(gatehouse_auth::dashboard::dashboard_client_id()),
+            )
+            .await
     {
         tracing::error!(cause = %e, "dashboard: ending the browser session failed");
         return message(
