@@ -25,6 +25,7 @@ pub mod ratelimit;
 pub mod revocation;
 pub mod secrets;
 pub mod throttle;
+pub mod totp;
 pub mod usage;
 pub mod verifier;
 pub mod webhooks;

@@ -16,6 +16,7 @@ pub mod fixtures;
 pub mod ids;
 pub mod link;
 pub mod manage;
+pub mod mfa;
 pub mod page;
 pub mod product;
 pub mod random;
