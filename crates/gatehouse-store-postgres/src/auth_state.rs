@@ -258,6 +258,7 @@ pub(crate) async fn revoke_chain(
 pub(crate) async fn purge(c: &mut PgConnection, now: Timestamp, batch: u32) -> TxResult<u64> {
     let now = now.millis();
     let hour_ago = now - 3_600_000;
+    let sessions_cond = crate::sessions::purgeable(1);
     // (table, key, condition on $1, the value of $1)
     let statements: [(&str, &str, &str, i64); 12] = [
         ("auth_codes", "digest", "expires_at < $1", now),
@@ -269,16 +270,8 @@ pub(crate) async fn purge(c: &mut PgConnection, now: Timestamp, batch: u32) -> T
             now,
         ),
         ("user_tokens", "digest", "expires_at < $1", now),
-        // D57: a session whose browser sign-in ended stays while a chain
-        // begun in it lives (the condition `sessions::listed` reads).
-        (
-            "sessions",
-            "digest",
-            "expires_at < $1 AND NOT EXISTS (SELECT 1 FROM refresh_chains c WHERE c.sid = sessions.id
-               AND c.revoked_at IS NULL AND c.ends_at > $1
-               AND EXISTS (SELECT 1 FROM refresh_tokens t WHERE t.chain_id = c.id AND t.expires_at > $1))",
-            now,
-        ),
+        // D57: sessions no longer listed.
+        ("sessions", "digest", sessions_cond.as_str(), now),
         // D48 (continued): spent one-time values, once they have expired.
         ("used_once", "digest", "expires_at < $1", now),
         ("revocations", "id", "expires_at < $1", now),

@@ -254,6 +254,7 @@ pub(crate) fn revoke_chain(
 pub(crate) fn purge(c: &Connection, now: Timestamp, batch: u32) -> StoreResult<u64> {
     let now = now.millis();
     let hour_ago = now - 3_600_000;
+    let sessions_cond = crate::sessions::purgeable(1);
     // D19 (revised): reset e-mails count against an account for this long.
     let resets_before = now - gatehouse_domain::user::RESET_EMAIL_WINDOW_SECS * 1000;
     // (table, condition on ?1, the value of ?1)
@@ -266,15 +267,8 @@ pub(crate) fn purge(c: &Connection, now: Timestamp, batch: u32) -> StoreResult<u
             now,
         ),
         ("user_tokens", "expires_at < ?1", now),
-        // D57: a session whose browser sign-in ended stays while a chain
-        // begun in it lives (the condition `sessions::listed` reads).
-        (
-            "sessions",
-            "expires_at < ?1 AND NOT EXISTS (SELECT 1 FROM refresh_chains c WHERE c.sid = sessions.id
-               AND c.revoked_at IS NULL AND c.ends_at > ?1
-               AND EXISTS (SELECT 1 FROM refresh_tokens t WHERE t.chain_id = c.id AND t.expires_at > ?1))",
-            now,
-        ),
+        // D57: sessions no longer listed.
+        ("sessions", sessions_cond.as_str(), now),
         // D48 (continued): spent one-time values, once they have expired.
         ("used_once", "expires_at < ?1", now),
         ("revocations", "expires_at < ?1", now),

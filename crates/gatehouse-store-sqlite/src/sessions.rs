@@ -22,10 +22,22 @@ fn live_chain(now: usize) -> String {
 /// Whether the session `s` is listed at `?{now}` (`SessionStore`): its
 /// browser sign-in lasts or a chain begun in it is live.
 fn listed(now: usize) -> String {
+    listed_as("s", now)
+}
+
+/// [`listed`] of the session row named `row` (a table or an alias).
+fn listed_as(row: &str, now: usize) -> String {
     format!(
-        "(s.expires_at > ?{now} OR EXISTS (SELECT 1 FROM refresh_chains c WHERE c.sid = s.id AND {}))",
+        "({row}.expires_at > ?{now} OR EXISTS (SELECT 1 FROM refresh_chains c WHERE c.sid = {row}.id AND {}))",
         live_chain(now)
     )
+}
+
+/// The purge's condition on a row of `sessions` at `?{now}`: no longer
+/// listed (D57: a lapsed browser sign-in stays while a chain begun in it
+/// lives), the condition every read uses.
+pub(crate) fn purgeable(now: usize) -> String {
+    format!("NOT {}", listed_as("sessions", now))
 }
 
 fn session_row(r: &Row<'_>) -> rusqlite::Result<Session> {

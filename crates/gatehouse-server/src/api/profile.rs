@@ -27,10 +27,18 @@ pub fn router() -> Router<AppState> {
 
 /// The token's user; a credential that acts for no user gets 404 (D15).
 fn me<S>(auth: &Authorized<S>) -> Result<UserId, ApiError> {
+    user_of(auth, "profile")
+}
+
+/// The user a `/v1/me…` request acts for; a credential that acts for no
+/// user has no `what` (404, D15).
+pub(crate) fn user_of<S>(auth: &Authorized<S>, what: &str) -> Result<UserId, ApiError> {
     auth.caller.user().cloned().ok_or_else(|| {
         ApiError::new(
             ErrorCode::ResourceNotFound,
-            "this credential acts for no user (client credentials or API key), so it has no profile",
+            format!(
+                "this credential acts for no user (client credentials or API key), so it has no {what}"
+            ),
         )
     })
 }

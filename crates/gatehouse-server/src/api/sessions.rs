@@ -14,7 +14,7 @@ use utoipa::ToSchema;
 
 use crate::api::extract::{Authorized, Id, ProfileRead, ProfileWrite, Query, UsersWrite};
 use crate::api::responses::SessionResponse;
-use crate::http::error::{ApiError, ErrorCode, Resource};
+use crate::http::error::{ApiError, Resource};
 use crate::http::middleware::RequestCtx;
 use crate::http::respond;
 use crate::state::AppState;
@@ -55,12 +55,7 @@ fn shown(listing: Listing<Session>, current: Option<&SessionId>) -> Listing<(Ses
 /// The token's user; a credential that acts for no user has no sessions
 /// (404, as for `/v1/me`, D15).
 fn me<S>(auth: &Authorized<S>) -> Result<UserId, ApiError> {
-    auth.caller.user().cloned().ok_or_else(|| {
-        ApiError::new(
-            ErrorCode::ResourceNotFound,
-            "this credential acts for no user (client credentials or API key), so it has no sessions",
-        )
-    })
+    crate::api::profile::user_of(auth, "sessions")
 }
 
 #[utoipa::path(

@@ -166,6 +166,20 @@ async fn page(
     .await
 }
 
+/// The page again with the API's refusal of a session action.
+async fn refused(st: &AppState, headers: &HeaderMap, signed: &Signed, reply: Reply) -> Response {
+    page(
+        st,
+        headers,
+        signed,
+        StatusCode::OK,
+        None,
+        Some(reply),
+        PasswordProblems::default(),
+    )
+    .await
+}
+
 async fn security(
     State(st): State<AppState>,
     ConnectInfo(peer): Peer,
@@ -203,16 +217,7 @@ async fn end_one(
         .api(&st, Method::DELETE, &format!("/me/sessions/{id}"), None)
         .await;
     if !reply.ok() {
-        return page(
-            &st,
-            &headers,
-            &signed,
-            StatusCode::OK,
-            None,
-            Some(reply),
-            PasswordProblems::default(),
-        )
-        .await;
+        return refused(&st, &headers, &signed, reply).await;
     }
     // Ending this very session signs this browser out: the sign-in again.
     if signed.grant.sid.as_deref() == Some(id.as_str()) {
@@ -231,16 +236,7 @@ async fn end_others(State(st): State<AppState>, ConnectInfo(peer): Peer, req: Re
         .api(&st, Method::POST, "/me/sessions/revoke-others", None)
         .await;
     if !reply.ok() {
-        return page(
-            &st,
-            &headers,
-            &signed,
-            StatusCode::OK,
-            None,
-            Some(reply),
-            PasswordProblems::default(),
-        )
-        .await;
+        return refused(&st, &headers, &signed, reply).await;
     }
     signed.redirect(&st, "/account/security?done=others")
 }
