@@ -95,6 +95,23 @@ pub enum Effect {
         keep: ScopeSet,
         removed: ScopeSet,
     },
+    /// D56: `user`'s TOTP factor becomes `totp`, replacing any earlier one.
+    PutTotp {
+        user: UserId,
+        totp: Box<crate::mfa::TotpFactor>,
+    },
+    /// D56: the factor `id` of `user` goes.
+    RemoveFactor { user: UserId, id: crate::MfaId },
+    /// D56: `user`'s recovery codes become these digests (the old set dies).
+    PutRecoveryCodes { user: UserId, digests: Vec<[u8; 32]> },
+    /// D56: every factor and recovery code of `user` goes (the admin reset).
+    RemoveMfa { user: UserId },
+    /// D56: the organization's policy becomes `policy`; the deadlines
+    /// already set move as `deadlines` says.
+    SetSecurityPolicy {
+        policy: crate::mfa::SecurityPolicy,
+        deadlines: crate::mfa::DeadlineChange,
+    },
     /// An e-mail of the change (D19 continued: the password changed),
     /// queued in the outbox in its transaction.
     Mail(Box<crate::link::OutboundEmail>),
@@ -204,6 +221,97 @@ pub fn of_session_end(user: &UserId, select: SessionSelect) -> Vec<Effect> {
         user: user.clone(),
         select,
     }]
+}
+
+/// What a confirmed TOTP enrolment writes (D56): the factor (replacing an
+/// earlier one, which tells `user.mfa_removed`), the e-mail that tells
+/// the person, then `user.mfa_enrolled`.
+pub fn of_totp_enrolment(
+    tell: &Teller,
+    user: &UserId,
+    totp: crate::mfa::TotpFactor,
+    replaced: Option<&crate::mfa::Factor>,
+    mail: &crate::link::OutboundEmail,
+) -> Vec<Effect> {
+    let at = totp.factor.created_at;
+    let enrolled = tell.user_mfa_enrolled(user, &totp.factor);
+    let mut out = vec![Effect::PutTotp {
+        user: user.clone(),
+        totp: Box::new(totp),
+    }];
+    out.push(Effect::Mail(Box::new(mail.clone())));
+    if let Some(old) = replaced {
+        out.push(Effect::Event(Box::new(tell.user_mfa_removed(user, old, at))));
+    }
+    out.push(Effect::Event(Box::new(enrolled)));
+    out
+}
+
+/// What removing one factor writes (D56): the factor goes, the person is
+/// e-mailed, `user.mfa_removed` is told.
+pub fn of_factor_removal(
+    tell: &Teller,
+    user: &UserId,
+    factor: &crate::mfa::Factor,
+    mail: &crate::link::OutboundEmail,
+    at: Timestamp,
+) -> Vec<Effect> {
+    vec![
+        Effect::RemoveFactor {
+            user: user.clone(),
+            id: factor.id.clone(),
+        },
+        Effect::Mail(Box::new(mail.clone())),
+        Effect::Event(Box::new(tell.user_mfa_removed(user, factor, at))),
+    ]
+}
+
+/// D56's admin reset (`DELETE /v1/users/{id}/mfa`, `gatehouse user
+/// reset-mfa`): every factor and recovery code goes, the person's sessions
+/// end and their tokens are revoked, they are e-mailed, and each factor
+/// tells `user.mfa_removed`.
+pub fn of_mfa_reset(
+    tell: &Teller,
+    user: &UserId,
+    factors: &[crate::mfa::Factor],
+    mail: &crate::link::OutboundEmail,
+    at: Timestamp,
+) -> Vec<Effect> {
+    let mut out = vec![
+        Effect::RemoveMfa { user: user.clone() },
+        Effect::EndSessions {
+            user: user.clone(),
+            select: SessionSelect::All,
+        },
+        Effect::RevokeUser { user: user.clone() },
+        Effect::Mail(Box::new(mail.clone())),
+    ];
+    out.extend(
+        factors
+            .iter()
+            .map(|f| Effect::Event(Box::new(tell.user_mfa_removed(user, f, at)))),
+    );
+    out
+}
+
+/// What a change of the organization's policy writes (D56): the policy,
+/// the deadlines it moves, and `organization.security_updated`.
+pub fn of_policy_change(
+    tell: &Teller,
+    org: &crate::OrgId,
+    before: &crate::mfa::SecurityPolicy,
+    after: crate::mfa::SecurityPolicy,
+    deadlines: crate::mfa::DeadlineChange,
+) -> Vec<Effect> {
+    vec![
+        Effect::SetSecurityPolicy {
+            policy: after,
+            deadlines,
+        },
+        Effect::Event(Box::new(
+            tell.organization_security_updated(org, before, &after),
+        )),
+    ]
 }
 
 /// What accepting an invitation (`before`, pending, becoming `after`,
@@ -523,6 +631,42 @@ mod tests {
         fn event(&self, _: &crate::OrgId, e: &crate::event::Event) -> String {
             format!(r#"{{"id":"{}"}}"#, e.event.id)
         }
+        fn factor(&self, u: &UserId, f: &crate::mfa::Factor) -> String {
+            format!(r#"{{"id":"{}","user_id":"{u}"}}"#, f.id)
+        }
+        fn security(&self, p: &crate::mfa::SecurityPolicy) -> String {
+            format!(r#"{{"mfa":"{}"}}"#, p.mfa.as_str())
+        }
+    }
+
+    #[test]
+    fn an_mfa_reset_ends_sessions_and_tokens_and_tells_each_factor() {
+        let user = UserId::generate();
+        let factor = crate::mfa::Factor {
+            id: crate::MfaId::generate(),
+            kind: crate::mfa::FactorKind::Totp,
+            name: crate::mfa::TOTP_NAME.into(),
+            created_at: Timestamp::from_unix_seconds(5),
+            last_used_at: None,
+        };
+        let mail = crate::link::OutboundEmail {
+            to: "a@example.com".into(),
+            subject: "s".into(),
+            body: "b".into(),
+        };
+        let out = of_mfa_reset(&tell(), &user, &[factor], &mail, Timestamp::from_unix_seconds(9));
+        assert!(matches!(out[0], Effect::RemoveMfa { .. }));
+        assert!(matches!(
+            out[1],
+            Effect::EndSessions {
+                select: SessionSelect::All,
+                ..
+            }
+        ));
+        assert!(matches!(out[2], Effect::RevokeUser { .. }));
+        assert!(matches!(out[3], Effect::Mail(_)));
+        assert_eq!(told(&out[4]), Some(EventType::UserMfaRemoved));
+        assert_eq!(out.len(), 5);
     }
 
     fn tell() -> Teller {

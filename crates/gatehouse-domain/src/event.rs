@@ -55,6 +55,8 @@ catalog! {
     UserPasswordChanged => "user.password_changed",
     UserSignedIn => "user.signed_in",
     SessionRevoked => "session.revoked",
+    UserMfaEnrolled => "user.mfa_enrolled",
+    UserMfaRemoved => "user.mfa_removed",
     ConsentRevoked => "consent.revoked",
     RefreshTokenReuseDetected => "refresh_token.reuse_detected",
     ProductCreated => "product.created",
@@ -67,6 +69,7 @@ catalog! {
     ApiKeyCreated => "api_key.created",
     ApiKeyRevoked => "api_key.revoked",
     OrganizationUpdated => "organization.updated",
+    OrganizationSecurityUpdated => "organization.security_updated",
     StagingReset => "staging.reset",
     WebhookEndpointCreated => "webhook_endpoint.created",
     WebhookEndpointUpdated => "webhook_endpoint.updated",
@@ -312,6 +315,11 @@ pub trait Publish: Send + Sync {
     /// A browser session as `GET /v1/users/{id}/sessions` shows it,
     /// without `current` (D54's `user.signed_in`, `session.revoked`).
     fn session(&self, s: &crate::session::Session) -> String;
+    /// A factor of `user` as `GET /v1/me/mfa` shows it, plus `user_id`
+    /// (D54's `user.mfa_enrolled`, `user.mfa_removed`).
+    fn factor(&self, user: &UserId, f: &crate::mfa::Factor) -> String;
+    /// The policy as `GET /v1/organization/security` returns it (D56).
+    fn security(&self, p: &crate::mfa::SecurityPolicy) -> String;
     /// An event of `org` as `GET /v1/events/{id}` returns it, compact: a
     /// webhook delivery's body (D55), the same bytes on every attempt.
     fn event(&self, org: &crate::OrgId, e: &Event) -> String;
@@ -465,6 +473,41 @@ impl Teller {
     pub fn session_revoked(&self, s: &crate::session::Session, at: Timestamp) -> NewEvent {
         let object = self.publish.session(s);
         self.event(EventType::SessionRevoked, s.user.as_str(), at, object)
+    }
+
+    /// `user.mfa_enrolled` (D56): `f` of `user`, at its creation.
+    pub fn user_mfa_enrolled(&self, user: &UserId, f: &crate::mfa::Factor) -> NewEvent {
+        let object = self.publish.factor(user, f);
+        self.event(EventType::UserMfaEnrolled, user.as_str(), f.created_at, object)
+    }
+
+    /// `user.mfa_removed` (D56): `f` of `user`, as it was, at `at`.
+    pub fn user_mfa_removed(
+        &self,
+        user: &UserId,
+        f: &crate::mfa::Factor,
+        at: Timestamp,
+    ) -> NewEvent {
+        let object = self.publish.factor(user, f);
+        self.event(EventType::UserMfaRemoved, user.as_str(), at, object)
+    }
+
+    /// `organization.security_updated` (D56): the policy as it is now;
+    /// `previous_attributes` what changed.
+    pub fn organization_security_updated(
+        &self,
+        org: &crate::OrgId,
+        before: &crate::mfa::SecurityPolicy,
+        after: &crate::mfa::SecurityPolicy,
+    ) -> NewEvent {
+        let (old, new) = (self.publish.security(before), self.publish.security(after));
+        self.updated(
+            EventType::OrganizationSecurityUpdated,
+            org.as_str(),
+            after.updated_at,
+            &old,
+            new,
+        )
     }
 
     /// `application.created`.

@@ -86,6 +86,8 @@ id_type!(/// A webhook attempt (`wa_`, D3 revised, D55): one made, or the next
 id_type!(/// A browser session (`ses_`, D3 revised, D57): also the `sid` of its
     /// ID tokens (D49), and the chains begun in it carry it.
     SessionId, "ses");
+id_type!(/// A second factor, TOTP or passkey (`mfa_`, D3 revised, D56).
+    MfaId, "mfa");
 
 impl EventId {
     /// An event id that sorts by time: eight base62 characters of the

@@ -32,7 +32,7 @@ pub use error::{DomainError, FieldIssue};
 pub use fixtures::{Fixture, FixtureUser};
 pub use ids::{
     ApiKeyId, AttemptId, ChainId, ClientId, EndpointId, EventId, Jti, OrgId, ProductId, RequestId,
-    SessionId, UserId,
+    MfaId, SessionId, UserId,
 };
 pub use link::LinkKind;
 pub use manage::{KeyCut, Manager, Reach, UsageRange};

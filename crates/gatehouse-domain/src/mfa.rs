@@ -4,6 +4,7 @@
 //! is `gatehouse_auth::totp`'s; storing factors is storage's.
 
 use crate::time::Timestamp;
+use serde::Serialize;
 
 /// RFC 6238 as D56 fixes it: 30-second steps, 6 digits (SHA-1).
 pub const TOTP_PERIOD_SECS: i64 = 30;
@@ -79,9 +80,496 @@ pub fn canonical_recovery_code(entered: &str) -> Option<String> {
     (out.len() == 10).then_some(out)
 }
 
+// --- How a person signed in: `amr` and `acr` (D56) ---------------------
+
+/// The authentication context classes Gatehouse achieves, in D56's order:
+/// a level is met by itself or a higher one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Level {
+    /// A password alone.
+    Pwd,
+    /// A password with TOTP or a recovery code.
+    Mfa,
+    /// Any sign-in that included a WebAuthn assertion (D56: `phr`).
+    Phr,
+}
+
+impl Level {
+    /// Every level, lowest first: discovery's `acr_values_supported`.
+    pub const ALL: [Level; 3] = [Level::Pwd, Level::Mfa, Level::Phr];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Level::Pwd => "urn:gatehouse:acr:pwd",
+            Level::Mfa => "urn:gatehouse:acr:mfa",
+            Level::Phr => "phr",
+        }
+    }
+
+    /// A value Gatehouse supports; `None` for the others (which `acr_values`
+    /// ignores, D56).
+    pub fn parse(s: &str) -> Option<Self> {
+        Level::ALL.into_iter().find(|l| l.as_str() == s)
+    }
+
+    /// The level an `amr` achieved: `pop` (a WebAuthn assertion) is `phr`,
+    /// `mfa` without it is the second factor's level, else a password's.
+    pub fn of_amr(amr: &[String]) -> Self {
+        if amr.iter().any(|m| m == "pop") {
+            Level::Phr
+        } else if amr.iter().any(|m| m == "mfa") {
+            Level::Mfa
+        } else {
+            Level::Pwd
+        }
+    }
+}
+
+/// `amr` of a password alone (D56).
+pub fn amr_password() -> Vec<String> {
+    vec!["pwd".to_owned()]
+}
+
+/// `amr` once a TOTP code or a recovery code was added to `before` (a
+/// password's `["pwd"]` becomes `["pwd","otp","mfa"]`): RFC 8176 values,
+/// each once, in D56's order.
+pub fn amr_with_otp(before: &[String]) -> Vec<String> {
+    let order = ["pwd", "otp", "pop", "user", "mfa"];
+    order
+        .iter()
+        .filter(|m| *m == &"otp" || *m == &"mfa" || before.iter().any(|b| b == *m))
+        .map(|m| (*m).to_owned())
+        .collect()
+}
+
+/// How a person signed in, as a code, a chain and the tokens of both carry
+/// it (D56): chains begun before D56 have none.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Authn {
+    pub amr: Vec<String>,
+    /// The level returned (`acr`): the highest requested level met, when one
+    /// was requested and met, else the level achieved (D56).
+    pub acr: Level,
+}
+
+impl Authn {
+    /// The sign-in's `amr` with the level it achieved.
+    pub fn achieved(amr: &[String]) -> Self {
+        Self {
+            amr: amr.to_vec(),
+            acr: Level::of_amr(amr),
+        }
+    }
+
+    /// As stored: `amr` separated by spaces, `acr` as its value.
+    pub fn columns(&self) -> (String, &'static str) {
+        (self.amr.join(" "), self.acr.as_str())
+    }
+
+    /// From the stored columns; `None` when either is absent (a code or
+    /// chain from before D56) or the level is unknown.
+    pub fn from_columns(amr: Option<String>, acr: Option<String>) -> Option<Self> {
+        let (amr, acr) = (amr?, Level::parse(&acr?)?);
+        Some(Self {
+            amr: amr.split(' ').filter(|m| !m.is_empty()).map(str::to_owned).collect(),
+            acr,
+        })
+    }
+}
+
+/// What an authorization request asks of the level (D56): `acr_values`
+/// (voluntary) and an Essential `acr` of the `claims` parameter.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AcrRequest {
+    /// The supported values of `acr_values`, in the request's order.
+    pub voluntary: Vec<Level>,
+    /// The levels an Essential `acr` accepts (`value` or `values`), of
+    /// those Gatehouse supports; `Some(empty)` when none is supported.
+    pub essential: Option<Vec<Level>>,
+}
+
+impl AcrRequest {
+    /// The lowest level that meets the Essential request: `None` when
+    /// there is none, or when it names no supported level.
+    pub fn essential_floor(&self) -> Option<Level> {
+        self.essential.as_ref()?.iter().copied().min()
+    }
+
+    /// Whether the Essential request cannot be met by any level at all
+    /// (it names only values Gatehouse does not support).
+    pub fn essential_unsupported(&self) -> bool {
+        self.essential.as_ref().is_some_and(Vec::is_empty)
+    }
+
+    /// The level a sign-in should reach for this request, given the level
+    /// `achieved` and the highest level the person has a factor for
+    /// (`possible`): the Essential floor must be met (the caller refuses
+    /// when `possible` is below it); `acr_values`' first supported value is
+    /// reached when the person can, else nothing more is asked.
+    pub fn target(&self, achieved: Level, possible: Level) -> Level {
+        let mut target = achieved;
+        if let Some(floor) = self.essential_floor() {
+            target = target.max(floor);
+        }
+        if let Some(first) = self.voluntary.first().copied()
+            && first <= possible
+        {
+            target = target.max(first);
+        }
+        target
+    }
+
+    /// The `acr` returned after a sign-in that achieved `achieved` (D56):
+    /// the highest requested level met when one was requested and met,
+    /// else the level achieved.
+    pub fn returned(&self, achieved: Level) -> Level {
+        let requested = self
+            .voluntary
+            .iter()
+            .chain(self.essential.iter().flatten())
+            .copied()
+            .filter(|l| *l <= achieved)
+            .max();
+        requested.unwrap_or(achieved)
+    }
+}
+
+// --- The organization's policy (D56) ------------------------------------
+
+crate::user::str_enum!(MfaMode, "optional, required_for_admins, required", {
+    Optional => "optional",
+    RequiredForAdmins => "required_for_admins",
+    Required => "required",
+});
+
+impl MfaMode {
+    /// Whether the policy covers a person of `role`.
+    pub fn covers(self, role: crate::Role) -> bool {
+        match self {
+            MfaMode::Optional => false,
+            MfaMode::RequiredForAdmins => role == crate::Role::Admin,
+            MfaMode::Required => true,
+        }
+    }
+}
+
+/// D56: `enrollment_grace_days` lies in 0–30; 7 by default.
+pub const GRACE_DAYS_MAX: u32 = 30;
+pub const GRACE_DAYS_DEFAULT: u32 = 7;
+/// D40 (continued): the length of one grace day, `GATEHOUSE_MFA_GRACE_DAY`.
+pub const GRACE_DAY_SECS: i64 = 86_400;
+
+/// An organization's second-factor policy (D56).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SecurityPolicy {
+    pub mfa: MfaMode,
+    pub enrollment_grace_days: u32,
+    pub updated_at: Timestamp,
+}
+
+impl SecurityPolicy {
+    /// An organization's policy before anyone set one.
+    pub fn default_since(created_at: Timestamp) -> Self {
+        Self {
+            mfa: MfaMode::Optional,
+            enrollment_grace_days: GRACE_DAYS_DEFAULT,
+            updated_at: created_at,
+        }
+    }
+
+    /// The deadline set at a person's first sign-in under the policy, at
+    /// `now`: that moment plus the grace days (D56).
+    pub fn deadline_from(&self, now: Timestamp, day_secs: i64) -> Timestamp {
+        now.plus_seconds(i64::from(self.enrollment_grace_days) * day_secs)
+    }
+}
+
+/// What a PATCH of the policy asks (D56): either member may be absent.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PolicyPatch {
+    pub mfa: Option<MfaMode>,
+    pub enrollment_grace_days: Option<u32>,
+}
+
+/// How a policy change moves the deadlines already set (D56): lowering the
+/// grace brings them forward (never later), raising it moves none, setting
+/// `optional` clears them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeadlineChange {
+    Keep,
+    /// Every deadline becomes at most its start plus this many seconds.
+    Shorten { grace_secs: i64 },
+    Clear,
+}
+
+impl PolicyPatch {
+    /// The policy after the patch at `now`, and what it does to deadlines;
+    /// `None` when nothing changes.
+    pub fn apply(
+        &self,
+        before: &SecurityPolicy,
+        now: Timestamp,
+        day_secs: i64,
+    ) -> Option<(SecurityPolicy, DeadlineChange)> {
+        let after = SecurityPolicy {
+            mfa: self.mfa.unwrap_or(before.mfa),
+            enrollment_grace_days: self
+                .enrollment_grace_days
+                .unwrap_or(before.enrollment_grace_days),
+            updated_at: now,
+        };
+        if after.mfa == before.mfa && after.enrollment_grace_days == before.enrollment_grace_days {
+            return None;
+        }
+        let change = if after.mfa == MfaMode::Optional {
+            DeadlineChange::Clear
+        } else if after.enrollment_grace_days < before.enrollment_grace_days {
+            DeadlineChange::Shorten {
+                grace_secs: i64::from(after.enrollment_grace_days) * day_secs,
+            }
+        } else {
+            DeadlineChange::Keep
+        };
+        Some((after, change))
+    }
+}
+
+/// What a sign-in by password asks next (D56).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SecondStep {
+    /// Nothing: the person has no factor and no policy covers them.
+    Done,
+    /// The person's second factor.
+    Code,
+    /// The enrolment step; before the deadline (`Some`) it can be skipped.
+    Enrol { skippable_until: Option<Timestamp> },
+}
+
+/// D56: the second step a person faces, from whether they have a factor,
+/// whether the policy covers them, and their deadline (set at their first
+/// sign-in under the policy).
+pub fn second_step(
+    has_factor: bool,
+    covered: bool,
+    deadline: Option<Timestamp>,
+    now: Timestamp,
+) -> SecondStep {
+    if has_factor {
+        SecondStep::Code
+    } else if !covered {
+        SecondStep::Done
+    } else {
+        SecondStep::Enrol {
+            skippable_until: deadline.filter(|d| *d > now),
+        }
+    }
+}
+
+// --- The second step's throttles (D56) ----------------------------------
+
+/// Wrong codes that end one attempt (the password is asked again).
+pub const ATTEMPT_WRONG_MAX: usize = 5;
+/// Wrong codes for an account within [`BLOCK_WINDOW_SECS`] that block its
+/// second step for [`BLOCK_SECS`], from every address.
+pub const ACCOUNT_WRONG_MAX: usize = 10;
+pub const BLOCK_WINDOW_SECS: i64 = 15 * 60;
+pub const BLOCK_SECS: i64 = 15 * 60;
+
+/// How far back the throttles look.
+pub fn failures_since(now: Timestamp) -> Timestamp {
+    now.plus_seconds(-(BLOCK_WINDOW_SECS + BLOCK_SECS))
+}
+
+/// Whether `attempt` has used its wrong codes: `failures` are the
+/// account's recent wrong codes, each with the attempt it was made in.
+pub fn attempt_ended(failures: &[(String, Timestamp)], attempt: &str) -> bool {
+    failures.iter().filter(|(a, _)| a == attempt).count() >= ATTEMPT_WRONG_MAX
+}
+
+/// Whether the account's second step is blocked at `now`: some ten wrong
+/// codes fell within fifteen minutes, the last of them less than fifteen
+/// minutes ago.
+pub fn blocked(failures: &[(String, Timestamp)], now: Timestamp) -> bool {
+    let mut at: Vec<i64> = failures.iter().map(|(_, t)| t.millis()).collect();
+    at.sort_unstable();
+    at.windows(ACCOUNT_WRONG_MAX).any(|w| {
+        let (first, last) = (w[0], w[ACCOUNT_WRONG_MAX - 1]);
+        last - first <= BLOCK_WINDOW_SECS * 1000 && now.millis() < last + BLOCK_SECS * 1000
+    })
+}
+
+/// A factor as `GET /v1/me/mfa` lists it (D56).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Factor {
+    pub id: crate::MfaId,
+    pub kind: FactorKind,
+    pub name: String,
+    pub created_at: Timestamp,
+    pub last_used_at: Option<Timestamp>,
+}
+
+/// A TOTP factor as stored: its seed sealed under the master key (D3
+/// revised) and the last step it accepted (the replay rule).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TotpFactor {
+    pub factor: Factor,
+    pub sealed_secret: Vec<u8>,
+    pub last_step: u64,
+}
+
+/// A person's second factors as storage holds them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Factors {
+    pub totp: Option<TotpFactor>,
+    /// Unused recovery codes; `None` when the person has no set.
+    pub recovery_remaining: Option<u32>,
+}
+
+impl Factors {
+    /// Whether a second step can be asked: a factor, or recovery codes.
+    pub fn any(&self) -> bool {
+        self.totp.is_some() || self.recovery_remaining.is_some_and(|n| n > 0)
+    }
+
+    /// The factors as listed (D56: by creation).
+    pub fn listed(&self) -> Vec<Factor> {
+        self.totp.iter().map(|t| t.factor.clone()).collect()
+    }
+
+    /// The highest level a step-up can reach for this person.
+    pub fn possible(&self) -> Level {
+        if self.any() { Level::Mfa } else { Level::Pwd }
+    }
+}
+
+crate::user::str_enum!(FactorKind, "totp, passkey", {
+    Totp => "totp",
+    Passkey => "passkey",
+});
+
+/// D56: the name a TOTP factor gets (the page lets none be chosen).
+pub const TOTP_NAME: &str = "Authenticator app";
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn strings(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn levels_are_ordered_and_read_from_amr() {
+        assert!(Level::Pwd < Level::Mfa && Level::Mfa < Level::Phr);
+        assert_eq!(Level::of_amr(&strings(&["pwd"])), Level::Pwd);
+        assert_eq!(Level::of_amr(&strings(&["pwd", "otp", "mfa"])), Level::Mfa);
+        assert_eq!(
+            Level::of_amr(&strings(&["pop", "user", "mfa"])),
+            Level::Phr
+        );
+        assert_eq!(Level::parse("phr"), Some(Level::Phr));
+        assert_eq!(Level::parse("phrh"), None, "D56: phrh is not used");
+        assert_eq!(amr_with_otp(&amr_password()), strings(&["pwd", "otp", "mfa"]));
+    }
+
+    #[test]
+    fn the_returned_acr_is_the_highest_requested_level_met() {
+        let req = AcrRequest {
+            voluntary: vec![Level::Phr, Level::Mfa],
+            essential: None,
+        };
+        assert_eq!(req.returned(Level::Mfa), Level::Mfa);
+        assert_eq!(req.returned(Level::Pwd), Level::Pwd, "none met: achieved");
+        // The first listed level is reached only when the person can.
+        assert_eq!(req.target(Level::Pwd, Level::Mfa), Level::Pwd);
+        assert_eq!(req.target(Level::Pwd, Level::Phr), Level::Phr);
+        let essential = AcrRequest {
+            voluntary: vec![],
+            essential: Some(vec![Level::Mfa, Level::Phr]),
+        };
+        assert_eq!(essential.essential_floor(), Some(Level::Mfa));
+        assert_eq!(essential.target(Level::Pwd, Level::Pwd), Level::Mfa);
+        assert_eq!(essential.returned(Level::Phr), Level::Phr);
+        assert!(
+            AcrRequest {
+                voluntary: vec![],
+                essential: Some(vec![])
+            }
+            .essential_unsupported()
+        );
+    }
+
+    #[test]
+    fn a_policy_change_moves_deadlines_only_earlier_or_clears_them() {
+        let now = Timestamp::from_unix_seconds(1_000);
+        let before = SecurityPolicy {
+            mfa: MfaMode::Required,
+            enrollment_grace_days: 7,
+            updated_at: now,
+        };
+        let lower = PolicyPatch {
+            mfa: None,
+            enrollment_grace_days: Some(2),
+        };
+        assert_eq!(
+            lower.apply(&before, now, 10).unwrap().1,
+            DeadlineChange::Shorten { grace_secs: 20 }
+        );
+        let raise = PolicyPatch {
+            mfa: None,
+            enrollment_grace_days: Some(9),
+        };
+        assert_eq!(raise.apply(&before, now, 10).unwrap().1, DeadlineChange::Keep);
+        let off = PolicyPatch {
+            mfa: Some(MfaMode::Optional),
+            enrollment_grace_days: None,
+        };
+        assert_eq!(off.apply(&before, now, 10).unwrap().1, DeadlineChange::Clear);
+        assert_eq!(PolicyPatch::default().apply(&before, now, 10), None);
+        assert!(MfaMode::RequiredForAdmins.covers(crate::Role::Admin));
+        assert!(!MfaMode::RequiredForAdmins.covers(crate::Role::Editor));
+    }
+
+    #[test]
+    fn the_second_step_follows_factor_policy_and_deadline() {
+        let now = Timestamp::from_unix_seconds(1_000);
+        let later = now.plus_seconds(60);
+        assert_eq!(second_step(true, false, None, now), SecondStep::Code);
+        assert_eq!(second_step(false, false, None, now), SecondStep::Done);
+        assert_eq!(
+            second_step(false, true, Some(later), now),
+            SecondStep::Enrol {
+                skippable_until: Some(later)
+            }
+        );
+        assert_eq!(
+            second_step(false, true, Some(now), now),
+            SecondStep::Enrol {
+                skippable_until: None
+            },
+            "at the deadline, only enrolment"
+        );
+    }
+
+    #[test]
+    fn five_wrong_codes_end_an_attempt_and_ten_in_fifteen_minutes_block() {
+        let t0 = Timestamp::from_unix_seconds(10_000);
+        let wrong = |attempt: &str, s: i64| (attempt.to_owned(), t0.plus_seconds(s));
+        let four: Vec<_> = (0..4).map(|i| wrong("a", i)).collect();
+        assert!(!attempt_ended(&four, "a"));
+        let mut five = four.clone();
+        five.push(wrong("a", 5));
+        assert!(attempt_ended(&five, "a"));
+        assert!(!attempt_ended(&five, "b"));
+        let ten: Vec<_> = (0..10).map(|i| wrong(if i < 5 { "a" } else { "b" }, i * 60)).collect();
+        let last = t0.plus_seconds(9 * 60);
+        assert!(blocked(&ten, last));
+        assert!(blocked(&ten, last.plus_seconds(BLOCK_SECS - 1)));
+        assert!(!blocked(&ten, last.plus_seconds(BLOCK_SECS)));
+        assert!(!blocked(&ten[..9], last));
+        let spread: Vec<_> = (0..10).map(|i| wrong("a", i * 120)).collect();
+        assert!(!blocked(&spread, t0.plus_seconds(18 * 60)), "18 minutes apart");
+    }
 
     #[test]
     fn steps_are_thirty_seconds_and_the_window_is_one_either_side() {

@@ -108,8 +108,12 @@ pub struct Session {
     /// Of the latest browser use (the sign-in's until then).
     pub ip: Option<String>,
     pub user_agent: Option<String>,
-    /// How the person signed in (RFC 8176 values): `["pwd"]` for a password.
+    /// How the person signed in (RFC 8176 values): `["pwd"]` for a password,
+    /// raised by a step-up (D56).
     pub amr: Vec<String>,
+    /// When the person last authenticated in it: the sign-in, or the
+    /// latest step-up (D56's `auth_time`).
+    pub auth_time: Timestamp,
     /// The applications with live refresh chains begun in the session,
     /// filled where sessions are listed or ended (empty elsewhere).
     pub applications: Vec<ClientId>,
@@ -133,7 +137,8 @@ impl Session {
             expires_at: limits.browser_until(now, now),
             ip: Some(browser.ip.clone()),
             user_agent: browser.user_agent.clone(),
-            amr: vec!["pwd".to_owned()],
+            amr: crate::mfa::amr_password(),
+            auth_time: now,
             applications: Vec::new(),
         }
     }

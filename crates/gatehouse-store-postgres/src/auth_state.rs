@@ -184,7 +184,7 @@ pub(crate) async fn use_link(
 
 pub(crate) async fn insert_chain(c: &mut PgConnection, ch: &RefreshChain) -> TxResult<()> {
     query(&format!(
-        "INSERT INTO refresh_chains ({CHAIN_COLS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
+        "INSERT INTO refresh_chains ({CHAIN_COLS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"
     ))
     .bind(ch.id.as_str())
     .bind(ch.org.as_str())
@@ -196,6 +196,8 @@ pub(crate) async fn insert_chain(c: &mut PgConnection, ch: &RefreshChain) -> TxR
     .bind(ch.revoked_at.map(Timestamp::millis))
     .bind(ch.auth_time.map(Timestamp::millis))
     .bind(ch.sid.as_deref())
+    .bind(ch.authn.as_ref().map(|a| a.columns().0))
+    .bind(ch.authn.as_ref().map(|a| a.columns().1))
     .execute(&mut *c)
     .await?;
     Ok(())
@@ -260,7 +262,7 @@ pub(crate) async fn purge(c: &mut PgConnection, now: Timestamp, batch: u32) -> T
     let hour_ago = now - 3_600_000;
     let sessions_cond = crate::sessions::purgeable(1);
     // (table, key, condition on $1, the value of $1)
-    let statements: [(&str, &str, &str, i64); 12] = [
+    let statements: [(&str, &str, &str, i64); 13] = [
         ("auth_codes", "digest", "expires_at < $1", now),
         ("refresh_tokens", "digest", "expires_at < $1", now),
         (
@@ -276,6 +278,8 @@ pub(crate) async fn purge(c: &mut PgConnection, now: Timestamp, batch: u32) -> T
         ("used_once", "digest", "expires_at < $1", now),
         ("revocations", "id", "expires_at < $1", now),
         ("login_failures", "id", "at < $1", hour_ago),
+        // D56: the second step's throttles look back half an hour.
+        ("second_step_failures", "ctid", "at < $1", hour_ago),
         (
             "outbox",
             "id",

@@ -156,6 +156,11 @@ pub(crate) async fn apply(
             }
             Effect::Mail(mail) => auth_state::enqueue_mail(c, mail, now).await?,
             Effect::Event(e) => events.push(Cow::Borrowed(e)),
+            mfa @ (Effect::PutTotp { .. }
+            | Effect::RemoveFactor { .. }
+            | Effect::PutRecoveryCodes { .. }
+            | Effect::RemoveMfa { .. }
+            | Effect::SetSecurityPolicy { .. }) => crate::mfa::apply(c, org, mfa).await?,
         }
     }
     crate::events::insert_events(c, org, &events).await?;

@@ -63,7 +63,7 @@ impl GrantStore for PgStore {
         check_org(org, &code.org)?;
         write_tx!(self, |tx| {
             query(&format!(
-                "INSERT INTO auth_codes ({CODE_COLS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)"
+                "INSERT INTO auth_codes ({CODE_COLS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)"
             ))
             .bind(&code.digest[..])
             .bind(code.org.as_str())
@@ -79,6 +79,8 @@ impl GrantStore for PgStore {
             .bind(code.nonce.as_deref())
             .bind(code.auth_time.map(Timestamp::millis))
             .bind(code.sid.as_deref())
+            .bind(code.authn.as_ref().map(|a| a.columns().0))
+            .bind(code.authn.as_ref().map(|a| a.columns().1))
             .execute(&mut *tx)
             .await?;
             Ok(())
@@ -147,7 +149,7 @@ impl GrantStore for PgStore {
     ) -> StoreResult<Option<(RefreshToken, RefreshChain)>> {
         let row = query(
             "SELECT t.digest, t.chain_id, t.issued_at, t.expires_at, t.used_at, t.successor_sealed, t.successor_until, t.access_jti,
-                    c.id, c.org_id, c.client_id, c.user_id, c.scopes, c.created_at, c.ends_at, c.revoked_at, c.auth_time, c.sid
+                    c.id, c.org_id, c.client_id, c.user_id, c.scopes, c.created_at, c.ends_at, c.revoked_at, c.auth_time, c.sid, c.amr, c.acr
              FROM refresh_tokens t JOIN refresh_chains c ON c.id = t.chain_id WHERE t.digest = $1",
         )
         .bind(&digest[..])

@@ -37,6 +37,7 @@ mod idempotency;
 mod jobs;
 mod links;
 mod lists;
+mod mfa;
 mod orgs;
 mod outbox;
 mod products;

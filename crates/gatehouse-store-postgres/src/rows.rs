@@ -170,7 +170,7 @@ pub(crate) fn api_key_row(r: &PgRow) -> RowResult<ApiKey> {
     })
 }
 
-pub(crate) const CODE_COLS: &str = "digest, org_id, client_id, user_id, redirect_uri, scopes, code_challenge, created_at, expires_at, used_at, chain_id, nonce, auth_time, sid";
+pub(crate) const CODE_COLS: &str = "digest, org_id, client_id, user_id, redirect_uri, scopes, code_challenge, created_at, expires_at, used_at, chain_id, nonce, auth_time, sid, amr, acr";
 
 pub(crate) fn code_row(r: &PgRow) -> RowResult<AuthCode> {
     let chain: Option<String> = r.try_get(10)?;
@@ -193,11 +193,12 @@ pub(crate) fn code_row(r: &PgRow) -> RowResult<AuthCode> {
         nonce: r.try_get(11)?,
         auth_time: opt_ts(r.try_get(12)?),
         sid: r.try_get(13)?,
+        authn: gatehouse_domain::mfa::Authn::from_columns(r.try_get(14)?, r.try_get(15)?),
     })
 }
 
 pub(crate) const CHAIN_COLS: &str =
-    "id, org_id, client_id, user_id, scopes, created_at, ends_at, revoked_at, auth_time, sid";
+    "id, org_id, client_id, user_id, scopes, created_at, ends_at, revoked_at, auth_time, sid, amr, acr";
 
 /// A chain from the columns of [`CHAIN_COLS`] starting at `at`.
 pub(crate) fn chain_row(r: &PgRow, at: usize) -> RowResult<RefreshChain> {
@@ -214,6 +215,7 @@ pub(crate) fn chain_row(r: &PgRow, at: usize) -> RowResult<RefreshChain> {
         revoked_at: opt_ts(r.try_get(at + 7)?),
         auth_time: opt_ts(r.try_get(at + 8)?),
         sid: r.try_get(at + 9)?,
+        authn: gatehouse_domain::mfa::Authn::from_columns(r.try_get(at + 10)?, r.try_get(at + 11)?),
         id,
     })
 }

@@ -114,6 +114,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "sessions",
         include_str!("../migrations/0023_sessions.sql"),
     ),
+    (24, "mfa", include_str!("../migrations/0024_mfa.sql")),
 ];
 
 /// The advisory-lock key of the migration (`"gatehous"` in ASCII), separate

@@ -9,7 +9,7 @@ use sqlx_postgres::PgRow;
 
 use super::*;
 
-const COLS: &str = "s.id, s.org_id, s.user_id, s.created_at, s.last_seen_at, s.expires_at, s.ip, s.user_agent, s.amr";
+const COLS: &str = "s.id, s.org_id, s.user_id, s.created_at, s.last_seen_at, s.expires_at, s.ip, s.user_agent, s.amr, COALESCE(s.auth_time, s.created_at)";
 
 /// A live chain `c` (not revoked, not past its end, a refresh token of it
 /// not expired) at `${now}`.
@@ -52,6 +52,7 @@ fn session_row(r: &PgRow) -> Result<Session, sqlx_core::Error> {
         ip: r.try_get(6)?,
         user_agent: r.try_get(7)?,
         amr: amr_from_text(&r.try_get::<String, _>(8)?),
+        auth_time: Timestamp::from_millis(r.try_get(9)?),
         applications: Vec::new(),
     })
 }
@@ -197,8 +198,8 @@ impl SessionStore for PgStore {
         check_org(org, &sess.org)?;
         write_tx!(self, |tx| {
             query(
-                "INSERT INTO sessions (digest, id, org_id, user_id, created_at, last_seen_at, expires_at, ip, user_agent, amr)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+                "INSERT INTO sessions (digest, id, org_id, user_id, created_at, last_seen_at, expires_at, ip, user_agent, amr, auth_time)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
             )
             .bind(&digest[..])
             .bind(sess.id.as_str())
@@ -210,6 +211,7 @@ impl SessionStore for PgStore {
             .bind(sess.ip.as_deref())
             .bind(sess.user_agent.as_deref())
             .bind(amr_to_text(&sess.amr))
+            .bind(sess.auth_time.millis())
             .execute(&mut *tx)
             .await?;
             crate::effects::apply(&mut tx, org, effects, sess.created_at, None).await?;

@@ -111,7 +111,7 @@ pub(crate) fn use_link(c: &Connection, digest: &[u8; 32], now: Timestamp) -> Sto
     Ok(())
 }
 
-pub(crate) const CODE_COLS: &str = "digest, org_id, client_id, user_id, redirect_uri, scopes, code_challenge, created_at, expires_at, used_at, chain_id, nonce, auth_time, sid";
+pub(crate) const CODE_COLS: &str = "digest, org_id, client_id, user_id, redirect_uri, scopes, code_challenge, created_at, expires_at, used_at, chain_id, nonce, auth_time, sid, amr, acr";
 
 pub(crate) fn code_row(r: &Row<'_>) -> rusqlite::Result<AuthCode> {
     let chain: Option<String> = r.get(10)?;
@@ -134,11 +134,12 @@ pub(crate) fn code_row(r: &Row<'_>) -> rusqlite::Result<AuthCode> {
         nonce: r.get(11)?,
         auth_time: r.get::<_, Option<i64>>(12)?.map(Timestamp::from_millis),
         sid: r.get(13)?,
+        authn: gatehouse_domain::mfa::Authn::from_columns(r.get(14)?, r.get(15)?),
     })
 }
 
 pub(crate) const CHAIN_COLS: &str =
-    "id, org_id, client_id, user_id, scopes, created_at, ends_at, revoked_at, auth_time, sid";
+    "id, org_id, client_id, user_id, scopes, created_at, ends_at, revoked_at, auth_time, sid, amr, acr";
 
 pub(crate) fn chain_row(r: &Row<'_>, at: usize) -> rusqlite::Result<RefreshChain> {
     let text: String = r.get(at)?;
@@ -154,6 +155,7 @@ pub(crate) fn chain_row(r: &Row<'_>, at: usize) -> rusqlite::Result<RefreshChain
         revoked_at: r.get::<_, Option<i64>>(at + 7)?.map(Timestamp::from_millis),
         auth_time: r.get::<_, Option<i64>>(at + 8)?.map(Timestamp::from_millis),
         sid: r.get(at + 9)?,
+        authn: gatehouse_domain::mfa::Authn::from_columns(r.get(at + 10)?, r.get(at + 11)?),
         id,
     })
 }
@@ -179,7 +181,7 @@ pub(crate) fn token_row(r: &Row<'_>) -> rusqlite::Result<RefreshToken> {
 
 pub(crate) fn insert_chain(c: &Connection, ch: &RefreshChain) -> StoreResult<()> {
     c.prepare_cached(&format!(
-        "INSERT INTO refresh_chains ({CHAIN_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"
+        "INSERT INTO refresh_chains ({CHAIN_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"
     ))
     .and_then(|mut s| {
         s.execute(params![
@@ -192,7 +194,9 @@ pub(crate) fn insert_chain(c: &Connection, ch: &RefreshChain) -> StoreResult<()>
             ch.ends_at.millis(),
             ch.revoked_at.map(Timestamp::millis),
             ch.auth_time.map(Timestamp::millis),
-            ch.sid
+            ch.sid,
+            ch.authn.as_ref().map(|a| a.columns().0),
+            ch.authn.as_ref().map(|a| a.columns().1),
         ])
     })
     .map_err(db_err)?;
@@ -273,6 +277,8 @@ pub(crate) fn purge(c: &Connection, now: Timestamp, batch: u32) -> StoreResult<u
         ("used_once", "expires_at < ?1", now),
         ("revocations", "expires_at < ?1", now),
         ("login_failures", "at < ?1", hour_ago),
+        // D56: the second step's throttles look back half an hour.
+        ("second_step_failures", "at < ?1", hour_ago),
         ("outbox", "sent_at IS NOT NULL AND sent_at < ?1", hour_ago),
         ("reset_requests", "requested_at < ?1", resets_before),
         // D50: kept responses (and claims) past their retention.
@@ -291,7 +297,7 @@ pub(crate) fn purge(c: &Connection, now: Timestamp, batch: u32) -> StoreResult<u
             "auth_codes" | "refresh_tokens" | "user_tokens" | "sessions" | "used_once"
         ) {
             "digest"
-        } else if table == "usage_minutes" {
+        } else if table == "usage_minutes" || table == "second_step_failures" {
             "rowid"
         } else {
             "id"

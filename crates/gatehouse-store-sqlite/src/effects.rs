@@ -136,6 +136,11 @@ pub(crate) fn apply(
             }
             Effect::Mail(mail) => auth_state::enqueue_mail(c, mail, now)?,
             Effect::Event(e) => events.push(Cow::Borrowed(e)),
+            mfa @ (Effect::PutTotp { .. }
+            | Effect::RemoveFactor { .. }
+            | Effect::PutRecoveryCodes { .. }
+            | Effect::RemoveMfa { .. }
+            | Effect::SetSecurityPolicy { .. }) => crate::mfa::apply(c, org, mfa)?,
         }
     }
     crate::events::insert_events(c, org, &events)

@@ -60,7 +60,7 @@ impl GrantStore for SqliteStore {
         let code = code.clone();
         self.pool
             .write(move |tx| {
-                tx.prepare_cached(&format!("INSERT INTO auth_codes ({}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)", auth_state::CODE_COLS))
+                tx.prepare_cached(&format!("INSERT INTO auth_codes ({}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)", auth_state::CODE_COLS))
                     .and_then(|mut s| {
                         s.execute(params![
                             code.digest.to_vec(),
@@ -76,7 +76,9 @@ impl GrantStore for SqliteStore {
                             code.chain.as_ref().map(ChainId::as_str),
                             code.nonce,
                             code.auth_time.map(Timestamp::millis),
-                            code.sid
+                            code.sid,
+                            code.authn.as_ref().map(|a| a.columns().0),
+                            code.authn.as_ref().map(|a| a.columns().1),
                         ])
                     })
                     .map_err(db_err)?;
@@ -147,7 +149,7 @@ impl GrantStore for SqliteStore {
         self.pool
             .read(|c| {
                 let sql = "SELECT t.digest, t.chain_id, t.issued_at, t.expires_at, t.used_at, t.successor_sealed, t.successor_until, t.access_jti,
-                            c.id, c.org_id, c.client_id, c.user_id, c.scopes, c.created_at, c.ends_at, c.revoked_at, c.auth_time, c.sid
+                            c.id, c.org_id, c.client_id, c.user_id, c.scopes, c.created_at, c.ends_at, c.revoked_at, c.auth_time, c.sid, c.amr, c.acr
                      FROM refresh_tokens t JOIN refresh_chains c ON c.id = t.chain_id WHERE t.digest = ?1";
                 c.prepare_cached(sql)
                     .and_then(|mut s| s.query_row([digest.to_vec()], |r| Ok((auth_state::token_row(r)?, auth_state::chain_row(r, 8)?))).optional())

@@ -23,6 +23,7 @@ mod idempotency;
 mod jobs;
 mod links;
 mod lists;
+mod mfa;
 mod orgs;
 mod outbox;
 mod pool;

@@ -38,6 +38,7 @@ pub(crate) const MIGRATIONS: &[(i64, &str)] = &[
         include_str!("../migrations/0018_webhook_deliveries.sql"),
     ),
     (19, include_str!("../migrations/0019_sessions.sql")),
+    (20, include_str!("../migrations/0020_mfa.sql")),
 ];
 
 /// D8 (revised): gives every row whose `email_norm` was computed by an older

@@ -8,7 +8,7 @@ use gatehouse_store::SessionStore;
 
 use super::*;
 
-const COLS: &str = "s.id, s.org_id, s.user_id, s.created_at, s.last_seen_at, s.expires_at, s.ip, s.user_agent, s.amr";
+const COLS: &str = "s.id, s.org_id, s.user_id, s.created_at, s.last_seen_at, s.expires_at, s.ip, s.user_agent, s.amr, COALESCE(s.auth_time, s.created_at)";
 
 /// A live chain `c` (not revoked, not past its end, a refresh token of it
 /// not expired) at `?{now}`.
@@ -51,6 +51,7 @@ fn session_row(r: &Row<'_>) -> rusqlite::Result<Session> {
         ip: r.get(6)?,
         user_agent: r.get(7)?,
         amr: amr_from_text(&r.get::<_, String>(8)?),
+        auth_time: Timestamp::from_millis(r.get(9)?),
         applications: Vec::new(),
     })
 }
@@ -187,8 +188,8 @@ impl SessionStore for SqliteStore {
         self.pool
             .write(move |tx| {
                 tx.prepare_cached(
-                    "INSERT INTO sessions (digest, id, org_id, user_id, created_at, last_seen_at, expires_at, ip, user_agent, amr)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                    "INSERT INTO sessions (digest, id, org_id, user_id, created_at, last_seen_at, expires_at, ip, user_agent, amr, auth_time)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
                 )
                 .and_then(|mut s| {
                     s.execute(params![
@@ -202,6 +203,7 @@ impl SessionStore for SqliteStore {
                         sess.ip,
                         sess.user_agent,
                         amr_to_text(&sess.amr),
+                        sess.auth_time.millis(),
                     ])
                 })
                 .map_err(db_err)?;

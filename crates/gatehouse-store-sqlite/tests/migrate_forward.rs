@@ -47,7 +47,7 @@ const PRODUCT_IDS: [&str; 4] = [
 
 /// The migrations this build embeds, as `schema.rs` lists them: the
 /// checksums recorded for an old database must be these files' SHA-256.
-const MIGRATIONS: [(i64, &str); 19] = [
+const MIGRATIONS: [(i64, &str); 20] = [
     (1, include_str!("../migrations/0001_init.sql")),
     (2, include_str!("../migrations/0002_api_keys.sql")),
     (3, include_str!("../migrations/0003_auth.sql")),
@@ -73,6 +73,7 @@ const MIGRATIONS: [(i64, &str); 19] = [
         include_str!("../migrations/0018_webhook_deliveries.sql"),
     ),
     (19, include_str!("../migrations/0019_sessions.sql")),
+    (20, include_str!("../migrations/0020_mfa.sql")),
 ];
 
 fn fixture() -> PathBuf {

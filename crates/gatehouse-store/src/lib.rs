@@ -36,6 +36,7 @@ mod grants;
 mod idempotency;
 mod jobs;
 mod links;
+mod mfa;
 #[cfg(feature = "testing")]
 pub mod migrated;
 mod orgs;
@@ -59,6 +60,7 @@ pub use grants::*;
 pub use idempotency::*;
 pub use jobs::*;
 pub use links::*;
+pub use mfa::*;
 pub use orgs::*;
 pub use outbox::*;
 pub use products::*;
@@ -135,6 +137,7 @@ pub trait Store:
     + ApiKeyStore
     + GrantStore
     + SessionStore
+    + MfaStore
     + RevocationStore
     + OutboxStore
     + RateStore

@@ -169,6 +169,8 @@ pub struct AuthCode {
     pub auth_time: Option<Timestamp>,
     /// D49: the browser session the code was issued in.
     pub sid: Option<String>,
+    /// D56: how the person signed in (`amr`, `acr`).
+    pub authn: Option<gatehouse_domain::mfa::Authn>,
 }
 
 /// A refresh-token chain: everything descended from one authorization (D24).
@@ -187,6 +189,8 @@ pub struct RefreshChain {
     pub auth_time: Option<Timestamp>,
     /// D49: the browser session the chain was begun in (ended by logout).
     pub sid: Option<String>,
+    /// D56: how the person signed in; `None` for chains begun before D56.
+    pub authn: Option<gatehouse_domain::mfa::Authn>,
 }
 
 /// A remembered consent (D49), a domain record: see

@@ -252,6 +252,7 @@ impl App {
             .insert_auth_code(
                 &req.client.org,
                 &AuthCode {
+                    authn: None,
                     digest: digest(&code),
                     org: req.client.org.clone(),
                     client: req.client.id.clone(),
@@ -521,6 +522,7 @@ impl App {
         let user = self.active_user(&rec.org, &rec.user).await?;
         let scopes = rec.scopes.intersect(ScopeSet::for_role(user.role));
         let chain = RefreshChain {
+            authn: None,
             id: ChainId::generate(),
             org: rec.org.clone(),
             client: client.id.clone(),

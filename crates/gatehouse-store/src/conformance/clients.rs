@@ -143,6 +143,7 @@ async fn chain_with_scopes(
     let now = Timestamp::from_millis(Timestamp::now().millis());
     let scopes = ScopeSet::parse(scopes).unwrap();
     let code = AuthCode {
+        authn: None,
         digest: [byte.wrapping_add(100); 32],
         org: o.clone(),
         client: client.clone(),
@@ -267,6 +268,7 @@ pub async fn client_update_narrows_and_revokes(s: &dyn Store) {
     let keeps = chain_with_scopes(s, &o, &c.id, &u.id, "users:read openid", 51).await;
     let loses = chain_with_scopes(s, &o, &c.id, &u.id, "users:read products:read", 52).await;
     let pending = AuthCode {
+        authn: None,
         digest: [53; 32],
         org: o.clone(),
         client: c.id.clone(),

@@ -176,6 +176,7 @@ pub async fn corrupt_token_ids_are_internal_errors<S: PlantRows>(s: &S) {
         .unwrap();
     let c = s.insert_client(&o, &client(None), teller()).await.unwrap();
     let code = AuthCode {
+        authn: None,
         digest: [80; 32],
         org: o.clone(),
         client: c.id.clone(),

@@ -141,6 +141,7 @@ pub async fn refresh_rotation_is_atomic(s: &dyn Store) {
         .unwrap();
     let c = s.insert_client(&o, &client(None), teller()).await.unwrap();
     let code = AuthCode {
+        authn: None,
         digest: [9; 32],
         org: o.clone(),
         client: c.id.clone(),
@@ -284,6 +285,7 @@ pub async fn refresh_rotation_revokes_the_replaced_access_token(s: &dyn Store) {
     let c = s.insert_client(&o, &client(None), teller()).await.unwrap();
     let other = s.insert_client(&o, &client(None), teller()).await.unwrap();
     let code = AuthCode {
+        authn: None,
         digest: [40; 32],
         org: o.clone(),
         client: c.id.clone(),
@@ -450,6 +452,7 @@ pub async fn oidc_sessions_chains_and_consents(s: &dyn Store) {
     s.create_session(&o, &[40; 32], &sess, &[]).await.unwrap();
     let sid = sess.id.to_string();
     let code = AuthCode {
+        authn: None,
         digest: [41; 32],
         org: o.clone(),
         client: c.id.clone(),

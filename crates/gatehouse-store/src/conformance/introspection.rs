@@ -22,6 +22,7 @@ pub async fn refresh_token_lookup_is_read_only(s: &dyn Store) {
         .unwrap();
     let c = s.insert_client(&o, &client(None), teller()).await.unwrap();
     let code = AuthCode {
+        authn: None,
         digest: [91; 32],
         org: o.clone(),
         client: c.id.clone(),

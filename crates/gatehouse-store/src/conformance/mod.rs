@@ -12,6 +12,7 @@ mod idempotency;
 mod introspection;
 mod jobs;
 mod links;
+mod mfa;
 mod orgs;
 mod outbox;
 mod products;
@@ -33,6 +34,7 @@ pub use idempotency::*;
 pub use introspection::*;
 pub use jobs::*;
 pub use links::*;
+pub use mfa::*;
 pub use orgs::*;
 pub use outbox::*;
 pub use products::*;
@@ -93,7 +95,10 @@ macro_rules! store_conformance_tests {
             a_backlogged_endpoint_does_not_starve_another,
             sessions_are_listed_touched_and_paged, ending_sessions_revokes_their_chains_and_tells,
             expired_sign_ins_stay_while_their_chains_live, user_changes_end_sessions_as_d57_says,
-            a_refresh_is_a_use_of_its_session, no_chain_begins_in_an_ended_session);
+            a_refresh_is_a_use_of_its_session, no_chain_begins_in_an_ended_session,
+            totp_factors_are_replaced_and_replay_safe,
+            recovery_codes_are_spent_once_and_reset_removes_all,
+            second_step_failures_and_policy_deadlines);
     };
     (@each $make:expr; $($name:ident),*) => {
         $(
@@ -220,6 +225,7 @@ pub(crate) fn session(
         ip: Some("192.0.2.10".into()),
         user_agent: Some("Conformance/1.0".into()),
         amr: vec!["pwd".into()],
+        auth_time: created,
         applications: Vec::new(),
     }
 }
@@ -236,6 +242,7 @@ pub(crate) fn chain_for(
     id: &str,
 ) -> RefreshChain {
     RefreshChain {
+        authn: None,
         id: cid(id),
         org: o.clone(),
         client: client.clone(),
@@ -259,6 +266,7 @@ pub(crate) fn auth_code(
     now: Timestamp,
 ) -> AuthCode {
     AuthCode {
+        authn: None,
         digest: [byte; 32],
         org: org.clone(),
         client: client.clone(),
@@ -305,6 +313,21 @@ pub(crate) async fn futures_join8(s: &dyn Store, key: &str) -> Vec<bool> {
 pub struct TestPublish;
 
 impl gatehouse_domain::event::Publish for TestPublish {
+    fn factor(&self, user: &UserId, f: &gatehouse_domain::mfa::Factor) -> String {
+        serde_json::json!({
+            "id": f.id.as_str(),
+            "type": f.kind.as_str(),
+            "user_id": user.as_str(),
+        })
+        .to_string()
+    }
+    fn security(&self, p: &gatehouse_domain::mfa::SecurityPolicy) -> String {
+        serde_json::json!({
+            "mfa": p.mfa.as_str(),
+            "enrollment_grace_days": p.enrollment_grace_days,
+        })
+        .to_string()
+    }
     fn session(&self, s: &gatehouse_domain::session::Session) -> String {
         serde_json::json!({
             "id": s.id.as_str(),

@@ -218,6 +218,7 @@ pub async fn every_tenant_method_is_scoped(s: &dyn Store) {
     assert!(s.create_session(&b, &[73; 32], &sess, &[]).await.is_err());
     assert_eq!(s.resolve_session(&[73; 32]).await.unwrap(), None);
     let code = AuthCode {
+        authn: None,
         digest: [74; 32],
         org: a.clone(),
         client: c.id.clone(),

@@ -1,0 +1,278 @@
+//! Second factors (D56): a TOTP factor replaced, never two; the replay
+//! rule across concurrent sign-ins; recovery codes spent once, regenerated
+//! as a new set; the reset removing everything with the person's sessions;
+//! the second step's wrong codes; the policy, its deadlines set once and
+//! moved only earlier; a step-up of a session.
+
+use gatehouse_domain::effect::{self, Effect};
+use gatehouse_domain::mfa::{
+    self, DeadlineChange, Factor, FactorKind, MfaMode, PolicyPatch, SecurityPolicy, TotpFactor,
+};
+use gatehouse_domain::{MfaId, link::OutboundEmail};
+
+use super::events::{kinds, settled};
+use super::*;
+
+fn totp(at: i64, secret: u8) -> TotpFactor {
+    TotpFactor {
+        factor: Factor {
+            id: MfaId::generate(),
+            kind: FactorKind::Totp,
+            name: mfa::TOTP_NAME.into(),
+            created_at: Timestamp::from_millis(at),
+            last_used_at: None,
+        },
+        sealed_secret: vec![secret; 48],
+        last_step: 100,
+    }
+}
+
+fn mail() -> OutboundEmail {
+    OutboundEmail {
+        to: "mfa@example.com".into(),
+        subject: "A factor changed".into(),
+        body: "…".into(),
+    }
+}
+
+async fn person(s: &dyn Store, o: &OrgId, email: &str) -> gatehouse_domain::User {
+    s.insert_user(o, &user(email, Role::Editor, UserStatus::Active, 1), teller())
+        .await
+        .unwrap()
+}
+
+pub async fn totp_factors_are_replaced_and_replay_safe(s: &dyn Store) {
+    let o = new_org(s).await;
+    let other = new_org(s).await;
+    let u = person(s, &o, "totp@example.com").await;
+    assert_eq!(s.factors(&o, &u.id).await.unwrap(), Default::default());
+
+    let first = totp(1_000, 1);
+    let fx = effect::of_totp_enrolment(teller(), &u.id, first.clone(), None, &mail());
+    s.write_mfa(&o, &fx, Timestamp::from_millis(1_000), teller())
+        .await
+        .unwrap();
+    let got = s.factors(&o, &u.id).await.unwrap();
+    assert_eq!(got.totp, Some(first.clone()));
+    assert_eq!(got.recovery_remaining, None);
+    assert!(got.any());
+    // Another organization sees nothing of it (D2).
+    assert_eq!(s.factors(&other, &u.id).await.unwrap(), Default::default());
+
+    // The replay rule: only a later step, once, on every node.
+    let id = &first.factor.id;
+    let now = Timestamp::from_millis(2_000);
+    assert!(!s.accept_totp_step(&o, &u.id, id, 100, now).await.unwrap());
+    let (a, b) = tokio::join!(
+        s.accept_totp_step(&o, &u.id, id, 101, now),
+        s.accept_totp_step(&o, &u.id, id, 101, now)
+    );
+    assert_eq!(
+        [a.unwrap(), b.unwrap()].iter().filter(|x| **x).count(),
+        1,
+        "the same step is accepted once"
+    );
+    assert!(!s.accept_totp_step(&other, &u.id, id, 105, now).await.unwrap());
+    let after = s.factors(&o, &u.id).await.unwrap().totp.unwrap();
+    assert_eq!(after.last_step, 101);
+    assert_eq!(after.factor.last_used_at, Some(now));
+
+    // Enrolling again replaces it: never two TOTP factors.
+    let second = totp(3_000, 2);
+    let fx = effect::of_totp_enrolment(
+        teller(),
+        &u.id,
+        second.clone(),
+        Some(&first.factor),
+        &mail(),
+    );
+    s.write_mfa(&o, &fx, Timestamp::from_millis(3_000), teller())
+        .await
+        .unwrap();
+    assert_eq!(s.factors(&o, &u.id).await.unwrap().totp, Some(second.clone()));
+
+    let events = settled(s, &o, 4).await;
+    let told: Vec<_> = kinds(&events).into_iter().map(|(k, _)| k).collect();
+    assert_eq!(
+        told,
+        [
+            "user.created",
+            "user.mfa_enrolled",
+            "user.mfa_removed",
+            "user.mfa_enrolled"
+        ]
+    );
+
+    // Removing the factor leaves none.
+    let fx = effect::of_factor_removal(
+        teller(),
+        &u.id,
+        &second.factor,
+        &mail(),
+        Timestamp::from_millis(4_000),
+    );
+    s.write_mfa(&o, &fx, Timestamp::from_millis(4_000), teller())
+        .await
+        .unwrap();
+    assert_eq!(s.factors(&o, &u.id).await.unwrap().totp, None);
+}
+
+pub async fn recovery_codes_are_spent_once_and_reset_removes_all(s: &dyn Store) {
+    let o = new_org(s).await;
+    let u = person(s, &o, "codes@example.com").await;
+    let digests: Vec<[u8; 32]> = (0..10u8).map(|i| [i; 32]).collect();
+    let put = [Effect::PutRecoveryCodes {
+        user: u.id.clone(),
+        digests: digests.clone(),
+    }];
+    let now = Timestamp::from_millis(5_000);
+    s.write_mfa(&o, &put, now, teller()).await.unwrap();
+    assert_eq!(
+        s.factors(&o, &u.id).await.unwrap().recovery_remaining,
+        Some(10)
+    );
+    let (a, b) = tokio::join!(
+        s.use_recovery_code(&o, &u.id, &[3; 32], now, &[]),
+        s.use_recovery_code(&o, &u.id, &[3; 32], now, &[])
+    );
+    let spent: Vec<_> = [a.unwrap(), b.unwrap()].into_iter().flatten().collect();
+    assert_eq!(spent, vec![9], "one use wins; nine left");
+    assert_eq!(
+        s.use_recovery_code(&o, &u.id, &[42; 32], now, &[])
+            .await
+            .unwrap(),
+        None
+    );
+    // Regenerating invalidates the old set.
+    let fresh = [Effect::PutRecoveryCodes {
+        user: u.id.clone(),
+        digests: vec![[77; 32]],
+    }];
+    s.write_mfa(&o, &fresh, now, teller()).await.unwrap();
+    assert_eq!(
+        s.use_recovery_code(&o, &u.id, &[4; 32], now, &[])
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(s.factors(&o, &u.id).await.unwrap().recovery_remaining, Some(1));
+
+    // The reset: factors, codes and sessions go, tokens are revoked.
+    let t = totp(6_000, 3);
+    let fx = effect::of_totp_enrolment(teller(), &u.id, t.clone(), None, &mail());
+    s.write_mfa(&o, &fx, now, teller()).await.unwrap();
+    let sess = session(&o, &u.id, now, Timestamp::now().plus_seconds(3600));
+    s.create_session(&o, &[61; 32], &sess, &[]).await.unwrap();
+    let fx = effect::of_mfa_reset(teller(), &u.id, &[t.factor.clone()], &mail(), now);
+    s.write_mfa(&o, &fx, now, teller()).await.unwrap();
+    assert_eq!(s.factors(&o, &u.id).await.unwrap(), Default::default());
+    assert!(
+        s.resolve_session(&[61; 32]).await.unwrap().is_none(),
+        "the reset ends the person's sessions"
+    );
+}
+
+pub async fn second_step_failures_and_policy_deadlines(s: &dyn Store) {
+    let o = new_org(s).await;
+    let u = person(s, &o, "policy@example.com").await;
+    let v = person(s, &o, "policy2@example.com").await;
+    let t0 = Timestamp::from_millis(1_000_000);
+    for i in 0..3 {
+        s.record_second_step_failure(&o, &u.id, if i < 2 { "a" } else { "b" }, t0.plus_seconds(i))
+            .await
+            .unwrap();
+    }
+    let mut seen = s.second_step_failures(&o, &u.id, t0).await.unwrap();
+    seen.sort_by_key(|(_, t)| t.millis());
+    assert_eq!(
+        seen,
+        vec![
+            ("a".to_owned(), t0),
+            ("a".to_owned(), t0.plus_seconds(1)),
+            ("b".to_owned(), t0.plus_seconds(2))
+        ]
+    );
+    assert!(s.second_step_failures(&o, &v.id, t0).await.unwrap().is_empty());
+    assert_eq!(
+        s.second_step_failures(&o, &u.id, t0.plus_seconds(2))
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+
+    // The default policy, then a change with its event.
+    let before = s.security_policy(&o).await.unwrap();
+    assert_eq!(before.mfa, MfaMode::Optional);
+    assert_eq!(before.enrollment_grace_days, 7);
+    let (after, change) = PolicyPatch {
+        mfa: Some(MfaMode::Required),
+        enrollment_grace_days: None,
+    }
+    .apply(&before, t0, 1)
+    .unwrap();
+    let fx = effect::of_policy_change(teller(), &o, &before, after, change);
+    s.write_mfa(&o, &fx, t0, teller()).await.unwrap();
+    assert_eq!(s.security_policy(&o).await.unwrap(), after);
+
+    // A deadline is set once and never extended.
+    let d1 = s
+        .mfa_deadline(&o, &u.id, t0.plus_seconds(7), t0)
+        .await
+        .unwrap();
+    assert_eq!(d1, t0.plus_seconds(7));
+    let d2 = s
+        .mfa_deadline(&o, &u.id, t0.plus_seconds(99), t0.plus_seconds(50))
+        .await
+        .unwrap();
+    assert_eq!(d2, d1, "set at the first sign-in under the policy");
+    // Lowering the grace brings it forward, from its start.
+    let fx = [Effect::SetSecurityPolicy {
+        policy: SecurityPolicy {
+            enrollment_grace_days: 2,
+            ..after
+        },
+        deadlines: DeadlineChange::Shorten { grace_secs: 2 },
+    }];
+    s.write_mfa(&o, &fx, t0, teller()).await.unwrap();
+    assert_eq!(
+        s.mfa_deadline(&o, &u.id, t0.plus_seconds(99), t0)
+            .await
+            .unwrap(),
+        t0.plus_seconds(2)
+    );
+    // Optional clears them: the next sign-in under a policy starts anew.
+    let fx = [Effect::SetSecurityPolicy {
+        policy: SecurityPolicy {
+            mfa: MfaMode::Optional,
+            ..after
+        },
+        deadlines: DeadlineChange::Clear,
+    }];
+    s.write_mfa(&o, &fx, t0, teller()).await.unwrap();
+    assert_eq!(
+        s.mfa_deadline(&o, &u.id, t0.plus_seconds(30), t0.plus_seconds(20))
+            .await
+            .unwrap(),
+        t0.plus_seconds(30)
+    );
+    let events = settled(s, &o, 3).await;
+    assert_eq!(events[2].event.kind.as_str(), "organization.security_updated");
+
+    // A step-up raises the session's amr and moves its auth_time.
+    let sess = session(&o, &u.id, t0, Timestamp::now().plus_seconds(3600));
+    s.create_session(&o, &[62; 32], &sess, &[]).await.unwrap();
+    let amr = mfa::amr_with_otp(&sess.amr);
+    s.step_up_session(&o, &sess.id, &amr, t0.plus_seconds(60))
+        .await
+        .unwrap();
+    let got = s.resolve_session(&[62; 32]).await.unwrap().unwrap();
+    assert_eq!(got.amr, amr);
+    assert_eq!(got.auth_time, t0.plus_seconds(60));
+    assert_eq!(got.created_at, t0);
+
+    // A sealed key: the first writer wins.
+    let k1 = s.sealed_key("recovery_codes", b"first").await.unwrap();
+    let k2 = s.sealed_key("recovery_codes", b"second").await.unwrap();
+    assert_eq!((k1.as_slice(), k2.as_slice()), (&b"first"[..], &b"first"[..]));
+}
