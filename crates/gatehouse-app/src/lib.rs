@@ -22,6 +22,7 @@ mod jobs;
 pub mod keys;
 pub mod links;
 pub mod manage;
+pub mod mfa;
 pub mod oauth;
 pub mod orgs;
 pub mod outbox;
@@ -77,6 +78,12 @@ struct Inner {
     webhooks: webhooks::WebhookSettings,
     /// D57: how long a browser sign-in lasts.
     session_limits: gatehouse_domain::session::SessionLimits,
+    /// D56 (D40 continued): the length of one day of
+    /// `enrollment_grace_days` (`GATEHOUSE_MFA_GRACE_DAY`).
+    mfa_grace_day_secs: i64,
+    /// D56: the recovery-code key, once read (it never changes; a master-key
+    /// rotation re-encrypts it, D23 continued).
+    recovery_key: std::sync::OnceLock<[u8; 32]>,
 }
 
 /// Names kept at most in [`Inner::org_names`]; past it the map starts over.
@@ -103,6 +110,8 @@ impl App {
             org_names: Default::default(),
             webhooks: Default::default(),
             session_limits: Default::default(),
+            mfa_grace_day_secs: gatehouse_domain::mfa::GRACE_DAY_SECS,
+            recovery_key: Default::default(),
         }))
     }
 
@@ -119,6 +128,8 @@ impl App {
             org_names: Default::default(),
             webhooks: Default::default(),
             session_limits: Default::default(),
+            mfa_grace_day_secs: gatehouse_domain::mfa::GRACE_DAY_SECS,
+            recovery_key: Default::default(),
         }))
     }
 

@@ -51,14 +51,32 @@ impl App {
         browser: &BrowserUse,
         request: Option<RequestRef>,
     ) -> Result<(String, Session), StoreError> {
+        self.create_session_with(user, org, client, browser, request, &[])
+            .await
+    }
+
+    /// [`App::create_session`] after a second step (D56): the session's
+    /// `amr` is `amr` (a password's when empty).
+    pub async fn create_session_with(
+        &self,
+        user: &User,
+        org: &OrgId,
+        client: &ClientId,
+        browser: &BrowserUse,
+        request: Option<RequestRef>,
+        amr: &[String],
+    ) -> Result<(String, Session), StoreError> {
         let token = random::token("", 256);
-        let session = Session::signed_in(
+        let mut session = Session::signed_in(
             org,
             &user.id,
             browser,
             &self.0.session_limits,
             Timestamp::now(),
         );
+        if !amr.is_empty() {
+            session.amr = amr.to_vec();
+        }
         let origin = Origin {
             actor: gatehouse_domain::event::Actor::User {
                 user: user.id.clone(),

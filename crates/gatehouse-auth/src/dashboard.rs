@@ -160,7 +160,7 @@ pub enum DashboardRefreshError {
 }
 
 impl AuthService {
-    fn seal(&self, purpose: &[u8], value: &impl Serialize) -> String {
+    pub(crate) fn seal(&self, purpose: &[u8], value: &impl Serialize) -> String {
         let plain = serde_json::to_vec(value).expect("serializable");
         B64.encode(self.keys.master().encrypt(&plain, purpose))
     }
@@ -176,7 +176,7 @@ impl AuthService {
         self.unseal(CODE_PURPOSE, code)
     }
 
-    fn unseal<T: for<'de> Deserialize<'de>>(&self, purpose: &[u8], text: &str) -> Option<T> {
+    pub(crate) fn unseal<T: for<'de> Deserialize<'de>>(&self, purpose: &[u8], text: &str) -> Option<T> {
         if text.len() > 8192 {
             return None;
         }
@@ -268,6 +268,7 @@ impl AuthService {
         org: &OrgId,
         user: &User,
         sid: Option<String>,
+        signed_in: (&[String], Timestamp),
         session_expires_at: i64,
     ) -> DashboardGrant {
         let scopes = dashboard_scopes(user.role);
@@ -282,6 +283,10 @@ impl AuthService {
         // revocation under the session's id) ends them on every node, and
         // `GET /v1/me/sessions` knows the session they act in.
         claims.chain = sid.clone().map(ChainId::from_trusted);
+        // D56: the browser session's `amr`, `acr` and `auth_time` (a
+        // step-up raises them for the next token).
+        let authn = gatehouse_domain::mfa::Authn::achieved(signed_in.0);
+        let claims = claims.signed_in(Some(&authn), Some(signed_in.1));
         let access_token = jwt::sign(&self.keys.current(), &self.issuer, &self.rng, &claims);
         DashboardGrant {
             org: org.clone(),

@@ -21,6 +21,9 @@ pub enum OAuthErrorKind {
     RequestUriNotSupported,
     /// D49: request objects (`request`) are not supported.
     RequestNotSupported,
+    /// D56: an Essential `acr` that cannot be met (OpenID Connect Core
+    /// Error Code unmet_authentication_requirements 1.0).
+    UnmetAuthenticationRequirements,
     /// Storage failed: the server answers 500/503, never an OAuth code.
     Unavailable,
     Internal,
@@ -41,6 +44,9 @@ impl OAuthErrorKind {
             OAuthErrorKind::ConsentRequired => "consent_required",
             OAuthErrorKind::RequestUriNotSupported => "request_uri_not_supported",
             OAuthErrorKind::RequestNotSupported => "request_not_supported",
+            OAuthErrorKind::UnmetAuthenticationRequirements => {
+                "unmet_authentication_requirements"
+            }
             OAuthErrorKind::Unavailable => "temporarily_unavailable",
             OAuthErrorKind::Internal => "server_error",
         }

@@ -35,6 +35,9 @@ pub struct AuthorizeParams {
     pub login_hint: Option<String>,
     pub request_uri: Option<String>,
     pub request: Option<String>,
+    /// D56: the levels asked for, voluntarily and as an Essential claim.
+    pub acr_values: Option<String>,
+    pub claims: Option<String>,
     /// D45 (continued): the names sent more than once. None of their values
     /// is in the fields above (never the first or the last).
     pub repeated: Vec<String>,
@@ -110,6 +113,8 @@ pub struct AuthorizeRequest {
     pub max_age: Option<i64>,
     /// D49: pre-fills the e-mail on the sign-in page.
     pub login_hint: Option<String>,
+    /// D56: the levels asked for.
+    pub acr: gatehouse_domain::mfa::AcrRequest,
 }
 
 impl AuthorizeRequest {
@@ -191,6 +196,7 @@ pub struct CheckedRequest {
     pub prompt: Prompt,
     pub max_age: Option<i64>,
     pub nonce: Option<String>,
+    pub acr: gatehouse_domain::mfa::AcrRequest,
 }
 
 /// D26, D49: the checks after the redirect URI is trusted, whose failures
@@ -256,10 +262,13 @@ pub fn check_after_target(
         }
         n => n.map(str::to_owned),
     };
+    let acr = oidc::parse_acr_request(p.acr_values.as_deref(), p.claims.as_deref())
+        .map_err(|m| to_client(OAuthErrorKind::InvalidRequest, m))?;
     Ok(CheckedRequest {
         code_challenge,
         prompt,
         max_age,
         nonce,
+        acr,
     })
 }

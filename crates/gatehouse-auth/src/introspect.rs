@@ -39,6 +39,11 @@ pub struct ActiveToken {
     pub aud: String,
     pub token_use: TokenUse,
     pub org: OrgId,
+    /// D56: how the person signed in, for a person's token of a chain begun
+    /// since D56.
+    pub authn: Option<gatehouse_domain::mfa::Authn>,
+    /// D56: when the person last authenticated (Unix seconds).
+    pub auth_time: Option<i64>,
 }
 
 /// The answer: `None` is `{"active": false}`.

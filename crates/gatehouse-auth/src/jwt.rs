@@ -9,6 +9,7 @@
 use aws_lc_rs::rand::SystemRandom;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
+use gatehouse_domain::mfa::{Authn, Level};
 use gatehouse_domain::{ChainId, ClientId, Jti, OrgId, ScopeSet, Timestamp, UserId};
 use serde::{Deserialize, Serialize};
 
@@ -28,6 +29,11 @@ pub struct AccessClaims {
     pub exp: i64,
     /// The refresh chain the token belongs to (`sid`), for grants with a user.
     pub chain: Option<ChainId>,
+    /// D56: how the person signed in (`amr`, `acr`); never on client
+    /// credentials, nor on chains begun before D56.
+    pub authn: Option<Authn>,
+    /// D56: when the person last authenticated (`auth_time`, Unix seconds).
+    pub auth_time: Option<i64>,
 }
 
 impl AccessClaims {
@@ -44,11 +50,20 @@ impl AccessClaims {
             iat,
             exp: iat + ACCESS_TOKEN_TTL_SECS,
             chain: None,
+            authn: None,
+            auth_time: None,
         }
     }
 
     pub fn in_chain(mut self, chain: &ChainId) -> Self {
         self.chain = Some(chain.clone());
+        self
+    }
+
+    /// D56: the sign-in's `amr`, `acr` and `auth_time`, for a person's token.
+    pub fn signed_in(mut self, authn: Option<&Authn>, auth_time: Option<Timestamp>) -> Self {
+        self.authn = authn.cloned();
+        self.auth_time = auth_time.map(Timestamp::unix_seconds);
         self
     }
 }
@@ -66,6 +81,12 @@ struct WireOut<'a> {
     exp: i64,
     #[serde(skip_serializing_if = "Option::is_none")]
     sid: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    amr: Option<&'a [String]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    acr: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    auth_time: Option<i64>,
 }
 
 #[derive(Deserialize)]
@@ -82,6 +103,12 @@ struct WireIn {
     exp: i64,
     #[serde(default)]
     sid: Option<String>,
+    #[serde(default)]
+    amr: Option<Vec<String>>,
+    #[serde(default)]
+    acr: Option<String>,
+    #[serde(default)]
+    auth_time: Option<i64>,
 }
 
 #[derive(Deserialize)]
@@ -160,6 +187,9 @@ pub fn sign(keys: &KeySet, issuer: &Issuer, rng: &SystemRandom, claims: &AccessC
         iat: claims.iat,
         exp: claims.exp,
         sid: claims.chain.as_ref().map(ChainId::as_str),
+        amr: claims.authn.as_ref().map(|a| a.amr.as_slice()),
+        acr: claims.authn.as_ref().map(|a| a.acr.as_str()),
+        auth_time: claims.auth_time,
     };
     let json = serde_json::to_vec(&payload).expect("claims serialize");
     let key = &keys.signing;
@@ -211,5 +241,10 @@ pub fn verify(
         iat: w.iat,
         exp: w.exp,
         chain: w.sid.map(ChainId::from_trusted),
+        authn: match (w.amr, w.acr.as_deref().and_then(Level::parse)) {
+            (Some(amr), Some(acr)) => Some(Authn { amr, acr }),
+            _ => None,
+        },
+        auth_time: w.auth_time,
     })
 }

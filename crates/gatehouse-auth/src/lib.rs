@@ -23,6 +23,7 @@ pub mod password;
 pub mod pkce;
 pub mod ratelimit;
 pub mod revocation;
+pub mod second_step;
 pub mod secrets;
 pub mod throttle;
 pub mod totp;

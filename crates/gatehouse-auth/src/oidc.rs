@@ -82,6 +82,11 @@ pub struct IdClaims {
     pub at_hash: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sid: Option<String>,
+    /// D56: how the person signed in (absent for chains begun before D56).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub amr: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acr: Option<String>,
     #[serde(flatten, skip_deserializing)]
     pub claims: ScopeClaims,
 }
@@ -95,6 +100,57 @@ pub struct IdTokenInput<'a> {
     pub sid: Option<&'a str>,
     pub access_token: &'a str,
     pub scopes: ScopeSet,
+    /// D56: the chain's `amr` and `acr`.
+    pub authn: Option<&'a gatehouse_domain::mfa::Authn>,
+}
+
+/// D56: what a request asks of the level: `acr_values` (space-separated,
+/// voluntary; unknown values ignored) and an Essential `acr` in `claims`
+/// (`id_token` or `userinfo` member; `value` or `values`; other members
+/// ignored). A `claims` that is not a JSON object is an error.
+pub fn parse_acr_request(
+    acr_values: Option<&str>,
+    claims: Option<&str>,
+) -> Result<gatehouse_domain::mfa::AcrRequest, &'static str> {
+    use gatehouse_domain::mfa::{AcrRequest, Level};
+    let voluntary = acr_values
+        .unwrap_or("")
+        .split(' ')
+        .filter_map(Level::parse)
+        .collect();
+    let mut essential: Option<Vec<Level>> = None;
+    if let Some(text) = claims {
+        if text.len() > 4096 {
+            return Err("claims is too long");
+        }
+        let v: serde_json::Value =
+            serde_json::from_str(text).map_err(|_| "claims must be a JSON object")?;
+        let obj = v.as_object().ok_or("claims must be a JSON object")?;
+        for member in ["id_token", "userinfo"] {
+            let Some(acr) = obj.get(member).and_then(|m| m.get("acr")) else {
+                continue;
+            };
+            if acr.get("essential").and_then(serde_json::Value::as_bool) != Some(true) {
+                continue;
+            }
+            let mut levels: Vec<Level> = Vec::new();
+            if let Some(one) = acr.get("value").and_then(serde_json::Value::as_str) {
+                levels.extend(Level::parse(one));
+            }
+            if let Some(many) = acr.get("values").and_then(serde_json::Value::as_array) {
+                levels.extend(
+                    many.iter()
+                        .filter_map(serde_json::Value::as_str)
+                        .filter_map(Level::parse),
+                );
+            }
+            essential.get_or_insert_with(Vec::new).extend(levels);
+        }
+    }
+    Ok(AcrRequest {
+        voluntary,
+        essential,
+    })
 }
 
 /// OIDC Core §3.1.3.6: the left half of the SHA-256 of the access token,
@@ -117,6 +173,8 @@ pub fn id_claims(issuer: &Issuer, subject: &Subject<'_>, input: &IdTokenInput<'_
         nonce: input.nonce.map(str::to_owned),
         at_hash: Some(at_hash(input.access_token)),
         sid: input.sid.map(str::to_owned),
+        amr: input.authn.map(|a| a.amr.clone()),
+        acr: input.authn.map(|a| a.acr.as_str().to_owned()),
         claims: ScopeClaims::of(subject, input.scopes),
     }
 }

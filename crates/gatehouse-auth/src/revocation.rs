@@ -167,6 +167,8 @@ mod tests {
 
     fn claims(user: Option<UserId>, iat: i64, chain: Option<&str>) -> AccessClaims {
         AccessClaims {
+            auth_time: None,
+            authn: None,
             org: OrgId::generate(),
             client_id: ClientId::generate(),
             user,

@@ -213,6 +213,9 @@ pub struct ServeArgs {
     /// How long a browser sign-in lasts at most, with a unit: s, m, h or d (1h to 400d, not below the idle time) [default: 90d].
     #[arg(long, env = "GATEHOUSE_SESSION_MAX")]
     pub session_max: Option<String>,
+    /// The length of one day of the second-factor policy's enrollment_grace_days, a duration; honoured only with --test-settings (for tests of the deadline) [default: 1d].
+    #[arg(long, env = "GATEHOUSE_MFA_GRACE_DAY")]
+    pub mfa_grace_day: Option<String>,
     /// Address ranges webhooks may be delivered to despite the address rules, and over plain http, comma-separated (e.g. 127.0.0.0/8 for tests) [default: none].
     #[arg(long, env = "GATEHOUSE_WEBHOOK_ALLOW_CIDRS")]
     pub webhook_allow_cidrs: Option<String>,
@@ -480,6 +483,7 @@ pub struct FileConfig {
     pub event_retention: Option<String>,
     pub session_idle: Option<String>,
     pub session_max: Option<String>,
+    pub mfa_grace_day: Option<String>,
     pub webhook_allow_cidrs: Option<String>,
     pub webhook_retry_schedule: Option<String>,
     pub webhook_timeout: Option<String>,
@@ -590,6 +594,8 @@ pub struct Settings {
     pub event_retention_secs: i64,
     /// D57 (D40 continued): `GATEHOUSE_SESSION_IDLE` and `_MAX`.
     pub session_limits: gatehouse_domain::session::SessionLimits,
+    /// D56 (D40 continued): `GATEHOUSE_MFA_GRACE_DAY`, in seconds.
+    pub mfa_grace_day_secs: i64,
     /// D55: `GATEHOUSE_WEBHOOK_ALLOW_CIDRS`.
     pub webhook_allow: gatehouse_domain::webhook::AllowList,
     /// D55: `GATEHOUSE_WEBHOOK_RETRY_SCHEDULE`.
@@ -715,6 +721,7 @@ impl Settings {
             idempotency_retention_secs: 86_400,
             event_retention_secs: 30 * DAY,
             session_limits: Default::default(),
+            mfa_grace_day_secs: gatehouse_domain::mfa::GRACE_DAY_SECS,
             webhook_allow: Default::default(),
             webhook_schedule: Default::default(),
             // The worker's defaults, written once (gatehouse-app).
@@ -881,6 +888,19 @@ impl Settings {
                 s.session_limits.idle_secs,
                 s.session_limits.max_secs
             );
+        }
+        if let Some(raw) = serve
+            .mfa_grace_day
+            .as_deref()
+            .or(file.mfa_grace_day.as_deref())
+        {
+            // D40 (continued): a test's short day, never production's.
+            if !s.test_settings {
+                anyhow::bail!(
+                    "GATEHOUSE_MFA_GRACE_DAY is honoured only with --test-settings (it shortens the second-factor policy's grace days for tests)"
+                );
+            }
+            s.mfa_grace_day_secs = duration_setting("GATEHOUSE_MFA_GRACE_DAY", raw, (1, DAY), true)?;
         }
         if let Some(raw) = serve
             .webhook_allow_cidrs

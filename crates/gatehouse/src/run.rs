@@ -282,6 +282,7 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
     .with_idempotency_retention_secs(settings.idempotency_retention_secs)
     .with_event_retention_secs(settings.event_retention_secs)
     .with_session_limits(settings.session_limits)
+    .with_mfa_grace_day(settings.mfa_grace_day_secs)
     .with_webhook_settings(gatehouse_app::webhooks::WebhookSettings {
         allow: settings.webhook_allow.clone(),
         deliver: Some(deliver.clone()),

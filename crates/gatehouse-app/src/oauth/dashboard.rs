@@ -189,6 +189,7 @@ impl App {
             &sealed.org,
             &user,
             sealed.sid,
+            (&session.amr, session.auth_time),
             // D57: the grant lasts at most as long as its browser sign-in
             // can; each refresh checks that the sign-in still lasts.
             session
@@ -235,6 +236,7 @@ impl App {
         let Some(session) = same else {
             return Err(DashboardRefreshError::Ended);
         };
+        let signed = (session.amr.clone(), session.auth_time);
         self.note_browser_use(session, browser)
             .await
             .map_err(|e| DashboardRefreshError::Unavailable(e.to_string()))?;
@@ -248,6 +250,7 @@ impl App {
             &grant.org,
             &user,
             grant.sid.clone(),
+            (&signed.0, signed.1),
             grant.session_expires_at,
         ))
     }

@@ -90,6 +90,7 @@ impl App {
             max_age: None,
             login_hint: p.login_hint.clone(),
             client,
+            acr: Default::default(),
         };
         p.refuse_repeated(|e, d| req.error(e, d))?;
         // D46 (revised): a suspended application signs nobody in; its
@@ -105,6 +106,7 @@ impl App {
         req.prompt = checked.prompt;
         req.max_age = checked.max_age;
         req.nonce = checked.nonce;
+        req.acr = checked.acr;
         Ok(req)
     }
 
@@ -252,7 +254,15 @@ impl App {
             .insert_auth_code(
                 &req.client.org,
                 &AuthCode {
-                    authn: None,
+                    // D56: how the session signed in; `acr` the highest
+                    // requested level met, else the level achieved.
+                    authn: Some({
+                        let achieved = gatehouse_domain::mfa::Authn::achieved(&session.amr);
+                        gatehouse_domain::mfa::Authn {
+                            acr: req.acr.returned(achieved.acr),
+                            ..achieved
+                        }
+                    }),
                     digest: digest(&code),
                     org: req.client.org.clone(),
                     client: req.client.id.clone(),
@@ -265,7 +275,8 @@ impl App {
                     used_at: None,
                     chain: None,
                     nonce: req.nonce.clone(),
-                    auth_time: Some(session.created_at),
+                    // D56: the latest authentication (a step-up moves it).
+                    auth_time: Some(session.auth_time),
                     sid: Some(session.id.as_str().to_owned()),
                 },
             )
@@ -310,6 +321,7 @@ impl App {
                 sid: chain.sid.as_deref(),
                 access_token: &response.access_token,
                 scopes,
+                authn: chain.authn.as_ref(),
             },
         );
         Ok(Some(oidc::sign(
@@ -522,7 +534,8 @@ impl App {
         let user = self.active_user(&rec.org, &rec.user).await?;
         let scopes = rec.scopes.intersect(ScopeSet::for_role(user.role));
         let chain = RefreshChain {
-            authn: None,
+            // D56: the chain keeps the sign-in's `amr`, `acr`, `auth_time`.
+            authn: rec.authn.clone(),
             id: ChainId::generate(),
             org: rec.org.clone(),
             client: client.id.clone(),
@@ -540,7 +553,8 @@ impl App {
             Some(user.id.clone()),
             scopes,
         )
-        .in_chain(&chain.id);
+        .in_chain(&chain.id)
+        .signed_in(chain.authn.as_ref(), chain.auth_time);
         let (refresh, token_rec) = self.new_refresh(&chain, now, &claims.jti);
         match grant_store(self)
             .redeem_auth_code(&d, now, &chain, &token_rec)
@@ -622,7 +636,8 @@ impl App {
                     Some(user.id.clone()),
                     scopes,
                 )
-                .in_chain(&chain.id);
+                .in_chain(&chain.id)
+                .signed_in(chain.authn.as_ref(), chain.auth_time);
                 let (refresh, next) = self.new_refresh(&chain, now, &claims.jti);
                 let mut response = self
                     .authority()

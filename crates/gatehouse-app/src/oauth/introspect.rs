@@ -66,6 +66,8 @@ impl App {
                 aud: self.authority().issuer().aud.clone(),
                 token_use: TokenUse::AccessToken,
                 org: c.org.clone(),
+                authn: c.authn.clone(),
+                auth_time: c.auth_time,
             },
             Caller::ApiKey(k) => ActiveToken {
                 scopes: k.scopes,
@@ -78,6 +80,8 @@ impl App {
                 aud: self.authority().issuer().aud.clone(),
                 token_use: TokenUse::ApiKey,
                 org: k.org.clone(),
+                authn: None,
+                auth_time: None,
             },
         };
         // D2, D49: another organization's token is as good as unknown.
@@ -128,6 +132,12 @@ impl App {
             aud: self.authority().issuer().aud.clone(),
             token_use: TokenUse::RefreshToken,
             org: chain.org.clone(),
+            auth_time: chain
+                .authn
+                .as_ref()
+                .and(chain.auth_time)
+                .map(Timestamp::unix_seconds),
+            authn: chain.authn.clone(),
         }))
     }
 

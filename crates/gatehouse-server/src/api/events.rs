@@ -64,6 +64,18 @@ impl Publish for Published {
         serde_json::to_string(&crate::api::responses::WebhookEndpointResponse::from(e))
             .unwrap_or_else(|_| "{}".into())
     }
+    fn factor(&self, user: &gatehouse_domain::UserId, f: &gatehouse_domain::mfa::Factor) -> String {
+        let mut object =
+            serde_json::to_value(crate::api::responses::FactorResponse::from(f)).unwrap_or_default();
+        if let Some(map) = object.as_object_mut() {
+            map.insert("user_id".into(), user.as_str().into());
+        }
+        object.to_string()
+    }
+    fn security(&self, p: &gatehouse_domain::mfa::SecurityPolicy) -> String {
+        serde_json::to_string(&crate::api::responses::SecurityResponse::from(p))
+            .unwrap_or_else(|_| "{}".into())
+    }
     fn session(&self, s: &gatehouse_domain::session::Session) -> String {
         serde_json::to_string(&crate::api::responses::SessionResponse::of(s, None))
             .unwrap_or_else(|_| "{}".into())
@@ -311,6 +323,14 @@ pub(crate) fn webhook_schemas() -> serde_json::Map<String, serde_json::Value> {
                 | EventType::UserInvited
                 | EventType::UserPasswordChanged => reference("User"),
                 EventType::UserSignedIn | EventType::SessionRevoked => reference("Session"),
+                EventType::UserMfaEnrolled | EventType::UserMfaRemoved => {
+                    json!({"allOf": [reference("MfaFactor"), {
+                        "type": "object",
+                        "required": ["user_id"],
+                        "properties": {"user_id": {"type": "string", "pattern": "^usr_[A-Za-z0-9]+$"}},
+                    }]})
+                }
+                EventType::OrganizationSecurityUpdated => reference("SecurityPolicy"),
                 EventType::ProductCreated
                 | EventType::ProductUpdated
                 | EventType::ProductDeleted => reference("Product"),

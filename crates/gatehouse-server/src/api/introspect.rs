@@ -89,6 +89,18 @@ pub struct IntrospectionResponse {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = String)]
     pub org: Option<String>,
+    /// D56: how the person signed in (RFC 8176 values), for a person's token.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Vec<String>)]
+    pub amr: Option<Vec<String>>,
+    /// D56: the authentication context class reached.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = String)]
+    pub acr: Option<&'static str>,
+    /// D56: when the person last authenticated (Unix seconds).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = i64)]
+    pub auth_time: Option<i64>,
 }
 
 impl From<Option<ActiveToken>> for IntrospectionResponse {
@@ -108,6 +120,9 @@ impl From<Option<ActiveToken>> for IntrospectionResponse {
             token_type: Some("Bearer"),
             token_use: Some(t.token_use.as_str()),
             org: Some(t.org.to_string()),
+            acr: t.authn.as_ref().map(|a| a.acr.as_str()),
+            amr: t.authn.map(|a| a.amr),
+            auth_time: t.auth_time,
         }
     }
 }

@@ -21,6 +21,7 @@ pub mod products;
 pub mod profile;
 pub mod requests;
 pub mod responses;
+pub mod mfa;
 pub mod sessions;
 pub mod users;
 pub mod v2;
@@ -43,6 +44,7 @@ pub fn v1_routes(state: &AppState) -> Router<AppState> {
         .merge(profile::router())
         // D57: browser sessions.
         .merge(sessions::router())
+        .merge(mfa::router())
         // D46: the management API.
         .merge(applications::router())
         .merge(api_keys::router())

@@ -248,6 +248,8 @@ impl AuthorizeParameters {
             login_hint: self.get("login_hint"),
             request_uri: self.get("request_uri"),
             request: self.get("request"),
+            acr_values: self.get("acr_values"),
+            claims: self.get("claims"),
             repeated: self.repeated.clone(),
         }
     }

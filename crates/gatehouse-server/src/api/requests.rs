@@ -887,3 +887,41 @@ impl RequestBody for CreateApiKeyRequest {
         }
     }
 }
+
+// D56.
+/// A change of the organization's second-factor policy.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(as = SecurityPolicyPatch)]
+pub struct UpdateSecurityRequest {
+    /// `optional`, `required_for_admins` or `required`.
+    #[serde(default)]
+    #[schema(value_type = String, pattern = "^(optional|required_for_admins|required)$")]
+    pub mfa: Input<String>,
+    /// Days a person covered by the policy may still skip setting up a
+    /// second factor, from their first sign-in under it (0–30).
+    #[serde(default)]
+    #[schema(value_type = u32, minimum = 0, maximum = 30)]
+    pub enrollment_grace_days: Input<i64>,
+}
+
+impl RequestBody for UpdateSecurityRequest {
+    type Domain = gatehouse_domain::mfa::PolicyPatch;
+    fn into_domain(self, mut issues: Issues) -> Result<Self::Domain, Vec<FieldIssue>> {
+        use gatehouse_domain::mfa;
+        let patch = mfa::PolicyPatch {
+            mfa: issues.optional_text("mfa", self.mfa, mfa::MfaMode::parse),
+            enrollment_grace_days: issues.optional_int(
+                "enrollment_grace_days",
+                self.enrollment_grace_days,
+                |d| {
+                    u32::try_from(d)
+                        .ok()
+                        .filter(|d| *d <= mfa::GRACE_DAYS_MAX)
+                        .ok_or_else(|| format!("must be an integer from 0 to {}", mfa::GRACE_DAYS_MAX))
+                },
+            ),
+        };
+        issues.finish(patch)
+    }
+}

@@ -268,6 +268,94 @@ impl<'a> SessionResponse<'a> {
     }
 }
 
+// D56.
+/// A second factor of a person (never its secret).
+#[derive(Serialize, ToSchema)]
+#[schema(as = MfaFactor)]
+pub struct FactorResponse<'a> {
+    #[schema(value_type = String, pattern = "^mfa_[A-Za-z0-9]+$")]
+    pub id: &'a str,
+    /// `totp` or `passkey`.
+    #[schema(value_type = String)]
+    pub r#type: &'static str,
+    #[schema(value_type = String)]
+    pub name: &'a str,
+    #[schema(schema_with = schemas::timestamp)]
+    pub created_at: Timestamp,
+    /// The latest sign-in with it; null before the first.
+    #[schema(value_type = Option<String>, format = DateTime, required = true)]
+    pub last_used_at: Option<Timestamp>,
+}
+
+impl<'a> From<&'a gatehouse_domain::mfa::Factor> for FactorResponse<'a> {
+    fn from(f: &'a gatehouse_domain::mfa::Factor) -> Self {
+        Self {
+            id: f.id.as_str(),
+            r#type: f.kind.as_str(),
+            name: &f.name,
+            created_at: f.created_at,
+            last_used_at: f.last_used_at,
+        }
+    }
+}
+
+/// D56: the recovery codes, the last item of a person's factors.
+#[derive(Serialize, ToSchema)]
+#[schema(as = MfaRecoveryCodes)]
+pub struct RecoveryCodesResponse {
+    /// `recovery_codes`.
+    #[schema(value_type = String)]
+    pub r#type: &'static str,
+    /// Unused codes left (the account page warns at 3 or fewer).
+    pub remaining: u32,
+}
+
+/// D56: an item of `GET /v1/me/mfa`: a factor, or (last) the recovery codes.
+#[derive(Serialize, ToSchema)]
+#[serde(untagged)]
+#[schema(as = MfaItem)]
+pub enum MfaItem<'a> {
+    Factor(FactorResponse<'a>),
+    RecoveryCodes(RecoveryCodesResponse),
+}
+
+/// The items of `GET /v1/me/mfa` for `factors`, in D56's order.
+pub fn mfa_items(factors: &gatehouse_domain::mfa::Factors) -> Vec<MfaItem<'_>> {
+    let listed = factors.totp.iter().map(|t| &t.factor);
+    let mut items: Vec<MfaItem<'_>> = listed.map(|f| MfaItem::Factor(f.into())).collect();
+    if let Some(remaining) = factors.recovery_remaining {
+        items.push(MfaItem::RecoveryCodes(RecoveryCodesResponse {
+            r#type: "recovery_codes",
+            remaining,
+        }));
+    }
+    items
+}
+
+/// D56: the organization's second-factor policy.
+#[derive(Serialize, ToSchema)]
+#[schema(as = SecurityPolicy)]
+pub struct SecurityResponse {
+    /// `optional`, `required_for_admins` or `required`.
+    #[schema(value_type = String)]
+    pub mfa: &'static str,
+    /// Days a covered person may skip setting up a second factor, from
+    /// their first sign-in under the policy.
+    pub enrollment_grace_days: u32,
+    #[schema(schema_with = schemas::timestamp)]
+    pub updated_at: Timestamp,
+}
+
+impl From<&gatehouse_domain::mfa::SecurityPolicy> for SecurityResponse {
+    fn from(p: &gatehouse_domain::mfa::SecurityPolicy) -> Self {
+        Self {
+            mfa: p.mfa.as_str(),
+            enrollment_grace_days: p.enrollment_grace_days,
+            updated_at: p.updated_at,
+        }
+    }
+}
+
 // D55.
 /// A webhook endpoint (never its secret, after creation).
 #[derive(Serialize, ToSchema)]

@@ -92,13 +92,15 @@ fn document(st: &AppState) -> serde_json::Value {
         "userinfo_signing_alg_values_supported": ["none"],
         "claims_supported": [
             "iss", "sub", "aud", "exp", "iat", "auth_time", "nonce", "at_hash", "sid",
-            "name", "updated_at", "email", "email_verified"
+            "amr", "acr", "name", "updated_at", "email", "email_verified"
         ],
+        // D56: the levels, lowest first; an Essential `acr` in `claims`.
+        "acr_values_supported": gatehouse_domain::mfa::Level::ALL.map(|l| l.as_str()),
         "prompt_values_supported": ["none", "login", "consent", "select_account"],
         "authorization_response_iss_parameter_supported": true,
         "request_parameter_supported": false,
         "request_uri_parameter_supported": false,
-        "claims_parameter_supported": false,
+        "claims_parameter_supported": true,
         "frontchannel_logout_supported": false,
         "backchannel_logout_supported": false,
         "service_documentation": format!("{base}/docs"),

@@ -17,6 +17,9 @@ use minijinja::context;
 use crate::api::oauth_wire::AuthorizeParameters;
 use crate::state::AppState;
 use crate::web::pages::{self, Cookies};
+use crate::web::second_step;
+use gatehouse_app::mfa::StepUp;
+use gatehouse_domain::mfa::SecondStep;
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -28,7 +31,7 @@ pub fn router() -> Router<AppState> {
 
 /// `redirect_uri` with `pairs` and the issuer (RFC 9207, D49) added to its
 /// query.
-fn redirect_to(st: &AppState, uri: &str, pairs: &[(&str, &str)]) -> Response {
+pub(super) fn redirect_to(st: &AppState, uri: &str, pairs: &[(&str, &str)]) -> Response {
     let mut all: Vec<(&str, &str)> = pairs.to_vec();
     all.push(("iss", st.config.public_url.trim_end_matches('/')));
     let query = serde_urlencoded::to_string(&all).unwrap_or_default();
@@ -43,7 +46,7 @@ fn redirect_to(st: &AppState, uri: &str, pairs: &[(&str, &str)]) -> Response {
     res
 }
 
-fn refuse(st: &AppState, e: AuthorizeError) -> Response {
+pub(super) fn refuse(st: &AppState, e: AuthorizeError) -> Response {
     match e {
         AuthorizeError::Page(m) => pages::message(
             st,
@@ -69,7 +72,7 @@ fn refuse(st: &AppState, e: AuthorizeError) -> Response {
     }
 }
 
-fn unavailable(st: &AppState) -> Response {
+pub(super) fn unavailable(st: &AppState) -> Response {
     pages::message(
         st,
         StatusCode::SERVICE_UNAVAILABLE,
@@ -78,7 +81,7 @@ fn unavailable(st: &AppState) -> Response {
     )
 }
 
-async fn login_page(
+pub(super) async fn login_page(
     st: &AppState,
     req: &AuthorizeRequest,
     p: &AuthorizeParameters,
@@ -168,7 +171,7 @@ async fn grant(
 
 /// After the person is known: a remembered consent that covers the
 /// request skips the page (D49); `prompt=none` never shows one.
-async fn after_sign_in(
+pub(super) async fn after_sign_in(
     st: &AppState,
     req: &AuthorizeRequest,
     p: &AuthorizeParameters,
@@ -176,6 +179,13 @@ async fn after_sign_in(
     user: &User,
     session: &Session,
 ) -> Response {
+    // D56: an Essential `acr` must be met by the session's level.
+    let achieved = gatehouse_domain::mfa::Level::of_amr(&session.amr);
+    if req.acr.essential_unsupported()
+        || req.acr.essential_floor().is_some_and(|floor| floor > achieved)
+    {
+        return unmet(st, req);
+    }
     let granted = req.grantable(user.role);
     if granted.is_empty() {
         return refuse(
@@ -209,6 +219,27 @@ async fn after_sign_in(
     consent_page(st, req, p, headers, user).await
 }
 
+/// D56: an Essential `acr` that cannot be met; with `prompt=none`,
+/// `login_required`.
+fn unmet(st: &AppState, req: &AuthorizeRequest) -> Response {
+    if req.prompt.none {
+        return refuse(
+            st,
+            req.error(
+                OAuthErrorKind::LoginRequired,
+                "the requested authentication level needs the person to sign in",
+            ),
+        );
+    }
+    refuse(
+        st,
+        req.error(
+            OAuthErrorKind::UnmetAuthenticationRequirements,
+            "the person cannot reach the requested authentication level",
+        ),
+    )
+}
+
 async fn session_user(
     st: &AppState,
     headers: &HeaderMap,
@@ -238,8 +269,44 @@ async fn authorize(
         Err(e) => return refuse(&st, e),
     };
     match session_user(&st, &headers, &req, &browser).await {
-        Some((user, session)) if !req.needs_fresh_login(session.created_at) => {
-            after_sign_in(&st, &req, &p, &headers, &user, &session).await
+        Some((user, session)) if !req.needs_fresh_login(session.auth_time) => {
+            // D56: with `prompt=none`, `acr_values` is answered with the
+            // level achieved; the policy and an Essential `acr` still hold.
+            let acr = if req.prompt.none {
+                gatehouse_domain::mfa::AcrRequest {
+                    voluntary: Vec::new(),
+                    ..req.acr.clone()
+                }
+            } else {
+                req.acr.clone()
+            };
+            match st.app.step_up_for(&session, &user, &acr).await {
+                Ok(StepUp::Met) => after_sign_in(&st, &req, &p, &headers, &user, &session).await,
+                Ok(StepUp::Unmet) => unmet(&st, &req),
+                Ok(StepUp::Needed(_)) if req.prompt.none => refuse(
+                    &st,
+                    req.error(
+                        OAuthErrorKind::LoginRequired,
+                        "the person has to confirm the sign-in with a second factor",
+                    ),
+                ),
+                Ok(StepUp::Needed(step)) => {
+                    second_step::begin(
+                        &st,
+                        &headers,
+                        &p,
+                        &req.client.org,
+                        &user,
+                        Some(&session),
+                        step,
+                    )
+                    .await
+                }
+                Err(e) => {
+                    tracing::error!(cause = %e, "reading the second step failed");
+                    unavailable(&st)
+                }
+            }
         }
         _ if req.prompt.none => refuse(
             &st,
@@ -299,7 +366,7 @@ async fn start_by_post(
     .await
 }
 
-const LOGIN_FAILED: &str = "That e-mail and password do not match an account that can sign in here, or sign-in is paused for a while after too many attempts.";
+pub(super) const LOGIN_FAILED: &str = "That e-mail and password do not match an account that can sign in here, or sign-in is paused for a while after too many attempts.";
 
 async fn login(
     State(st): State<AppState>,
@@ -336,6 +403,26 @@ async fn login(
         .await
     {
         Ok(user) => {
+            // D56: the second factor, or the enrolment step, first.
+            match st.app.next_step(&req.client.org, &user).await {
+                Ok(SecondStep::Done) => {}
+                Ok(step) => {
+                    return second_step::begin(
+                        &st,
+                        &headers,
+                        &p,
+                        &req.client.org,
+                        &user,
+                        None,
+                        step,
+                    )
+                    .await;
+                }
+                Err(e) => {
+                    tracing::error!(cause = %e, "reading the second step failed");
+                    return unavailable(&st);
+                }
+            }
             let created = st
                 .app
                 .create_session(
@@ -445,7 +532,27 @@ async fn dashboard_authorize(
     {
         match st.app.any_session_user(&cookie, &browser.used).await {
             Ok(Some((user, session))) => {
-                return dashboard_code(st, &req, &user, &session);
+                // D48 (revised): the policy holds for the dashboard too.
+                let acr = gatehouse_domain::mfa::AcrRequest::default();
+                return match st.app.step_up_for(&session, &user, &acr).await {
+                    Ok(StepUp::Needed(step)) => {
+                        second_step::begin(
+                            st,
+                            headers,
+                            p,
+                            &session.org,
+                            &user,
+                            Some(&session),
+                            step,
+                        )
+                        .await
+                    }
+                    Ok(_) => dashboard_code(st, &req, &user, &session),
+                    Err(e) => {
+                        tracing::error!(cause = %e, "reading the second step failed");
+                        unavailable(st)
+                    }
+                };
             }
             Ok(None) => {}
             Err(e) => {
@@ -457,7 +564,7 @@ async fn dashboard_authorize(
     dashboard_login_page(st, &req, p, headers, None, "")
 }
 
-fn dashboard_code(
+pub(super) fn dashboard_code(
     st: &AppState,
     req: &DashboardRequest,
     user: &User,
@@ -473,7 +580,7 @@ fn dashboard_code(
     redirect_to(st, &req.redirect_uri, &pairs)
 }
 
-fn dashboard_login_page(
+pub(super) fn dashboard_login_page(
     st: &AppState,
     req: &DashboardRequest,
     p: &AuthorizeParameters,
@@ -507,11 +614,21 @@ fn dashboard_login_page(
 /// Signs `user` in (a new browser session) and sends the code.
 async fn dashboard_signed_in(
     st: &AppState,
+    (headers, p): (&HeaderMap, &AuthorizeParameters),
     req: &DashboardRequest,
     org: &gatehouse_domain::OrgId,
     user: &User,
     browser: &pages::Browser,
 ) -> Response {
+    // D48 (revised): the account's second factor under D56 first.
+    match st.app.next_step(org, user).await {
+        Ok(SecondStep::Done) => {}
+        Ok(step) => return second_step::begin(st, headers, p, org, user, None, step).await,
+        Err(e) => {
+            tracing::error!(cause = %e, "reading the second step failed");
+            return unavailable(st);
+        }
+    }
     let created = st
         .app
         .create_session(
@@ -548,7 +665,15 @@ async fn dashboard_login(
     let source = pages::client_ip(headers, peer, &st.config.trusted_proxies).to_string();
     match st.app.login_anywhere(email, password, &source).await {
         Ok(matches) if matches.len() == 1 => {
-            dashboard_signed_in(st, &req, &matches[0].org.id, &matches[0].user, browser).await
+            dashboard_signed_in(
+                st,
+                (headers, p),
+                &req,
+                &matches[0].org.id,
+                &matches[0].user,
+                browser,
+            )
+            .await
         }
         Ok(matches) => {
             let (csrf, new) = pages::csrf_token(st, headers);
@@ -621,7 +746,9 @@ async fn pick_account(
         );
     };
     let mut res = match st.app.open_pick(&sealed, org).await {
-        Ok(Some((org, user))) => dashboard_signed_in(&st, &req, &org, &user, &browser).await,
+        Ok(Some((org, user))) => {
+            dashboard_signed_in(&st, (&headers, &p), &req, &org, &user, &browser).await
+        }
         Ok(None) => dashboard_login_page(
             &st,
             &req,

@@ -10,5 +10,7 @@ pub mod docs;
 pub mod links;
 pub mod logout;
 pub mod pages;
+pub mod qr;
+pub mod second_step;
 pub mod reference;
 pub mod templates;

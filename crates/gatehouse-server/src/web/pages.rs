@@ -27,6 +27,9 @@ pub const DASHBOARD_PICK_COOKIE: &str = "__Host-gh_dash_pick";
 pub const MOCK_DASHBOARD_PICK_COOKIE: &str = "gh_dash_pick";
 pub const MOCK_DASHBOARD_COOKIE: &str = "gh_dash";
 pub const MOCK_DASHBOARD_FLOW_COOKIE: &str = "gh_dash_flow";
+/// D56: the sign-in waiting for its second step.
+pub const SECOND_STEP_COOKIE: &str = "__Host-gh_mfa";
+pub const MOCK_SECOND_STEP_COOKIE: &str = "gh_mfa";
 
 /// The pages' cookies: `__Host-` names with `Secure` over HTTPS (D26, D48),
 /// plain names without `Secure` in the mock (D53).
@@ -71,6 +74,14 @@ impl Cookies {
             DASHBOARD_PICK_COOKIE
         } else {
             MOCK_DASHBOARD_PICK_COOKIE
+        }
+    }
+
+    pub fn second_step(self) -> &'static str {
+        if self.secure {
+            SECOND_STEP_COOKIE
+        } else {
+            MOCK_SECOND_STEP_COOKIE
         }
     }
 

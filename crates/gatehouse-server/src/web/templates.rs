@@ -22,7 +22,7 @@ impl Default for Templates {
 }
 
 /// Every template, compiled into the binary (no external assets).
-const TEMPLATES: [(&str, &str); 29] = [
+const TEMPLATES: [(&str, &str); 33] = [
     (
         "account_security.html",
         include_str!("../../templates/account_security.html"),
@@ -61,6 +61,19 @@ const TEMPLATES: [(&str, &str); 29] = [
         include_str!("../../templates/page_base.html"),
     ),
     ("login.html", include_str!("../../templates/login.html")),
+    (
+        "second_step.html",
+        include_str!("../../templates/second_step.html"),
+    ),
+    ("enrol.html", include_str!("../../templates/enrol.html")),
+    (
+        "account_totp.html",
+        include_str!("../../templates/account_totp.html"),
+    ),
+    (
+        "recovery_codes.html",
+        include_str!("../../templates/recovery_codes.html"),
+    ),
     ("consent.html", include_str!("../../templates/consent.html")),
     ("logout.html", include_str!("../../templates/logout.html")),
     ("message.html", include_str!("../../templates/message.html")),

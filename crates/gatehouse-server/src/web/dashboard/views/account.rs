@@ -36,6 +36,9 @@ pub(super) fn router() -> Router<AppState> {
         .route("/account/security/sessions/others", post(end_others))
         .route("/account/security/sessions/{id}/end", post(end_one))
         .route("/account/security/password", post(change_password))
+        .route("/account/security/totp", get(totp_page).post(confirm_totp))
+        .route("/account/security/factors/{id}/remove", post(remove_factor))
+        .route("/account/security/recovery-codes", post(new_codes))
 }
 
 /// The way to a (fresh) sign-in that comes back here.
@@ -62,7 +65,8 @@ async fn fresh(st: &AppState, headers: &HeaderMap, peer: Peer) -> Result<Signed,
     let now = Timestamp::now();
     let recent = session.is_some_and(|s| {
         signed.grant.sid.as_deref() == Some(s.id.as_str())
-            && now.millis() - s.created_at.millis() <= FRESH_SIGN_IN_SECS * 1000
+            // D56: the latest authentication (a step-up counts).
+            && now.millis() - s.auth_time.millis() <= FRESH_SIGN_IN_SECS * 1000
     });
     if recent {
         Ok(signed)
@@ -111,6 +115,11 @@ fn account_notice(uri: &Uri) -> Option<&'static str> {
         Some("password") => Some(
             "Your password was changed. Every other session was ended, and you were sent an e-mail.",
         ),
+        Some("totp") => Some(
+            "The authenticator app was added: sign-ins now ask for its code. You were sent an e-mail.",
+        ),
+        Some("removed") => Some("The second factor was removed. You were sent an e-mail."),
+        Some("codes") => Some("Your new recovery codes replace the earlier ones."),
         _ => None,
     }
 }
@@ -135,6 +144,29 @@ async fn page(
     let reply = signed
         .api(st, Method::GET, "/me/sessions?limit=100", None)
         .await;
+    // D56: the factors, as `GET /v1/me/mfa` lists them.
+    let mfa = signed.api(st, Method::GET, "/me/mfa", None).await;
+    let mfa_items: Vec<Json> = mfa.data().as_array().cloned().unwrap_or_default();
+    let factors: Vec<Value> = mfa_items
+        .iter()
+        .filter(|i| i["type"] != "recovery_codes")
+        .map(|f| {
+            context! {
+                id => f["id"].as_str().unwrap_or(""),
+                kind => f["type"].as_str().unwrap_or(""),
+                name => f["name"].as_str().unwrap_or(""),
+                created_at => f["created_at"].as_str().unwrap_or(""),
+                last_used_at => f["last_used_at"].as_str(),
+            }
+        })
+        .collect();
+    let recovery_left = mfa_items
+        .iter()
+        .find(|i| i["type"] == "recovery_codes")
+        .and_then(|i| i["remaining"].as_u64());
+    let has_totp = factors
+        .iter()
+        .any(|f| f.get_attr("kind").is_ok_and(|k| k.as_str() == Some("totp")));
     let list_problem = (!reply.ok()).then(|| reply.problem());
     let sessions: Vec<Value> = reply
         .data()
@@ -160,6 +192,9 @@ async fn page(
         "account",
         context! {
             sessions, others, list_problem, problem, notice,
+            factors, has_totp, recovery_left,
+            recovery_low => recovery_left.is_some_and(|n| n <= gatehouse_domain::mfa::RECOVERY_CODES_LOW as u64),
+            mfa_problem => (!mfa.ok()).then(|| mfa.problem()),
             password => context! { current => password.current, new => password.new, again => password.again },
         },
     )
@@ -316,4 +351,244 @@ async fn change_password(
         problems,
     )
     .await
+}
+
+/// The person of the page, read fresh (their role and status now).
+async fn person(st: &AppState, signed: &Signed) -> Result<gatehouse_domain::User, Box<Response>> {
+    st.app
+        .get_user(&signed.grant.org, &signed.grant.user)
+        .await
+        .map_err(|e| {
+            tracing::error!(cause = %e, "account: reading the person failed");
+            Box::new(crate::web::dashboard::message(
+                st,
+                StatusCode::SERVICE_UNAVAILABLE,
+                "Try again in a moment",
+                "The service is temporarily unavailable.",
+            ))
+        })
+}
+
+/// Who a change on this page is made by (D54): the person, through the
+/// dashboard.
+fn origin_of(signed: &Signed, browser: &pages::Browser) -> gatehouse_domain::event::Origin {
+    gatehouse_domain::event::Origin {
+        actor: gatehouse_domain::event::Actor::User {
+            user: signed.grant.user.clone(),
+            client: Some(gatehouse_auth::dashboard::dashboard_client_id()),
+        },
+        request: browser.request.clone(),
+    }
+}
+
+/// The TOTP enrolment (D56): the QR code, the key, and the confirming form.
+async fn totp_view(
+    st: &AppState,
+    headers: &HeaderMap,
+    signed: &Signed,
+    e: &gatehouse_app::mfa::TotpEnrolment,
+    error: Option<&str>,
+) -> Response {
+    let qr = crate::web::qr::svg_of(&e.uri).unwrap_or_default();
+    let status = if error.is_some() {
+        StatusCode::UNPROCESSABLE_ENTITY
+    } else {
+        StatusCode::OK
+    };
+    render(
+        st,
+        headers,
+        signed,
+        status,
+        "account_totp.html",
+        "account",
+        context! {
+            qr => Value::from_safe_string(qr), secret => &e.secret_base32,
+            enrolment => &e.sealed, error,
+        },
+    )
+    .await
+}
+
+async fn totp_page(State(st): State<AppState>, ConnectInfo(peer): Peer, headers: HeaderMap) -> Response {
+    let signed = fresh_or_return!(st, headers, ConnectInfo(peer));
+    let user = match person(&st, &signed).await {
+        Ok(u) => u,
+        Err(res) => return *res,
+    };
+    match st.app.begin_totp(&signed.grant.org, &user).await {
+        Ok(e) => totp_view(&st, &headers, &signed, &e, None).await,
+        Err(e) => {
+            tracing::error!(cause = %e, "account: starting an enrolment failed");
+            crate::web::dashboard::message(
+                &st,
+                StatusCode::SERVICE_UNAVAILABLE,
+                "Try again in a moment",
+                "The service is temporarily unavailable.",
+            )
+        }
+    }
+}
+
+async fn confirm_totp(
+    State(st): State<AppState>,
+    ConnectInfo(peer): Peer,
+    browser: pages::Browser,
+    req: Request,
+) -> Response {
+    let (headers, form) = match read_form(&st, req).await {
+        Ok(f) => f,
+        Err(res) => return *res,
+    };
+    let signed = fresh_or_return!(st, headers, ConnectInfo(peer));
+    let user = match person(&st, &signed).await {
+        Ok(u) => u,
+        Err(res) => return *res,
+    };
+    let org = signed.grant.org.clone();
+    let sealed = form.value("enrolment").unwrap_or("");
+    let origin = origin_of(&signed, &browser);
+    use gatehouse_app::mfa::MfaError;
+    match st
+        .app
+        .confirm_totp(&org, &user, sealed, form.value("code").unwrap_or(""), &origin)
+        .await
+    {
+        Ok(_) => {}
+        Err(MfaError::WrongCode) => {
+            return match st.app.reopen_totp(&org, &user, sealed).await {
+                Ok(e) => {
+                    totp_view(
+                        &st,
+                        &headers,
+                        &signed,
+                        &e,
+                        Some("That code is not right. Enter the 6-digit code the app shows now."),
+                    )
+                    .await
+                }
+                Err(_) => signed.redirect(&st, "/account/security/totp"),
+            };
+        }
+        Err(MfaError::Expired) => return signed.redirect(&st, "/account/security/totp"),
+        Err(e) => {
+            tracing::error!(cause = %e, "account: confirming an enrolment failed");
+            return crate::web::dashboard::message(
+                &st,
+                StatusCode::SERVICE_UNAVAILABLE,
+                "Try again in a moment",
+                "The authenticator app was not added. Try again in a moment.",
+            );
+        }
+    }
+    // The first factor comes with recovery codes, shown once.
+    let has_codes = st
+        .app
+        .mfa_of(&org, &user.id)
+        .await
+        .is_ok_and(|f| f.recovery_remaining.is_some());
+    if has_codes {
+        return signed.redirect(&st, "/account/security?done=totp");
+    }
+    match st.app.regenerate_recovery_codes(&org, &user, &origin).await {
+        Ok(codes) => crate::web::second_step::recovery_codes_page(
+            &st,
+            &codes,
+            "/account/security?done=totp",
+        ),
+        Err(e) => {
+            tracing::error!(cause = %e, "account: making recovery codes failed");
+            signed.redirect(&st, "/account/security?done=totp")
+        }
+    }
+}
+
+async fn remove_factor(
+    State(st): State<AppState>,
+    ConnectInfo(peer): Peer,
+    browser: pages::Browser,
+    Path(id): Path<String>,
+    req: Request,
+) -> Response {
+    let (headers, _form) = match read_form(&st, req).await {
+        Ok(f) => f,
+        Err(res) => return *res,
+    };
+    let signed = fresh_or_return!(st, headers, ConnectInfo(peer));
+    let Some(id) = safe_id(&id).and_then(gatehouse_domain::MfaId::parse) else {
+        return super::not_found(&st);
+    };
+    let user = match person(&st, &signed).await {
+        Ok(u) => u,
+        Err(res) => return *res,
+    };
+    let origin = origin_of(&signed, &browser);
+    use gatehouse_app::mfa::MfaError;
+    match st
+        .app
+        .remove_factor(&signed.grant.org, &user, &id, &origin)
+        .await
+    {
+        Ok(()) => signed.redirect(&st, "/account/security?done=removed"),
+        Err(MfaError::NotFound) => super::not_found(&st),
+        Err(MfaError::LastFactor) => {
+            page(
+                &st,
+                &headers,
+                &signed,
+                StatusCode::CONFLICT,
+                Some("Your organization requires a second factor, so your last one stays. Add another first, or ask an admin to reset it."),
+                None,
+                PasswordProblems::default(),
+            )
+            .await
+        }
+        Err(e) => {
+            tracing::error!(cause = %e, "account: removing a factor failed");
+            crate::web::dashboard::message(
+                &st,
+                StatusCode::SERVICE_UNAVAILABLE,
+                "Try again in a moment",
+                "The factor was not removed. Try again in a moment.",
+            )
+        }
+    }
+}
+
+async fn new_codes(
+    State(st): State<AppState>,
+    ConnectInfo(peer): Peer,
+    browser: pages::Browser,
+    req: Request,
+) -> Response {
+    let (headers, _form) = match read_form(&st, req).await {
+        Ok(f) => f,
+        Err(res) => return *res,
+    };
+    let signed = fresh_or_return!(st, headers, ConnectInfo(peer));
+    let user = match person(&st, &signed).await {
+        Ok(u) => u,
+        Err(res) => return *res,
+    };
+    let origin = origin_of(&signed, &browser);
+    match st
+        .app
+        .regenerate_recovery_codes(&signed.grant.org, &user, &origin)
+        .await
+    {
+        Ok(codes) => crate::web::second_step::recovery_codes_page(
+            &st,
+            &codes,
+            "/account/security?done=codes",
+        ),
+        Err(e) => {
+            tracing::error!(cause = %e, "account: making recovery codes failed");
+            crate::web::dashboard::message(
+                &st,
+                StatusCode::SERVICE_UNAVAILABLE,
+                "Try again in a moment",
+                "No new recovery codes were made. Try again in a moment.",
+            )
+        }
+    }
 }

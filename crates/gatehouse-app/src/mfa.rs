@@ -1,0 +1,530 @@
+//! Second factors (D56): the organization's policy, a person's factors and
+//! recovery codes, the admin reset, and the second step of a sign-in with
+//! its throttles and the step-up of a browser session.
+//!
+//! The rules (levels, policy, deadlines, throttles, the replay rule) are
+//! `gatehouse_domain::mfa`'s; TOTP and recovery-code digests are
+//! `gatehouse_auth::totp`'s; sealing under the master key is
+//! `gatehouse_auth::second_step`'s. Every write is a list of effects
+//! applied by storage in one transaction with its e-mail and events.
+
+use gatehouse_auth::totp;
+use gatehouse_domain::effect::{self, Effect};
+use gatehouse_domain::event::{Origin, RequestRef};
+use gatehouse_domain::link::OutboundEmail;
+use gatehouse_domain::mfa::{
+    self, AcrRequest, Factor, FactorKind, Factors, Level, PolicyPatch, SecondStep, SecurityPolicy,
+    TotpFactor,
+};
+use gatehouse_domain::{MfaId, OrgId, Timestamp, User, UserId, UserStatus};
+use gatehouse_store::{Session, StoreError};
+
+use crate::error::{AppError, AppResult, OrApp};
+use crate::{App, Resource};
+
+/// A TOTP secret offered to a person, waiting for a confirming code.
+pub struct TotpEnrolment {
+    /// The secret as people type it (base32, no padding).
+    pub secret_base32: String,
+    /// The `otpauth://` URI (D56), also drawn as a QR code.
+    pub uri: String,
+    /// The enrolment sealed for the confirming form.
+    pub sealed: String,
+}
+
+/// Why a factor change was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum MfaError {
+    /// The confirming code is not the secret's code now.
+    #[error("the code is not valid")]
+    WrongCode,
+    /// The enrolment expired or is not this person's.
+    #[error("the enrolment expired")]
+    Expired,
+    /// D56: while a policy covers the person, their last factor stays.
+    #[error("the last factor stays while the policy covers you")]
+    LastFactor,
+    #[error("no such factor")]
+    NotFound,
+    #[error(transparent)]
+    Failed(#[from] AppError),
+}
+
+/// Why a second step did not pass.
+#[derive(Debug, thiserror::Error)]
+pub enum SecondStepError {
+    #[error("the code is not valid")]
+    Wrong,
+    /// D56: five wrong codes end the attempt: the password is asked again.
+    #[error("too many wrong codes for this sign-in")]
+    AttemptEnded,
+    /// D56: ten wrong codes in fifteen minutes block the account's second
+    /// step (recovery codes still pass).
+    #[error("the second step is paused")]
+    Blocked,
+    #[error(transparent)]
+    Failed(#[from] AppError),
+}
+
+/// A passed second step: the session's new `amr`, and the recovery codes
+/// left when one was used.
+#[derive(Debug)]
+pub struct Passed {
+    pub amr: Vec<String>,
+    pub recovery_left: Option<u32>,
+}
+
+/// What an authorization needs of a browser session that is signed in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StepUp {
+    /// The session meets what is asked.
+    Met,
+    /// The second step (or the enrolment step under the policy) first.
+    Needed(SecondStep),
+    /// An Essential `acr` the person has no factor for.
+    Unmet,
+}
+
+impl App {
+    /// D56 (D40 continued): `GATEHOUSE_MFA_GRACE_DAY`.
+    pub fn with_mfa_grace_day(mut self, secs: i64) -> Self {
+        std::sync::Arc::get_mut(&mut self.0)
+            .expect("settings are applied before the App is shared")
+            .mfa_grace_day_secs = secs.max(1);
+        self
+    }
+
+    /// The length of one grace day.
+    pub fn mfa_grace_day_secs(&self) -> i64 {
+        self.0.mfa_grace_day_secs
+    }
+
+    fn mfa_store(&self) -> &dyn gatehouse_store::MfaStore {
+        self.0.store.as_ref()
+    }
+
+    fn sealer(&self) -> AppResult<&gatehouse_auth::AuthService> {
+        self.auth()
+            .map(|a| a.as_ref())
+            .ok_or_else(|| AppError::Internal("second factors without the serving state".into()))
+    }
+
+    /// The recovery-code key (D3 revised): made once for the deployment,
+    /// stored encrypted under the master key, the first writer winning on
+    /// every node.
+    async fn recovery_key(&self) -> AppResult<[u8; 32]> {
+        if let Some(k) = self.0.recovery_key.get() {
+            return Ok(*k);
+        }
+        let auth = self.sealer()?;
+        let fresh = gatehouse_domain::random::bytes::<32>();
+        let stored = self
+            .mfa_store()
+            .sealed_key(RECOVERY_KEY_NAME, &auth.seal_recovery_key(&fresh))
+            .await
+            .or_app(Resource::Storage)?;
+        let key = auth
+            .open_recovery_key(&stored)
+            .ok_or_else(|| AppError::Internal("the recovery-code key does not open under the master key".into()))?;
+        Ok(*self.0.recovery_key.get_or_init(|| key))
+    }
+
+    /// `GET /v1/me/mfa`, `GET /v1/users/{id}/mfa`: the person's factors.
+    pub async fn mfa_of(&self, org: &OrgId, user: &UserId) -> AppResult<Factors> {
+        self.get_user(org, user).await?;
+        self.mfa_store()
+            .factors(org, user)
+            .await
+            .or_app(Resource::User)
+    }
+
+    /// `GET /v1/organization/security`.
+    pub async fn security_policy(&self, org: &OrgId) -> AppResult<SecurityPolicy> {
+        self.mfa_store()
+            .security_policy(org)
+            .await
+            .or_app(Resource::Organization)
+    }
+
+    /// `PATCH /v1/organization/security`: the policy after the patch, with
+    /// `organization.security_updated` when it changed.
+    pub async fn update_security_policy(
+        &self,
+        org: &OrgId,
+        patch: PolicyPatch,
+        origin: &Origin,
+    ) -> AppResult<SecurityPolicy> {
+        let before = self.security_policy(org).await?;
+        let now = Timestamp::now();
+        let Some((after, deadlines)) = patch.apply(&before, now, self.0.mfa_grace_day_secs) else {
+            return Ok(before);
+        };
+        let tell = self.teller(origin);
+        let fx = effect::of_policy_change(&tell, org, &before, after, deadlines);
+        self.mfa_store()
+            .write_mfa(org, &fx, now, &tell)
+            .await
+            .or_app(Resource::Organization)?;
+        Ok(after)
+    }
+
+    /// D56's admin reset (`DELETE /v1/users/{id}/mfa`, `gatehouse user
+    /// reset-mfa`): every factor and recovery code goes, the person's
+    /// sessions end and their tokens are revoked, and they are e-mailed.
+    /// Done also when there was nothing to remove.
+    pub async fn reset_mfa(&self, org: &OrgId, user: &UserId, origin: &Origin) -> AppResult<()> {
+        let person = self.get_user(org, user).await?;
+        let factors = self
+            .mfa_store()
+            .factors(org, user)
+            .await
+            .or_app(Resource::User)?;
+        let now = Timestamp::now();
+        let mail = self.factor_mail(
+            &person,
+            "The second factors of your Gatehouse account were reset",
+            "An administrator of your organization removed every second factor and recovery code of this account, and signed it out everywhere. At your next sign-in you can set up a new one.",
+        );
+        let tell = self.teller(origin);
+        let fx = effect::of_mfa_reset(&tell, user, &factors.listed(), &mail, now);
+        self.mfa_store()
+            .write_mfa(org, &fx, now, &tell)
+            .await
+            .or_app(Resource::User)?;
+        self.sync_revocations().await?;
+        Ok(())
+    }
+
+    fn factor_mail(&self, user: &User, subject: &str, what: &str) -> OutboundEmail {
+        OutboundEmail {
+            to: user.email.as_str().to_owned(),
+            subject: subject.to_owned(),
+            body: format!(
+                "{what}\n\nIf it was not you, change your password at {}/account/security and tell your organization's admins.\n",
+                self.public_url()
+            ),
+        }
+    }
+
+    /// A new TOTP secret for `user`, shown until confirmed (D56).
+    pub async fn begin_totp(&self, org: &OrgId, user: &User) -> AppResult<TotpEnrolment> {
+        let auth = self.sealer()?;
+        let org_name = self.org_name(org).await?;
+        let secret = totp::new_secret();
+        Ok(TotpEnrolment {
+            secret_base32: totp::secret_base32(&secret),
+            uri: totp::otpauth_uri(&org_name, user.email.as_str(), &secret),
+            sealed: auth.seal_enrolment(&gatehouse_auth::second_step::PendingTotp {
+                org: org.clone(),
+                user: user.id.clone(),
+                secret: secret.to_vec(),
+                exp: Timestamp::now().unix_seconds() + gatehouse_auth::second_step::PENDING_TTL_SECS,
+            }),
+        })
+    }
+
+    /// The enrolment sealed in `sealed`, reopened (to show it again after a
+    /// wrong code).
+    pub async fn reopen_totp(&self, org: &OrgId, user: &User, sealed: &str) -> Result<TotpEnrolment, MfaError> {
+        let auth = self.sealer()?;
+        let pending = auth
+            .open_enrolment(sealed, org, &user.id)
+            .ok_or(MfaError::Expired)?;
+        let org_name = self.org_name(org).await?;
+        Ok(TotpEnrolment {
+            secret_base32: totp::secret_base32(&pending.secret),
+            uri: totp::otpauth_uri(&org_name, user.email.as_str(), &pending.secret),
+            sealed: sealed.to_owned(),
+        })
+    }
+
+    /// Confirms the enrolment sealed in `sealed` with one valid code (which
+    /// counts as the last accepted step): the factor replaces any earlier
+    /// TOTP factor, the person is e-mailed, `user.mfa_enrolled` is told.
+    pub async fn confirm_totp(
+        &self,
+        org: &OrgId,
+        user: &User,
+        sealed: &str,
+        code: &str,
+        origin: &Origin,
+    ) -> Result<Factor, MfaError> {
+        let auth = self.sealer()?;
+        let pending = auth
+            .open_enrolment(sealed, org, &user.id)
+            .ok_or(MfaError::Expired)?;
+        let now = Timestamp::now();
+        let step = totp::verify(&pending.secret, code, now, None).ok_or(MfaError::WrongCode)?;
+        let before = self
+            .mfa_store()
+            .factors(org, &user.id)
+            .await
+            .or_app(Resource::User)?;
+        let id = MfaId::generate();
+        let factor = Factor {
+            id: id.clone(),
+            kind: FactorKind::Totp,
+            name: mfa::TOTP_NAME.to_owned(),
+            created_at: now,
+            last_used_at: None,
+        };
+        let stored = TotpFactor {
+            factor: factor.clone(),
+            sealed_secret: auth.seal_totp_secret(org, &user.id, &id, &pending.secret),
+            last_step: step,
+        };
+        let mail = self.factor_mail(
+            user,
+            "An authenticator app was added to your Gatehouse account",
+            "An authenticator app (one-time codes) was added to this account as its second factor.",
+        );
+        let tell = self.teller(origin);
+        let replaced = before.totp.as_ref().map(|t| &t.factor);
+        let fx = effect::of_totp_enrolment(&tell, &user.id, stored, replaced, &mail);
+        self.mfa_store()
+            .write_mfa(org, &fx, now, &tell)
+            .await
+            .or_app(Resource::User)?;
+        Ok(factor)
+    }
+
+    /// Removes the factor `id` of `user` (the account page): refused for
+    /// the last factor while the policy covers the person (D56).
+    pub async fn remove_factor(
+        &self,
+        org: &OrgId,
+        user: &User,
+        id: &MfaId,
+        origin: &Origin,
+    ) -> Result<(), MfaError> {
+        let factors = self
+            .mfa_store()
+            .factors(org, &user.id)
+            .await
+            .or_app(Resource::User)?;
+        let listed = factors.listed();
+        let factor = listed.iter().find(|f| &f.id == id).ok_or(MfaError::NotFound)?;
+        let policy = self.security_policy(org).await?;
+        if listed.len() == 1 && policy.mfa.covers(user.role) {
+            return Err(MfaError::LastFactor);
+        }
+        let now = Timestamp::now();
+        let mail = self.factor_mail(
+            user,
+            "A second factor was removed from your Gatehouse account",
+            &format!("The second factor \"{}\" was removed from this account.", factor.name),
+        );
+        let tell = self.teller(origin);
+        let fx = effect::of_factor_removal(&tell, &user.id, factor, &mail, now);
+        self.mfa_store()
+            .write_mfa(org, &fx, now, &tell)
+            .await
+            .or_app(Resource::User)?;
+        Ok(())
+    }
+
+    /// A new set of ten recovery codes, shown once; the old set dies (D56).
+    pub async fn regenerate_recovery_codes(
+        &self,
+        org: &OrgId,
+        user: &User,
+        origin: &Origin,
+    ) -> AppResult<Vec<String>> {
+        let key = self.recovery_key().await?;
+        let codes = totp::new_recovery_codes();
+        let digests = codes
+            .iter()
+            .map(|c| totp::recovery_digest(&key, c))
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| AppError::Internal("a new recovery code has no digest".into()))?;
+        let now = Timestamp::now();
+        let mail = self.factor_mail(
+            user,
+            "New recovery codes for your Gatehouse account",
+            "A new set of recovery codes was made for this account; the earlier ones no longer work.",
+        );
+        let fx = [
+            Effect::PutRecoveryCodes {
+                user: user.id.clone(),
+                digests,
+            },
+            Effect::Mail(Box::new(mail)),
+        ];
+        let tell = self.teller(origin);
+        self.mfa_store()
+            .write_mfa(org, &fx, now, &tell)
+            .await
+            .or_app(Resource::User)?;
+        Ok(codes)
+    }
+
+    /// What follows a right password for `user` (D56): nothing, the second
+    /// factor, or the enrolment step (the deadline set at the first
+    /// sign-in under the policy).
+    pub async fn next_step(&self, org: &OrgId, user: &User) -> AppResult<SecondStep> {
+        let factors = self
+            .mfa_store()
+            .factors(org, &user.id)
+            .await
+            .or_app(Resource::User)?;
+        let policy = self.security_policy(org).await?;
+        self.step_for(org, user, &factors, &policy).await
+    }
+
+    async fn step_for(
+        &self,
+        org: &OrgId,
+        user: &User,
+        factors: &Factors,
+        policy: &SecurityPolicy,
+    ) -> AppResult<SecondStep> {
+        let covered = policy.mfa.covers(user.role);
+        let now = Timestamp::now();
+        let deadline = if covered && !factors.any() {
+            let candidate = policy.deadline_from(now, self.0.mfa_grace_day_secs);
+            Some(
+                self.mfa_store()
+                    .mfa_deadline(org, &user.id, candidate, now)
+                    .await
+                    .or_app(Resource::User)?,
+            )
+        } else {
+            None
+        };
+        Ok(mfa::second_step(factors.any(), covered, deadline, now))
+    }
+
+    /// What an authorization asks of `session` (D56): the policy treats a
+    /// session without `mfa` of a person it covers as a sign-in under it;
+    /// `acr` asks for a level the session may lack.
+    pub async fn step_up_for(&self, session: &Session, user: &User, acr: &AcrRequest) -> AppResult<StepUp> {
+        let org = &session.org;
+        let achieved = Level::of_amr(&session.amr);
+        let factors = self
+            .mfa_store()
+            .factors(org, &user.id)
+            .await
+            .or_app(Resource::User)?;
+        let possible = factors.possible().max(achieved);
+        if acr.essential_unsupported()
+            || acr.essential_floor().is_some_and(|floor| floor > possible)
+        {
+            return Ok(StepUp::Unmet);
+        }
+        if achieved < Level::Mfa {
+            let policy = self.security_policy(org).await?;
+            if policy.mfa.covers(user.role) {
+                let step = self.step_for(org, user, &factors, &policy).await?;
+                if step != SecondStep::Done {
+                    return Ok(StepUp::Needed(step));
+                }
+            }
+        }
+        if acr.target(achieved, possible) > achieved {
+            return Ok(StepUp::Needed(SecondStep::Code));
+        }
+        Ok(StepUp::Met)
+    }
+
+    /// The second step of `user`'s sign-in `attempt` with `entered`: a TOTP
+    /// code or a recovery code, under D56's throttles.
+    pub async fn pass_second_step(
+        &self,
+        org: &OrgId,
+        user: &User,
+        attempt: &str,
+        entered: &str,
+        amr_before: &[String],
+        request: Option<RequestRef>,
+    ) -> Result<Passed, SecondStepError> {
+        let now = Timestamp::now();
+        let store = self.mfa_store();
+        let failures = store
+            .second_step_failures(org, &user.id, mfa::failures_since(now))
+            .await
+            .or_app(Resource::User)?;
+        if mfa::attempt_ended(&failures, attempt) {
+            return Err(SecondStepError::AttemptEnded);
+        }
+        if user.status != UserStatus::Active {
+            return Err(SecondStepError::AttemptEnded);
+        }
+        let recovery = mfa::canonical_recovery_code(entered).is_some();
+        // D56: recovery codes are accepted during the block.
+        if !recovery && mfa::blocked(&failures, now) {
+            return Err(SecondStepError::Blocked);
+        }
+        let amr = mfa::amr_with_otp(amr_before);
+        if recovery {
+            let key = self.recovery_key().await?;
+            if let Some(digest) = totp::recovery_digest(&key, entered) {
+                let mail = self.factor_mail(
+                    user,
+                    "A recovery code was used for your Gatehouse account",
+                    "One of this account's recovery codes was used to sign in. Each code works once; make a new set on the account page when few are left.",
+                );
+                let fx = [Effect::Mail(Box::new(mail))];
+                let left = store
+                    .use_recovery_code(org, &user.id, &digest, now, &fx)
+                    .await
+                    .or_app(Resource::User)?;
+                if let Some(left) = left {
+                    let _ = request;
+                    return Ok(Passed {
+                        amr,
+                        recovery_left: Some(left),
+                    });
+                }
+            }
+        } else {
+            let factors = store.factors(org, &user.id).await.or_app(Resource::User)?;
+            if let Some(t) = &factors.totp {
+                let auth = self.sealer()?;
+                let secret = auth
+                    .open_totp_secret(org, &user.id, &t.factor.id, &t.sealed_secret)
+                    .ok_or_else(|| AppError::Internal("a TOTP seed does not open under the master key".into()))?;
+                if let Some(step) = totp::verify(&secret, entered, now, Some(t.last_step))
+                    && store
+                        .accept_totp_step(org, &user.id, &t.factor.id, step, now)
+                        .await
+                        .or_app(Resource::User)?
+                {
+                    return Ok(Passed {
+                        amr,
+                        recovery_left: None,
+                    });
+                }
+            }
+        }
+        store
+            .record_second_step_failure(org, &user.id, attempt, now)
+            .await
+            .or_app(Resource::User)?;
+        let mut after = failures;
+        after.push((attempt.to_owned(), now));
+        if mfa::attempt_ended(&after, attempt) {
+            Err(SecondStepError::AttemptEnded)
+        } else if mfa::blocked(&after, now) && !recovery {
+            Err(SecondStepError::Blocked)
+        } else {
+            Err(SecondStepError::Wrong)
+        }
+    }
+
+    /// A passed step-up of `session` (D56): its `amr` raised, its
+    /// `auth_time` now.
+    pub async fn step_up(&self, session: &Session, amr: &[String]) -> Result<Session, StoreError> {
+        let now = Timestamp::now();
+        self.mfa_store()
+            .step_up_session(&session.org, &session.id, amr, now)
+            .await?;
+        Ok(Session {
+            amr: amr.to_vec(),
+            auth_time: now,
+            ..session.clone()
+        })
+    }
+}
+
+/// The name the recovery-code key is stored under.
+const RECOVERY_KEY_NAME: &str = "recovery_codes";
