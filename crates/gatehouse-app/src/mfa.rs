@@ -123,9 +123,9 @@ impl App {
             .sealed_key(RECOVERY_KEY_NAME, &auth.seal_recovery_key(&fresh))
             .await
             .or_app(Resource::Storage)?;
-        let key = auth
-            .open_recovery_key(&stored)
-            .ok_or_else(|| AppError::Internal("the recovery-code key does not open under the master key".into()))?;
+        let key = auth.open_recovery_key(&stored).ok_or_else(|| {
+            AppError::Internal("the recovery-code key does not open under the master key".into())
+        })?;
         Ok(*self.0.recovery_key.get_or_init(|| key))
     }
 
@@ -218,14 +218,20 @@ impl App {
                 org: org.clone(),
                 user: user.id.clone(),
                 secret: secret.to_vec(),
-                exp: Timestamp::now().unix_seconds() + gatehouse_auth::second_step::PENDING_TTL_SECS,
+                exp: Timestamp::now().unix_seconds()
+                    + gatehouse_auth::second_step::PENDING_TTL_SECS,
             }),
         })
     }
 
     /// The enrolment sealed in `sealed`, reopened (to show it again after a
     /// wrong code).
-    pub async fn reopen_totp(&self, org: &OrgId, user: &User, sealed: &str) -> Result<TotpEnrolment, MfaError> {
+    pub async fn reopen_totp(
+        &self,
+        org: &OrgId,
+        user: &User,
+        sealed: &str,
+    ) -> Result<TotpEnrolment, MfaError> {
         let auth = self.sealer()?;
         let pending = auth
             .open_enrolment(sealed, org, &user.id)
@@ -303,7 +309,10 @@ impl App {
             .await
             .or_app(Resource::User)?;
         let listed = factors.listed();
-        let factor = listed.iter().find(|f| &f.id == id).ok_or(MfaError::NotFound)?;
+        let factor = listed
+            .iter()
+            .find(|f| &f.id == id)
+            .ok_or(MfaError::NotFound)?;
         let policy = self.security_policy(org).await?;
         if listed.len() == 1 && policy.mfa.covers(user.role) {
             return Err(MfaError::LastFactor);
@@ -312,7 +321,10 @@ impl App {
         let mail = self.factor_mail(
             user,
             "A second factor was removed from your Gatehouse account",
-            &format!("The second factor \"{}\" was removed from this account.", factor.name),
+            &format!(
+                "The second factor \"{}\" was removed from this account.",
+                factor.name
+            ),
         );
         let tell = self.teller(origin);
         let fx = effect::of_factor_removal(&tell, &user.id, factor, &mail, now);
@@ -397,7 +409,12 @@ impl App {
     /// What an authorization asks of `session` (D56): the policy treats a
     /// session without `mfa` of a person it covers as a sign-in under it;
     /// `acr` asks for a level the session may lack.
-    pub async fn step_up_for(&self, session: &Session, user: &User, acr: &AcrRequest) -> AppResult<StepUp> {
+    pub async fn step_up_for(
+        &self,
+        session: &Session,
+        user: &User,
+        acr: &AcrRequest,
+    ) -> AppResult<StepUp> {
         let org = &session.org;
         let achieved = Level::of_amr(&session.amr);
         let factors = self
@@ -482,7 +499,9 @@ impl App {
                 let auth = self.sealer()?;
                 let secret = auth
                     .open_totp_secret(org, &user.id, &t.factor.id, &t.sealed_secret)
-                    .ok_or_else(|| AppError::Internal("a TOTP seed does not open under the master key".into()))?;
+                    .ok_or_else(|| {
+                        AppError::Internal("a TOTP seed does not open under the master key".into())
+                    })?;
                 if let Some(step) = totp::verify(&secret, entered, now, Some(t.last_step))
                     && store
                         .accept_totp_step(org, &user.id, &t.factor.id, step, now)

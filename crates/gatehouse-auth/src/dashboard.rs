@@ -176,7 +176,11 @@ impl AuthService {
         self.unseal(CODE_PURPOSE, code)
     }
 
-    pub(crate) fn unseal<T: for<'de> Deserialize<'de>>(&self, purpose: &[u8], text: &str) -> Option<T> {
+    pub(crate) fn unseal<T: for<'de> Deserialize<'de>>(
+        &self,
+        purpose: &[u8],
+        text: &str,
+    ) -> Option<T> {
         if text.len() > 8192 {
             return None;
         }

@@ -44,9 +44,7 @@ impl OAuthErrorKind {
             OAuthErrorKind::ConsentRequired => "consent_required",
             OAuthErrorKind::RequestUriNotSupported => "request_uri_not_supported",
             OAuthErrorKind::RequestNotSupported => "request_not_supported",
-            OAuthErrorKind::UnmetAuthenticationRequirements => {
-                "unmet_authentication_requirements"
-            }
+            OAuthErrorKind::UnmetAuthenticationRequirements => "unmet_authentication_requirements",
             OAuthErrorKind::Unavailable => "temporarily_unavailable",
             OAuthErrorKind::Internal => "server_error",
         }

@@ -74,14 +74,19 @@ impl AuthService {
     /// The enrolment of a form, when it is ours, for `user` of `org`, and
     /// not expired.
     pub fn open_enrolment(&self, sealed: &str, org: &OrgId, user: &UserId) -> Option<PendingTotp> {
-        self.unseal::<PendingTotp>(ENROL_PURPOSE, sealed).filter(|p| {
-            p.exp > Timestamp::now().unix_seconds() && &p.org == org && &p.user == user
-        })
+        self.unseal::<PendingTotp>(ENROL_PURPOSE, sealed)
+            .filter(|p| p.exp > Timestamp::now().unix_seconds() && &p.org == org && &p.user == user)
     }
 
     /// A TOTP seed as stored (D3 revised): encrypted under the master key,
     /// bound to its factor.
-    pub fn seal_totp_secret(&self, org: &OrgId, user: &UserId, id: &MfaId, secret: &[u8]) -> Vec<u8> {
+    pub fn seal_totp_secret(
+        &self,
+        org: &OrgId,
+        user: &UserId,
+        id: &MfaId,
+        secret: &[u8],
+    ) -> Vec<u8> {
         self.keys()
             .master()
             .encrypt(secret, &totp_aad(org, user, id))
@@ -94,7 +99,9 @@ impl AuthService {
         id: &MfaId,
         sealed: &[u8],
     ) -> Option<Vec<u8>> {
-        self.keys().master().decrypt(sealed, &totp_aad(org, user, id))
+        self.keys()
+            .master()
+            .decrypt(sealed, &totp_aad(org, user, id))
     }
 
     /// The recovery-code key as stored (D3 revised).

@@ -103,7 +103,10 @@ pub enum Effect {
     /// D56: the factor `id` of `user` goes.
     RemoveFactor { user: UserId, id: crate::MfaId },
     /// D56: `user`'s recovery codes become these digests (the old set dies).
-    PutRecoveryCodes { user: UserId, digests: Vec<[u8; 32]> },
+    PutRecoveryCodes {
+        user: UserId,
+        digests: Vec<[u8; 32]>,
+    },
     /// D56: every factor and recovery code of `user` goes (the admin reset).
     RemoveMfa { user: UserId },
     /// D56: the organization's policy becomes `policy`; the deadlines
@@ -241,7 +244,9 @@ pub fn of_totp_enrolment(
     }];
     out.push(Effect::Mail(Box::new(mail.clone())));
     if let Some(old) = replaced {
-        out.push(Effect::Event(Box::new(tell.user_mfa_removed(user, old, at))));
+        out.push(Effect::Event(Box::new(
+            tell.user_mfa_removed(user, old, at),
+        )));
     }
     out.push(Effect::Event(Box::new(enrolled)));
     out
@@ -654,7 +659,13 @@ mod tests {
             subject: "s".into(),
             body: "b".into(),
         };
-        let out = of_mfa_reset(&tell(), &user, &[factor], &mail, Timestamp::from_unix_seconds(9));
+        let out = of_mfa_reset(
+            &tell(),
+            &user,
+            &[factor],
+            &mail,
+            Timestamp::from_unix_seconds(9),
+        );
         assert!(matches!(out[0], Effect::RemoveMfa { .. }));
         assert!(matches!(
             out[1],

@@ -478,7 +478,12 @@ impl Teller {
     /// `user.mfa_enrolled` (D56): `f` of `user`, at its creation.
     pub fn user_mfa_enrolled(&self, user: &UserId, f: &crate::mfa::Factor) -> NewEvent {
         let object = self.publish.factor(user, f);
-        self.event(EventType::UserMfaEnrolled, user.as_str(), f.created_at, object)
+        self.event(
+            EventType::UserMfaEnrolled,
+            user.as_str(),
+            f.created_at,
+            object,
+        )
     }
 
     /// `user.mfa_removed` (D56): `f` of `user`, as it was, at `at`.

@@ -171,7 +171,11 @@ impl Authn {
     pub fn from_columns(amr: Option<String>, acr: Option<String>) -> Option<Self> {
         let (amr, acr) = (amr?, Level::parse(&acr?)?);
         Some(Self {
-            amr: amr.split(' ').filter(|m| !m.is_empty()).map(str::to_owned).collect(),
+            amr: amr
+                .split(' ')
+                .filter(|m| !m.is_empty())
+                .map(str::to_owned)
+                .collect(),
             acr,
         })
     }
@@ -298,7 +302,9 @@ pub struct PolicyPatch {
 pub enum DeadlineChange {
     Keep,
     /// Every deadline becomes at most its start plus this many seconds.
-    Shorten { grace_secs: i64 },
+    Shorten {
+        grace_secs: i64,
+    },
     Clear,
 }
 
@@ -463,13 +469,13 @@ mod tests {
         assert!(Level::Pwd < Level::Mfa && Level::Mfa < Level::Phr);
         assert_eq!(Level::of_amr(&strings(&["pwd"])), Level::Pwd);
         assert_eq!(Level::of_amr(&strings(&["pwd", "otp", "mfa"])), Level::Mfa);
-        assert_eq!(
-            Level::of_amr(&strings(&["pop", "user", "mfa"])),
-            Level::Phr
-        );
+        assert_eq!(Level::of_amr(&strings(&["pop", "user", "mfa"])), Level::Phr);
         assert_eq!(Level::parse("phr"), Some(Level::Phr));
         assert_eq!(Level::parse("phrh"), None, "D56: phrh is not used");
-        assert_eq!(amr_with_otp(&amr_password()), strings(&["pwd", "otp", "mfa"]));
+        assert_eq!(
+            amr_with_otp(&amr_password()),
+            strings(&["pwd", "otp", "mfa"])
+        );
     }
 
     #[test]
@@ -519,12 +525,18 @@ mod tests {
             mfa: None,
             enrollment_grace_days: Some(9),
         };
-        assert_eq!(raise.apply(&before, now, 10).unwrap().1, DeadlineChange::Keep);
+        assert_eq!(
+            raise.apply(&before, now, 10).unwrap().1,
+            DeadlineChange::Keep
+        );
         let off = PolicyPatch {
             mfa: Some(MfaMode::Optional),
             enrollment_grace_days: None,
         };
-        assert_eq!(off.apply(&before, now, 10).unwrap().1, DeadlineChange::Clear);
+        assert_eq!(
+            off.apply(&before, now, 10).unwrap().1,
+            DeadlineChange::Clear
+        );
         assert_eq!(PolicyPatch::default().apply(&before, now, 10), None);
         assert!(MfaMode::RequiredForAdmins.covers(crate::Role::Admin));
         assert!(!MfaMode::RequiredForAdmins.covers(crate::Role::Editor));
@@ -561,14 +573,19 @@ mod tests {
         five.push(wrong("a", 5));
         assert!(attempt_ended(&five, "a"));
         assert!(!attempt_ended(&five, "b"));
-        let ten: Vec<_> = (0..10).map(|i| wrong(if i < 5 { "a" } else { "b" }, i * 60)).collect();
+        let ten: Vec<_> = (0..10)
+            .map(|i| wrong(if i < 5 { "a" } else { "b" }, i * 60))
+            .collect();
         let last = t0.plus_seconds(9 * 60);
         assert!(blocked(&ten, last));
         assert!(blocked(&ten, last.plus_seconds(BLOCK_SECS - 1)));
         assert!(!blocked(&ten, last.plus_seconds(BLOCK_SECS)));
         assert!(!blocked(&ten[..9], last));
         let spread: Vec<_> = (0..10).map(|i| wrong("a", i * 120)).collect();
-        assert!(!blocked(&spread, t0.plus_seconds(18 * 60)), "18 minutes apart");
+        assert!(
+            !blocked(&spread, t0.plus_seconds(18 * 60)),
+            "18 minutes apart"
+        );
     }
 
     #[test]

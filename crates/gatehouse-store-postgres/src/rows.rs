@@ -197,8 +197,7 @@ pub(crate) fn code_row(r: &PgRow) -> RowResult<AuthCode> {
     })
 }
 
-pub(crate) const CHAIN_COLS: &str =
-    "id, org_id, client_id, user_id, scopes, created_at, ends_at, revoked_at, auth_time, sid, amr, acr";
+pub(crate) const CHAIN_COLS: &str = "id, org_id, client_id, user_id, scopes, created_at, ends_at, revoked_at, auth_time, sid, amr, acr";
 
 /// A chain from the columns of [`CHAIN_COLS`] starting at `at`.
 pub(crate) fn chain_row(r: &PgRow, at: usize) -> RowResult<RefreshChain> {

@@ -138,8 +138,7 @@ pub(crate) fn code_row(r: &Row<'_>) -> rusqlite::Result<AuthCode> {
     })
 }
 
-pub(crate) const CHAIN_COLS: &str =
-    "id, org_id, client_id, user_id, scopes, created_at, ends_at, revoked_at, auth_time, sid, amr, acr";
+pub(crate) const CHAIN_COLS: &str = "id, org_id, client_id, user_id, scopes, created_at, ends_at, revoked_at, auth_time, sid, amr, acr";
 
 pub(crate) fn chain_row(r: &Row<'_>, at: usize) -> rusqlite::Result<RefreshChain> {
     let text: String = r.get(at)?;

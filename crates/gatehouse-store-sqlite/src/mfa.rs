@@ -15,9 +15,11 @@ use super::*;
 pub(crate) fn apply(c: &Connection, org: &OrgId, effect: &Effect) -> StoreResult<()> {
     match effect {
         Effect::PutTotp { user, totp } => {
-            c.prepare_cached("DELETE FROM mfa_factors WHERE user_id = ?1 AND org_id = ?2 AND kind = 'totp'")
-                .and_then(|mut s| s.execute(params![user.as_str(), org.as_str()]))
-                .map_err(db_err)?;
+            c.prepare_cached(
+                "DELETE FROM mfa_factors WHERE user_id = ?1 AND org_id = ?2 AND kind = 'totp'",
+            )
+            .and_then(|mut s| s.execute(params![user.as_str(), org.as_str()]))
+            .map_err(db_err)?;
             let f = &totp.factor;
             c.prepare_cached(
                 "INSERT INTO mfa_factors (id, org_id, user_id, kind, name, secret, last_step, created_at, last_used_at)
@@ -38,16 +40,20 @@ pub(crate) fn apply(c: &Connection, org: &OrgId, effect: &Effect) -> StoreResult
             .map_err(db_err)?;
         }
         Effect::RemoveFactor { user, id } => {
-            c.prepare_cached("DELETE FROM mfa_factors WHERE id = ?1 AND user_id = ?2 AND org_id = ?3")
-                .and_then(|mut s| s.execute(params![id.as_str(), user.as_str(), org.as_str()]))
-                .map_err(db_err)?;
+            c.prepare_cached(
+                "DELETE FROM mfa_factors WHERE id = ?1 AND user_id = ?2 AND org_id = ?3",
+            )
+            .and_then(|mut s| s.execute(params![id.as_str(), user.as_str(), org.as_str()]))
+            .map_err(db_err)?;
         }
         Effect::PutRecoveryCodes { user, digests } => {
             c.prepare_cached("DELETE FROM recovery_codes WHERE user_id = ?1 AND org_id = ?2")
                 .and_then(|mut s| s.execute(params![user.as_str(), org.as_str()]))
                 .map_err(db_err)?;
             let mut ins = c
-                .prepare_cached("INSERT INTO recovery_codes (user_id, org_id, digest) VALUES (?1, ?2, ?3)")
+                .prepare_cached(
+                    "INSERT INTO recovery_codes (user_id, org_id, digest) VALUES (?1, ?2, ?3)",
+                )
                 .map_err(db_err)?;
             for d in digests {
                 ins.execute(params![user.as_str(), org.as_str(), d.to_vec()])
@@ -203,8 +209,7 @@ impl MfaStore for SqliteStore {
         now: Timestamp,
         effects: &[Effect],
     ) -> StoreResult<Option<u32>> {
-        let (org, user, digest, effects) =
-            (org.clone(), user.clone(), *digest, effects.to_vec());
+        let (org, user, digest, effects) = (org.clone(), user.clone(), *digest, effects.to_vec());
         self.pool
             .write(move |tx| {
                 let n = tx
@@ -315,15 +320,25 @@ impl MfaStore for SqliteStore {
                      WHERE id = ?1 AND org_id = ?2 AND mfa_deadline IS NULL",
                 )
                 .and_then(|mut s| {
-                    s.execute(params![user.as_str(), org.as_str(), now.millis(), candidate.millis()])
+                    s.execute(params![
+                        user.as_str(),
+                        org.as_str(),
+                        now.millis(),
+                        candidate.millis()
+                    ])
                 })
                 .map_err(db_err)?;
                 let deadline: Option<i64> = tx
                     .prepare_cached("SELECT mfa_deadline FROM users WHERE id = ?1 AND org_id = ?2")
-                    .and_then(|mut s| s.query_row(params![user.as_str(), org.as_str()], |r| r.get(0)).optional())
+                    .and_then(|mut s| {
+                        s.query_row(params![user.as_str(), org.as_str()], |r| r.get(0))
+                            .optional()
+                    })
                     .map_err(db_err)?
                     .flatten();
-                deadline.map(Timestamp::from_millis).ok_or(StoreError::NotFound)
+                deadline
+                    .map(Timestamp::from_millis)
+                    .ok_or(StoreError::NotFound)
             })
             .await
     }
@@ -338,9 +353,13 @@ impl MfaStore for SqliteStore {
         let (org, session, amr) = (org.clone(), session.clone(), amr.join(" "));
         self.pool
             .write(move |tx| {
-                tx.prepare_cached("UPDATE sessions SET amr = ?3, auth_time = ?4 WHERE id = ?1 AND org_id = ?2")
-                    .and_then(|mut s| s.execute(params![session.as_str(), org.as_str(), amr, at.millis()]))
-                    .map_err(db_err)?;
+                tx.prepare_cached(
+                    "UPDATE sessions SET amr = ?3, auth_time = ?4 WHERE id = ?1 AND org_id = ?2",
+                )
+                .and_then(|mut s| {
+                    s.execute(params![session.as_str(), org.as_str(), amr, at.millis()])
+                })
+                .map_err(db_err)?;
                 Ok(())
             })
             .await

@@ -900,7 +900,8 @@ impl Settings {
                     "GATEHOUSE_MFA_GRACE_DAY is honoured only with --test-settings (it shortens the second-factor policy's grace days for tests)"
                 );
             }
-            s.mfa_grace_day_secs = duration_setting("GATEHOUSE_MFA_GRACE_DAY", raw, (1, DAY), true)?;
+            s.mfa_grace_day_secs =
+                duration_setting("GATEHOUSE_MFA_GRACE_DAY", raw, (1, DAY), true)?;
         }
         if let Some(raw) = serve
             .webhook_allow_cidrs

@@ -65,8 +65,8 @@ impl Publish for Published {
             .unwrap_or_else(|_| "{}".into())
     }
     fn factor(&self, user: &gatehouse_domain::UserId, f: &gatehouse_domain::mfa::Factor) -> String {
-        let mut object =
-            serde_json::to_value(crate::api::responses::FactorResponse::from(f)).unwrap_or_default();
+        let mut object = serde_json::to_value(crate::api::responses::FactorResponse::from(f))
+            .unwrap_or_default();
         if let Some(map) = object.as_object_mut() {
             map.insert("user_id".into(), user.as_str().into());
         }

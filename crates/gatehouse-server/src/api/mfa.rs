@@ -24,7 +24,10 @@ pub fn router() -> Router<AppState> {
     Router::new()
         .route("/me/mfa", get(list_mine))
         .route("/users/{user_id}/mfa", get(list_users).delete(reset_users))
-        .route("/organization/security", get(show_policy).patch(update_policy))
+        .route(
+            "/organization/security",
+            get(show_policy).patch(update_policy),
+        )
 }
 
 #[utoipa::path(
@@ -145,7 +148,7 @@ pub(crate) async fn update_policy(
     auth: Authorized<AnyScope>,
     ctx: RequestCtx,
     State(st): State<AppState>,
-    Body(patch): Body<UpdateSecurityRequest>,
+    request: axum::extract::Request,
 ) -> Result<Response, ApiError> {
     // D56: a person's token needs `users:write` (only admins hold it,
     // D29); an organization-wide credential needs `admin`.
@@ -165,6 +168,13 @@ pub(crate) async fn update_policy(
             &format!("Bearer error=\"insufficient_scope\", scope=\"{needed}\""),
         ));
     }
+    // The body is read only after the scope is known to suffice (D9's
+    // order: 403 before 400).
+    let Body(patch) =
+        <Body<UpdateSecurityRequest> as axum::extract::FromRequest<AppState>>::from_request(
+            request, &st,
+        )
+        .await?;
     let policy = st
         .app
         .update_security_policy(auth.org(), patch, &auth.origin(&ctx))

@@ -162,7 +162,7 @@ pub struct AuthorizeParameters {
 
 impl AuthorizeParameters {
     /// The names carried on, in the order the hidden fields are written.
-    const NAMES: [&'static str; 13] = [
+    const NAMES: [&'static str; 15] = [
         "response_type",
         "client_id",
         "redirect_uri",
@@ -176,6 +176,9 @@ impl AuthorizeParameters {
         "login_hint",
         "request_uri",
         "request",
+        // D56: the levels asked for.
+        "acr_values",
+        "claims",
     ];
 
     /// From a query string (read like a form, repeated names reported);

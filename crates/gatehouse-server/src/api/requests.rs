@@ -918,7 +918,9 @@ impl RequestBody for UpdateSecurityRequest {
                     u32::try_from(d)
                         .ok()
                         .filter(|d| *d <= mfa::GRACE_DAYS_MAX)
-                        .ok_or_else(|| format!("must be an integer from 0 to {}", mfa::GRACE_DAYS_MAX))
+                        .ok_or_else(|| {
+                            format!("must be an integer from 0 to {}", mfa::GRACE_DAYS_MAX)
+                        })
                 },
             ),
         };

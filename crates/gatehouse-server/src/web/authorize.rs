@@ -182,7 +182,10 @@ pub(super) async fn after_sign_in(
     // D56: an Essential `acr` must be met by the session's level.
     let achieved = gatehouse_domain::mfa::Level::of_amr(&session.amr);
     if req.acr.essential_unsupported()
-        || req.acr.essential_floor().is_some_and(|floor| floor > achieved)
+        || req
+            .acr
+            .essential_floor()
+            .is_some_and(|floor| floor > achieved)
     {
         return unmet(st, req);
     }

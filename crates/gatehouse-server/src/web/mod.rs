@@ -11,6 +11,6 @@ pub mod links;
 pub mod logout;
 pub mod pages;
 pub mod qr;
-pub mod second_step;
 pub mod reference;
+pub mod second_step;
 pub mod templates;

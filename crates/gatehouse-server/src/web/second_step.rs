@@ -39,7 +39,8 @@ pub fn router() -> Router<AppState> {
 
 /// D26's wording: a wrong code and a paused second step read the same.
 const CODE_FAILED: &str = "That code is not right, or the second step is paused for a while after too many wrong codes. A recovery code still works.";
-const ATTEMPT_ENDED: &str = "Too many wrong codes for this sign-in. Sign in again with your password.";
+const ATTEMPT_ENDED: &str =
+    "Too many wrong codes for this sign-in. Sign in again with your password.";
 const EXPIRED: &str = "This sign-in took too long. Sign in again with your password.";
 
 fn pending_cookie(st: &AppState) -> &'static str {
@@ -76,15 +77,13 @@ pub(super) async fn begin(
     };
     let pending = PendingSignIn::new(org, &user.id, session.map(|s| &s.id));
     let mut res = match step {
-        SecondStep::Enrol { skippable_until } => {
-            match st.app.begin_totp(org, user).await {
-                Ok(e) => enrol_page(st, headers, p, org, &e, skippable_until, None).await,
-                Err(e) => {
-                    tracing::error!(cause = %e, "starting an enrolment failed");
-                    return authorize::unavailable(st);
-                }
+        SecondStep::Enrol { skippable_until } => match st.app.begin_totp(org, user).await {
+            Ok(e) => enrol_page(st, headers, p, org, &e, skippable_until, None).await,
+            Err(e) => {
+                tracing::error!(cause = %e, "starting an enrolment failed");
+                return authorize::unavailable(st);
             }
-        }
+        },
         SecondStep::Code | SecondStep::Done => code_page(st, headers, p, org, user, None).await,
     };
     pages::set_cookie(
@@ -501,4 +500,3 @@ async fn skip(State(st): State<AppState>, browser: pages::Browser, request: Requ
     let amr = gatehouse_domain::mfa::amr_password();
     complete(&st, &step, &browser, &amr, None).await
 }
-

@@ -36,9 +36,13 @@ fn mail() -> OutboundEmail {
 }
 
 async fn person(s: &dyn Store, o: &OrgId, email: &str) -> gatehouse_domain::User {
-    s.insert_user(o, &user(email, Role::Editor, UserStatus::Active, 1), teller())
-        .await
-        .unwrap()
+    s.insert_user(
+        o,
+        &user(email, Role::Editor, UserStatus::Active, 1),
+        teller(),
+    )
+    .await
+    .unwrap()
 }
 
 pub async fn totp_factors_are_replaced_and_replay_safe(s: &dyn Store) {
@@ -72,7 +76,11 @@ pub async fn totp_factors_are_replaced_and_replay_safe(s: &dyn Store) {
         1,
         "the same step is accepted once"
     );
-    assert!(!s.accept_totp_step(&other, &u.id, id, 105, now).await.unwrap());
+    assert!(
+        !s.accept_totp_step(&other, &u.id, id, 105, now)
+            .await
+            .unwrap()
+    );
     let after = s.factors(&o, &u.id).await.unwrap().totp.unwrap();
     assert_eq!(after.last_step, 101);
     assert_eq!(after.factor.last_used_at, Some(now));
@@ -89,7 +97,10 @@ pub async fn totp_factors_are_replaced_and_replay_safe(s: &dyn Store) {
     s.write_mfa(&o, &fx, Timestamp::from_millis(3_000), teller())
         .await
         .unwrap();
-    assert_eq!(s.factors(&o, &u.id).await.unwrap().totp, Some(second.clone()));
+    assert_eq!(
+        s.factors(&o, &u.id).await.unwrap().totp,
+        Some(second.clone())
+    );
 
     let events = settled(s, &o, 4).await;
     let told: Vec<_> = kinds(&events).into_iter().map(|(k, _)| k).collect();
@@ -155,7 +166,10 @@ pub async fn recovery_codes_are_spent_once_and_reset_removes_all(s: &dyn Store) 
             .unwrap(),
         None
     );
-    assert_eq!(s.factors(&o, &u.id).await.unwrap().recovery_remaining, Some(1));
+    assert_eq!(
+        s.factors(&o, &u.id).await.unwrap().recovery_remaining,
+        Some(1)
+    );
 
     // The reset: factors, codes and sessions go, tokens are revoked.
     let t = totp(6_000, 3);
@@ -192,7 +206,12 @@ pub async fn second_step_failures_and_policy_deadlines(s: &dyn Store) {
             ("b".to_owned(), t0.plus_seconds(2))
         ]
     );
-    assert!(s.second_step_failures(&o, &v.id, t0).await.unwrap().is_empty());
+    assert!(
+        s.second_step_failures(&o, &v.id, t0)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     assert_eq!(
         s.second_step_failures(&o, &u.id, t0.plus_seconds(2))
             .await
@@ -257,7 +276,10 @@ pub async fn second_step_failures_and_policy_deadlines(s: &dyn Store) {
         t0.plus_seconds(30)
     );
     let events = settled(s, &o, 3).await;
-    assert_eq!(events[2].event.kind.as_str(), "organization.security_updated");
+    assert_eq!(
+        events[2].event.kind.as_str(),
+        "organization.security_updated"
+    );
 
     // A step-up raises the session's amr and moves its auth_time.
     let sess = session(&o, &u.id, t0, Timestamp::now().plus_seconds(3600));
@@ -274,5 +296,8 @@ pub async fn second_step_failures_and_policy_deadlines(s: &dyn Store) {
     // A sealed key: the first writer wins.
     let k1 = s.sealed_key("recovery_codes", b"first").await.unwrap();
     let k2 = s.sealed_key("recovery_codes", b"second").await.unwrap();
-    assert_eq!((k1.as_slice(), k2.as_slice()), (&b"first"[..], &b"first"[..]));
+    assert_eq!(
+        (k1.as_slice(), k2.as_slice()),
+        (&b"first"[..], &b"first"[..])
+    );
 }

@@ -1286,6 +1286,7 @@ async fn d51_authorization_code_and_refresh_token_rotation() {
         .insert_auth_code(
             &org,
             &gatehouse_store::AuthCode {
+                authn: None,
                 digest: gatehouse_auth::secrets::hash_secret(&code),
                 org: org.clone(),
                 client: app.id.clone(),

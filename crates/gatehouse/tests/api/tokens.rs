@@ -180,6 +180,8 @@ async fn get_users_with(s: &TestServer, token: &str) -> Response {
 fn mint(s: &TestServer, issuer: &Issuer, scope: &str, iat: i64, exp: i64) -> String {
     let st = &s.running.as_ref().unwrap().state;
     let claims = AccessClaims {
+        auth_time: None,
+        authn: None,
         org: s.org(),
         client_id: ClientId::parse(&s.creds.client_id).unwrap(),
         user: None,

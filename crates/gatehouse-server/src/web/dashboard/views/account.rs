@@ -410,7 +410,11 @@ async fn totp_view(
     .await
 }
 
-async fn totp_page(State(st): State<AppState>, ConnectInfo(peer): Peer, headers: HeaderMap) -> Response {
+async fn totp_page(
+    State(st): State<AppState>,
+    ConnectInfo(peer): Peer,
+    headers: HeaderMap,
+) -> Response {
     let signed = fresh_or_return!(st, headers, ConnectInfo(peer));
     let user = match person(&st, &signed).await {
         Ok(u) => u,
@@ -451,7 +455,13 @@ async fn confirm_totp(
     use gatehouse_app::mfa::MfaError;
     match st
         .app
-        .confirm_totp(&org, &user, sealed, form.value("code").unwrap_or(""), &origin)
+        .confirm_totp(
+            &org,
+            &user,
+            sealed,
+            form.value("code").unwrap_or(""),
+            &origin,
+        )
         .await
     {
         Ok(_) => {}
@@ -491,11 +501,9 @@ async fn confirm_totp(
         return signed.redirect(&st, "/account/security?done=totp");
     }
     match st.app.regenerate_recovery_codes(&org, &user, &origin).await {
-        Ok(codes) => crate::web::second_step::recovery_codes_page(
-            &st,
-            &codes,
-            "/account/security?done=totp",
-        ),
+        Ok(codes) => {
+            crate::web::second_step::recovery_codes_page(&st, &codes, "/account/security?done=totp")
+        }
         Err(e) => {
             tracing::error!(cause = %e, "account: making recovery codes failed");
             signed.redirect(&st, "/account/security?done=totp")
