@@ -83,6 +83,7 @@ pub use models::{
     UserFilter, UserPatch, UserStatus,
 };
 pub use models::{Event, EventActor, EventData, EventFilter, EventRequest};
+pub use models::{MfaFactor, MfaItem, RecoveryCodes, SecurityPolicy, SecurityPolicyPatch};
 pub use models::{
     NewWebhookEndpoint, WebhookAttempt, WebhookEndpoint, WebhookEndpointPatch,
     WebhookEndpointWithSecret,

@@ -138,6 +138,79 @@ impl Session {
     }
 }
 
+/// An item of `GET /v1/me/mfa` (D56): a second factor, or (last) how many
+/// recovery codes are left.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+#[non_exhaustive]
+pub enum MfaItem {
+    /// A TOTP factor or a passkey (never its secret).
+    Factor(MfaFactor),
+    /// The recovery codes: `type` is `recovery_codes`.
+    RecoveryCodes(RecoveryCodes),
+}
+
+/// A second factor of a person (D56).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct MfaFactor {
+    /// `mfa_…`.
+    pub id: String,
+    /// `totp` or `passkey`.
+    pub r#type: String,
+    pub name: String,
+    pub created_at: String,
+    /// The latest sign-in with it; `None` before the first.
+    pub last_used_at: Option<String>,
+}
+
+/// How many recovery codes a person has left (D56).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct RecoveryCodes {
+    /// `recovery_codes`.
+    pub r#type: String,
+    pub remaining: u32,
+}
+
+/// An organization's second-factor policy (D56).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct SecurityPolicy {
+    /// `optional`, `required_for_admins` or `required`.
+    pub mfa: String,
+    /// Days a covered person may skip setting up a second factor, from
+    /// their first sign-in under the policy (0–30).
+    pub enrollment_grace_days: u32,
+    pub updated_at: String,
+}
+
+/// The body of `PATCH /v1/organization/security` (D56).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct SecurityPolicyPatch {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mfa: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub enrollment_grace_days: Option<u32>,
+}
+
+impl SecurityPolicyPatch {
+    /// A patch setting `mfa` (`optional`, `required_for_admins`, `required`).
+    pub fn mfa(mode: impl Into<String>) -> Self {
+        Self {
+            mfa: Some(mode.into()),
+            enrollment_grace_days: None,
+        }
+    }
+
+    /// The same patch, setting the grace days too.
+    pub fn grace_days(mut self, days: u32) -> Self {
+        self.enrollment_grace_days = Some(days);
+        self
+    }
+}
+
 /// A product of the catalog (interface.md §2.2).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]

@@ -21,6 +21,7 @@ use crate::models::{
     ProductFilter, ProductPatch, ProfilePatch, Session, Single, User, UserFilter, UserPatch,
 };
 use crate::models::{Event, EventFilter};
+use crate::models::{MfaItem, SecurityPolicy, SecurityPolicyPatch};
 use crate::models::{
     NewWebhookEndpoint, WebhookAttempt, WebhookEndpoint, WebhookEndpointPatch,
     WebhookEndpointWithSecret,
@@ -97,6 +98,31 @@ pub const OPERATIONS: &[Operation] = &[
         "POST",
         "/v1/me/sessions/revoke-others",
         "revoke_my_other_sessions",
+    ),
+    op("listMyMfa", "GET", "/v1/me/mfa", "list_my_mfa"),
+    op(
+        "listUserMfa",
+        "GET",
+        "/v1/users/{user_id}/mfa",
+        "list_user_mfa",
+    ),
+    op(
+        "resetUserMfa",
+        "DELETE",
+        "/v1/users/{user_id}/mfa",
+        "reset_user_mfa",
+    ),
+    op(
+        "getSecurityPolicy",
+        "GET",
+        "/v1/organization/security",
+        "get_security_policy",
+    ),
+    op(
+        "updateSecurityPolicy",
+        "PATCH",
+        "/v1/organization/security",
+        "update_security_policy",
     ),
     op("openapi", "GET", "/v1/openapi.json", "openapi"),
     op(
@@ -616,6 +642,60 @@ impl Client {
             &["v1", "api-keys", id, "usage"],
             &range(from, to),
             Body::Empty,
+        )
+        .await
+    }
+
+    // ---- second factors (D56) ----
+
+    /// `GET /v1/me/mfa` (`profile:read`): the caller's factors, then (last)
+    /// the recovery codes left, when any were made.
+    pub async fn list_my_mfa(&self) -> Result<Vec<MfaItem>> {
+        self.single(Method::GET, &["v1", "me", "mfa"], &[], Body::Empty)
+            .await
+    }
+
+    /// `GET /v1/users/{id}/mfa` (`users:write`): a person's factors as they
+    /// see them.
+    pub async fn list_user_mfa(&self, user_id: &str) -> Result<Vec<MfaItem>> {
+        self.single(
+            Method::GET,
+            &["v1", "users", user_id, "mfa"],
+            &[],
+            Body::Empty,
+        )
+        .await
+    }
+
+    /// `DELETE /v1/users/{id}/mfa` (`users:write`): removes every factor
+    /// and recovery code of a person, ends their sessions and revokes their
+    /// tokens; done also when there was nothing to remove.
+    pub async fn reset_user_mfa(&self, user_id: &str) -> Result<()> {
+        self.no_content(&["v1", "users", user_id, "mfa"], &[]).await
+    }
+
+    /// `GET /v1/organization/security` (any token): the second-factor policy.
+    pub async fn get_security_policy(&self) -> Result<SecurityPolicy> {
+        self.single(
+            Method::GET,
+            &["v1", "organization", "security"],
+            &[],
+            Body::Empty,
+        )
+        .await
+    }
+
+    /// `PATCH /v1/organization/security` (`users:write` on a person's
+    /// token, `admin` on an organization-wide credential).
+    pub async fn update_security_policy(
+        &self,
+        patch: &SecurityPolicyPatch,
+    ) -> Result<SecurityPolicy> {
+        self.single(
+            Method::PATCH,
+            &["v1", "organization", "security"],
+            &[],
+            json_body(patch)?,
         )
         .await
     }

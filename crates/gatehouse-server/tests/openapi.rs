@@ -70,7 +70,7 @@ fn document_is_openapi_3_1_with_resolvable_references() {
 
 /// Routes as written in the routers' sources, with the prefix each router is nested under.
 fn routed() -> BTreeSet<(String, String)> {
-    let sources: [(&str, &str); 22] = [
+    let sources: [(&str, &str); 23] = [
         ("/v1", include_str!("../src/api/users.rs")),
         ("/v1", include_str!("../src/api/webhooks.rs")),
         ("/v1", include_str!("../src/api/events.rs")),
@@ -80,6 +80,7 @@ fn routed() -> BTreeSet<(String, String)> {
         ("/v1", include_str!("../src/api/products.rs")),
         ("/v1", include_str!("../src/api/profile.rs")),
         ("/v1", include_str!("../src/api/sessions.rs")),
+        ("/v1", include_str!("../src/api/mfa.rs")),
         ("/v2", include_str!("../src/api/v2.rs")),
         ("", include_str!("../src/api/oauth.rs")),
         ("", include_str!("../src/web/authorize.rs")),

@@ -1546,3 +1546,53 @@ async fn d46_management_operations_against_the_real_server() {
     let err = c.get_application(&app.application.id).await.unwrap_err();
     assert_eq!(err.code(), Some(&ErrorCode::ResourceNotFound));
 }
+
+/// D56 (D51 continued): the policy and the factors through the library.
+#[tokio::test]
+async fn d56_the_policy_and_factors_through_the_client() {
+    use gatehouse_client::{MfaItem, SecurityPolicyPatch};
+    let s = TestServer::start().await;
+    let person = s
+        .new_user(&s.org(), "mfa-client@example.com", DomainRole::Viewer)
+        .await;
+    let reader = builder(&s, &s.base, &["users:read"]).build().unwrap();
+    let policy = reader.get_security_policy().await.unwrap();
+    assert_eq!(
+        (policy.mfa.as_str(), policy.enrollment_grace_days),
+        ("optional", 7)
+    );
+    // An organization-wide credential needs `admin` to change it.
+    let refused = reader
+        .update_security_policy(&SecurityPolicyPatch::mfa("required"))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        refused.code().map(|c| c.as_str()),
+        Some("INSUFFICIENT_SCOPE"),
+        "{refused:?}"
+    );
+    let admin = builder(&s, &s.base, &["admin", "users:write"])
+        .build()
+        .unwrap();
+    let changed = admin
+        .update_security_policy(&SecurityPolicyPatch::mfa("required_for_admins").grace_days(3))
+        .await
+        .unwrap();
+    assert_eq!(
+        (changed.mfa.as_str(), changed.enrollment_grace_days),
+        ("required_for_admins", 3)
+    );
+    let id = person.id.to_string();
+    let items: Vec<MfaItem> = admin.list_user_mfa(&id).await.unwrap();
+    assert!(items.is_empty(), "{items:?}");
+    admin.reset_user_mfa(&id).await.unwrap();
+    let missing = admin
+        .reset_user_mfa("usr_000000000000000000000")
+        .await
+        .unwrap_err();
+    assert_eq!(
+        missing.code().map(|c| c.as_str()),
+        Some("RESOURCE_NOT_FOUND"),
+        "{missing:?}"
+    );
+}
