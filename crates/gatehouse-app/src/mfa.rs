@@ -195,6 +195,22 @@ impl App {
         Ok(())
     }
 
+    /// `gatehouse user reset-mfa USR` (D47 continued): [`App::reset_mfa`]
+    /// as the operator, for the user of whichever organization holds them.
+    pub async fn operator_reset_mfa(&self, user: &UserId) -> AppResult<OrgId> {
+        for org in self.list_orgs().await? {
+            match self.get_user(&org.id, user).await {
+                Ok(_) => {
+                    self.reset_mfa(&org.id, user, &Origin::operator()).await?;
+                    return Ok(org.id);
+                }
+                Err(AppError::NotFound(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Err(AppError::NotFound(Resource::User))
+    }
+
     fn factor_mail(&self, user: &User, subject: &str, what: &str) -> OutboundEmail {
         OutboundEmail {
             to: user.email.as_str().to_owned(),

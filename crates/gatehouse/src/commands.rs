@@ -580,6 +580,16 @@ pub async fn user(app: &App, cmd: UserCommand) -> anyhow::Result<Output> {
             let u = app.operator_user(&id).await.map_err(named(&raw))?;
             Ok(Output::new(serde_json::to_value(&u)?))
         }
+        UserCommand::ResetMfa { user_id: raw } => {
+            let id = user_id(&raw)?;
+            let org = app.operator_reset_mfa(&id).await.map_err(named(&raw))?;
+            Ok(Output::with_text(
+                json!({ "id": id, "org": org, "mfa_reset": true }),
+                format!(
+                    "Every second factor and recovery code of {id} was removed; their sessions ended and their tokens were revoked.\n"
+                ),
+            ))
+        }
     }
 }
 

@@ -453,6 +453,13 @@ pub enum UserCommand {
         #[arg(value_name = "USR")]
         user_id: String,
     },
+    /// Remove every second factor and recovery code of a user, end their
+    /// sessions and revoke their tokens (what DELETE /v1/users/{id}/mfa does); they are e-mailed.
+    ResetMfa {
+        /// The user's id (usr_…).
+        #[arg(value_name = "USR")]
+        user_id: String,
+    },
 }
 
 /// The TOML file: every key optional.

@@ -2232,3 +2232,89 @@ async fn a_closed_pipe_ends_a_command_quietly() {
         out.status
     );
 }
+
+/// D56, D47 (continued): `gatehouse user reset-mfa USR` does what the
+/// admin's `DELETE /v1/users/{id}/mfa` does, as the operator.
+#[tokio::test]
+async fn d56_user_reset_mfa_removes_every_factor_as_the_operator() {
+    use gatehouse_domain::mfa::{Factor, FactorKind, TotpFactor};
+    let s = TestServer::start().await;
+    let dir = s.data_dir();
+    let u = s
+        .new_user(
+            &s.org(),
+            "cli-mfa@example.com",
+            gatehouse_domain::Role::Editor,
+        )
+        .await;
+    let now = gatehouse_domain::Timestamp::now();
+    let totp = TotpFactor {
+        factor: Factor {
+            id: gatehouse_domain::MfaId::generate(),
+            kind: FactorKind::Totp,
+            name: "Authenticator app".into(),
+            created_at: now,
+            last_used_at: None,
+        },
+        sealed_secret: vec![7; 48],
+        last_step: 1,
+    };
+    let mail = gatehouse_domain::link::OutboundEmail {
+        to: "cli-mfa@example.com".into(),
+        subject: "added".into(),
+        body: "added".into(),
+    };
+    let fx = gatehouse_domain::effect::of_totp_enrolment(
+        crate::common::operator(),
+        &u.id,
+        totp,
+        None,
+        &mail,
+    );
+    s.store()
+        .write_mfa(&s.org(), &fx, now, crate::common::operator())
+        .await
+        .unwrap();
+    let admin = s.token("users:write events:read").await;
+    let path = format!("/v1/users/{}/mfa", u.id);
+    let before: Value = s
+        .call(Method::GET, &path, &admin, None)
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(before["data"].as_array().unwrap().len(), 1, "{before}");
+
+    let v = json_of(&dir, &["user", "reset-mfa", u.id.as_str()]).await;
+    assert_eq!(v["mfa_reset"], true, "{v}");
+    assert_eq!(v["org"], s.org().as_str());
+    let after: Value = s
+        .call(Method::GET, &path, &admin, None)
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(after["data"], serde_json::json!([]), "{after}");
+    let told: Value = s
+        .call(
+            Method::GET,
+            "/v1/events?type=user.mfa_removed",
+            &admin,
+            None,
+        )
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(told["data"][0]["actor"]["type"], "operator", "{told}");
+    json_fails(
+        &dir,
+        &[
+            "user",
+            "reset-mfa",
+            &gatehouse_domain::UserId::generate().to_string(),
+        ],
+        "RESOURCE_NOT_FOUND",
+    )
+    .await;
+}
