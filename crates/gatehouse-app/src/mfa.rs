@@ -211,6 +211,58 @@ impl App {
         Err(AppError::NotFound(Resource::User))
     }
 
+    /// D56 (D53 continued): the mock's fixture user `email` gets a TOTP
+    /// factor with the known `secret`, so client developers can test the
+    /// second step; nothing when the person already has one.
+    pub async fn enrol_fixture_totp(
+        &self,
+        org: &OrgId,
+        email: &str,
+        secret: &[u8],
+    ) -> AppResult<()> {
+        let auth = self.sealer()?;
+        let email = gatehouse_domain::Email::parse_for_lookup(email)
+            .map_err(|_| AppError::Internal("the fixture address".into()))?;
+        let Some((user, _)) = self
+            .0
+            .store
+            .find_user_by_email(org, &email)
+            .await
+            .or_app(Resource::User)?
+        else {
+            return Err(AppError::NotFound(Resource::User));
+        };
+        let factors = self
+            .mfa_store()
+            .factors(org, &user.id)
+            .await
+            .or_app(Resource::User)?;
+        if factors.totp.is_some() {
+            return Ok(());
+        }
+        let now = Timestamp::now();
+        let id = MfaId::generate();
+        let totp = TotpFactor {
+            factor: Factor {
+                id: id.clone(),
+                kind: FactorKind::Totp,
+                name: mfa::TOTP_NAME.to_owned(),
+                created_at: now,
+                last_used_at: None,
+            },
+            sealed_secret: auth.seal_totp_secret(org, &user.id, &id, secret),
+            last_step: 0,
+        };
+        let fx = [Effect::PutTotp {
+            user: user.id.clone(),
+            totp: Box::new(totp),
+        }];
+        self.mfa_store()
+            .write_mfa(org, &fx, now, &self.teller(&Origin::system()))
+            .await
+            .or_app(Resource::User)
+    }
+
     fn factor_mail(&self, user: &User, subject: &str, what: &str) -> OutboundEmail {
         OutboundEmail {
             to: user.email.as_str().to_owned(),

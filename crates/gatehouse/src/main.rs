@@ -119,16 +119,20 @@ async fn mock(settings: Settings, addr: std::net::SocketAddr, json: bool) -> any
                 "client_secret": run::MOCK_CLIENT_SECRET,
                 "redirect_uri": run::MOCK_REDIRECT_URI,
                 "password": run::MOCK_PASSWORD,
+                "totp_user": run::MOCK_TOTP_USER,
+                "totp_secret": run::MOCK_TOTP_SECRET,
             })
         )
     } else {
         let codes = |c: &[u16]| c.iter().map(u16::to_string).collect::<Vec<_>>().join(", ");
         format!(
-            "Gatehouse mock on {url} (data in memory, gone at exit)\n  org:           {org}\n  client_id:     {}\n  client_secret: {}\n  redirect_uri:  {} (any port)\n  every fixture user signs in with the password {}\n  every scope; send `Prefer: code=NNN` ({}) to get that error\n  on /oauth/token, /oauth/revoke and /oauth/introspect: `Prefer: code=NNN` ({}) or `Prefer: error=<code>`\n",
+            "Gatehouse mock on {url} (data in memory, gone at exit)\n  org:           {org}\n  client_id:     {}\n  client_secret: {}\n  redirect_uri:  {} (any port)\n  every fixture user signs in with the password {}\n  {} also has an authenticator app (TOTP, SHA-1, 6 digits, 30 s) with the secret {}\n  every scope; send `Prefer: code=NNN` ({}) to get that error\n  on /oauth/token, /oauth/revoke and /oauth/introspect: `Prefer: code=NNN` ({}) or `Prefer: error=<code>`\n",
             run::MOCK_CLIENT_ID,
             run::MOCK_CLIENT_SECRET,
             run::MOCK_REDIRECT_URI,
             run::MOCK_PASSWORD,
+            run::MOCK_TOTP_USER,
+            run::MOCK_TOTP_SECRET,
             codes(gatehouse_server::mock::PREFERRED_CODES),
             codes(gatehouse_server::mock::OAUTH_PREFERRED_CODES),
         )

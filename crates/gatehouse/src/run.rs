@@ -87,6 +87,11 @@ pub const MOCK_REDIRECT_URI: &str = "http://127.0.0.1/callback";
 /// D53: the password every fixture user of the mock signs in with.
 pub const MOCK_PASSWORD: &str = "mock-password-1234";
 
+/// D56 (D53 continued): the mock's fixture user with an authenticator app,
+/// and its known secret (base32, 160 bits), printed at start.
+pub const MOCK_TOTP_USER: &str = "alan@example.com";
+pub const MOCK_TOTP_SECRET: &str = "GEZDGNBVGY3TQOJQGEZDGNBVGY3TQOJQ";
+
 /// D34: settings of `gatehouse mock`: plain HTTP on `addr`, data in `dir`.
 pub fn mock_settings(base: &Settings, dir: &std::path::Path, addr: SocketAddr) -> Settings {
     let mut s = Settings::with_data_dir(dir.to_path_buf());
@@ -291,6 +296,16 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
     app.sync_revocations()
         .await
         .context("loading revocations")?;
+    if settings.mock
+        && let Some(org) = bootstrap.as_ref().and_then(|b| OrgId::parse(&b.org))
+    {
+        let secret = data_encoding::BASE32_NOPAD
+            .decode(MOCK_TOTP_SECRET.as_bytes())
+            .context("the mock's TOTP secret")?;
+        app.enrol_fixture_totp(&org, MOCK_TOTP_USER, &secret)
+            .await
+            .context("the mock's fixture authenticator app")?;
+    }
     let state = gatehouse_server::serving_state(app, config);
     let app = gatehouse_server::app(state.clone());
     let (stop, stopped) = watch::channel(false);

@@ -52,7 +52,7 @@ async fn rp(s: &TestServer) -> Rp {
 /// The server's Unix time from its `Date` header, waiting out the last two
 /// seconds of a step so a code computed now is still of its step when it
 /// arrives.
-async fn server_time(s: &TestServer) -> u64 {
+pub(crate) async fn server_time(s: &TestServer) -> u64 {
     loop {
         let res = s.request(Method::GET, "/healthz").send().await.unwrap();
         let date = res.headers()["date"].to_str().unwrap().to_owned();
@@ -69,7 +69,7 @@ async fn server_time(s: &TestServer) -> u64 {
 }
 
 /// The TOTP code of `secret` (base32) at Unix time `t`, by `totp-lite`.
-fn totp_at(secret: &str, t: u64) -> String {
+pub(crate) fn totp_at(secret: &str, t: u64) -> String {
     let key = data_encoding::BASE32_NOPAD
         .decode(secret.as_bytes())
         .expect("a base32 secret");

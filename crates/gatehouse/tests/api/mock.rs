@@ -350,9 +350,10 @@ async fn d53_fixture_user_signs_in_through_the_loopback_redirect_with_plain_http
 #[tokio::test]
 async fn d53_every_active_fixture_user_has_the_mock_password() {
     let s = TestServer::start_mock().await;
+    // (alan@example.com has an authenticator app too: D56's test below.)
     for email in [
         "grace@example.com",
-        "alan@example.com",
+        "katherine@example.com",
         "edsger@example.com",
     ] {
         let mut b = Browser::new(&s);
@@ -624,6 +625,9 @@ async fn d53_gatehouse_mock_prints_the_organization_id() {
     assert_eq!(info["client_id"], json!("mock_client"));
     assert_eq!(info["redirect_uri"], json!("http://127.0.0.1/callback"));
     assert_eq!(info["password"], json!(MOCK_PASSWORD));
+    // D56 (D53 continued): the fixture user with a known TOTP secret.
+    assert_eq!(info["totp_user"], json!("alan@example.com"));
+    assert_eq!(info["totp_secret"].as_str().map(str::len), Some(32));
     // The printed id is the organization the client's tokens belong to.
     let url = info["url"].as_str().unwrap();
     let http = reqwest::Client::new();
@@ -683,4 +687,87 @@ async fn d53_a_restarted_mock_keeps_its_organization() {
         s.running.as_ref().unwrap().bootstrap.as_ref().unwrap().org,
         org
     );
+}
+
+/// D56 (D53 continued): one fixture user has an authenticator app with the
+/// secret the mock prints, so a client can test the second step; the mock
+/// serves `/v1/me/mfa` and `/v1/organization/security`.
+#[tokio::test]
+async fn d56_the_mock_fixture_user_asks_for_a_code_of_the_printed_secret() {
+    const SECRET: &str = "GEZDGNBVGY3TQOJQGEZDGNBVGY3TQOJQ";
+    let s = TestServer::start_mock().await;
+    let mut b = Browser::new(&s);
+    let verifier = "v".repeat(43);
+    let challenge = gatehouse_auth::pkce::challenge_for(&verifier);
+    let login = b
+        .authorize(&[
+            ("response_type", "code"),
+            ("client_id", "mock_client"),
+            ("redirect_uri", "http://127.0.0.1:9/callback"),
+            ("scope", "profile:read"),
+            ("code_challenge", &challenge),
+            ("code_challenge_method", "S256"),
+        ])
+        .await;
+    let form = login.form_with("password").expect("a login form");
+    let step = b
+        .submit(
+            &form,
+            &[("email", "alan@example.com"), ("password", MOCK_PASSWORD)],
+        )
+        .await;
+    assert!(
+        step.body.contains("Enter your sign-in code"),
+        "{}",
+        step.body
+    );
+    let t = crate::mfa::server_time(&s).await;
+    let form = step.form_with("code").expect("the code form");
+    let consent = b
+        .submit(&form, &[("code", &crate::mfa::totp_at(SECRET, t))])
+        .await;
+    let form = consent
+        .form_with("decision")
+        .unwrap_or_else(|| panic!("consent: {}", consent.body));
+    let back = b.submit(&form, &[("decision", "allow")]).await;
+    let location = back.location().unwrap();
+    let code = reqwest::Url::parse(&location)
+        .unwrap()
+        .query_pairs()
+        .find(|(k, _)| k == "code")
+        .map(|(_, v)| v.into_owned())
+        .unwrap();
+    let res = s
+        .request(reqwest::Method::POST, "/oauth/token")
+        .basic_auth("mock_client", Some("mock_secret"))
+        .form(&[
+            ("grant_type", "authorization_code"),
+            ("code", code.as_str()),
+            ("redirect_uri", "http://127.0.0.1:9/callback"),
+            ("code_verifier", verifier.as_str()),
+        ])
+        .send()
+        .await
+        .unwrap();
+    let pair: Value = res.json().await.unwrap();
+    let token = pair["access_token"].as_str().unwrap();
+    let mine: Value = s
+        .call(reqwest::Method::GET, "/v1/me/mfa", token, None)
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(mine["data"][0]["type"], "totp", "{mine}");
+    let policy: Value = s
+        .call(
+            reqwest::Method::GET,
+            "/v1/organization/security",
+            token,
+            None,
+        )
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(policy["data"]["mfa"], "optional", "{policy}");
 }
