@@ -109,6 +109,10 @@ pub enum Effect {
     },
     /// D56: every factor and recovery code of `user` goes (the admin reset).
     RemoveMfa { user: UserId },
+    /// D56: `user` was promoted to admin; under `required_for_admins` that
+    /// starts a new deadline (the one set earlier, if any, is forgotten and
+    /// the next sign-in under the policy sets it).
+    NewMfaDeadline { user: UserId },
     /// D56: the organization's policy becomes `policy`; the deadlines
     /// already set move as `deadlines` says.
     SetSecurityPolicy {
@@ -433,6 +437,9 @@ pub fn of_user_change(tell: &Teller, current: &User, change: &UserChange) -> Vec
     }
     if change.revokes_tokens {
         effects.push(Effect::RevokeUser { user: id.clone() });
+    }
+    if next.role == Role::Admin && current.role != Role::Admin {
+        effects.push(Effect::NewMfaDeadline { user: id.clone() });
     }
     effects.push(Effect::Event(Box::new(tell.user_updated(current, next))));
     effects
@@ -780,7 +787,9 @@ mod tests {
         };
         let change = apply_patch(&up, &patch, Timestamp::from_millis(1)).unwrap();
         let e = of_user_change(&tell(), &up, &change);
-        assert_eq!(e.len(), 1, "{e:?}");
+        // D56: under `required_for_admins` a promotion starts a new deadline.
+        assert!(matches!(e[0], Effect::NewMfaDeadline { .. }), "{e:?}");
+        assert_eq!(e.len(), 2, "{e:?}");
     }
 
     #[test]

@@ -160,6 +160,7 @@ pub(crate) async fn apply(
             | Effect::RemoveFactor { .. }
             | Effect::PutRecoveryCodes { .. }
             | Effect::RemoveMfa { .. }
+            | Effect::NewMfaDeadline { .. }
             | Effect::SetSecurityPolicy { .. }) => crate::mfa::apply(c, org, mfa).await?,
         }
     }

@@ -74,6 +74,17 @@ pub(crate) async fn apply(c: &mut PgConnection, org: &OrgId, effect: &Effect) ->
                     .await?;
             }
         }
+        Effect::NewMfaDeadline { user } => {
+            query(
+                "UPDATE users SET mfa_deadline = NULL, mfa_since = NULL
+                 WHERE id = $1 AND org_id = $2
+                   AND (SELECT mfa_policy FROM organizations WHERE id = $2) = 'required_for_admins'",
+            )
+            .bind(user.as_str())
+            .bind(org.as_str())
+            .execute(&mut *c)
+            .await?;
+        }
         Effect::SetSecurityPolicy { policy, deadlines } => {
             query(
                 "UPDATE organizations SET mfa_policy = $2, mfa_grace_days = $3, security_updated_at = $4 WHERE id = $1",

@@ -140,6 +140,7 @@ pub(crate) fn apply(
             | Effect::RemoveFactor { .. }
             | Effect::PutRecoveryCodes { .. }
             | Effect::RemoveMfa { .. }
+            | Effect::NewMfaDeadline { .. }
             | Effect::SetSecurityPolicy { .. }) => crate::mfa::apply(c, org, mfa)?,
         }
     }

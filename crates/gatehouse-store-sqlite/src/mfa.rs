@@ -71,6 +71,15 @@ pub(crate) fn apply(c: &Connection, org: &OrgId, effect: &Effect) -> StoreResult
                     .map_err(db_err)?;
             }
         }
+        Effect::NewMfaDeadline { user } => {
+            c.prepare_cached(
+                "UPDATE users SET mfa_deadline = NULL, mfa_since = NULL
+                 WHERE id = ?1 AND org_id = ?2
+                   AND (SELECT mfa_policy FROM organizations WHERE id = ?2) = 'required_for_admins'",
+            )
+            .and_then(|mut s| s.execute(params![user.as_str(), org.as_str()]))
+            .map_err(db_err)?;
+        }
         Effect::SetSecurityPolicy { policy, deadlines } => {
             c.prepare_cached(
                 "UPDATE organizations SET mfa_policy = ?2, mfa_grace_days = ?3, security_updated_at = ?4 WHERE id = ?1",

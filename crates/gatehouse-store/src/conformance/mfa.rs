@@ -293,6 +293,37 @@ pub async fn second_step_failures_and_policy_deadlines(s: &dyn Store) {
     assert_eq!(got.auth_time, t0.plus_seconds(60));
     assert_eq!(got.created_at, t0);
 
+    // A promotion under `required_for_admins` starts a new deadline; under
+    // `required` the one set stays (never extended).
+    let policy = |mfa| Effect::SetSecurityPolicy {
+        policy: SecurityPolicy { mfa, ..after },
+        deadlines: DeadlineChange::Keep,
+    };
+    let promoted = [Effect::NewMfaDeadline { user: v.id.clone() }];
+    s.write_mfa(&o, &[policy(MfaMode::RequiredForAdmins)], t0, teller())
+        .await
+        .unwrap();
+    let first = s
+        .mfa_deadline(&o, &v.id, t0.plus_seconds(5), t0)
+        .await
+        .unwrap();
+    assert_eq!(first, t0.plus_seconds(5));
+    s.write_mfa(&o, &promoted, t0, teller()).await.unwrap();
+    let renewed = s
+        .mfa_deadline(&o, &v.id, t0.plus_seconds(50), t0.plus_seconds(40))
+        .await
+        .unwrap();
+    assert_eq!(renewed, t0.plus_seconds(50), "a new deadline");
+    s.write_mfa(&o, &[policy(MfaMode::Required)], t0, teller())
+        .await
+        .unwrap();
+    s.write_mfa(&o, &promoted, t0, teller()).await.unwrap();
+    let kept = s
+        .mfa_deadline(&o, &v.id, t0.plus_seconds(99), t0.plus_seconds(90))
+        .await
+        .unwrap();
+    assert_eq!(kept, t0.plus_seconds(50), "never extended under required");
+
     // A sealed key: the first writer wins.
     let k1 = s.sealed_key("recovery_codes", b"first").await.unwrap();
     let k2 = s.sealed_key("recovery_codes", b"second").await.unwrap();
