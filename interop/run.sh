@@ -2,7 +2,7 @@
 # Client libraries of other ecosystems, unmodified, against the real binary
 # (see interop/README.md):
 #
-#   node     openid-client 6 and standardwebhooks (node --test interop/node/*.test.mjs)
+#   node     openid-client 6 (with otpauth for D56's codes) and standardwebhooks (node --test interop/node/*.test.mjs)
 #   python   authlib 1.9, standardwebhooks and svix (python3 -m pytest interop/python -q)
 #   browser  Chromium via puppeteer-core + axe-core (interop/node/browser.test.mjs)
 #
@@ -78,6 +78,10 @@ REDIRECT_URI="http://127.0.0.1/callback"
 # Generous limits: this measures interoperability, not the rate limiter.
 ORG=$("$BIN" org create --name "Interop" --plan enterprise --per-minute 100000 --per-second 10000 --json | json id)
 USER_ID=$(printf '%s\n' "$PASSWORD" | "$BIN" user create --org "$ORG" --email "$EMAIL" --name "$USER_NAME" --role editor --password-stdin --json | json id)
+# D56: mfa.test.mjs adds an authenticator app to this one (the user above
+# never gets a factor, so the other suites' sign-ins stay password-only).
+MFA_EMAIL="grace@interop.example"
+MFA_USER_ID=$(printf '%s\n' "$PASSWORD" | "$BIN" user create --org "$ORG" --email "$MFA_EMAIL" --name "Grace Interop" --role editor --password-stdin --json | json id)
 # profile:write: test_authlib.py ends sessions (D57) with the client's tokens.
 API_SCOPES="users:read profile:read profile:write products:read"
 if CLIENT=$("$BIN" client create --org "$ORG" --name "Interop RP" --scopes "openid profile email $API_SCOPES" --redirect-uri "$REDIRECT_URI" --json 2>"$WORK/client.err"); then
@@ -120,7 +124,8 @@ echo "interop: $("$BIN" --version) at $ISSUER (OpenID configuration published: $
 
 export GH_ISSUER="$ISSUER" GH_CA="$CA" GH_CLIENT_ID="$CLIENT_ID" GH_CLIENT_SECRET="$CLIENT_SECRET" \
   GH_REDIRECT_URI="$REDIRECT_URI" GH_EMAIL="$EMAIL" GH_PASSWORD="$PASSWORD" GH_USER_ID="$USER_ID" \
-  GH_USER_NAME="$USER_NAME" GH_ORG="$ORG" GH_BIN="$BIN" GH_SESSION_IDLE_SECS="$SESSION_IDLE_SECS"
+  GH_USER_NAME="$USER_NAME" GH_ORG="$ORG" GH_BIN="$BIN" GH_SESSION_IDLE_SECS="$SESSION_IDLE_SECS" \
+  GH_MFA_EMAIL="$MFA_EMAIL" GH_MFA_USER_ID="$MFA_USER_ID"
 
 FAILED=()
 run_suite() {
@@ -138,7 +143,7 @@ run_suite() {
 }
 
 if want node; then
-  run_suite node env NODE_EXTRA_CA_CERTS="$CA" node --test --test-reporter=spec interop/node/oidc.test.mjs interop/node/webhooks.test.mjs
+  run_suite node env NODE_EXTRA_CA_CERTS="$CA" node --test --test-reporter=spec interop/node/oidc.test.mjs interop/node/mfa.test.mjs interop/node/webhooks.test.mjs
 fi
 if want python; then
   run_suite python "$PY" -m pytest interop/python -q -p no:cacheprovider

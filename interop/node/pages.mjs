@@ -1,8 +1,8 @@
 // A minimal "browser" for Gatehouse's login and consent pages: fetch with a
 // cookie jar, no automatic redirects, and a generic form reader (the form's
 // `action` and every hidden input are taken from the HTML; no field list is
-// hard-coded apart from what a person types: e-mail, password, and the
-// consent button they press).
+// hard-coded apart from what a person types: e-mail, password, the sign-in
+// code of D56's second step, and the consent button they press).
 
 const ENTITIES = { amp: '&', lt: '<', gt: '>', quot: '"', apos: "'", nbsp: '\u00a0' };
 
@@ -57,6 +57,10 @@ export class Browser {
     this.jar = new Map();
     /** Every page seen, for error messages. */
     this.trail = [];
+    /** The forms `authorize` filled in, in order: 'login', 'second-factor' or 'consent'. */
+    this.steps = [];
+    /** The server's clock: the `Date` of the latest response, in Unix seconds. */
+    this.lastDate = undefined;
   }
 
   cookieHeader() {
@@ -81,18 +85,24 @@ export class Browser {
     const res = await fetch(url, { ...init, headers, redirect: 'manual' });
     this.absorb(res);
     const body = await res.text();
+    const date = res.headers.get('date');
+    if (date) this.lastDate = Math.floor(Date.parse(date) / 1000);
     this.trail.push(`${init.method ?? 'GET'} ${url} -> ${res.status}`);
     return { url: new URL(url), status: res.status, headers: res.headers, body };
   }
 
   /**
    * Starts at `authorizationUrl` and acts like a person: signs in with
-   * `email`/`password` on a login form, presses the `decision` button with
-   * `decision` (default `allow`) on a consent form, and follows redirects on
-   * the server, until the server redirects to `redirectUri`. Returns that
-   * callback URL (a URL object).
+   * `email`/`password` on a login form, enters the code that `await
+   * code(page)` gives on a second-step form (D56: a form with a `code`
+   * field; without `code` such a form is an error; after a refused code
+   * `code` is asked again with the 401 page), presses the `decision`
+   * button with `decision` (default `allow`) on a consent form, and follows
+   * redirects on the server, until the server redirects to `redirectUri`.
+   * Returns that callback URL (a URL object); `this.steps` tells which
+   * forms it filled in.
    */
-  async authorize(authorizationUrl, { email, password, redirectUri, decision = 'allow' }) {
+  async authorize(authorizationUrl, { email, password, redirectUri, decision = 'allow', code }) {
     let page = await this.request(authorizationUrl);
     for (let step = 0; step < 12; step++) {
       if (page.status >= 300 && page.status < 400) {
@@ -101,20 +111,31 @@ export class Browser {
         page = await this.request(loc.href);
         continue;
       }
-      if (page.status !== 200) {
+      const all = forms(page.body).filter((f) => f.method === 'post');
+      const login = all.find((f) => f.inputs.some((i) => i.type === 'password'));
+      const secondStep = login ? undefined : all.find((f) => f.inputs.some((i) => i.name === 'code' && i.type !== 'hidden'));
+      // A refused code comes back as the second step again with a 401
+      // (D26's wording); `code(page)` sees it and decides what to type.
+      if (page.status !== 200 && !(page.status === 401 && secondStep && code)) {
         throw new Error(`unexpected ${page.status} at ${page.url}\n${this.trail.join('\n')}\n${page.body.slice(0, 2000)}`);
       }
-      const all = forms(page.body).filter((f) => f.method === 'post');
       const form =
-        all.find((f) => f.inputs.some((i) => i.type === 'password')) ??
+        login ??
+        secondStep ??
         all.find((f) => f.buttons.some((b) => b.name === 'decision') || f.inputs.some((i) => i.name === 'decision'));
       if (!form) {
-        throw new Error(`no login or consent form at ${page.url}\n${this.trail.join('\n')}\n${page.body.slice(0, 2000)}`);
+        throw new Error(`no login, second-step or consent form at ${page.url}\n${this.trail.join('\n')}\n${page.body.slice(0, 2000)}`);
       }
+      if (secondStep && !code) {
+        throw new Error(`a second step (a sign-in code) at ${page.url}, and no code to give\n${this.trail.join('\n')}`);
+      }
+      this.steps.push(login ? 'login' : secondStep ? 'second-factor' : 'consent');
+      const typed = secondStep ? await code(page) : undefined;
       const fields = new URLSearchParams();
       for (const i of form.inputs) {
         if (!i.name) continue;
         if (i.type === 'hidden') fields.append(i.name, i.value);
+        else if (secondStep && i.name === 'code') fields.append(i.name, typed);
         else if (i.type === 'password') fields.append(i.name, password);
         else if (i.type === 'email' || i.name === 'email') fields.append(i.name, email);
         else if (i.name === 'decision') fields.append(i.name, decision);

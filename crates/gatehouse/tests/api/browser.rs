@@ -753,6 +753,76 @@ async fn the_dashboard_in_chromium() {
     wait_for(&n, "Signed out").await;
     n.close().await.unwrap();
 
+    // D56: a second factor. The enrolment on the account page (the QR
+    // code, the key, the recovery codes shown once), then a sign-in with
+    // its second step, in Chromium with and without script.
+    let mfa = NewUser {
+        id: UserId::generate(),
+        email: Email::parse("browser-mfa@example.com").unwrap(),
+        name: Name::parse("Mia Factor").unwrap(),
+        role: Role::Viewer,
+        status: UserStatus::Active,
+        password_hash: admin.password_hash.clone(),
+        created_at: Timestamp::now(),
+    };
+    s.store()
+        .insert_user(&s.org(), &mfa, crate::common::operator())
+        .await
+        .unwrap();
+    let m = browser(driver_port, &pin, &profiles.path().join("c"), true).await;
+    m.goto(&format!("{base}/dashboard")).await.unwrap();
+    wait_for(&m, "Sign in to continue to the Gatehouse dashboard").await;
+    fill(&m, "#email", "browser-mfa@example.com").await;
+    fill(&m, "#password", PASSWORD).await;
+    click(&m, "button[type=submit]").await;
+    wait_for(&m, ">Account</a>").await;
+    m.goto(&format!("{base}/account/security/totp")).await.unwrap();
+    wait_for(&m, "Add an authenticator app").await;
+    audit.page(&m, "account-totp").await;
+    let key = m
+        .find(Locator::Css("code.secret"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let t = crate::mfa::server_time(&s).await;
+    fill(&m, "#code", &crate::mfa::totp_at(&key, t)).await;
+    click(&m, "form[action='/account/security/totp'] button").await;
+    wait_for(&m, "Save your recovery codes").await;
+    audit.page(&m, "recovery-codes").await;
+    click(&m, "a.button.primary").await;
+    wait_for(&m, "The authenticator app was added").await;
+    audit.page(&m, "account-with-factor").await;
+    click(&m, "form.signout button").await;
+    wait_for(&m, "Signed out").await;
+    m.goto(&format!("{base}/dashboard")).await.unwrap();
+    wait_for(&m, "Sign in to continue to the Gatehouse dashboard").await;
+    fill(&m, "#email", "browser-mfa@example.com").await;
+    fill(&m, "#password", PASSWORD).await;
+    click(&m, "button[type=submit]").await;
+    wait_for(&m, "Enter your sign-in code").await;
+    audit.page(&m, "second-step").await;
+    fill(&m, "#code", "000000").await;
+    click(&m, "button[type=submit]").await;
+    wait_for(&m, "That code is not right").await;
+    audit.page(&m, "second-step-refused").await;
+    m.close().await.unwrap();
+    // Without script: the second step, with the code of the next step (the
+    // enrolment spent this one).
+    let q = browser(driver_port, &pin, &profiles.path().join("d"), false).await;
+    q.goto(&format!("{base}/dashboard")).await.unwrap();
+    wait_for(&q, "Sign in to continue to the Gatehouse dashboard").await;
+    fill(&q, "#email", "browser-mfa@example.com").await;
+    fill(&q, "#password", PASSWORD).await;
+    click(&q, "button[type=submit]").await;
+    wait_for(&q, "Enter your sign-in code").await;
+    let t = crate::mfa::server_time(&s).await;
+    fill(&q, "#code", &crate::mfa::totp_at(&key, t + 30)).await;
+    click(&q, "button[type=submit]").await;
+    wait_for(&q, ">Account</a>").await;
+    q.close().await.unwrap();
+
     assert!(
         audit.problems.is_empty(),
         "page checks failed:\n  {}",
