@@ -776,7 +776,9 @@ async fn the_dashboard_in_chromium() {
     fill(&m, "#password", PASSWORD).await;
     click(&m, "button[type=submit]").await;
     wait_for(&m, ">Account</a>").await;
-    m.goto(&format!("{base}/account/security/totp")).await.unwrap();
+    m.goto(&format!("{base}/account/security/totp"))
+        .await
+        .unwrap();
     wait_for(&m, "Add an authenticator app").await;
     audit.page(&m, "account-totp").await;
     let key = m

@@ -67,7 +67,7 @@ impl Mail {
             .unwrap_or_else(|| panic!("an invitation link {PUBLIC_URL}/invite/…: {self:#?}"))
     }
 
-    fn reset_token(&self) -> String {
+    pub(crate) fn reset_token(&self) -> String {
         self.link_token("/password/reset/")
             .unwrap_or_else(|| panic!("a reset link {PUBLIC_URL}/password/reset/…: {self:#?}"))
     }

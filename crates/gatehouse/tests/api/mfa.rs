@@ -823,3 +823,76 @@ async fn d56_the_admin_reset_removes_factors_and_signs_the_person_out() {
         .await;
     assert_eq!(res.status(), StatusCode::NOT_FOUND);
 }
+
+/// D56: "never": a password reset removes no factor and signs nobody in;
+/// the next sign-in, with the new password, still asks for the code.
+#[tokio::test]
+async fn d56_a_password_reset_keeps_the_factor_and_signs_nobody_in() {
+    let s = TestServer::start().await;
+    let rp = rp(&s).await;
+    let me = person(&s, &s.org(), "forgetful@example.com", Role::Editor).await;
+    let email = me.email.as_str();
+    let mut b = Browser::new(&s);
+    sign_in(&mut b, email).await;
+    let _ = enrol_on_account_page(&s, &mut b).await;
+
+    let mut r = Browser::new(&s);
+    let page = r
+        .get(&format!("/password/forgot?client_id={}", rp.id))
+        .await;
+    let form = form_to(&page, "/password/forgot");
+    let sent = r.submit(&form, &[("email", email)]).await;
+    assert_eq!(sent.status, StatusCode::OK, "{}", sent.body);
+    let mut token = None;
+    for _ in 0..100 {
+        token = crate::invitations::mails_to(&s.data_dir(), email)
+            .iter()
+            .find(|m| m.body.contains("/password/reset/"))
+            .map(|m| m.reset_token());
+        if token.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let token = token.expect("a reset e-mail");
+    let page = r.get(&format!("/password/reset/{token}")).await;
+    let form = page.form_with("password").expect("the reset form");
+    let new = "a fresh passphrase after a reset";
+    let done = r
+        .submit(&form, &[("password", new), ("confirm", new)])
+        .await;
+    assert_eq!(done.status, StatusCode::OK, "{}", done.body);
+    assert!(
+        !r.jar.keys().any(|k| k.ends_with("gh_session")),
+        "a reset signs nobody in: {:?}",
+        r.jar
+    );
+    let admin = s.token("users:write").await;
+    let listed: Value = s
+        .call(
+            Method::GET,
+            &format!("/v1/users/{}/mfa", me.id),
+            &admin,
+            None,
+        )
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        listed["data"][0]["type"], "totp",
+        "the factor stays: {listed}"
+    );
+    // The next sign-in: the new password, then the code.
+    let mut c = Browser::new(&s);
+    let login = Auth::new(&rp, &[]).start(&mut c).await;
+    let form = login.form_with("password").unwrap();
+    let step = c
+        .submit(&form, &[("email", email), ("password", new)])
+        .await;
+    assert!(
+        step.body.contains("Enter your sign-in code"),
+        "{}",
+        step.body
+    );
+}
