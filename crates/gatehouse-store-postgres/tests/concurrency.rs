@@ -129,6 +129,7 @@ async fn chain_with_token(s: &PgStore, chain: &str, byte: u8) -> OrgId {
         .unwrap();
     let now = Timestamp::now();
     let code = AuthCode {
+        authn: None,
         digest: [byte; 32],
         org: o.id.clone(),
         client: c.id.clone(),
@@ -146,6 +147,7 @@ async fn chain_with_token(s: &PgStore, chain: &str, byte: u8) -> OrgId {
     };
     s.insert_auth_code(&code.org, &code).await.unwrap();
     let ch = RefreshChain {
+        authn: None,
         id: ChainId::parse(chain).unwrap(),
         org: o.id.clone(),
         client: c.id,
@@ -240,6 +242,7 @@ async fn refresh_rotation_and_code_redemption_have_one_winner() {
         (code.user, code.client)
     };
     let code = AuthCode {
+        authn: None,
         digest: [3; 32],
         org: o.clone(),
         client: c.clone(),
@@ -262,6 +265,7 @@ async fn refresh_rotation_and_code_redemption_have_one_winner() {
         tasks.push(tokio::spawn(async move {
             let id = format!("codechain{i}");
             let ch = RefreshChain {
+                authn: None,
                 id: ChainId::parse(&id).unwrap(),
                 org: o,
                 client: c,
