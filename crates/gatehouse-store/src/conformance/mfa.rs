@@ -177,7 +177,13 @@ pub async fn recovery_codes_are_spent_once_and_reset_removes_all(s: &dyn Store) 
     s.write_mfa(&o, &fx, now, teller()).await.unwrap();
     let sess = session(&o, &u.id, now, Timestamp::now().plus_seconds(3600));
     s.create_session(&o, &[61; 32], &sess, &[]).await.unwrap();
-    let fx = effect::of_mfa_reset(teller(), &u.id, std::slice::from_ref(&t.factor), &mail(), now);
+    let fx = effect::of_mfa_reset(
+        teller(),
+        &u.id,
+        std::slice::from_ref(&t.factor),
+        &mail(),
+        now,
+    );
     s.write_mfa(&o, &fx, now, teller()).await.unwrap();
     assert_eq!(s.factors(&o, &u.id).await.unwrap(), Default::default());
     assert!(
