@@ -424,6 +424,14 @@ async fn every_operation_of_the_table_sends_its_method_and_path() {
             "listUserSessions" => c.list_user_sessions(u).next().await.unwrap().map(drop),
             "endUserSessions" => c.end_user_sessions(u).await,
             "endUserSession" => c.end_user_session(u, "ses_1").await,
+            "listMyMfa" => c.list_my_mfa().await.map(drop),
+            "listUserMfa" => c.list_user_mfa(u).await.map(drop),
+            "resetUserMfa" => c.reset_user_mfa(u).await,
+            "getSecurityPolicy" => c.get_security_policy().await.map(drop),
+            "updateSecurityPolicy" => c
+                .update_security_policy(&gatehouse_client::SecurityPolicyPatch::mfa("required"))
+                .await
+                .map(drop),
             "listProducts" => c
                 .list_products(ProductFilter::new())
                 .next()

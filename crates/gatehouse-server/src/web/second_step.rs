@@ -233,7 +233,7 @@ async fn complete(
     st: &AppState,
     step: &Step,
     browser: &pages::Browser,
-    amr: &[String],
+    amr: Option<&[String]>,
     then: Option<Response>,
 ) -> Response {
     let Step {
@@ -262,6 +262,13 @@ async fn complete(
             let Some(current) = current.filter(|s| &s.id == id && s.user == user.id) else {
                 return sign_in_again(st, headers, p, EXPIRED).await;
             };
+            // A skipped enrolment authenticates nothing: the session stays
+            // as it was (and the next authorization asks again).
+            let Some(amr) = amr else {
+                let mut res = continue_after(st, headers, p, user, &current).await;
+                pages::set_cookie(st, &mut res, pending_cookie(st), "", Some(0));
+                return res;
+            };
             match st.app.step_up(&current, amr).await {
                 Ok(s) => (s, None),
                 Err(e) => {
@@ -279,7 +286,7 @@ async fn complete(
                     &client,
                     &browser.used,
                     browser.request.clone(),
-                    amr,
+                    amr.unwrap_or(&[]),
                 )
                 .await;
             match created {
@@ -366,7 +373,7 @@ async fn second_factor(
                 }
                 _ => None,
             };
-            complete(&st, &step, &browser, &passed.amr, then).await
+            complete(&st, &step, &browser, Some(&passed.amr), then).await
         }
         Err(SecondStepError::Wrong | SecondStepError::Blocked) => {
             code_page(
@@ -407,6 +414,16 @@ async fn enrol(State(st): State<AppState>, browser: pages::Browser, request: Req
         request: browser.request.clone(),
     };
     let org = step.pending.org.clone();
+    // Only a person facing the enrolment step enrols here: one with a
+    // factor gives its code (an enrolment cannot replace the second step).
+    match st.app.next_step(&org, &step.user).await {
+        Ok(SecondStep::Enrol { .. }) => {}
+        Ok(_) => return sign_in_again(&st, &step.headers, &step.p, EXPIRED).await,
+        Err(e) => {
+            tracing::error!(cause = %e, "reading the second step failed");
+            return authorize::unavailable(&st);
+        }
+    }
     match st
         .app
         .confirm_totp(&org, &step.user, sealed, code, &origin)
@@ -457,7 +474,7 @@ async fn enrol(State(st): State<AppState>, browser: pages::Browser, request: Req
     let continue_to = format!("/oauth/authorize?{}", step.p.query());
     let page = recovery_codes_page(&st, &codes, &continue_to);
     let amr = gatehouse_domain::mfa::amr_with_otp(&gatehouse_domain::mfa::amr_password());
-    complete(&st, &step, &browser, &amr, Some(page)).await
+    complete(&st, &step, &browser, Some(&amr), Some(page)).await
 }
 
 /// The recovery codes, shown once with a download (D56).
@@ -497,6 +514,5 @@ async fn skip(State(st): State<AppState>, browser: pages::Browser, request: Requ
             return authorize::unavailable(&st);
         }
     }
-    let amr = gatehouse_domain::mfa::amr_password();
-    complete(&st, &step, &browser, &amr, None).await
+    complete(&st, &step, &browser, None, None).await
 }

@@ -60,6 +60,11 @@ pub const OAUTH_ERRORS: &[(&str, &[u16], &str)] = &[
         "`prompt=none` was asked for, and the person has not consented to these scopes for this client (always the case for public clients with loopback redirect URIs). Ask again without `prompt=none`.",
     ),
     (
+        "unmet_authentication_requirements",
+        &[303],
+        "The request's `claims` asked for an Essential `acr` the person cannot reach (no second factor for `urn:gatehouse:acr:mfa`, no passkey for `phr`). The redirect carries your `state`. Ask without the Essential `acr`, or have the person add a second factor on their account page first.",
+    ),
+    (
         "request_uri_not_supported",
         &[303],
         "The authorization request used `request_uri`; Gatehouse does not support request objects (`request_uri_parameter_supported: false`).",
@@ -113,6 +118,7 @@ pub(super) fn oauth_codes_of(path: &str) -> &'static [&'static str] {
             "access_denied",
             "login_required",
             "consent_required",
+            "unmet_authentication_requirements",
             "request_uri_not_supported",
             "temporarily_unavailable",
             "server_error",

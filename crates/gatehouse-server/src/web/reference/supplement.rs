@@ -131,6 +131,18 @@ pub fn supplement() -> Value {
             "Pre-fills the e-mail on the sign-in page.",
             json!({"type": "string"})
         ),
+        q(
+            "acr_values",
+            false,
+            "Levels you would like, space-separated, in order of preference: `urn:gatehouse:acr:pwd` (a password), `urn:gatehouse:acr:mfa` (a password and a second factor), `phr` (a passkey). Voluntary: a person with a second factor is asked for it to reach the first supported level; a person without one signs in anyway. The ID token's `acr` tells what was reached; unknown values are ignored.",
+            json!({"type": "string"})
+        ),
+        q(
+            "claims",
+            false,
+            "OpenID Connect's claims request (JSON). Only an Essential `acr` is honoured, e.g. `{\"id_token\":{\"acr\":{\"essential\":true,\"value\":\"urn:gatehouse:acr:mfa\"}}}`: the person steps up to that level, or the browser comes back with `error=unmet_authentication_requirements` (`login_required` with `prompt=none`). A value that is not a JSON object is `invalid_request`.",
+            json!({"type": "string"})
+        ),
     ]);
     json!({
         "/oauth/authorize": {"get": {
@@ -155,6 +167,9 @@ pub fn supplement() -> Value {
                     "token_type": {"type": "string", "enum": ["Bearer"]},
                     "token_use": {"type": "string", "enum": ["access_token", "refresh_token", "api_key"]},
                     "org": {"type": "string", "description": "The organization (`org_…`)."},
+                    "amr": {"type": "array", "items": {"type": "string"}, "description": "How the person signed in (RFC 8176): `[\"pwd\"]`, or `[\"pwd\",\"otp\",\"mfa\"]` with a second factor. A person's tokens only, of sign-ins since second factors came."},
+                    "acr": {"type": "string", "description": "The level reached: `urn:gatehouse:acr:pwd`, `urn:gatehouse:acr:mfa` or `phr`."},
+                    "auth_time": {"type": "integer", "description": "Epoch seconds of the sign-in or the latest step-up."},
                 }}}}},
                 "400": {"description": "OAuth error", "content": oauth_error.clone()},
                 "401": {"description": "Client authentication failed, or a public client", "content": oauth_error.clone()},
@@ -175,7 +190,7 @@ pub fn supplement() -> Value {
         "/.well-known/openid-configuration": {"get": {
             "operationId": "openidConfiguration", "tags": ["Discovery"],
             "summary": "OpenID Connect discovery document",
-            "description": "The server metadata (issuer, endpoints, `jwks_uri`, supported scopes, grants and PKCE methods) plus `userinfo_endpoint`, `end_session_endpoint`, `introspection_endpoint`, `subject_types_supported: [\"public\"]`, `id_token_signing_alg_values_supported: [\"ES256\"]`, `claims_supported`, `authorization_response_iss_parameter_supported: true` and `request_uri_parameter_supported: false`. OpenID Connect libraries read it to configure themselves.",
+            "description": "The server metadata (issuer, endpoints, `jwks_uri`, supported scopes, grants and PKCE methods) plus `userinfo_endpoint`, `end_session_endpoint`, `introspection_endpoint`, `subject_types_supported: [\"public\"]`, `id_token_signing_alg_values_supported: [\"ES256\"]`, `claims_supported` (with `amr`, `acr` and `auth_time`), `acr_values_supported` (`urn:gatehouse:acr:pwd`, `urn:gatehouse:acr:mfa`, `phr`, lowest first), `claims_parameter_supported: true`, `authorization_response_iss_parameter_supported: true` and `request_uri_parameter_supported: false`. OpenID Connect libraries read it to configure themselves.",
             "responses": {"200": {"description": "Metadata", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Object"}}}}},
         }},
     })
