@@ -46,6 +46,9 @@ pub enum MfaError {
     LastFactor,
     #[error("no such factor")]
     NotFound,
+    /// Recovery codes stand in for a factor: none without one (D56).
+    #[error("recovery codes need a factor")]
+    NoFactor,
     #[error(transparent)]
     Failed(#[from] AppError),
 }
@@ -395,7 +398,17 @@ impl App {
             ),
         );
         let tell = self.teller(origin);
-        let fx = effect::of_factor_removal(&tell, &user.id, factor, &mail, now);
+        let mut fx = effect::of_factor_removal(&tell, &user.id, factor, &mail, now);
+        // The recovery codes go with the last factor they stood in for.
+        if listed.len() == 1 {
+            fx.insert(
+                1,
+                Effect::PutRecoveryCodes {
+                    user: user.id.clone(),
+                    digests: Vec::new(),
+                },
+            );
+        }
         self.mfa_store()
             .write_mfa(org, &fx, now, &tell)
             .await
@@ -409,7 +422,15 @@ impl App {
         org: &OrgId,
         user: &User,
         origin: &Origin,
-    ) -> AppResult<Vec<String>> {
+    ) -> Result<Vec<String>, MfaError> {
+        let factors = self
+            .mfa_store()
+            .factors(org, &user.id)
+            .await
+            .or_app(Resource::User)?;
+        if !factors.any() {
+            return Err(MfaError::NoFactor);
+        }
         let key = self.recovery_key().await?;
         let codes = totp::new_recovery_codes();
         let digests = codes
@@ -524,69 +545,61 @@ impl App {
     ) -> Result<Passed, SecondStepError> {
         let now = Timestamp::now();
         let store = self.mfa_store();
-        let failures = store
-            .second_step_failures(org, &user.id, mfa::failures_since(now))
-            .await
-            .or_app(Resource::User)?;
-        if mfa::attempt_ended(&failures, attempt) {
-            return Err(SecondStepError::AttemptEnded);
-        }
         if user.status != UserStatus::Active {
             return Err(SecondStepError::AttemptEnded);
         }
         let recovery = mfa::canonical_recovery_code(entered).is_some();
-        // D56: recovery codes are accepted during the block.
-        if !recovery && mfa::blocked(&failures, now) {
-            return Err(SecondStepError::Blocked);
-        }
-        let amr = mfa::amr_with_otp(amr_before);
-        if recovery {
-            let key = self.recovery_key().await?;
-            if let Some(digest) = totp::recovery_digest(&key, entered) {
-                let mail = self.factor_mail(
-                    user,
-                    "A recovery code was used for your Gatehouse account",
-                    "One of this account's recovery codes was used to sign in. Each code works once; make a new set on the account page when few are left.",
-                );
-                let fx = [Effect::Mail(Box::new(mail))];
-                let left = store
-                    .use_recovery_code(org, &user.id, &digest, now, &fx)
-                    .await
-                    .or_app(Resource::User)?;
-                if let Some(left) = left {
-                    let _ = request;
-                    return Ok(Passed {
-                        amr,
-                        recovery_left: Some(left),
-                    });
-                }
-            }
-        } else {
-            let factors = store.factors(org, &user.id).await.or_app(Resource::User)?;
-            if let Some(t) = &factors.totp {
-                let auth = self.sealer()?;
-                let secret = auth
-                    .open_totp_secret(org, &user.id, &t.factor.id, &t.sealed_secret)
-                    .ok_or_else(|| {
-                        AppError::Internal("a TOTP seed does not open under the master key".into())
-                    })?;
-                if let Some(step) = totp::verify(&secret, entered, now, Some(t.last_step))
-                    && store
-                        .accept_totp_step(org, &user.id, &t.factor.id, step, now)
-                        .await
-                        .or_app(Resource::User)?
-                {
-                    return Ok(Passed {
-                        amr,
-                        recovery_left: None,
-                    });
-                }
-            }
-        }
+        // Each try is recorded as a wrong code *before* the code is
+        // checked (and forgotten when it was right), so tries sent in
+        // parallel see each other: no more than five codes are ever
+        // checked in one attempt, nor past the block (D56).
+        let reservation = format!("{attempt}.{}", gatehouse_domain::random::base62(64));
         store
-            .record_second_step_failure(org, &user.id, attempt, now)
+            .record_second_step_failure(org, &user.id, &reservation, now)
             .await
             .or_app(Resource::User)?;
+        let failures: Vec<(String, Timestamp)> = store
+            .second_step_failures(org, &user.id, mfa::failures_since(now))
+            .await
+            .or_app(Resource::User)?
+            .into_iter()
+            .map(|(a, at)| {
+                let named = a.split_once('.').map_or(a.as_str(), |(n, _)| n).to_owned();
+                ((a == reservation).then_some(()), (named, at))
+            })
+            .filter_map(|(own, f)| own.is_none().then_some(f))
+            .collect();
+        // Refused before its code is checked: the try is not a wrong code.
+        let refused = mfa::attempt_ended(&failures, attempt)
+            .then_some(SecondStepError::AttemptEnded)
+            // D56: recovery codes are accepted during the block.
+            .or_else(|| {
+                (!recovery && mfa::blocked(&failures, now)).then_some(SecondStepError::Blocked)
+            });
+        if let Some(refused) = refused {
+            store
+                .forget_second_step_failure(org, &user.id, &reservation)
+                .await
+                .or_app(Resource::User)?;
+            return Err(refused);
+        }
+        let amr = mfa::amr_with_otp(amr_before);
+        let right = if recovery {
+            self.spend_recovery_code(org, user, entered, now).await?
+        } else {
+            self.accept_totp(org, user, entered, now).await?
+        };
+        if let Some(recovery_left) = right {
+            store
+                .forget_second_step_failure(org, &user.id, &reservation)
+                .await
+                .or_app(Resource::User)?;
+            let _ = request;
+            return Ok(Passed {
+                amr,
+                recovery_left: recovery.then_some(recovery_left),
+            });
+        }
         let mut after = failures;
         after.push((attempt.to_owned(), now));
         if mfa::attempt_ended(&after, attempt) {
@@ -598,16 +611,82 @@ impl App {
         }
     }
 
-    /// A passed step-up of `session` (D56): its `amr` raised, its
-    /// `auth_time` now.
-    pub async fn step_up(&self, session: &Session, amr: &[String]) -> Result<Session, StoreError> {
-        let now = Timestamp::now();
+    /// Spends `entered` as a recovery code of `user`, e-mailing them: the
+    /// codes left, or `None` when it is not an unused code of theirs.
+    async fn spend_recovery_code(
+        &self,
+        org: &OrgId,
+        user: &User,
+        entered: &str,
+        now: Timestamp,
+    ) -> Result<Option<u32>, SecondStepError> {
+        let key = self.recovery_key().await?;
+        let Some(digest) = totp::recovery_digest(&key, entered) else {
+            return Ok(None);
+        };
+        let mail = self.factor_mail(
+            user,
+            "A recovery code was used for your Gatehouse account",
+            "One of this account's recovery codes was used to sign in. Each code works once; make a new set on the account page when few are left.",
+        );
+        let fx = [Effect::Mail(Box::new(mail))];
+        Ok(self
+            .mfa_store()
+            .use_recovery_code(org, &user.id, &digest, now, &fx)
+            .await
+            .or_app(Resource::User)?)
+    }
+
+    /// Accepts `entered` as the code of `user`'s authenticator app under
+    /// the replay rule: `Some(0)` when right.
+    async fn accept_totp(
+        &self,
+        org: &OrgId,
+        user: &User,
+        entered: &str,
+        now: Timestamp,
+    ) -> Result<Option<u32>, SecondStepError> {
+        let store = self.mfa_store();
+        let factors = store.factors(org, &user.id).await.or_app(Resource::User)?;
+        let Some(t) = &factors.totp else {
+            return Ok(None);
+        };
+        let secret = self
+            .sealer()?
+            .open_totp_secret(org, &user.id, &t.factor.id, &t.sealed_secret)
+            .ok_or_else(|| {
+                AppError::Internal("a TOTP seed does not open under the master key".into())
+            })?;
+        let Some(step) = totp::verify(&secret, entered, now, Some(t.last_step)) else {
+            return Ok(None);
+        };
+        let accepted = store
+            .accept_totp_step(org, &user.id, &t.factor.id, step, now)
+            .await
+            .or_app(Resource::User)?;
+        Ok(accepted.then_some(0))
+    }
+
+    /// A passed step-up of `session` (D56): its `amr` raised, and its
+    /// `auth_time` now when `authenticated` (a code of a factor held
+    /// before), else kept (an enrolment authenticates nobody).
+    pub async fn step_up(
+        &self,
+        session: &Session,
+        amr: &[String],
+        authenticated: bool,
+    ) -> Result<Session, StoreError> {
+        let at = if authenticated {
+            Timestamp::now()
+        } else {
+            session.auth_time
+        };
         self.mfa_store()
-            .step_up_session(&session.org, &session.id, amr, now)
+            .step_up_session(&session.org, &session.id, amr, at)
             .await?;
         Ok(Session {
             amr: amr.to_vec(),
-            auth_time: now,
+            auth_time: at,
             ..session.clone()
         })
     }

@@ -133,6 +133,11 @@ pub fn parse_acr_request(
             if acr.get("essential").and_then(serde_json::Value::as_bool) != Some(true) {
                 continue;
             }
+            // Essential without `value(s)`: any level meets it (OpenID
+            // Connect Core §5.5.1), so it asks nothing.
+            if acr.get("value").is_none() && acr.get("values").is_none() {
+                continue;
+            }
             let mut levels: Vec<Level> = Vec::new();
             if let Some(one) = acr.get("value").and_then(serde_json::Value::as_str) {
                 levels.extend(Level::parse(one));

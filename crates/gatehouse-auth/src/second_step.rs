@@ -36,11 +36,18 @@ pub struct PendingSignIn {
 }
 
 impl PendingSignIn {
+    /// A new attempt after a password; a step-up's attempt is named by its
+    /// session, so asking again for the same session gains no new five
+    /// codes (D56: after five, the password is asked again).
     pub fn new(org: &OrgId, user: &UserId, session: Option<&SessionId>) -> Self {
+        let attempt = match session {
+            Some(s) => format!("step-up-{s}"),
+            None => gatehouse_domain::random::base62(96),
+        };
         Self {
             org: org.clone(),
             user: user.clone(),
-            attempt: gatehouse_domain::random::base62(96),
+            attempt,
             session: session.cloned(),
             exp: Timestamp::now().unix_seconds() + PENDING_TTL_SECS,
         }
@@ -129,6 +136,12 @@ mod tests {
         let a = PendingSignIn::new(&o, &u, None);
         let b = PendingSignIn::new(&o, &u, None);
         assert_ne!(a.attempt, b.attempt);
+        let s = SessionId::generate();
+        assert_eq!(
+            PendingSignIn::new(&o, &u, Some(&s)).attempt,
+            PendingSignIn::new(&o, &u, Some(&s)).attempt,
+            "a step-up's attempt is its session's"
+        );
         assert!(a.exp > Timestamp::now().unix_seconds());
     }
 }

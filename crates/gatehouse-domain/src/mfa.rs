@@ -432,9 +432,10 @@ pub struct Factors {
 }
 
 impl Factors {
-    /// Whether a second step can be asked: a factor, or recovery codes.
+    /// Whether the person has a factor (recovery codes are not one: they
+    /// stand in for a factor, and go with the last one).
     pub fn any(&self) -> bool {
-        self.totp.is_some() || self.recovery_remaining.is_some_and(|n| n > 0)
+        self.totp.is_some()
     }
 
     /// The factors as listed (D56: by creation).

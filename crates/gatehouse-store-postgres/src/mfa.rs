@@ -256,6 +256,23 @@ impl MfaStore for PgStore {
         })
     }
 
+    async fn forget_second_step_failure(
+        &self,
+        org: &OrgId,
+        user: &UserId,
+        attempt: &str,
+    ) -> StoreResult<()> {
+        write_tx!(self, |tx| {
+            query("DELETE FROM second_step_failures WHERE user_id = $1 AND org_id = $2 AND attempt = $3")
+                .bind(user.as_str())
+                .bind(org.as_str())
+                .bind(attempt)
+                .execute(&mut *tx)
+                .await?;
+            Ok(())
+        })
+    }
+
     async fn second_step_failures(
         &self,
         org: &OrgId,

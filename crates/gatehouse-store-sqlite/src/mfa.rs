@@ -265,6 +265,25 @@ impl MfaStore for SqliteStore {
             .await
     }
 
+    async fn forget_second_step_failure(
+        &self,
+        org: &OrgId,
+        user: &UserId,
+        attempt: &str,
+    ) -> StoreResult<()> {
+        let (org, user, attempt) = (org.clone(), user.clone(), attempt.to_owned());
+        self.pool
+            .write(move |tx| {
+                tx.prepare_cached(
+                    "DELETE FROM second_step_failures WHERE user_id = ?1 AND org_id = ?2 AND attempt = ?3",
+                )
+                .and_then(|mut s| s.execute(params![user.as_str(), org.as_str(), attempt]))
+                .map_err(db_err)?;
+                Ok(())
+            })
+            .await
+    }
+
     async fn second_step_failures(
         &self,
         org: &OrgId,

@@ -58,6 +58,14 @@ pub trait MfaStore: Send + Sync {
         attempt: &str,
         at: Timestamp,
     ) -> StoreResult<()>;
+    /// Forgets the wrong code recorded as `attempt` (a reservation of the
+    /// second step that turned out right).
+    async fn forget_second_step_failure(
+        &self,
+        org: &OrgId,
+        user: &UserId,
+        attempt: &str,
+    ) -> StoreResult<()>;
     /// `user`'s wrong codes since `since`, each with its attempt.
     async fn second_step_failures(
         &self,

@@ -243,6 +243,47 @@ fn unmet(st: &AppState, req: &AuthorizeRequest) -> Response {
     )
 }
 
+/// D56: whether a signed-in `session` serves `req` as it is; else what
+/// must come first: the second step (or the enrolment step) under the
+/// organization's policy or for the level asked, `unmet_authentication_requirements`,
+/// or `login_required` with `prompt=none`. With `prompt=none`, `acr_values`
+/// is answered with the level reached.
+async fn session_serves(
+    st: &AppState,
+    req: &AuthorizeRequest,
+    p: &AuthorizeParameters,
+    headers: &HeaderMap,
+    user: &User,
+    session: &Session,
+) -> Option<Response> {
+    let acr = if req.prompt.none {
+        gatehouse_domain::mfa::AcrRequest {
+            voluntary: Vec::new(),
+            ..req.acr.clone()
+        }
+    } else {
+        req.acr.clone()
+    };
+    match st.app.step_up_for(session, user, &acr).await {
+        Ok(StepUp::Met) => None,
+        Ok(StepUp::Unmet) => Some(unmet(st, req)),
+        Ok(StepUp::Needed(_)) if req.prompt.none => Some(refuse(
+            st,
+            req.error(
+                OAuthErrorKind::LoginRequired,
+                "the person has to confirm the sign-in with a second factor",
+            ),
+        )),
+        Ok(StepUp::Needed(step)) => Some(
+            second_step::begin(st, headers, p, &req.client.org, user, Some(session), step).await,
+        ),
+        Err(e) => {
+            tracing::error!(cause = %e, "reading the second step failed");
+            Some(unavailable(st))
+        }
+    }
+}
+
 async fn session_user(
     st: &AppState,
     headers: &HeaderMap,
@@ -273,42 +314,9 @@ async fn authorize(
     };
     match session_user(&st, &headers, &req, &browser).await {
         Some((user, session)) if !req.needs_fresh_login(session.auth_time) => {
-            // D56: with `prompt=none`, `acr_values` is answered with the
-            // level achieved; the policy and an Essential `acr` still hold.
-            let acr = if req.prompt.none {
-                gatehouse_domain::mfa::AcrRequest {
-                    voluntary: Vec::new(),
-                    ..req.acr.clone()
-                }
-            } else {
-                req.acr.clone()
-            };
-            match st.app.step_up_for(&session, &user, &acr).await {
-                Ok(StepUp::Met) => after_sign_in(&st, &req, &p, &headers, &user, &session).await,
-                Ok(StepUp::Unmet) => unmet(&st, &req),
-                Ok(StepUp::Needed(_)) if req.prompt.none => refuse(
-                    &st,
-                    req.error(
-                        OAuthErrorKind::LoginRequired,
-                        "the person has to confirm the sign-in with a second factor",
-                    ),
-                ),
-                Ok(StepUp::Needed(step)) => {
-                    second_step::begin(
-                        &st,
-                        &headers,
-                        &p,
-                        &req.client.org,
-                        &user,
-                        Some(&session),
-                        step,
-                    )
-                    .await
-                }
-                Err(e) => {
-                    tracing::error!(cause = %e, "reading the second step failed");
-                    unavailable(&st)
-                }
+            match session_serves(&st, &req, &p, &headers, &user, &session).await {
+                None => after_sign_in(&st, &req, &p, &headers, &user, &session).await,
+                Some(first) => first,
             }
         }
         _ if req.prompt.none => refuse(
@@ -475,6 +483,12 @@ async fn decide(State(st): State<AppState>, browser: pages::Browser, request: Re
     let Some((user, session)) = session_user(&st, &headers, &req, &browser).await else {
         return login_page(&st, &req, &p, &headers, None, "").await;
     };
+    // The decision is for a session that still serves this request: past
+    // the second step the policy or the level asked needs (D56). (Not
+    // `prompt=login` or `max_age` again: the sign-in just shown met them.)
+    if let Some(first) = session_serves(&st, &req, &p, &headers, &user, &session).await {
+        return first;
+    }
     match form.value("decision") {
         Some("allow") => {
             let granted = req.grantable(user.role);

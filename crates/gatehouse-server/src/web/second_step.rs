@@ -235,6 +235,7 @@ async fn complete(
     browser: &pages::Browser,
     amr: Option<&[String]>,
     then: Option<Response>,
+    enrolled: bool,
 ) -> Response {
     let Step {
         headers,
@@ -248,7 +249,9 @@ async fn complete(
         dashboard::dashboard_client_id()
     } else {
         match st.app.check_authorize(&p.to_params()).await {
-            Ok(req) => req.client.id,
+            // The password was checked in the client's organization (D26).
+            Ok(req) if req.client.org == pending.org => req.client.id,
+            Ok(_) => return sign_in_again(st, headers, p, EXPIRED).await,
             Err(e) => return authorize::refuse(st, e),
         }
     };
@@ -269,7 +272,10 @@ async fn complete(
                 pages::set_cookie(st, &mut res, pending_cookie(st), "", Some(0));
                 return res;
             };
-            match st.app.step_up(&current, amr).await {
+            // An enrolment proves no factor held before: it raises `amr`
+            // but leaves `auth_time` (the account page's freshness and
+            // `max_age` count from the last real authentication).
+            match st.app.step_up(&current, amr, !enrolled).await {
                 Ok(s) => (s, None),
                 Err(e) => {
                     tracing::error!(cause = %e, "a step-up failed on storage");
@@ -356,24 +362,10 @@ async fn second_factor(
         .await;
     match passed {
         Ok(passed) => {
-            // A recovery code used: the page says how many are left when
-            // few are, then goes on.
-            let then = match passed.recovery_left {
-                Some(left) if left <= gatehouse_domain::mfa::RECOVERY_CODES_LOW as u32 => {
-                    Some(pages::message(
-                        &st,
-                        StatusCode::OK,
-                        "Recovery code used",
-                        &format!(
-                            "You have {left} recovery code{} left. Make a new set on your account page ({}/account/security). Sign in again to continue.",
-                            if left == 1 { "" } else { "s" },
-                            st.config.public_url.trim_end_matches('/')
-                        ),
-                    ))
-                }
-                _ => None,
-            };
-            complete(&st, &step, &browser, Some(&passed.amr), then).await
+            // A recovery code used: its e-mail tells the person, and the
+            // account page warns when few are left (D56); the sign-in goes
+            // on where the request leads.
+            complete(&st, &step, &browser, Some(&passed.amr), None, false).await
         }
         Err(SecondStepError::Wrong | SecondStepError::Blocked) => {
             code_page(
@@ -474,7 +466,7 @@ async fn enrol(State(st): State<AppState>, browser: pages::Browser, request: Req
     let continue_to = format!("/oauth/authorize?{}", step.p.query());
     let page = recovery_codes_page(&st, &codes, &continue_to);
     let amr = gatehouse_domain::mfa::amr_with_otp(&gatehouse_domain::mfa::amr_password());
-    complete(&st, &step, &browser, Some(&amr), Some(page)).await
+    complete(&st, &step, &browser, Some(&amr), Some(page), true).await
 }
 
 /// The recovery codes, shown once with a download (D56).
@@ -508,11 +500,12 @@ async fn skip(State(st): State<AppState>, browser: pages::Browser, request: Requ
             )
             .await;
         }
-        Ok(_) => {}
+        // A person with a factor gives its code: nothing else is skipped.
+        Ok(_) => return sign_in_again(&st, &step.headers, &step.p, EXPIRED).await,
         Err(e) => {
             tracing::error!(cause = %e, "reading the second step failed");
             return authorize::unavailable(&st);
         }
     }
-    complete(&st, &step, &browser, None, None).await
+    complete(&st, &step, &browser, None, None, false).await
 }

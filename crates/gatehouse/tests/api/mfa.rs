@@ -896,3 +896,159 @@ async fn d56_a_password_reset_keeps_the_factor_and_signs_nobody_in() {
         step.body
     );
 }
+
+/// Review of D56's second step: nothing skips it. The skip form of the
+/// enrolment step refuses a person who has a factor; the consent form of
+/// a session the policy no longer lets through gives no code; tries sent
+/// in parallel check no more than five codes of one attempt.
+#[tokio::test]
+async fn d56_nothing_skips_the_second_step() {
+    let s = TestServer::start_with(|st| {
+        st.test_settings = true;
+        st.mfa_grace_day_secs = 2;
+    })
+    .await;
+    let rp = rp(&s).await;
+    let me = person(&s, &s.org(), "no-skip@example.com", Role::Editor).await;
+    let email = me.email.as_str();
+    let mut b = Browser::new(&s);
+    sign_in(&mut b, email).await;
+    let (secret, _) = enrol_on_account_page(&s, &mut b).await;
+
+    // The skip form, posted by someone who knows the password only.
+    let mut x = Browser::new(&s);
+    let login = Auth::new(&rp, &[]).start(&mut x).await;
+    let step = password(&mut x, &login, email).await;
+    assert!(
+        step.body.contains("Enter your sign-in code"),
+        "{}",
+        step.body
+    );
+    let mut form = form_to(&step, "/oauth/authorize/second-factor");
+    form.action = "/oauth/authorize/skip".into();
+    let skipped = x.submit(&form, &[]).await;
+    assert!(skipped.location().is_none(), "no redirect with a code");
+    assert!(skipped.form_with("password").is_some(), "{}", skipped.body);
+    assert!(
+        !x.jar.keys().any(|k| k.ends_with("gh_session")),
+        "no session"
+    );
+
+    // Parallel tries of one attempt: at most five codes are checked, so at
+    // most four are answered as merely wrong.
+    let mut y = Browser::new(&s);
+    let login = Auth::new(&rp, &[]).start(&mut y).await;
+    let step = password(&mut y, &login, email).await;
+    let form = form_to(&step, "/oauth/authorize/second-factor");
+    let cookies = y
+        .jar
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join("; ");
+    let mut fields = form.hidden.clone();
+    fields.push(("code".into(), "000001".into()));
+    let tries = (0..12).map(|_| {
+        s.request(Method::POST, &form.action)
+            .header("cookie", cookies.clone())
+            .form(&fields)
+            .send()
+    });
+    let answers = futures_util::future::join_all(tries).await;
+    let mut wrong = 0;
+    for a in answers {
+        let body = a.unwrap().text().await.unwrap();
+        if body.contains("That code is not right") {
+            wrong += 1;
+        }
+    }
+    // (Tries refused unchecked, when five others were already in, are not
+    // wrong codes: a burst checks at most five codes, and may check none.)
+    assert!(wrong <= 4, "{wrong} codes checked as merely wrong");
+    let _ = &secret;
+
+    // A covered person's password-only session, past the deadline: its
+    // consent form gives no code.
+    let other = person(&s, &s.org(), "covered-later@example.com", Role::Editor).await;
+    let mut z = Browser::new(&s);
+    let auth = Auth::new(&rp, &[]);
+    let login = auth.start(&mut z).await;
+    let consent = password(&mut z, &login, other.email.as_str()).await;
+    let decision = consent.form_with("decision").expect("a consent page");
+    let admin = s.token("admin").await;
+    let res = s
+        .call(
+            Method::PATCH,
+            "/v1/organization/security",
+            &admin,
+            Some(json!({"mfa": "required", "enrollment_grace_days": 0})),
+        )
+        .await;
+    assert_eq!(res.status(), StatusCode::OK);
+    let answer = z.submit(&decision, &[("decision", "allow")]).await;
+    assert!(
+        !answer.location().is_some_and(|l| l.contains("code=")),
+        "no code past the policy: {:?}",
+        answer.location()
+    );
+    assert!(
+        answer.body.contains("Set up a second factor"),
+        "{}",
+        answer.body
+    );
+    assert!(!answer.body.contains("Skip for now"), "grace 0: no skip");
+
+    // Recovery codes stand in for a factor: none without one.
+    let mut w = Browser::new(&s);
+    let res = s
+        .call(
+            Method::PATCH,
+            "/v1/organization/security",
+            &admin,
+            Some(json!({"mfa": "optional"})),
+        )
+        .await;
+    assert_eq!(res.status(), StatusCode::OK);
+    let plain = person(&s, &s.org(), "no-codes@example.com", Role::Viewer).await;
+    sign_in(&mut w, plain.email.as_str()).await;
+    let page = w.get("/account/security").await;
+    assert!(
+        !page.body.contains("/account/security/recovery-codes"),
+        "no codes offered"
+    );
+    let csrf = w.jar.get("__Host-gh_csrf").cloned().unwrap_or_default();
+    let made = w
+        .post(
+            "/account/security/recovery-codes",
+            &[("csrf_token", csrf.as_str())],
+        )
+        .await;
+    assert!(
+        !made.body.contains("Save your recovery codes"),
+        "{}",
+        made.body
+    );
+    let listed: Value = s
+        .call(
+            Method::GET,
+            &format!("/v1/users/{}/mfa", plain.id),
+            &s.token("users:write").await,
+            None,
+        )
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(listed["data"], json!([]), "{listed}");
+
+    // An Essential `acr` without a value asks nothing (any level meets it).
+    let any = json!({"id_token": {"acr": {"essential": true}}}).to_string();
+    let auth = Auth::new(&rp, &[("claims", any.as_str())]);
+    let login = auth.start(&mut w).await;
+    let page = if login.form_with("password").is_some() {
+        password(&mut w, &login, plain.email.as_str()).await
+    } else {
+        login
+    };
+    assert!(signed_in(&page), "{}", page.body);
+}

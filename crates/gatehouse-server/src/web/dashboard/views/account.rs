@@ -589,6 +589,8 @@ async fn new_codes(
             &codes,
             "/account/security?done=codes",
         ),
+        // No factor, no codes (D56): the page offers to add one.
+        Err(gatehouse_app::mfa::MfaError::NoFactor) => signed.redirect(&st, "/account/security"),
         Err(e) => {
             tracing::error!(cause = %e, "account: making recovery codes failed");
             crate::web::dashboard::message(
