@@ -132,11 +132,9 @@ impl App {
             aud: self.authority().issuer().aud.clone(),
             token_use: TokenUse::RefreshToken,
             org: chain.org.clone(),
-            auth_time: chain
-                .authn
-                .as_ref()
-                .and(chain.auth_time)
-                .map(Timestamp::unix_seconds),
+            // As the chain's access tokens carry it (D49's, kept for
+            // chains begun before D56 too).
+            auth_time: chain.auth_time.map(Timestamp::unix_seconds),
             authn: chain.authn.clone(),
         }))
     }
