@@ -10,7 +10,7 @@
 
 use gatehouse_auth::totp;
 use gatehouse_domain::effect::{self, Effect};
-use gatehouse_domain::event::{Origin, RequestRef};
+use gatehouse_domain::event::Origin;
 use gatehouse_domain::link::OutboundEmail;
 use gatehouse_domain::mfa::{
     self, AcrRequest, Factor, FactorKind, Factors, Level, PolicyPatch, SecondStep, SecurityPolicy,
@@ -541,7 +541,6 @@ impl App {
         attempt: &str,
         entered: &str,
         amr_before: &[String],
-        request: Option<RequestRef>,
     ) -> Result<Passed, SecondStepError> {
         let now = Timestamp::now();
         let store = self.mfa_store();
@@ -594,7 +593,6 @@ impl App {
                 .forget_second_step_failure(org, &user.id, &reservation)
                 .await
                 .or_app(Resource::User)?;
-            let _ = request;
             return Ok(Passed {
                 amr,
                 recovery_left: recovery.then_some(recovery_left),

@@ -161,9 +161,10 @@ impl Authn {
         }
     }
 
-    /// As stored: `amr` separated by spaces, `acr` as its value.
-    pub fn columns(&self) -> (String, &'static str) {
-        (self.amr.join(" "), self.acr.as_str())
+    /// The `amr` column as stored, in sessions' one encoding
+    /// (`session::amr_to_text`); the `acr` column is `acr.as_str()`.
+    pub fn amr_text(&self) -> String {
+        crate::session::amr_to_text(&self.amr)
     }
 
     /// From the stored columns; `None` when either is absent (a code or
@@ -171,11 +172,7 @@ impl Authn {
     pub fn from_columns(amr: Option<String>, acr: Option<String>) -> Option<Self> {
         let (amr, acr) = (amr?, Level::parse(&acr?)?);
         Some(Self {
-            amr: amr
-                .split(' ')
-                .filter(|m| !m.is_empty())
-                .map(str::to_owned)
-                .collect(),
+            amr: crate::session::amr_from_text(&amr),
             acr,
         })
     }
@@ -371,6 +368,14 @@ pub fn second_step(
     }
 }
 
+/// The whole grace days left before `until` at `now` (at least 1 while any
+/// time is left), as the enrolment step shows them.
+pub fn days_left(until: Timestamp, now: Timestamp, day_secs: i64) -> i64 {
+    let day = day_secs.max(1);
+    let secs = until.unix_seconds() - now.unix_seconds();
+    (secs + day - 1).div_euclid(day).max(1)
+}
+
 // --- The second step's throttles (D56) ----------------------------------
 
 /// Wrong codes that end one attempt (the password is asked again).
@@ -562,6 +567,9 @@ mod tests {
             },
             "at the deadline, only enrolment"
         );
+        assert_eq!(days_left(now.plus_seconds(1), now, 86_400), 1);
+        assert_eq!(days_left(now.plus_seconds(86_401), now, 86_400), 2);
+        assert_eq!(days_left(now.plus_seconds(6), now, 3), 2);
     }
 
     #[test]

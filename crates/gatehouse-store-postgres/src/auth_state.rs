@@ -196,8 +196,8 @@ pub(crate) async fn insert_chain(c: &mut PgConnection, ch: &RefreshChain) -> TxR
     .bind(ch.revoked_at.map(Timestamp::millis))
     .bind(ch.auth_time.map(Timestamp::millis))
     .bind(ch.sid.as_deref())
-    .bind(ch.authn.as_ref().map(|a| a.columns().0))
-    .bind(ch.authn.as_ref().map(|a| a.columns().1))
+    .bind(ch.authn.as_ref().map(|a| a.amr_text()))
+    .bind(ch.authn.as_ref().map(|a| a.acr.as_str()))
     .execute(&mut *c)
     .await?;
     Ok(())

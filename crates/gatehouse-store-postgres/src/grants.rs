@@ -79,8 +79,8 @@ impl GrantStore for PgStore {
             .bind(code.nonce.as_deref())
             .bind(code.auth_time.map(Timestamp::millis))
             .bind(code.sid.as_deref())
-            .bind(code.authn.as_ref().map(|a| a.columns().0))
-            .bind(code.authn.as_ref().map(|a| a.columns().1))
+            .bind(code.authn.as_ref().map(|a| a.amr_text()))
+            .bind(code.authn.as_ref().map(|a| a.acr.as_str()))
             .execute(&mut *tx)
             .await?;
             Ok(())

@@ -355,7 +355,7 @@ impl MfaStore for PgStore {
             query("UPDATE sessions SET amr = $3, auth_time = $4 WHERE id = $1 AND org_id = $2")
                 .bind(session.as_str())
                 .bind(org.as_str())
-                .bind(amr.join(" "))
+                .bind(gatehouse_domain::session::amr_to_text(amr))
                 .bind(at.millis())
                 .execute(&mut *tx)
                 .await?;

@@ -194,8 +194,8 @@ pub(crate) fn insert_chain(c: &Connection, ch: &RefreshChain) -> StoreResult<()>
             ch.revoked_at.map(Timestamp::millis),
             ch.auth_time.map(Timestamp::millis),
             ch.sid,
-            ch.authn.as_ref().map(|a| a.columns().0),
-            ch.authn.as_ref().map(|a| a.columns().1),
+            ch.authn.as_ref().map(|a| a.amr_text()),
+            ch.authn.as_ref().map(|a| a.acr.as_str()),
         ])
     })
     .map_err(db_err)?;

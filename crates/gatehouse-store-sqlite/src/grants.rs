@@ -77,8 +77,8 @@ impl GrantStore for SqliteStore {
                             code.nonce,
                             code.auth_time.map(Timestamp::millis),
                             code.sid,
-                            code.authn.as_ref().map(|a| a.columns().0),
-                            code.authn.as_ref().map(|a| a.columns().1),
+                            code.authn.as_ref().map(|a| a.amr_text()),
+                            code.authn.as_ref().map(|a| a.acr.as_str()),
                         ])
                     })
                     .map_err(db_err)?;

@@ -378,7 +378,11 @@ impl MfaStore for SqliteStore {
         amr: &[String],
         at: Timestamp,
     ) -> StoreResult<()> {
-        let (org, session, amr) = (org.clone(), session.clone(), amr.join(" "));
+        let (org, session, amr) = (
+            org.clone(),
+            session.clone(),
+            gatehouse_domain::session::amr_to_text(amr),
+        );
         self.pool
             .write(move |tx| {
                 tx.prepare_cached(

@@ -56,6 +56,20 @@ scope_markers!(
     WebhooksWrite => WebhooksWrite
 );
 
+/// 403 `INSUFFICIENT_SCOPE` naming the scope `needed` (D6, RFC 6750's
+/// `WWW-Authenticate`): the answer of every endpoint's missing scope.
+pub fn insufficient_scope(needed: Scope) -> ApiError {
+    let needed = needed.as_str();
+    ApiError::new(
+        ErrorCode::InsufficientScope,
+        format!("this endpoint needs the {needed} scope"),
+    )
+    .with_header(
+        header::WWW_AUTHENTICATE,
+        &format!("Bearer error=\"insufficient_scope\", scope=\"{needed}\""),
+    )
+}
+
 /// An authenticated caller holding scope `S`. The organization comes only from
 /// here: a handler cannot name a tenant any other way (D2).
 pub struct Authorized<S> {
@@ -166,15 +180,7 @@ impl<S: RequiredScope> FromRequestParts<AppState> for Authorized<S> {
         if let Some(needed) = S::SCOPE
             && !caller.scopes().satisfies(needed)
         {
-            let needed = needed.as_str();
-            return Err(ApiError::new(
-                ErrorCode::InsufficientScope,
-                format!("this endpoint needs the {needed} scope"),
-            )
-            .with_header(
-                header::WWW_AUTHENTICATE,
-                &format!("Bearer error=\"insufficient_scope\", scope=\"{needed}\""),
-            ));
+            return Err(insufficient_scope(needed));
         }
         // D50: the key is checked and claimed here, after 401, 429 and 403
         // and before the request itself is read (D9).

@@ -15,7 +15,7 @@ use gatehouse_domain::{Scope, UserId};
 use crate::api::extract::{AnyScope, Authorized, Body, Id, ProfileRead, UsersWrite};
 use crate::api::requests::UpdateSecurityRequest;
 use crate::api::responses::{SecurityResponse, mfa_items};
-use crate::http::error::{ApiError, ErrorCode};
+use crate::http::error::ApiError;
 use crate::http::middleware::RequestCtx;
 use crate::http::respond;
 use crate::state::AppState;
@@ -158,15 +158,7 @@ pub(crate) async fn update_policy(
         Scope::Admin
     };
     if !auth.caller.scopes().satisfies(needed) {
-        let needed = needed.as_str();
-        return Err(ApiError::new(
-            ErrorCode::InsufficientScope,
-            format!("changing the security policy needs the {needed} scope"),
-        )
-        .with_header(
-            axum::http::header::WWW_AUTHENTICATE,
-            &format!("Bearer error=\"insufficient_scope\", scope=\"{needed}\""),
-        ));
+        return Err(crate::api::extract::insufficient_scope(needed));
     }
     // The body is read only after the scope is known to suffice (D9's
     // order: 403 before 400).

@@ -134,9 +134,7 @@ async fn enrol_page(
     let (csrf, new) = pages::csrf_token(st, headers);
     let (client_name, org_name) = names(st, p, org).await;
     let days_left = skippable_until.map(|until| {
-        let secs = until.unix_seconds() - Timestamp::now().unix_seconds();
-        let day = st.app.mfa_grace_day_secs();
-        (secs + day - 1).div_euclid(day).max(1)
+        gatehouse_domain::mfa::days_left(until, Timestamp::now(), st.app.mfa_grace_day_secs())
     });
     let qr = crate::web::qr::svg_of(&e.uri).unwrap_or_default();
     let status = if error.is_some() {
@@ -357,7 +355,6 @@ async fn second_factor(
             &step.pending.attempt,
             code,
             &amr_before,
-            browser.request.clone(),
         )
         .await;
     match passed {

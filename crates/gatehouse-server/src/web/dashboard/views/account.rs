@@ -287,21 +287,13 @@ async fn change_password(
         Err(res) => return *res,
     };
     let signed = fresh_or_return!(st, headers, ConnectInfo(peer));
-    let (org, user_id) = (&signed.grant.org, &signed.grant.user);
+    let org = &signed.grant.org;
     let Some(kept) = signed.grant.sid.as_deref().and_then(SessionId::parse) else {
         return reauth(true);
     };
-    let user = match st.app.get_user(org, user_id).await {
+    let user = match person(&st, &signed).await {
         Ok(u) => u,
-        Err(e) => {
-            tracing::error!(cause = %e, "account: reading the person failed");
-            return crate::web::dashboard::message(
-                &st,
-                StatusCode::SERVICE_UNAVAILABLE,
-                "Try again in a moment",
-                "The service is temporarily unavailable.",
-            );
-        }
+        Err(res) => return *res,
     };
     let outcome = st
         .app
@@ -333,12 +325,7 @@ async fn change_password(
         }
         Err(PasswordChangeError::Failed(e)) => {
             tracing::error!(cause = %e, "account: changing the password failed");
-            return crate::web::dashboard::message(
-                &st,
-                StatusCode::SERVICE_UNAVAILABLE,
-                "Try again in a moment",
-                "Your password was not changed. Try again in a moment.",
-            );
+            return unavailable(&st, "Your password was not changed. Try again in a moment.");
         }
     }
     page(
@@ -353,6 +340,17 @@ async fn change_password(
     .await
 }
 
+/// The account page's answer when storage cannot be reached: 503 with
+/// `what` did not happen.
+fn unavailable(st: &AppState, what: &str) -> Response {
+    crate::web::dashboard::message(
+        st,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "Try again in a moment",
+        what,
+    )
+}
+
 /// The person of the page, read fresh (their role and status now).
 async fn person(st: &AppState, signed: &Signed) -> Result<gatehouse_domain::User, Box<Response>> {
     st.app
@@ -360,12 +358,7 @@ async fn person(st: &AppState, signed: &Signed) -> Result<gatehouse_domain::User
         .await
         .map_err(|e| {
             tracing::error!(cause = %e, "account: reading the person failed");
-            Box::new(crate::web::dashboard::message(
-                st,
-                StatusCode::SERVICE_UNAVAILABLE,
-                "Try again in a moment",
-                "The service is temporarily unavailable.",
-            ))
+            Box::new(unavailable(st, "The service is temporarily unavailable."))
         })
 }
 
@@ -424,12 +417,7 @@ async fn totp_page(
         Ok(e) => totp_view(&st, &headers, &signed, &e, None).await,
         Err(e) => {
             tracing::error!(cause = %e, "account: starting an enrolment failed");
-            crate::web::dashboard::message(
-                &st,
-                StatusCode::SERVICE_UNAVAILABLE,
-                "Try again in a moment",
-                "The service is temporarily unavailable.",
-            )
+            unavailable(&st, "The service is temporarily unavailable.")
         }
     }
 }
@@ -483,10 +471,8 @@ async fn confirm_totp(
         Err(MfaError::Expired) => return signed.redirect(&st, "/account/security/totp"),
         Err(e) => {
             tracing::error!(cause = %e, "account: confirming an enrolment failed");
-            return crate::web::dashboard::message(
+            return unavailable(
                 &st,
-                StatusCode::SERVICE_UNAVAILABLE,
-                "Try again in a moment",
                 "The authenticator app was not added. Try again in a moment.",
             );
         }
@@ -553,12 +539,7 @@ async fn remove_factor(
         }
         Err(e) => {
             tracing::error!(cause = %e, "account: removing a factor failed");
-            crate::web::dashboard::message(
-                &st,
-                StatusCode::SERVICE_UNAVAILABLE,
-                "Try again in a moment",
-                "The factor was not removed. Try again in a moment.",
-            )
+            unavailable(&st, "The factor was not removed. Try again in a moment.")
         }
     }
 }
@@ -593,10 +574,8 @@ async fn new_codes(
         Err(gatehouse_app::mfa::MfaError::NoFactor) => signed.redirect(&st, "/account/security"),
         Err(e) => {
             tracing::error!(cause = %e, "account: making recovery codes failed");
-            crate::web::dashboard::message(
+            unavailable(
                 &st,
-                StatusCode::SERVICE_UNAVAILABLE,
-                "Try again in a moment",
                 "No new recovery codes were made. Try again in a moment.",
             )
         }
