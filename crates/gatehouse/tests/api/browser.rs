@@ -238,6 +238,10 @@ struct Audit {
 impl Audit {
     /// The current page at both widths in both schemes.
     async fn page(&mut self, c: &Client, name: &str) {
+        // `wait_for` sees the text once the HTML is parsed; under load the
+        // stylesheet may still be on its way, and an unstyled page is wider
+        // and paler than the real one. Check the page as it is shown.
+        settle(c, "document.readyState === 'complete'").await;
         for scheme in ["light", "dark"] {
             c.issue_cmd(Cdp(
                 "Emulation.setEmulatedMedia",
@@ -252,7 +256,14 @@ impl Audit {
                 ))
                 .await
                 .unwrap();
-                tokio::time::sleep(Duration::from_millis(50)).await;
+                // Two frames: the new size and scheme are laid out and painted.
+                c.execute_async(
+                    "const done = arguments[arguments.length - 1];
+                     requestAnimationFrame(() => requestAnimationFrame(() => done(true)));",
+                    vec![],
+                )
+                .await
+                .unwrap();
                 let at = format!("{name} {w}px {scheme}");
                 if w == NARROW.0 {
                     let width = c
@@ -260,8 +271,7 @@ impl Audit {
                         .await
                         .unwrap();
                     if width.as_u64().unwrap_or(0) > u64::from(NARROW.0) {
-                        self.problems
-                            .push(format!("{at}: the page is {width} px wide"));
+                        self.problem(format!("{at}: the page is {width} px wide"));
                     }
                 }
                 if let Some(dir) = &self.shots {
@@ -270,7 +280,7 @@ impl Audit {
                 }
                 if let Some(axe) = &self.axe {
                     for v in axe_violations(c, axe).await {
-                        self.problems.push(format!("{at}: axe {v}"));
+                        self.problem(format!("{at}: axe {v}"));
                     }
                 }
             }
@@ -281,6 +291,31 @@ impl Audit {
         c.issue_cmd(Cdp("Emulation.setEmulatedMedia", json!({"features": []})))
             .await
             .unwrap();
+    }
+
+    /// Keeps a finding for the final assertion and prints it at once, so a
+    /// shortened log still shows it.
+    fn problem(&mut self, p: String) {
+        eprintln!("page check: {p}");
+        self.problems.push(p);
+    }
+}
+
+/// Waits (at most 30 s) until `condition`, a script expression, holds.
+async fn settle(c: &Client, condition: &str) {
+    let start = Instant::now();
+    while c
+        .execute(&format!("return {condition};"), vec![])
+        .await
+        .unwrap()
+        != Value::Bool(true)
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "`{condition}` never held at {}",
+            c.current_url().await.unwrap()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 
