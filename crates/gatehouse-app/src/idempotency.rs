@@ -108,10 +108,10 @@ impl App {
 
     /// The associated data a kept body is sealed with: the entry it belongs to.
     fn idempotency_aad(org: &OrgId, key: &IdempotencyKey) -> Vec<u8> {
-        format!("idempotency\0{org}\0{}\0{}", key.lineage, key.key).into_bytes()
+        gatehouse_auth::keys::aad::kept_response(org.as_str(), &key.lineage, &key.key)
     }
 
-    fn master(&self) -> AppResult<&gatehouse_auth::MasterKey> {
+    fn master(&self) -> AppResult<&gatehouse_auth::MasterKeys> {
         self.auth()
             .map(|a| a.keys().master())
             .ok_or_else(|| AppError::Internal("idempotency without the serving state".into()))

@@ -19,6 +19,8 @@ impl App {
         if let Ok(n) = outbox_store(self).outbox_backlog().await {
             metrics::gauge!("gatehouse_outbox_backlog").set(n as f64);
         }
+        // D23 (continued): a master-key rotation's next key, learned within a round.
+        self.learn_master_key().await;
         if let Err(e) = job_store(self).erase_expired_successors(now).await {
             tracing::warn!(error = %e, "erasing successor pairs failed");
         }

@@ -2,9 +2,9 @@
 //! it, and rotated. The keys' cryptography is `gatehouse_auth::keys`'.
 
 use gatehouse_auth::keys::KeyError;
-use gatehouse_auth::{KeyRing, MasterKey, OAuthError};
+use gatehouse_auth::{KeyRing, MasterKey, MasterKeys, OAuthError};
 use gatehouse_domain::Timestamp;
-use gatehouse_store::{SigningKeyRecord, SigningKeyStore, StoreError};
+use gatehouse_store::{SigningKeyRecord, StoreError};
 
 use crate::App;
 use crate::Resource;
@@ -15,11 +15,16 @@ fn key_store_error(e: StoreError) -> KeyError {
 }
 
 /// Loads the key ring of a serving process, storing the first key if none
-/// signs yet (D23).
+/// signs yet (D23). A master-key rotation under way is learned first (D23
+/// continued), so a process started during one opens what it re-sealed.
 pub async fn load_key_ring(
-    store: &dyn SigningKeyStore,
+    store: &dyn gatehouse_store::Store,
     master: MasterKey,
 ) -> Result<KeyRing, KeyError> {
+    let master = MasterKeys::new(master);
+    crate::master_key::learn_rotation(store, &master)
+        .await
+        .map_err(|e| KeyError::Store(e.to_string()))?;
     let mut records = store.signing_keys().await.map_err(key_store_error)?;
     if let Some(first) = KeyRing::first_key(&master, &records) {
         store
@@ -35,7 +40,7 @@ impl App {
     /// A new key, published now, signing after `publish_delay_secs` (D23).
     pub async fn rotate_signing_key(
         &self,
-        master: &MasterKey,
+        master: &MasterKeys,
         publish_delay_secs: u64,
     ) -> AppResult<SigningKeyRecord> {
         // D23: a key is published first and signs later; a year is as long

@@ -22,6 +22,7 @@ mod jobs;
 pub mod keys;
 pub mod links;
 pub mod manage;
+pub mod master_key;
 pub mod mfa;
 pub mod oauth;
 pub mod orgs;

@@ -691,4 +691,4 @@ impl App {
 }
 
 /// The name the recovery-code key is stored under.
-const RECOVERY_KEY_NAME: &str = "recovery_codes";
+use gatehouse_auth::keys::aad::RECOVERY_KEY_NAME;

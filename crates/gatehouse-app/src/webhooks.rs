@@ -76,7 +76,7 @@ pub struct NewEndpoint {
 /// The associated data a sealed secret is bound to: its endpoint, so a
 /// sealed value moved to another row does not open.
 fn secret_aad(org: &OrgId, id: &EndpointId) -> Vec<u8> {
-    format!("gatehouse webhook secret {org} {id}").into_bytes()
+    gatehouse_auth::keys::aad::webhook_secret(org.as_str(), id.as_str())
 }
 
 impl App {
@@ -114,7 +114,7 @@ impl App {
         Ok(url)
     }
 
-    fn master_key(&self) -> AppResult<&gatehouse_auth::MasterKey> {
+    fn master_key(&self) -> AppResult<&gatehouse_auth::MasterKeys> {
         self.auth()
             .map(|a| a.keys().master())
             .ok_or_else(|| AppError::Internal("webhook secrets without the serving state".into()))

@@ -261,3 +261,86 @@ async fn idempotent_bodies_with_secrets_are_kept_sealed() {
 
 // The search index's checks (issue 16, and since issue 25 the only search)
 // are in `tests/search.rs`, on both backends.
+
+/// D23 (continued): a value no key opens stops the rotation, which stays
+/// under way (a server learns the next key and opens under both); a second
+/// run, to another key, still opens what the first moved, and completes.
+#[tokio::test]
+async fn d23_a_rotation_stops_at_an_unreadable_value_and_a_second_run_completes() {
+    use gatehouse_app::master_key::MasterKeyError;
+    use gatehouse_auth::keys::aad;
+    use gatehouse_store::SealedKind;
+    use std::time::Duration;
+
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.path().join("db")).unwrap());
+    let current = MasterKey::generate();
+    let keys = gatehouse_app::keys::load_key_ring(store.as_ref(), current.clone())
+        .await
+        .unwrap();
+    let auth = Arc::new(AuthService::new(keys, Issuer::new("https://gh.test")));
+    let server = App::new(
+        store.clone(),
+        auth.clone(),
+        "https://gh.test/",
+        Arc::new(gatehouse_store::conformance::TestPublish),
+    );
+    let operator = App::operator(
+        store.clone(),
+        Arc::new(gatehouse_store::conformance::TestPublish),
+    );
+    // The recovery-code key, sealed under a key nobody holds.
+    let stray = MasterKey::generate().encrypt(&[1; 32], aad::RECOVERY_KEY);
+    store
+        .sealed_key(aad::RECOVERY_KEY_NAME, &stray)
+        .await
+        .unwrap();
+
+    let next = MasterKey::generate();
+    let e = operator
+        .rotate_master_key(&current, &next, Duration::ZERO)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&e, MasterKeyError::Unreadable(list) if list == "1 sealed_keys"),
+        "{e}"
+    );
+    let under_way = store.master_key_rotation().await.unwrap().unwrap();
+    assert_eq!(under_way.next_id, next.id());
+    // A server learns the next key: it seals with it and opens under both.
+    server.learn_master_key().await;
+    assert_eq!(auth.keys().master().ids(), vec![next.id(), current.id()]);
+    server.reload_keys().await.unwrap();
+
+    // The value made readable again, a second run to another key opens
+    // what the first moved to `next` and completes.
+    let v = store
+        .sealed_values(SealedKind::SealedKey, None, 10)
+        .await
+        .unwrap()
+        .remove(0);
+    let fixed = current.encrypt(&[1; 32], aad::RECOVERY_KEY);
+    assert!(store.reseal(&v.at, &v.sealed, &fixed).await.unwrap());
+    let other = MasterKey::generate();
+    let done = operator
+        .rotate_master_key(&current, &other, Duration::ZERO)
+        .await
+        .unwrap();
+    assert_eq!(done.resealed.get("signing_keys"), Some(&1));
+    assert_eq!(done.resealed.get("sealed_keys"), Some(&1));
+    operator.end_master_key_rotation(&other).await.unwrap();
+    assert_eq!(store.master_key_rotation().await.unwrap(), None);
+    for kind in SealedKind::ALL {
+        for v in store.sealed_values(kind, None, 100).await.unwrap() {
+            let data = aad::of(&v.at).unwrap();
+            assert!(other.decrypt(&v.sealed, &data).is_some(), "{:?}", v.at);
+        }
+    }
+    // The same key again has nothing to rotate.
+    assert!(matches!(
+        operator
+            .rotate_master_key(&other, &other, Duration::ZERO)
+            .await,
+        Err(MasterKeyError::SameKey(_))
+    ));
+}

@@ -195,6 +195,21 @@ impl AuthService {
         B64.encode(self.keys.master().derive(SECRET_PURPOSE))
     }
 
+    /// Whether `presented` is the built-in client's secret under any master
+    /// key held (D23 continued: one derived just before this process
+    /// learned a rotation's next key still checks), in constant time.
+    pub fn is_dashboard_secret(&self, presented: &str) -> bool {
+        use subtle::ConstantTimeEq;
+        self.keys
+            .master()
+            .derived(SECRET_PURPOSE)
+            .iter()
+            .fold(subtle::Choice::from(0), |found, k| {
+                found | B64.encode(k).as_bytes().ct_eq(presented.as_bytes())
+            })
+            .into()
+    }
+
     /// The built-in client's redirect URI.
     pub fn dashboard_redirect_uri(&self) -> String {
         format!("{}{CALLBACK_PATH}", self.issuer.iss)

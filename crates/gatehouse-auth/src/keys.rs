@@ -74,6 +74,15 @@ impl MasterKey {
         out
     }
 
+    /// The key's public name (D23 continued): 16 hex digits of an HMAC of a
+    /// fixed label under the key, which tells nothing of the key itself.
+    pub fn id(&self) -> String {
+        self.derive(b"gatehouse master key id v1")[..8]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    }
+
     /// nonce ‖ ciphertext ‖ tag.
     pub fn encrypt(&self, plaintext: &[u8], aad: &[u8]) -> Vec<u8> {
         let nonce_bytes = random::bytes::<NONCE_LEN>();
@@ -102,6 +111,124 @@ impl MasterKey {
             .open_in_place(nonce, Aad::from(aad), &mut buf)
             .ok()?;
         Some(plain.to_vec())
+    }
+}
+
+/// The master keys a process holds (D23 continued): the newest seals,
+/// every one opens. A process starts with one; during a rotation it learns
+/// the next (sealed under the current one in storage), seals with it at
+/// once and still opens what the current one sealed, so no value is ever
+/// unreadable to it while `gatehouse master-key rotate` re-seals them.
+#[derive(Clone)]
+pub struct MasterKeys(Arc<RwLock<Vec<MasterKey>>>);
+
+impl std::fmt::Debug for MasterKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("MasterKeys").field(&self.ids()).finish()
+    }
+}
+
+impl MasterKeys {
+    pub fn new(key: MasterKey) -> Self {
+        Self(Arc::new(RwLock::new(vec![key])))
+    }
+
+    fn keys(&self) -> std::sync::RwLockReadGuard<'_, Vec<MasterKey>> {
+        self.0.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Sealed under the newest key.
+    pub fn encrypt(&self, plaintext: &[u8], aad: &[u8]) -> Vec<u8> {
+        self.keys()[0].encrypt(plaintext, aad)
+    }
+
+    /// Opened under whichever key sealed it.
+    pub fn decrypt(&self, sealed: &[u8], aad: &[u8]) -> Option<Vec<u8>> {
+        self.keys().iter().find_map(|k| k.decrypt(sealed, aad))
+    }
+
+    /// A key for `purpose` derived from the newest key.
+    pub fn derive(&self, purpose: &[u8]) -> [u8; 32] {
+        self.keys()[0].derive(purpose)
+    }
+
+    /// The keys for `purpose` derived from every key held, newest first (a
+    /// value derived a moment before the process learned a key still
+    /// checks).
+    pub fn derived(&self, purpose: &[u8]) -> Vec<[u8; 32]> {
+        self.keys().iter().map(|k| k.derive(purpose)).collect()
+    }
+
+    /// The ids of the keys held, newest first.
+    pub fn ids(&self) -> Vec<String> {
+        self.keys().iter().map(MasterKey::id).collect()
+    }
+
+    pub fn knows(&self, id: &str) -> bool {
+        self.keys().iter().any(|k| k.id() == id)
+    }
+
+    /// Seals with `next` from now on, and opens with it besides the keys
+    /// held; nothing when it is held already.
+    pub fn learn(&self, next: MasterKey) {
+        let mut keys = self.0.write().unwrap_or_else(|e| e.into_inner());
+        if !keys.iter().any(|k| k.0 == next.0) {
+            keys.insert(0, next);
+        }
+    }
+}
+
+/// The associated data of each value sealed under the master key (D3
+/// revised, D23 continued): the one place each is named, for the code that
+/// seals and opens it and for the rotation that re-seals it.
+pub mod aad {
+    use gatehouse_domain::sealed::SealedAt;
+
+    pub fn signing_key(kid: &str) -> Vec<u8> {
+        format!("gatehouse-signing-key:{kid}").into_bytes()
+    }
+
+    /// D24: a successor pair is bound to the digest of the refresh token it
+    /// answers.
+    pub fn successor_pair(digest: &[u8]) -> Vec<u8> {
+        digest.to_vec()
+    }
+
+    pub fn kept_response(org: &str, lineage: &str, key: &str) -> Vec<u8> {
+        format!("idempotency\0{org}\0{lineage}\0{key}").into_bytes()
+    }
+
+    pub fn webhook_secret(org: &str, endpoint: &str) -> Vec<u8> {
+        format!("gatehouse webhook secret {org} {endpoint}").into_bytes()
+    }
+
+    pub fn totp_seed(org: &str, user: &str, factor: &str) -> Vec<u8> {
+        format!("totp\0{org}\0{user}\0{factor}").into_bytes()
+    }
+
+    /// The name the recovery-code key is stored under, and its data.
+    pub const RECOVERY_KEY_NAME: &str = "recovery_codes";
+    pub const RECOVERY_KEY: &[u8] = b"gatehouse recovery-code key v1";
+
+    /// A rotation's next key, sealed under the current one.
+    pub fn next_master_key(next_id: &str) -> Vec<u8> {
+        format!("gatehouse master key rotation {next_id}").into_bytes()
+    }
+
+    /// The data of the value stored at `at`; `None` for a sealed key whose
+    /// name no release seals.
+    pub fn of(at: &SealedAt) -> Option<Vec<u8>> {
+        Some(match at {
+            SealedAt::SigningKey { kid } => signing_key(kid),
+            SealedAt::SuccessorPair { digest } => successor_pair(digest),
+            SealedAt::KeptResponse {
+                org, lineage, key, ..
+            } => kept_response(org, lineage, key),
+            SealedAt::WebhookSecret { org, endpoint, .. } => webhook_secret(org, endpoint),
+            SealedAt::TotpSeed { org, user, factor } => totp_seed(org, user, factor),
+            SealedAt::SealedKey { name } if name == RECOVERY_KEY_NAME => RECOVERY_KEY.to_vec(),
+            SealedAt::SealedKey { .. } => return None,
+        })
     }
 }
 
@@ -135,7 +262,7 @@ pub struct KeySet {
 
 /// All signing keys: the one that signs, all that verify, the JWKS.
 pub struct KeyRing {
-    master: MasterKey,
+    master: MasterKeys,
     current: RwLock<Arc<KeySet>>,
 }
 
@@ -153,13 +280,16 @@ pub enum KeyError {
 }
 
 fn kid_aad(kid: &str) -> Vec<u8> {
-    format!("gatehouse-signing-key:{kid}").into_bytes()
+    aad::signing_key(kid)
 }
 
 impl KeyRing {
     /// The ring of the stored `records`. When none signs yet, the
     /// application layer first stores [`KeyRing::first_key`].
-    pub fn from_records(master: MasterKey, records: &[SigningKeyRecord]) -> Result<Self, KeyError> {
+    pub fn from_records(
+        master: MasterKeys,
+        records: &[SigningKeyRecord],
+    ) -> Result<Self, KeyError> {
         let set = build(&master, records, Timestamp::now())?;
         Ok(Self {
             master,
@@ -169,14 +299,17 @@ impl KeyRing {
 
     /// The first key when none of `records` signs yet (it signs at once:
     /// nobody can have cached a JWKS without it yet); `None` otherwise.
-    pub fn first_key(master: &MasterKey, records: &[SigningKeyRecord]) -> Option<SigningKeyRecord> {
+    pub fn first_key(
+        master: &MasterKeys,
+        records: &[SigningKeyRecord],
+    ) -> Option<SigningKeyRecord> {
         let now = Timestamp::now();
         (!records.iter().any(|r| r.activates_at <= now)).then(|| new_record(master, now, now))
     }
 
     /// A new key, published now, that signs after `publish_delay_secs`
     /// (D23), for the application layer to store.
-    pub fn rotation(master: &MasterKey, publish_delay_secs: i64) -> SigningKeyRecord {
+    pub fn rotation(master: &MasterKeys, publish_delay_secs: i64) -> SigningKeyRecord {
         let now = Timestamp::now();
         new_record(master, now, now.plus_seconds(publish_delay_secs))
     }
@@ -198,7 +331,7 @@ impl KeyRing {
     }
 
     /// The key-encryption key (also seals D24's successor pairs).
-    pub fn master(&self) -> &MasterKey {
+    pub fn master(&self) -> &MasterKeys {
         &self.master
     }
 
@@ -208,7 +341,7 @@ impl KeyRing {
     }
 }
 
-fn new_record(master: &MasterKey, now: Timestamp, activates_at: Timestamp) -> SigningKeyRecord {
+fn new_record(master: &MasterKeys, now: Timestamp, activates_at: Timestamp) -> SigningKeyRecord {
     let rng = SystemRandom::new();
     let doc = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &rng)
         .expect("P-256 key generation cannot fail");
@@ -226,7 +359,7 @@ fn new_record(master: &MasterKey, now: Timestamp, activates_at: Timestamp) -> Si
 }
 
 fn build(
-    master: &MasterKey,
+    master: &MasterKeys,
     records: &[SigningKeyRecord],
     now: Timestamp,
 ) -> Result<KeySet, KeyError> {
@@ -323,8 +456,28 @@ mod tests {
     }
 
     #[test]
+    fn a_ring_seals_with_the_key_it_learned_and_opens_with_both() {
+        let old = MasterKey::generate();
+        let next = MasterKey::generate();
+        let ring = MasterKeys::new(old.clone());
+        let before = ring.encrypt(b"before", b"aad");
+        assert!(old.decrypt(&before, b"aad").is_some());
+        ring.learn(next.clone());
+        ring.learn(next.clone());
+        assert_eq!(ring.ids(), vec![next.id(), old.id()]);
+        let after = ring.encrypt(b"after", b"aad");
+        assert!(old.decrypt(&after, b"aad").is_none());
+        assert_eq!(next.decrypt(&after, b"aad").unwrap(), b"after");
+        assert_eq!(ring.decrypt(&before, b"aad").unwrap(), b"before");
+        assert_eq!(ring.derive(b"p"), next.derive(b"p"));
+        assert!(ring.derived(b"p").contains(&old.derive(b"p")));
+        assert_ne!(old.id(), next.id());
+        assert_eq!(old.id().len(), 16);
+    }
+
+    #[test]
     fn newest_active_key_signs_and_pending_keys_are_published() {
-        let m = MasterKey::generate();
+        let m = MasterKeys::new(MasterKey::generate());
         let t0 = Timestamp::from_millis(1_000_000_000);
         let old = new_record(&m, t0, t0);
         let cur = new_record(&m, t0.plus_seconds(10), t0.plus_seconds(10));

@@ -36,7 +36,7 @@ pub use error::{OAuthError, OAuthErrorKind, TokenError};
 pub use grants::{AuthConfig, AuthService, ClientAuth, IssuedTokens};
 pub use introspect::{ActiveToken, Introspection, TokenUse};
 pub use jwt::AccessClaims;
-pub use keys::{KeyRing, MasterKey};
+pub use keys::{KeyRing, MasterKey, MasterKeys};
 pub use verifier::TokenVerifier;
 
 /// The token lifetime and what a revocation of it must outlive live in the

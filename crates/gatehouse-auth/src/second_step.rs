@@ -15,7 +15,7 @@ use crate::grants::AuthService;
 
 const PENDING_PURPOSE: &[u8] = b"gatehouse second step v1";
 const ENROL_PURPOSE: &[u8] = b"gatehouse totp enrolment v1";
-const RECOVERY_KEY_PURPOSE: &[u8] = b"gatehouse recovery-code key v1";
+use crate::keys::aad::RECOVERY_KEY as RECOVERY_KEY_PURPOSE;
 
 /// How long a password stays good for its second step, and an enrolment
 /// for its confirming code.
@@ -123,7 +123,7 @@ impl AuthService {
 }
 
 fn totp_aad(org: &OrgId, user: &UserId, id: &MfaId) -> Vec<u8> {
-    format!("totp\0{org}\0{user}\0{id}").into_bytes()
+    crate::keys::aad::totp_seed(org.as_str(), user.as_str(), id.as_str())
 }
 
 #[cfg(test)]

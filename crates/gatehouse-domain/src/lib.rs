@@ -21,6 +21,7 @@ pub mod page;
 pub mod product;
 pub mod random;
 pub mod scope;
+pub mod sealed;
 pub mod search;
 pub mod session;
 pub mod time;

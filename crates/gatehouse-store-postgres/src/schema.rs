@@ -115,6 +115,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         include_str!("../migrations/0023_sessions.sql"),
     ),
     (24, "mfa", include_str!("../migrations/0024_mfa.sql")),
+    (
+        25,
+        "master_key_rotation",
+        include_str!("../migrations/0025_master_key_rotation.sql"),
+    ),
 ];
 
 /// The advisory-lock key of the migration (`"gatehous"` in ASCII), separate

@@ -180,7 +180,8 @@ async fn a_database_of_the_last_release_migrates_forward_without_loss() {
             (21, true),
             (22, true),
             (23, true),
-            (24, true)
+            (24, true),
+            (25, true)
         ]
     );
     assert_eq!(

@@ -32,6 +32,7 @@ mod rate;
 mod revocations;
 mod rows;
 mod schema;
+mod sealed;
 mod search;
 mod sessions;
 mod signing_keys;

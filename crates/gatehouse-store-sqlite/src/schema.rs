@@ -39,6 +39,10 @@ pub(crate) const MIGRATIONS: &[(i64, &str)] = &[
     ),
     (19, include_str!("../migrations/0019_sessions.sql")),
     (20, include_str!("../migrations/0020_mfa.sql")),
+    (
+        21,
+        include_str!("../migrations/0021_master_key_rotation.sql"),
+    ),
 ];
 
 /// D8 (revised): gives every row whose `email_norm` was computed by an older

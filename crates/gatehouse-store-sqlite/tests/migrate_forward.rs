@@ -47,7 +47,7 @@ const PRODUCT_IDS: [&str; 4] = [
 
 /// The migrations this build embeds, as `schema.rs` lists them: the
 /// checksums recorded for an old database must be these files' SHA-256.
-const MIGRATIONS: [(i64, &str); 20] = [
+const MIGRATIONS: [(i64, &str); 21] = [
     (1, include_str!("../migrations/0001_init.sql")),
     (2, include_str!("../migrations/0002_api_keys.sql")),
     (3, include_str!("../migrations/0003_auth.sql")),
@@ -74,6 +74,10 @@ const MIGRATIONS: [(i64, &str); 20] = [
     ),
     (19, include_str!("../migrations/0019_sessions.sql")),
     (20, include_str!("../migrations/0020_mfa.sql")),
+    (
+        21,
+        include_str!("../migrations/0021_master_key_rotation.sql"),
+    ),
 ];
 
 fn fixture() -> PathBuf {

@@ -8,7 +8,7 @@
 //! [`ClientStore`], [`ApiKeyStore`], [`GrantStore`], [`RevocationStore`],
 //! [`OutboxStore`], [`RateStore`], [`JobStore`], [`SigningKeyStore`],
 //! [`IdempotencyStore`], [`UsageStore`], [`SearchStore`], [`EventStore`],
-//! [`WebhookStore`]);
+//! [`WebhookStore`], [`SealedStore`]);
 //! [`Store`] is all of them together, the one object callers hold.
 //!
 //! Tenant isolation is part of the types: every method that touches tenant
@@ -19,7 +19,8 @@
 //! (named `resolve_*`: a link, code, refresh token, session or API key by
 //! the digest of its secret, a client by its `client_id`) and the changes
 //! keyed by such a secret; operational state that belongs to no tenant (the
-//! e-mail outbox, revocation feed, rate windows, jobs, global signing keys);
+//! e-mail outbox, revocation feed, rate windows, jobs, global signing keys, the values sealed under the
+//! master key);
 //! and one operator look-up ([`ApiKeyStore::operator_find_api_key`]).
 //!
 //! This crate must not import a database driver, SQL, HTTP or the auth layer:
@@ -46,6 +47,7 @@ mod rate;
 pub mod records;
 pub mod rekey;
 mod revocations;
+mod sealed;
 mod search;
 mod sessions;
 mod signing_keys;
@@ -67,6 +69,7 @@ pub use products::*;
 pub use rate::*;
 pub use records::*;
 pub use revocations::*;
+pub use sealed::*;
 pub use search::*;
 pub use sessions::*;
 pub use signing_keys::*;
@@ -79,7 +82,8 @@ pub mod prelude {
     pub use crate::{
         ApiKeyStore, ClientStore, DeliveryStore, EventStore, GrantStore, IdempotencyStore,
         JobStore, LinkStore, OrgStore, OutboxStore, ProductStore, RateStore, RevocationStore,
-        SearchStore, SessionStore, SigningKeyStore, Store, UsageStore, UserStore, WebhookStore,
+        SealedStore, SearchStore, SessionStore, SigningKeyStore, Store, UsageStore, UserStore,
+        WebhookStore,
     };
 }
 
@@ -143,6 +147,7 @@ pub trait Store:
     + RateStore
     + JobStore
     + SigningKeyStore
+    + SealedStore
     + IdempotencyStore
     + UsageStore
     + SearchStore

@@ -122,6 +122,18 @@ pub fn error_json(e: &anyhow::Error) -> Value {
     json!({ "error": { "code": code, "message": format!("{e:#}") } })
 }
 
+/// A master-key rotation's error as an operator reads it.
+fn key_msg(e: gatehouse_app::master_key::MasterKeyError) -> anyhow::Error {
+    use gatehouse_app::master_key::MasterKeyError;
+    match e {
+        MasterKeyError::Store(e) => msg(AppError::store(e, gatehouse_app::Resource::Storage)),
+        e @ MasterKeyError::SameKey(_) => {
+            failure(ErrorCode::ValidationError.as_str(), e.to_string())
+        }
+        e => failure(ErrorCode::InternalError.as_str(), e.to_string()),
+    }
+}
+
 /// An application error as an operator reads it: invalid fields named by
 /// their flags.
 fn msg(e: AppError) -> anyhow::Error {
@@ -798,13 +810,19 @@ pub async fn webhook(app: &App, cmd: WebhookCommand) -> anyhow::Result<Output> {
 
 pub async fn keys(
     app: &App,
-    master: &gatehouse_auth::MasterKey,
+    master: gatehouse_auth::MasterKey,
     cmd: crate::config::KeysCommand,
 ) -> anyhow::Result<Output> {
+    // D23 (continued): during a master-key rotation a new signing key is
+    // sealed with the next key.
+    let master = app
+        .operator_master_keys(master)
+        .await
+        .map_err(|e| msg(AppError::store(e, gatehouse_app::Resource::Storage)))?;
     match cmd {
         crate::config::KeysCommand::Rotate { publish_delay } => {
             let rec = app
-                .rotate_signing_key(master, publish_delay)
+                .rotate_signing_key(&master, publish_delay)
                 .await
                 .map_err(msg)?;
             Ok(Output::new(
@@ -812,6 +830,53 @@ pub async fn keys(
             ))
         }
     }
+}
+
+/// `gatehouse master-key rotate --new-key-file F` (D23 continued, D47
+/// continued): every sealed value re-sealed under the new key while servers
+/// run; the new key then replaces `master.key` (when the key is kept there)
+/// before the rotation ends, so a crash in between leaves a rotation a
+/// second run completes.
+pub async fn master_key(
+    app: &App,
+    current: (gatehouse_auth::MasterKey, crate::MasterKeySource),
+    cmd: crate::config::MasterKeyCommand,
+) -> anyhow::Result<Output> {
+    let crate::config::MasterKeyCommand::Rotate { new_key_file, wait } = cmd;
+    let text = std::fs::read_to_string(&new_key_file)
+        .with_context(|| format!("reading the new key at {}", new_key_file.display()))?;
+    let next = gatehouse_auth::MasterKey::parse(&text)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", new_key_file.display()))?;
+    let (current, source) = current;
+    let rotated = app
+        .rotate_master_key(&current, &next, std::time::Duration::from_secs(wait))
+        .await
+        .map_err(key_msg)?;
+    if let crate::MasterKeySource::File(path) = &source {
+        crate::write_private_file(path, next.to_text().as_bytes())?;
+    }
+    app.end_master_key_rotation(&next).await.map_err(key_msg)?;
+    let total: u64 = rotated.resealed.values().sum();
+    let file = match &source {
+        crate::MasterKeySource::File(p) => Some(p.display().to_string()),
+        crate::MasterKeySource::Environment => None,
+    };
+    let value = json!({
+        "ok": true,
+        "key_id": rotated.key_id,
+        "resealed": rotated.resealed,
+        "already_under_new_key": rotated.already,
+        "master_key_file": file,
+    });
+    let where_ = match &file {
+        Some(p) => format!("The new key is now in {p}."),
+        None => "GATEHOUSE_MASTER_KEY still holds the old key: set it to the new key on every node before it next restarts (running servers already use the new key).".to_owned(),
+    };
+    let text = format!(
+        "Master key rotated to key {}: {total} values re-sealed, {} found under the new key already.\n{where_}\n",
+        rotated.key_id, rotated.already
+    );
+    Ok(Output::with_text(value, text))
 }
 
 /// `gatehouse staging reset` (D33): the fixture restored now, atomically.

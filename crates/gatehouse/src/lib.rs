@@ -119,6 +119,36 @@ pub fn load_master_key(env_value: Option<&str>, data_dir: &Path) -> anyhow::Resu
     }
 }
 
+/// Where the master key of a process comes from (D23).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MasterKeySource {
+    /// `GATEHOUSE_MASTER_KEY`.
+    Environment,
+    /// A file, `<data_dir>/master.key`.
+    File(std::path::PathBuf),
+}
+
+/// The master key of an operator command that must not create one
+/// (`gatehouse master-key rotate`), and where it came from.
+pub fn existing_master_key(
+    env_value: Option<&str>,
+    data_dir: &Path,
+) -> anyhow::Result<(MasterKey, MasterKeySource)> {
+    if let Some(v) = env_value.filter(|v| !v.trim().is_empty()) {
+        let key = MasterKey::parse(v).map_err(|e| anyhow::anyhow!("GATEHOUSE_MASTER_KEY: {e}"))?;
+        return Ok((key, MasterKeySource::Environment));
+    }
+    let path = data_dir.join("master.key");
+    let text = std::fs::read_to_string(&path).with_context(|| {
+        format!(
+            "reading the master key at {} (set GATEHOUSE_MASTER_KEY or --data-dir)",
+            path.display()
+        )
+    })?;
+    let key = MasterKey::parse(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    Ok((key, MasterKeySource::File(path)))
+}
+
 /// Writes a file readable only by its owner, atomically (temporary name, then rename).
 pub fn write_private_file(path: &Path, contents: &[u8]) -> anyhow::Result<()> {
     use std::io::Write;

@@ -80,7 +80,13 @@ async fn dispatch(cli: Cli) -> anyhow::Result<()> {
             let app = operator(&settings).await?;
             let master =
                 gatehouse::load_master_key(settings.master_key.as_deref(), &settings.data_dir)?;
-            commands::keys(&app, &master, cmd).await?
+            commands::keys(&app, master, cmd).await?
+        }
+        Command::MasterKey(cmd) => {
+            let app = operator(&settings).await?;
+            let current =
+                gatehouse::existing_master_key(settings.master_key.as_deref(), &settings.data_dir)?;
+            commands::master_key(&app, current, cmd).await?
         }
     };
     out.print(json);

@@ -9,7 +9,6 @@ use gatehouse_auth::flows::{AuthorizeError, AuthorizeParams, LoginError};
 use gatehouse_auth::{OAuthError, OAuthErrorKind, password, pkce, secrets, throttle};
 use gatehouse_domain::{Email, OrgId, Timestamp, User, UserId, UserStatus};
 use gatehouse_store::{Session, StoreError};
-use subtle::ConstantTimeEq;
 
 use crate::App;
 use crate::oauth::OrOAuth;
@@ -140,12 +139,7 @@ impl App {
         client_secret: &str,
         session_cookie: Option<&str>,
     ) -> Result<DashboardGrant, OAuthError> {
-        let ok: bool = self
-            .dashboard_secret()
-            .as_bytes()
-            .ct_eq(client_secret.as_bytes())
-            .into();
-        if !ok {
+        if !self.authority().is_dashboard_secret(client_secret) {
             return Err(OAuthError::new(
                 OAuthErrorKind::InvalidClient,
                 "client authentication failed",

@@ -655,7 +655,11 @@ impl App {
                     id_token: response.id_token.clone(),
                 })
                 .expect("pair serializes");
-                let sealed = self.authority().keys().master().encrypt(&sealed, &d);
+                let sealed = self
+                    .authority()
+                    .keys()
+                    .master()
+                    .encrypt(&sealed, &gatehouse_auth::keys::aad::successor_pair(&d));
                 let until = now.plus_seconds(self.authority().config().refresh_grace_secs.max(0));
                 // D24: the previous access token of the chain dies with the
                 // refresh, in the rotation's own transaction.
@@ -691,7 +695,7 @@ impl App {
                 .authority()
                 .keys()
                 .master()
-                .decrypt(sealed, &d)
+                .decrypt(sealed, &gatehouse_auth::keys::aad::successor_pair(&d))
                 .and_then(|p| serde_json::from_slice::<SealedPair>(&p).ok())
         {
             let elapsed = (now.millis() - pair.issued_at).max(0) / 1000;

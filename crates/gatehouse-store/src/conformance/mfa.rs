@@ -13,7 +13,7 @@ use gatehouse_domain::{MfaId, link::OutboundEmail};
 use super::events::{kinds, settled};
 use super::*;
 
-fn totp(at: i64, secret: u8) -> TotpFactor {
+pub(crate) fn totp(at: i64, secret: u8) -> TotpFactor {
     TotpFactor {
         factor: Factor {
             id: MfaId::generate(),
@@ -27,7 +27,7 @@ fn totp(at: i64, secret: u8) -> TotpFactor {
     }
 }
 
-fn mail() -> OutboundEmail {
+pub(crate) fn mail() -> OutboundEmail {
     OutboundEmail {
         to: "mfa@example.com".into(),
         subject: "A factor changed".into(),
@@ -35,7 +35,7 @@ fn mail() -> OutboundEmail {
     }
 }
 
-async fn person(s: &dyn Store, o: &OrgId, email: &str) -> gatehouse_domain::User {
+pub(crate) async fn person(s: &dyn Store, o: &OrgId, email: &str) -> gatehouse_domain::User {
     s.insert_user(
         o,
         &user(email, Role::Editor, UserStatus::Active, 1),

@@ -19,6 +19,7 @@ mod products;
 mod rate;
 mod revocations;
 mod scoping;
+mod sealed;
 mod search;
 mod sessions;
 mod signing_keys;
@@ -41,6 +42,7 @@ pub use products::*;
 pub use rate::*;
 pub use revocations::*;
 pub use scoping::*;
+pub use sealed::*;
 pub use search::*;
 pub use sessions::*;
 pub use signing_keys::*;
@@ -98,7 +100,9 @@ macro_rules! store_conformance_tests {
             a_refresh_is_a_use_of_its_session, no_chain_begins_in_an_ended_session,
             totp_factors_are_replaced_and_replay_safe,
             recovery_codes_are_spent_once_and_reset_removes_all,
-            second_step_failures_and_policy_deadlines);
+            second_step_failures_and_policy_deadlines,
+            sealed_values_are_paged_and_resealed_over_what_was_read,
+            one_master_key_rotation_is_under_way_at_most);
     };
     (@each $make:expr; $($name:ident),*) => {
         $(

@@ -21,6 +21,7 @@ mod idempotency;
 mod interop_openidconnect;
 mod introspection;
 mod invitations;
+mod master_key;
 mod mfa;
 mod mock;
 mod oauth_flow;

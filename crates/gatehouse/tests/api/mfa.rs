@@ -21,12 +21,12 @@ use crate::dashboard::{PASSWORD, person, sign_in};
 const REDIRECT: &str = "https://rp.example.com/cb";
 
 /// A confidential relying party of the organization with `openid`.
-struct Rp {
-    id: String,
-    secret: String,
+pub(crate) struct Rp {
+    pub(crate) id: String,
+    pub(crate) secret: String,
 }
 
-async fn rp(s: &TestServer) -> Rp {
+pub(crate) async fn rp(s: &TestServer) -> Rp {
     let secret = gatehouse_auth::secrets::new_client_secret();
     let c = gatehouse_store::NewClient {
         id: gatehouse_domain::ClientId::generate(),
@@ -95,7 +95,10 @@ fn form_to(page: &Page, action: &str) -> crate::common::browser::Form {
 
 /// Adds an authenticator app on the account page of `b` (signed in):
 /// its secret and the recovery codes shown once.
-async fn enrol_on_account_page(s: &TestServer, b: &mut Browser<'_>) -> (String, Vec<String>) {
+pub(crate) async fn enrol_on_account_page(
+    s: &TestServer,
+    b: &mut Browser<'_>,
+) -> (String, Vec<String>) {
     let page = b.get("/account/security").await;
     assert_eq!(page.status, StatusCode::OK, "{}", page.body);
     assert!(
@@ -147,13 +150,13 @@ async fn enrol_on_account_page(s: &TestServer, b: &mut Browser<'_>) -> (String, 
 
 /// An authorization request of `rp` (extra parameters added), the PKCE
 /// verifier kept.
-struct Auth {
+pub(crate) struct Auth {
     verifier: String,
     params: Vec<(String, String)>,
 }
 
 impl Auth {
-    fn new(rp: &Rp, extra: &[(&str, &str)]) -> Self {
+    pub(crate) fn new(rp: &Rp, extra: &[(&str, &str)]) -> Self {
         let verifier = gatehouse_domain::random::base62(256);
         let challenge = gatehouse_auth::pkce::challenge_for(&verifier);
         let mut params: Vec<(String, String)> = [
@@ -173,7 +176,7 @@ impl Auth {
         Self { verifier, params }
     }
 
-    async fn start(&self, b: &mut Browser<'_>) -> Page {
+    pub(crate) async fn start(&self, b: &mut Browser<'_>) -> Page {
         let p: Vec<(&str, &str)> = self
             .params
             .iter()
@@ -184,7 +187,7 @@ impl Auth {
 }
 
 /// Signs in with the password on a login page; the page after it.
-async fn password(b: &mut Browser<'_>, login: &Page, email: &str) -> Page {
+pub(crate) async fn password(b: &mut Browser<'_>, login: &Page, email: &str) -> Page {
     let form = login
         .form_with("password")
         .unwrap_or_else(|| panic!("a login form: {}", login.body));
@@ -192,13 +195,13 @@ async fn password(b: &mut Browser<'_>, login: &Page, email: &str) -> Page {
         .await
 }
 
-async fn second_factor(b: &mut Browser<'_>, page: &Page, code: &str) -> Page {
+pub(crate) async fn second_factor(b: &mut Browser<'_>, page: &Page, code: &str) -> Page {
     let form = form_to(page, "/oauth/authorize/second-factor");
     b.submit(&form, &[("code", code)]).await
 }
 
 /// Allows on a consent page and exchanges the code: the token response.
-async fn consent_and_exchange(
+pub(crate) async fn consent_and_exchange(
     s: &TestServer,
     b: &mut Browser<'_>,
     rp: &Rp,
@@ -212,7 +215,7 @@ async fn consent_and_exchange(
     exchange(s, rp, auth, &back).await
 }
 
-async fn exchange(s: &TestServer, rp: &Rp, auth: &Auth, back: &Page) -> Value {
+pub(crate) async fn exchange(s: &TestServer, rp: &Rp, auth: &Auth, back: &Page) -> Value {
     let location = back
         .location()
         .unwrap_or_else(|| panic!("a redirect: {}", back.body));
@@ -247,7 +250,7 @@ fn signed_in(page: &Page) -> bool {
             .is_some_and(|l| l.starts_with(REDIRECT) && l.contains("code="))
 }
 
-fn claims(token: &str) -> Value {
+pub(crate) fn claims(token: &str) -> Value {
     let part = token.split('.').nth(1).unwrap();
     serde_json::from_slice(&B64.decode(part).unwrap()).unwrap()
 }

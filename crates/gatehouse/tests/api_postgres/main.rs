@@ -33,6 +33,8 @@ mod idempotency;
 mod introspection;
 #[path = "../api/invitations.rs"]
 mod invitations;
+#[path = "../api/master_key.rs"]
+mod master_key;
 #[path = "../api/mfa.rs"]
 mod mfa;
 #[path = "../api/oauth_flow.rs"]
