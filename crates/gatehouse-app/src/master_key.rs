@@ -1,13 +1,15 @@
 //! D23 (continued): rotating the master key.
 //!
 //! `gatehouse master-key rotate` records the rotation in storage with the
-//! next key sealed under the current one, waits while every server learns
-//! it (they look at every housekeeping round, every 5 s, and at start),
-//! then re-seals every value held under the master key (D3 revised) with
+//! next key sealed under the current one and waits until every live server
+//! holds it: each looks at start and every housekeeping round (5 s), and
+//! records the ids of the keys it holds (`SealedStore::record_key_holder`).
+//! Then it re-seals every value held under the master key (D3 revised) with
 //! the next key. A server that learned the next key seals with it at once
 //! and opens under both, so nothing it reads is ever unreadable while the
 //! values move; once every value opens under the next key, the command
-//! ends the rotation and servers need only the new key.
+//! ends the rotation, and servers forget the older keys at their next
+//! round: from then on they need only the new key.
 //!
 //! Each value is replaced only over the very bytes that were read (a
 //! compare-and-set), so a value a server wrote meanwhile is never
@@ -26,6 +28,8 @@ use crate::App;
 
 /// Values read per page.
 const PAGE: u32 = 200;
+/// A holder not seen for this long is taken for gone (they write every 5 s).
+const HOLDER_FRESH_SECS: i64 = 15;
 /// Passes before the rotation gives up on values that keep changing.
 const MAX_PASSES: usize = 5;
 
@@ -42,6 +46,21 @@ pub enum MasterKeyError {
     Unreadable(String),
     #[error("values kept changing while they were re-sealed ({0} passes); run the rotation again")]
     Unsettled(usize),
+    #[error(
+        "the current master key opens no signing key: give the key the servers use (GATEHOUSE_MASTER_KEY or <data_dir>/master.key)"
+    )]
+    WrongKey,
+    #[error("another master-key rotation began meanwhile; run the rotation again")]
+    Concurrent,
+    /// A rotation to another key is under way: servers seal with that key.
+    #[error(
+        "a rotation to master key {0} is under way: run the rotation again with that key's file to complete it first"
+    )]
+    OtherUnderWay(String),
+    #[error(
+        "{0} did not report the new key within {1} s; the rotation stays under way: check those servers (they must run this release), then run it again"
+    )]
+    Lagging(String, u64),
     #[error("{0}")]
     Store(#[from] StoreError),
 }
@@ -96,11 +115,33 @@ pub async fn learn_rotation(
 }
 
 impl App {
-    /// Learns a rotation's next key (every housekeeping round).
+    /// Every housekeeping round, and when a sealed value does not open:
+    /// learns a rotation's next key, forgets the older keys once no
+    /// rotation is under way, and records the keys this process holds.
     pub async fn learn_master_key(&self) {
-        if let Some(auth) = self.auth()
-            && let Err(e) = learn_rotation(sealed_store(self), auth.keys().master()).await
-        {
+        let Some(auth) = self.auth() else { return };
+        let ring = auth.keys().master();
+        let store = sealed_store(self);
+        let outcome = async {
+            match store.master_key_rotation().await? {
+                Some(_) => {
+                    learn_rotation(store, ring).await?;
+                }
+                None => {
+                    if ring.keep_newest() {
+                        tracing::info!(
+                            key_id = %ring.ids()[0],
+                            "the master-key rotation ended; the older keys are forgotten"
+                        );
+                    }
+                }
+            }
+            store
+                .record_key_holder(ring.holder(), &ring.ids(), Timestamp::now())
+                .await
+        }
+        .await;
+        if let Err(e) = outcome {
             tracing::warn!(error = %e, "reading the master-key rotation failed");
         }
     }
@@ -115,8 +156,8 @@ impl App {
 
     /// Re-seals every value under `next` (the rotation's work; the caller
     /// then keeps the new key where servers read it and calls
-    /// [`App::end_master_key_rotation`]). `settle` is how long servers get
-    /// to learn the next key before the values move.
+    /// [`App::end_master_key_rotation`]). `settle` is how long, at most,
+    /// the servers get to report the next key before the values move.
     pub async fn rotate_master_key(
         &self,
         current: &MasterKey,
@@ -132,21 +173,39 @@ impl App {
             if earlier.is_none_or(|r| r.next_id != current.id()) {
                 return Err(MasterKeyError::SameKey(current.id()));
             }
+        } else if let Some(r) = earlier.as_ref().filter(|r| r.next_id != next.id()) {
+            // Servers seal with that rotation's key already: finish it first.
+            return Err(MasterKeyError::OtherUnderWay(r.next_id.clone()));
         } else {
-            // A rotation begun before, to another key, may have sealed
-            // values under its key: open those as well.
+            // A run to this key stopped before: what it moved opens under
+            // the key as well (learned like any server).
             learn_rotation(store, &opening).await?;
+            // The key the servers use opens the signing keys.
+            if let Some(k) = store
+                .sealed_values(SealedKind::SigningKey, None, 1)
+                .await?
+                .first()
+                && aad::of(&k.at)
+                    .and_then(|data| opening.decrypt(&k.sealed, &data))
+                    .is_none()
+            {
+                return Err(MasterKeyError::WrongKey);
+            }
             opening.learn(next.clone());
-            store
-                .begin_master_key_rotation(&MasterKeyRotation {
-                    next_id: next.id(),
-                    next_sealed: current
-                        .encrypt(next.to_text().as_bytes(), &aad::next_master_key(&next.id())),
-                    started_at: Timestamp::now(),
-                })
-                .await?;
-            tracing::info!(key_id = %next.id(), wait_secs = settle.as_secs(), "master-key rotation begun; servers learn the new key");
-            tokio::time::sleep(settle).await;
+            let begun = earlier.is_some()
+                || store
+                    .begin_master_key_rotation(&MasterKeyRotation {
+                        next_id: next.id(),
+                        next_sealed: current
+                            .encrypt(next.to_text().as_bytes(), &aad::next_master_key(&next.id())),
+                        started_at: Timestamp::now(),
+                    })
+                    .await?;
+            if !begun {
+                return Err(MasterKeyError::Concurrent);
+            }
+            tracing::info!(key_id = %next.id(), "master-key rotation begun; waiting for every server to hold the new key");
+            wait_for_holders(store, &next.id(), settle).await?;
         }
         let mut done = Rotated {
             key_id: next.id(),
@@ -208,13 +267,48 @@ impl App {
         Err(MasterKeyError::Unsettled(MAX_PASSES))
     }
 
-    /// Ends the rotation to `next`: servers need only the new key now.
+    /// Ends the rotation to `next`: servers forget the older keys at their
+    /// next round and need only the new key.
     pub async fn end_master_key_rotation(&self, next: &MasterKey) -> Result<(), MasterKeyError> {
-        sealed_store(self)
+        if !sealed_store(self)
             .end_master_key_rotation(&next.id())
-            .await?;
+            .await?
+        {
+            return Err(MasterKeyError::Concurrent);
+        }
         tracing::info!(key_id = %next.id(), "master-key rotation complete");
         Ok(())
+    }
+}
+
+/// Waits (at most `wait`) until every holder seen lately holds `next_id`.
+async fn wait_for_holders(
+    store: &dyn SealedStore,
+    next_id: &str,
+    wait: Duration,
+) -> Result<(), MasterKeyError> {
+    let start = std::time::Instant::now();
+    loop {
+        let fresh = Timestamp::now().plus_seconds(-HOLDER_FRESH_SECS);
+        let lagging: Vec<String> = store
+            .key_holders(fresh)
+            .await?
+            .into_iter()
+            .filter(|h| !h.key_ids.iter().any(|id| id == next_id))
+            .map(|h| h.holder)
+            .collect();
+        if lagging.is_empty() {
+            return Ok(());
+        }
+        if start.elapsed() >= wait {
+            let names = if lagging.len() == 1 {
+                format!("server {}", lagging[0])
+            } else {
+                format!("{} servers ({})", lagging.len(), lagging.join(", "))
+            };
+            return Err(MasterKeyError::Lagging(names, wait.as_secs()));
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
     }
 }
 

@@ -263,8 +263,10 @@ async fn idempotent_bodies_with_secrets_are_kept_sealed() {
 // are in `tests/search.rs`, on both backends.
 
 /// D23 (continued): a value no key opens stops the rotation, which stays
-/// under way (a server learns the next key and opens under both); a second
-/// run, to another key, still opens what the first moved, and completes.
+/// under way (a server learns the next key and opens under both); a server
+/// that does not report the next key holds the rotation back; a second run,
+/// to another key, still opens what the first moved, and completes; the
+/// server then forgets the older keys.
 #[tokio::test]
 async fn d23_a_rotation_stops_at_an_unreadable_value_and_a_second_run_completes() {
     use gatehouse_app::master_key::MasterKeyError;
@@ -295,6 +297,17 @@ async fn d23_a_rotation_stops_at_an_unreadable_value_and_a_second_run_completes(
         .sealed_key(aad::RECOVERY_KEY_NAME, &stray)
         .await
         .unwrap();
+    // A wrong current key is refused before anything is recorded.
+    let e = operator
+        .rotate_master_key(
+            &MasterKey::generate(),
+            &MasterKey::generate(),
+            Duration::ZERO,
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(e, MasterKeyError::WrongKey), "{e}");
+    assert_eq!(store.master_key_rotation().await.unwrap(), None);
 
     let next = MasterKey::generate();
     let e = operator
@@ -311,9 +324,22 @@ async fn d23_a_rotation_stops_at_an_unreadable_value_and_a_second_run_completes(
     server.learn_master_key().await;
     assert_eq!(auth.keys().master().ids(), vec![next.id(), current.id()]);
     server.reload_keys().await.unwrap();
+    let by_next = auth.keys().master().encrypt(b"v", b"aad");
+    assert!(next.decrypt(&by_next, b"aad").is_some());
 
-    // The value made readable again, a second run to another key opens
-    // what the first moved to `next` and completes.
+    // Another key cannot take over: servers seal with `next` already.
+    let other = MasterKey::generate();
+    let e = operator
+        .rotate_master_key(&current, &other, Duration::ZERO)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&e, MasterKeyError::OtherUnderWay(id) if *id == next.id()),
+        "{e}"
+    );
+
+    // The value made readable again. A second run waits for every server
+    // seen lately to hold the key; one that does not is named.
     let v = store
         .sealed_values(SealedKind::SealedKey, None, 10)
         .await
@@ -321,26 +347,64 @@ async fn d23_a_rotation_stops_at_an_unreadable_value_and_a_second_run_completes(
         .remove(0);
     let fixed = current.encrypt(&[1; 32], aad::RECOVERY_KEY);
     assert!(store.reseal(&v.at, &v.sealed, &fixed).await.unwrap());
-    let other = MasterKey::generate();
-    let done = operator
-        .rotate_master_key(&current, &other, Duration::ZERO)
+    store
+        .record_key_holder(
+            "mkh_lagging",
+            &[current.id()],
+            gatehouse_domain::Timestamp::now(),
+        )
         .await
         .unwrap();
-    assert_eq!(done.resealed.get("signing_keys"), Some(&1));
+    let e = operator
+        .rotate_master_key(&current, &next, Duration::ZERO)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&e, MasterKeyError::Lagging(names, 0) if names == "server mkh_lagging"),
+        "{e}"
+    );
+    // Once it holds the key, the run opens what the first moved to `next`
+    // and completes.
+    store
+        .record_key_holder(
+            "mkh_lagging",
+            &[next.id(), current.id()],
+            gatehouse_domain::Timestamp::now(),
+        )
+        .await
+        .unwrap();
+    let done = operator
+        .rotate_master_key(&current, &next, Duration::ZERO)
+        .await
+        .unwrap();
     assert_eq!(done.resealed.get("sealed_keys"), Some(&1));
-    operator.end_master_key_rotation(&other).await.unwrap();
+    assert_eq!(done.already, 1, "the signing key moved in the first run");
+    operator.end_master_key_rotation(&next).await.unwrap();
     assert_eq!(store.master_key_rotation().await.unwrap(), None);
     for kind in SealedKind::ALL {
         for v in store.sealed_values(kind, None, 100).await.unwrap() {
             let data = aad::of(&v.at).unwrap();
-            assert!(other.decrypt(&v.sealed, &data).is_some(), "{:?}", v.at);
+            assert!(next.decrypt(&v.sealed, &data).is_some(), "{:?}", v.at);
         }
     }
-    // The same key again has nothing to rotate.
+    let other = next.clone();
+    // The server forgets the older keys at its next round.
+    assert_eq!(auth.keys().master().ids()[0], other.id());
+    server.learn_master_key().await;
+    assert_eq!(auth.keys().master().ids(), vec![other.id()]);
+    let by_current = current.encrypt(b"v", b"aad");
+    assert!(auth.keys().master().decrypt(&by_current, b"aad").is_none());
+    assert!(auth.keys().master().decrypt(&by_next, b"aad").is_some());
+    server.reload_keys().await.unwrap();
+    // The same key again has nothing to rotate; ending it again is refused.
     assert!(matches!(
         operator
             .rotate_master_key(&other, &other, Duration::ZERO)
             .await,
         Err(MasterKeyError::SameKey(_))
+    ));
+    assert!(matches!(
+        operator.end_master_key_rotation(&other).await,
+        Err(MasterKeyError::Concurrent)
     ));
 }

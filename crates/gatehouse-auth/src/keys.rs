@@ -120,7 +120,11 @@ impl MasterKey {
 /// once and still opens what the current one sealed, so no value is ever
 /// unreadable to it while `gatehouse master-key rotate` re-seals them.
 #[derive(Clone)]
-pub struct MasterKeys(Arc<RwLock<Vec<MasterKey>>>);
+pub struct MasterKeys {
+    keys: Arc<RwLock<Vec<MasterKey>>>,
+    /// This process's name among the key holders a rotation waits for.
+    holder: Arc<str>,
+}
 
 impl std::fmt::Debug for MasterKeys {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -130,11 +134,28 @@ impl std::fmt::Debug for MasterKeys {
 
 impl MasterKeys {
     pub fn new(key: MasterKey) -> Self {
-        Self(Arc::new(RwLock::new(vec![key])))
+        Self {
+            keys: Arc::new(RwLock::new(vec![key])),
+            holder: random::token("mkh_", 96).into(),
+        }
     }
 
     fn keys(&self) -> std::sync::RwLockReadGuard<'_, Vec<MasterKey>> {
-        self.0.read().unwrap_or_else(|e| e.into_inner())
+        self.keys.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A random name of this holder of keys (one per process).
+    pub fn holder(&self) -> &str {
+        &self.holder
+    }
+
+    /// Forgets every key but the newest (a rotation ended: what the older
+    /// keys sealed has been re-sealed); whether any was forgotten.
+    pub fn keep_newest(&self) -> bool {
+        let mut keys = self.keys.write().unwrap_or_else(|e| e.into_inner());
+        let had = keys.len();
+        keys.truncate(1);
+        had > 1
     }
 
     /// Sealed under the newest key.
@@ -171,7 +192,7 @@ impl MasterKeys {
     /// Seals with `next` from now on, and opens with it besides the keys
     /// held; nothing when it is held already.
     pub fn learn(&self, next: MasterKey) {
-        let mut keys = self.0.write().unwrap_or_else(|e| e.into_inner());
+        let mut keys = self.keys.write().unwrap_or_else(|e| e.into_inner());
         if !keys.iter().any(|k| k.0 == next.0) {
             keys.insert(0, next);
         }
@@ -471,6 +492,11 @@ mod tests {
         assert_eq!(ring.decrypt(&before, b"aad").unwrap(), b"before");
         assert_eq!(ring.derive(b"p"), next.derive(b"p"));
         assert!(ring.derived(b"p").contains(&old.derive(b"p")));
+        // The rotation ended: the old key opens nothing any more.
+        assert!(ring.keep_newest());
+        assert!(!ring.keep_newest());
+        assert_eq!(ring.ids(), vec![next.id()]);
+        assert!(ring.decrypt(&before, b"aad").is_none());
         assert_ne!(old.id(), next.id());
         assert_eq!(old.id().len(), 16);
     }

@@ -2,10 +2,20 @@
 -- the next key sealed under the current one, so every server holding the
 -- current key learns the next, seals with it and still opens both, until
 -- `gatehouse master-key rotate` has re-sealed every value and removes the
--- row. At most one row.
+-- row. At most one row. The row is deleted at the end: the next key then
+-- sits in the database only in free pages, the WAL and backups, sealed under
+-- the key it replaced.
 CREATE TABLE master_key_rotation (
     id           integer PRIMARY KEY CHECK (id = 1),
     next_id      text NOT NULL,
     next_sealed  bytea NOT NULL,
     started_at   bigint NOT NULL
+);
+-- Each serving process and the master keys it holds, written every 5 s,
+-- so the rotation waits until every live process holds the next key before
+-- it moves values. Rows not seen for a day are removed.
+CREATE TABLE master_key_holders (
+    holder   text PRIMARY KEY,
+    key_ids  text NOT NULL,
+    seen_at  bigint NOT NULL
 );

@@ -5,7 +5,9 @@ use sqlx_core::query::Query;
 use sqlx_postgres::{PgArguments, Postgres};
 
 use super::*;
-use gatehouse_store::{MasterKeyRotation, SealedAt, SealedKind, SealedStore, SealedValue};
+use gatehouse_store::{
+    KeyHolder, MasterKeyRotation, SealedAt, SealedKind, SealedStore, SealedValue,
+};
 
 /// Each kind's page query (`$1` the last row key of the previous page, `$2`
 /// the page size) and its compare-and-set update (`$1` row key, `$2` the
@@ -115,29 +117,78 @@ impl SealedStore for PgStore {
         .map_err(db_err)
     }
 
-    async fn begin_master_key_rotation(&self, rotation: &MasterKeyRotation) -> StoreResult<()> {
+    async fn begin_master_key_rotation(&self, rotation: &MasterKeyRotation) -> StoreResult<bool> {
         write_tx!(self, |tx| {
-            query(
+            let done = query(
                 "INSERT INTO master_key_rotation (id, next_id, next_sealed, started_at) VALUES (1, $1, $2, $3)
-                 ON CONFLICT (id) DO UPDATE SET next_id = excluded.next_id, next_sealed = excluded.next_sealed, started_at = excluded.started_at",
+                 ON CONFLICT (id) DO NOTHING",
             )
             .bind(&rotation.next_id)
             .bind(&rotation.next_sealed)
             .bind(rotation.started_at.millis())
             .execute(&mut *tx)
             .await?;
-            Ok(())
+            Ok(done.rows_affected() == 1)
         })
     }
 
-    async fn end_master_key_rotation(&self, next_id: &str) -> StoreResult<()> {
+    async fn end_master_key_rotation(&self, next_id: &str) -> StoreResult<bool> {
         write_tx!(self, |tx| {
-            query("DELETE FROM master_key_rotation WHERE id = 1 AND next_id = $1")
+            let done = query("DELETE FROM master_key_rotation WHERE id = 1 AND next_id = $1")
                 .bind(next_id)
+                .execute(&mut *tx)
+                .await?;
+            Ok(done.rows_affected() == 1)
+        })
+    }
+
+    async fn record_key_holder(
+        &self,
+        holder: &str,
+        key_ids: &[String],
+        now: Timestamp,
+    ) -> StoreResult<()> {
+        let ids = key_ids.join(" ");
+        write_tx!(self, |tx| {
+            query(
+                "INSERT INTO master_key_holders (holder, key_ids, seen_at) VALUES ($1, $2, $3)
+                 ON CONFLICT (holder) DO UPDATE SET key_ids = excluded.key_ids, seen_at = excluded.seen_at",
+            )
+            .bind(holder)
+            .bind(&ids)
+            .bind(now.millis())
+            .execute(&mut *tx)
+            .await?;
+            query("DELETE FROM master_key_holders WHERE seen_at < $1")
+                .bind(now.millis() - 86_400_000)
                 .execute(&mut *tx)
                 .await?;
             Ok(())
         })
+    }
+
+    async fn key_holders(&self, since: Timestamp) -> StoreResult<Vec<KeyHolder>> {
+        let rows = query(
+            "SELECT holder, key_ids, seen_at FROM master_key_holders WHERE seen_at >= $1 ORDER BY holder",
+        )
+        .bind(since.millis())
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db_err)?;
+        rows.iter()
+            .map(|r| {
+                Ok(KeyHolder {
+                    holder: r.try_get(0)?,
+                    key_ids: r
+                        .try_get::<String, _>(1)?
+                        .split_whitespace()
+                        .map(str::to_owned)
+                        .collect(),
+                    seen_at: Timestamp::from_millis(r.try_get(2)?),
+                })
+            })
+            .collect::<Result<Vec<_>, sqlx_core::Error>>()
+            .map_err(db_err)
     }
 
     async fn sealed_values(

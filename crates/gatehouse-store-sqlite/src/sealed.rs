@@ -4,7 +4,9 @@
 use rusqlite::types::Value;
 
 use super::*;
-use gatehouse_store::{MasterKeyRotation, SealedAt, SealedKind, SealedStore, SealedValue};
+use gatehouse_store::{
+    KeyHolder, MasterKeyRotation, SealedAt, SealedKind, SealedStore, SealedValue,
+};
 
 /// Each kind's page query (`?1` the last row key of the previous page, `?2`
 /// the page size) and its compare-and-set update (`?1` row key, `?2` the
@@ -115,22 +117,22 @@ impl SealedStore for SqliteStore {
             .await
     }
 
-    async fn begin_master_key_rotation(&self, rotation: &MasterKeyRotation) -> StoreResult<()> {
+    async fn begin_master_key_rotation(&self, rotation: &MasterKeyRotation) -> StoreResult<bool> {
         let r = rotation.clone();
         self.pool
             .write(move |tx| {
                 tx.execute(
                     "INSERT INTO master_key_rotation (id, next_id, next_sealed, started_at) VALUES (1, ?1, ?2, ?3)
-                     ON CONFLICT (id) DO UPDATE SET next_id = excluded.next_id, next_sealed = excluded.next_sealed, started_at = excluded.started_at",
+                     ON CONFLICT (id) DO NOTHING",
                     params![r.next_id, r.next_sealed, r.started_at.millis()],
                 )
-                .map_err(db_err)?;
-                Ok(())
+                .map(|n| n == 1)
+                .map_err(db_err)
             })
             .await
     }
 
-    async fn end_master_key_rotation(&self, next_id: &str) -> StoreResult<()> {
+    async fn end_master_key_rotation(&self, next_id: &str) -> StoreResult<bool> {
         let next_id = next_id.to_owned();
         self.pool
             .write(move |tx| {
@@ -138,8 +140,58 @@ impl SealedStore for SqliteStore {
                     "DELETE FROM master_key_rotation WHERE id = 1 AND next_id = ?1",
                     [next_id],
                 )
+                .map(|n| n == 1)
+                .map_err(db_err)
+            })
+            .await
+    }
+
+    async fn record_key_holder(
+        &self,
+        holder: &str,
+        key_ids: &[String],
+        now: Timestamp,
+    ) -> StoreResult<()> {
+        let (holder, ids) = (holder.to_owned(), key_ids.join(" "));
+        let now = now.millis();
+        self.pool
+            .write(move |tx| {
+                tx.prepare_cached(
+                    "INSERT INTO master_key_holders (holder, key_ids, seen_at) VALUES (?1, ?2, ?3)
+                     ON CONFLICT (holder) DO UPDATE SET key_ids = excluded.key_ids, seen_at = excluded.seen_at",
+                )
+                .and_then(|mut s| s.execute(params![holder, ids, now]))
                 .map_err(db_err)?;
+                tx.prepare_cached("DELETE FROM master_key_holders WHERE seen_at < ?1")
+                    .and_then(|mut s| s.execute([now - 86_400_000]))
+                    .map_err(db_err)?;
                 Ok(())
+            })
+            .await
+    }
+
+    async fn key_holders(&self, since: Timestamp) -> StoreResult<Vec<KeyHolder>> {
+        self.pool
+            .read(move |c| {
+                let mut s = c
+                    .prepare_cached(
+                        "SELECT holder, key_ids, seen_at FROM master_key_holders WHERE seen_at >= ?1 ORDER BY holder",
+                    )
+                    .map_err(db_err)?;
+                let rows = s
+                    .query_map([since.millis()], |r| {
+                        Ok(KeyHolder {
+                            holder: r.get(0)?,
+                            key_ids: r
+                                .get::<_, String>(1)?
+                                .split_whitespace()
+                                .map(str::to_owned)
+                                .collect(),
+                            seen_at: Timestamp::from_millis(r.get(2)?),
+                        })
+                    })
+                    .map_err(db_err)?;
+                rows.collect::<rusqlite::Result<Vec<_>>>().map_err(db_err)
             })
             .await
     }

@@ -21,14 +21,34 @@ pub struct MasterKeyRotation {
     pub started_at: Timestamp,
 }
 
+/// A serving process and the master keys it holds, as it last said.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeyHolder {
+    pub holder: String,
+    pub key_ids: Vec<String>,
+    pub seen_at: Timestamp,
+}
+
 #[async_trait]
 pub trait SealedStore: Send + Sync {
     /// The rotation under way, if any.
     async fn master_key_rotation(&self) -> StoreResult<Option<MasterKeyRotation>>;
-    /// Records `rotation` as the one under way (replacing any before it).
-    async fn begin_master_key_rotation(&self, rotation: &MasterKeyRotation) -> StoreResult<()>;
-    /// Ends the rotation to `next_id`; nothing when another is recorded.
-    async fn end_master_key_rotation(&self, next_id: &str) -> StoreResult<()>;
+    /// Records `rotation` as the one under way, when none is; false when
+    /// one is (another run got there first).
+    async fn begin_master_key_rotation(&self, rotation: &MasterKeyRotation) -> StoreResult<bool>;
+    /// Ends the rotation to `next_id`; false when it is not the one under
+    /// way.
+    async fn end_master_key_rotation(&self, next_id: &str) -> StoreResult<bool>;
+    /// Records that serving process `holder` holds the keys `key_ids` at
+    /// `now`, and forgets holders not seen for a day.
+    async fn record_key_holder(
+        &self,
+        holder: &str,
+        key_ids: &[String],
+        now: Timestamp,
+    ) -> StoreResult<()>;
+    /// The holders seen at or after `since`.
+    async fn key_holders(&self, since: Timestamp) -> StoreResult<Vec<KeyHolder>>;
     /// Up to `limit` values of `kind`, in storage order, after `after` (a
     /// value of the same kind from the previous page).
     async fn sealed_values(

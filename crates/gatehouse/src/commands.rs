@@ -834,9 +834,10 @@ pub async fn keys(
 
 /// `gatehouse master-key rotate --new-key-file F` (D23 continued, D47
 /// continued): every sealed value re-sealed under the new key while servers
-/// run; the new key then replaces `master.key` (when the key is kept there)
-/// before the rotation ends, so a crash in between leaves a rotation a
-/// second run completes.
+/// run; the rotation ends, then the new key replaces `master.key` (when the
+/// key is kept there). Stopped between the two, the database is under the
+/// new key and `master.key` still holds the old one: a second run with the
+/// same file finds nothing to re-seal and writes the file.
 pub async fn master_key(
     app: &App,
     current: (gatehouse_auth::MasterKey, crate::MasterKeySource),
@@ -852,10 +853,10 @@ pub async fn master_key(
         .rotate_master_key(&current, &next, std::time::Duration::from_secs(wait))
         .await
         .map_err(key_msg)?;
+    app.end_master_key_rotation(&next).await.map_err(key_msg)?;
     if let crate::MasterKeySource::File(path) = &source {
         crate::write_private_file(path, next.to_text().as_bytes())?;
     }
-    app.end_master_key_rotation(&next).await.map_err(key_msg)?;
     let total: u64 = rotated.resealed.values().sum();
     let file = match &source {
         crate::MasterKeySource::File(p) => Some(p.display().to_string()),

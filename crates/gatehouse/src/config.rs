@@ -140,17 +140,17 @@ pub enum MasterKeyCommand {
     /// Re-encrypt everything held under the master key with a new key,
     /// while servers run (D23 continued): they learn the new key from the
     /// database, seal with it and read under either key until the rotation
-    /// completes. The new key then replaces <data_dir>/master.key; when the
-    /// key comes from GATEHOUSE_MASTER_KEY, set that to the new key on every
-    /// node before it next restarts.
+    /// completes, then forget the old one. The new key then replaces
+    /// <data_dir>/master.key; when the key comes from GATEHOUSE_MASTER_KEY,
+    /// set that to the new key on every node before it next restarts.
     Rotate {
         /// A file holding the new key: 32 random bytes as base64 or 64 hex
         /// digits (e.g. `openssl rand -base64 32 > new.key`).
         #[arg(long, value_name = "FILE")]
         new_key_file: PathBuf,
-        /// Seconds servers get to learn the new key before values move
-        /// (they look every 5 s).
-        #[arg(long, default_value_t = 11, value_name = "SECS")]
+        /// Seconds, at most, for every running server to report that it
+        /// holds the new key (they look every 5 s) before values move.
+        #[arg(long, default_value_t = 60, value_name = "SECS")]
         wait: u64,
     },
 }

@@ -167,5 +167,11 @@ pub fn write_private_file(path: &Path, contents: &[u8]) -> anyhow::Result<()> {
     f.write_all(contents)?;
     f.sync_all()?;
     std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))?;
+    // The rename itself survives a crash once the directory is on disk.
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::File::open(dir)
+            .and_then(|d| d.sync_all())
+            .with_context(|| format!("syncing {}", dir.display()))?;
+    }
     Ok(())
 }

@@ -691,13 +691,23 @@ impl App {
         if self.authority().config().refresh_grace_secs > 0
             && let (Some(sealed), Some(until)) = (&stored.successor_sealed, stored.successor_until)
             && until > now
-            && let Some(pair) = self
-                .authority()
-                .keys()
-                .master()
-                .decrypt(sealed, &gatehouse_auth::keys::aad::successor_pair(&d))
-                .and_then(|p| serde_json::from_slice::<SealedPair>(&p).ok())
         {
+            // A kept pair that does not open (a master key this process
+            // does not hold yet, D23 continued) is a fault of this node,
+            // never the client's reuse: the chain is left alone.
+            let data = gatehouse_auth::keys::aad::successor_pair(&d);
+            let mut opened = self.authority().keys().master().decrypt(sealed, &data);
+            if opened.is_none() {
+                self.learn_master_key().await;
+                opened = self.authority().keys().master().decrypt(sealed, &data);
+            }
+            let pair = opened
+                .and_then(|p| serde_json::from_slice::<SealedPair>(&p).ok())
+                .ok_or_else(|| {
+                    OAuthError::internal(
+                        "a kept successor pair does not open under the master keys held",
+                    )
+                })?;
             let elapsed = (now.millis() - pair.issued_at).max(0) / 1000;
             return Ok(IssuedTokens {
                 access_token: pair.access_token,

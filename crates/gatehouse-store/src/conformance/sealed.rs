@@ -6,7 +6,7 @@ use gatehouse_domain::effect;
 
 use super::mfa::{mail, person, totp};
 use super::*;
-use crate::{MasterKeyRotation, SealedAt, SealedKind};
+use crate::{KeyHolder, MasterKeyRotation, SealedAt, SealedKind};
 
 pub async fn sealed_values_are_paged_and_resealed_over_what_was_read(s: &dyn Store) {
     for kind in SealedKind::ALL {
@@ -117,18 +117,56 @@ pub async fn one_master_key_rotation_is_under_way_at_most(s: &dyn Store) {
         next_sealed: vec![1; 60],
         started_at: Timestamp::from_millis(5_000),
     };
-    s.begin_master_key_rotation(&a).await.unwrap();
-    assert_eq!(s.master_key_rotation().await.unwrap(), Some(a.clone()));
+    // Begun when none is under way, once: another is refused, not recorded.
+    assert!(s.begin_master_key_rotation(&a).await.unwrap());
     let b = MasterKeyRotation {
         next_id: "bbbb".into(),
         next_sealed: vec![2; 60],
         started_at: Timestamp::from_millis(6_000),
     };
-    s.begin_master_key_rotation(&b).await.unwrap();
-    assert_eq!(s.master_key_rotation().await.unwrap(), Some(b.clone()));
+    assert!(!s.begin_master_key_rotation(&b).await.unwrap());
+    assert_eq!(s.master_key_rotation().await.unwrap(), Some(a.clone()));
     // Ending another rotation changes nothing.
-    s.end_master_key_rotation("aaaa").await.unwrap();
-    assert_eq!(s.master_key_rotation().await.unwrap(), Some(b));
-    s.end_master_key_rotation("bbbb").await.unwrap();
+    assert!(!s.end_master_key_rotation("bbbb").await.unwrap());
+    assert_eq!(s.master_key_rotation().await.unwrap(), Some(a));
+    assert!(s.end_master_key_rotation("aaaa").await.unwrap());
     assert_eq!(s.master_key_rotation().await.unwrap(), None);
+    assert!(!s.end_master_key_rotation("aaaa").await.unwrap());
+    assert!(s.begin_master_key_rotation(&b).await.unwrap());
+    assert!(s.end_master_key_rotation("bbbb").await.unwrap());
+}
+
+pub async fn key_holders_say_what_they_hold_and_old_ones_go(s: &dyn Store) {
+    let t = |secs: i64| Timestamp::from_millis(1_000_000_000 + secs * 1000);
+    s.record_key_holder("mkh_a", &["k1".into()], t(0))
+        .await
+        .unwrap();
+    s.record_key_holder("mkh_b", &["k2".into(), "k1".into()], t(10))
+        .await
+        .unwrap();
+    let all = s.key_holders(t(0)).await.unwrap();
+    assert_eq!(
+        all,
+        [
+            KeyHolder {
+                holder: "mkh_a".into(),
+                key_ids: vec!["k1".into()],
+                seen_at: t(0),
+            },
+            KeyHolder {
+                holder: "mkh_b".into(),
+                key_ids: vec!["k2".into(), "k1".into()],
+                seen_at: t(10),
+            }
+        ]
+    );
+    // Only those seen since.
+    assert_eq!(s.key_holders(t(5)).await.unwrap().len(), 1);
+    // A holder's record is replaced; one not seen for a day is removed.
+    s.record_key_holder("mkh_b", &["k2".into()], t(86_400 + 5))
+        .await
+        .unwrap();
+    let all = s.key_holders(t(-1)).await.unwrap();
+    assert_eq!(all.len(), 1, "{all:?}");
+    assert_eq!(all[0].key_ids, vec!["k2".to_owned()]);
 }
