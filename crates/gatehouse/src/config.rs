@@ -138,7 +138,7 @@ pub enum KeysCommand {
 #[derive(Subcommand, Debug)]
 pub enum MasterKeyCommand {
     /// Re-encrypt everything held under the master key with a new key,
-    /// while servers run (D23 continued): they learn the new key from the
+    /// while servers run: they learn the new key from the
     /// database, seal with it and read under either key until the rotation
     /// completes, then forget the old one. The new key then replaces
     /// <data_dir>/master.key; when the key comes from GATEHOUSE_MASTER_KEY,
