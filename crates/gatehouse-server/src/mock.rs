@@ -78,17 +78,7 @@ pub fn simulated(code: u16, scope: Option<Scope>, rate: Option<&mut RateInfo>) -
             .with_header(header::WWW_AUTHENTICATE, "Bearer error=\"invalid_token\""),
         // An endpoint any valid token may call (D46 `/v1/organization`)
         // is refused as the management scope would be.
-        403 => {
-            let needed = scope.unwrap_or(Scope::ApplicationsRead).as_str();
-            ApiError::new(
-                ErrorCode::InsufficientScope,
-                format!("this endpoint needs the {needed} scope"),
-            )
-            .with_header(
-                header::WWW_AUTHENTICATE,
-                &format!("Bearer error=\"insufficient_scope\", scope=\"{needed}\""),
-            )
-        }
+        403 => crate::api::extract::insufficient_scope(scope.unwrap_or(Scope::ApplicationsRead)),
         404 => ApiError::not_found(crate::http::error::Resource::Any),
         409 => ApiError::new(
             ErrorCode::DuplicateResource,

@@ -122,20 +122,7 @@ async fn d23_the_master_key_rotates_while_the_server_runs() {
     std::fs::write(&file, new.to_text()).unwrap();
     let command = {
         let (dir, file) = (dir.clone(), file.clone());
-        tokio::spawn(async move {
-            gatehouse(
-                &dir,
-                &[
-                    "master-key",
-                    "rotate",
-                    "--new-key-file",
-                    file.to_str().unwrap(),
-                    "--json",
-                ],
-                None,
-            )
-            .await
-        })
+        tokio::spawn(async move { rotate(&dir, &file).await })
     };
     // Meanwhile the server keeps opening values as they move: the kept
     // successor pair and the kept response, every round.
@@ -288,8 +275,16 @@ async fn d23_the_master_key_rotates_while_the_server_runs() {
     assert!(tokens["access_token"].is_string());
 
     // The same key again is refused: there is nothing to rotate.
-    let out = gatehouse(
-        &dir,
+    let out = rotate(&dir, &file).await;
+    assert!(!out.status.success());
+    assert!(out.json_error("VALIDATION_ERROR").contains(&new.id()));
+}
+
+/// `gatehouse master-key rotate --new-key-file FILE --json` on the data
+/// directory `dir`.
+async fn rotate(dir: &std::path::Path, file: &std::path::Path) -> crate::cli::Out {
+    gatehouse(
+        dir,
         &[
             "master-key",
             "rotate",
@@ -299,9 +294,7 @@ async fn d23_the_master_key_rotates_while_the_server_runs() {
         ],
         None,
     )
-    .await;
-    assert!(!out.status.success());
-    assert!(out.json_error("VALIDATION_ERROR").contains(&new.id()));
+    .await
 }
 
 /// The kept answer to the creation with `Idempotency-Key: rotate-kept-1`.
