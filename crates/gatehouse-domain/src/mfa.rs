@@ -134,12 +134,7 @@ pub fn amr_password() -> Vec<String> {
 /// password's `["pwd"]` becomes `["pwd","otp","mfa"]`): RFC 8176 values,
 /// each once, in D56's order.
 pub fn amr_with_otp(before: &[String]) -> Vec<String> {
-    let order = ["pwd", "otp", "pop", "user", "mfa"];
-    order
-        .iter()
-        .filter(|m| *m == &"otp" || *m == &"mfa" || before.iter().any(|b| b == *m))
-        .map(|m| (*m).to_owned())
-        .collect()
+    amr_adding(before, &["otp", "mfa"])
 }
 
 /// How a person signed in, as a code, a chain and the tokens of both carry
@@ -428,10 +423,29 @@ pub struct TotpFactor {
     pub last_step: u64,
 }
 
+/// A passkey as stored (D56): the WebAuthn credential as the ceremony
+/// library keeps it (opaque here), its id, and the signature counter the
+/// last assertion reported.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PasskeyFactor {
+    pub factor: Factor,
+    pub credential_id: Vec<u8>,
+    pub credential: Vec<u8>,
+    pub sign_count: u32,
+}
+
+/// D56: at most this many passkeys per person.
+pub const PASSKEYS_MAX: usize = 10;
+
+/// D56: a passkey's user handle is this many random bytes per person.
+pub const USER_HANDLE_BYTES: usize = 32;
+
 /// A person's second factors as storage holds them.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Factors {
     pub totp: Option<TotpFactor>,
+    /// By creation.
+    pub passkeys: Vec<PasskeyFactor>,
     /// Unused recovery codes; `None` when the person has no set.
     pub recovery_remaining: Option<u32>,
 }
@@ -440,18 +454,75 @@ impl Factors {
     /// Whether the person has a factor (recovery codes are not one: they
     /// stand in for a factor, and go with the last one).
     pub fn any(&self) -> bool {
-        self.totp.is_some()
+        self.totp.is_some() || !self.passkeys.is_empty()
     }
 
     /// The factors as listed (D56: by creation).
     pub fn listed(&self) -> Vec<Factor> {
-        self.totp.iter().map(|t| t.factor.clone()).collect()
+        let mut all: Vec<Factor> = self
+            .totp
+            .iter()
+            .map(|t| t.factor.clone())
+            .chain(self.passkeys.iter().map(|p| p.factor.clone()))
+            .collect();
+        all.sort_by(|a, b| {
+            (a.created_at, a.id.as_str()).cmp(&(b.created_at, b.id.as_str()))
+        });
+        all
     }
 
     /// The highest level a step-up can reach for this person.
     pub fn possible(&self) -> Level {
-        if self.any() { Level::Mfa } else { Level::Pwd }
+        if !self.passkeys.is_empty() {
+            Level::Phr
+        } else if self.any() {
+            Level::Mfa
+        } else {
+            Level::Pwd
+        }
     }
+
+    /// Whether another passkey may be registered (D56: at most ten).
+    pub fn passkey_room(&self) -> bool {
+        self.passkeys.len() < PASSKEYS_MAX
+    }
+}
+
+/// `amr` once a WebAuthn assertion was added to `before` (D56): a
+/// password's `["pwd"]` becomes `["pwd","pop","user","mfa"]`, no password
+/// (`before` empty, a passwordless sign-in) `["pop","user","mfa"]`.
+pub fn amr_with_passkey(before: &[String]) -> Vec<String> {
+    amr_adding(before, &["pop", "user", "mfa"])
+}
+
+/// `before` with `added`, each once, in D56's order (RFC 8176 values).
+fn amr_adding(before: &[String], added: &[&str]) -> Vec<String> {
+    ["pwd", "otp", "pop", "user", "mfa"]
+        .iter()
+        .filter(|m| added.contains(m) || before.iter().any(|b| b == *m))
+        .map(|m| (*m).to_owned())
+        .collect()
+}
+
+/// D56's counter rule: an assertion whose counter is not greater than the
+/// stored one, where either is non-zero, may come from a cloned
+/// authenticator and is refused.
+pub fn sign_count_ok(stored: u32, presented: u32) -> bool {
+    (stored == 0 && presented == 0) || presented > stored
+}
+
+/// D56: the `user.displayName` of a passkey.
+pub fn passkey_display_name(name: &str, organization: &str) -> String {
+    format!("{name} ({organization})")
+}
+
+/// D56: no passkeys when the relying-party id (the host of `public_url`)
+/// is an IP address; why not, when so.
+pub fn passkeys_unavailable(rp_host: &str) -> Option<&'static str> {
+    let bare = rp_host.trim_start_matches('[').trim_end_matches(']');
+    bare.parse::<std::net::IpAddr>().is_ok().then_some(
+        "passkeys are not offered: the host of the public URL is an IP address, and WebAuthn needs a domain name as its relying-party id",
+    )
 }
 
 crate::user::str_enum!(FactorKind, "totp, passkey", {
@@ -639,4 +710,30 @@ mod tests {
         );
         assert_eq!(canonical_recovery_code("ABCDÉ-FGHJK"), None);
     }
+
+    #[test]
+    fn d56_passkeys_amr_counter_names_and_ip_hosts() {
+        assert_eq!(
+            amr_with_passkey(&strings(&["pwd"])),
+            strings(&["pwd", "pop", "user", "mfa"])
+        );
+        assert_eq!(amr_with_passkey(&[]), strings(&["pop", "user", "mfa"]));
+        // A step-up of a TOTP sign-in keeps what it had.
+        assert_eq!(
+            amr_with_passkey(&strings(&["pwd", "otp", "mfa"])),
+            strings(&["pwd", "otp", "pop", "user", "mfa"])
+        );
+        assert!(sign_count_ok(0, 0), "authenticators without a counter");
+        assert!(sign_count_ok(0, 1));
+        assert!(sign_count_ok(5, 6));
+        assert!(!sign_count_ok(5, 5), "not greater: a possible clone");
+        assert!(!sign_count_ok(5, 0));
+        assert!(!sign_count_ok(5, 4));
+        assert_eq!(passkey_display_name("Ada", "Acme"), "Ada (Acme)");
+        assert!(passkeys_unavailable("127.0.0.1").is_some());
+        assert!(passkeys_unavailable("[::1]").is_some());
+        assert!(passkeys_unavailable("localhost").is_none());
+        assert!(passkeys_unavailable("auth.example.com").is_none());
+    }
+
 }
