@@ -19,6 +19,7 @@ pub mod introspect;
 pub mod jwt;
 pub mod keys;
 pub mod oidc;
+pub mod passkeys;
 pub mod password;
 pub mod pkce;
 pub mod ratelimit;

@@ -100,6 +100,13 @@ pub enum Effect {
         user: UserId,
         totp: Box<crate::mfa::TotpFactor>,
     },
+    /// D56: a passkey of `user` is stored; `handle` is the person's user
+    /// handle, written with their first passkey (it never changes after).
+    PutPasskey {
+        user: UserId,
+        passkey: Box<crate::mfa::PasskeyFactor>,
+        handle: Option<Vec<u8>>,
+    },
     /// D56: the factor `id` of `user` goes.
     RemoveFactor { user: UserId, id: crate::MfaId },
     /// D56: `user`'s recovery codes become these digests (the old set dies).
@@ -254,6 +261,27 @@ pub fn of_totp_enrolment(
     }
     out.push(Effect::Event(Box::new(enrolled)));
     out
+}
+
+/// What registering a passkey writes (D56): the passkey (and the person's
+/// user handle with their first), the e-mail, `user.mfa_enrolled`.
+pub fn of_passkey_registration(
+    tell: &Teller,
+    user: &UserId,
+    passkey: crate::mfa::PasskeyFactor,
+    handle: Option<Vec<u8>>,
+    mail: &crate::link::OutboundEmail,
+) -> Vec<Effect> {
+    let enrolled = tell.user_mfa_enrolled(user, &passkey.factor);
+    vec![
+        Effect::PutPasskey {
+            user: user.clone(),
+            passkey: Box::new(passkey),
+            handle,
+        },
+        Effect::Mail(Box::new(mail.clone())),
+        Effect::Event(Box::new(enrolled)),
+    ]
 }
 
 /// What removing one factor writes (D56): the factor goes, the person is

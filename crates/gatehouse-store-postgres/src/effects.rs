@@ -157,6 +157,7 @@ pub(crate) async fn apply(
             Effect::Mail(mail) => auth_state::enqueue_mail(c, mail, now).await?,
             Effect::Event(e) => events.push(Cow::Borrowed(e)),
             mfa @ (Effect::PutTotp { .. }
+            | Effect::PutPasskey { .. }
             | Effect::RemoveFactor { .. }
             | Effect::PutRecoveryCodes { .. }
             | Effect::RemoveMfa { .. }

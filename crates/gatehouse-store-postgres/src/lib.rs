@@ -215,6 +215,7 @@ pub(crate) fn db_err(e: sqlx_core::Error) -> StoreError {
                 match d.constraint() {
                     Some("users_org_email_key") => return StoreError::Duplicate("email"),
                     Some("products_org_sku_key") => return StoreError::Duplicate("sku"),
+                    Some("mfa_by_credential") => return StoreError::Duplicate("credential_id"),
                     _ => {}
                 }
             }

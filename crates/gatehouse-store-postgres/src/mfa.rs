@@ -4,7 +4,8 @@
 use gatehouse_domain::effect::Effect;
 use gatehouse_domain::event::Teller;
 use gatehouse_domain::mfa::{
-    DeadlineChange, Factor, FactorKind, Factors, MfaMode, SecurityPolicy, TotpFactor,
+    DeadlineChange, Factor, FactorKind, Factors, MfaMode, PasskeyFactor, SecurityPolicy,
+    TotpFactor,
 };
 use gatehouse_domain::{MfaId, SessionId};
 use gatehouse_store::MfaStore;
@@ -32,6 +33,38 @@ pub(crate) async fn apply(c: &mut PgConnection, org: &OrgId, effect: &Effect) ->
             .bind(&f.name)
             .bind(&totp.sealed_secret[..])
             .bind(i64::try_from(totp.last_step).unwrap_or(i64::MAX))
+            .bind(f.created_at.millis())
+            .bind(f.last_used_at.map(Timestamp::millis))
+            .execute(&mut *c)
+            .await?;
+        }
+        Effect::PutPasskey {
+            user,
+            passkey,
+            handle,
+        } => {
+            if let Some(h) = handle {
+                query(
+                    "UPDATE users SET passkey_handle = $3 WHERE id = $1 AND org_id = $2 AND passkey_handle IS NULL",
+                )
+                .bind(user.as_str())
+                .bind(org.as_str())
+                .bind(&h[..])
+                .execute(&mut *c)
+                .await?;
+            }
+            let f = &passkey.factor;
+            query(
+                "INSERT INTO mfa_factors (id, org_id, user_id, kind, name, credential_id, credential, sign_count, created_at, last_used_at)
+                 VALUES ($1, $2, $3, 'passkey', $4, $5, $6, $7, $8, $9)",
+            )
+            .bind(f.id.as_str())
+            .bind(org.as_str())
+            .bind(user.as_str())
+            .bind(&f.name)
+            .bind(&passkey.credential_id[..])
+            .bind(&passkey.credential[..])
+            .bind(i64::from(passkey.sign_count))
             .bind(f.created_at.millis())
             .bind(f.last_used_at.map(Timestamp::millis))
             .execute(&mut *c)
@@ -135,6 +168,27 @@ fn totp_row(r: &PgRow) -> Result<TotpFactor, sqlx_core::Error> {
     })
 }
 
+/// A passkey from `id, name, created_at, last_used_at, credential_id,
+/// credential, sign_count`.
+fn passkey_row(r: &PgRow) -> Result<PasskeyFactor, sqlx_core::Error> {
+    let count: i64 = r.try_get(6)?;
+    Ok(PasskeyFactor {
+        factor: Factor {
+            id: MfaId::from_trusted(r.try_get(0)?),
+            kind: FactorKind::Passkey,
+            name: r.try_get(1)?,
+            created_at: Timestamp::from_millis(r.try_get(2)?),
+            last_used_at: r.try_get::<Option<i64>, _>(3)?.map(Timestamp::from_millis),
+        },
+        credential_id: r.try_get(4)?,
+        credential: r.try_get(5)?,
+        sign_count: u32::try_from(count).map_err(|e| sqlx_core::Error::ColumnDecode {
+            index: "sign_count".into(),
+            source: Box::new(e),
+        })?,
+    })
+}
+
 #[async_trait]
 impl MfaStore for PgStore {
     async fn factors(&self, org: &OrgId, user: &UserId) -> StoreResult<Factors> {
@@ -158,8 +212,20 @@ impl MfaStore for PgStore {
             .bind(org.as_str())
             .fetch_one(&mut *c)
             .await?;
+            let passkeys = query(
+                "SELECT id, name, created_at, last_used_at, credential_id, credential, sign_count FROM mfa_factors
+                 WHERE user_id = $1 AND org_id = $2 AND kind = 'passkey' ORDER BY created_at, id",
+            )
+            .bind(user.as_str())
+            .bind(org.as_str())
+            .fetch_all(&mut *c)
+            .await?
+            .iter()
+            .map(passkey_row)
+            .collect::<Result<Vec<_>, _>>()?;
             Ok::<_, TxError>(Factors {
                 totp,
+                passkeys,
                 recovery_remaining: (total > 0).then(|| u32::try_from(unused).unwrap_or(0)),
             })
         })
@@ -175,6 +241,66 @@ impl MfaStore for PgStore {
         write_tx!(self, |tx| {
             crate::effects::apply(&mut tx, org, effects, now, Some(tell)).await?;
             Ok(())
+        })
+    }
+
+    async fn resolve_passkey(
+        &self,
+        credential_id: &[u8],
+    ) -> StoreResult<Option<(OrgId, UserId, PasskeyFactor)>> {
+        let row = query(
+            "SELECT id, name, created_at, last_used_at, credential_id, credential, sign_count, org_id, user_id
+             FROM mfa_factors WHERE credential_id = $1 AND kind = 'passkey'",
+        )
+        .bind(credential_id)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(db_err)?;
+        row.map(|r| {
+            Ok((
+                OrgId::from_trusted(r.try_get(7)?),
+                UserId::from_trusted(r.try_get(8)?),
+                passkey_row(&r)?,
+            ))
+        })
+        .transpose()
+        .map_err(db_err)
+    }
+
+    async fn passkey_handle(&self, org: &OrgId, user: &UserId) -> StoreResult<Option<Vec<u8>>> {
+        let handle: Option<Option<Vec<u8>>> =
+            query_scalar("SELECT passkey_handle FROM users WHERE id = $1 AND org_id = $2")
+                .bind(user.as_str())
+                .bind(org.as_str())
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(db_err)?;
+        Ok(handle.flatten())
+    }
+
+    async fn accept_passkey_assertion(
+        &self,
+        org: &OrgId,
+        user: &UserId,
+        id: &MfaId,
+        stored: u32,
+        count: u32,
+        now: Timestamp,
+    ) -> StoreResult<bool> {
+        write_tx!(self, |tx| {
+            let done = query(
+                "UPDATE mfa_factors SET sign_count = $5, last_used_at = $6
+                 WHERE id = $1 AND user_id = $2 AND org_id = $3 AND kind = 'passkey' AND sign_count = $4",
+            )
+            .bind(id.as_str())
+            .bind(user.as_str())
+            .bind(org.as_str())
+            .bind(i64::from(stored))
+            .bind(i64::from(count))
+            .bind(now.millis())
+            .execute(&mut *tx)
+            .await?;
+            Ok(done.rows_affected() == 1)
         })
     }
 

@@ -181,7 +181,8 @@ async fn a_database_of_the_last_release_migrates_forward_without_loss() {
             (22, true),
             (23, true),
             (24, true),
-            (25, true)
+            (25, true),
+            (26, true)
         ]
     );
     assert_eq!(

@@ -137,6 +137,7 @@ pub(crate) fn apply(
             Effect::Mail(mail) => auth_state::enqueue_mail(c, mail, now)?,
             Effect::Event(e) => events.push(Cow::Borrowed(e)),
             mfa @ (Effect::PutTotp { .. }
+            | Effect::PutPasskey { .. }
             | Effect::RemoveFactor { .. }
             | Effect::PutRecoveryCodes { .. }
             | Effect::RemoveMfa { .. }

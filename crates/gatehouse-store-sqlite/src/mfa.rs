@@ -4,7 +4,8 @@
 use gatehouse_domain::effect::Effect;
 use gatehouse_domain::event::Teller;
 use gatehouse_domain::mfa::{
-    DeadlineChange, Factor, FactorKind, Factors, MfaMode, SecurityPolicy, TotpFactor,
+    DeadlineChange, Factor, FactorKind, Factors, MfaMode, PasskeyFactor, SecurityPolicy,
+    TotpFactor,
 };
 use gatehouse_domain::{MfaId, SessionId};
 use gatehouse_store::MfaStore;
@@ -38,6 +39,45 @@ pub(crate) fn apply(c: &Connection, org: &OrgId, effect: &Effect) -> StoreResult
                 ])
             })
             .map_err(db_err)?;
+        }
+        Effect::PutPasskey {
+            user,
+            passkey,
+            handle,
+        } => {
+            if let Some(h) = handle {
+                c.prepare_cached(
+                    "UPDATE users SET passkey_handle = ?3 WHERE id = ?1 AND org_id = ?2 AND passkey_handle IS NULL",
+                )
+                .and_then(|mut s| s.execute(params![user.as_str(), org.as_str(), h]))
+                .map_err(db_err)?;
+            }
+            let f = &passkey.factor;
+            c.prepare_cached(
+                "INSERT INTO mfa_factors (id, org_id, user_id, kind, name, credential_id, credential, sign_count, created_at, last_used_at)
+                 VALUES (?1, ?2, ?3, 'passkey', ?4, ?5, ?6, ?7, ?8, ?9)",
+            )
+            .and_then(|mut s| {
+                s.execute(params![
+                    f.id.as_str(),
+                    org.as_str(),
+                    user.as_str(),
+                    f.name,
+                    passkey.credential_id,
+                    passkey.credential,
+                    i64::from(passkey.sign_count),
+                    f.created_at.millis(),
+                    f.last_used_at.map(Timestamp::millis),
+                ])
+            })
+            .map_err(|e| match e {
+                rusqlite::Error::SqliteFailure(f, _)
+                    if f.code == rusqlite::ErrorCode::ConstraintViolation =>
+                {
+                    StoreError::Duplicate("credential_id")
+                }
+                e => db_err(e),
+            })?;
         }
         Effect::RemoveFactor { user, id } => {
             c.prepare_cached(
@@ -117,6 +157,25 @@ pub(crate) fn apply(c: &Connection, org: &OrgId, effect: &Effect) -> StoreResult
     Ok(())
 }
 
+/// A passkey from `id, name, created_at, last_used_at, credential_id,
+/// credential, sign_count`.
+fn passkey_row(r: &Row<'_>) -> rusqlite::Result<PasskeyFactor> {
+    Ok(PasskeyFactor {
+        factor: Factor {
+            id: MfaId::from_trusted(r.get(0)?),
+            kind: FactorKind::Passkey,
+            name: r.get(1)?,
+            created_at: Timestamp::from_millis(r.get(2)?),
+            last_used_at: r.get::<_, Option<i64>>(3)?.map(Timestamp::from_millis),
+        },
+        credential_id: r.get(4)?,
+        credential: r.get(5)?,
+        sign_count: u32::try_from(r.get::<_, i64>(6)?).map_err(|e| {
+            rusqlite::Error::FromSqlConversionFailure(6, rusqlite::types::Type::Integer, Box::new(e))
+        })?,
+    })
+}
+
 fn factor_kind(text: &str) -> FactorKind {
     FactorKind::parse(text).unwrap_or(FactorKind::Totp)
 }
@@ -163,8 +222,20 @@ impl MfaStore for SqliteStore {
                         })
                     })
                     .map_err(db_err)?;
+                let mut s = c
+                    .prepare_cached(
+                        "SELECT id, name, created_at, last_used_at, credential_id, credential, sign_count FROM mfa_factors
+                         WHERE user_id = ?1 AND org_id = ?2 AND kind = 'passkey' ORDER BY created_at, id",
+                    )
+                    .map_err(db_err)?;
+                let passkeys = s
+                    .query_map(params![user.as_str(), org.as_str()], passkey_row)
+                    .map_err(db_err)?
+                    .collect::<rusqlite::Result<Vec<_>>>()
+                    .map_err(db_err)?;
                 Ok(Factors {
                     totp,
+                    passkeys,
                     recovery_remaining: (total > 0).then(|| u32::try_from(unused).unwrap_or(0)),
                 })
             })
@@ -181,6 +252,81 @@ impl MfaStore for SqliteStore {
         let (org, effects, tell) = (org.clone(), effects.to_vec(), tell.clone());
         self.pool
             .write(move |tx| crate::effects::apply(tx, &org, &effects, now, Some(&tell)))
+            .await
+    }
+
+    async fn resolve_passkey(
+        &self,
+        credential_id: &[u8],
+    ) -> StoreResult<Option<(OrgId, UserId, PasskeyFactor)>> {
+        let credential_id = credential_id.to_vec();
+        self.pool
+            .read(move |c| {
+                c.prepare_cached(
+                    "SELECT id, name, created_at, last_used_at, credential_id, credential, sign_count, org_id, user_id
+                     FROM mfa_factors WHERE credential_id = ?1 AND kind = 'passkey'",
+                )
+                .and_then(|mut s| {
+                    s.query_row([credential_id], |r| {
+                        Ok((
+                            OrgId::from_trusted(r.get(7)?),
+                            UserId::from_trusted(r.get(8)?),
+                            passkey_row(r)?,
+                        ))
+                    })
+                    .optional()
+                })
+                .map_err(db_err)
+            })
+            .await
+    }
+
+    async fn passkey_handle(&self, org: &OrgId, user: &UserId) -> StoreResult<Option<Vec<u8>>> {
+        let (org, user) = (org.clone(), user.clone());
+        self.pool
+            .read(move |c| {
+                c.prepare_cached("SELECT passkey_handle FROM users WHERE id = ?1 AND org_id = ?2")
+                    .and_then(|mut s| {
+                        s.query_row(params![user.as_str(), org.as_str()], |r| {
+                            r.get::<_, Option<Vec<u8>>>(0)
+                        })
+                        .optional()
+                    })
+                    .map(Option::flatten)
+                    .map_err(db_err)
+            })
+            .await
+    }
+
+    async fn accept_passkey_assertion(
+        &self,
+        org: &OrgId,
+        user: &UserId,
+        id: &MfaId,
+        stored: u32,
+        count: u32,
+        now: Timestamp,
+    ) -> StoreResult<bool> {
+        let (org, user, id) = (org.clone(), user.clone(), id.clone());
+        self.pool
+            .write(move |tx| {
+                tx.prepare_cached(
+                    "UPDATE mfa_factors SET sign_count = ?5, last_used_at = ?6
+                     WHERE id = ?1 AND user_id = ?2 AND org_id = ?3 AND kind = 'passkey' AND sign_count = ?4",
+                )
+                .and_then(|mut s| {
+                    s.execute(params![
+                        id.as_str(),
+                        user.as_str(),
+                        org.as_str(),
+                        i64::from(stored),
+                        i64::from(count),
+                        now.millis()
+                    ])
+                })
+                .map(|n| n == 1)
+                .map_err(db_err)
+            })
             .await
     }
 

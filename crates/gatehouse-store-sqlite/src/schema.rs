@@ -43,6 +43,7 @@ pub(crate) const MIGRATIONS: &[(i64, &str)] = &[
         21,
         include_str!("../migrations/0021_master_key_rotation.sql"),
     ),
+    (22, include_str!("../migrations/0022_passkeys.sql")),
 ];
 
 /// D8 (revised): gives every row whose `email_norm` was computed by an older

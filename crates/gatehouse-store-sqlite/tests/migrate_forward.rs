@@ -47,7 +47,7 @@ const PRODUCT_IDS: [&str; 4] = [
 
 /// The migrations this build embeds, as `schema.rs` lists them: the
 /// checksums recorded for an old database must be these files' SHA-256.
-const MIGRATIONS: [(i64, &str); 21] = [
+const MIGRATIONS: [(i64, &str); 22] = [
     (1, include_str!("../migrations/0001_init.sql")),
     (2, include_str!("../migrations/0002_api_keys.sql")),
     (3, include_str!("../migrations/0003_auth.sql")),
@@ -78,6 +78,7 @@ const MIGRATIONS: [(i64, &str); 21] = [
         21,
         include_str!("../migrations/0021_master_key_rotation.sql"),
     ),
+    (22, include_str!("../migrations/0022_passkeys.sql")),
 ];
 
 fn fixture() -> PathBuf {

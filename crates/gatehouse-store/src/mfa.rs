@@ -5,7 +5,7 @@
 use async_trait::async_trait;
 use gatehouse_domain::effect::Effect;
 use gatehouse_domain::event::Teller;
-use gatehouse_domain::mfa::{Factors, SecurityPolicy};
+use gatehouse_domain::mfa::{Factors, PasskeyFactor, SecurityPolicy};
 use gatehouse_domain::{MfaId, OrgId, SessionId, Timestamp, UserId};
 
 use crate::StoreResult;
@@ -15,7 +15,7 @@ use crate::StoreResult;
 #[async_trait]
 pub trait MfaStore: Send + Sync {
     /// `user`'s factors: the TOTP factor (its sealed seed and last accepted
-    /// step) and how many recovery codes remain.
+    /// step), the passkeys by creation, and how many recovery codes remain.
     async fn factors(&self, org: &OrgId, user: &UserId) -> StoreResult<Factors>;
     /// Applies a second-factor change's `effects` (`effect::of_totp_enrolment`,
     /// `of_factor_removal`, `of_mfa_reset`, `of_policy_change`, recovery
@@ -94,6 +94,29 @@ pub trait MfaStore: Send + Sync {
         amr: &[String],
         at: Timestamp,
     ) -> StoreResult<()>;
+    /// The passkey with `credential_id`, with the organization and person
+    /// it belongs to: the look-up that establishes the tenant of a
+    /// passkey sign-in (D56, like the other `resolve_*`).
+    async fn resolve_passkey(
+        &self,
+        credential_id: &[u8],
+    ) -> StoreResult<Option<(OrgId, UserId, PasskeyFactor)>>;
+    /// `user`'s passkey user handle (D56), once their first passkey gave
+    /// them one.
+    async fn passkey_handle(&self, org: &OrgId, user: &UserId) -> StoreResult<Option<Vec<u8>>>;
+    /// D56's counter rule and the last use, atomically on every node: the
+    /// passkey `id`'s counter becomes `count` (and its last use `now`) when
+    /// it still is `stored`. `false`: another assertion got there first (a
+    /// clone or a replay), or the passkey is gone.
+    async fn accept_passkey_assertion(
+        &self,
+        org: &OrgId,
+        user: &UserId,
+        id: &MfaId,
+        stored: u32,
+        count: u32,
+        now: Timestamp,
+    ) -> StoreResult<bool>;
     /// A key kept sealed under the master key (D3 revised: the
     /// recovery-code key): the stored value, storing `sealed` first when
     /// there is none (the first writer wins on every node).

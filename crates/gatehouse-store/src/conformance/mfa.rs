@@ -338,3 +338,127 @@ pub async fn second_step_failures_and_policy_deadlines(s: &dyn Store) {
         (&b"first"[..], &b"first"[..])
     );
 }
+
+fn passkey(at: i64, credential: u8) -> gatehouse_domain::mfa::PasskeyFactor {
+    gatehouse_domain::mfa::PasskeyFactor {
+        factor: Factor {
+            id: MfaId::generate(),
+            kind: FactorKind::Passkey,
+            name: format!("Key {credential}"),
+            created_at: Timestamp::from_millis(at),
+            last_used_at: None,
+        },
+        credential_id: vec![credential; 16],
+        credential: vec![credential; 120],
+        sign_count: 0,
+    }
+}
+
+pub async fn passkeys_are_stored_resolved_and_counted_once(s: &dyn Store) {
+    let o = new_org(s).await;
+    let other = new_org(s).await;
+    let u = person(s, &o, "passkey@example.com").await;
+    assert_eq!(s.passkey_handle(&o, &u.id).await.unwrap(), None);
+
+    // The first passkey gives the person their handle; later ones keep it.
+    let first = passkey(1_000, 1);
+    let fx = effect::of_passkey_registration(teller(), &u.id, first.clone(), Some(vec![9; 32]), &mail());
+    s.write_mfa(&o, &fx, Timestamp::from_millis(1_000), teller())
+        .await
+        .unwrap();
+    let second = passkey(2_000, 2);
+    let fx = effect::of_passkey_registration(teller(), &u.id, second.clone(), Some(vec![8; 32]), &mail());
+    s.write_mfa(&o, &fx, Timestamp::from_millis(2_000), teller())
+        .await
+        .unwrap();
+    assert_eq!(
+        s.passkey_handle(&o, &u.id).await.unwrap(),
+        Some(vec![9; 32])
+    );
+    let got = s.factors(&o, &u.id).await.unwrap();
+    assert_eq!(got.passkeys, vec![first.clone(), second.clone()]);
+    assert_eq!(got.totp, None);
+    assert!(got.any());
+    assert_eq!(got.possible(), mfa::Level::Phr);
+    assert_eq!(
+        got.listed(),
+        vec![first.factor.clone(), second.factor.clone()]
+    );
+    // Another organization sees nothing of them (D2).
+    assert_eq!(s.factors(&other, &u.id).await.unwrap(), Default::default());
+    assert_eq!(s.passkey_handle(&other, &u.id).await.unwrap(), None);
+
+    // A sign-in finds the passkey, its organization and person by its id.
+    assert_eq!(
+        s.resolve_passkey(&[1; 16]).await.unwrap(),
+        Some((o.clone(), u.id.clone(), first.clone()))
+    );
+    assert_eq!(s.resolve_passkey(&[3; 16]).await.unwrap(), None);
+    // A credential id is one passkey's, in every organization.
+    let v = person(s, &other, "passkey2@example.com").await;
+    let copy = passkey(3_000, 1);
+    let fx = effect::of_passkey_registration(teller(), &v.id, copy, None, &mail());
+    assert!(matches!(
+        s.write_mfa(&other, &fx, Timestamp::from_millis(3_000), teller())
+            .await,
+        Err(StoreError::Duplicate("credential_id"))
+    ));
+
+    // The counter moves once from the value read, on every node.
+    let id = &first.factor.id;
+    let now = Timestamp::from_millis(4_000);
+    let (a, b) = tokio::join!(
+        s.accept_passkey_assertion(&o, &u.id, id, 0, 5, now),
+        s.accept_passkey_assertion(&o, &u.id, id, 0, 6, now)
+    );
+    assert_eq!(
+        [a.unwrap(), b.unwrap()].iter().filter(|x| **x).count(),
+        1,
+        "one assertion wins"
+    );
+    assert!(
+        !s.accept_passkey_assertion(&o, &u.id, id, 0, 9, now)
+            .await
+            .unwrap()
+    );
+    assert!(
+        !s.accept_passkey_assertion(&other, &u.id, id, 5, 9, now)
+            .await
+            .unwrap()
+            && !s
+                .accept_passkey_assertion(&other, &u.id, id, 6, 9, now)
+                .await
+                .unwrap(),
+        "another organization moves nothing"
+    );
+    let after = s.factors(&o, &u.id).await.unwrap().passkeys;
+    assert!([5, 6].contains(&after[0].sign_count));
+    assert_eq!(after[0].factor.last_used_at, Some(now));
+
+    // Removing one leaves the other.
+    let fx = effect::of_factor_removal(
+        teller(),
+        &u.id,
+        &first.factor,
+        &mail(),
+        Timestamp::from_millis(5_000),
+    );
+    s.write_mfa(&o, &fx, Timestamp::from_millis(5_000), teller())
+        .await
+        .unwrap();
+    assert_eq!(
+        s.factors(&o, &u.id).await.unwrap().passkeys,
+        vec![second.clone()]
+    );
+    let events = settled(s, &o, 4).await;
+    let told: Vec<_> = kinds(&events).into_iter().map(|(k, _)| k).collect();
+    assert_eq!(
+        told,
+        [
+            "user.created",
+            "user.mfa_enrolled",
+            "user.mfa_enrolled",
+            "user.mfa_removed"
+        ]
+    );
+}

@@ -101,6 +101,7 @@ macro_rules! store_conformance_tests {
             totp_factors_are_replaced_and_replay_safe,
             recovery_codes_are_spent_once_and_reset_removes_all,
             second_step_failures_and_policy_deadlines,
+            passkeys_are_stored_resolved_and_counted_once,
             sealed_values_are_paged_and_resealed_over_what_was_read,
             one_master_key_rotation_is_under_way_at_most,
             key_holders_say_what_they_hold_and_old_ones_go);
