@@ -83,6 +83,9 @@ pub struct AuthService {
     issued: [std::sync::OnceLock<metrics::Counter>; 3],
     /// D46: requests and 429s per credential and minute, not yet stored.
     usage: crate::usage::UsageCounter,
+    /// D56: the WebAuthn relying party of `public_url`, or why passkeys are
+    /// not offered there.
+    passkeys: Result<crate::passkeys::Passkeys, String>,
 }
 
 impl AuthService {
@@ -91,7 +94,9 @@ impl AuthService {
     }
 
     pub fn with_config(keys: KeyRing, issuer: Issuer, config: AuthConfig) -> Self {
+        let passkeys = crate::passkeys::Passkeys::new(&issuer.iss);
         Self {
+            passkeys,
             keys,
             issuer,
             verifier: TokenVerifier::default(),
@@ -113,6 +118,12 @@ impl AuthService {
 
     pub fn config(&self) -> &AuthConfig {
         &self.config
+    }
+
+    /// D56: the passkey ceremonies, or why passkeys are not offered (the
+    /// start log says it once).
+    pub fn passkeys(&self) -> Result<&crate::passkeys::Passkeys, &str> {
+        self.passkeys.as_ref().map_err(String::as_str)
     }
 
     /// The digest under which a link token is stored (D11, D19).
