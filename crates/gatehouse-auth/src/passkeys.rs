@@ -131,7 +131,8 @@ impl Passkeys {
                 hmac_create_secret: None,
             }));
         let (options, state) = self.core.generate_challenge_register(builder)?;
-        let options = serde_json::to_value(options.public_key).map_err(|_| PasskeyError::Malformed)?;
+        let options =
+            serde_json::to_value(options.public_key).map_err(|_| PasskeyError::Malformed)?;
         let state = serde_json::to_vec(&state).map_err(|_| PasskeyError::Malformed)?;
         Ok((options, state))
     }
@@ -149,13 +150,7 @@ impl Passkeys {
             serde_json::from_slice(state).map_err(|_| PasskeyError::Malformed)?;
         // The library asks for a resident key but does not check the
         // answer: the browser's `credProps` says whether it made one.
-        if reg
-            .extensions
-            .cred_props
-            .as_ref()
-            .and_then(|p| p.rk)
-            == Some(false)
-        {
+        if reg.extensions.cred_props.as_ref().and_then(|p| p.rk) == Some(false) {
             return Err(PasskeyError::NotDiscoverable);
         }
         let cred = self.core.register_credential(&reg, &state, None)?;
@@ -189,7 +184,8 @@ impl Passkeys {
         let (options, mut state) = self.core.generate_challenge_authenticate(builder)?;
         // The state need not carry the credentials: the finish names one.
         state.set_allowed_credentials(Vec::new());
-        let options = serde_json::to_value(options.public_key).map_err(|_| PasskeyError::Malformed)?;
+        let options =
+            serde_json::to_value(options.public_key).map_err(|_| PasskeyError::Malformed)?;
         let state = serde_json::to_vec(&state).map_err(|_| PasskeyError::Malformed)?;
         Ok((options, state))
     }
@@ -257,4 +253,68 @@ fn without_required_verification(mut cred: Credential) -> Credential {
     cred.user_verified = false;
     cred.registration_policy = UserVerificationPolicy::Preferred;
     cred
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn d56_no_passkeys_on_an_ip_host() {
+        assert!(Passkeys::new("https://127.0.0.1:8443").is_err());
+        assert!(Passkeys::new("https://[::1]").is_err());
+        assert!(Passkeys::new("https://localhost:8443").is_ok());
+        assert!(Passkeys::new("https://auth.example.com").is_ok());
+    }
+
+    #[test]
+    fn d56_registration_asks_for_a_discoverable_credential_preferring_verification() {
+        let p = Passkeys::new("https://auth.example.com").unwrap();
+        let handle = [7u8; 32];
+        let (options, state) = p
+            .start_registration(&handle, "ada@example.com", "Ada (Acme)", &[vec![1; 16]])
+            .unwrap();
+        assert_eq!(options["rp"]["id"], "auth.example.com");
+        assert_eq!(options["user"]["name"], "ada@example.com");
+        assert_eq!(options["user"]["displayName"], "Ada (Acme)");
+        use base64::Engine;
+        let id = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(options["user"]["id"].as_str().unwrap())
+            .unwrap();
+        assert_eq!(id, handle, "the 32-byte handle, never the e-mail");
+        assert_eq!(options["attestation"], "none");
+        let sel = &options["authenticatorSelection"];
+        assert_eq!(sel["residentKey"], "required");
+        assert_eq!(sel["userVerification"], "preferred");
+        assert_eq!(options["excludeCredentials"].as_array().unwrap().len(), 1);
+        assert_eq!(options["extensions"]["credProps"], true);
+        assert!(
+            options["extensions"]
+                .get("credentialProtectionPolicy")
+                .is_none(),
+            "no credProtect: a second factor without verification must work"
+        );
+        assert!(!state.is_empty());
+        // A garbled answer is refused, not a panic.
+        assert!(matches!(
+            p.finish_registration("{}", &state),
+            Err(PasskeyError::Malformed)
+        ));
+    }
+
+    #[test]
+    fn d56_a_passwordless_assertion_names_no_credential_and_prefers_verification() {
+        let p = Passkeys::new("https://auth.example.com").unwrap();
+        let (options, state) = p.start_assertion(&[]).unwrap();
+        assert_eq!(options["rpId"], "auth.example.com");
+        assert_eq!(options["userVerification"], "preferred");
+        assert!(
+            options
+                .get("allowCredentials")
+                .and_then(|a| a.as_array())
+                .is_none_or(|a| a.is_empty())
+        );
+        assert!(!state.is_empty());
+        assert!(Passkeys::parse_assertion("not json").is_err());
+    }
 }

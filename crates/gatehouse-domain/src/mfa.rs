@@ -465,9 +465,7 @@ impl Factors {
             .map(|t| t.factor.clone())
             .chain(self.passkeys.iter().map(|p| p.factor.clone()))
             .collect();
-        all.sort_by(|a, b| {
-            (a.created_at, a.id.as_str()).cmp(&(b.created_at, b.id.as_str()))
-        });
+        all.sort_by(|a, b| (a.created_at, a.id.as_str()).cmp(&(b.created_at, b.id.as_str())));
         all
     }
 
@@ -735,5 +733,4 @@ mod tests {
         assert!(passkeys_unavailable("localhost").is_none());
         assert!(passkeys_unavailable("auth.example.com").is_none());
     }
-
 }

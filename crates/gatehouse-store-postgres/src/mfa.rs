@@ -4,8 +4,7 @@
 use gatehouse_domain::effect::Effect;
 use gatehouse_domain::event::Teller;
 use gatehouse_domain::mfa::{
-    DeadlineChange, Factor, FactorKind, Factors, MfaMode, PasskeyFactor, SecurityPolicy,
-    TotpFactor,
+    DeadlineChange, Factor, FactorKind, Factors, MfaMode, PasskeyFactor, SecurityPolicy, TotpFactor,
 };
 use gatehouse_domain::{MfaId, SessionId};
 use gatehouse_store::MfaStore;

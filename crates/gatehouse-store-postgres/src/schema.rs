@@ -120,7 +120,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "master_key_rotation",
         include_str!("../migrations/0025_master_key_rotation.sql"),
     ),
-    (26, "passkeys", include_str!("../migrations/0026_passkeys.sql")),
+    (
+        26,
+        "passkeys",
+        include_str!("../migrations/0026_passkeys.sql"),
+    ),
 ];
 
 /// The advisory-lock key of the migration (`"gatehous"` in ASCII), separate

@@ -4,8 +4,7 @@
 use gatehouse_domain::effect::Effect;
 use gatehouse_domain::event::Teller;
 use gatehouse_domain::mfa::{
-    DeadlineChange, Factor, FactorKind, Factors, MfaMode, PasskeyFactor, SecurityPolicy,
-    TotpFactor,
+    DeadlineChange, Factor, FactorKind, Factors, MfaMode, PasskeyFactor, SecurityPolicy, TotpFactor,
 };
 use gatehouse_domain::{MfaId, SessionId};
 use gatehouse_store::MfaStore;
@@ -171,7 +170,11 @@ fn passkey_row(r: &Row<'_>) -> rusqlite::Result<PasskeyFactor> {
         credential_id: r.get(4)?,
         credential: r.get(5)?,
         sign_count: u32::try_from(r.get::<_, i64>(6)?).map_err(|e| {
-            rusqlite::Error::FromSqlConversionFailure(6, rusqlite::types::Type::Integer, Box::new(e))
+            rusqlite::Error::FromSqlConversionFailure(
+                6,
+                rusqlite::types::Type::Integer,
+                Box::new(e),
+            )
         })?,
     })
 }

@@ -362,12 +362,19 @@ pub async fn passkeys_are_stored_resolved_and_counted_once(s: &dyn Store) {
 
     // The first passkey gives the person their handle; later ones keep it.
     let first = passkey(1_000, 1);
-    let fx = effect::of_passkey_registration(teller(), &u.id, first.clone(), Some(vec![9; 32]), &mail());
+    let fx =
+        effect::of_passkey_registration(teller(), &u.id, first.clone(), Some(vec![9; 32]), &mail());
     s.write_mfa(&o, &fx, Timestamp::from_millis(1_000), teller())
         .await
         .unwrap();
     let second = passkey(2_000, 2);
-    let fx = effect::of_passkey_registration(teller(), &u.id, second.clone(), Some(vec![8; 32]), &mail());
+    let fx = effect::of_passkey_registration(
+        teller(),
+        &u.id,
+        second.clone(),
+        Some(vec![8; 32]),
+        &mail(),
+    );
     s.write_mfa(&o, &fx, Timestamp::from_millis(2_000), teller())
         .await
         .unwrap();
