@@ -27,6 +27,7 @@ pub mod mfa;
 pub mod oauth;
 pub mod orgs;
 pub mod outbox;
+pub mod passkeys;
 pub mod products;
 pub mod profile;
 pub mod resource;

@@ -266,7 +266,7 @@ impl App {
             .or_app(Resource::User)
     }
 
-    fn factor_mail(&self, user: &User, subject: &str, what: &str) -> OutboundEmail {
+    pub(crate) fn factor_mail(&self, user: &User, subject: &str, what: &str) -> OutboundEmail {
         OutboundEmail {
             to: user.email.as_str().to_owned(),
             subject: subject.to_owned(),

@@ -408,3 +408,92 @@ async fn d23_a_rotation_stops_at_an_unreadable_value_and_a_second_run_completes(
         Err(MasterKeyError::Concurrent)
     ));
 }
+
+/// D56: a passkey registration is offered with the person's 32-byte handle
+/// and display name, at most ten per person; none on an IP address.
+#[tokio::test]
+async fn d56_passkey_offers_stop_at_ten_and_never_on_an_ip_host() {
+    use gatehouse_domain::event::Origin;
+    use gatehouse_domain::mfa::{Factor, FactorKind, PasskeyFactor};
+    use gatehouse_domain::{MfaId, NewUser, Timestamp, UserId};
+    use gatehouse_store::{MfaStore, UserStore};
+
+    let dir = tempfile::tempdir().unwrap();
+    let (app, _) = serving(&dir).await;
+    let o = app.create_org(org("Acme"), false).await.unwrap();
+    let store = SqliteStore::open(&dir.path().join("db")).unwrap();
+    let user = store
+        .insert_user(
+            &o.id,
+            &NewUser {
+                id: UserId::generate(),
+                email: Email::parse("ada@example.com").unwrap(),
+                name: Name::parse("Ada").unwrap(),
+                role: Role::Editor,
+                status: UserStatus::Active,
+                password_hash: None,
+                created_at: Timestamp::now(),
+            },
+            &app.teller(&Origin::operator()),
+        )
+        .await
+        .unwrap();
+    let offer = app.begin_passkey(&o.id, &user).await.unwrap();
+    assert_eq!(offer.options["user"]["displayName"], "Ada (Acme)");
+    assert_eq!(offer.options["user"]["name"], "ada@example.com");
+    assert!(!offer.sealed.is_empty());
+    // Ten passkeys stored: the eleventh is not offered.
+    for i in 0..10u8 {
+        let p = PasskeyFactor {
+            factor: Factor {
+                id: MfaId::generate(),
+                kind: FactorKind::Passkey,
+                name: format!("Key {i}"),
+                created_at: Timestamp::now(),
+                last_used_at: None,
+            },
+            credential_id: vec![i; 16],
+            credential: vec![i; 40],
+            sign_count: 0,
+        };
+        let fx = [gatehouse_domain::effect::Effect::PutPasskey {
+            user: user.id.clone(),
+            passkey: Box::new(p),
+            handle: (i == 0).then(|| vec![5; 32]),
+        }];
+        store
+            .write_mfa(
+                &o.id,
+                &fx,
+                Timestamp::now(),
+                &app.teller(&Origin::operator()),
+            )
+            .await
+            .unwrap();
+    }
+    assert!(matches!(
+        app.begin_passkey(&o.id, &user).await,
+        Err(gatehouse_app::passkeys::PasskeyRegistrationError::TooMany)
+    ));
+
+    // On an IP address, no passkeys.
+    let dir2 = tempfile::tempdir().unwrap();
+    let store2: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir2.path().join("db")).unwrap());
+    let keys = gatehouse_app::keys::load_key_ring(store2.as_ref(), MasterKey::generate())
+        .await
+        .unwrap();
+    let auth = Arc::new(AuthService::new(
+        keys,
+        Issuer::new("https://127.0.0.1:8443"),
+    ));
+    let ip = App::new(
+        store2,
+        auth,
+        "https://127.0.0.1:8443/",
+        Arc::new(gatehouse_store::conformance::TestPublish),
+    );
+    assert!(matches!(
+        ip.begin_passkey(&o.id, &user).await,
+        Err(gatehouse_app::passkeys::PasskeyRegistrationError::Unavailable(_))
+    ));
+}

@@ -231,6 +231,44 @@ impl Passkeys {
     }
 }
 
+/// A passkey registration waiting for the browser's answer (sealed in the
+/// page's form): the ceremony state, the person's user handle, and whether
+/// the handle is new (stored with this passkey).
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize, PartialEq, Eq)]
+pub struct PendingPasskey {
+    pub org: gatehouse_domain::OrgId,
+    pub user: gatehouse_domain::UserId,
+    pub handle: Vec<u8>,
+    pub new_handle: bool,
+    pub state: Vec<u8>,
+    pub exp: i64,
+}
+
+const REGISTRATION_PURPOSE: &[u8] = b"gatehouse passkey registration v1";
+
+impl crate::AuthService {
+    pub fn seal_passkey_registration(&self, p: &PendingPasskey) -> String {
+        self.seal(REGISTRATION_PURPOSE, p)
+    }
+
+    /// The registration of a form, when it is ours, for `user` of `org`,
+    /// and not expired. (Spent once by the credential id's uniqueness: the
+    /// same answer cannot be stored twice.)
+    pub fn open_passkey_registration(
+        &self,
+        sealed: &str,
+        org: &gatehouse_domain::OrgId,
+        user: &gatehouse_domain::UserId,
+    ) -> Option<PendingPasskey> {
+        self.unseal::<PendingPasskey>(REGISTRATION_PURPOSE, sealed)
+            .filter(|p| {
+                p.exp > gatehouse_domain::Timestamp::now().unix_seconds()
+                    && &p.org == org
+                    && &p.user == user
+            })
+    }
+}
+
 /// A browser's assertion.
 pub struct Assertion(PublicKeyCredential);
 
