@@ -907,3 +907,190 @@ async fn receiver() -> String {
     });
     format!("http://{addr}")
 }
+
+/// D56 (work in progress, branch `passkeys`): the ceremony library and
+/// Chromium's virtual authenticator agree. A registration offered by the
+/// application is answered by `navigator.credentials.create` and stored;
+/// a discoverable assertion names the credential and the person's handle
+/// and verifies; without user verification it serves as a second factor
+/// but not for a passwordless sign-in.
+#[tokio::test]
+async fn d56_passkeys_with_chromiums_virtual_authenticator() {
+    use gatehouse_auth::passkeys::{PasskeyError, Passkeys};
+    use gatehouse_domain::event::Origin;
+    let Some(chromedriver) = tool("CHROMEDRIVER", "/usr/bin/chromedriver") else {
+        assert!(
+            !require(),
+            "GATEHOUSE_REQUIRE_BROWSER=1 but chromedriver is missing"
+        );
+        return;
+    };
+    let port = free_port();
+    let s = TestServer::start_with(|st| {
+        st.https_addr = format!("127.0.0.1:{port}").parse().unwrap();
+        st.public_url = format!("https://localhost:{port}");
+    })
+    .await;
+    let base = format!("https://localhost:{port}");
+    let user = NewUser {
+        id: UserId::generate(),
+        email: Email::parse("passkey@example.com").unwrap(),
+        name: Name::parse("Pat Key").unwrap(),
+        role: Role::Editor,
+        status: UserStatus::Active,
+        password_hash: None,
+        created_at: Timestamp::now(),
+    };
+    let user = s
+        .store()
+        .insert_user(&s.org(), &user, crate::common::operator())
+        .await
+        .unwrap();
+    let app = s.running.as_ref().unwrap().state.app.clone();
+    let pin = spki_pin(&s.data_dir().join("tls/key.pem"));
+    let driver_port = free_port();
+    let _driver = Driver(
+        Command::new(&chromedriver)
+            .arg(format!("--port={driver_port}"))
+            .process_group(0)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("chromedriver starts"),
+    );
+    let profiles = tempfile::tempdir().unwrap();
+    let c = browser(driver_port, &pin, &profiles.path().join("p"), true).await;
+    c.goto(&format!("{base}/docs")).await.unwrap();
+    c.issue_cmd(Cdp("WebAuthn.enable", json!({})))
+        .await
+        .unwrap();
+    let added = c
+        .issue_cmd(Cdp(
+            "WebAuthn.addVirtualAuthenticator",
+            json!({"options": {
+                "protocol": "ctap2", "ctap2Version": "ctap2_1", "transport": "internal",
+                "hasResidentKey": true, "hasUserVerification": true, "isUserVerified": true,
+                "automaticPresenceSimulation": true
+            }}),
+        ))
+        .await
+        .unwrap();
+    let authenticator = added["authenticatorId"].as_str().unwrap().to_owned();
+
+    // Registration.
+    let offer = app.begin_passkey(&s.org(), &user).await.unwrap();
+    let answer = c
+        .execute_async(
+            "const [opts, done] = arguments;
+             navigator.credentials.create({publicKey: PublicKeyCredential.parseCreationOptionsFromJSON(opts)})
+               .then((c) => done(JSON.stringify(c.toJSON())), (e) => done('ERR ' + e));",
+            vec![offer.options.clone()],
+        )
+        .await
+        .unwrap();
+    let answer = answer.as_str().unwrap().to_owned();
+    assert!(!answer.starts_with("ERR"), "{answer}");
+    let factor = app
+        .finish_passkey(
+            &s.org(),
+            &user,
+            &offer.sealed,
+            &answer,
+            "Laptop",
+            &Origin::operator(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(factor.name, "Laptop");
+    let stored = app.mfa_of(&s.org(), &user.id).await.unwrap();
+    assert_eq!(stored.passkeys.len(), 1);
+    let passkey = stored.passkeys[0].clone();
+    // The same answer again is refused.
+    assert!(
+        app.finish_passkey(
+            &s.org(),
+            &user,
+            &offer.sealed,
+            &answer,
+            "Again",
+            &Origin::operator()
+        )
+        .await
+        .is_err()
+    );
+
+    // A discoverable assertion.
+    let auth = app.auth().unwrap().clone();
+    let rp: &Passkeys = auth.passkeys().unwrap();
+    let get = |options: Value| {
+        let c = &c;
+        async move {
+            let got = c
+                .execute_async(
+                    "const [opts, done] = arguments;
+                     navigator.credentials.get({publicKey: PublicKeyCredential.parseRequestOptionsFromJSON(opts)})
+                       .then((c) => done(JSON.stringify(c.toJSON())), (e) => done('ERR ' + e));",
+                    vec![options],
+                )
+                .await
+                .unwrap();
+            let got = got.as_str().unwrap().to_owned();
+            assert!(!got.starts_with("ERR"), "{got}");
+            got
+        }
+    };
+    let (options, state) = rp.start_assertion(&[]).unwrap();
+    let assertion = Passkeys::parse_assertion(&get(options).await).unwrap();
+    assert_eq!(assertion.credential_id(), &passkey.credential_id[..]);
+    let handle = s
+        .store()
+        .passkey_handle(&s.org(), &user.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(handle.len(), 32);
+    assert_eq!(assertion.user_handle(), Some(&handle[..]));
+    let ok = rp
+        .finish_assertion(
+            &assertion,
+            &state,
+            &passkey.credential,
+            passkey.sign_count,
+            true,
+        )
+        .unwrap();
+    assert!(ok.user_verified);
+    // The same assertion again: its counter did not increase.
+    assert!(matches!(
+        rp.finish_assertion(&assertion, &state, &passkey.credential, ok.sign_count, true),
+        Err(PasskeyError::SignCount)
+    ));
+
+    // Without user verification: a second factor, not a passwordless sign-in.
+    // (An authenticator that fails to verify fails the ceremony in
+    // Chromium; one whose answer says it did not verify is what D56 means.)
+    c.issue_cmd(Cdp(
+        "WebAuthn.setResponseOverrideBits",
+        json!({"authenticatorId": authenticator, "isBadUV": true}),
+    ))
+    .await
+    .unwrap();
+    let (options, state) = rp.start_assertion(&[passkey.credential.clone()]).unwrap();
+    let assertion = Passkeys::parse_assertion(&get(options).await).unwrap();
+    assert!(matches!(
+        rp.finish_assertion(&assertion, &state, &passkey.credential, ok.sign_count, true),
+        Err(PasskeyError::NotVerified)
+    ));
+    let second = rp
+        .finish_assertion(
+            &assertion,
+            &state,
+            &passkey.credential,
+            ok.sign_count,
+            false,
+        )
+        .unwrap();
+    assert!(!second.user_verified);
+    assert!(second.sign_count > ok.sign_count);
+    c.close().await.unwrap();
+}
