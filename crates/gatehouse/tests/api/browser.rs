@@ -1075,7 +1075,9 @@ async fn d56_passkeys_with_chromiums_virtual_authenticator() {
     ))
     .await
     .unwrap();
-    let (options, state) = rp.start_assertion(&[passkey.credential.clone()]).unwrap();
+    let (options, state) = rp
+        .start_assertion(std::slice::from_ref(&passkey.credential))
+        .unwrap();
     let assertion = Passkeys::parse_assertion(&get(options).await).unwrap();
     assert!(matches!(
         rp.finish_assertion(&assertion, &state, &passkey.credential, ok.sign_count, true),
