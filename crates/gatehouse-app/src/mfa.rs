@@ -84,6 +84,8 @@ pub enum StepUp {
     Met,
     /// The second step (or the enrolment step under the policy) first.
     Needed(SecondStep),
+    /// D56: a passkey first (`phr` asked, a passkey is what is missing).
+    Passkey,
     /// An Essential `acr` the person has no factor for.
     Unmet,
 }
@@ -189,7 +191,13 @@ impl App {
             "An administrator of your organization removed every second factor and recovery code of this account, and signed it out everywhere. At your next sign-in you can set up a new one.",
         );
         let tell = self.teller(origin);
-        let fx = effect::of_mfa_reset(&tell, user, &factors.listed(), &mail, now);
+        let fx = effect::of_mfa_reset(
+            &tell,
+            user,
+            &factors.listed().into_iter().cloned().collect::<Vec<_>>(),
+            &mail,
+            now,
+        );
         self.mfa_store()
             .write_mfa(org, &fx, now, &tell)
             .await
@@ -517,6 +525,10 @@ impl App {
         {
             return Ok(StepUp::Unmet);
         }
+        let target = acr.target(achieved, possible);
+        if target == Level::Phr && achieved < Level::Phr {
+            return Ok(StepUp::Passkey);
+        }
         if achieved < Level::Mfa {
             let policy = self.security_policy(org).await?;
             if policy.mfa.covers(user.role) {
@@ -526,7 +538,7 @@ impl App {
                 }
             }
         }
-        if acr.target(achieved, possible) > achieved {
+        if target > achieved {
             return Ok(StepUp::Needed(SecondStep::Code));
         }
         Ok(StepUp::Met)

@@ -1,27 +1,19 @@
-//! Passkeys (D56): registration on the account page. The ceremonies are
+//! Passkeys (D56): registration on the account page, the second step with
+//! a passkey, and passwordless sign-in. The ceremonies are
 //! `gatehouse_auth::passkeys`'; this module adds the person, the limit,
+//! the tenant, spending each assertion once, the counter across nodes,
 //! storage and what a registration tells.
-//!
-//! Work in progress (branch `passkeys`): the second step with a passkey and
-//! passwordless sign-in come next.
 
-use gatehouse_auth::passkeys::{PasskeyError, PendingPasskey};
+use gatehouse_auth::passkeys::{PasskeyError, Passkeys, PendingAssertion, PendingPasskey};
 use gatehouse_domain::effect;
 use gatehouse_domain::event::Origin;
 use gatehouse_domain::mfa::{self, Factor, FactorKind, PasskeyFactor};
-use gatehouse_domain::{MfaId, OrgId, Timestamp, User};
+use gatehouse_domain::{MfaId, OrgId, Timestamp, User, UserId, UserStatus};
 use gatehouse_store::StoreError;
 
 use crate::error::{AppError, OrApp};
 use crate::mfa::MfaError;
 use crate::{App, Resource};
-
-/// A registration offered to the browser: the options for
-/// `navigator.credentials.create` and the sealed state for the form.
-pub struct PasskeyOffer {
-    pub options: serde_json::Value,
-    pub sealed: String,
-}
 
 /// Why a passkey could not be registered.
 #[derive(Debug, thiserror::Error)]
@@ -61,7 +53,7 @@ impl App {
         &self,
         org: &OrgId,
         user: &User,
-    ) -> Result<PasskeyOffer, PasskeyRegistrationError> {
+    ) -> Result<PasskeyChallenge, PasskeyRegistrationError> {
         let auth = self
             .auth()
             .ok_or_else(|| AppError::Internal("passkeys without the serving state".into()))?;
@@ -100,7 +92,7 @@ impl App {
             state,
             exp: Timestamp::now().unix_seconds() + gatehouse_auth::second_step::PENDING_TTL_SECS,
         });
-        Ok(PasskeyOffer { options, sealed })
+        Ok(PasskeyChallenge { options, sealed })
     }
 
     /// Stores the passkey the browser answered with (`answer`, the JSON of
@@ -169,7 +161,259 @@ impl App {
     }
 }
 
-/// This area's view of storage: the `MfaStore` trait only (issue 25).
+/// A ceremony offered to the browser: the options for
+/// `navigator.credentials.create` (a registration) or `.get` (an
+/// assertion), and the sealed state for the form.
+pub struct PasskeyChallenge {
+    pub options: serde_json::Value,
+    pub sealed: String,
+}
+
+/// Why a passkey did not sign the person in.
+#[derive(Debug, thiserror::Error)]
+pub enum PasskeySignInError {
+    /// Not a passkey of an account that can sign in here, or an answer
+    /// that does not check (D56: answered like a wrong password).
+    #[error("the passkey is not valid here")]
+    Wrong,
+    /// D56: a passwordless sign-in needs user verification; the page asks
+    /// for the password instead.
+    #[error("the authenticator did not verify the person")]
+    NotVerified,
+    /// D56: the counter did not increase (a possibly cloned authenticator),
+    /// or the same assertion came twice.
+    #[error("the signature counter did not increase")]
+    SignCount,
+    /// The offer expired, or was answered already.
+    #[error("the passkey request expired")]
+    Expired,
+    #[error(transparent)]
+    Failed(#[from] AppError),
+}
+
+/// A passwordless sign-in: the account the passkey named and the `amr`.
+#[derive(Debug)]
+pub struct PasskeySignedIn {
+    pub org: OrgId,
+    pub user: User,
+    pub amr: Vec<String>,
+}
+
+impl App {
+    fn relying_party(&self) -> Option<(&gatehouse_auth::AuthService, &Passkeys)> {
+        let auth = self.auth()?;
+        let passkeys = auth.passkeys().ok()?;
+        Some((auth.as_ref(), passkeys))
+    }
+
+    /// The assertion a second step offers `user` (D56: any of their
+    /// passkeys, user verification preferred): `None` when they have none
+    /// or passkeys are not offered here.
+    pub async fn passkey_step_offer(
+        &self,
+        org: &OrgId,
+        user: &UserId,
+    ) -> Result<Option<PasskeyChallenge>, AppError> {
+        let Some((auth, passkeys)) = self.relying_party() else {
+            return Ok(None);
+        };
+        let factors = mfa_store(self)
+            .factors(org, user)
+            .await
+            .or_app(Resource::User)?;
+        if factors.passkeys.is_empty() {
+            return Ok(None);
+        }
+        let credentials: Vec<Vec<u8>> = factors
+            .passkeys
+            .iter()
+            .map(|p| p.credential.clone())
+            .collect();
+        let (options, state) = passkeys
+            .start_assertion(&credentials)
+            .map_err(|e| AppError::Internal(format!("a stored passkey does not read: {e}")))?;
+        let pending = PendingAssertion::new(
+            Some((org.clone(), user.clone())),
+            state,
+            gatehouse_auth::second_step::PENDING_TTL_SECS,
+        );
+        Ok(Some(PasskeyChallenge {
+            options,
+            sealed: auth.seal_passkey_assertion(&pending),
+        }))
+    }
+
+    /// The assertion a sign-in page offers beside the password (D56: any
+    /// discoverable credential): `None` when passkeys are not offered here.
+    pub fn passkey_sign_in_offer(&self) -> Option<PasskeyChallenge> {
+        let (auth, passkeys) = self.relying_party()?;
+        let (options, state) = passkeys.start_assertion(&[]).ok()?;
+        let pending = PendingAssertion::new(None, state, SIGN_IN_OFFER_TTL_SECS);
+        Some(PasskeyChallenge {
+            options,
+            sealed: auth.seal_passkey_assertion(&pending),
+        })
+    }
+
+    /// The second step with a passkey (D56: with or without user
+    /// verification): the session's new `amr`.
+    pub async fn pass_passkey_step(
+        &self,
+        org: &OrgId,
+        user: &User,
+        sealed: &str,
+        answer: &str,
+        amr_before: &[String],
+    ) -> Result<Vec<String>, PasskeySignInError> {
+        let (auth, passkeys) = self.relying_party().ok_or(PasskeySignInError::Expired)?;
+        let pending = auth
+            .open_passkey_assertion(sealed)
+            .filter(|p| p.person.as_ref() == Some(&(org.clone(), user.id.clone())))
+            .ok_or(PasskeySignInError::Expired)?;
+        if user.status != UserStatus::Active {
+            return Err(PasskeySignInError::Wrong);
+        }
+        let assertion = Passkeys::parse_assertion(answer).map_err(|_| PasskeySignInError::Wrong)?;
+        let factors = mfa_store(self)
+            .factors(org, &user.id)
+            .await
+            .or_app(Resource::User)?;
+        let Some(passkey) = factors
+            .passkeys
+            .iter()
+            .find(|p| p.credential_id == assertion.credential_id())
+        else {
+            return Err(PasskeySignInError::Wrong);
+        };
+        self.accept_assertion(
+            passkeys, &pending, &assertion, org, &user.id, passkey, false,
+        )
+        .await?;
+        Ok(mfa::amr_with_passkey(amr_before))
+    }
+
+    /// A passwordless sign-in (D56): the passkey names the account, which
+    /// must be of `client_org` when the client has one (else answered like
+    /// a wrong password); user verification is required. D26's password
+    /// throttles play no part.
+    pub async fn passkey_sign_in(
+        &self,
+        sealed: &str,
+        answer: &str,
+        client_org: Option<&OrgId>,
+    ) -> Result<PasskeySignedIn, PasskeySignInError> {
+        let (auth, passkeys) = self.relying_party().ok_or(PasskeySignInError::Expired)?;
+        let pending = auth
+            .open_passkey_assertion(sealed)
+            .filter(|p| p.person.is_none())
+            .ok_or(PasskeySignInError::Expired)?;
+        let assertion = Passkeys::parse_assertion(answer).map_err(|_| PasskeySignInError::Wrong)?;
+        let found = mfa_store(self)
+            .resolve_passkey(assertion.credential_id())
+            .await
+            .or_app(Resource::User)?;
+        let Some((org, user_id, passkey)) = found else {
+            return Err(PasskeySignInError::Wrong);
+        };
+        if client_org.is_some_and(|c| c != &org) {
+            return Err(PasskeySignInError::Wrong);
+        }
+        // The handle the authenticator returned must be the person's.
+        let handle = mfa_store(self)
+            .passkey_handle(&org, &user_id)
+            .await
+            .or_app(Resource::User)?;
+        if handle.is_none() || handle.as_deref() != assertion.user_handle() {
+            return Err(PasskeySignInError::Wrong);
+        }
+        let user = match self.get_user(&org, &user_id).await {
+            Ok(u) if u.status == UserStatus::Active => u,
+            Ok(_) | Err(AppError::NotFound(_)) => return Err(PasskeySignInError::Wrong),
+            Err(e) => return Err(e.into()),
+        };
+        self.accept_assertion(
+            passkeys, &pending, &assertion, &org, &user_id, &passkey, true,
+        )
+        .await?;
+        Ok(PasskeySignedIn {
+            org,
+            user,
+            amr: mfa::amr_with_passkey(&[]),
+        })
+    }
+
+    /// Checks `assertion` against `passkey`, spends the offer once on every
+    /// node, and moves the counter with its compare-and-set.
+    #[allow(clippy::too_many_arguments)]
+    async fn accept_assertion(
+        &self,
+        passkeys: &Passkeys,
+        pending: &PendingAssertion,
+        assertion: &gatehouse_auth::passkeys::Assertion,
+        org: &OrgId,
+        user: &UserId,
+        passkey: &PasskeyFactor,
+        passwordless: bool,
+    ) -> Result<(), PasskeySignInError> {
+        let checked = passkeys.finish_assertion(
+            assertion,
+            &pending.state,
+            &passkey.credential,
+            passkey.sign_count,
+            passwordless,
+        );
+        let asserted = match checked {
+            Ok(a) => a,
+            Err(PasskeyError::NotVerified) => return Err(PasskeySignInError::NotVerified),
+            Err(PasskeyError::SignCount) => {
+                // D58 audits this with reason `sign_count` (the audit log's
+                // issue); until then the log says it.
+                tracing::warn!(
+                    org = %org, user = %user, factor = %passkey.factor.id,
+                    stored = passkey.sign_count,
+                    "a passkey assertion's counter did not increase: a possibly cloned authenticator"
+                );
+                return Err(PasskeySignInError::SignCount);
+            }
+            Err(_) => return Err(PasskeySignInError::Wrong),
+        };
+        let first = grant_store(self)
+            .use_once(
+                &gatehouse_auth::secrets::hash_secret(&pending.nonce),
+                Timestamp::from_unix_seconds(pending.exp),
+            )
+            .await
+            .or_app(Resource::Storage)?;
+        if !first {
+            return Err(PasskeySignInError::Expired);
+        }
+        let moved = mfa_store(self)
+            .accept_passkey_assertion(
+                org,
+                user,
+                &passkey.factor.id,
+                passkey.sign_count,
+                asserted.sign_count,
+                Timestamp::now(),
+            )
+            .await
+            .or_app(Resource::User)?;
+        if !moved {
+            return Err(PasskeySignInError::SignCount);
+        }
+        Ok(())
+    }
+}
+
+/// How long a sign-in page's passkey offer stays good.
+const SIGN_IN_OFFER_TTL_SECS: i64 = 600;
+
+/// This area's views of storage: passkeys are second factors (`MfaStore`);
+/// an offer is spent once like the dashboard's codes (`GrantStore`).
 fn mfa_store(app: &App) -> &dyn gatehouse_store::MfaStore {
+    app.0.store.as_ref()
+}
+
+fn grant_store(app: &App) -> &dyn gatehouse_store::GrantStore {
     app.0.store.as_ref()
 }

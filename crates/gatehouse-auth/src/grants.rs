@@ -46,6 +46,10 @@ pub struct AuthConfig {
     pub refresh_max_days: i64,
     /// D33: the staging environment, whose API keys are `gk_test_…`.
     pub staging: bool,
+    /// D56 (D53 continued): the passkeys' relying party when it is not the
+    /// issuer: the mock's `http://localhost:<port>`, since the mock is
+    /// reached at an IP address and WebAuthn needs a domain name.
+    pub passkey_url: Option<String>,
 }
 
 impl Default for AuthConfig {
@@ -54,6 +58,7 @@ impl Default for AuthConfig {
             refresh_grace_secs: 10,
             refresh_max_days: 90,
             staging: false,
+            passkey_url: None,
         }
     }
 }
@@ -94,7 +99,8 @@ impl AuthService {
     }
 
     pub fn with_config(keys: KeyRing, issuer: Issuer, config: AuthConfig) -> Self {
-        let passkeys = crate::passkeys::Passkeys::new(&issuer.iss);
+        let passkeys =
+            crate::passkeys::Passkeys::new(config.passkey_url.as_deref().unwrap_or(&issuer.iss));
         Self {
             passkeys,
             keys,

@@ -269,6 +269,51 @@ impl crate::AuthService {
     }
 }
 
+/// An assertion offered to a browser, waiting for its answer (sealed in
+/// the page's form): the ceremony state, a nonce spent once in storage
+/// (a counter that stays 0, as many passkeys keep it, cannot stop a
+/// replay), and for a second step the person it is for.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize, PartialEq, Eq)]
+pub struct PendingAssertion {
+    /// `None`: a passwordless sign-in, which any discoverable credential
+    /// may answer.
+    pub person: Option<(gatehouse_domain::OrgId, gatehouse_domain::UserId)>,
+    pub nonce: String,
+    pub state: Vec<u8>,
+    pub exp: i64,
+}
+
+const ASSERTION_PURPOSE: &[u8] = b"gatehouse passkey assertion v1";
+
+impl PendingAssertion {
+    /// A fresh assertion's pending state, live for `ttl_secs`.
+    pub fn new(
+        person: Option<(gatehouse_domain::OrgId, gatehouse_domain::UserId)>,
+        state: Vec<u8>,
+        ttl_secs: i64,
+    ) -> Self {
+        Self {
+            person,
+            nonce: gatehouse_domain::random::base62(128),
+            state,
+            exp: gatehouse_domain::Timestamp::now().unix_seconds() + ttl_secs,
+        }
+    }
+}
+
+impl crate::AuthService {
+    pub fn seal_passkey_assertion(&self, p: &PendingAssertion) -> String {
+        self.seal(ASSERTION_PURPOSE, p)
+    }
+
+    /// The assertion of a form, when it is ours and not expired (the
+    /// caller spends its nonce).
+    pub fn open_passkey_assertion(&self, sealed: &str) -> Option<PendingAssertion> {
+        self.unseal::<PendingAssertion>(ASSERTION_PURPOSE, sealed)
+            .filter(|p| p.exp > gatehouse_domain::Timestamp::now().unix_seconds())
+    }
+}
+
 /// A browser's assertion.
 pub struct Assertion(PublicKeyCredential);
 

@@ -31,6 +31,10 @@ pub struct PendingSignIn {
     pub attempt: String,
     /// A step-up of this browser session, instead of a new sign-in.
     pub session: Option<SessionId>,
+    /// D56: a step-up to `phr`, which only a passkey meets (a code does
+    /// not pass it).
+    #[serde(default)]
+    pub passkey_only: bool,
     /// Unix seconds.
     pub exp: i64,
 }
@@ -49,6 +53,7 @@ impl PendingSignIn {
             user: user.clone(),
             attempt,
             session: session.cloned(),
+            passkey_only: false,
             exp: Timestamp::now().unix_seconds() + PENDING_TTL_SECS,
         }
     }

@@ -458,12 +458,12 @@ impl Factors {
     }
 
     /// The factors as listed (D56: by creation).
-    pub fn listed(&self) -> Vec<Factor> {
-        let mut all: Vec<Factor> = self
+    pub fn listed(&self) -> Vec<&Factor> {
+        let mut all: Vec<&Factor> = self
             .totp
             .iter()
-            .map(|t| t.factor.clone())
-            .chain(self.passkeys.iter().map(|p| p.factor.clone()))
+            .map(|t| &t.factor)
+            .chain(self.passkeys.iter().map(|p| &p.factor))
             .collect();
         all.sort_by(|a, b| (a.created_at, a.id.as_str()).cmp(&(b.created_at, b.id.as_str())));
         all

@@ -74,6 +74,7 @@ pub fn app(state: AppState) -> Router {
         .merge(api::introspect::router())
         .merge(web::authorize::router())
         .merge(web::second_step::router())
+        .merge(web::passkeys::router())
         .merge(web::links::router())
         .merge(api::health::router())
         .merge(api::openapi::router())

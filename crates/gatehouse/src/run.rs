@@ -239,12 +239,21 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
         refresh_grace_secs: settings.refresh_grace_secs,
         refresh_max_days: settings.refresh_max_days,
         staging: settings.env == Env::Staging,
+        // D53 (continued): the mock offers passkeys when reached as
+        // `localhost` (WebAuthn allows plain HTTP there).
+        passkey_url: settings
+            .mock
+            .then(|| format!("http://localhost:{}", http_addr.port())),
     };
     let auth = Arc::new(AuthService::with_config(
         keys,
         Issuer::new(&public_url),
         auth_config,
     ));
+    // D56: the start log says why passkeys are not offered.
+    if let Err(why) = auth.passkeys() {
+        tracing::warn!(public_url = %public_url, "{why}");
+    }
     // D31 (revised): no HSTS for a loopback `public_url` (nor the mock's
     // plain HTTP).
     let hsts = !settings.mock && gatehouse_server::http::middleware::sends_hsts(&public_url);

@@ -321,8 +321,11 @@ pub enum MfaItem<'a> {
 
 /// The items of `GET /v1/me/mfa` for `factors`, in D56's order.
 pub fn mfa_items(factors: &gatehouse_domain::mfa::Factors) -> Vec<MfaItem<'_>> {
-    let listed = factors.totp.iter().map(|t| &t.factor);
-    let mut items: Vec<MfaItem<'_>> = listed.map(|f| MfaItem::Factor(f.into())).collect();
+    let mut items: Vec<MfaItem<'_>> = factors
+        .listed()
+        .into_iter()
+        .map(|f| MfaItem::Factor(f.into()))
+        .collect();
     if let Some(remaining) = factors.recovery_remaining {
         items.push(MfaItem::RecoveryCodes(RecoveryCodesResponse {
             r#type: "recovery_codes",

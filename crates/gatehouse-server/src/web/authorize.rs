@@ -46,7 +46,7 @@ pub(super) fn redirect_to(st: &AppState, uri: &str, pairs: &[(&str, &str)]) -> R
     res
 }
 
-pub(super) fn refuse(st: &AppState, e: AuthorizeError) -> Response {
+pub(crate) fn refuse(st: &AppState, e: AuthorizeError) -> Response {
     match e {
         AuthorizeError::Page(m) => pages::message(
             st,
@@ -72,7 +72,7 @@ pub(super) fn refuse(st: &AppState, e: AuthorizeError) -> Response {
     }
 }
 
-pub(super) fn unavailable(st: &AppState) -> Response {
+pub(crate) fn unavailable(st: &AppState) -> Response {
     pages::message(
         st,
         StatusCode::SERVICE_UNAVAILABLE,
@@ -81,7 +81,7 @@ pub(super) fn unavailable(st: &AppState) -> Response {
     )
 }
 
-pub(super) async fn login_page(
+pub(crate) async fn login_page(
     st: &AppState,
     req: &AuthorizeRequest,
     p: &AuthorizeParameters,
@@ -109,6 +109,7 @@ pub(super) async fn login_page(
             client_name => &req.client.name, org_name => org_name,
             client_id => req.client.id.as_str(), csrf => &csrf, forgot => true,
             params => p.hidden(), error => error, email => email,
+            passkey => crate::web::passkeys::sign_in_offer(st, headers),
             // "Forgot your password?" leads back to this very request.
             return_to => format!("/oauth/authorize?{}", p.query()),
         },
@@ -171,7 +172,7 @@ async fn grant(
 
 /// After the person is known: a remembered consent that covers the
 /// request skips the page (D49); `prompt=none` never shows one.
-pub(super) async fn after_sign_in(
+pub(crate) async fn after_sign_in(
     st: &AppState,
     req: &AuthorizeRequest,
     p: &AuthorizeParameters,
@@ -267,7 +268,7 @@ async fn session_serves(
     match st.app.step_up_for(session, user, &acr).await {
         Ok(StepUp::Met) => None,
         Ok(StepUp::Unmet) => Some(unmet(st, req)),
-        Ok(StepUp::Needed(_)) if req.prompt.none => Some(refuse(
+        Ok(StepUp::Needed(_) | StepUp::Passkey) if req.prompt.none => Some(refuse(
             st,
             req.error(
                 OAuthErrorKind::LoginRequired,
@@ -275,7 +276,31 @@ async fn session_serves(
             ),
         )),
         Ok(StepUp::Needed(step)) => Some(
-            second_step::begin(st, headers, p, &req.client.org, user, Some(session), step).await,
+            second_step::begin(
+                st,
+                headers,
+                p,
+                &req.client.org,
+                user,
+                Some(session),
+                step,
+                false,
+            )
+            .await,
+        ),
+        // D56: a step-up to `phr` asks for a passkey.
+        Ok(StepUp::Passkey) => Some(
+            second_step::begin(
+                st,
+                headers,
+                p,
+                &req.client.org,
+                user,
+                Some(session),
+                SecondStep::Code,
+                true,
+            )
+            .await,
         ),
         Err(e) => {
             tracing::error!(cause = %e, "reading the second step failed");
@@ -377,7 +402,7 @@ async fn start_by_post(
     .await
 }
 
-pub(super) const LOGIN_FAILED: &str = "That e-mail and password do not match an account that can sign in here, or sign-in is paused for a while after too many attempts.";
+pub(crate) const LOGIN_FAILED: &str = "That e-mail and password do not match an account that can sign in here, or sign-in is paused for a while after too many attempts.";
 
 async fn login(
     State(st): State<AppState>,
@@ -426,6 +451,7 @@ async fn login(
                         &user,
                         None,
                         step,
+                        false,
                     )
                     .await;
                 }
@@ -561,6 +587,7 @@ async fn dashboard_authorize(
                             &user,
                             Some(&session),
                             step,
+                            false,
                         )
                         .await
                     }
@@ -581,7 +608,7 @@ async fn dashboard_authorize(
     dashboard_login_page(st, &req, p, headers, None, "")
 }
 
-pub(super) fn dashboard_code(
+pub(crate) fn dashboard_code(
     st: &AppState,
     req: &DashboardRequest,
     user: &User,
@@ -597,7 +624,7 @@ pub(super) fn dashboard_code(
     redirect_to(st, &req.redirect_uri, &pairs)
 }
 
-pub(super) fn dashboard_login_page(
+pub(crate) fn dashboard_login_page(
     st: &AppState,
     req: &DashboardRequest,
     p: &AuthorizeParameters,
@@ -623,6 +650,7 @@ pub(super) fn dashboard_login_page(
             client_name => "the Gatehouse dashboard", org_name => "",
             client_id => dashboard::DASHBOARD_CLIENT_ID, csrf => &csrf, forgot => false,
             params => p.hidden(), error => error, email => email,
+            passkey => crate::web::passkeys::sign_in_offer(st, headers),
         },
     );
     pages::with_csrf(st, res, &csrf, new)
@@ -640,7 +668,9 @@ async fn dashboard_signed_in(
     // D48 (revised): the account's second factor under D56 first.
     match st.app.next_step(org, user).await {
         Ok(SecondStep::Done) => {}
-        Ok(step) => return second_step::begin(st, headers, p, org, user, None, step).await,
+        Ok(step) => {
+            return second_step::begin(st, headers, p, org, user, None, step, false).await;
+        }
         Err(e) => {
             tracing::error!(cause = %e, "reading the second step failed");
             return unavailable(st);

@@ -33,6 +33,8 @@ const DOCS_JS: &str = include_str!("../../assets/docs.js");
 const PAGES_CSS: &str = include_str!("../../assets/pages.css");
 const DASHBOARD_CSS: &str = include_str!("../../assets/dashboard.css");
 const DASHBOARD_JS: &str = include_str!("../../assets/dashboard.js");
+/// D56: the passkey ceremonies of the sign-in and account pages.
+const PASSKEYS_JS: &str = include_str!("../../assets/passkeys.js");
 
 /// The CSP of the documentation: its own stylesheet and script only.
 pub const DOCS_CSP: &str = "default-src 'none'; style-src 'self'; script-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
@@ -224,6 +226,7 @@ async fn asset(Path(file): Path<String>) -> Response {
         "pages.css" => (PAGES_CSS, "text/css; charset=utf-8"),
         "dashboard.css" => (DASHBOARD_CSS, "text/css; charset=utf-8"),
         "dashboard.js" => (DASHBOARD_JS, "text/javascript; charset=utf-8"),
+        "passkeys.js" => (PASSKEYS_JS, "text/javascript; charset=utf-8"),
         _ => {
             return ApiError::new(
                 ErrorCode::ResourceNotFound,

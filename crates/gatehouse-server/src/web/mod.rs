@@ -10,6 +10,7 @@ pub mod docs;
 pub mod links;
 pub mod logout;
 pub mod pages;
+pub mod passkeys;
 pub mod qr;
 pub mod reference;
 pub mod second_step;

@@ -18,6 +18,7 @@ use axum::response::Response;
 use axum::routing::post;
 use gatehouse_app::Session;
 use gatehouse_app::mfa::SecondStepError;
+use gatehouse_app::passkeys::PasskeySignInError;
 use gatehouse_auth::dashboard;
 use gatehouse_auth::second_step::{PENDING_TTL_SECS, PendingSignIn};
 use gatehouse_domain::mfa::SecondStep;
@@ -35,6 +36,7 @@ pub fn router() -> Router<AppState> {
         .route("/oauth/authorize/second-factor", post(second_factor))
         .route("/oauth/authorize/enrol", post(enrol))
         .route("/oauth/authorize/skip", post(skip))
+        .route("/oauth/authorize/passkey", post(passkey))
 }
 
 /// D26's wording: a wrong code and a paused second step read the same.
@@ -42,6 +44,9 @@ const CODE_FAILED: &str = "That code is not right, or the second step is paused 
 const ATTEMPT_ENDED: &str =
     "Too many wrong codes for this sign-in. Sign in again with your password.";
 const EXPIRED: &str = "This sign-in took too long. Sign in again with your password.";
+const PASSKEY_FAILED: &str =
+    "That passkey did not confirm the sign-in. Try again, or use another of your factors.";
+const PASSKEY_ONLY: &str = "This application asks for a passkey: confirm the sign-in with one.";
 
 fn pending_cookie(st: &AppState) -> &'static str {
     Cookies::of(st).second_step()
@@ -71,11 +76,13 @@ pub(super) async fn begin(
     user: &User,
     session: Option<&Session>,
     step: SecondStep,
+    passkey_only: bool,
 ) -> Response {
     let Some(auth) = st.app.auth() else {
         return authorize::unavailable(st);
     };
-    let pending = PendingSignIn::new(org, &user.id, session.map(|s| &s.id));
+    let mut pending = PendingSignIn::new(org, &user.id, session.map(|s| &s.id));
+    pending.passkey_only = passkey_only;
     let mut res = match step {
         SecondStep::Enrol { skippable_until } => match st.app.begin_totp(org, user).await {
             Ok(e) => enrol_page(st, headers, p, org, &e, skippable_until, None).await,
@@ -84,7 +91,9 @@ pub(super) async fn begin(
                 return authorize::unavailable(st);
             }
         },
-        SecondStep::Code | SecondStep::Done => code_page(st, headers, p, org, user, None).await,
+        SecondStep::Code | SecondStep::Done => {
+            code_page(st, headers, p, org, user, passkey_only, None).await
+        }
     };
     pages::set_cookie(
         st,
@@ -96,16 +105,35 @@ pub(super) async fn begin(
     res
 }
 
+/// The second step's page: a code, and a passkey when the person has one
+/// (`passkey_only`: a step-up to `phr`, the passkey alone).
 async fn code_page(
     st: &AppState,
     headers: &HeaderMap,
     p: &AuthorizeParameters,
     org: &OrgId,
     user: &User,
+    passkey_only: bool,
     error: Option<&str>,
 ) -> Response {
     let (csrf, new) = pages::csrf_token(st, headers);
     let (client_name, org_name) = names(st, p, org).await;
+    let passkey = if crate::web::passkeys::offered_here(st, headers) {
+        match st.app.passkey_step_offer(org, &user.id).await {
+            Ok(offer) => offer.as_ref().map(crate::web::passkeys::offer_view),
+            Err(e) => {
+                tracing::error!(cause = %e, "offering a passkey failed");
+                None
+            }
+        }
+    } else {
+        None
+    };
+    let has_totp = st
+        .app
+        .mfa_of(org, &user.id)
+        .await
+        .is_ok_and(|f| f.totp.is_some() || f.recovery_remaining.is_some());
     let status = if error.is_some() {
         StatusCode::UNAUTHORIZED
     } else {
@@ -116,7 +144,8 @@ async fn code_page(
         "second_step.html",
         context! {
             client_name, org_name, email => user.email.as_str(), csrf => &csrf,
-            params => p.hidden(), error,
+            params => p.hidden(), error, passkey, codes => has_totp && !passkey_only,
+            passkey_only,
         },
     );
     pages::with_csrf(st, res, &csrf, new)
@@ -345,6 +374,18 @@ async fn second_factor(
         Ok(s) => s,
         Err(res) => return *res,
     };
+    if step.pending.passkey_only {
+        return code_page(
+            &st,
+            &step.headers,
+            &step.p,
+            &step.pending.org,
+            &step.user,
+            true,
+            Some(PASSKEY_ONLY),
+        )
+        .await;
+    }
     let code = step.form.value("code").unwrap_or("");
     let amr_before = gatehouse_domain::mfa::amr_password();
     let passed = st
@@ -371,6 +412,7 @@ async fn second_factor(
                 &step.p,
                 &step.pending.org,
                 &step.user,
+                false,
                 Some(CODE_FAILED),
             )
             .await
@@ -383,6 +425,45 @@ async fn second_factor(
             authorize::unavailable(&st)
         }
     }
+}
+
+/// `POST /oauth/authorize/passkey`: the second step (or a step-up) with a
+/// passkey, with or without user verification (D56).
+async fn passkey(
+    State(st): State<AppState>,
+    browser: pages::Browser,
+    request: Request,
+) -> Response {
+    let step = match read_step(&st, request).await {
+        Ok(s) => s,
+        Err(res) => return *res,
+    };
+    let sealed = step.form.value("assertion").unwrap_or("");
+    let answer = step.form.value("answer").unwrap_or("");
+    let amr_before = gatehouse_domain::mfa::amr_password();
+    let passed = st
+        .app
+        .pass_passkey_step(&step.pending.org, &step.user, sealed, answer, &amr_before)
+        .await;
+    let why = match passed {
+        Ok(amr) => return complete(&st, &step, &browser, Some(&amr), None, false).await,
+        Err(PasskeySignInError::SignCount) => crate::web::passkeys::SIGN_COUNT,
+        Err(PasskeySignInError::Failed(e)) => {
+            tracing::error!(cause = %e, "a passkey step failed on storage");
+            return authorize::unavailable(&st);
+        }
+        Err(_) => PASSKEY_FAILED,
+    };
+    code_page(
+        &st,
+        &step.headers,
+        &step.p,
+        &step.pending.org,
+        &step.user,
+        step.pending.passkey_only,
+        Some(why),
+    )
+    .await
 }
 
 /// `POST /oauth/authorize/enrol`: the enrolment step's confirming code; the

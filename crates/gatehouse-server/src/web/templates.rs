@@ -219,8 +219,9 @@ impl Templates {
                     // No `form-action`: browsers apply it to the redirect that
                     // follows a form post, which would block the way back to
                     // the client after consent (D26).
-                    // The stylesheet is served by the binary: no inline style.
-                    HeaderValue::from_static("default-src 'none'; style-src 'self'; frame-ancestors 'none'; base-uri 'none'"),
+                    // The stylesheet and the passkey script (D56) are served
+                    // by the binary: no inline style or script.
+                    HeaderValue::from_static("default-src 'none'; style-src 'self'; script-src 'self'; frame-ancestors 'none'; base-uri 'none'"),
                 );
                 // `same-origin`: nothing is ever sent to another site, and a
                 // page of ours knows which of our pages led to it (the way

@@ -15,6 +15,8 @@ pub const BACKEND: common::Backend = common::Backend::Postgres;
 
 #[path = "../api/account.rs"]
 mod account;
+#[path = "../api/browser.rs"]
+mod browser;
 #[path = "../api/cli.rs"]
 mod cli;
 #[path = "../api/client.rs"]

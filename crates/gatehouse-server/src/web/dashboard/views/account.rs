@@ -15,6 +15,7 @@ use axum::extract::{ConnectInfo, Path, Request, State};
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::Response;
 use axum::routing::{get, post};
+use gatehouse_app::passkeys::PasskeyRegistrationError;
 use gatehouse_app::sessions::PasswordChangeError;
 use gatehouse_domain::{SessionId, Timestamp};
 use minijinja::{Value, context};
@@ -39,6 +40,7 @@ pub(super) fn router() -> Router<AppState> {
         .route("/account/security/totp", get(totp_page).post(confirm_totp))
         .route("/account/security/factors/{id}/remove", post(remove_factor))
         .route("/account/security/recovery-codes", post(new_codes))
+        .route("/account/security/passkeys", post(add_passkey))
 }
 
 /// The way to a (fresh) sign-in that comes back here.
@@ -120,16 +122,21 @@ fn account_notice(uri: &Uri) -> Option<&'static str> {
         ),
         Some("removed") => Some("The second factor was removed. You were sent an e-mail."),
         Some("codes") => Some("Your new recovery codes replace the earlier ones."),
+        Some("passkey") => Some(
+            "The passkey was added: it signs you in without a password, or confirms a sign-in after it. You were sent an e-mail.",
+        ),
         _ => None,
     }
 }
 
-/// What a refused password change shows, next to its field.
+/// What a refused form shows next to its field: the password change's,
+/// or why a passkey was not added.
 #[derive(Default)]
-struct PasswordProblems {
+struct FormProblems {
     current: Option<String>,
     new: Option<String>,
     again: Option<String>,
+    passkey: Option<&'static str>,
 }
 
 async fn page(
@@ -139,7 +146,7 @@ async fn page(
     status: StatusCode,
     notice: Option<&str>,
     failed: Option<Reply>,
-    password: PasswordProblems,
+    password: FormProblems,
 ) -> Response {
     let reply = signed
         .api(st, Method::GET, "/me/sessions?limit=100", None)
@@ -164,6 +171,33 @@ async fn page(
         .iter()
         .find(|i| i["type"] == "recovery_codes")
         .and_then(|i| i["remaining"].as_u64());
+    // D56: a passkey offered while there is room and passkeys work here.
+    let (passkey, passkey_note) = match person(st, signed).await {
+        Ok(_) if !crate::web::passkeys::offered_here(st, headers) => (
+            None,
+            Some("Passkeys are offered at http://localhost in the mock."),
+        ),
+        Ok(user) => match st.app.begin_passkey(&signed.grant.org, &user).await {
+            Ok(offer) => (Some(crate::web::passkeys::offer_view(&offer)), None),
+            Err(PasskeyRegistrationError::TooMany) => (
+                None,
+                Some(
+                    "You have ten passkeys, the most an account can have. Remove one to add another.",
+                ),
+            ),
+            Err(PasskeyRegistrationError::Unavailable(_)) => (
+                None,
+                Some(
+                    "Passkeys are not available at this address (it is an IP address, not a domain name).",
+                ),
+            ),
+            Err(e) => {
+                tracing::error!(cause = %e, "account: offering a passkey failed");
+                (None, None)
+            }
+        },
+        Err(_) => (None, None),
+    };
     let has_totp = factors
         .iter()
         .any(|f| f.get_attr("kind").is_ok_and(|k| k.as_str() == Some("totp")));
@@ -192,7 +226,8 @@ async fn page(
         "account",
         context! {
             sessions, others, list_problem, problem, notice,
-            factors, has_totp, recovery_left,
+            factors, has_totp, recovery_left, passkey, passkey_note,
+            passkey_error => password.passkey,
             recovery_low => recovery_left.is_some_and(|n| n <= gatehouse_domain::mfa::RECOVERY_CODES_LOW as u64),
             mfa_problem => (!mfa.ok()).then(|| mfa.problem()),
             password => context! { current => password.current, new => password.new, again => password.again },
@@ -210,7 +245,7 @@ async fn refused(st: &AppState, headers: &HeaderMap, signed: &Signed, reply: Rep
         StatusCode::OK,
         None,
         Some(reply),
-        PasswordProblems::default(),
+        FormProblems::default(),
     )
     .await
 }
@@ -229,7 +264,7 @@ async fn security(
         StatusCode::OK,
         account_notice(&uri),
         None,
-        PasswordProblems::default(),
+        FormProblems::default(),
     )
     .await
 }
@@ -308,7 +343,7 @@ async fn change_password(
             browser.request,
         )
         .await;
-    let mut problems = PasswordProblems::default();
+    let mut problems = FormProblems::default();
     match outcome {
         Ok(_) => return signed.redirect(&st, "/account/security?done=password"),
         Err(PasswordChangeError::Current) => {
@@ -477,22 +512,37 @@ async fn confirm_totp(
             );
         }
     }
-    // The first factor comes with recovery codes, shown once.
+    first_factor_codes(&st, &signed, &user, &origin, "totp").await
+}
+
+/// After a factor was added (`done` names it for the notice): the first
+/// factor comes with recovery codes, shown once (D56); else back to the
+/// page.
+async fn first_factor_codes(
+    st: &AppState,
+    signed: &Signed,
+    user: &gatehouse_domain::User,
+    origin: &gatehouse_domain::event::Origin,
+    done: &str,
+) -> Response {
+    let back = format!("/account/security?done={done}");
     let has_codes = st
         .app
-        .mfa_of(&org, &user.id)
+        .mfa_of(&signed.grant.org, &user.id)
         .await
         .is_ok_and(|f| f.recovery_remaining.is_some());
     if has_codes {
-        return signed.redirect(&st, "/account/security?done=totp");
+        return signed.redirect(st, &back);
     }
-    match st.app.regenerate_recovery_codes(&org, &user, &origin).await {
-        Ok(codes) => {
-            crate::web::second_step::recovery_codes_page(&st, &codes, "/account/security?done=totp")
-        }
+    match st
+        .app
+        .regenerate_recovery_codes(&signed.grant.org, user, origin)
+        .await
+    {
+        Ok(codes) => crate::web::second_step::recovery_codes_page(st, &codes, &back),
         Err(e) => {
             tracing::error!(cause = %e, "account: making recovery codes failed");
-            signed.redirect(&st, "/account/security?done=totp")
+            signed.redirect(st, &back)
         }
     }
 }
@@ -533,7 +583,7 @@ async fn remove_factor(
                 StatusCode::CONFLICT,
                 Some("Your organization requires a second factor, so your last one stays. Add another first, or ask an admin to reset it."),
                 None,
-                PasswordProblems::default(),
+                FormProblems::default(),
             )
             .await
         }
@@ -580,4 +630,67 @@ async fn new_codes(
             )
         }
     }
+}
+
+/// `POST /account/security/passkeys`: the browser's answer to a passkey
+/// registration (D56), named by the person.
+async fn add_passkey(
+    State(st): State<AppState>,
+    ConnectInfo(peer): Peer,
+    browser: pages::Browser,
+    req: Request,
+) -> Response {
+    let (headers, form) = match read_form(&st, req).await {
+        Ok(f) => f,
+        Err(res) => return *res,
+    };
+    let signed = fresh_or_return!(st, headers, ConnectInfo(peer));
+    let user = match person(&st, &signed).await {
+        Ok(u) => u,
+        Err(res) => return *res,
+    };
+    let origin = origin_of(&signed, &browser);
+    let added = st
+        .app
+        .finish_passkey(
+            &signed.grant.org,
+            &user,
+            form.value("registration").unwrap_or(""),
+            form.value("answer").unwrap_or(""),
+            form.value("name").unwrap_or(""),
+            &origin,
+        )
+        .await;
+    let (status, why) = match added {
+        Ok(_) => return first_factor_codes(&st, &signed, &user, &origin, "passkey").await,
+        Err(PasskeyRegistrationError::TooMany) => (
+            StatusCode::CONFLICT,
+            "You have ten passkeys, the most an account can have. Remove one to add another.",
+        ),
+        Err(PasskeyRegistrationError::Duplicate) => (
+            StatusCode::CONFLICT,
+            "That passkey is on your account already.",
+        ),
+        Err(PasskeyRegistrationError::Failed(e)) => {
+            tracing::error!(cause = %e, "account: adding a passkey failed");
+            return unavailable(&st, "The passkey was not added. Try again in a moment.");
+        }
+        Err(_) => (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "The passkey was not added: the request expired or the authenticator's answer did not check. Try again.",
+        ),
+    };
+    page(
+        &st,
+        &headers,
+        &signed,
+        status,
+        None,
+        None,
+        FormProblems {
+            passkey: Some(why),
+            ..FormProblems::default()
+        },
+    )
+    .await
 }
