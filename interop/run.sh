@@ -150,7 +150,7 @@ if want python; then
 fi
 if want browser; then
   run_suite browser env NODE_EXTRA_CA_CERTS="$CA" CHROMIUM="$CHROMIUM" SCREENSHOTS="${SCREENSHOTS:-}" \
-    SCREENSHOT_DIR="$ROOT/docs/screenshots" node --test --test-reporter=spec interop/node/browser.test.mjs
+    SCREENSHOT_DIR="$ROOT/docs/screenshots" node --test --test-reporter=spec interop/node/browser.test.mjs interop/node/passkey.test.mjs
 fi
 
 if [ ${#FAILED[@]} -gt 0 ]; then
