@@ -457,7 +457,8 @@ impl Factors {
         self.totp.is_some() || !self.passkeys.is_empty()
     }
 
-    /// The factors as listed (D56: by creation).
+    /// The factors as listed (D14 continued: `created_at` descending, then
+    /// `id`).
     pub fn listed(&self) -> Vec<&Factor> {
         let mut all: Vec<&Factor> = self
             .totp
@@ -465,7 +466,7 @@ impl Factors {
             .map(|t| &t.factor)
             .chain(self.passkeys.iter().map(|p| &p.factor))
             .collect();
-        all.sort_by(|a, b| (a.created_at, a.id.as_str()).cmp(&(b.created_at, b.id.as_str())));
+        all.sort_by(|a, b| (b.created_at, b.id.as_str()).cmp(&(a.created_at, a.id.as_str())));
         all
     }
 

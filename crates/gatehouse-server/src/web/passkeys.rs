@@ -67,7 +67,7 @@ pub(crate) fn sign_in_offer(st: &AppState, headers: &HeaderMap) -> Option<Value>
 /// Where a passwordless sign-in leads: a client's request (its
 /// organization bounds the accounts, D26) or the dashboard's (any).
 enum Destination {
-    Client(gatehouse_auth::flows::AuthorizeRequest),
+    Client(Box<gatehouse_auth::flows::AuthorizeRequest>),
     Dashboard(dashboard::DashboardRequest),
 }
 
@@ -98,7 +98,7 @@ async fn passkey_login(
         }
     } else {
         match st.app.check_authorize(&p.to_params()).await {
-            Ok(r) => Destination::Client(r),
+            Ok(r) => Destination::Client(Box::new(r)),
             Err(e) => return authorize::refuse(&st, e),
         }
     };

@@ -387,7 +387,8 @@ pub async fn passkeys_are_stored_resolved_and_counted_once(s: &dyn Store) {
     assert_eq!(got.totp, None);
     assert!(got.any());
     assert_eq!(got.possible(), mfa::Level::Phr);
-    assert_eq!(got.listed(), vec![&first.factor, &second.factor]);
+    // D14 (continued): newest first.
+    assert_eq!(got.listed(), vec![&second.factor, &first.factor]);
     // Another organization sees nothing of them (D2).
     assert_eq!(s.factors(&other, &u.id).await.unwrap(), Default::default());
     assert_eq!(s.passkey_handle(&other, &u.id).await.unwrap(), None);

@@ -771,3 +771,43 @@ async fn d56_the_mock_fixture_user_asks_for_a_code_of_the_printed_secret() {
         .unwrap();
     assert_eq!(policy["data"]["mfa"], "optional", "{policy}");
 }
+
+/// D53 (continued), D56: the mock offers passkeys only when it is reached
+/// as `localhost` (its relying party, where WebAuthn allows plain HTTP);
+/// at its IP address the sign-in page has the password form alone.
+#[tokio::test]
+async fn d56_the_mock_offers_passkeys_only_as_localhost() {
+    let s = TestServer::start_mock().await;
+    let authorize = "/oauth/authorize?response_type=code&client_id=mock_client&redirect_uri=http%3A%2F%2F127.0.0.1%3A5000%2Fcallback&scope=profile%3Aread&state=s&code_challenge=E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM&code_challenge_method=S256";
+    let at_ip = s.request(Method::GET, authorize).send().await.unwrap();
+    assert_eq!(at_ip.status(), StatusCode::OK);
+    let page = at_ip.text().await.unwrap();
+    assert!(page.contains("id=\"password\""), "{page}");
+    assert!(
+        !page.contains("data-passkey"),
+        "no passkey at an IP address"
+    );
+
+    let url = url::Url::parse(&s.url("/")).unwrap();
+    let addr = std::net::SocketAddr::new(
+        url.host_str().unwrap().parse().unwrap(),
+        url.port().unwrap(),
+    );
+    let local = reqwest::Client::builder()
+        .resolve("localhost", addr)
+        .build()
+        .unwrap();
+    let page = local
+        .get(format!("http://localhost:{}{authorize}", addr.port()))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(page.contains("Sign in with a passkey"), "{page}");
+    assert!(
+        page.contains("&quot;rpId&quot;:&quot;localhost&quot;"),
+        "the relying party is localhost: {page}"
+    );
+}

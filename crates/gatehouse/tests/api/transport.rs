@@ -1670,6 +1670,35 @@ async fn sigterm_finishes_a_request_in_flight_then_exits_0() {
     assert_eq!(list["meta"]["total"], 1, "{list}");
 }
 
+/// D56: with an IP address as `public_url`'s host, passkeys are not
+/// offered (WebAuthn needs a domain name) and the start log says why; the
+/// sign-in page has the password alone.
+#[tokio::test]
+async fn d56_an_ip_public_url_offers_no_passkeys_and_the_start_log_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs = tempfile::tempdir().unwrap();
+    let mut p = ServeProcess::spawn_with(dir.path(), logs.path(), 1, Some("https://127.0.0.1:9"));
+    let client = p.ready(dir.path()).await;
+    // The dashboard's way to its sign-in page (at the public URL, which
+    // nothing serves here: the same path at the server's own address).
+    let to = client.get(p.url("/dashboard/signin")).send().await.unwrap();
+    let location = to.headers()["location"].to_str().unwrap().to_owned();
+    let path = &location[location.find("/oauth/authorize").expect("to the sign-in")..];
+    let page = client.get(p.url(path)).send().await.unwrap();
+    let final_url = page.url().to_string();
+    let body = page.text().await.unwrap();
+    assert!(
+        body.contains("id=\"password\""),
+        "the sign-in page: {final_url}: {body}"
+    );
+    assert!(!body.contains("data-passkey"), "{final_url}: {body}");
+    let log = p.logs();
+    assert!(
+        log.contains("passkeys are not offered: the host of the public URL is an IP address"),
+        "{log}"
+    );
+}
+
 #[tokio::test]
 async fn d1_without_public_url_the_issuer_follows_the_https_port() {
     let dir = tempfile::tempdir().unwrap();
