@@ -519,7 +519,7 @@ impl App {
             .factors(org, &user.id)
             .await
             .or_app(Resource::User)?;
-        let possible = factors.possible().max(achieved);
+        let possible = self.reachable(&factors).max(achieved);
         if acr.essential_unsupported()
             || acr.essential_floor().is_some_and(|floor| floor > possible)
         {
@@ -542,6 +542,50 @@ impl App {
             return Ok(StepUp::Needed(SecondStep::Code));
         }
         Ok(StepUp::Met)
+    }
+
+    /// The highest level a step-up can reach for a person with `factors`
+    /// here: their passkeys count where passkeys are offered (D56).
+    fn reachable(&self, factors: &Factors) -> Level {
+        let offered = self.auth().is_some_and(|a| a.passkeys().is_ok());
+        factors.possible_where(offered)
+    }
+
+    /// Whether a sign-in by password for `acr` continues with a passkey
+    /// alone (D56: a step-up to `phr` asks for a passkey): `phr` is the
+    /// level to reach and the person can reach it here.
+    pub async fn passkey_asked(
+        &self,
+        org: &OrgId,
+        user: &User,
+        acr: &AcrRequest,
+    ) -> AppResult<bool> {
+        let factors = self
+            .mfa_store()
+            .factors(org, &user.id)
+            .await
+            .or_app(Resource::User)?;
+        Ok(acr.target(Level::Pwd, self.reachable(&factors)) == Level::Phr)
+    }
+
+    /// Whether `user`'s sign-in `attempt` has ended (D56: five wrong codes;
+    /// the password is asked again), which no factor continues.
+    pub(crate) async fn attempt_over(
+        &self,
+        org: &OrgId,
+        user: &UserId,
+        attempt: &str,
+    ) -> AppResult<bool> {
+        let now = Timestamp::now();
+        let failures: Vec<(String, Timestamp)> = self
+            .mfa_store()
+            .second_step_failures(org, user, mfa::failures_since(now))
+            .await
+            .or_app(Resource::User)?
+            .into_iter()
+            .map(|(a, at)| (attempt_of(&a).to_owned(), at))
+            .collect();
+        Ok(mfa::attempt_ended(&failures, attempt))
     }
 
     /// The second step of `user`'s sign-in `attempt` with `entered`: a TOTP
@@ -575,7 +619,7 @@ impl App {
             .or_app(Resource::User)?
             .into_iter()
             .map(|(a, at)| {
-                let named = a.split_once('.').map_or(a.as_str(), |(n, _)| n).to_owned();
+                let named = attempt_of(&a).to_owned();
                 ((a == reservation).then_some(()), (named, at))
             })
             .filter_map(|(own, f)| own.is_none().then_some(f))
@@ -704,3 +748,9 @@ impl App {
 
 /// The name the recovery-code key is stored under.
 use gatehouse_auth::keys::aad::RECOVERY_KEY_NAME;
+
+/// The attempt a recorded try belongs to (a try is recorded as
+/// `<attempt>.<random>`, so parallel tries of one attempt are apart).
+fn attempt_of(recorded: &str) -> &str {
+    recorded.split_once('.').map_or(recorded, |(n, _)| n)
+}

@@ -68,7 +68,6 @@ impl App {
             .passkey_handle(org, &user.id)
             .await
             .or_app(Resource::User)?;
-        let new_handle = stored.is_none();
         let handle = stored.unwrap_or_else(|| {
             gatehouse_domain::random::bytes::<{ mfa::USER_HANDLE_BYTES }>().to_vec()
         });
@@ -88,7 +87,6 @@ impl App {
             org: org.clone(),
             user: user.id.clone(),
             handle,
-            new_handle,
             state,
             exp: Timestamp::now().unix_seconds() + gatehouse_auth::second_step::PENDING_TTL_SECS,
         });
@@ -146,16 +144,16 @@ impl App {
             "A passkey was added to this account: it signs you in, or confirms a sign-in after your password.",
         );
         let tell = self.teller(origin);
-        let fx = effect::of_passkey_registration(
-            &tell,
-            &user.id,
-            passkey,
-            pending.new_handle.then_some(pending.handle),
-            &mail,
-        );
+        let fx = effect::of_passkey_registration(&tell, &user.id, passkey, pending.handle, &mail);
         match mfa_store(self).write_mfa(org, &fx, now, &tell).await {
             Ok(()) => Ok(factor),
+            // Another first registration gave the person their handle
+            // meanwhile: this one was made for another (offer it again).
+            Err(StoreError::Duplicate("passkey_handle")) => Err(PasskeyRegistrationError::Expired),
             Err(StoreError::Duplicate(_)) => Err(PasskeyRegistrationError::Duplicate),
+            Err(StoreError::Rule(gatehouse_domain::DomainError::LimitReached(_))) => {
+                Err(PasskeyRegistrationError::TooMany)
+            }
             Err(e) => Err(AppError::store(e, Resource::User).into()),
         }
     }
@@ -187,6 +185,10 @@ pub enum PasskeySignInError {
     /// The offer expired, or was answered already.
     #[error("the passkey request expired")]
     Expired,
+    /// D56: the sign-in's attempt ended after five wrong codes: the
+    /// password is asked again, whatever the factor.
+    #[error("the attempt ended")]
+    AttemptEnded,
     #[error(transparent)]
     Failed(#[from] AppError),
 }
@@ -255,12 +257,13 @@ impl App {
         })
     }
 
-    /// The second step with a passkey (D56: with or without user
-    /// verification): the session's new `amr`.
+    /// The second step of `user`'s sign-in `attempt` with a passkey (D56:
+    /// with or without user verification): the session's new `amr`.
     pub async fn pass_passkey_step(
         &self,
         org: &OrgId,
         user: &User,
+        attempt: &str,
         sealed: &str,
         answer: &str,
         amr_before: &[String],
@@ -272,6 +275,9 @@ impl App {
             .ok_or(PasskeySignInError::Expired)?;
         if user.status != UserStatus::Active {
             return Err(PasskeySignInError::Wrong);
+        }
+        if self.attempt_over(org, &user.id, attempt).await? {
+            return Err(PasskeySignInError::AttemptEnded);
         }
         let assertion = Passkeys::parse_assertion(answer).map_err(|_| PasskeySignInError::Wrong)?;
         let factors = mfa_store(self)

@@ -459,7 +459,7 @@ async fn d56_passkey_offers_stop_at_ten_and_never_on_an_ip_host() {
         let fx = [gatehouse_domain::effect::Effect::PutPasskey {
             user: user.id.clone(),
             passkey: Box::new(p),
-            handle: (i == 0).then(|| vec![5; 32]),
+            handle: vec![5; 32],
         }];
         store
             .write_mfa(

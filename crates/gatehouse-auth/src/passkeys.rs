@@ -232,14 +232,13 @@ impl Passkeys {
 }
 
 /// A passkey registration waiting for the browser's answer (sealed in the
-/// page's form): the ceremony state, the person's user handle, and whether
-/// the handle is new (stored with this passkey).
+/// page's form): the ceremony state and the user handle it registers (the
+/// person's, or a new one that becomes theirs with this passkey).
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize, PartialEq, Eq)]
 pub struct PendingPasskey {
     pub org: gatehouse_domain::OrgId,
     pub user: gatehouse_domain::UserId,
     pub handle: Vec<u8>,
-    pub new_handle: bool,
     pub state: Vec<u8>,
     pub exp: i64,
 }

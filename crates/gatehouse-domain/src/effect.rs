@@ -100,12 +100,15 @@ pub enum Effect {
         user: UserId,
         totp: Box<crate::mfa::TotpFactor>,
     },
-    /// D56: a passkey of `user` is stored; `handle` is the person's user
-    /// handle, written with their first passkey (it never changes after).
+    /// D56: a passkey of `user` is stored; `handle` is the user handle its
+    /// ceremony registered, which becomes the person's with their first
+    /// passkey (it never changes after). Storage refuses it when the person
+    /// has another handle (`Duplicate("passkey_handle")`: two first
+    /// registrations at once) or ten passkeys already (`LimitReached`).
     PutPasskey {
         user: UserId,
         passkey: Box<crate::mfa::PasskeyFactor>,
-        handle: Option<Vec<u8>>,
+        handle: Vec<u8>,
     },
     /// D56: the factor `id` of `user` goes.
     RemoveFactor { user: UserId, id: crate::MfaId },
@@ -269,7 +272,7 @@ pub fn of_passkey_registration(
     tell: &Teller,
     user: &UserId,
     passkey: crate::mfa::PasskeyFactor,
-    handle: Option<Vec<u8>>,
+    handle: Vec<u8>,
     mail: &crate::link::OutboundEmail,
 ) -> Vec<Effect> {
     let enrolled = tell.user_mfa_enrolled(user, &passkey.factor);

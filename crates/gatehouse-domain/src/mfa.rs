@@ -472,9 +472,16 @@ impl Factors {
 
     /// The highest level a step-up can reach for this person.
     pub fn possible(&self) -> Level {
-        if !self.passkeys.is_empty() {
+        self.possible_where(true)
+    }
+
+    /// The highest level a step-up can reach for this person where
+    /// passkeys are offered or not (D56: not on an IP host): without them,
+    /// an authenticator app or recovery codes reach `mfa`.
+    pub fn possible_where(&self, passkeys_offered: bool) -> Level {
+        if passkeys_offered && !self.passkeys.is_empty() {
             Level::Phr
-        } else if self.any() {
+        } else if self.totp.is_some() || (self.any() && self.recovery_remaining.is_some()) {
             Level::Mfa
         } else {
             Level::Pwd

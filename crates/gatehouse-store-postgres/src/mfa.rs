@@ -42,15 +42,42 @@ pub(crate) async fn apply(c: &mut PgConnection, org: &OrgId, effect: &Effect) ->
             passkey,
             handle,
         } => {
-            if let Some(h) = handle {
-                query(
-                    "UPDATE users SET passkey_handle = $3 WHERE id = $1 AND org_id = $2 AND passkey_handle IS NULL",
-                )
-                .bind(user.as_str())
-                .bind(org.as_str())
-                .bind(&h[..])
-                .execute(&mut *c)
-                .await?;
+            // D56: the person's handle is the first registration's; a
+            // registration made for another handle meanwhile is refused.
+            // The person's row is locked first, so the limit below is
+            // counted by one registration at a time.
+            query(
+                "UPDATE users SET passkey_handle = COALESCE(passkey_handle, $3) WHERE id = $1 AND org_id = $2",
+            )
+            .bind(user.as_str())
+            .bind(org.as_str())
+            .bind(&handle[..])
+            .execute(&mut *c)
+            .await?;
+            let stored: Option<Vec<u8>> =
+                query_scalar("SELECT passkey_handle FROM users WHERE id = $1 AND org_id = $2")
+                    .bind(user.as_str())
+                    .bind(org.as_str())
+                    .fetch_optional(&mut *c)
+                    .await?
+                    .flatten();
+            if stored.as_ref() != Some(handle) {
+                return Err(StoreError::Duplicate("passkey_handle").into());
+            }
+            // D56: at most ten, counted in the writing transaction.
+            let held: i64 = query_scalar(
+                "SELECT COUNT(*) FROM mfa_factors WHERE org_id = $1 AND user_id = $2 AND kind = 'passkey'",
+            )
+            .bind(org.as_str())
+            .bind(user.as_str())
+            .fetch_one(&mut *c)
+            .await?;
+            if held >= gatehouse_domain::mfa::PASSKEYS_MAX as i64 {
+                return Err(DomainError::LimitReached(format!(
+                    "a person has at most {} passkeys",
+                    gatehouse_domain::mfa::PASSKEYS_MAX
+                ))
+                .into());
             }
             let f = &passkey.factor;
             query(

@@ -44,12 +44,38 @@ pub(crate) fn apply(c: &Connection, org: &OrgId, effect: &Effect) -> StoreResult
             passkey,
             handle,
         } => {
-            if let Some(h) = handle {
-                c.prepare_cached(
-                    "UPDATE users SET passkey_handle = ?3 WHERE id = ?1 AND org_id = ?2 AND passkey_handle IS NULL",
+            // D56: the person's handle is the first registration's; a
+            // registration made for another handle meanwhile is refused.
+            c.prepare_cached(
+                "UPDATE users SET passkey_handle = ?3 WHERE id = ?1 AND org_id = ?2 AND passkey_handle IS NULL",
+            )
+            .and_then(|mut s| s.execute(params![user.as_str(), org.as_str(), handle]))
+            .map_err(db_err)?;
+            let stored: Option<Vec<u8>> = c
+                .prepare_cached("SELECT passkey_handle FROM users WHERE id = ?1 AND org_id = ?2")
+                .and_then(|mut s| {
+                    s.query_row(params![user.as_str(), org.as_str()], |r| r.get(0))
+                        .optional()
+                })
+                .map_err(db_err)?
+                .flatten();
+            if stored.as_ref() != Some(handle) {
+                return Err(StoreError::Duplicate("passkey_handle"));
+            }
+            // D56: at most ten, counted in the writing transaction.
+            let held: i64 = c
+                .prepare_cached(
+                    "SELECT COUNT(*) FROM mfa_factors WHERE org_id = ?1 AND user_id = ?2 AND kind = 'passkey'",
                 )
-                .and_then(|mut s| s.execute(params![user.as_str(), org.as_str(), h]))
+                .and_then(|mut s| s.query_row(params![org.as_str(), user.as_str()], |r| r.get(0)))
                 .map_err(db_err)?;
+            if held >= gatehouse_domain::mfa::PASSKEYS_MAX as i64 {
+                return Err(StoreError::Rule(
+                    gatehouse_domain::DomainError::LimitReached(format!(
+                        "a person has at most {} passkeys",
+                        gatehouse_domain::mfa::PASSKEYS_MAX
+                    )),
+                ));
             }
             let f = &passkey.factor;
             c.prepare_cached(

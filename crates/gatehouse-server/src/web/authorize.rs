@@ -443,6 +443,13 @@ async fn login(
             match st.app.next_step(&req.client.org, &user).await {
                 Ok(SecondStep::Done) => {}
                 Ok(step) => {
+                    // D56: a request for `phr` asks for a passkey alone.
+                    let passkey_only = step == SecondStep::Code
+                        && st
+                            .app
+                            .passkey_asked(&req.client.org, &user, &req.acr)
+                            .await
+                            .unwrap_or(false);
                     return second_step::begin(
                         &st,
                         &headers,
@@ -451,7 +458,7 @@ async fn login(
                         &user,
                         None,
                         step,
-                        false,
+                        passkey_only,
                     )
                     .await;
                 }

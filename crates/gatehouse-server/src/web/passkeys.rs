@@ -151,7 +151,7 @@ async fn passkey_login(
         Err(PasskeySignInError::Wrong) => authorize::LOGIN_FAILED,
         Err(PasskeySignInError::NotVerified) => NOT_VERIFIED,
         Err(PasskeySignInError::SignCount) => SIGN_COUNT,
-        Err(PasskeySignInError::Expired) => OFFER_EXPIRED,
+        Err(PasskeySignInError::Expired | PasskeySignInError::AttemptEnded) => OFFER_EXPIRED,
         Err(PasskeySignInError::Failed(e)) => {
             tracing::error!(cause = %e, "a passkey sign-in failed on storage");
             return authorize::unavailable(&st);

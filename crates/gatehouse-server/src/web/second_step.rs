@@ -364,6 +364,20 @@ async fn continue_after(
     }
 }
 
+/// What the second step adds to (D56: a step-up asks only for what is
+/// missing): a step-up's session's `amr`, else a password's.
+async fn amr_before(st: &AppState, step: &Step) -> Vec<String> {
+    if let Some(id) = &step.pending.session
+        && let Some(cookie) = pages::session_cookie(st, &step.headers)
+        && let Ok(Some(session)) = st.app.session(&cookie).await
+        && &session.id == id
+        && session.user == step.user.id
+    {
+        return session.amr;
+    }
+    gatehouse_domain::mfa::amr_password()
+}
+
 /// `POST /oauth/authorize/second-factor`: a TOTP or recovery code.
 async fn second_factor(
     State(st): State<AppState>,
@@ -387,7 +401,7 @@ async fn second_factor(
         .await;
     }
     let code = step.form.value("code").unwrap_or("");
-    let amr_before = gatehouse_domain::mfa::amr_password();
+    let amr_before = amr_before(&st, &step).await;
     let passed = st
         .app
         .pass_second_step(
@@ -440,13 +454,23 @@ async fn passkey(
     };
     let sealed = step.form.value("assertion").unwrap_or("");
     let answer = step.form.value("answer").unwrap_or("");
-    let amr_before = gatehouse_domain::mfa::amr_password();
+    let amr_before = amr_before(&st, &step).await;
     let passed = st
         .app
-        .pass_passkey_step(&step.pending.org, &step.user, sealed, answer, &amr_before)
+        .pass_passkey_step(
+            &step.pending.org,
+            &step.user,
+            &step.pending.attempt,
+            sealed,
+            answer,
+            &amr_before,
+        )
         .await;
     let why = match passed {
         Ok(amr) => return complete(&st, &step, &browser, Some(&amr), None, false).await,
+        Err(PasskeySignInError::AttemptEnded) => {
+            return sign_in_again(&st, &step.headers, &step.p, ATTEMPT_ENDED).await;
+        }
         Err(PasskeySignInError::SignCount) => crate::web::passkeys::SIGN_COUNT,
         Err(PasskeySignInError::Failed(e)) => {
             tracing::error!(cause = %e, "a passkey step failed on storage");

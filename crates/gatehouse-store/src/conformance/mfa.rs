@@ -362,19 +362,21 @@ pub async fn passkeys_are_stored_resolved_and_counted_once(s: &dyn Store) {
 
     // The first passkey gives the person their handle; later ones keep it.
     let first = passkey(1_000, 1);
-    let fx =
-        effect::of_passkey_registration(teller(), &u.id, first.clone(), Some(vec![9; 32]), &mail());
+    let fx = effect::of_passkey_registration(teller(), &u.id, first.clone(), vec![9; 32], &mail());
     s.write_mfa(&o, &fx, Timestamp::from_millis(1_000), teller())
         .await
         .unwrap();
+    // A registration made for another handle (two first registrations at
+    // once) is refused, and writes nothing.
+    let stray = passkey(1_500, 7);
+    let fx = effect::of_passkey_registration(teller(), &u.id, stray, vec![8; 32], &mail());
+    assert!(matches!(
+        s.write_mfa(&o, &fx, Timestamp::from_millis(1_500), teller())
+            .await,
+        Err(StoreError::Duplicate("passkey_handle"))
+    ));
     let second = passkey(2_000, 2);
-    let fx = effect::of_passkey_registration(
-        teller(),
-        &u.id,
-        second.clone(),
-        Some(vec![8; 32]),
-        &mail(),
-    );
+    let fx = effect::of_passkey_registration(teller(), &u.id, second.clone(), vec![9; 32], &mail());
     s.write_mfa(&o, &fx, Timestamp::from_millis(2_000), teller())
         .await
         .unwrap();
@@ -402,7 +404,7 @@ pub async fn passkeys_are_stored_resolved_and_counted_once(s: &dyn Store) {
     // A credential id is one passkey's, in every organization.
     let v = person(s, &other, "passkey2@example.com").await;
     let copy = passkey(3_000, 1);
-    let fx = effect::of_passkey_registration(teller(), &v.id, copy, None, &mail());
+    let fx = effect::of_passkey_registration(teller(), &v.id, copy, vec![6; 32], &mail());
     assert!(matches!(
         s.write_mfa(&other, &fx, Timestamp::from_millis(3_000), teller())
             .await,
@@ -466,4 +468,24 @@ pub async fn passkeys_are_stored_resolved_and_counted_once(s: &dyn Store) {
             "user.mfa_removed"
         ]
     );
+
+    // D56: ten at most, counted by the write itself.
+    for n in 0..9u8 {
+        let more = passkey(6_000 + i64::from(n), 20 + n);
+        let fx = effect::of_passkey_registration(teller(), &u.id, more, vec![9; 32], &mail());
+        s.write_mfa(&o, &fx, Timestamp::from_millis(6_000), teller())
+            .await
+            .unwrap();
+    }
+    assert_eq!(s.factors(&o, &u.id).await.unwrap().passkeys.len(), 10);
+    let eleventh = passkey(7_000, 40);
+    let fx = effect::of_passkey_registration(teller(), &u.id, eleventh, vec![9; 32], &mail());
+    assert!(matches!(
+        s.write_mfa(&o, &fx, Timestamp::from_millis(7_000), teller())
+            .await,
+        Err(StoreError::Rule(
+            gatehouse_domain::DomainError::LimitReached(_)
+        ))
+    ));
+    assert_eq!(s.factors(&o, &u.id).await.unwrap().passkeys.len(), 10);
 }

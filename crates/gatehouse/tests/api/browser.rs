@@ -1180,6 +1180,45 @@ async fn d56_passkeys_on_the_pages_with_chromiums_virtual_authenticator() {
         ["pwd", "pop", "user", "mfa"]
     );
 
+    // A request for `phr` (an Essential `acr`) asks for the passkey alone
+    // after the password: no code form, although the person has recovery
+    // codes (D56: a step-up to `phr` asks for a passkey).
+    let here = gatehouse_store::NewClient {
+        id: gatehouse_domain::ClientId::generate(),
+        name: "Here".into(),
+        secret_hash: None,
+        scopes: gatehouse_domain::ScopeSet::parse("openid profile").unwrap(),
+        redirect_uris: vec!["https://here.example/cb".into()],
+        admin_approved: false,
+        owner: None,
+        created_at: Timestamp::now(),
+        post_logout_redirect_uris: vec![],
+    };
+    s.store()
+        .insert_client(&s.org(), &here, crate::common::operator())
+        .await
+        .unwrap();
+    forget_sign_in(&c).await;
+    c.goto(&format!(
+        "{base}/oauth/authorize?response_type=code&client_id={}&redirect_uri=https%3A%2F%2Fhere.example%2Fcb&scope=openid&state=s2&nonce=n2&code_challenge=E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM&code_challenge_method=S256&claims=%7B%22id_token%22%3A%7B%22acr%22%3A%7B%22essential%22%3Atrue%2C%22value%22%3A%22phr%22%7D%7D%7D",
+        here.id
+    ))
+    .await
+    .unwrap();
+    wait_for(&c, "Sign in to continue to Here").await;
+    fill(&c, "#email", EMAIL).await;
+    fill(&c, "#password", PASSWORD).await;
+    click(&c, "form[action='/oauth/authorize/login'] button[type=submit]").await;
+    let page = wait_for(&c, "Confirm with a passkey").await;
+    assert!(
+        !page.contains("/oauth/authorize/second-factor"),
+        "no code form for phr"
+    );
+    settle(&c, "!document.querySelector('form[data-passkey]').hidden").await;
+    click(&c, "form[data-passkey] button[type=submit]").await;
+    wait_for(&c, "name=\"decision\"").await;
+    assert_eq!(newest_amr(&s, &user.id).await, ["pwd", "pop", "user", "mfa"]);
+
     // Without user verification: still a second factor (D56). (An
     // authenticator that fails to verify fails the ceremony in Chromium;
     // an answer whose flags say it did not verify is what D56 means.)
