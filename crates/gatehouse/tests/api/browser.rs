@@ -1208,7 +1208,11 @@ async fn d56_passkeys_on_the_pages_with_chromiums_virtual_authenticator() {
     wait_for(&c, "Sign in to continue to Here").await;
     fill(&c, "#email", EMAIL).await;
     fill(&c, "#password", PASSWORD).await;
-    click(&c, "form[action='/oauth/authorize/login'] button[type=submit]").await;
+    click(
+        &c,
+        "form[action='/oauth/authorize/login'] button[type=submit]",
+    )
+    .await;
     let page = wait_for(&c, "Confirm with a passkey").await;
     assert!(
         !page.contains("/oauth/authorize/second-factor"),
@@ -1217,7 +1221,10 @@ async fn d56_passkeys_on_the_pages_with_chromiums_virtual_authenticator() {
     settle(&c, "!document.querySelector('form[data-passkey]').hidden").await;
     click(&c, "form[data-passkey] button[type=submit]").await;
     wait_for(&c, "name=\"decision\"").await;
-    assert_eq!(newest_amr(&s, &user.id).await, ["pwd", "pop", "user", "mfa"]);
+    assert_eq!(
+        newest_amr(&s, &user.id).await,
+        ["pwd", "pop", "user", "mfa"]
+    );
 
     // Without user verification: still a second factor (D56). (An
     // authenticator that fails to verify fails the ceremony in Chromium;
@@ -1335,7 +1342,41 @@ async fn d56_passkeys_on_the_pages_with_chromiums_virtual_authenticator() {
         .insert_user(&other, &person("elsewhere"), crate::common::operator())
         .await
         .unwrap();
+    // D26's password throttles never block a passkey sign-in: five wrong
+    // passwords lock the password path, even for the right one...
     passkey_sign_in_page(&c, &base).await;
+    for password in [
+        "wrong-password-1",
+        "wrong-password-2",
+        "wrong-password-3",
+        "wrong-password-4",
+        "wrong-password-5",
+        PASSWORD,
+    ] {
+        fill(&c, "#email", EMAIL).await;
+        fill(&c, "#password", password).await;
+        // The answer is a new page (not the last one, still shown).
+        c.execute("window.stale = true; return true;", vec![])
+            .await
+            .unwrap();
+        click(
+            &c,
+            "form[action='/oauth/authorize/login'] button[type=submit]",
+        )
+        .await;
+        settle(
+            &c,
+            "window.stale !== true && document.readyState === 'complete'",
+        )
+        .await;
+        let page = c.source().await.unwrap();
+        assert!(
+            page.contains("do not match an account that can sign in here"),
+            "{password}: {page}"
+        );
+    }
+    // ... and the passkey still signs in.
+    settle(&c, "document.readyState === 'complete' && !document.querySelector('form[data-passkey]').hidden").await;
     click(&c, "form[data-passkey] button[type=submit]").await;
     wait_for(&c, "Register an application").await;
     assert_eq!(newest_amr(&s, &user.id).await, ["pop", "user", "mfa"]);
