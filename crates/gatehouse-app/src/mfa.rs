@@ -471,13 +471,32 @@ impl App {
     /// factor, or the enrolment step (the deadline set at the first
     /// sign-in under the policy).
     pub async fn next_step(&self, org: &OrgId, user: &User) -> AppResult<SecondStep> {
+        Ok(self
+            .next_step_for(org, user, &AcrRequest::default())
+            .await?
+            .0)
+    }
+
+    /// [`App::next_step`] for an authorization asking `acr`, and whether
+    /// the second step is a passkey alone (D56: a request for `phr` asks
+    /// for a passkey, when the person can give one here), from one read of
+    /// the person's factors.
+    pub async fn next_step_for(
+        &self,
+        org: &OrgId,
+        user: &User,
+        acr: &AcrRequest,
+    ) -> AppResult<(SecondStep, bool)> {
         let factors = self
             .mfa_store()
             .factors(org, &user.id)
             .await
             .or_app(Resource::User)?;
         let policy = self.security_policy(org).await?;
-        self.step_for(org, user, &factors, &policy).await
+        let step = self.step_for(org, user, &factors, &policy).await?;
+        let passkey_only = step == SecondStep::Code
+            && acr.target(Level::Pwd, self.reachable(&factors)) == Level::Phr;
+        Ok((step, passkey_only))
     }
 
     async fn step_for(
@@ -549,23 +568,6 @@ impl App {
     fn reachable(&self, factors: &Factors) -> Level {
         let offered = self.auth().is_some_and(|a| a.passkeys().is_ok());
         factors.possible_where(offered)
-    }
-
-    /// Whether a sign-in by password for `acr` continues with a passkey
-    /// alone (D56: a step-up to `phr` asks for a passkey): `phr` is the
-    /// level to reach and the person can reach it here.
-    pub async fn passkey_asked(
-        &self,
-        org: &OrgId,
-        user: &User,
-        acr: &AcrRequest,
-    ) -> AppResult<bool> {
-        let factors = self
-            .mfa_store()
-            .factors(org, &user.id)
-            .await
-            .or_app(Resource::User)?;
-        Ok(acr.target(Level::Pwd, self.reachable(&factors)) == Level::Phr)
     }
 
     /// Whether `user`'s sign-in `attempt` has ended (D56: five wrong codes;

@@ -12,7 +12,6 @@ use gatehouse_domain::{MfaId, OrgId, Timestamp, User, UserId, UserStatus};
 use gatehouse_store::StoreError;
 
 use crate::error::{AppError, OrApp};
-use crate::mfa::MfaError;
 use crate::{App, Resource};
 
 /// Why a passkey could not be registered.
@@ -36,15 +35,6 @@ pub enum PasskeyRegistrationError {
     Failed(#[from] AppError),
 }
 
-impl From<MfaError> for PasskeyRegistrationError {
-    fn from(e: MfaError) -> Self {
-        match e {
-            MfaError::Failed(e) => Self::Failed(e),
-            e => Self::Failed(AppError::Internal(e.to_string())),
-        }
-    }
-}
-
 impl App {
     /// Offers a registration to `user` (D56: a discoverable credential,
     /// user verification preferred, attestation none, none already theirs;
@@ -54,13 +44,11 @@ impl App {
         org: &OrgId,
         user: &User,
     ) -> Result<PasskeyChallenge, PasskeyRegistrationError> {
-        let auth = self
-            .auth()
-            .ok_or_else(|| AppError::Internal("passkeys without the serving state".into()))?;
-        let passkeys = auth
-            .passkeys()
-            .map_err(|why| PasskeyRegistrationError::Unavailable(why.to_owned()))?;
-        let factors = self.mfa_of(org, &user.id).await?;
+        let (auth, passkeys) = self.registering_party()?;
+        let factors = mfa_store(self)
+            .factors(org, &user.id)
+            .await
+            .or_app(Resource::User)?;
         if !factors.passkey_room() {
             return Err(PasskeyRegistrationError::TooMany);
         }
@@ -105,30 +93,19 @@ impl App {
         name: &str,
         origin: &Origin,
     ) -> Result<Factor, PasskeyRegistrationError> {
-        let auth = self
-            .auth()
-            .ok_or_else(|| AppError::Internal("passkeys without the serving state".into()))?;
-        let passkeys = auth
-            .passkeys()
-            .map_err(|why| PasskeyRegistrationError::Unavailable(why.to_owned()))?;
+        let (auth, passkeys) = self.registering_party()?;
         let pending = auth
             .open_passkey_registration(sealed, org, &user.id)
             .ok_or(PasskeyRegistrationError::Expired)?;
         let registered = passkeys.finish_registration(answer, &pending.state)?;
-        // The limit again: two registrations may have been offered at once.
-        if !self.mfa_of(org, &user.id).await?.passkey_room() {
-            return Err(PasskeyRegistrationError::TooMany);
-        }
+        // The limit again is storage's: it counts in the writing
+        // transaction, so two registrations offered at once cannot both
+        // pass (`LimitReached` below).
         let now = Timestamp::now();
-        let name = name.trim();
         let factor = Factor {
             id: MfaId::generate(),
             kind: FactorKind::Passkey,
-            name: if name.is_empty() {
-                "Passkey".to_owned()
-            } else {
-                name.chars().take(64).collect()
-            },
+            name: mfa::passkey_name(name),
             created_at: now,
             last_used_at: None,
         };
@@ -201,35 +178,61 @@ pub struct PasskeySignedIn {
     pub amr: Vec<String>,
 }
 
+/// What a second step's page offers a person (D56): their passkeys (when
+/// they have some and passkeys are offered here) and the code form (an
+/// authenticator app's code, or a recovery code).
+pub struct SecondStepOffer {
+    pub passkey: Option<PasskeyChallenge>,
+    pub codes: bool,
+}
+
 impl App {
+    /// The relying party, when passkeys are offered at this address.
     fn relying_party(&self) -> Option<(&gatehouse_auth::AuthService, &Passkeys)> {
         let auth = self.auth()?;
         let passkeys = auth.passkeys().ok()?;
         Some((auth.as_ref(), passkeys))
     }
 
-    /// The assertion a second step offers `user` (D56: any of their
-    /// passkeys, user verification preferred): `None` when they have none
-    /// or passkeys are not offered here.
-    pub async fn passkey_step_offer(
+    /// The relying party for a registration, or why there is none.
+    fn registering_party(
+        &self,
+    ) -> Result<(&gatehouse_auth::AuthService, &Passkeys), PasskeyRegistrationError> {
+        let auth = self
+            .auth()
+            .ok_or_else(|| AppError::Internal("passkeys without the serving state".into()))?;
+        let passkeys = auth
+            .passkeys()
+            .map_err(|why| PasskeyRegistrationError::Unavailable(why.to_owned()))?;
+        Ok((auth.as_ref(), passkeys))
+    }
+
+    /// What the second step of `user` offers, from one read of their
+    /// factors: an assertion of any of their passkeys (user verification
+    /// preferred) when `passkeys_here` and they have one, and whether the
+    /// code form is there.
+    pub async fn second_step_offer(
         &self,
         org: &OrgId,
         user: &UserId,
-    ) -> Result<Option<PasskeyChallenge>, AppError> {
-        let Some((auth, passkeys)) = self.relying_party() else {
-            return Ok(None);
-        };
+        passkeys_here: bool,
+    ) -> Result<SecondStepOffer, AppError> {
         let factors = mfa_store(self)
             .factors(org, user)
             .await
             .or_app(Resource::User)?;
-        if factors.passkeys.is_empty() {
-            return Ok(None);
-        }
-        let credentials: Vec<Vec<u8>> = factors
+        let codes = factors.takes_codes();
+        let party = self.relying_party().filter(|_| passkeys_here);
+        let Some((auth, passkeys)) = party.filter(|_| !factors.passkeys.is_empty()) else {
+            return Ok(SecondStepOffer {
+                passkey: None,
+                codes,
+            });
+        };
+        let credentials: Vec<&[u8]> = factors
             .passkeys
             .iter()
-            .map(|p| p.credential.clone())
+            .map(|p| p.credential.as_slice())
             .collect();
         let (options, state) = passkeys
             .start_assertion(&credentials)
@@ -239,10 +242,13 @@ impl App {
             state,
             gatehouse_auth::second_step::PENDING_TTL_SECS,
         );
-        Ok(Some(PasskeyChallenge {
-            options,
-            sealed: auth.seal_passkey_assertion(&pending),
-        }))
+        Ok(SecondStepOffer {
+            passkey: Some(PasskeyChallenge {
+                options,
+                sealed: auth.seal_passkey_assertion(&pending),
+            }),
+            codes,
+        })
     }
 
     /// The assertion a sign-in page offers beside the password (D56: any
@@ -329,8 +335,9 @@ impl App {
             .passkey_handle(&org, &user_id)
             .await
             .or_app(Resource::User)?;
-        if handle.is_none() || handle.as_deref() != assertion.user_handle() {
-            return Err(PasskeySignInError::Wrong);
+        match (handle.as_deref(), assertion.user_handle()) {
+            (Some(stored), Some(returned)) if stored == returned => {}
+            _ => return Err(PasskeySignInError::Wrong),
         }
         let user = match self.get_user(&org, &user_id).await {
             Ok(u) if u.status == UserStatus::Active => u,

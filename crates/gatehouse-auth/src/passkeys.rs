@@ -169,15 +169,16 @@ impl Passkeys {
     /// and the state to seal.
     pub fn start_assertion(
         &self,
-        credentials: &[Vec<u8>],
+        credentials: &[&[u8]],
     ) -> Result<(serde_json::Value, Vec<u8>), PasskeyError> {
         let creds = credentials
             .iter()
-            .map(|c| serde_json::from_slice::<Credential>(c).map_err(|_| PasskeyError::Malformed))
-            .collect::<Result<Vec<_>, _>>()?
-            .into_iter()
-            .map(without_required_verification)
-            .collect();
+            .map(|c| {
+                serde_json::from_slice::<Credential>(c)
+                    .map(without_required_verification)
+                    .map_err(|_| PasskeyError::Malformed)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         let builder = self
             .core
             .new_challenge_authenticate_builder(creds, Some(UserVerificationPolicy::Preferred))?;

@@ -492,6 +492,12 @@ impl Factors {
     pub fn passkey_room(&self) -> bool {
         self.passkeys.len() < PASSKEYS_MAX
     }
+
+    /// Whether the second step takes a code: an authenticator app's, or a
+    /// recovery code (which stands in for any factor, D56).
+    pub fn takes_codes(&self) -> bool {
+        self.totp.is_some() || self.recovery_remaining.is_some()
+    }
 }
 
 /// `amr` once a WebAuthn assertion was added to `before` (D56): a
@@ -515,6 +521,20 @@ fn amr_adding(before: &[String], added: &[&str]) -> Vec<String> {
 /// authenticator and is refused.
 pub fn sign_count_ok(stored: u32, presented: u32) -> bool {
     (stored == 0 && presented == 0) || presented > stored
+}
+
+/// The longest name a person may give a passkey (characters).
+pub const PASSKEY_NAME_MAX: usize = 64;
+
+/// A passkey's name as the person typed it, trimmed and cut to
+/// [`PASSKEY_NAME_MAX`] characters; "Passkey" when left empty.
+pub fn passkey_name(entered: &str) -> String {
+    let name = entered.trim();
+    if name.is_empty() {
+        "Passkey".to_owned()
+    } else {
+        name.chars().take(PASSKEY_NAME_MAX).collect()
+    }
 }
 
 /// D56: the `user.displayName` of a passkey.
@@ -736,6 +756,12 @@ mod tests {
         assert!(!sign_count_ok(5, 0));
         assert!(!sign_count_ok(5, 4));
         assert_eq!(passkey_display_name("Ada", "Acme"), "Ada (Acme)");
+        assert_eq!(passkey_name("  "), "Passkey");
+        assert_eq!(passkey_name(" Laptop "), "Laptop");
+        assert_eq!(
+            passkey_name(&"é".repeat(80)).chars().count(),
+            PASSKEY_NAME_MAX
+        );
         assert!(passkeys_unavailable("127.0.0.1").is_some());
         assert!(passkeys_unavailable("[::1]").is_some());
         assert!(passkeys_unavailable("localhost").is_none());

@@ -81,7 +81,7 @@ pub(crate) fn unavailable(st: &AppState) -> Response {
     )
 }
 
-pub(crate) async fn login_page(
+pub(super) async fn login_page(
     st: &AppState,
     req: &AuthorizeRequest,
     p: &AuthorizeParameters,
@@ -172,7 +172,7 @@ async fn grant(
 
 /// After the person is known: a remembered consent that covers the
 /// request skips the page (D49); `prompt=none` never shows one.
-pub(crate) async fn after_sign_in(
+pub(super) async fn after_sign_in(
     st: &AppState,
     req: &AuthorizeRequest,
     p: &AuthorizeParameters,
@@ -402,6 +402,80 @@ async fn start_by_post(
     .await
 }
 
+/// The request a sign-in page serves: a client's (its organization bounds
+/// the accounts that may sign in, D26) or the dashboard's (any
+/// organization, D48). The one place that tells them apart for the pages
+/// that follow the password (the second step, D56) and for the passkey
+/// sign-in beside it.
+pub(crate) enum SignInRequest {
+    Client(Box<AuthorizeRequest>),
+    Dashboard(DashboardRequest),
+}
+
+impl SignInRequest {
+    /// The request the form carries, checked; the refusal otherwise.
+    pub(crate) async fn check(st: &AppState, p: &AuthorizeParameters) -> Result<Self, Response> {
+        let params = p.to_params();
+        if dashboard::is_dashboard(params.client_id.as_deref()) {
+            st.app
+                .check_dashboard_authorize(&params)
+                .map(Self::Dashboard)
+                .map_err(|e| refuse(st, e))
+        } else {
+            match st.app.check_authorize(&params).await {
+                Ok(r) => Ok(Self::Client(Box::new(r))),
+                Err(e) => Err(refuse(st, e)),
+            }
+        }
+    }
+
+    /// The organization the client belongs to; `None` for the dashboard.
+    pub(crate) fn org(&self) -> Option<&gatehouse_domain::OrgId> {
+        match self {
+            Self::Client(r) => Some(&r.client.org),
+            Self::Dashboard(_) => None,
+        }
+    }
+
+    /// The client a session begun here is for.
+    pub(crate) fn client_id(&self) -> gatehouse_domain::ClientId {
+        match self {
+            Self::Client(r) => r.client.id.clone(),
+            Self::Dashboard(_) => dashboard::dashboard_client_id(),
+        }
+    }
+
+    /// The sign-in page again, with `error`.
+    pub(super) async fn login_page(
+        &self,
+        st: &AppState,
+        p: &AuthorizeParameters,
+        headers: &HeaderMap,
+        error: Option<&str>,
+    ) -> Response {
+        match self {
+            Self::Client(req) => login_page(st, req, p, headers, error, "").await,
+            Self::Dashboard(req) => dashboard_login_page(st, req, p, headers, error, ""),
+        }
+    }
+
+    /// Where a completed sign-in goes: consent or the redirect (D26, D49),
+    /// or the dashboard's code (D48).
+    pub(crate) async fn signed_in(
+        &self,
+        st: &AppState,
+        p: &AuthorizeParameters,
+        headers: &HeaderMap,
+        user: &User,
+        session: &Session,
+    ) -> Response {
+        match self {
+            Self::Client(req) => after_sign_in(st, req, p, headers, user, session).await,
+            Self::Dashboard(req) => dashboard_code(st, req, user, session),
+        }
+    }
+}
+
 pub(crate) const LOGIN_FAILED: &str = "That e-mail and password do not match an account that can sign in here, or sign-in is paused for a while after too many attempts.";
 
 async fn login(
@@ -410,18 +484,10 @@ async fn login(
     browser: pages::Browser,
     request: Request,
 ) -> Response {
-    let (headers, form) = match pages::read_form(request).await {
+    let (headers, form) = match pages::checked_form(&st, request, pages::FORM_EXPIRED).await {
         Ok(f) => f,
-        Err(m) => return pages::message(&st, StatusCode::BAD_REQUEST, "Something went wrong", m),
+        Err(res) => return *res,
     };
-    if !pages::csrf_ok(&st, &headers, &form) {
-        return pages::message(
-            &st,
-            StatusCode::FORBIDDEN,
-            "Please try again",
-            "The form expired or came from another site. Go back and sign in again.",
-        );
-    }
     let p = AuthorizeParameters::from_form(&form);
     if dashboard::is_dashboard(p.to_params().client_id.as_deref()) {
         return dashboard_login(&st, peer, &headers, &form, &p, &browser).await;
@@ -440,16 +506,10 @@ async fn login(
     {
         Ok(user) => {
             // D56: the second factor, or the enrolment step, first.
-            match st.app.next_step(&req.client.org, &user).await {
-                Ok(SecondStep::Done) => {}
-                Ok(step) => {
-                    // D56: a request for `phr` asks for a passkey alone.
-                    let passkey_only = step == SecondStep::Code
-                        && st
-                            .app
-                            .passkey_asked(&req.client.org, &user, &req.acr)
-                            .await
-                            .unwrap_or(false);
+            match st.app.next_step_for(&req.client.org, &user, &req.acr).await {
+                Ok((SecondStep::Done, _)) => {}
+                // D56: a request for `phr` asks for a passkey alone.
+                Ok((step, passkey_only)) => {
                     return second_step::begin(
                         &st,
                         &headers,
@@ -496,18 +556,11 @@ async fn login(
 }
 
 async fn decide(State(st): State<AppState>, browser: pages::Browser, request: Request) -> Response {
-    let (headers, form) = match pages::read_form(request).await {
+    let expired = "The form expired or came from another site. Go back and try again.";
+    let (headers, form) = match pages::checked_form(&st, request, expired).await {
         Ok(f) => f,
-        Err(m) => return pages::message(&st, StatusCode::BAD_REQUEST, "Something went wrong", m),
+        Err(res) => return *res,
     };
-    if !pages::csrf_ok(&st, &headers, &form) {
-        return pages::message(
-            &st,
-            StatusCode::FORBIDDEN,
-            "Please try again",
-            "The form expired or came from another site. Go back and try again.",
-        );
-    }
     let p = AuthorizeParameters::from_form(&form);
     let req = match st.app.check_authorize(&p.to_params()).await {
         Ok(r) => r,
@@ -615,7 +668,7 @@ async fn dashboard_authorize(
     dashboard_login_page(st, &req, p, headers, None, "")
 }
 
-pub(crate) fn dashboard_code(
+pub(super) fn dashboard_code(
     st: &AppState,
     req: &DashboardRequest,
     user: &User,
@@ -631,7 +684,7 @@ pub(crate) fn dashboard_code(
     redirect_to(st, &req.redirect_uri, &pairs)
 }
 
-pub(crate) fn dashboard_login_page(
+pub(super) fn dashboard_login_page(
     st: &AppState,
     req: &DashboardRequest,
     p: &AuthorizeParameters,
@@ -772,18 +825,10 @@ async fn pick_account(
     browser: pages::Browser,
     request: Request,
 ) -> Response {
-    let (headers, form) = match pages::read_form(request).await {
+    let (headers, form) = match pages::checked_form(&st, request, pages::FORM_EXPIRED).await {
         Ok(f) => f,
-        Err(m) => return pages::message(&st, StatusCode::BAD_REQUEST, "Something went wrong", m),
+        Err(res) => return *res,
     };
-    if !pages::csrf_ok(&st, &headers, &form) {
-        return pages::message(
-            &st,
-            StatusCode::FORBIDDEN,
-            "Please try again",
-            "The form expired or came from another site. Go back and sign in again.",
-        );
-    }
     let p = AuthorizeParameters::from_form(&form);
     let req = match st.app.check_dashboard_authorize(&p.to_params()) {
         Ok(r) => r,

@@ -104,18 +104,11 @@ async fn invite_submit(
     ctx: RequestCtx,
     request: Request,
 ) -> Response {
-    let (headers, form) = match pages::read_form(request).await {
+    let expired = "The form expired. Open the link from your e-mail again.";
+    let (headers, form) = match pages::checked_form(&st, request, expired).await {
         Ok(f) => f,
-        Err(m) => return pages::message(&st, StatusCode::BAD_REQUEST, "Something went wrong", m),
+        Err(res) => return *res,
     };
-    if !pages::csrf_ok(&st, &headers, &form) {
-        return pages::message(
-            &st,
-            StatusCode::FORBIDDEN,
-            "Please try again",
-            "The form expired. Open the link from your e-mail again.",
-        );
-    }
     let user = match st.app.invitation_user(&token).await {
         Ok(Some(r)) => r,
         Ok(None) => return dead_link(&st),
@@ -180,18 +173,11 @@ async fn forgot_submit(
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     request: Request,
 ) -> Response {
-    let (headers, form) = match pages::read_form(request).await {
+    let expired = "The form expired. Go back and try again.";
+    let (headers, form) = match pages::checked_form(&st, request, expired).await {
         Ok(f) => f,
-        Err(m) => return pages::message(&st, StatusCode::BAD_REQUEST, "Something went wrong", m),
+        Err(res) => return *res,
     };
-    if !pages::csrf_ok(&st, &headers, &form) {
-        return pages::message(
-            &st,
-            StatusCode::FORBIDDEN,
-            "Please try again",
-            "The form expired. Go back and try again.",
-        );
-    }
     let source = pages::client_ip(&headers, peer, &st.config.trusted_proxies);
     // The address must name an account the mail path can reach; anything
     // else is looked up as nobody (the answer is the same either way).
@@ -249,18 +235,11 @@ async fn reset_submit(
     ctx: RequestCtx,
     request: Request,
 ) -> Response {
-    let (headers, form) = match pages::read_form(request).await {
+    let expired = "The form expired. Open the link from your e-mail again.";
+    let (headers, form) = match pages::checked_form(&st, request, expired).await {
         Ok(f) => f,
-        Err(m) => return pages::message(&st, StatusCode::BAD_REQUEST, "Something went wrong", m),
+        Err(res) => return *res,
     };
-    if !pages::csrf_ok(&st, &headers, &form) {
-        return pages::message(
-            &st,
-            StatusCode::FORBIDDEN,
-            "Please try again",
-            "The form expired. Open the link from your e-mail again.",
-        );
-    }
     let user = match st.app.reset_user(&token).await {
         Ok(Some(r)) => r,
         Ok(None) => return dead_link(&st),

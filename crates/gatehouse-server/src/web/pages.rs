@@ -167,6 +167,38 @@ pub fn csrf_ok(st: &AppState, headers: &HeaderMap, form: &Form) -> bool {
     }
 }
 
+/// What a page says when its form's CSRF token does not match.
+pub const FORM_EXPIRED: &str =
+    "The form expired or came from another site. Go back and sign in again.";
+
+/// A posted form of a page, read and checked against the CSRF cookie: the
+/// request's headers and the form, or the page that refuses it (400 for a
+/// form that does not read, 403 with `expired` for a token that does not
+/// match).
+pub async fn checked_form(
+    st: &AppState,
+    request: axum::extract::Request,
+    expired: &str,
+) -> Result<(HeaderMap, Form), Box<Response>> {
+    let (headers, form) = read_form(request).await.map_err(|m| {
+        Box::new(message(
+            st,
+            StatusCode::BAD_REQUEST,
+            "Something went wrong",
+            m,
+        ))
+    })?;
+    if !csrf_ok(st, &headers, &form) {
+        return Err(Box::new(message(
+            st,
+            StatusCode::FORBIDDEN,
+            "Please try again",
+            expired,
+        )));
+    }
+    Ok((headers, form))
+}
+
 /// A message page (errors included), with a way back.
 pub fn message(st: &AppState, status: StatusCode, title: &str, message: &str) -> Response {
     let back = way_back(st, None);

@@ -12,16 +12,15 @@
 
 use axum::Router;
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, header};
 use axum::response::Response;
 use axum::routing::post;
 use gatehouse_app::passkeys::{PasskeyChallenge, PasskeySignInError};
-use gatehouse_auth::dashboard;
 use minijinja::{Value, context};
 
 use crate::api::oauth_wire::AuthorizeParameters;
 use crate::state::AppState;
-use crate::web::authorize;
+use crate::web::authorize::{self, SignInRequest};
 use crate::web::pages;
 
 pub fn router() -> Router<AppState> {
@@ -64,13 +63,6 @@ pub(crate) fn sign_in_offer(st: &AppState, headers: &HeaderMap) -> Option<Value>
     st.app.passkey_sign_in_offer().as_ref().map(offer_view)
 }
 
-/// Where a passwordless sign-in leads: a client's request (its
-/// organization bounds the accounts, D26) or the dashboard's (any).
-enum Destination {
-    Client(Box<gatehouse_auth::flows::AuthorizeRequest>),
-    Dashboard(dashboard::DashboardRequest),
-}
-
 /// `POST /oauth/authorize/passkey-login`: a passwordless sign-in (D56: user
 /// verification required; D26's password throttles play no part).
 async fn passkey_login(
@@ -78,48 +70,25 @@ async fn passkey_login(
     browser: pages::Browser,
     request: Request,
 ) -> Response {
-    let (headers, form) = match pages::read_form(request).await {
+    let (headers, form) = match pages::checked_form(&st, request, pages::FORM_EXPIRED).await {
         Ok(f) => f,
-        Err(m) => return pages::message(&st, StatusCode::BAD_REQUEST, "Something went wrong", m),
+        Err(res) => return *res,
     };
-    if !pages::csrf_ok(&st, &headers, &form) {
-        return pages::message(
-            &st,
-            StatusCode::FORBIDDEN,
-            "Please try again",
-            "The form expired or came from another site. Go back and sign in again.",
-        );
-    }
     let p = AuthorizeParameters::from_form(&form);
-    let dest = if dashboard::is_dashboard(p.to_params().client_id.as_deref()) {
-        match st.app.check_dashboard_authorize(&p.to_params()) {
-            Ok(r) => Destination::Dashboard(r),
-            Err(e) => return authorize::refuse(&st, e),
-        }
-    } else {
-        match st.app.check_authorize(&p.to_params()).await {
-            Ok(r) => Destination::Client(Box::new(r)),
-            Err(e) => return authorize::refuse(&st, e),
-        }
-    };
-    let client_org = match &dest {
-        Destination::Client(r) => Some(&r.client.org),
-        Destination::Dashboard(_) => None,
+    let req = match SignInRequest::check(&st, &p).await {
+        Ok(r) => r,
+        Err(refused) => return refused,
     };
     let sealed = form.value("assertion").unwrap_or("");
     let answer = form.value("answer").unwrap_or("");
-    let why = match st.app.passkey_sign_in(sealed, answer, client_org).await {
+    let why = match st.app.passkey_sign_in(sealed, answer, req.org()).await {
         Ok(signed) => {
-            let client = match &dest {
-                Destination::Client(r) => r.client.id.clone(),
-                Destination::Dashboard(_) => dashboard::dashboard_client_id(),
-            };
             let created = st
                 .app
                 .create_session_with(
                     &signed.user,
                     &signed.org,
-                    &client,
+                    &req.client_id(),
                     &browser.used,
                     browser.request.clone(),
                     &signed.amr,
@@ -134,14 +103,9 @@ async fn passkey_login(
             };
             // The passkey met every level (`phr`) and the policy (`mfa`):
             // on to consent or the redirect, or the dashboard's code.
-            let mut res = match &dest {
-                Destination::Client(req) => {
-                    authorize::after_sign_in(&st, req, &p, &headers, &signed.user, &session).await
-                }
-                Destination::Dashboard(req) => {
-                    authorize::dashboard_code(&st, req, &signed.user, &session)
-                }
-            };
+            let mut res = req
+                .signed_in(&st, &p, &headers, &signed.user, &session)
+                .await;
             let age = st.app.session_limits().cookie_max_age();
             pages::set_session_cookie(&st, &mut res, &token, Some(age));
             return res;
@@ -157,12 +121,5 @@ async fn passkey_login(
             return authorize::unavailable(&st);
         }
     };
-    match &dest {
-        Destination::Client(req) => {
-            authorize::login_page(&st, req, &p, &headers, Some(why), "").await
-        }
-        Destination::Dashboard(req) => {
-            authorize::dashboard_login_page(&st, req, &p, &headers, Some(why), "")
-        }
-    }
+    req.login_page(&st, &p, &headers, Some(why)).await
 }

@@ -28,7 +28,7 @@ use minijinja::{Value, context};
 use crate::api::oauth_wire::AuthorizeParameters;
 use crate::http::form::Form;
 use crate::state::AppState;
-use crate::web::authorize;
+use crate::web::authorize::{self, SignInRequest};
 use crate::web::pages::{self, Cookies};
 
 pub fn router() -> Router<AppState> {
@@ -118,22 +118,18 @@ async fn code_page(
 ) -> Response {
     let (csrf, new) = pages::csrf_token(st, headers);
     let (client_name, org_name) = names(st, p, org).await;
-    let passkey = if crate::web::passkeys::offered_here(st, headers) {
-        match st.app.passkey_step_offer(org, &user.id).await {
-            Ok(offer) => offer.as_ref().map(crate::web::passkeys::offer_view),
-            Err(e) => {
-                tracing::error!(cause = %e, "offering a passkey failed");
-                None
-            }
+    let here = crate::web::passkeys::offered_here(st, headers);
+    // Storage unreadable: the code form, as before passkeys.
+    let (passkey, codes) = match st.app.second_step_offer(org, &user.id, here).await {
+        Ok(o) => (
+            o.passkey.as_ref().map(crate::web::passkeys::offer_view),
+            o.codes,
+        ),
+        Err(e) => {
+            tracing::error!(cause = %e, "reading the second step's factors failed");
+            (None, true)
         }
-    } else {
-        None
     };
-    let has_totp = st
-        .app
-        .mfa_of(org, &user.id)
-        .await
-        .is_ok_and(|f| f.totp.is_some() || f.recovery_remaining.is_some());
     let status = if error.is_some() {
         StatusCode::UNAUTHORIZED
     } else {
@@ -144,7 +140,7 @@ async fn code_page(
         "second_step.html",
         context! {
             client_name, org_name, email => user.email.as_str(), csrf => &csrf,
-            params => p.hidden(), error, passkey, codes => has_totp && !passkey_only,
+            params => p.hidden(), error, passkey, codes => codes && !passkey_only,
             passkey_only,
         },
     );
@@ -194,25 +190,7 @@ struct Step {
 }
 
 async fn read_step(st: &AppState, request: Request) -> Result<Step, Box<Response>> {
-    let (headers, form) = match pages::read_form(request).await {
-        Ok(f) => f,
-        Err(m) => {
-            return Err(Box::new(pages::message(
-                st,
-                StatusCode::BAD_REQUEST,
-                "Something went wrong",
-                m,
-            )));
-        }
-    };
-    if !pages::csrf_ok(st, &headers, &form) {
-        return Err(Box::new(pages::message(
-            st,
-            StatusCode::FORBIDDEN,
-            "Please try again",
-            "The form expired or came from another site. Go back and sign in again.",
-        )));
-    }
+    let (headers, form) = pages::checked_form(st, request, pages::FORM_EXPIRED).await?;
     let p = AuthorizeParameters::from_form(&form);
     let sealed = pages::cookie(&headers, pending_cookie(st)).unwrap_or_default();
     let pending = st.app.auth().and_then(|a| a.open_pending(&sealed));
@@ -239,16 +217,9 @@ async fn sign_in_again(
     p: &AuthorizeParameters,
     why: &str,
 ) -> Response {
-    let mut res = if dashboard::is_dashboard(p.to_params().client_id.as_deref()) {
-        match st.app.check_dashboard_authorize(&p.to_params()) {
-            Ok(req) => authorize::dashboard_login_page(st, &req, p, headers, Some(why), ""),
-            Err(e) => authorize::refuse(st, e),
-        }
-    } else {
-        match st.app.check_authorize(&p.to_params()).await {
-            Ok(req) => authorize::login_page(st, &req, p, headers, Some(why), "").await,
-            Err(e) => authorize::refuse(st, e),
-        }
+    let mut res = match SignInRequest::check(st, p).await {
+        Ok(req) => req.login_page(st, p, headers, Some(why)).await,
+        Err(refused) => refused,
     };
     pages::set_cookie(st, &mut res, pending_cookie(st), "", Some(0));
     res
@@ -271,17 +242,15 @@ async fn complete(
         user,
         ..
     } = step;
-    let is_dashboard = dashboard::is_dashboard(p.to_params().client_id.as_deref());
-    let client = if is_dashboard {
-        dashboard::dashboard_client_id()
-    } else {
-        match st.app.check_authorize(&p.to_params()).await {
-            // The password was checked in the client's organization (D26).
-            Ok(req) if req.client.org == pending.org => req.client.id,
-            Ok(_) => return sign_in_again(st, headers, p, EXPIRED).await,
-            Err(e) => return authorize::refuse(st, e),
-        }
+    let req = match SignInRequest::check(st, p).await {
+        Ok(req) => req,
+        Err(refused) => return refused,
     };
+    // The password was checked in the client's organization (D26).
+    if req.org().is_some_and(|org| org != &pending.org) {
+        return sign_in_again(st, headers, p, EXPIRED).await;
+    }
+    let client = req.client_id();
     // A step-up raises the session it was asked for; else a new one.
     let (session, cookie) = match &pending.session {
         Some(id) => {
@@ -295,7 +264,7 @@ async fn complete(
             // A skipped enrolment authenticates nothing: the session stays
             // as it was (and the next authorization asks again).
             let Some(amr) = amr else {
-                let mut res = continue_after(st, headers, p, user, &current).await;
+                let mut res = req.signed_in(st, p, headers, user, &current).await;
                 pages::set_cookie(st, &mut res, pending_cookie(st), "", Some(0));
                 return res;
             };
@@ -333,7 +302,7 @@ async fn complete(
     };
     let mut res = match then {
         Some(r) => r,
-        None => continue_after(st, headers, p, user, &session).await,
+        None => req.signed_in(st, p, headers, user, &session).await,
     };
     if let Some(token) = cookie {
         let age = st.app.session_limits().cookie_max_age();
@@ -341,27 +310,6 @@ async fn complete(
     }
     pages::set_cookie(st, &mut res, pending_cookie(st), "", Some(0));
     res
-}
-
-/// Where a completed sign-in goes: consent or the redirect (D26, D49), or
-/// the dashboard's code (D48).
-async fn continue_after(
-    st: &AppState,
-    headers: &HeaderMap,
-    p: &AuthorizeParameters,
-    user: &User,
-    session: &Session,
-) -> Response {
-    if dashboard::is_dashboard(p.to_params().client_id.as_deref()) {
-        return match st.app.check_dashboard_authorize(&p.to_params()) {
-            Ok(req) => authorize::dashboard_code(st, &req, user, session),
-            Err(e) => authorize::refuse(st, e),
-        };
-    }
-    match st.app.check_authorize(&p.to_params()).await {
-        Ok(req) => authorize::after_sign_in(st, &req, p, headers, user, session).await,
-        Err(e) => authorize::refuse(st, e),
-    }
 }
 
 /// What the second step adds to (D56: a step-up asks only for what is

@@ -1218,7 +1218,27 @@ async fn d56_passkeys_on_the_pages_with_chromiums_virtual_authenticator() {
         !page.contains("/oauth/authorize/second-factor"),
         "no code form for phr"
     );
-    settle(&c, "!document.querySelector('form[data-passkey]').hidden").await;
+    // A code sent anyway (the form is not offered) is refused for phr.
+    c.execute(
+        "const p = document.querySelector('form[data-passkey]');
+         const f = document.createElement('form');
+         f.method = 'post';
+         f.action = '/oauth/authorize/second-factor';
+         for (const i of p.querySelectorAll('input[type=hidden]')) {
+           if (i.name === 'assertion' || i.name === 'answer') continue;
+           f.appendChild(i.cloneNode());
+         }
+         const code = document.createElement('input');
+         code.name = 'code'; code.value = '123456'; f.appendChild(code);
+         document.body.appendChild(f);
+         f.submit();
+         return true;",
+        vec![],
+    )
+    .await
+    .unwrap();
+    wait_for(&c, "This application asks for a passkey").await;
+    settle(&c, "document.readyState === 'complete' && !document.querySelector('form[data-passkey]').hidden").await;
     click(&c, "form[data-passkey] button[type=submit]").await;
     wait_for(&c, "name=\"decision\"").await;
     assert_eq!(
@@ -1380,6 +1400,57 @@ async fn d56_passkeys_on_the_pages_with_chromiums_virtual_authenticator() {
     click(&c, "form[data-passkey] button[type=submit]").await;
     wait_for(&c, "Register an application").await;
     assert_eq!(newest_amr(&s, &user.id).await, ["pop", "user", "mfa"]);
+    // The same answer sent twice signs nobody in the second time: the
+    // offer is spent, and the counter has moved (D56).
+    forget_sign_in(&c).await;
+    passkey_sign_in_page(&c, &base).await;
+    let body = c
+        .execute_async(
+            "const done = arguments[arguments.length - 1];
+             const f = document.querySelector('form[data-passkey]');
+             const options = PublicKeyCredential.parseRequestOptionsFromJSON(JSON.parse(f.dataset.options));
+             navigator.credentials.get({publicKey: options}).then((cred) => {
+               f.elements.answer.value = JSON.stringify(cred.toJSON());
+               done(new URLSearchParams(new FormData(f)).toString());
+             }, (e) => done('ERR ' + e));",
+            vec![],
+        )
+        .await
+        .unwrap();
+    let body = body.as_str().unwrap().to_owned();
+    assert!(!body.starts_with("ERR"), "{body}");
+    let cookies: Vec<String> = c
+        .get_all_cookies()
+        .await
+        .unwrap()
+        .iter()
+        .map(|k| format!("{}={}", k.name(), k.value()))
+        .collect();
+    let http = crate::common::https_client(&s.data_dir().join("tls/cert.pem"));
+    let send = || {
+        http.post(format!("{base}/oauth/authorize/passkey-login"))
+            .header("cookie", cookies.join("; "))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(body.clone())
+            .send()
+    };
+    let first = send().await.unwrap();
+    assert_eq!(
+        first.status(),
+        StatusCode::SEE_OTHER,
+        "the first answer signs in"
+    );
+    let again = send().await.unwrap();
+    assert_eq!(
+        again.status(),
+        StatusCode::UNAUTHORIZED,
+        "the same answer again"
+    );
+    let page = again.text().await.unwrap();
+    assert!(
+        page.contains("id=\"password\""),
+        "back to the sign-in page: {page}"
+    );
     c.close().await.unwrap();
 
     // Without script the passkey forms stay hidden; the password works.
