@@ -108,15 +108,30 @@ async function authorize(config, page, act) {
   });
   await page.goto(url.href, { waitUntil: 'load' });
   await act(page);
-  // Consent, when this client has not had it from this person yet.
+  // Consent, when this client has not had it from this person yet; the
+  // redirect within 30 s, or a failure that says which page it stopped at.
   const consent = page
-    .waitForSelector('button[name=decision][value=allow]', { timeout: 10_000 })
+    .waitForSelector('button[name=decision][value=allow]', { timeout: 30_000 })
     .then(async (b) => {
       await b.click();
       return callback;
-    })
-    .catch(() => callback);
-  const reached = await Promise.race([callback, consent]);
+    });
+  let timer;
+  const stopped = new Promise((_, reject) => {
+    timer = setTimeout(async () => {
+      const at = page.url();
+      const text = await page
+        .$eval('main', (m) => m.innerText.slice(0, 400))
+        .catch(() => '(no page)');
+      reject(new Error(`no redirect to the client within 30 s; stopped at ${at}: ${text}`));
+    }, 30_000);
+  });
+  let reached;
+  try {
+    reached = await Promise.race([callback, consent.catch(() => stopped), stopped]);
+  } finally {
+    clearTimeout(timer);
+  }
   return client.authorizationCodeGrant(config, new URL(reached), {
     pkceCodeVerifier,
     expectedState: state,
@@ -148,7 +163,7 @@ describe('D56 passkeys (openid-client, Chromium virtual authenticator)', () => {
     config = await client.discovery(new URL(issuer), clientId, { client_secret: clientSecret, require_auth_time: true });
   });
 
-  test('an Essential acr of phr steps a password session up with a passkey: acr phr, amr pwd pop user mfa', async () => {
+  test('an Essential acr of phr steps a password session up with a passkey: acr phr, amr pwd pop user mfa', { timeout: 120_000 }, async () => {
     const who = newUser();
     const context = await browser.createBrowserContext();
     try {
@@ -195,7 +210,7 @@ describe('D56 passkeys (openid-client, Chromium virtual authenticator)', () => {
     }
   });
 
-  test('a passkey signs a new browser in without a password: acr phr, amr pop user mfa', async () => {
+  test('a passkey signs a new browser in without a password: acr phr, amr pop user mfa', { timeout: 120_000 }, async () => {
     assert.ok(credential, 'the step-up test made a passkey');
     const context = await browser.createBrowserContext();
     try {

@@ -14,8 +14,11 @@
 //!   again, and after a clean stop the database passes `PRAGMA
 //!   integrity_check` with every acknowledged write present.
 //!
-//! The measured figures are written to stderr directly (not captured by the
-//! test harness) so a plain `cargo test --test drills` shows them.
+//! The drills run from `scripts/drills.sh` (`cargo test -p gatehouse --test
+//! drills -- --ignored`), outside `.ci/run`, like the benchmarks: the issues
+//! keep CI under 30 minutes and place drills in `scripts/`. The measured
+//! figures are written to stderr directly (not captured by the test
+//! harness) so the script shows them.
 //!
 //! Without PostgreSQL binaries the outage drill is skipped loudly unless
 //! `GATEHOUSE_REQUIRE_POSTGRES=1`; where tmpfs cannot be mounted (not root,
@@ -708,6 +711,7 @@ async fn on_cluster(cluster: &Arc<Mutex<StoppableCluster>>, f: fn(&mut Stoppable
 // ---------------------------------------------------------------------------
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "a failure drill (about a minute): scripts/drills.sh runs it"]
 async fn postgres_outage_under_load_through_two_nodes() {
     let Some(cluster) = StoppableCluster::start() else {
         return;
@@ -1247,6 +1251,7 @@ fn fill(filler: &Path, slack: u64) -> u64 {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a failure drill (about a minute): scripts/drills.sh runs it"]
 async fn sqlite_full_disk_refuses_writes_keeps_reads_and_loses_nothing() {
     let root = tempfile::tempdir().unwrap();
     let mnt = root.path().join("mnt");
