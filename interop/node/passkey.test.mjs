@@ -16,12 +16,17 @@
 //
 // interop/run.sh starts the server and passes GH_* variables; Chromium
 // trusts exactly the server's self-signed certificate (its SPKI hash).
+// The client's redirect URI is the registered loopback URI with this
+// test's own port (RFC 8252 §7.3, D20): a real listener receives the
+// authorization response, so the test does not depend on the browser
+// reporting a request to a closed port.
 
 import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { createHash, X509Certificate } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { createServer } from 'node:http';
 import * as client from 'openid-client';
 import puppeteer from 'puppeteer-core';
 
@@ -91,7 +96,7 @@ async function authorize(config, page, act) {
   const state = client.randomState();
   const nonce = client.randomNonce();
   const url = client.buildAuthorizationUrl(config, {
-    redirect_uri: redirectUri,
+    redirect_uri: callbackUri,
     scope: 'openid profile',
     code_challenge: await client.calculatePKCECodeChallenge(pkceCodeVerifier),
     code_challenge_method: 'S256',
@@ -99,13 +104,10 @@ async function authorize(config, page, act) {
     nonce,
     claims: ESSENTIAL_PHR,
   });
-  // Nothing listens on the redirect URI: the browser's request to it is
-  // the authorization response.
-  const callback = new Promise((resolve) => {
-    page.on('request', (r) => {
-      if (r.url().startsWith(redirectUri)) resolve(r.url());
-    });
-  });
+  const callback = nextCallback();
+  // Requests the browser could not complete, for the failure message.
+  const failed = [];
+  page.on('requestfailed', (r) => failed.push(`${r.method()} ${r.url()}: ${r.failure()?.errorText}`));
   await page.goto(url.href, { waitUntil: 'load' });
   await act(page);
   // Consent, when this client has not had it from this person yet; the
@@ -123,7 +125,7 @@ async function authorize(config, page, act) {
       const text = await page
         .$eval('main', (m) => m.innerText.slice(0, 400))
         .catch(() => '(no page)');
-      reject(new Error(`no redirect to the client within 30 s; stopped at ${at}: ${text}`));
+      reject(new Error(`no redirect to the client within 30 s; stopped at ${at}: ${text}; failed requests: ${failed.join(', ') || 'none'}`));
     }, 30_000);
   });
   let reached;
@@ -141,8 +143,32 @@ async function authorize(config, page, act) {
 }
 
 let browser;
+let listener;
+let callbackUri;
+let waiting = null;
+
+/** The next authorization response the loopback listener receives. */
+function nextCallback() {
+  return new Promise((resolve) => {
+    waiting = resolve;
+  });
+}
 
 before(async () => {
+  // The registered redirect URI with the listener's port (D20).
+  const registered = new URL(redirectUri);
+  listener = createServer((req, res) => {
+    const reached = new URL(req.url, callbackUri);
+    if (reached.pathname === registered.pathname && waiting) {
+      waiting(reached.href);
+      waiting = null;
+    }
+    res.writeHead(200, { 'content-type': 'text/plain' });
+    res.end('The client received the authorization response.');
+  });
+  await new Promise((resolve) => listener.listen(0, registered.hostname, resolve));
+  registered.port = String(listener.address().port);
+  callbackUri = registered.href;
   const pem = readFileSync(ca, 'utf8');
   const spki = new X509Certificate(pem).publicKey.export({ type: 'spki', format: 'der' });
   const pin = createHash('sha256').update(spki).digest('base64');
@@ -153,6 +179,7 @@ before(async () => {
 
 after(async () => {
   await browser?.close();
+  listener?.close();
 });
 
 describe('D56 passkeys (openid-client, Chromium virtual authenticator)', () => {
