@@ -7,6 +7,7 @@
 //! layers as these types. This crate must not import any other Gatehouse crate,
 //! nor tokio, axum, sqlx, rusqlite or any transport or storage library.
 
+pub mod audit;
 pub mod auth_state;
 pub mod client;
 pub mod effect;

@@ -1,0 +1,433 @@
+//! D58: the audit log's entries as rules, without storage or cryptography.
+//!
+//! An entry is what an organization's admins read at `GET /v1/audit-logs`
+//! and in exports. Its JSON is built here, once, in the shape the API
+//! returns, and the chain hashes exactly that JSON (without `hash`) in RFC
+//! 8785 canonical form: `chain_preimage` gives the bytes SHA-256 runs over
+//! (the digest is `gatehouse_auth`'s, since this crate has no
+//! cryptography).
+//!
+//! Secrets cannot be written: `changes` holds only the allow-listed fields
+//! of each target type (`changes_allowed`), and `details` only its four
+//! named members.
+//!
+//! Work in progress (branch `audit`, issue 31): the types and the chain's
+//! bytes; storage, sealing and the recording points come next
+//! (docs/wip/audit.md).
+
+use serde_json::{Map, Value, json};
+
+use crate::Timestamp;
+use crate::event::{Actor, RequestRef};
+
+/// The two chains of an organization (D58).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Category {
+    Admin,
+    Security,
+}
+
+impl Category {
+    pub const ALL: [Category; 2] = [Category::Admin, Category::Security];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Category::Admin => "admin",
+            Category::Security => "security",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Category::ALL.into_iter().find(|c| c.as_str() == s)
+    }
+}
+
+/// Whether the action happened or was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Success,
+    Failure,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Success => "success",
+            Outcome::Failure => "failure",
+        }
+    }
+}
+
+/// D58: why a sign-in failed (`user.sign_in_failed`'s `reason`), which
+/// every holder of `audit:read` reads (the page answers the same for all).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SignInFailure {
+    BadCredentials,
+    UnknownAccount,
+    Throttled,
+    Inactive,
+    MfaFailed,
+    MfaThrottled,
+    EnrollmentRequired,
+    /// A passkey whose counter did not increase (D56).
+    SignCount,
+}
+
+impl SignInFailure {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SignInFailure::BadCredentials => "bad_credentials",
+            SignInFailure::UnknownAccount => "unknown_account",
+            SignInFailure::Throttled => "throttled",
+            SignInFailure::Inactive => "inactive",
+            SignInFailure::MfaFailed => "mfa_failed",
+            SignInFailure::MfaThrottled => "mfa_throttled",
+            SignInFailure::EnrollmentRequired => "enrollment_required",
+            SignInFailure::SignCount => "sign_count",
+        }
+    }
+}
+
+/// `target.type` (D58).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TargetType {
+    User,
+    Product,
+    Application,
+    ApiKey,
+    WebhookEndpoint,
+    Session,
+    Organization,
+    Token,
+}
+
+impl TargetType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TargetType::User => "user",
+            TargetType::Product => "product",
+            TargetType::Application => "application",
+            TargetType::ApiKey => "api_key",
+            TargetType::WebhookEndpoint => "webhook_endpoint",
+            TargetType::Session => "session",
+            TargetType::Organization => "organization",
+            TargetType::Token => "token",
+        }
+    }
+}
+
+/// D58's allow-list: the fields whose `from` and `to` an entry may show,
+/// per target type. Secrets, hashes and tokens are never among them.
+pub fn changes_allowed(target: TargetType) -> &'static [&'static str] {
+    match target {
+        TargetType::User => &["email", "name", "role", "status"],
+        TargetType::Product => &["name", "sku", "price", "stock", "status"],
+        TargetType::Application => &[
+            "name",
+            "scopes",
+            "redirect_uris",
+            "post_logout_redirect_uris",
+            "admin_approved",
+            "owner_id",
+        ],
+        TargetType::ApiKey => &["name", "scopes", "expires_at", "owner_id"],
+        TargetType::WebhookEndpoint => {
+            &["url", "event_types", "enabled", "description", "owner_id"]
+        }
+        TargetType::Organization => &["name", "plan", "mfa", "enrollment_grace_days"],
+        TargetType::Session | TargetType::Token => &[],
+    }
+}
+
+/// One changed field.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Change {
+    pub field: &'static str,
+    pub from: Value,
+    pub to: Value,
+}
+
+/// `details`' four allowed members (D58).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Details {
+    pub grant_type: Option<String>,
+    pub scope: Option<String>,
+    pub client_id: Option<String>,
+    /// HMAC-SHA256 of a typed address with no account, under the
+    /// organization's key (hex); never the address.
+    pub identifier_digest: Option<String>,
+}
+
+impl Details {
+    fn to_json(&self) -> Value {
+        let mut m = Map::new();
+        for (k, v) in [
+            ("grant_type", &self.grant_type),
+            ("scope", &self.scope),
+            ("client_id", &self.client_id),
+            ("identifier_digest", &self.identifier_digest),
+        ] {
+            if let Some(v) = v {
+                m.insert(k.to_owned(), Value::String(v.clone()));
+            }
+        }
+        if m.is_empty() {
+            Value::Null
+        } else {
+            Value::Object(m)
+        }
+    }
+}
+
+/// Why a change list was refused: a field outside the allow-list.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[error("`{field}` of a {target} is not an audited field")]
+pub struct NotAudited {
+    pub target: &'static str,
+    pub field: &'static str,
+}
+
+/// An entry before it is sealed (no `sequence`, no `hash` yet).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Entry {
+    pub id: String,
+    pub category: Category,
+    pub created_at: Timestamp,
+    pub action: String,
+    pub outcome: Outcome,
+    pub reason: Option<String>,
+    /// `None`: `anonymous` (a sign-in that named no account).
+    pub actor: Option<Actor>,
+    pub source_ip: Option<String>,
+    pub source_user_agent: Option<String>,
+    pub target: Option<(TargetType, String)>,
+    pub request: Option<RequestRef>,
+    changes: Vec<Change>,
+    pub details: Details,
+}
+
+impl Entry {
+    /// An entry with no changes and no details.
+    pub fn new(
+        id: String,
+        category: Category,
+        created_at: Timestamp,
+        action: impl Into<String>,
+        outcome: Outcome,
+    ) -> Self {
+        Self {
+            id,
+            category,
+            created_at,
+            action: action.into(),
+            outcome,
+            reason: None,
+            actor: None,
+            source_ip: None,
+            source_user_agent: None,
+            target: None,
+            request: None,
+            changes: Vec::new(),
+            details: Details::default(),
+        }
+    }
+
+    /// Sets `changes`; refused when a field is not on the target's
+    /// allow-list (so a secret can never be written by mistake).
+    pub fn with_changes(mut self, changes: Vec<Change>) -> Result<Self, NotAudited> {
+        let target = self.target.as_ref().map(|(t, _)| *t);
+        for c in &changes {
+            let allowed = target.is_some_and(|t| changes_allowed(t).contains(&c.field));
+            if !allowed {
+                return Err(NotAudited {
+                    target: target.map_or("target-less entry", TargetType::as_str),
+                    field: c.field,
+                });
+            }
+        }
+        self.changes = changes;
+        Ok(self)
+    }
+
+    pub fn changes(&self) -> &[Change] {
+        &self.changes
+    }
+
+    /// The entry as the API returns it once sealed with `sequence`,
+    /// without `hash`: what the chain hashes.
+    pub fn to_json(&self, sequence: u64) -> Value {
+        let actor = match &self.actor {
+            Some(a) => json!({"type": a.kind(), "id": a.id(), "client_id": a.client_id()}),
+            None => json!({"type": "anonymous", "id": null, "client_id": null}),
+        };
+        let changes = if self.changes.is_empty() {
+            Value::Null
+        } else {
+            let mut m = Map::new();
+            for c in &self.changes {
+                m.insert(c.field.to_owned(), json!({"from": c.from, "to": c.to}));
+            }
+            Value::Object(m)
+        };
+        json!({
+            "id": self.id,
+            "category": self.category.as_str(),
+            "sequence": sequence,
+            "created_at": self.created_at.to_rfc3339(),
+            "action": self.action,
+            "outcome": self.outcome.as_str(),
+            "reason": self.reason,
+            "actor": actor,
+            "source": {"ip": self.source_ip, "user_agent": self.source_user_agent},
+            "target": self.target.as_ref().map(|(t, id)| json!({"type": t.as_str(), "id": id})),
+            "request": self.request.as_ref().map(|r| json!({"id": r.id, "idempotency_key": r.idempotency_key})),
+            "changes": changes,
+            "details": self.details.to_json(),
+        })
+    }
+}
+
+/// The `prev` of a chain's first entry: 64 ASCII zeros.
+pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
+/// D58: the bytes an entry's `hash` is the SHA-256 of: `prev` (the
+/// previous entry's `hash` in the same chain, 64 lowercase hex characters,
+/// or [`GENESIS`]) followed by the RFC 8785 canonical JSON of `entry` (as
+/// the API returns it, without `hash`).
+pub fn chain_preimage(prev: &str, entry: &Value) -> Result<Vec<u8>, ChainError> {
+    if prev.len() != 64
+        || !prev
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    {
+        return Err(ChainError::BadPrev);
+    }
+    if entry.get("hash").is_some() {
+        return Err(ChainError::HashIncluded);
+    }
+    let jcs = serde_json_canonicalizer::to_vec(entry).map_err(|_| ChainError::NotCanonical)?;
+    let mut out = Vec::with_capacity(64 + jcs.len());
+    out.extend_from_slice(prev.as_bytes());
+    out.extend_from_slice(&jcs);
+    Ok(out)
+}
+
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ChainError {
+    #[error("`prev` is not 64 lowercase hex characters")]
+    BadPrev,
+    #[error("the entry still carries its `hash`")]
+    HashIncluded,
+    #[error("the entry has no RFC 8785 form (a number out of range)")]
+    NotCanonical,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry() -> Entry {
+        let mut e = Entry::new(
+            "adt_1".into(),
+            Category::Admin,
+            Timestamp::from_millis(1_700_000_000_000),
+            "user.updated",
+            Outcome::Success,
+        );
+        e.actor = Some(Actor::Operator);
+        e.target = Some((TargetType::User, "usr_1".into()));
+        e
+    }
+
+    #[test]
+    fn d58_changes_outside_the_allow_list_are_refused() {
+        let refused = entry().with_changes(vec![Change {
+            field: "password_hash",
+            from: Value::Null,
+            to: json!("x"),
+        }]);
+        assert_eq!(
+            refused.unwrap_err(),
+            NotAudited {
+                target: "user",
+                field: "password_hash"
+            }
+        );
+        let ok = entry()
+            .with_changes(vec![Change {
+                field: "role",
+                from: json!("editor"),
+                to: json!("admin"),
+            }])
+            .unwrap();
+        assert_eq!(
+            ok.to_json(7)["changes"],
+            json!({"role": {"from": "editor", "to": "admin"}})
+        );
+        for t in [
+            TargetType::User,
+            TargetType::Product,
+            TargetType::Application,
+            TargetType::ApiKey,
+            TargetType::WebhookEndpoint,
+            TargetType::Organization,
+        ] {
+            for f in changes_allowed(t) {
+                assert!(
+                    !f.contains("secret") && !f.contains("password") && !f.contains("token"),
+                    "{f} of {}",
+                    t.as_str()
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn d58_the_entry_shows_every_member_and_anonymous_actors() {
+        let mut e = entry();
+        e.actor = None;
+        e.details.identifier_digest = Some("ab".repeat(32));
+        let v = e.to_json(1);
+        for k in [
+            "id",
+            "category",
+            "sequence",
+            "created_at",
+            "action",
+            "outcome",
+            "reason",
+            "actor",
+            "source",
+            "target",
+            "request",
+            "changes",
+            "details",
+        ] {
+            assert!(v.get(k).is_some(), "{k}");
+        }
+        assert!(v.get("hash").is_none());
+        assert_eq!(v["actor"]["type"], "anonymous");
+        assert_eq!(v["details"], json!({"identifier_digest": "ab".repeat(32)}));
+    }
+
+    #[test]
+    fn d58_the_preimage_is_prev_then_rfc8785() {
+        // RFC 8785 sorts members by their UTF-16 code units and writes
+        // numbers in their shortest ECMAScript form.
+        let v = json!({"b": 1.0, "a": [1e21, "\u{20ac}"], "é": true});
+        let got = chain_preimage(GENESIS, &v).unwrap();
+        let mut want = GENESIS.as_bytes().to_vec();
+        want.extend_from_slice("{\"a\":[1e+21,\"€\"],\"b\":1,\"é\":true}".as_bytes());
+        assert_eq!(got, want);
+        assert_eq!(chain_preimage("x", &v), Err(ChainError::BadPrev));
+        assert_eq!(
+            chain_preimage(&"A".repeat(64), &v),
+            Err(ChainError::BadPrev),
+            "lowercase hex only"
+        );
+        assert_eq!(
+            chain_preimage(GENESIS, &json!({"hash": "x"})),
+            Err(ChainError::HashIncluded)
+        );
+    }
+}
