@@ -362,6 +362,15 @@ impl KeyRing {
     }
 }
 
+/// A key set of one fresh key, for other modules' unit tests.
+#[cfg(test)]
+pub(crate) fn test_key_set() -> KeySet {
+    let m = MasterKeys::new(MasterKey::generate());
+    let t0 = Timestamp::from_millis(1_000_000_000);
+    let rec = new_record(&m, t0, t0);
+    build(&m, &[rec], t0.plus_seconds(1)).expect("a fresh key builds")
+}
+
 fn new_record(master: &MasterKeys, now: Timestamp, activates_at: Timestamp) -> SigningKeyRecord {
     let rng = SystemRandom::new();
     let doc = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &rng)

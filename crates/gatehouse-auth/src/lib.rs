@@ -10,6 +10,7 @@
 //! that read and write storage are `gatehouse-app`'s (`oauth`), which hands
 //! these mechanisms the records they need (`gatehouse_domain::auth_state`).
 
+pub mod audit;
 pub mod caller;
 pub mod dashboard;
 pub mod error;
