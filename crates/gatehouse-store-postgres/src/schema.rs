@@ -125,6 +125,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "passkeys",
         include_str!("../migrations/0026_passkeys.sql"),
     ),
+    (27, "audit", include_str!("../migrations/0027_audit.sql")),
 ];
 
 /// The advisory-lock key of the migration (`"gatehous"` in ASCII), separate

@@ -44,6 +44,7 @@ pub(crate) const MIGRATIONS: &[(i64, &str)] = &[
         include_str!("../migrations/0021_master_key_rotation.sql"),
     ),
     (22, include_str!("../migrations/0022_passkeys.sql")),
+    (23, include_str!("../migrations/0023_audit.sql")),
 ];
 
 /// D8 (revised): gives every row whose `email_norm` was computed by an older
