@@ -117,7 +117,7 @@ impl App {
     /// (a long-running writer elsewhere); then the read goes on with what
     /// is sequenced, and the job carries on. A failure is the job's to
     /// retry too.
-    async fn sequence_committed(&self) {
+    pub(crate) async fn sequence_committed(&self) {
         let store = event_store(self);
         let result: Result<(), gatehouse_store::StoreError> = async {
             let mark = store.event_mark().await?;

@@ -12,6 +12,7 @@
 //! crate must not import HTTP types (axum, http, hyper) or name a backend.
 
 pub mod api_keys;
+pub mod audit;
 pub mod bootstrap;
 pub mod clients;
 pub mod deliveries;

@@ -949,6 +949,122 @@ impl EventFilter {
     }
 }
 
+/// An entry of the audit log (D58), exactly as the server hashed it into
+/// its chain (`hash` over the previous entry's `hash` and this entry's RFC
+/// 8785 form without `hash`). `changes` and `details` stay JSON: their
+/// members depend on the target.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct AuditEntry {
+    /// `adt_…`
+    pub id: String,
+    /// `admin` or `security`: each is its own chain.
+    pub category: String,
+    /// 1, 2, 3 … per chain, without gaps, in commit order.
+    pub sequence: u64,
+    /// RFC 3339.
+    pub created_at: String,
+    /// The D54 event type of the change, or a security action.
+    pub action: String,
+    /// `success` or `failure`.
+    pub outcome: String,
+    pub reason: Option<String>,
+    /// Who acted (`anonymous` for a sign-in that named no account).
+    pub actor: EventActor,
+    pub source: AuditSource,
+    pub target: Option<AuditTarget>,
+    pub request: Option<EventRequest>,
+    pub changes: Option<serde_json::Value>,
+    pub details: Option<serde_json::Value>,
+    /// 64 lowercase hex characters.
+    pub hash: String,
+}
+
+/// `source` of an [`AuditEntry`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct AuditSource {
+    pub ip: Option<String>,
+    pub user_agent: Option<String>,
+}
+
+/// `target` of an [`AuditEntry`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct AuditTarget {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub id: String,
+}
+
+/// The audit log's filters (D58).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct AuditFilter {
+    /// `admin` or `security`.
+    pub category: Option<String>,
+    /// An actor's id, or `operator`, `system`, `anonymous`.
+    pub actor: Option<String>,
+    /// An action prefix (`user.` or `user.updated`).
+    pub action: Option<String>,
+    /// A target's id.
+    pub target: Option<String>,
+    /// `success` or `failure`.
+    pub outcome: Option<String>,
+    /// A source address.
+    pub ip: Option<String>,
+    /// Page size (1–100; the server's default 20 when `None`).
+    pub limit: Option<u32>,
+}
+
+impl AuditFilter {
+    /// No filter.
+    pub fn new() -> Self {
+        Self::default()
+    }
+    pub fn category(mut self, c: impl Into<String>) -> Self {
+        self.category = Some(c.into());
+        self
+    }
+    pub fn actor(mut self, a: impl Into<String>) -> Self {
+        self.actor = Some(a.into());
+        self
+    }
+    pub fn action(mut self, prefix: impl Into<String>) -> Self {
+        self.action = Some(prefix.into());
+        self
+    }
+    pub fn target(mut self, id: impl Into<String>) -> Self {
+        self.target = Some(id.into());
+        self
+    }
+    pub fn outcome(mut self, o: impl Into<String>) -> Self {
+        self.outcome = Some(o.into());
+        self
+    }
+    pub fn ip(mut self, ip: impl Into<String>) -> Self {
+        self.ip = Some(ip.into());
+        self
+    }
+    pub fn limit(mut self, limit: u32) -> Self {
+        self.limit = Some(limit);
+        self
+    }
+    pub(crate) fn pairs(&self) -> Vec<(&'static str, String)> {
+        [
+            ("category", &self.category),
+            ("actor", &self.actor),
+            ("action", &self.action),
+            ("target", &self.target),
+            ("outcome", &self.outcome),
+            ("ip", &self.ip),
+        ]
+        .into_iter()
+        .filter_map(|(k, v)| v.clone().map(|v| (k, v)))
+        .collect()
+    }
+}
+
 /// A webhook endpoint (D55); never its secret after creation.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[non_exhaustive]

@@ -16,11 +16,11 @@ use crate::models::{
     ApiKey, Application, ApplicationPatch, CreatedApiKey, NewApiKey, NewApplication, Organization,
     RegisteredApplication, RotatedSecret, UsageBucket,
 };
+use crate::models::{AuditEntry, AuditFilter, Event, EventFilter};
 use crate::models::{
     ConsentedApplication, CursorPage, Identified, NewProduct, NewUser, Page, Product,
     ProductFilter, ProductPatch, ProfilePatch, Session, Single, User, UserFilter, UserPatch,
 };
-use crate::models::{Event, EventFilter};
 use crate::models::{MfaItem, SecurityPolicy, SecurityPolicyPatch};
 use crate::models::{
     NewWebhookEndpoint, WebhookAttempt, WebhookEndpoint, WebhookEndpointPatch,
@@ -194,6 +194,12 @@ pub const OPERATIONS: &[Operation] = &[
         "list_events_page, events_after, events_after_page",
     ),
     op("getEvent", "GET", "/v1/events/{event_id}", "get_event"),
+    op(
+        "listAuditLogs",
+        "GET",
+        "/v1/audit-logs",
+        "list_audit_logs_page, audit_logs_after, audit_logs_after_page",
+    ),
     op(
         "listWebhookEndpoints",
         "GET",
@@ -922,6 +928,86 @@ impl Client {
     pub async fn get_event(&self, id: &str) -> Result<Event> {
         self.single(Method::GET, &["v1", "events", id], &[], Body::Empty)
             .await
+    }
+
+    // ---- audit log (D58) ----
+
+    /// `GET /v1/audit-logs` (`audit:read`), one page at `offset`, newest
+    /// first.
+    pub async fn list_audit_logs_page(
+        &self,
+        filter: &AuditFilter,
+        offset: u64,
+    ) -> Result<Page<AuditEntry>> {
+        self.offset_page(&["v1", "audit-logs"], filter.pairs(), filter.limit, offset)
+            .await
+    }
+
+    /// `GET /v1/audit-logs?category=C&after_sequence=N` (`audit:read`): the
+    /// page of chain `category`'s entries after sequence `after`, oldest
+    /// first; `meta.total` counts every entry after it.
+    pub async fn audit_logs_after_page(
+        &self,
+        category: &str,
+        filter: &AuditFilter,
+        after: u64,
+    ) -> Result<Page<AuditEntry>> {
+        let mut query = filter.pairs();
+        query.retain(|(k, _)| *k != "category");
+        query.push(("category", category.to_owned()));
+        query.push(("after_sequence", after.to_string()));
+        if let Some(l) = filter.limit {
+            query.push(("limit", l.to_string()));
+        }
+        let url = self.url(&["v1", "audit-logs"], &query);
+        self.api(Method::GET, url, Body::Empty).await?.json()
+    }
+
+    /// D58's catch-up as a stream: every entry of chain `category` after
+    /// sequence `after`, oldest first, each page asked for after the last
+    /// sequence seen. It ends when a page comes back empty; a copy of the
+    /// log keeps the last `sequence` (and `hash`) it stored and calls again
+    /// from it later.
+    pub fn audit_logs_after(
+        &self,
+        category: impl Into<String>,
+        filter: AuditFilter,
+        after: u64,
+    ) -> ListStream<AuditEntry> {
+        let state = (
+            self.clone(),
+            category.into(),
+            filter,
+            after,
+            VecDeque::<AuditEntry>::new(),
+            false,
+        );
+        Box::pin(futures_util::stream::unfold(
+            state,
+            |(client, category, filter, mut after, mut buffer, mut done)| async move {
+                loop {
+                    if let Some(e) = buffer.pop_front() {
+                        after = e.sequence;
+                        return Some((Ok(e), (client, category, filter, after, buffer, done)));
+                    }
+                    if done {
+                        return None;
+                    }
+                    match client
+                        .audit_logs_after_page(&category, &filter, after)
+                        .await
+                    {
+                        Ok(page) => {
+                            done = page.data.is_empty();
+                            buffer.extend(page.data);
+                        }
+                        Err(e) => {
+                            return Some((Err(e), (client, category, filter, after, buffer, true)));
+                        }
+                    }
+                }
+            },
+        ))
     }
 
     // ---- users ----

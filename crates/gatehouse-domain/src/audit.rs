@@ -11,14 +11,15 @@
 //! of each target type (`changes_allowed`), and `details` only its four
 //! named members.
 //!
-//! Work in progress (branch `audit`, issue 31): the types and the chain's
-//! bytes; storage, sealing and the recording points come next
-//! (docs/wip/audit.md).
+//! Every change that tells an event (D54) records its entry beside it, in
+//! the same transaction and with the same actor and request
+//! ([`of_event`]): the backends write both where they write events, so no
+//! write can tell one without the other.
 
 use serde_json::{Map, Value, json};
 
-use crate::Timestamp;
-use crate::event::{Actor, RequestRef};
+use crate::event::{Actor, EventType, NewEvent, RequestRef};
+use crate::{AuditId, Timestamp};
 
 /// The two chains of an organization (D58).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -50,6 +51,14 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "success" => Some(Outcome::Success),
+            "failure" => Some(Outcome::Failure),
+            _ => None,
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Outcome::Success => "success",
@@ -253,6 +262,16 @@ impl Entry {
         &self.changes
     }
 
+    /// What storage keeps of the entry: its JSON as the API shows it,
+    /// without `sequence` and `hash` (given when it is sealed).
+    pub fn body(&self) -> String {
+        let mut v = self.to_json(0);
+        if let Value::Object(m) = &mut v {
+            m.remove("sequence");
+        }
+        v.to_string()
+    }
+
     /// The entry as the API returns it once sealed with `sequence`,
     /// without `hash`: what the chain hashes.
     pub fn to_json(&self, sequence: u64) -> Value {
@@ -285,6 +304,271 @@ impl Entry {
             "details": self.details.to_json(),
         })
     }
+}
+
+/// The security actions among the events (D58: category `security`
+/// however they arise); every other event's entry is `admin`.
+pub fn category_of(kind: EventType) -> Category {
+    use EventType as T;
+    match kind {
+        T::UserSignedIn
+        | T::SessionRevoked
+        | T::UserMfaEnrolled
+        | T::UserMfaRemoved
+        | T::UserPasswordChanged
+        | T::ConsentRevoked
+        | T::RefreshTokenReuseDetected => Category::Security,
+        _ => Category::Admin,
+    }
+}
+
+/// D58's `action` for an event: its type, except the test event a
+/// `POST /v1/webhook-endpoints/{id}/test` sends, recorded as the POST
+/// (`webhook_endpoint.tested`).
+pub fn action_of(kind: EventType) -> &'static str {
+    match kind {
+        EventType::WebhookEndpointTest => "webhook_endpoint.tested",
+        k => k.as_str(),
+    }
+}
+
+/// The entry that records the change `e` tells (D58), in its transaction:
+/// same actor, request and time; the target its object; `changes` the
+/// allow-listed fields that changed (all of them, from null, for a
+/// creation; to null for a deletion), never anything else of the object.
+pub fn of_event(e: &NewEvent) -> Entry {
+    use EventType as T;
+    let object: Value = serde_json::from_str(&e.object).unwrap_or(Value::Null);
+    let field = |name: &str| object.get(name).and_then(Value::as_str).map(str::to_owned);
+    let target_type = match e.kind {
+        T::SessionRevoked => TargetType::Session,
+        T::ProductCreated | T::ProductUpdated | T::ProductDeleted => TargetType::Product,
+        T::ApplicationCreated
+        | T::ApplicationUpdated
+        | T::ApplicationDeleted
+        | T::ApplicationSecretRotated => TargetType::Application,
+        T::ApiKeyCreated | T::ApiKeyRevoked => TargetType::ApiKey,
+        T::OrganizationUpdated | T::OrganizationSecurityUpdated | T::StagingReset => {
+            TargetType::Organization
+        }
+        T::WebhookEndpointCreated
+        | T::WebhookEndpointUpdated
+        | T::WebhookEndpointDeleted
+        | T::WebhookEndpointDisabled
+        | T::WebhookEndpointTest => TargetType::WebhookEndpoint,
+        T::UserCreated
+        | T::UserUpdated
+        | T::UserDeleted
+        | T::UserInvited
+        | T::UserPasswordChanged
+        | T::UserSignedIn
+        | T::UserMfaEnrolled
+        | T::UserMfaRemoved
+        | T::ConsentRevoked
+        | T::RefreshTokenReuseDetected => TargetType::User,
+    };
+    let target_id = match e.kind {
+        // The session itself; its object names it.
+        T::SessionRevoked => field("id").unwrap_or_else(|| e.object_id.clone()),
+        _ => e.object_id.clone(),
+    };
+    let mut entry = Entry::new(
+        AuditId::generate_at(e.created_at).into_string(),
+        category_of(e.kind),
+        e.created_at,
+        action_of(e.kind),
+        Outcome::Success,
+    );
+    entry.actor = Some(e.origin.actor.clone());
+    if let Some(r) = &e.origin.request {
+        entry.source_ip = r.source.as_ref().map(|s| s.ip.clone());
+        entry.source_user_agent = r.source.as_ref().and_then(|s| s.user_agent.clone());
+    }
+    entry.request = e.origin.request.clone();
+    entry.target = Some((target_type, target_id));
+    if matches!(
+        e.kind,
+        T::ConsentRevoked | T::RefreshTokenReuseDetected | T::UserSignedIn
+    ) {
+        entry.details.client_id = field("client_id");
+    }
+    let allowed = changes_allowed(target_type);
+    let previous: Option<Value> = e
+        .previous
+        .as_deref()
+        .and_then(|p| serde_json::from_str(p).ok());
+    let created = e.kind.as_str().ends_with(".created");
+    let deleted = e.kind.as_str().ends_with(".deleted");
+    let mut changes = Vec::new();
+    for name in allowed {
+        let now = object.get(*name).cloned().unwrap_or(Value::Null);
+        let change = match &previous {
+            Some(Value::Object(old)) => old.get(*name).map(|from| Change {
+                field: name,
+                from: from.clone(),
+                to: now,
+            }),
+            _ if created && !now.is_null() => Some(Change {
+                field: name,
+                from: Value::Null,
+                to: now,
+            }),
+            _ if deleted && !now.is_null() => Some(Change {
+                field: name,
+                from: now,
+                to: Value::Null,
+            }),
+            _ => None,
+        };
+        changes.extend(change);
+    }
+    // Every field is from the target's own allow-list.
+    entry.changes = changes;
+    entry
+}
+
+/// What a `/v1` write names (D58): the action it records, refused or not,
+/// and its target.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WriteRoute {
+    pub action: &'static str,
+    pub target: Option<TargetType>,
+    /// Whether a success tells an event (whose entry records it); a POST
+    /// that changes no catalog resource records its own success.
+    pub tells_event: bool,
+}
+
+/// The `/v1` writes by method and route template (paths relative to
+/// `/v1`), with the action each records (D58: the D54 event type of the
+/// change it made or would have made to the resource the request named;
+/// `<resource>.<verb>` for a POST that changes none). `None`: not a write
+/// the audit log records.
+pub fn write_route(method: &str, route: &str) -> Option<WriteRoute> {
+    use TargetType as T;
+    let route = route.strip_prefix("/v1").unwrap_or(route);
+    let w = |action, target| {
+        Some(WriteRoute {
+            action,
+            target,
+            tells_event: true,
+        })
+    };
+    let call = |action, target| {
+        Some(WriteRoute {
+            action,
+            target,
+            tells_event: false,
+        })
+    };
+    match (method, route) {
+        ("POST", "/users") => w("user.created", Some(T::User)),
+        ("PATCH", "/users/{user_id}") => w("user.updated", Some(T::User)),
+        ("DELETE", "/users/{user_id}") => w("user.deleted", Some(T::User)),
+        ("POST", "/users/{user_id}/invitation") => w("user.invited", Some(T::User)),
+        ("DELETE", "/users/{user_id}/mfa") => w("user.mfa_removed", Some(T::User)),
+        ("DELETE", "/users/{user_id}/sessions") => w("session.revoked", Some(T::User)),
+        ("DELETE", "/users/{user_id}/sessions/{session_id}") => {
+            w("session.revoked", Some(T::Session))
+        }
+        ("PATCH", "/me") => w("user.updated", Some(T::User)),
+        ("POST", "/me/sessions/revoke-others") => w("session.revoked", Some(T::User)),
+        ("DELETE", "/me/sessions/{session_id}") => w("session.revoked", Some(T::Session)),
+        ("DELETE", "/me/applications/{app_id}") => w("consent.revoked", Some(T::Application)),
+        ("PATCH", "/organization/security") => {
+            w("organization.security_updated", Some(T::Organization))
+        }
+        ("POST", "/products") => w("product.created", Some(T::Product)),
+        ("PATCH", "/products/{product_id}") => w("product.updated", Some(T::Product)),
+        ("DELETE", "/products/{product_id}") => w("product.deleted", Some(T::Product)),
+        ("POST", "/applications") => w("application.created", Some(T::Application)),
+        ("PATCH", "/applications/{app_id}") => w("application.updated", Some(T::Application)),
+        ("DELETE", "/applications/{app_id}") => w("application.deleted", Some(T::Application)),
+        ("POST", "/applications/{app_id}/secret") => {
+            w("application.secret_rotated", Some(T::Application))
+        }
+        ("POST", "/api-keys") => w("api_key.created", Some(T::ApiKey)),
+        ("DELETE", "/api-keys/{key_id}") => w("api_key.revoked", Some(T::ApiKey)),
+        ("POST", "/webhook-endpoints") => w("webhook_endpoint.created", Some(T::WebhookEndpoint)),
+        ("PATCH", "/webhook-endpoints/{endpoint_id}") => {
+            w("webhook_endpoint.updated", Some(T::WebhookEndpoint))
+        }
+        ("DELETE", "/webhook-endpoints/{endpoint_id}") => {
+            w("webhook_endpoint.deleted", Some(T::WebhookEndpoint))
+        }
+        ("POST", "/webhook-endpoints/{endpoint_id}/secret") => {
+            w("webhook_endpoint.updated", Some(T::WebhookEndpoint))
+        }
+        ("POST", "/webhook-endpoints/{endpoint_id}/test") => {
+            call("webhook_endpoint.tested", Some(T::WebhookEndpoint))
+        }
+        ("POST", "/webhook-endpoints/{endpoint_id}/replay") => {
+            call("webhook_endpoint.replayed", Some(T::WebhookEndpoint))
+        }
+        ("POST", "/events/{event_id}/redeliver") => call("event.redelivered", None),
+        _ => None,
+    }
+}
+
+/// The id a route's path names for its target: the value of the route's
+/// last `{…}` segment (`/users/{user_id}/sessions/{session_id}` names the
+/// session), or `None`.
+pub fn target_id_of(route: &str, path: &str) -> Option<String> {
+    let route = route.strip_prefix("/v1").unwrap_or(route);
+    let path = path.strip_prefix("/v1").unwrap_or(path);
+    route
+        .split('/')
+        .zip(path.split('/'))
+        .filter(|(r, _)| r.starts_with('{') && r.ends_with('}'))
+        .map(|(_, p)| p.to_owned())
+        .last()
+}
+
+/// The entry of a `/v1` write that was refused with `reason` (a D6 code,
+/// D58: in its own transaction after the refusal), or of a POST that
+/// changes no catalog resource (`reason` `None`: a success).
+pub fn of_write(
+    route: &WriteRoute,
+    target_id: Option<String>,
+    reason: Option<&str>,
+    origin: &crate::event::Origin,
+    at: Timestamp,
+) -> Entry {
+    let outcome = if reason.is_some() {
+        Outcome::Failure
+    } else {
+        Outcome::Success
+    };
+    let mut e = Entry::new(
+        AuditId::generate_at(at).into_string(),
+        Category::Admin,
+        at,
+        route.action,
+        outcome,
+    );
+    e.reason = reason.map(str::to_owned);
+    e.actor = Some(origin.actor.clone());
+    if let Some(r) = &origin.request {
+        e.source_ip = r.source.as_ref().map(|s| s.ip.clone());
+        e.source_user_agent = r.source.as_ref().and_then(|s| s.user_agent.clone());
+    }
+    e.request = origin.request.clone();
+    e.target = match (route.target, target_id) {
+        (Some(t), Some(id)) => Some((t, id)),
+        _ => None,
+    };
+    e
+}
+
+/// A stored entry's JSON with its `sequence`: what the chain hashes.
+pub fn sealed_json(body: &str, sequence: u64) -> Result<Value, ChainError> {
+    let mut v: Value = serde_json::from_str(body).map_err(|_| ChainError::NotCanonical)?;
+    match &mut v {
+        Value::Object(m) => {
+            m.insert("sequence".to_owned(), Value::from(sequence));
+        }
+        _ => return Err(ChainError::NotCanonical),
+    }
+    Ok(v)
 }
 
 /// The `prev` of a chain's first entry: 64 ASCII zeros.

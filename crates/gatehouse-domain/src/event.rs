@@ -178,6 +178,38 @@ pub struct RequestRef {
     pub id: String,
     /// Its `Idempotency-Key`, when it had one (D50).
     pub idempotency_key: Option<String>,
+    /// Where it came from, for the audit log (D58's `source`); events do
+    /// not show it, and an event read back from storage has none.
+    pub source: Option<Source>,
+}
+
+/// D58's `source`: the client's address (the peer's, or the one D28's
+/// trusted proxies name) and its `User-Agent`, cut to
+/// [`Source::USER_AGENT_MAX`] bytes. For a dashboard action, the browser's.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Source {
+    pub ip: String,
+    pub user_agent: Option<String>,
+}
+
+impl Source {
+    /// The longest `User-Agent` kept; a longer one is cut at a character
+    /// boundary (a header can be far longer, and the log keeps it for years).
+    pub const USER_AGENT_MAX: usize = 512;
+
+    pub fn new(ip: std::net::IpAddr, user_agent: Option<&str>) -> Self {
+        let user_agent = user_agent.map(|ua| {
+            let mut end = ua.len().min(Self::USER_AGENT_MAX);
+            while !ua.is_char_boundary(end) {
+                end -= 1;
+            }
+            ua[..end].to_owned()
+        });
+        Self {
+            ip: ip.to_string(),
+            user_agent,
+        }
+    }
 }
 
 /// Who made a change and through which request: what every event of the

@@ -88,27 +88,40 @@ id_type!(/// A browser session (`ses_`, D3 revised, D57): also the `sid` of its
     SessionId, "ses");
 id_type!(/// A second factor, TOTP or passkey (`mfa_`, D3 revised, D56).
     MfaId, "mfa");
+id_type!(/// An audit entry (`adt_`, D58).
+    AuditId, "adt");
+
+/// An id that sorts by time: `prefix`, eight base62 characters of the
+/// creation's Unix milliseconds, then 96 random bits (D3 asks for at least
+/// 80). Still unguessable, and new ids land at the end of an index instead
+/// of on a random page of it, which keeps the writes small.
+fn time_sorted(prefix: &str, at: crate::time::Timestamp) -> String {
+    const DIGITS: usize = 8;
+    let mut ms = u64::try_from(at.millis()).unwrap_or(0);
+    let mut head = [b'0'; DIGITS];
+    for d in head.iter_mut().rev() {
+        *d = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"[(ms % 62) as usize];
+        ms /= 62;
+    }
+    let mut s = String::with_capacity(prefix.len() + DIGITS + 17);
+    s.push_str(prefix);
+    s.push_str(std::str::from_utf8(&head).expect("base62 is ASCII"));
+    s.push_str(&random::base62(96));
+    s
+}
+
+impl AuditId {
+    /// An audit entry's id, sorting by time like an event's.
+    pub fn generate_at(at: crate::time::Timestamp) -> Self {
+        Self(time_sorted("adt_", at))
+    }
+}
 
 impl EventId {
-    /// An event id that sorts by time: eight base62 characters of the
-    /// creation's Unix milliseconds, then 96 random bits (D3 asks for at
-    /// least 80). Still unguessable, and new ids land at the end of an
-    /// index instead of on a random page of it, which keeps the write an
-    /// event adds to every change small.
+    /// An event id that sorts by time ([`time_sorted`]): the write an event
+    /// adds to every change stays at the end of its index.
     pub fn generate_at(at: crate::time::Timestamp) -> Self {
-        const DIGITS: usize = 8;
-        let mut ms = u64::try_from(at.millis()).unwrap_or(0);
-        let mut head = [b'0'; DIGITS];
-        for d in head.iter_mut().rev() {
-            *d = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-                [(ms % 62) as usize];
-            ms /= 62;
-        }
-        let mut s = String::with_capacity(4 + DIGITS + 17);
-        s.push_str("evt_");
-        s.push_str(std::str::from_utf8(&head).expect("base62 is ASCII"));
-        s.push_str(&random::base62(96));
-        Self(s)
+        Self(time_sorted("evt_", at))
     }
 }
 

@@ -33,8 +33,8 @@ pub mod webhook;
 pub use error::{DomainError, FieldIssue};
 pub use fixtures::{Fixture, FixtureUser};
 pub use ids::{
-    ApiKeyId, AttemptId, ChainId, ClientId, EndpointId, EventId, Jti, MfaId, OrgId, ProductId,
-    RequestId, SessionId, UserId,
+    ApiKeyId, AttemptId, AuditId, ChainId, ClientId, EndpointId, EventId, Jti, MfaId, OrgId,
+    ProductId, RequestId, SessionId, UserId,
 };
 pub use link::LinkKind;
 pub use manage::{KeyCut, Manager, Reach, UsageRange};

@@ -35,11 +35,14 @@ pub enum Scope {
     /// D55: create, change, rotate, test, replay and delete webhook
     /// endpoints; redeliver events (admins only, D29 continued).
     WebhooksWrite = 14,
+    /// D58: read and export the organization's audit log and its
+    /// checkpoints (admins only, D29 continued).
+    AuditRead = 15,
 }
 
 impl Scope {
     /// Every scope, in the canonical order used when a set is written out.
-    pub const ALL: [Scope; 15] = [
+    pub const ALL: [Scope; 16] = [
         Scope::UsersRead,
         Scope::UsersWrite,
         Scope::ProfileRead,
@@ -51,6 +54,7 @@ impl Scope {
         Scope::EventsRead,
         Scope::WebhooksRead,
         Scope::WebhooksWrite,
+        Scope::AuditRead,
         Scope::Admin,
         Scope::OpenId,
         Scope::Profile,
@@ -80,6 +84,7 @@ impl Scope {
             Scope::EventsRead => "events:read",
             Scope::WebhooksRead => "webhooks:read",
             Scope::WebhooksWrite => "webhooks:write",
+            Scope::AuditRead => "audit:read",
         }
     }
 
@@ -111,6 +116,7 @@ impl Scope {
             Scope::WebhooksWrite => {
                 "Register, change, test and remove webhook endpoints; redeliver events"
             }
+            Scope::AuditRead => "Read and export your organization's audit log",
         }
     }
 }
@@ -227,6 +233,7 @@ impl ScopeSet {
                 .with(Scope::EventsRead)
                 .with(Scope::WebhooksRead)
                 .with(Scope::WebhooksWrite)
+                .with(Scope::AuditRead)
                 .with(Scope::Admin),
         }
     }

@@ -53,8 +53,17 @@ pub async fn outer(State(state): State<AppState>, mut req: Request, next: Next) 
     } else if state.config.behind_proxy && forwarded_plain_http(&req) {
         crate::http::redirect::to_https(&state.config.public_url, req.uri())
     } else {
+        let peer = req
+            .extensions()
+            .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+            .map_or(std::net::SocketAddr::from(([0, 0, 0, 0], 0)), |c| c.0);
+        let client_ip =
+            crate::http::middleware::client_ip(req.headers(), peer, &state.config.trusted_proxies);
+        let user_agent = req.headers().get(axum::http::header::USER_AGENT).cloned();
         req.extensions_mut().insert(RequestCtx {
             request_id: rid.clone(),
+            client_ip,
+            user_agent,
         });
         req.extensions_mut().insert(slot.clone());
         let page = PageRequest {

@@ -1,6 +1,6 @@
 -- D58: the audit log. Two chains per organization (one per category); an
 -- entry is written unsealed (`sequence`, `hash` NULL) with the change it
--- records and a ticket in commit order, and sealed once by the sealer (run
+-- records and a ticket in write order, and sealed once by the sealer (run
 -- by one node at a time, D44 continued), so writers never wait on a chain.
 -- `body` is the entry as the API shows it, without `sequence` and `hash`.
 CREATE TABLE audit_entries (
@@ -8,7 +8,7 @@ CREATE TABLE audit_entries (
     org_id TEXT NOT NULL,
     category TEXT NOT NULL CHECK (category IN ('admin', 'security')),
     created_at BIGINT NOT NULL,
-    action TEXT NOT NULL,
+    action TEXT COLLATE "C" NOT NULL,
     outcome TEXT NOT NULL CHECK (outcome IN ('success', 'failure')),
     actor_type TEXT NOT NULL,
     actor_id TEXT,
@@ -16,8 +16,10 @@ CREATE TABLE audit_entries (
     target_id TEXT,
     source_ip TEXT,
     body TEXT NOT NULL,
-    ticket BIGSERIAL NOT NULL,
-    xact_id XID8 NOT NULL DEFAULT pg_current_xact_id(),
+    -- Drawn from the events' ticket sequence, so the events' sequencer's
+    -- high-water mark (event_progress.done_ticket: every ticket at or
+    -- below it is final) tells the sealer which entries are final too.
+    ticket BIGINT NOT NULL DEFAULT nextval('events_ticket_seq'),
     sequence BIGINT,
     hash TEXT,
     CHECK ((sequence IS NULL) = (hash IS NULL))
@@ -43,11 +45,11 @@ BEGIN
        AND NEW.sequence IS NOT NULL AND NEW.hash IS NOT NULL
        AND (NEW.id, NEW.org_id, NEW.category, NEW.created_at, NEW.action, NEW.outcome,
             NEW.actor_type, NEW.actor_id, NEW.target_type, NEW.target_id, NEW.source_ip,
-            NEW.body, NEW.ticket, NEW.xact_id)
+            NEW.body, NEW.ticket)
            IS NOT DISTINCT FROM
            (OLD.id, OLD.org_id, OLD.category, OLD.created_at, OLD.action, OLD.outcome,
             OLD.actor_type, OLD.actor_id, OLD.target_type, OLD.target_id, OLD.source_ip,
-            OLD.body, OLD.ticket, OLD.xact_id) THEN
+            OLD.body, OLD.ticket) THEN
         RETURN NEW;
     END IF;
     RAISE EXCEPTION 'audit entries are written once and sealed once';

@@ -125,7 +125,7 @@ pub(crate) async fn cut_owned_keys(
     cut: KeyCut,
     now: Timestamp,
 ) -> TxResult<Vec<ApiKey>> {
-    let beyond: i16 = match cut {
+    let beyond: i32 = match cut {
         KeyCut::All => -1,
         KeyCut::Beyond(cap) => !bits(cap),
     };

@@ -190,7 +190,7 @@ pub(crate) async fn insert_chain(c: &mut PgConnection, ch: &RefreshChain) -> TxR
     .bind(ch.org.as_str())
     .bind(ch.client.as_str())
     .bind(ch.user.as_str())
-    .bind(ch.scopes.bits() as i16)
+    .bind(crate::bits(ch.scopes))
     .bind(ch.created_at.millis())
     .bind(ch.ends_at.millis())
     .bind(ch.revoked_at.map(Timestamp::millis))

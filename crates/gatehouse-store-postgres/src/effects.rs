@@ -186,7 +186,7 @@ async fn narrow_client(
     let keep = crate::bits(keep);
     query(
         "UPDATE refresh_chains SET revoked_at = $3
-         WHERE client_id = $1 AND revoked_at IS NULL AND (scopes & ~$2::smallint) <> 0",
+         WHERE client_id = $1 AND revoked_at IS NULL AND (scopes & ~$2::integer) <> 0",
     )
     .bind(client.as_str())
     .bind(keep)
@@ -202,12 +202,12 @@ async fn narrow_client(
     .bind(now.millis())
     .execute(&mut *c)
     .await?;
-    query("DELETE FROM auth_codes WHERE client_id = $1 AND (scopes & ~$2::smallint) <> 0")
+    query("DELETE FROM auth_codes WHERE client_id = $1 AND (scopes & ~$2::integer) <> 0")
         .bind(client.as_str())
         .bind(keep)
         .execute(&mut *c)
         .await?;
-    query("UPDATE consents SET scopes = scopes & $2::smallint WHERE client_id = $1")
+    query("UPDATE consents SET scopes = scopes & $2::integer WHERE client_id = $1")
         .bind(client.as_str())
         .bind(keep)
         .execute(&mut *c)

@@ -113,9 +113,23 @@ pub(crate) async fn insert_events(
 ) -> TxResult<()> {
     match events {
         [] => return Ok(()),
-        [one] => return insert_event(c, org, one).await,
-        _ => {}
+        [one] => insert_event(c, org, one).await?,
+        _ => insert_many(c, org, events).await?,
     }
+    // D58: each change's audit entry, beside its event, after it (the
+    // transaction has its id: the entries' tickets follow the events').
+    for e in events {
+        let entry = gatehouse_domain::audit::of_event(e);
+        crate::audit::insert_audit(c, org, &gatehouse_store::AuditRow::of(&entry)).await?;
+    }
+    Ok(())
+}
+
+async fn insert_many(
+    c: &mut PgConnection,
+    org: &OrgId,
+    events: &[std::borrow::Cow<'_, NewEvent>],
+) -> TxResult<()> {
     let n = events.len();
     let (mut ids, mut kinds, mut object_ids, mut created) = (
         Vec::with_capacity(n),
@@ -342,8 +356,13 @@ async fn cut_round(c: &mut PgConnection) -> TxResult<()> {
     if pending {
         return Ok(());
     }
+    // Events, or audit entries (D58: their tickets are drawn from the same
+    // sequence, and the sealer waits for this mark too).
     let waiting: bool = query_scalar(
         "SELECT EXISTS (SELECT 1 FROM events
+                        WHERE ticket > (SELECT done_ticket FROM event_progress)
+                          AND sequence IS NULL)
+             OR EXISTS (SELECT 1 FROM audit_entries
                         WHERE ticket > (SELECT done_ticket FROM event_progress)
                           AND sequence IS NULL)",
     )

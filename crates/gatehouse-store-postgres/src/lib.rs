@@ -27,6 +27,7 @@
 //!   whole transaction; if they persist the caller gets `Unavailable` (503).
 
 mod api_keys;
+mod audit;
 mod auth_state;
 mod batch;
 mod clients;
@@ -379,8 +380,8 @@ macro_rules! read {
 }
 pub(crate) use read;
 
-pub(crate) fn bits(s: ScopeSet) -> i16 {
-    s.bits() as i16
+pub(crate) fn bits(s: ScopeSet) -> i32 {
+    i32::from(s.bits())
 }
 
 #[async_trait]

@@ -24,7 +24,7 @@ impl RevocationStore for PgStore {
                     cutoff: r.try_get(3)?,
                     expires_at: Timestamp::from_millis(r.try_get(4)?),
                     scopes: r
-                        .try_get::<Option<i16>, _>(5)?
+                        .try_get::<Option<i32>, _>(5)?
                         .map(|bits| rows::scopes(bits, ("revocations", "scopes", &id)))
                         .transpose()?,
                 })

@@ -59,7 +59,7 @@ pub(crate) fn digest32(v: &[u8], (table, column, row): (&str, &str, &str)) -> Ro
 
 /// A scope set as stored (its bits), or [`corrupt`] when it holds a bit no
 /// scope has.
-pub(crate) fn scopes(bits: i16, (table, column, row): (&str, &str, &str)) -> RowResult<ScopeSet> {
+pub(crate) fn scopes(bits: i32, (table, column, row): (&str, &str, &str)) -> RowResult<ScopeSet> {
     gatehouse_store::decode::scopes(bits.into())
         .map_err(|problem| corrupt(table, column, row, &problem))
 }

@@ -126,6 +126,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         include_str!("../migrations/0026_passkeys.sql"),
     ),
     (27, "audit", include_str!("../migrations/0027_audit.sql")),
+    (
+        28,
+        "scope_bits",
+        include_str!("../migrations/0028_scope_bits.sql"),
+    ),
 ];
 
 /// The advisory-lock key of the migration (`"gatehous"` in ASCII), separate

@@ -746,3 +746,19 @@ pub async fn query_i64(url: &str, sql: &str) -> i64 {
     let _ = c.close().await;
     v
 }
+
+/// Runs one statement on the database at `url` as a person with database
+/// access would (a tamper test's hand edit): the rows it changed, or the
+/// database's refusal.
+pub async fn execute(url: &str, sql: &str) -> Result<u64, String> {
+    let mut c = PgConnection::connect(url)
+        .await
+        .unwrap_or_else(|e| panic!("connecting to {url}: {e}"));
+    let r = sqlx_core::query::query(sql)
+        .execute(&mut c)
+        .await
+        .map(|r| r.rows_affected())
+        .map_err(|e| e.to_string());
+    let _ = c.close().await;
+    r
+}

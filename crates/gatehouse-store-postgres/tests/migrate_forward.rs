@@ -183,7 +183,8 @@ async fn a_database_of_the_last_release_migrates_forward_without_loss() {
             (24, true),
             (25, true),
             (26, true),
-            (27, true)
+            (27, true),
+            (28, true)
         ]
     );
     assert_eq!(

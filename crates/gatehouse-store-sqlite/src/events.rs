@@ -15,7 +15,8 @@ use super::*;
 use crate::rows::corrupt;
 
 /// Writes a change's events with `org`'s next sequences, in order, inside
-/// its transaction: one update of the organization's head for them all.
+/// its transaction: one update of the organization's head for them all;
+/// each with its audit entry (D58), unsealed.
 pub(crate) fn insert_events(
     c: &Connection,
     org: &OrgId,
@@ -61,6 +62,9 @@ pub(crate) fn insert_events(
                 e.previous,
             ])
             .map_err(db_err)?;
+        // D58: the entry that records the change, beside its event.
+        let entry = gatehouse_domain::audit::of_event(e);
+        crate::audit::insert_audit(c, org, &gatehouse_store::AuditRow::of(&entry))?;
     }
     Ok(())
 }

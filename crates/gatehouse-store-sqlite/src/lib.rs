@@ -13,6 +13,7 @@
 //! auth layer, HTTP types, or anything of another backend.
 
 mod api_keys;
+mod audit;
 mod auth_state;
 mod clients;
 mod effects;

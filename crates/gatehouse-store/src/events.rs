@@ -94,6 +94,7 @@ pub fn decode_event(r: EventRow) -> Result<Event, (&'static str, String)> {
     let request = r.request_id.map(|id| RequestRef {
         id,
         idempotency_key: r.idempotency_key,
+        source: None,
     });
     // The object and `previous_attributes` are shown as stored: a value
     // that is not a JSON object is a corrupt row, never shown as `{}`.

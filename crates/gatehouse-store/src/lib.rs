@@ -28,6 +28,7 @@
 //! it without changing a caller.
 
 mod api_keys;
+mod audit;
 mod clients;
 #[cfg(feature = "testing")]
 pub mod conformance;
@@ -56,6 +57,7 @@ mod users;
 mod webhooks;
 
 pub use api_keys::*;
+pub use audit::*;
 pub use clients::*;
 pub use events::*;
 pub use grants::*;
@@ -80,10 +82,10 @@ pub use webhooks::*;
 /// The traits a caller needs in scope to call a concrete backend's methods.
 pub mod prelude {
     pub use crate::{
-        ApiKeyStore, ClientStore, DeliveryStore, EventStore, GrantStore, IdempotencyStore,
-        JobStore, LinkStore, OrgStore, OutboxStore, ProductStore, RateStore, RevocationStore,
-        SealedStore, SearchStore, SessionStore, SigningKeyStore, Store, UsageStore, UserStore,
-        WebhookStore,
+        ApiKeyStore, AuditStore, ClientStore, DeliveryStore, EventStore, GrantStore,
+        IdempotencyStore, JobStore, LinkStore, OrgStore, OutboxStore, ProductStore, RateStore,
+        RevocationStore, SealedStore, SearchStore, SessionStore, SigningKeyStore, Store,
+        UsageStore, UserStore, WebhookStore,
     };
 }
 
@@ -154,6 +156,7 @@ pub trait Store:
     + EventStore
     + WebhookStore
     + DeliveryStore
+    + AuditStore
     + Send
     + Sync
     + 'static

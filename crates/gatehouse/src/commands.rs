@@ -22,7 +22,8 @@ use gatehouse_server::ErrorCode;
 use serde_json::{Value, json};
 
 use crate::config::{
-    ApiKeyCommand, ClientCommand, Env, OrgCommand, StagingCommand, UserCommand, WebhookCommand,
+    ApiKeyCommand, AuditCommand, ClientCommand, Env, OrgCommand, StagingCommand, UserCommand,
+    WebhookCommand,
 };
 
 /// What a command prints: the JSON value, and for lists the text a person
@@ -715,6 +716,52 @@ fn attempt_json(a: &gatehouse_domain::webhook::Attempt) -> Value {
         "error": a.error.map(|e| e.as_str()),
         "next_attempt_at": a.next_attempt_at,
     })
+}
+
+/// The code of `gatehouse audit verify` finding a chain that does not
+/// hold (D58).
+pub const AUDIT_CHAIN_BROKEN: &str = "AUDIT_CHAIN_BROKEN";
+
+/// `gatehouse audit verify` (D47 continued, D58).
+pub async fn audit(app: &App, cmd: AuditCommand) -> anyhow::Result<Output> {
+    use gatehouse_domain::audit::Category;
+    match cmd {
+        AuditCommand::Verify { org, category } => {
+            let org = existing_org(app, &org).await?;
+            let categories = match category.as_deref() {
+                None => Category::ALL.to_vec(),
+                Some(c) => vec![Category::parse(c).ok_or_else(|| {
+                    invalid(format!("--category {c:?} must be admin or security"))
+                })?],
+            };
+            let mut chains = Vec::new();
+            let mut lines = String::new();
+            for category in categories {
+                match app.verify_audit(&org, category).await.map_err(msg)? {
+                    Ok(v) => {
+                        lines.push_str(&format!(
+                            "{} chain: {} entries verified, last sequence {} (hash {})\n",
+                            category.as_str(),
+                            v.count,
+                            v.last_sequence,
+                            v.last_hash
+                        ));
+                        chains.push(json!({
+                            "category": category.as_str(),
+                            "count": v.count,
+                            "last_sequence": v.last_sequence,
+                            "last_hash": v.last_hash,
+                        }));
+                    }
+                    Err(broken) => return Err(failure(AUDIT_CHAIN_BROKEN, broken.to_string())),
+                }
+            }
+            Ok(Output::with_text(
+                json!({ "ok": true, "chains": chains }),
+                lines,
+            ))
+        }
+    }
 }
 
 /// `gatehouse webhook list|show` (D47 continued, D55).

@@ -79,6 +79,9 @@ pub enum Command {
     /// Look at webhook endpoints and their deliveries.
     #[command(subcommand)]
     Webhook(WebhookCommand),
+    /// Check an organization's audit log.
+    #[command(subcommand)]
+    Audit(AuditCommand),
     /// Manage the keys that sign access tokens.
     #[command(subcommand)]
     Keys(KeysCommand),
@@ -120,6 +123,21 @@ pub enum WebhookCommand {
     Show {
         /// The endpoint (we_…).
         endpoint_id: String,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum AuditCommand {
+    /// Recompute an organization's audit chains from the database: every
+    /// sequence follows the one before it and every hash matches its entry
+    /// and the hash before it. Exits 1 naming the first sequence that fails.
+    Verify {
+        /// The organization (org_…).
+        #[arg(long, value_name = "ORG")]
+        org: String,
+        /// Only this chain: admin or security (both when left out).
+        #[arg(long, value_name = "CATEGORY")]
+        category: Option<String>,
     },
 }
 

@@ -76,6 +76,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<()> {
             commands::apikey(&operator(&settings).await?, cmd, settings.env).await?
         }
         Command::Webhook(cmd) => commands::webhook(&operator(&settings).await?, cmd).await?,
+        Command::Audit(cmd) => commands::audit(&operator(&settings).await?, cmd).await?,
         Command::Keys(cmd) => {
             let app = operator(&settings).await?;
             let master =

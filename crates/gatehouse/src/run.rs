@@ -524,6 +524,11 @@ fn spawn_background(
                 if let Err(e) = app.sequence_events().await {
                     tracing::warn!(error = %e, "event sequencing failed");
                 }
+                // D58: committed audit entries are sealed just after (on
+                // PostgreSQL, the events' mark says which are final).
+                if let Err(e) = app.seal_audit_log().await {
+                    tracing::warn!(error = %e, "sealing the audit log failed");
+                }
             }
         });
     }

@@ -13,14 +13,14 @@ use axum::http::request::Parts;
 use axum::http::{HeaderMap, header};
 use gatehouse_auth::ratelimit::Decision;
 use gatehouse_auth::{Caller, TokenError};
-use gatehouse_domain::event::{Origin, RequestRef};
+use gatehouse_domain::event::Origin;
 use gatehouse_domain::{FieldIssue, OrgId, ProductId, Scope, UserId};
 use serde_json::{Map, Value};
 
 use crate::api::requests::RequestBody;
 use crate::http::error::{ApiError, ErrorCode, Resource};
 use crate::http::limits::MAX_BODY;
-use crate::http::middleware::{RateSlot, RequestCtx};
+use crate::http::middleware::{AuditSlot, RateSlot, RequestCtx};
 use crate::http::transport::BodyProblem;
 use crate::state::AppState;
 
@@ -53,7 +53,8 @@ scope_markers!(
     ApplicationsWrite => ApplicationsWrite,
     EventsRead => EventsRead,
     WebhooksRead => WebhooksRead,
-    WebhooksWrite => WebhooksWrite
+    WebhooksWrite => WebhooksWrite,
+    AuditRead => AuditRead
 );
 
 /// 403 `INSUFFICIENT_SCOPE` naming the scope `needed` (D6, RFC 6750's
@@ -92,14 +93,14 @@ impl<S> Authorized<S> {
     pub fn origin(&self, ctx: &RequestCtx) -> Origin {
         Origin {
             actor: self.caller.actor(),
-            request: Some(RequestRef {
-                id: ctx.request_id.as_str().to_owned(),
-                idempotency_key: self
-                    .idempotency_key
-                    .as_ref()
-                    .and_then(|v| v.to_str().ok())
-                    .map(str::to_owned),
-            }),
+            request: Some(
+                ctx.request_ref(
+                    self.idempotency_key
+                        .as_ref()
+                        .and_then(|v| v.to_str().ok())
+                        .map(str::to_owned),
+                ),
+            ),
         }
     }
 }
@@ -176,6 +177,10 @@ impl<S: RequiredScope> FromRequestParts<AppState> for Authorized<S> {
                 }
                 return Err(err);
             }
+        }
+        // D58: from here on, a refused write is recorded with its actor.
+        if let Some(slot) = parts.extensions.get::<AuditSlot>() {
+            slot.set(caller.org().clone(), caller.actor());
         }
         if let Some(needed) = S::SCOPE
             && !caller.scopes().satisfies(needed)

@@ -7,6 +7,7 @@
 
 pub mod api_keys;
 pub mod applications;
+pub mod audit;
 pub mod events;
 pub mod extract;
 pub mod health;
@@ -53,10 +54,18 @@ pub fn v1_routes(state: &AppState) -> Router<AppState> {
         .merge(events::router())
         // D55: webhook endpoints.
         .merge(webhooks::router())
+        // D58: the audit log.
+        .merge(audit::router())
         // D50: `Idempotency-Key` on the POSTs under /v1.
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             idempotency::layer,
+        ))
+        // D58: refused writes and non-catalog POSTs recorded (outside the
+        // idempotency layer, so it sees what a replay answered).
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            audit::record_writes,
         ))
 }
 

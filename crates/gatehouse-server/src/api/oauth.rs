@@ -133,10 +133,7 @@ pub(crate) async fn token(
     req: Request,
 ) -> Response {
     // D54: what a token request tells (a reuse) names this request.
-    let request = gatehouse_domain::event::RequestRef {
-        id: ctx.request_id.as_str().to_owned(),
-        idempotency_key: None,
-    };
+    let request = ctx.request_ref(None);
     let result = client_endpoint(&st, peer, req, false, async |auth, form| {
         issue(&st, auth, form, &request).await
     })

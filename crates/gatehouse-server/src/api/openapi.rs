@@ -70,6 +70,7 @@ use crate::state::AppState;
     super::organization::show,
     super::events::list,
     super::events::show,
+    super::audit::list,
     super::webhooks::list,
     super::webhooks::create,
     super::webhooks::show,
@@ -437,7 +438,7 @@ pub fn document(public_url: &str) -> Value {
             "description": "Users, a product catalog and an OAuth 2.0 authorization server for organizations. Every error uses the envelope {error: {code, message, docs, details}}.",
         },
         "servers": [{"url": public_url}],
-        "tags": [{"name": "Users"}, {"name": "Profile"}, {"name": "Products"}, {"name": "Applications"}, {"name": "API keys"}, {"name": "Organization"}, {"name": "Events"}, {"name": "Preview (v2)"}, {"name": "OAuth"}, {"name": "Discovery"}, {"name": "Operations"}, {"name": "Versions"}],
+        "tags": [{"name": "Users"}, {"name": "Profile"}, {"name": "Products"}, {"name": "Applications"}, {"name": "API keys"}, {"name": "Organization"}, {"name": "Events"}, {"name": "Audit log"}, {"name": "Preview (v2)"}, {"name": "OAuth"}, {"name": "Discovery"}, {"name": "Operations"}, {"name": "Versions"}],
         "paths": paths,
         // D35 continued: one schema per event type (D54).
         "webhooks": super::events::webhook_schemas(),

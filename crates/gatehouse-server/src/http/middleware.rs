@@ -29,10 +29,52 @@ impl RateSlot {
     }
 }
 
+/// Where the `/v1` extractor leaves who is asking, for the audit layer
+/// (D58): a write refused after authentication (403, 409, 422) is recorded
+/// with its actor. Present only on `/v1` writes.
+#[derive(Clone, Default)]
+pub struct AuditSlot(
+    std::sync::Arc<
+        std::sync::Mutex<Option<(gatehouse_domain::OrgId, gatehouse_domain::event::Actor)>>,
+    >,
+);
+
+impl AuditSlot {
+    pub fn set(&self, org: gatehouse_domain::OrgId, actor: gatehouse_domain::event::Actor) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some((org, actor));
+    }
+    pub(crate) fn take(&self) -> Option<(gatehouse_domain::OrgId, gatehouse_domain::event::Actor)> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
+}
+
 /// The request's id, for `meta.request_id` and logs.
 #[derive(Clone, Debug)]
 pub struct RequestCtx {
     pub request_id: RequestId,
+    /// The client's address as D28 finds it (the peer's, or the one the
+    /// trusted proxies name).
+    pub client_ip: std::net::IpAddr,
+    /// The `User-Agent`, as sent (a cheap handle on the header's bytes).
+    pub user_agent: Option<HeaderValue>,
+}
+
+impl RequestCtx {
+    /// D54's `request` of a change this request makes, with D58's
+    /// `source` for the change's audit entry.
+    pub fn request_ref(
+        &self,
+        idempotency_key: Option<String>,
+    ) -> gatehouse_domain::event::RequestRef {
+        gatehouse_domain::event::RequestRef {
+            id: self.request_id.as_str().to_owned(),
+            idempotency_key,
+            source: Some(gatehouse_domain::event::Source::new(
+                self.client_ip,
+                self.user_agent.as_ref().and_then(|v| v.to_str().ok()),
+            )),
+        }
+    }
 }
 
 pub(crate) static X_REQUEST_ID: header::HeaderName =

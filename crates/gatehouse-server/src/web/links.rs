@@ -274,8 +274,5 @@ async fn reset_submit(
 
 /// The page request a link's change came from, as its events name it (D54).
 fn page_request(ctx: &RequestCtx) -> gatehouse_domain::event::RequestRef {
-    gatehouse_domain::event::RequestRef {
-        id: ctx.request_id.as_str().to_owned(),
-        idempotency_key: None,
-    }
+    ctx.request_ref(None)
 }

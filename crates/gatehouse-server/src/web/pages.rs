@@ -300,10 +300,7 @@ impl Browser {
         let request = parts
             .extensions
             .get::<crate::http::middleware::RequestCtx>()
-            .map(|ctx| gatehouse_domain::event::RequestRef {
-                id: ctx.request_id.as_str().to_owned(),
-                idempotency_key: None,
-            });
+            .map(|ctx| ctx.request_ref(None));
         Self {
             used: browser_use(st, &parts.headers, peer),
             request,

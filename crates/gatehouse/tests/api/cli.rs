@@ -16,7 +16,7 @@ use crate::common::TestServer;
 pub(crate) struct Out {
     pub(crate) status: ExitStatus,
     pub(crate) stdout: String,
-    stderr: String,
+    pub(crate) stderr: String,
 }
 
 impl Out {

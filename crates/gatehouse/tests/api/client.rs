@@ -398,6 +398,60 @@ async fn d51_operations_against_the_real_server() {
 
 /// An API key (D27) is sent as the bearer token; a revoked key's 401 is
 /// returned, not retried with a refresh.
+/// D58, D51 (continued): the audit log through the client, and the
+/// catch-up stream over one chain's `after_sequence`.
+#[tokio::test]
+async fn d58_audit_log_through_the_client_and_its_catch_up_stream() {
+    use futures_util::StreamExt;
+    use gatehouse_client::AuditFilter;
+    let s = TestServer::start().await;
+    let c = builder(
+        &s,
+        &s.base,
+        &["products:read", "products:write", "audit:read"],
+    )
+    .build()
+    .unwrap();
+    for i in 0..3 {
+        c.create_product(&NewProduct::new(
+            format!("A{i}"),
+            format!("ADT-{i}"),
+            100,
+            1,
+        ))
+        .await
+        .unwrap();
+    }
+    let newest = c
+        .list_audit_logs_page(&AuditFilter::new().action("product."), 0)
+        .await
+        .unwrap();
+    assert_eq!(newest.meta.total, 3);
+    assert_eq!(newest.data[0].action, "product.created");
+    assert_eq!(newest.data[0].actor.kind, "client");
+    assert_eq!(newest.data[0].target.as_ref().unwrap().kind, "product");
+    // The whole admin chain, two entries a page: every sequence once, in
+    // order, each entry's hash the next one's predecessor.
+    let all: Vec<_> = c
+        .audit_logs_after("admin", AuditFilter::new().limit(2), 0)
+        .collect::<Vec<_>>()
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    let seqs: Vec<u64> = all.iter().map(|e| e.sequence).collect();
+    assert_eq!(seqs, (1..=all.len() as u64).collect::<Vec<_>>());
+    assert_eq!(all.len(), 3, "the three products: {seqs:?}");
+    assert!(all.iter().all(|e| e.action == "product.created"));
+    // From where a copy stopped.
+    let rest: Vec<_> = c
+        .audit_logs_after("admin", AuditFilter::new(), 2)
+        .collect::<Vec<_>>()
+        .await;
+    assert_eq!(rest.len(), all.len() - 2);
+    assert_eq!(rest[0].as_ref().unwrap(), &all[2]);
+}
+
 /// D54, D51 (continued): the events operations, and the catch-up stream
 /// that follows `after_sequence` from where a mirror stopped.
 #[tokio::test]

@@ -8,6 +8,7 @@ mod common;
 pub const BACKEND: common::Backend = common::Backend::Sqlite;
 
 mod account;
+mod audit;
 mod browser;
 mod cli;
 mod client;

@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use crate::common::{FormPairs, PUBLIC_URL, TestServer, expect_error};
 
 /// Every scope but `admin`: what an omitted `scope` yields for the bootstrap client (D22).
-const ALL_BUT_ADMIN: &str = "users:read users:write profile:read profile:write products:read products:write applications:read applications:write events:read webhooks:read webhooks:write";
+const ALL_BUT_ADMIN: &str = "users:read users:write profile:read profile:write products:read products:write applications:read applications:write events:read webhooks:read webhooks:write audit:read";
 
 fn now() -> i64 {
     SystemTime::now()

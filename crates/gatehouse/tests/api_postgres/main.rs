@@ -15,6 +15,8 @@ pub const BACKEND: common::Backend = common::Backend::Postgres;
 
 #[path = "../api/account.rs"]
 mod account;
+#[path = "../api/audit.rs"]
+mod audit;
 #[path = "../api/browser.rs"]
 mod browser;
 #[path = "../api/cli.rs"]

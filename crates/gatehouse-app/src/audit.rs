@@ -1,0 +1,251 @@
+//! The audit log (D58): sealing, reading and verifying the chains.
+//!
+//! Changes write their entries themselves (beside their events, in their
+//! transactions). This area seals them just after commit, in commit order
+//! (the sealer: `gatehouse_auth::audit::chain_hash` over the previous
+//! `hash` and the entry's RFC 8785 form), so no writer ever waits on a
+//! chain; lists the sealed ones; and recomputes a chain for
+//! `gatehouse audit verify`.
+//!
+//! One sealer at a time is not needed for correctness: a seal is the
+//! UPDATE from null the triggers allow, and the unique `(org, category,
+//! sequence)` index refuses a second sealer's batch whole when two nodes
+//! race (its next round starts from the chain's new head).
+
+use std::collections::HashMap;
+
+use gatehouse_domain::audit::{Category, GENESIS, sealed_json};
+use gatehouse_domain::{Listing, OrgId, Page};
+pub use gatehouse_store::AuditFilter;
+use gatehouse_store::{AuditStore, ChainHead, Seal, SealedEntry};
+use serde_json::Value;
+
+use crate::error::{AppError, AppResult, OrApp};
+use crate::{App, Resource};
+
+/// Entries sealed per transaction at most.
+const SEAL_BATCH: u32 = 1_000;
+
+/// Entries read per page while verifying a chain.
+const VERIFY_PAGE: u32 = 1_000;
+
+/// Why a chain does not verify: the first sequence whose entry is not what
+/// its hash (or its place in the chain) says.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ChainBreak {
+    #[error("the {category} chain breaks at sequence {sequence}: {why}")]
+    At {
+        category: &'static str,
+        sequence: u64,
+        why: &'static str,
+    },
+}
+
+/// What verifying one chain found intact.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Verified {
+    pub category: Category,
+    /// Entries checked.
+    pub count: u64,
+    /// The last entry's sequence and hash (0 and [`GENESIS`] when empty).
+    pub last_sequence: u64,
+    pub last_hash: String,
+}
+
+impl App {
+    /// The sealer (D58): seals every entry committed so far, in commit
+    /// order, each chain continuing from its last sealed `hash`; answers
+    /// how many. Run every half second by the binary and before each read.
+    pub async fn seal_audit_log(&self) -> AppResult<u64> {
+        let store = audit_store(self);
+        let mut sealed = 0u64;
+        loop {
+            let batch = store
+                .unsealed_audit(SEAL_BATCH)
+                .await
+                .or_app(Resource::Storage)?;
+            if batch.is_empty() {
+                return Ok(sealed);
+            }
+            let full = batch.len() as u32 == SEAL_BATCH;
+            let mut heads: HashMap<(OrgId, Category), ChainHead> = HashMap::new();
+            let mut seals = Vec::with_capacity(batch.len());
+            for u in batch {
+                let key = (u.org.clone(), u.category);
+                if !heads.contains_key(&key) {
+                    let head = store
+                        .audit_chain_head(&u.org, u.category)
+                        .await
+                        .or_app(Resource::Storage)?
+                        .unwrap_or(ChainHead {
+                            sequence: 0,
+                            hash: GENESIS.to_owned(),
+                        });
+                    heads.insert(key.clone(), head);
+                }
+                let head = heads.get_mut(&key).expect("inserted above");
+                let sequence = head.sequence + 1;
+                let hash = sealed_json(&u.body, sequence)
+                    .and_then(|json| gatehouse_auth::audit::chain_hash(&head.hash, &json))
+                    .map_err(|e| {
+                        AppError::Internal(format!("audit entry {} cannot be sealed: {e}", u.id))
+                    })?;
+                seals.push(Seal {
+                    org: u.org,
+                    category: u.category,
+                    id: u.id,
+                    sequence,
+                    hash: hash.clone(),
+                });
+                *head = ChainHead { sequence, hash };
+            }
+            store.seal_audit(&seals).await.or_app(Resource::Storage)?;
+            sealed += seals.len() as u64;
+            if !full {
+                return Ok(sealed);
+            }
+        }
+    }
+
+    /// Seals what committed before a read began (events first: on
+    /// PostgreSQL their sequencer's mark says which entries are final), so
+    /// a caller sees its own writes' entries at once. A failure is the
+    /// background job's to retry.
+    async fn seal_committed(&self) {
+        self.sequence_committed().await;
+        if let Err(e) = self.seal_audit_log().await {
+            tracing::warn!(error = %e, "sealing audit entries before a read failed");
+        }
+    }
+
+    /// Records an entry that no change's transaction wrote (D58: a refused
+    /// write, after the refusal, in a transaction of its own).
+    pub async fn record_audit(
+        &self,
+        org: &OrgId,
+        entry: &gatehouse_domain::audit::Entry,
+    ) -> AppResult<()> {
+        audit_store(self)
+            .record_audit(org, entry)
+            .await
+            .or_app(Resource::Storage)
+    }
+
+    /// D58: `org`'s sealed entries under `filter`, newest first.
+    pub async fn list_audit(
+        &self,
+        org: &OrgId,
+        filter: &AuditFilter,
+        page: Page,
+    ) -> AppResult<Listing<Value>> {
+        self.seal_committed().await;
+        let listing = audit_store(self)
+            .list_audit(org, filter, page)
+            .await
+            .or_app(Resource::Storage)?;
+        shown(listing)
+    }
+
+    /// D58's `after_sequence`: one chain's entries after `after`, oldest
+    /// first.
+    pub async fn audit_after(
+        &self,
+        org: &OrgId,
+        category: Category,
+        filter: &AuditFilter,
+        after: u64,
+        limit: u32,
+    ) -> AppResult<Listing<Value>> {
+        self.seal_committed().await;
+        let listing = audit_store(self)
+            .audit_after(org, category, filter, after, limit)
+            .await
+            .or_app(Resource::Storage)?;
+        shown(listing)
+    }
+
+    /// `gatehouse audit verify` (D58): recomputes `org`'s `category` chain
+    /// from storage, from its first entry: every `sequence` follows the one
+    /// before it and every `hash` is SHA-256 over the previous `hash` and
+    /// the entry's RFC 8785 form.
+    pub async fn verify_audit(
+        &self,
+        org: &OrgId,
+        category: Category,
+    ) -> AppResult<Result<Verified, ChainBreak>> {
+        self.seal_committed().await;
+        let store = audit_store(self);
+        let mut prev = GENESIS.to_owned();
+        let mut last = 0u64;
+        let mut count = 0u64;
+        let cat = category.as_str();
+        loop {
+            let page = store
+                .audit_after(org, category, &AuditFilter::default(), last, VERIFY_PAGE)
+                .await
+                .or_app(Resource::Storage)?;
+            let n = page.items.len();
+            for e in page.items {
+                let brk = |why| {
+                    Ok(Err(ChainBreak::At {
+                        category: cat,
+                        sequence: e.sequence,
+                        why,
+                    }))
+                };
+                if e.sequence != last + 1 {
+                    return brk("a sequence is missing before it");
+                }
+                let Ok(json) = sealed_json(&e.body, e.sequence) else {
+                    return brk("its entry is not a JSON object");
+                };
+                match gatehouse_auth::audit::chain_hash(&prev, &json) {
+                    Ok(h) if h == e.hash => {}
+                    _ => return brk("its hash does not match its entry and the hash before it"),
+                }
+                prev = e.hash;
+                last = e.sequence;
+                count += 1;
+            }
+            if n < VERIFY_PAGE as usize {
+                break;
+            }
+        }
+        Ok(Ok(Verified {
+            category,
+            count,
+            last_sequence: last,
+            last_hash: prev,
+        }))
+    }
+}
+
+/// The entries as the API shows them: the body with `sequence` and `hash`.
+fn shown(listing: Listing<SealedEntry>) -> AppResult<Listing<Value>> {
+    let items = listing
+        .items
+        .into_iter()
+        .map(|e| {
+            let mut v = sealed_json(&e.body, e.sequence).map_err(|_| {
+                AppError::Internal(format!(
+                    "audit entry {} of the {} chain is not a JSON object",
+                    e.sequence,
+                    e.category.as_str()
+                ))
+            })?;
+            if let Value::Object(m) = &mut v {
+                m.insert("hash".to_owned(), Value::String(e.hash));
+            }
+            Ok(v)
+        })
+        .collect::<AppResult<Vec<_>>>()?;
+    Ok(Listing {
+        items,
+        total: listing.total,
+    })
+}
+
+/// This area's view of storage: the `AuditStore` trait only (issue 25).
+fn audit_store(app: &App) -> &dyn AuditStore {
+    app.0.store.as_ref()
+}

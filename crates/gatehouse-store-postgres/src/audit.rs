@@ -1,0 +1,220 @@
+//! PostgreSQL: the audit log (D58). Entries are written unsealed with the
+//! change they record, each with a ticket from the events' ticket sequence
+//! (migration 27), drawn after the transaction has its id (the change's
+//! events are written first; a lone entry uses the events' one-time
+//! filter). The events' sequencer's high-water mark
+//! (`event_progress.done_ticket`) is then also the entries' one: every
+//! ticket at or below it belongs to a finished transaction, so the sealer
+//! seals the entries up to it in ticket order, which no later commit can
+//! precede. The triggers of migration 27 allow no other UPDATE than the
+//! seal and no DELETE but the purge's.
+
+use gatehouse_domain::audit::{Category, Entry};
+use gatehouse_store::{
+    AUDIT_COLS, AuditFilter, AuditRow, AuditStore, ChainHead, EventParam, Seal, SealedEntry,
+    Unsealed, audit_where, decode_audit,
+};
+use sqlx_postgres::{PgArguments, PgRow, Postgres};
+
+use super::*;
+use crate::rows::{RowResult, corrupt};
+use crate::{TxResult, snapshot_read, typed, write_tx};
+
+/// One entry, unsealed, in the caller's transaction. The one-time filter
+/// makes sure the transaction has its id before the ticket is drawn, as
+/// the events' insert does (`events::INSERT_ONE`).
+const INSERT: &str = "INSERT INTO audit_entries (id, org_id, category, created_at, action,
+         outcome, actor_type, actor_id, target_type, target_id, source_ip, body)
+     SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12
+     FROM (SELECT pg_current_xact_id() AS xid) AS xid_first
+     WHERE xid_first.xid IS NOT NULL";
+
+pub(crate) async fn insert_audit(
+    c: &mut PgConnection,
+    org: &OrgId,
+    row: &AuditRow,
+) -> TxResult<()> {
+    query(INSERT)
+        .bind(&row.id)
+        .bind(org.as_str())
+        .bind(row.category)
+        .bind(row.created_at)
+        .bind(&row.action)
+        .bind(row.outcome)
+        .bind(row.actor_type)
+        .bind(row.actor_id.as_deref())
+        .bind(row.target_type)
+        .bind(row.target_id.as_deref())
+        .bind(row.source_ip.as_deref())
+        .bind(&row.body)
+        .execute(&mut *c)
+        .await?;
+    Ok(())
+}
+
+fn sealed_row(r: &PgRow) -> RowResult<SealedEntry> {
+    let category: String = r.try_get(0)?;
+    let sequence: Option<i64> = r.try_get(1)?;
+    let hash: Option<String> = r.try_get(2)?;
+    let body: String = r.try_get(3)?;
+    decode_audit(&category, sequence, hash, body).map_err(|column| {
+        corrupt(
+            "audit_entries",
+            column,
+            &sequence.unwrap_or_default().to_string(),
+            "cannot be read",
+        )
+    })
+}
+
+fn bound<'q>(
+    sql: &'q str,
+    params: &'q [EventParam],
+) -> sqlx_core::query::Query<'q, Postgres, PgArguments> {
+    params.iter().fold(query(sql), |q, p| match p {
+        EventParam::Text(t) => q.bind(t.as_str()),
+        EventParam::Int(i) => q.bind(*i),
+    })
+}
+
+async fn listing(
+    c: &mut PgConnection,
+    w: &str,
+    params: &[EventParam],
+    order_and_page: &str,
+) -> TxResult<Listing<SealedEntry>> {
+    let count_sql = format!("SELECT count(*) FROM audit_entries WHERE {w}");
+    let total: i64 = bound(&count_sql, params)
+        .fetch_one(&mut *c)
+        .await?
+        .try_get(0)?;
+    let sql = format!("SELECT {AUDIT_COLS} FROM audit_entries WHERE {w} {order_and_page}");
+    let rows = bound(&sql, params).fetch_all(&mut *c).await?;
+    Ok(Listing {
+        items: rows.iter().map(sealed_row).collect::<RowResult<Vec<_>>>()?,
+        total: total.max(0) as u64,
+    })
+}
+
+#[async_trait]
+impl AuditStore for PgStore {
+    async fn record_audit(&self, org: &OrgId, entry: &Entry) -> StoreResult<()> {
+        let row = AuditRow::of(entry);
+        write_tx!(self, |tx| insert_audit(&mut tx, org, &row).await)
+    }
+    async fn unsealed_audit(&self, limit: u32) -> StoreResult<Vec<Unsealed>> {
+        let rows: Vec<(String, String, String, String)> = query_as(
+            "SELECT org_id, category, id, body FROM audit_entries
+             WHERE sequence IS NULL AND ticket <= (SELECT done_ticket FROM event_progress)
+             ORDER BY ticket LIMIT $1",
+        )
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db_err)?;
+        rows.into_iter()
+            .map(|(org, category, id, body)| {
+                let category = Category::parse(&category).ok_or_else(|| {
+                    StoreError::Internal(format!("audit entry {id} has category {category:?}"))
+                })?;
+                Ok(Unsealed {
+                    org: OrgId::from_trusted(org),
+                    category,
+                    id,
+                    body,
+                })
+            })
+            .collect()
+    }
+    async fn audit_chain_head(
+        &self,
+        org: &OrgId,
+        category: Category,
+    ) -> StoreResult<Option<ChainHead>> {
+        let row: Option<(i64, String)> = query_as(
+            "SELECT sequence, hash FROM audit_entries
+             WHERE org_id = $1 AND category = $2 AND sequence IS NOT NULL
+             ORDER BY sequence DESC LIMIT 1",
+        )
+        .bind(org.as_str())
+        .bind(category.as_str())
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(db_err)?;
+        Ok(row.map(|(sequence, hash)| ChainHead {
+            sequence: sequence.max(0) as u64,
+            hash,
+        }))
+    }
+    async fn seal_audit(&self, seals: &[Seal]) -> StoreResult<()> {
+        if seals.is_empty() {
+            return Ok(());
+        }
+        let (mut ids, mut orgs, mut categories, mut sequences, mut hashes) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for s in seals {
+            ids.push(s.id.as_str());
+            orgs.push(s.org.as_str());
+            categories.push(s.category.as_str());
+            sequences.push(s.sequence.min(i64::MAX as u64) as i64);
+            hashes.push(s.hash.as_str());
+        }
+        let expected = seals.len() as u64;
+        write_tx!(self, |tx| {
+            let n = query(
+                "UPDATE audit_entries SET sequence = v.s, hash = v.h
+                 FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[])
+                      AS v(id, org, cat, s, h)
+                 WHERE audit_entries.id = v.id AND audit_entries.org_id = v.org
+                   AND audit_entries.category = v.cat AND audit_entries.sequence IS NULL",
+            )
+            .bind(&ids)
+            .bind(&orgs)
+            .bind(&categories)
+            .bind(&sequences)
+            .bind(&hashes)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+            if n != expected {
+                return Err(TxError::Store(StoreError::Internal(format!(
+                    "{} of {expected} audit entries were sealed already",
+                    expected - n
+                ))));
+            }
+            Ok(())
+        })
+    }
+    async fn list_audit(
+        &self,
+        org: &OrgId,
+        filter: &AuditFilter,
+        page: Page,
+    ) -> StoreResult<Listing<SealedEntry>> {
+        let (w, params) = audit_where(org, filter, |n| format!("${n}"));
+        let tail = format!(
+            "ORDER BY created_at DESC, id DESC LIMIT {} OFFSET {}",
+            page.limit,
+            page.offset.min(i64::MAX as u64)
+        );
+        snapshot_read!(self, |c| listing(c, &w, &params, &tail).await)
+    }
+    async fn audit_after(
+        &self,
+        org: &OrgId,
+        category: Category,
+        filter: &AuditFilter,
+        after: u64,
+        limit: u32,
+    ) -> StoreResult<Listing<SealedEntry>> {
+        let filter = AuditFilter {
+            category: Some(category),
+            ..filter.clone()
+        };
+        let (w, mut params) = audit_where(org, &filter, |n| format!("${n}"));
+        params.push(EventParam::Int(after.min(i64::MAX as u64) as i64));
+        let w = format!("{w} AND sequence > ${}", params.len());
+        let tail = format!("ORDER BY sequence LIMIT {limit}");
+        snapshot_read!(self, |c| listing(c, &w, &params, &tail).await)
+    }
+}

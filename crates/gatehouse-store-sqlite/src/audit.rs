@@ -1,0 +1,236 @@
+//! SQLite: the audit log (D58). Entries are written unsealed with the
+//! change they record; SQLite's one writer commits in `rowid` order, so the
+//! sealer seals them in that order. The triggers of migration 23 allow no
+//! other UPDATE than the seal and no DELETE but the purge's.
+
+use gatehouse_domain::audit::{Category, Entry};
+use gatehouse_store::{
+    AUDIT_COLS, AuditFilter, AuditRow, AuditStore, ChainHead, EventParam, Seal, SealedEntry,
+    Unsealed, audit_where, decode_audit,
+};
+use rusqlite::types::Value;
+
+use super::*;
+use crate::lists::count;
+use crate::rows::corrupt;
+
+/// Writes one entry, unsealed, inside the caller's transaction.
+pub(crate) fn insert_audit(c: &Connection, org: &OrgId, row: &AuditRow) -> StoreResult<()> {
+    c.prepare_cached(
+        "INSERT INTO audit_entries (id, org_id, category, created_at, action, outcome,
+                                    actor_type, actor_id, target_type, target_id, source_ip, body)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+    )
+    .and_then(|mut s| {
+        s.execute(params![
+            row.id,
+            org.as_str(),
+            row.category,
+            row.created_at,
+            row.action,
+            row.outcome,
+            row.actor_type,
+            row.actor_id,
+            row.target_type,
+            row.target_id,
+            row.source_ip,
+            row.body,
+        ])
+    })
+    .map_err(db_err)?;
+    Ok(())
+}
+
+fn values(params: Vec<EventParam>) -> Vec<Value> {
+    params
+        .into_iter()
+        .map(|p| match p {
+            EventParam::Text(t) => Value::Text(t),
+            EventParam::Int(i) => Value::Integer(i),
+        })
+        .collect()
+}
+
+fn sealed_row(r: &Row<'_>) -> rusqlite::Result<SealedEntry> {
+    let category: String = r.get(0)?;
+    let sequence: Option<i64> = r.get(1)?;
+    let hash: Option<String> = r.get(2)?;
+    let body: String = r.get(3)?;
+    decode_audit(&category, sequence, hash, body).map_err(|column| {
+        corrupt(
+            "audit_entries",
+            column,
+            &sequence.unwrap_or_default().to_string(),
+            "cannot be read",
+        )
+    })
+}
+
+fn select(c: &Connection, sql: &str, params: &[Value]) -> StoreResult<Vec<SealedEntry>> {
+    let mut stmt = c.prepare_cached(sql).map_err(db_err)?;
+    let rows = stmt
+        .query_map(rusqlite::params_from_iter(params.iter()), sealed_row)
+        .map_err(db_err)?;
+    rows.collect::<rusqlite::Result<Vec<_>>>().map_err(db_err)
+}
+
+#[async_trait]
+impl AuditStore for SqliteStore {
+    async fn record_audit(&self, org: &OrgId, entry: &Entry) -> StoreResult<()> {
+        let org = org.clone();
+        let row = AuditRow::of(entry);
+        self.pool
+            .write(move |tx| insert_audit(tx, &org, &row))
+            .await
+    }
+    async fn unsealed_audit(&self, limit: u32) -> StoreResult<Vec<Unsealed>> {
+        self.pool
+            .read_blocking(move |c| {
+                let mut stmt = c
+                    .prepare_cached(
+                        "SELECT org_id, category, id, body FROM audit_entries
+                         WHERE sequence IS NULL ORDER BY rowid LIMIT ?1",
+                    )
+                    .map_err(db_err)?;
+                let rows = stmt
+                    .query_map(params![i64::from(limit)], |r| {
+                        let org: String = r.get(0)?;
+                        let category: String = r.get(1)?;
+                        let id: String = r.get(2)?;
+                        let category = Category::parse(&category).ok_or_else(|| {
+                            corrupt("audit_entries", "category", &id, "is no category")
+                        })?;
+                        Ok(Unsealed {
+                            org: OrgId::from_trusted(org),
+                            category,
+                            id,
+                            body: r.get(3)?,
+                        })
+                    })
+                    .map_err(db_err)?;
+                rows.collect::<rusqlite::Result<Vec<_>>>().map_err(db_err)
+            })
+            .await
+    }
+    async fn audit_chain_head(
+        &self,
+        org: &OrgId,
+        category: Category,
+    ) -> StoreResult<Option<ChainHead>> {
+        let org = org.clone();
+        self.pool
+            .read(move |c| {
+                c.prepare_cached(
+                    "SELECT sequence, hash FROM audit_entries
+                     WHERE org_id = ?1 AND category = ?2 AND sequence IS NOT NULL
+                     ORDER BY sequence DESC LIMIT 1",
+                )
+                .and_then(|mut s| {
+                    s.query_row(params![org.as_str(), category.as_str()], |r| {
+                        Ok(ChainHead {
+                            sequence: r.get::<_, i64>(0)?.max(0) as u64,
+                            hash: r.get(1)?,
+                        })
+                    })
+                    .optional()
+                })
+                .map_err(db_err)
+            })
+            .await
+    }
+    async fn seal_audit(&self, seals: &[Seal]) -> StoreResult<()> {
+        if seals.is_empty() {
+            return Ok(());
+        }
+        let seals = seals.to_vec();
+        self.pool
+            .write(move |tx| {
+                let mut stmt = tx
+                    .prepare_cached(
+                        "UPDATE audit_entries SET sequence = ?1, hash = ?2
+                         WHERE id = ?3 AND org_id = ?4 AND category = ?5 AND sequence IS NULL",
+                    )
+                    .map_err(db_err)?;
+                for s in &seals {
+                    let n = stmt
+                        .execute(params![
+                            s.sequence as i64,
+                            s.hash,
+                            s.id,
+                            s.org.as_str(),
+                            s.category.as_str()
+                        ])
+                        .map_err(db_err)?;
+                    if n != 1 {
+                        return Err(StoreError::Internal(format!(
+                            "audit entry {} was sealed already",
+                            s.id
+                        )));
+                    }
+                }
+                Ok(())
+            })
+            .await
+    }
+    async fn list_audit(
+        &self,
+        org: &OrgId,
+        filter: &AuditFilter,
+        page: Page,
+    ) -> StoreResult<Listing<SealedEntry>> {
+        let (w, params) = audit_where(org, filter, |n| format!("?{n}"));
+        let params = values(params);
+        self.pool
+            .read_blocking(move |c| {
+                let total = count(
+                    c,
+                    &format!("SELECT count(*) FROM audit_entries WHERE {w}"),
+                    &params,
+                )?;
+                let sql = format!(
+                    "SELECT {AUDIT_COLS} FROM audit_entries WHERE {w}
+                     ORDER BY created_at DESC, id DESC LIMIT {} OFFSET {}",
+                    page.limit,
+                    page.offset.min(i64::MAX as u64)
+                );
+                Ok(Listing {
+                    items: select(c, &sql, &params)?,
+                    total,
+                })
+            })
+            .await
+    }
+    async fn audit_after(
+        &self,
+        org: &OrgId,
+        category: Category,
+        filter: &AuditFilter,
+        after: u64,
+        limit: u32,
+    ) -> StoreResult<Listing<SealedEntry>> {
+        let filter = AuditFilter {
+            category: Some(category),
+            ..filter.clone()
+        };
+        let (w, mut params) = audit_where(org, &filter, |n| format!("?{n}"));
+        params.push(EventParam::Int(after.min(i64::MAX as u64) as i64));
+        let w = format!("{w} AND sequence > ?{}", params.len());
+        let params = values(params);
+        self.pool
+            .read_blocking(move |c| {
+                let total = count(
+                    c,
+                    &format!("SELECT count(*) FROM audit_entries WHERE {w}"),
+                    &params,
+                )?;
+                let sql = format!(
+                    "SELECT {AUDIT_COLS} FROM audit_entries WHERE {w} ORDER BY sequence LIMIT {limit}"
+                );
+                Ok(Listing {
+                    items: select(c, &sql, &params)?,
+                    total,
+                })
+            })
+            .await
+    }
+}

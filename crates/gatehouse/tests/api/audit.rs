@@ -1,0 +1,361 @@
+//! D58: the audit log on both backends: what a `/v1` write records (beside
+//! its event, or, refused, in its own transaction), the filters and the
+//! cursor, and the chain `gatehouse audit verify` recomputes, also after a
+//! row was changed by hand.
+
+use gatehouse_domain::Role;
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+
+use crate::cli::gatehouse;
+use crate::common::{TestServer, expect_error};
+use crate::users::body_of;
+
+const SCOPES: &str = "products:read products:write users:read users:write audit:read";
+
+async fn audit(s: &TestServer, t: &str, query: &str) -> Value {
+    let res = s
+        .call(Method::GET, &format!("/v1/audit-logs{query}"), t, None)
+        .await;
+    body_of(res, StatusCode::OK).await
+}
+
+fn items(body: &Value) -> Vec<Value> {
+    body["data"].as_array().unwrap().clone()
+}
+
+fn actions(body: &Value) -> Vec<String> {
+    items(body)
+        .iter()
+        .map(|e| e["action"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// The admin chain, oldest first, through the cursor.
+async fn admin_chain(s: &TestServer, t: &str) -> Vec<Value> {
+    let mut out = Vec::new();
+    let mut after = 0;
+    loop {
+        let page = items(
+            &audit(
+                s,
+                t,
+                &format!("?category=admin&after_sequence={after}&limit=100"),
+            )
+            .await,
+        );
+        let Some(last) = page.last() else {
+            return out;
+        };
+        after = last["sequence"].as_u64().unwrap();
+        out.extend(page);
+    }
+}
+
+async fn new_product(s: &TestServer, t: &str, name: &str, sku: &str) -> Value {
+    let res = s
+        .request(Method::POST, "/v1/products")
+        .bearer_auth(t)
+        .header("idempotency-key", format!("adt-{sku}"))
+        .header("user-agent", "audit-test/1.0")
+        .json(&json!({"name": name, "sku": sku, "price": 1999, "stock": 0}))
+        .send()
+        .await
+        .unwrap();
+    body_of(res, StatusCode::CREATED).await
+}
+
+#[tokio::test]
+async fn d58_writes_and_refusals_are_recorded_with_actor_source_target_and_changes() {
+    let s = TestServer::start().await;
+    let t = s.token(SCOPES).await;
+    let created = new_product(&s, &t, "Lamp", "LAMP-1").await;
+    let product = created["data"]["id"].as_str().unwrap().to_owned();
+    let request_id = created["meta"]["request_id"].clone();
+    let res = s
+        .call(
+            Method::PATCH,
+            &format!("/v1/products/{product}"),
+            &t,
+            Some(json!({"stock": 5})),
+        )
+        .await;
+    assert_eq!(res.status(), StatusCode::OK);
+
+    // D13's LAST_ADMIN, refused: recorded as a failure with its code.
+    let only = s.new_user(&s.org(), "only@example.com", Role::Admin).await;
+    let res = s
+        .call(Method::DELETE, &format!("/v1/users/{}", only.id), &t, None)
+        .await;
+    expect_error(res, StatusCode::UNPROCESSABLE_ENTITY, "LAST_ADMIN").await;
+    // A 403 (the scope is missing) is recorded too, with its actor.
+    let read_only = s.token("users:read").await;
+    let res = s
+        .call(
+            Method::POST,
+            "/v1/users",
+            &read_only,
+            Some(json!({"email": "x@example.com", "name": "X", "role": "viewer"})),
+        )
+        .await;
+    expect_error(res, StatusCode::FORBIDDEN, "INSUFFICIENT_SCOPE").await;
+    // A replay of the creation records nothing more (D50).
+    let replay = new_product(&s, &t, "Lamp", "LAMP-1").await;
+    assert_eq!(replay["data"]["id"], product.as_str());
+
+    let chain = admin_chain(&s, &t).await;
+    let seqs: Vec<u64> = chain
+        .iter()
+        .map(|e| e["sequence"].as_u64().unwrap())
+        .collect();
+    assert_eq!(
+        seqs,
+        (1..=chain.len() as u64).collect::<Vec<_>>(),
+        "one gap-free sequence"
+    );
+    for e in &chain {
+        assert_eq!(e["category"], "admin");
+        assert!(e["id"].as_str().unwrap().starts_with("adt_"), "{e}");
+        let hash = e["hash"].as_str().unwrap();
+        assert!(
+            hash.len() == 64 && hash.bytes().all(|b| b.is_ascii_hexdigit()),
+            "{e}"
+        );
+    }
+    let of = |action: &str| -> Vec<&Value> {
+        chain
+            .iter()
+            .filter(|e| e["action"] == action)
+            .collect::<Vec<_>>()
+    };
+    let made = of("product.created");
+    assert_eq!(made.len(), 1, "the replay records nothing: {chain:?}");
+    let made = made[0];
+    let client = made["actor"]["id"].as_str().unwrap();
+    assert!(client.starts_with("app_"), "{made}");
+    assert_eq!(
+        made["actor"],
+        json!({"type": "client", "id": client, "client_id": client})
+    );
+    assert_eq!(made["outcome"], "success");
+    assert_eq!(made["reason"], Value::Null);
+    assert_eq!(
+        made["request"],
+        json!({"id": request_id, "idempotency_key": "adt-LAMP-1"})
+    );
+    assert_eq!(
+        made["source"],
+        json!({"ip": "127.0.0.1", "user_agent": "audit-test/1.0"})
+    );
+    assert_eq!(made["target"], json!({"type": "product", "id": product}));
+    assert_eq!(made["changes"]["name"], json!({"from": null, "to": "Lamp"}));
+    assert_eq!(made["changes"]["stock"], json!({"from": null, "to": 0}));
+    assert_eq!(made["details"], Value::Null);
+
+    let updated = of("product.updated");
+    assert_eq!(
+        updated[0]["changes"],
+        json!({
+            "stock": {"from": 0, "to": 5},
+            "status": {"from": "out_of_stock", "to": "available"},
+        }),
+        "only what changed, from and to"
+    );
+
+    let refused = of("user.deleted");
+    assert_eq!(refused.len(), 1, "{chain:?}");
+    assert_eq!(refused[0]["outcome"], "failure");
+    assert_eq!(refused[0]["reason"], "LAST_ADMIN");
+    assert_eq!(
+        refused[0]["target"],
+        json!({"type": "user", "id": only.id.as_str()})
+    );
+    assert_eq!(refused[0]["changes"], Value::Null);
+    assert_eq!(refused[0]["actor"]["id"], client);
+    let forbidden = of("user.created");
+    let forbidden: Vec<_> = forbidden
+        .iter()
+        .filter(|e| e["outcome"] == "failure")
+        .collect();
+    assert_eq!(forbidden.len(), 1, "{chain:?}");
+    assert_eq!(forbidden[0]["reason"], "INSUFFICIENT_SCOPE");
+    assert_eq!(forbidden[0]["target"], Value::Null);
+
+    // Filters: outcome, action prefix, target, actor, ip, category.
+    let failures = audit(&s, &t, "?outcome=failure").await;
+    let mut failed = actions(&failures);
+    failed.sort();
+    assert_eq!(failed, ["user.created", "user.deleted"]);
+    assert_eq!(failures["meta"]["total"], 2);
+    let products = audit(&s, &t, "?action=product.").await;
+    assert_eq!(actions(&products), ["product.updated", "product.created"]);
+    assert_eq!(
+        audit(&s, &t, "?action=product.upd").await["meta"]["total"],
+        1
+    );
+    let about = audit(&s, &t, &format!("?target={product}")).await;
+    assert_eq!(about["meta"]["total"], 2);
+    // Both refusals were the same client's (its two tokens), newest first.
+    let by = audit(&s, &t, &format!("?actor={client}&outcome=failure")).await;
+    assert_eq!(actions(&by), ["user.created", "user.deleted"]);
+    assert_eq!(audit(&s, &t, "?actor=operator").await["meta"]["total"], 1);
+    assert_eq!(
+        audit(&s, &t, "?ip=127.0.0.1&action=product.").await["meta"]["total"],
+        2
+    );
+    assert_eq!(audit(&s, &t, "?ip=10.9.8.7").await["meta"]["total"], 0);
+    assert_eq!(
+        audit(&s, &t, "?category=security").await["meta"]["total"],
+        0
+    );
+    // The cursor needs its chain; filters are checked.
+    for bad in [
+        "?after_sequence=0",
+        "?category=everything",
+        "?outcome=maybe",
+        "?ip=not-an-address",
+        "?from=yesterday",
+        "?category=admin&after_sequence=0&offset=1",
+    ] {
+        let res = s
+            .call(Method::GET, &format!("/v1/audit-logs{bad}"), &t, None)
+            .await;
+        expect_error(res, StatusCode::BAD_REQUEST, "VALIDATION_ERROR").await;
+    }
+    // audit:read is needed.
+    let res = s
+        .call(
+            Method::GET,
+            "/v1/audit-logs",
+            &s.token("products:read").await,
+            None,
+        )
+        .await;
+    expect_error(res, StatusCode::FORBIDDEN, "INSUFFICIENT_SCOPE").await;
+
+    // The operator's check recomputes the same chain.
+    let org = s.org();
+    let out = gatehouse(
+        &s.data_dir(),
+        &["audit", "verify", "--org", org.as_str(), "--json"],
+        None,
+    )
+    .await
+    .json();
+    let admin = out["chains"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["category"] == "admin")
+        .unwrap()
+        .clone();
+    assert_eq!(admin["count"], chain.len());
+    assert_eq!(admin["last_hash"], chain.last().unwrap()["hash"]);
+}
+
+/// Runs `sql` on the test server's database as someone with database
+/// access would.
+async fn by_hand(s: &TestServer, sql: &str) -> Result<u64, String> {
+    if s.settings.database_url.starts_with("postgres") {
+        gatehouse_store_postgres::testing::execute(&s.settings.database_url, sql).await
+    } else {
+        let path = s.data_dir().join("gatehouse.db");
+        let sql = sql.to_owned();
+        tokio::task::spawn_blocking(move || {
+            let c = rusqlite::Connection::open(path).unwrap();
+            c.execute_batch(&sql)
+                .map(|()| c.changes())
+                .map_err(|e| e.to_string())
+        })
+        .await
+        .unwrap()
+    }
+}
+
+#[tokio::test]
+async fn d58_a_sealed_row_cannot_be_updated_and_one_changed_by_hand_fails_verify_at_its_sequence() {
+    let s = TestServer::start().await;
+    let t = s.token(SCOPES).await;
+    for (name, sku) in [("Lamp", "LAMP-1"), ("Desk", "DESK-1"), ("Chair", "CHAIR-1")] {
+        new_product(&s, &t, name, sku).await;
+    }
+    let chain = admin_chain(&s, &t).await;
+    let desk = chain
+        .iter()
+        .find(|e| e["action"] == "product.created" && e["changes"]["name"]["to"] == "Desk")
+        .expect("the desk's entry");
+    let sequence = desk["sequence"].as_u64().unwrap();
+    let org = s.org();
+    let verify = || async {
+        gatehouse(
+            &s.data_dir(),
+            &[
+                "audit",
+                "verify",
+                "--org",
+                org.as_str(),
+                "--category",
+                "admin",
+            ],
+            None,
+        )
+        .await
+    };
+    let ok = verify().await;
+    assert!(ok.status.success(), "{}", ok.stderr);
+    assert!(
+        ok.stdout
+            .contains(&format!("{} entries verified", chain.len())),
+        "{}",
+        ok.stdout
+    );
+
+    // The trigger refuses Gatehouse's own mistakes: no UPDATE of a sealed
+    // row, no DELETE outside the purge.
+    let edit = format!(
+        "UPDATE audit_entries SET body = replace(body, 'Desk', 'Dusk') WHERE sequence = {sequence} AND category = 'admin' AND org_id = '{org}'"
+    );
+    let refused = by_hand(&s, &edit).await;
+    assert!(
+        refused
+            .as_ref()
+            .is_err_and(|e| e.contains("written once and sealed once")),
+        "{refused:?}"
+    );
+    let delete = format!("DELETE FROM audit_entries WHERE org_id = '{org}'");
+    let refused = by_hand(&s, &delete).await;
+    assert!(
+        refused
+            .as_ref()
+            .is_err_and(|e| e.contains("removed only by the purge")),
+        "{refused:?}"
+    );
+
+    // Someone with database access gets past the trigger: the chain
+    // catches it, at that sequence.
+    let (off, on) = if s.settings.database_url.starts_with("postgres") {
+        (
+            "ALTER TABLE audit_entries DISABLE TRIGGER audit_entries_guard".to_owned(),
+            "ALTER TABLE audit_entries ENABLE TRIGGER audit_entries_guard".to_owned(),
+        )
+    } else {
+        (
+            "DROP TRIGGER audit_entries_seal_only".to_owned(),
+            String::new(),
+        )
+    };
+    by_hand(&s, &off).await.unwrap();
+    assert_eq!(by_hand(&s, &edit).await, Ok(1));
+    if !on.is_empty() {
+        by_hand(&s, &on).await.unwrap();
+    }
+    let broken = verify().await;
+    assert_eq!(broken.status.code(), Some(1), "{}", broken.stdout);
+    assert!(
+        broken
+            .stderr
+            .contains(&format!("the admin chain breaks at sequence {sequence}")),
+        "{}",
+        broken.stderr
+    );
+}
