@@ -164,6 +164,38 @@ impl App {
         shown(listing)
     }
 
+    /// D58: an export begins. What committed before it is sealed, so the
+    /// export holds it, and the export records itself
+    /// (`audit_log.exported`, admin) as `origin` made it.
+    pub async fn begin_audit_export(
+        &self,
+        org: &OrgId,
+        origin: &gatehouse_domain::event::Origin,
+    ) -> AppResult<()> {
+        self.seal_committed().await;
+        let entry = gatehouse_domain::audit::of_export(origin, gatehouse_domain::Timestamp::now());
+        self.record_audit(org, &entry).await
+    }
+
+    /// One page of an export: chain `category`'s sealed entries after
+    /// `after` within `filter`'s times, oldest first, as the API shows
+    /// them. An export reads page by page, so its memory stays the same
+    /// however long the log is.
+    pub async fn audit_export_page(
+        &self,
+        org: &OrgId,
+        category: Category,
+        filter: &AuditFilter,
+        after: u64,
+        limit: u32,
+    ) -> AppResult<Vec<Value>> {
+        let items = audit_store(self)
+            .audit_chain_page(org, category, filter, after, limit)
+            .await
+            .or_app(Resource::Storage)?;
+        Ok(shown(Listing { items, total: 0 })?.items)
+    }
+
     /// `gatehouse audit verify` (D58): recomputes `org`'s `category` chain
     /// from storage, from its first entry: every `sequence` follows the one
     /// before it and every `hash` is SHA-256 over the previous `hash` and
@@ -181,11 +213,11 @@ impl App {
         let cat = category.as_str();
         loop {
             let page = store
-                .audit_after(org, category, &AuditFilter::default(), last, VERIFY_PAGE)
+                .audit_chain_page(org, category, &AuditFilter::default(), last, VERIFY_PAGE)
                 .await
                 .or_app(Resource::Storage)?;
-            let n = page.items.len();
-            for e in page.items {
+            let n = page.len();
+            for e in page {
                 let brk = |why| {
                     Ok(Err(ChainBreak::At {
                         category: cat,

@@ -201,6 +201,12 @@ pub const OPERATIONS: &[Operation] = &[
         "list_audit_logs_page, audit_logs_after, audit_logs_after_page",
     ),
     op(
+        "exportAuditLogs",
+        "GET",
+        "/v1/audit-logs/export",
+        "export_audit_logs",
+    ),
+    op(
         "listWebhookEndpoints",
         "GET",
         "/v1/webhook-endpoints",
@@ -961,6 +967,27 @@ impl Client {
         }
         let url = self.url(&["v1", "audit-logs"], &query);
         self.api(Method::GET, url, Body::Empty).await?.json()
+    }
+
+    /// `GET /v1/audit-logs/export` (`audit:read`): the whole export as the
+    /// server streamed it, `format` `jsonl` or `csv`, between `from` and
+    /// `to` (RFC 3339; the whole retention when `None`). In JSON lines each
+    /// chain ends with its `{"end": …}` line; without them it is incomplete.
+    pub async fn export_audit_logs(
+        &self,
+        format: &str,
+        from: Option<&str>,
+        to: Option<&str>,
+    ) -> Result<Vec<u8>> {
+        let mut query = vec![("format", format.to_owned())];
+        if let Some(f) = from {
+            query.push(("from", f.to_owned()));
+        }
+        if let Some(t) = to {
+            query.push(("to", t.to_owned()));
+        }
+        let url = self.url(&["v1", "audit-logs", "export"], &query);
+        Ok(self.api(Method::GET, url, Body::Empty).await?.body)
     }
 
     /// D58's catch-up as a stream: every entry of chain `category` after

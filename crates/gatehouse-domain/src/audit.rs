@@ -559,6 +559,17 @@ pub fn of_write(
     e
 }
 
+/// The entry of an export (D58: `audit_log.exported`, admin, itself
+/// audited).
+pub fn of_export(origin: &crate::event::Origin, at: Timestamp) -> Entry {
+    let route = WriteRoute {
+        action: "audit_log.exported",
+        target: None,
+        tells_event: false,
+    };
+    of_write(&route, None, None, origin, at)
+}
+
 /// A stored entry's JSON with its `sequence`: what the chain hashes.
 pub fn sealed_json(body: &str, sequence: u64) -> Result<Value, ChainError> {
     let mut v: Value = serde_json::from_str(body).map_err(|_| ChainError::NotCanonical)?;

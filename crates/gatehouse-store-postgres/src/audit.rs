@@ -217,4 +217,31 @@ impl AuditStore for PgStore {
         let tail = format!("ORDER BY sequence LIMIT {limit}");
         snapshot_read!(self, |c| listing(c, &w, &params, &tail).await)
     }
+    async fn audit_chain_page(
+        &self,
+        org: &OrgId,
+        category: Category,
+        filter: &AuditFilter,
+        after: u64,
+        limit: u32,
+    ) -> StoreResult<Vec<SealedEntry>> {
+        let filter = AuditFilter {
+            category: Some(category),
+            ..filter.clone()
+        };
+        let (w, mut params) = audit_where(org, &filter, |n| format!("${n}"));
+        params.push(EventParam::Int(after.min(i64::MAX as u64) as i64));
+        let sql = format!(
+            "SELECT {AUDIT_COLS} FROM audit_entries WHERE {w} AND sequence > ${} ORDER BY sequence LIMIT {limit}",
+            params.len()
+        );
+        let rows = bound(&sql, &params)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db_err)?;
+        rows.iter()
+            .map(sealed_row)
+            .collect::<RowResult<Vec<_>>>()
+            .map_err(db_err)
+    }
 }

@@ -233,4 +233,27 @@ impl AuditStore for SqliteStore {
             })
             .await
     }
+    async fn audit_chain_page(
+        &self,
+        org: &OrgId,
+        category: Category,
+        filter: &AuditFilter,
+        after: u64,
+        limit: u32,
+    ) -> StoreResult<Vec<SealedEntry>> {
+        let filter = AuditFilter {
+            category: Some(category),
+            ..filter.clone()
+        };
+        let (w, mut params) = audit_where(org, &filter, |n| format!("?{n}"));
+        params.push(EventParam::Int(after.min(i64::MAX as u64) as i64));
+        let sql = format!(
+            "SELECT {AUDIT_COLS} FROM audit_entries WHERE {w} AND sequence > ?{} ORDER BY sequence LIMIT {limit}",
+            params.len()
+        );
+        let params = values(params);
+        self.pool
+            .read_blocking(move |c| select(c, &sql, &params))
+            .await
+    }
 }

@@ -143,6 +143,16 @@ pub trait AuditStore: Send + Sync {
         after: u64,
         limit: u32,
     ) -> StoreResult<Listing<SealedEntry>>;
+    /// [`AuditStore::audit_after`] without the count: the pages of an
+    /// export or a verification, each along the chain's index.
+    async fn audit_chain_page(
+        &self,
+        org: &OrgId,
+        category: Category,
+        filter: &AuditFilter,
+        after: u64,
+        limit: u32,
+    ) -> StoreResult<Vec<SealedEntry>>;
 }
 
 /// The columns both backends read a sealed entry from, in this order.

@@ -22,7 +22,9 @@ use crate::http::{respond, schemas};
 use crate::state::AppState;
 
 pub fn router() -> Router<AppState> {
-    Router::new().route("/audit-logs", get(list))
+    Router::new()
+        .route("/audit-logs", get(list))
+        .route("/audit-logs/export", get(export))
 }
 
 /// `actor` (D54's shape; `anonymous` too).
@@ -278,4 +280,258 @@ pub(crate) async fn record_writes(
         tracing::error!(error = %e, action = write.action, "recording an audit entry failed");
     }
     res
+}
+
+/// Entries read from storage per page of an export.
+const EXPORT_PAGE: u32 = 1_000;
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Format {
+    Jsonl,
+    Csv,
+}
+
+/// D58's CSV columns, in order.
+const CSV_COLUMNS: [&str; 19] = [
+    "id",
+    "category",
+    "sequence",
+    "created_at",
+    "action",
+    "outcome",
+    "reason",
+    "actor_type",
+    "actor_id",
+    "actor_client_id",
+    "source_ip",
+    "source_user_agent",
+    "target_type",
+    "target_id",
+    "request_id",
+    "request_idempotency_key",
+    "changes",
+    "details",
+    "hash",
+];
+
+/// One CSV field (RFC 4180): quoted when it holds a comma, a quote or a
+/// line break, quotes doubled. A value a spreadsheet would run as a
+/// formula (starting with `=`, `+`, `-`, `@`, a tab or a carriage return)
+/// is prefixed with `'`; the JSON lines export keeps every value as it is.
+fn csv_field(out: &mut String, v: &str) {
+    let formula = v.starts_with(['=', '+', '-', '@', '\t', '\r']);
+    let quote = formula || v.contains([',', '"', '\n', '\r']);
+    if quote {
+        out.push('"');
+    }
+    if formula {
+        out.push('\'');
+    }
+    for ch in v.chars() {
+        if ch == '"' {
+            out.push('"');
+        }
+        out.push(ch);
+    }
+    if quote {
+        out.push('"');
+    }
+}
+
+/// An entry as one CSV row.
+fn csv_row(e: &Value) -> String {
+    let text = |v: &Value| -> String {
+        match v {
+            Value::Null => String::new(),
+            Value::String(s) => s.clone(),
+            Value::Number(n) => n.to_string(),
+            other => other.to_string(),
+        }
+    };
+    let cells = [
+        text(&e["id"]),
+        text(&e["category"]),
+        text(&e["sequence"]),
+        text(&e["created_at"]),
+        text(&e["action"]),
+        text(&e["outcome"]),
+        text(&e["reason"]),
+        text(&e["actor"]["type"]),
+        text(&e["actor"]["id"]),
+        text(&e["actor"]["client_id"]),
+        text(&e["source"]["ip"]),
+        text(&e["source"]["user_agent"]),
+        text(&e["target"]["type"]),
+        text(&e["target"]["id"]),
+        text(&e["request"]["id"]),
+        text(&e["request"]["idempotency_key"]),
+        text(&e["changes"]),
+        text(&e["details"]),
+        text(&e["hash"]),
+    ];
+    let mut out = String::new();
+    for (i, c) in cells.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        csv_field(&mut out, c);
+    }
+    out.push_str("\r\n");
+    out
+}
+
+/// Where an export's stream stands.
+struct Exporting {
+    app: gatehouse_app::App,
+    org: gatehouse_domain::OrgId,
+    filter: AuditFilter,
+    format: Format,
+    /// The chains still to stream, the current first.
+    chains: Vec<Category>,
+    after: u64,
+    count: u64,
+    last_hash: Option<String>,
+    /// The current chain has no more pages: its end line comes next.
+    ended: bool,
+    header: bool,
+}
+
+impl Exporting {
+    /// The next piece of the body; `None` once every chain has ended.
+    async fn next(mut self) -> Option<(Result<bytes::Bytes, std::io::Error>, Self)> {
+        if self.header {
+            self.header = false;
+            if self.format == Format::Csv {
+                let head = format!("{}\r\n", CSV_COLUMNS.join(","));
+                return Some((Ok(head.into()), self));
+            }
+        }
+        let category = *self.chains.first()?;
+        if self.ended {
+            // D58: each chain's end line (JSON lines only): a stream
+            // without it is incomplete.
+            let end = serde_json::json!({"end": {
+                "category": category.as_str(),
+                "count": self.count,
+                "last_sequence": (self.count > 0).then_some(self.after),
+                "last_hash": self.last_hash,
+            }});
+            self.chains.remove(0);
+            self.after = 0;
+            self.count = 0;
+            self.last_hash = None;
+            self.ended = false;
+            if self.format == Format::Jsonl {
+                return Some((Ok(format!("{end}\n").into()), self));
+            }
+            return Box::pin(self.next()).await;
+        }
+        let page = match self
+            .app
+            .audit_export_page(&self.org, category, &self.filter, self.after, EXPORT_PAGE)
+            .await
+        {
+            Ok(p) => p,
+            Err(e) => {
+                // Cut short: the missing end line tells the reader.
+                tracing::error!(error = %e, "an audit export failed");
+                self.chains.clear();
+                return Some((Err(std::io::Error::other("the export failed")), self));
+            }
+        };
+        self.ended = page.len() < EXPORT_PAGE as usize;
+        let mut out = String::with_capacity(page.len() * 512);
+        for e in &page {
+            match self.format {
+                Format::Jsonl => {
+                    out.push_str(&e.to_string());
+                    out.push('\n');
+                }
+                Format::Csv => out.push_str(&csv_row(e)),
+            }
+        }
+        if let Some(last) = page.last() {
+            self.after = last["sequence"].as_u64().unwrap_or(self.after);
+            self.last_hash = last["hash"].as_str().map(str::to_owned);
+            self.count += page.len() as u64;
+        }
+        Some((Ok(out.into()), self))
+    }
+}
+
+#[utoipa::path(
+    get,
+    path = "/v1/audit-logs/export",
+    operation_id = "exportAuditLogs",
+    tag = "Audit log",
+    summary = "Export the audit log, every field, streamed as JSON lines or CSV",
+    params(
+        ("format" = Option<String>, Query, description = "`jsonl` (the default) or `csv`."),
+        ("from" = Option<String>, Query, description = "Only entries created at or after this time (RFC 3339; default: the oldest kept)."),
+        ("to" = Option<String>, Query, description = "Only entries created before this time (RFC 3339; default: now)."),
+    ),
+    responses(
+        (status = 200, description = "Each chain's entries oldest first (admin, then security); in JSON lines each chain ends with `{\"end\": {\"category\", \"count\", \"last_sequence\", \"last_hash\"}}`, and a stream without its end lines is incomplete", content_type = "application/jsonl", body = String),
+        (status = 400, description = "Invalid query parameter", body = crate::http::error::ErrorEnvelope<'static>),
+    ),
+    security(("bearer" = ["audit:read"]), ("oauth2" = ["audit:read"])),
+)]
+pub(crate) async fn export(
+    auth: Authorized<AuditRead>,
+    ctx: RequestCtx,
+    State(st): State<AppState>,
+    mut query: Query,
+) -> Result<Response, ApiError> {
+    let time =
+        |t: &str| Timestamp::parse_rfc3339(t).ok_or_else(|| "must be an RFC 3339 time".to_owned());
+    let from = query.field("from", time);
+    let to = query.field("to", time);
+    let format = query
+        .field("format", |s| match s {
+            "jsonl" => Ok(Format::Jsonl),
+            "csv" => Ok(Format::Csv),
+            _ => Err("must be jsonl or csv".to_owned()),
+        })
+        .unwrap_or(Format::Jsonl);
+    query.finish()?;
+    let org = auth.org().clone();
+    st.app.begin_audit_export(&org, &auth.origin(&ctx)).await?;
+    let state = Exporting {
+        app: st.app.clone(),
+        org: org.clone(),
+        filter: AuditFilter {
+            from,
+            to,
+            ..AuditFilter::default()
+        },
+        format,
+        chains: Category::ALL.to_vec(),
+        after: 0,
+        count: 0,
+        last_hash: None,
+        ended: false,
+        header: true,
+    };
+    let body = axum::body::Body::from_stream(futures_util::stream::unfold(state, Exporting::next));
+    let (content_type, extension) = match format {
+        Format::Jsonl => ("application/jsonl", "jsonl"),
+        Format::Csv => ("text/csv; charset=utf-8", "csv"),
+    };
+    let mut res = Response::new(body);
+    let h = res.headers_mut();
+    h.insert(
+        axum::http::header::CONTENT_TYPE,
+        axum::http::HeaderValue::from_static(content_type),
+    );
+    if let Ok(v) = axum::http::HeaderValue::from_str(&format!(
+        "attachment; filename=\"audit-{}.{extension}\"",
+        org.as_str()
+    )) {
+        h.insert(axum::http::header::CONTENT_DISPOSITION, v);
+    }
+    h.insert(
+        axum::http::header::CACHE_CONTROL,
+        axum::http::HeaderValue::from_static("no-store"),
+    );
+    Ok(res)
 }

@@ -71,6 +71,7 @@ use crate::state::AppState;
     super::events::list,
     super::events::show,
     super::audit::list,
+    super::audit::export,
     super::webhooks::list,
     super::webhooks::create,
     super::webhooks::show,

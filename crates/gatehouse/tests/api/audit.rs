@@ -359,3 +359,88 @@ async fn d58_a_sealed_row_cannot_be_updated_and_one_changed_by_hand_fails_verify
         broken.stderr
     );
 }
+
+#[tokio::test]
+async fn d58_exports_stream_every_entry_with_end_lines_and_are_audited() {
+    let s = TestServer::start().await;
+    let t = s.token(SCOPES).await;
+    new_product(&s, &t, "Comma, \"quoted\"", "QUOTE-1").await;
+    // A User-Agent a spreadsheet would run as a formula.
+    let res = s
+        .request(Method::POST, "/v1/products")
+        .bearer_auth(&t)
+        .header("user-agent", "=2+3")
+        .json(&json!({"name": "Formula", "sku": "FORMULA-1", "price": 1, "stock": 0}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::CREATED);
+    let chain = admin_chain(&s, &t).await;
+
+    let res = s
+        .call(Method::GET, "/v1/audit-logs/export?format=jsonl", &t, None)
+        .await;
+    assert_eq!(res.status(), StatusCode::OK);
+    assert_eq!(res.headers()["content-type"], "application/jsonl");
+    assert_eq!(res.headers()["cache-control"], "no-store");
+    let text = res.text().await.unwrap();
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let entries: Vec<&Value> = lines.iter().filter(|l| l.get("end").is_none()).collect();
+    assert_eq!(entries.len(), chain.len(), "every sealed entry: {text}");
+    for (e, c) in entries.iter().zip(&chain) {
+        assert_eq!(*e, c, "as the API shows it, oldest first");
+    }
+    let ends: Vec<&Value> = lines.iter().filter_map(|l| l.get("end")).collect();
+    assert_eq!(
+        ends[0],
+        &json!({
+            "category": "admin",
+            "count": chain.len(),
+            "last_sequence": chain.last().unwrap()["sequence"],
+            "last_hash": chain.last().unwrap()["hash"],
+        })
+    );
+    assert_eq!(
+        ends[1],
+        &json!({"category": "security", "count": 0, "last_sequence": null, "last_hash": null})
+    );
+    assert!(lines.last().unwrap().get("end").is_some());
+
+    // CSV: D58's columns; a value a spreadsheet would run is not a formula.
+    let res = s
+        .call(Method::GET, "/v1/audit-logs/export?format=csv", &t, None)
+        .await;
+    assert_eq!(res.status(), StatusCode::OK);
+    assert_eq!(res.headers()["content-type"], "text/csv; charset=utf-8");
+    let csv = res.text().await.unwrap();
+    let mut rows = csv.split("\r\n");
+    assert_eq!(
+        rows.next().unwrap(),
+        "id,category,sequence,created_at,action,outcome,reason,actor_type,actor_id,actor_client_id,source_ip,source_user_agent,target_type,target_id,request_id,request_idempotency_key,changes,details,hash"
+    );
+    assert!(
+        csv.contains(",\"'=2+3\","),
+        "quoted, with a leading ': {csv}"
+    );
+    assert!(!csv.contains(",=2+3"), "{csv}");
+    // The changes cell: JSON, quoted, its quotes doubled.
+    assert!(csv.contains(r#"""to"":""Comma, \""quoted\"""""#), "{csv}");
+    assert_eq!(
+        csv.split("\r\n").filter(|r| !r.is_empty()).count(),
+        1 + chain.len() + 1,
+        "a header and a row per entry, the first export's own now too (no line breaks inside)"
+    );
+
+    // Bad parameters; and each export recorded itself.
+    let res = s
+        .call(Method::GET, "/v1/audit-logs/export?format=xml", &t, None)
+        .await;
+    expect_error(res, StatusCode::BAD_REQUEST, "VALIDATION_ERROR").await;
+    let exported = audit(&s, &t, "?action=audit_log.exported").await;
+    assert_eq!(exported["meta"]["total"], 2, "{exported}");
+    assert_eq!(exported["data"][0]["category"], "admin");
+    assert_eq!(exported["data"][0]["actor"]["type"], "client");
+}
