@@ -131,6 +131,70 @@ impl App {
             .or_app(Resource::Storage)
     }
 
+    /// D58: a failed sign-in, recorded in a transaction of its own (the
+    /// attempt changed nothing else). An address that names no account of
+    /// `org` is kept only as its keyed digest. A failure to record is
+    /// logged: the person's answer is the same either way (D26).
+    pub async fn record_sign_in_failure(
+        &self,
+        org: &OrgId,
+        reason: gatehouse_domain::audit::SignInFailure,
+        user: Option<&gatehouse_domain::UserId>,
+        unknown_address: Option<&str>,
+        client: Option<&gatehouse_domain::ClientId>,
+        request: Option<&gatehouse_domain::event::RequestRef>,
+    ) {
+        let digest = match unknown_address {
+            Some(normalized) => match self.audit_key().await {
+                Ok(key) => Some(gatehouse_auth::audit::identifier_digest(
+                    &key,
+                    org.as_str(),
+                    normalized,
+                )),
+                Err(e) => {
+                    tracing::error!(error = %e, "the audit identifier key cannot be read");
+                    None
+                }
+            },
+            None => None,
+        };
+        let entry = gatehouse_domain::audit::sign_in_failed(
+            reason,
+            user,
+            digest,
+            client,
+            request,
+            gatehouse_domain::Timestamp::now(),
+        );
+        if let Err(e) = self.record_audit(org, &entry).await {
+            tracing::error!(error = %e, "recording a failed sign-in failed");
+        }
+    }
+
+    /// D58: the deployment's identifier key, made once, stored sealed under
+    /// the master key like the recovery-code key (a master-key rotation
+    /// re-encrypts it).
+    async fn audit_key(&self) -> AppResult<[u8; 32]> {
+        if let Some(k) = self.0.audit_key.get() {
+            return Ok(*k);
+        }
+        let auth = self
+            .auth()
+            .ok_or_else(|| AppError::Internal("the audit key without the serving state".into()))?;
+        let fresh = gatehouse_domain::random::bytes::<32>();
+        let stored = audit_keys(self)
+            .sealed_key(
+                gatehouse_auth::keys::aad::AUDIT_IDENTIFIER_KEY_NAME,
+                &auth.seal_audit_key(&fresh),
+            )
+            .await
+            .or_app(Resource::Storage)?;
+        let key = auth.open_audit_key(&stored).ok_or_else(|| {
+            AppError::Internal("the audit identifier key does not open under the master key".into())
+        })?;
+        Ok(*self.0.audit_key.get_or_init(|| key))
+    }
+
     /// D58: `org`'s sealed entries under `filter`, newest first.
     pub async fn list_audit(
         &self,
@@ -275,6 +339,11 @@ fn shown(listing: Listing<SealedEntry>) -> AppResult<Listing<Value>> {
         items,
         total: listing.total,
     })
+}
+
+/// Where sealed keys are kept (the `MfaStore`'s `sealed_key`).
+fn audit_keys(app: &App) -> &dyn gatehouse_store::MfaStore {
+    app.0.store.as_ref()
 }
 
 /// This area's view of storage: the `AuditStore` trait only (issue 25).

@@ -87,6 +87,9 @@ struct Inner {
     /// D56: the recovery-code key, once read (it never changes; a master-key
     /// rotation re-encrypts it, D23 continued).
     recovery_key: std::sync::OnceLock<[u8; 32]>,
+    /// D58: the audit log's identifier key, once read (like the
+    /// recovery-code key).
+    audit_key: std::sync::OnceLock<[u8; 32]>,
 }
 
 /// Names kept at most in [`Inner::org_names`]; past it the map starts over.
@@ -115,6 +118,7 @@ impl App {
             session_limits: Default::default(),
             mfa_grace_day_secs: gatehouse_domain::mfa::GRACE_DAY_SECS,
             recovery_key: Default::default(),
+            audit_key: Default::default(),
         }))
     }
 
@@ -133,6 +137,7 @@ impl App {
             session_limits: Default::default(),
             mfa_grace_day_secs: gatehouse_domain::mfa::GRACE_DAY_SECS,
             recovery_key: Default::default(),
+            audit_key: Default::default(),
         }))
     }
 

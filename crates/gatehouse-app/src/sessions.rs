@@ -338,7 +338,17 @@ impl App {
         source: &str,
         request: Option<RequestRef>,
     ) -> Result<User, PasswordChangeError> {
-        match self.login(org, user.email.as_str(), current, source).await {
+        match self
+            .login(
+                org,
+                user.email.as_str(),
+                current,
+                source,
+                None,
+                request.as_ref(),
+            )
+            .await
+        {
             Ok(u) if u.id == user.id => {}
             Ok(_) | Err(gatehouse_auth::flows::LoginError::Failed) => {
                 return Err(PasswordChangeError::Current);

@@ -36,6 +36,25 @@ fn hex(bytes: &[u8]) -> String {
     s
 }
 
+/// D58's `details.identifier_digest` of a sign-in that named no account:
+/// HMAC-SHA256 of the normalized address under the organization's key,
+/// itself HMAC-SHA256 of the organization's id under the deployment's
+/// identifier key (stored sealed under the master key). Lowercase hex. The
+/// same address gives the same digest within one organization and an
+/// unrelated one in another; the address cannot be read back.
+pub fn identifier_digest(deployment_key: &[u8; 32], org: &str, normalized: &str) -> String {
+    use aws_lc_rs::hmac;
+    let org_key = hmac::sign(
+        &hmac::Key::new(hmac::HMAC_SHA256, deployment_key),
+        format!("gatehouse audit identifiers\0{org}").as_bytes(),
+    );
+    let tag = hmac::sign(
+        &hmac::Key::new(hmac::HMAC_SHA256, org_key.as_ref()),
+        normalized.as_bytes(),
+    );
+    hex(tag.as_ref())
+}
+
 /// What a checkpoint says: the chain of `org`'s `category` holds
 /// `sequence` with `hash`, at `signed_at` (Unix seconds).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -115,6 +134,23 @@ pub fn verify_checkpoint(keys: &KeySet, jws: &str) -> Result<Checkpoint, Checkpo
         .map_err(|_| BadSignature)?;
     let payload = B64.decode(p).map_err(|_| Malformed)?;
     serde_json::from_slice(&payload).map_err(|_| Malformed)
+}
+
+#[cfg(test)]
+mod digest_tests {
+    use super::identifier_digest;
+
+    #[test]
+    fn d58_identifier_digests_are_per_organization_and_hide_the_address() {
+        let key = [7u8; 32];
+        let a = identifier_digest(&key, "org_a", "ada@example.com");
+        assert_eq!(a, identifier_digest(&key, "org_a", "ada@example.com"));
+        assert_ne!(a, identifier_digest(&key, "org_b", "ada@example.com"));
+        assert_ne!(a, identifier_digest(&key, "org_a", "bob@example.com"));
+        assert_ne!(a, identifier_digest(&[8u8; 32], "org_a", "ada@example.com"));
+        assert_eq!(a.len(), 64);
+        assert!(!a.contains("ada"));
+    }
 }
 
 #[cfg(test)]

@@ -231,6 +231,11 @@ pub mod aad {
     pub const RECOVERY_KEY_NAME: &str = "recovery_codes";
     pub const RECOVERY_KEY: &[u8] = b"gatehouse recovery-code key v1";
 
+    /// The name the audit log's identifier key (D58) is stored under, and
+    /// its data.
+    pub const AUDIT_IDENTIFIER_KEY_NAME: &str = "audit_identifiers";
+    pub const AUDIT_IDENTIFIER_KEY: &[u8] = b"gatehouse audit identifier key v1";
+
     /// A rotation's next key, sealed under the current one.
     pub fn next_master_key(next_id: &str) -> Vec<u8> {
         format!("gatehouse master key rotation {next_id}").into_bytes()
@@ -248,6 +253,9 @@ pub mod aad {
             SealedAt::WebhookSecret { org, endpoint, .. } => webhook_secret(org, endpoint),
             SealedAt::TotpSeed { org, user, factor } => totp_seed(org, user, factor),
             SealedAt::SealedKey { name } if name == RECOVERY_KEY_NAME => RECOVERY_KEY.to_vec(),
+            SealedAt::SealedKey { name } if name == AUDIT_IDENTIFIER_KEY_NAME => {
+                AUDIT_IDENTIFIER_KEY.to_vec()
+            }
             SealedAt::SealedKey { .. } => return None,
         })
     }

@@ -125,6 +125,21 @@ impl AuthService {
         let plain = self.keys().master().decrypt(sealed, RECOVERY_KEY_PURPOSE)?;
         plain.try_into().ok()
     }
+
+    /// D58: the audit log's identifier key, sealed under the master key.
+    pub fn seal_audit_key(&self, key: &[u8; 32]) -> Vec<u8> {
+        self.keys()
+            .master()
+            .encrypt(key, crate::keys::aad::AUDIT_IDENTIFIER_KEY)
+    }
+
+    pub fn open_audit_key(&self, sealed: &[u8]) -> Option<[u8; 32]> {
+        let plain = self
+            .keys()
+            .master()
+            .decrypt(sealed, crate::keys::aad::AUDIT_IDENTIFIER_KEY)?;
+        plain.try_into().ok()
+    }
 }
 
 fn totp_aad(org: &OrgId, user: &UserId, id: &MfaId) -> Vec<u8> {

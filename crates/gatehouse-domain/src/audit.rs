@@ -570,6 +570,37 @@ pub fn of_export(origin: &crate::event::Origin, at: Timestamp) -> Entry {
     of_write(&route, None, None, origin, at)
 }
 
+/// D58: a failed sign-in (`user.sign_in_failed`, security), by whoever
+/// typed (`anonymous`), about `user` when the address named an account of
+/// the organization, or with `identifier_digest` (never the address) when
+/// it named none; `client` the application signed in to.
+pub fn sign_in_failed(
+    reason: SignInFailure,
+    user: Option<&crate::UserId>,
+    identifier_digest: Option<String>,
+    client: Option<&crate::ClientId>,
+    request: Option<&RequestRef>,
+    at: Timestamp,
+) -> Entry {
+    let mut e = Entry::new(
+        AuditId::generate_at(at).into_string(),
+        Category::Security,
+        at,
+        "user.sign_in_failed",
+        Outcome::Failure,
+    );
+    e.reason = Some(reason.as_str().to_owned());
+    if let Some(r) = request {
+        e.source_ip = r.source.as_ref().map(|s| s.ip.clone());
+        e.source_user_agent = r.source.as_ref().and_then(|s| s.user_agent.clone());
+    }
+    e.request = request.cloned();
+    e.target = user.map(|u| (TargetType::User, u.as_str().to_owned()));
+    e.details.identifier_digest = identifier_digest;
+    e.details.client_id = client.map(|c| c.as_str().to_owned());
+    e
+}
+
 /// A stored entry's JSON with its `sequence`: what the chain hashes.
 pub fn sealed_json(body: &str, sequence: u64) -> Result<Value, ChainError> {
     let mut v: Value = serde_json::from_str(body).map_err(|_| ChainError::NotCanonical)?;

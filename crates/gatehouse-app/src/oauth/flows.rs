@@ -111,17 +111,25 @@ impl App {
     }
 
     /// D26: e-mail and password within the client's organization, throttled.
+    /// A failure is recorded in the audit log with its reason (D58), as
+    /// made through `request` to `client`.
     pub async fn login(
         &self,
         org: &OrgId,
         email: &str,
         pw: &str,
         source: &str,
+        client: Option<&ClientId>,
+        request: Option<&gatehouse_domain::event::RequestRef>,
     ) -> Result<User, LoginError> {
+        use gatehouse_domain::audit::SignInFailure as Why;
         let unavailable = |e: StoreError| LoginError::Unavailable(e.to_string());
         // Shape rules only: an account whose address the mailer refuses
         // (D8 revised) may have been created with a password by the CLI.
         let Ok(email) = Email::parse_for_lookup(email) else {
+            // Not an address at all: no account, and nothing worth a digest.
+            self.record_sign_in_failure(org, Why::UnknownAccount, None, None, client, request)
+                .await;
             return Err(LoginError::Failed);
         };
         let norm = email.normalized();
@@ -130,21 +138,40 @@ impl App {
             .login_failures(org, &norm, throttle::lookback(now))
             .await
             .map_err(unavailable)?;
-        if throttle::is_locked(&failures, source, now) {
-            return Err(LoginError::Failed);
-        }
         let found = user_store(self)
             .find_user_by_email(org, &email)
             .await
             .map_err(unavailable)?;
-        let ok = match found {
+        let known = found.as_ref().map(|(u, _)| u.id.clone());
+        let unknown = known.is_none().then_some(norm.as_str());
+        if throttle::is_locked(&failures, source, now) {
+            self.record_sign_in_failure(
+                org,
+                Why::Throttled,
+                known.as_ref(),
+                unknown,
+                client,
+                request,
+            )
+            .await;
+            return Err(LoginError::Failed);
+        }
+        let (ok, why) = match found {
             Some((user, Some(hash))) if user.status == UserStatus::Active => {
-                password::verify(pw.to_owned(), hash).await.then_some(user)
+                let ok = password::verify(pw.to_owned(), hash).await.then_some(user);
+                (ok, Why::BadCredentials)
             }
-            _ => {
+            other => {
                 // The same work as a real check, so timing tells nothing.
                 password::verify(pw.to_owned(), password::dummy_hash().to_owned()).await;
-                None
+                let why = match other {
+                    None => Why::UnknownAccount,
+                    Some((u, _)) if u.status != UserStatus::Active => Why::Inactive,
+                    // An account without a password (invited, not yet
+                    // accepted; or passkeys only): the password is wrong.
+                    Some(_) => Why::BadCredentials,
+                };
+                (None, why)
             }
         };
         match ok {
@@ -154,6 +181,8 @@ impl App {
                     .record_login_failure(org, &norm, source, now)
                     .await
                     .map_err(unavailable)?;
+                self.record_sign_in_failure(org, why, known.as_ref(), unknown, client, request)
+                    .await;
                 Err(LoginError::Failed)
             }
         }

@@ -501,7 +501,14 @@ async fn login(
     let source = pages::client_ip(&headers, peer, &st.config.trusted_proxies).to_string();
     match st
         .app
-        .login(&req.client.org, email, password, &source)
+        .login(
+            &req.client.org,
+            email,
+            password,
+            &source,
+            Some(&req.client.id),
+            browser.request.as_ref(),
+        )
         .await
     {
         Ok(user) => {

@@ -17,7 +17,7 @@ use reqwest::header::{
     AUTHORIZATION, CACHE_CONTROL, CONTENT_TYPE, COOKIE, LOCATION, SET_COOKIE, WWW_AUTHENTICATE,
 };
 use reqwest::{Method, Response, StatusCode, Url};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::common::{FormPairs, PUBLIC_URL, TestServer, expect_error};
 
@@ -1364,6 +1364,82 @@ async fn d26_wrong_password_and_unknown_email_read_the_same() {
         .set_cookie(SESSION_COOKIE)
         .expect("a session cookie after login");
     assert!(!session.is_empty());
+
+    // D58: every holder of audit:read reads why each attempt failed.
+    let shouty = b.login(&login, "NOBODY@example.com", PASSWORD).await;
+    shouty.expect_login(StatusCode::UNAUTHORIZED);
+    let t = s.token("audit:read").await;
+    let res = s
+        .call(
+            Method::GET,
+            "/v1/audit-logs?category=security&after_sequence=0&limit=100",
+            &t,
+            None,
+        )
+        .await;
+    assert_eq!(res.status(), StatusCode::OK);
+    let log: Value = res.json().await.unwrap();
+    let entries = log["data"].as_array().unwrap();
+    let failed: Vec<&Value> = entries
+        .iter()
+        .filter(|e| e["action"] == "user.sign_in_failed")
+        .collect();
+    let reasons: Vec<&str> = failed
+        .iter()
+        .map(|e| e["reason"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        reasons[..4],
+        [
+            "bad_credentials",
+            "unknown_account",
+            "unknown_account",
+            "bad_credentials"
+        ][..],
+        "{log}"
+    );
+    let known = s
+        .store()
+        .find_user_by_email(&s.org(), &Email::parse("known@example.com").unwrap())
+        .await
+        .unwrap()
+        .unwrap()
+        .0;
+    for e in &failed {
+        assert_eq!(e["outcome"], "failure");
+        assert_eq!(
+            e["actor"],
+            json!({"type": "anonymous", "id": null, "client_id": null}),
+            "{e}"
+        );
+        assert_eq!(e["details"]["client_id"], app.id.as_str(), "{e}");
+        assert_eq!(e["source"]["ip"], "127.0.0.1");
+        assert!(!e.to_string().contains(PASSWORD), "no password: {e}");
+    }
+    assert_eq!(
+        failed[0]["target"],
+        json!({"type": "user", "id": known.id.as_str()})
+    );
+    // An address with no account: only its keyed digest, the same for the
+    // same address however it was typed; never the text.
+    let digest = failed[1]["details"]["identifier_digest"].as_str().unwrap();
+    assert_eq!(digest.len(), 64);
+    assert_eq!(failed[1]["target"], Value::Null);
+    assert_eq!(
+        failed.last().unwrap()["details"]["identifier_digest"],
+        digest,
+        "NOBODY@ and nobody@ are one address"
+    );
+    assert_eq!(failed[2]["details"]["identifier_digest"], Value::Null);
+    assert!(!log.to_string().to_lowercase().contains("nobody"), "{log}");
+    assert!(!log.to_string().contains("not-an-email"), "{log}");
+    // The sign-in that worked is there too.
+    assert!(
+        entries
+            .iter()
+            .any(|e| e["action"] == "user.signed_in" && e["target"]["id"] == known.id.as_str()),
+        "{log}"
+    );
 }
 
 /// D26 (D2): login is within the client's organization.
@@ -1465,6 +1541,33 @@ async fn d26_inactive_and_pending_users_cannot_log_in() {
             "{email}: reads the same"
         );
     }
+    // D58: the log says why.
+    assert_eq!(
+        sign_in_failures(&s).await,
+        ["unknown_account", "inactive", "inactive"]
+    );
+}
+
+/// D58: the reasons of the failed sign-ins the security chain holds,
+/// oldest first.
+async fn sign_in_failures(s: &TestServer) -> Vec<String> {
+    let t = s.token("audit:read").await;
+    let res = s
+        .call(
+            Method::GET,
+            "/v1/audit-logs?category=security&action=user.sign_in_failed&after_sequence=0&limit=100",
+            &t,
+            None,
+        )
+        .await;
+    assert_eq!(res.status(), StatusCode::OK);
+    let log: Value = res.json().await.unwrap();
+    log["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["reason"].as_str().unwrap().to_owned())
+        .collect()
 }
 
 /// D26: five failures for one account from one address lock that address out
@@ -1515,6 +1618,10 @@ async fn d26_five_failures_lock_the_account_even_for_the_right_password() {
     // Other accounts are unaffected.
     let other = b.login(&login, "bystander@example.com", PASSWORD).await;
     other.expect_consent();
+    // D58: five wrong passwords, then two throttled attempts.
+    let mut want = vec!["bad_credentials"; 5];
+    want.extend(["throttled", "throttled"]);
+    assert_eq!(sign_in_failures(&s).await, want);
 }
 
 /// D26: four failures do not lock.
