@@ -384,6 +384,11 @@ async fn every_operation_of_the_table_sends_its_method_and_path() {
                 .await
                 .map(drop),
             "getEvent" => c.get_event("evt_x").await.map(drop),
+            "listAuditLogs" => c
+                .list_audit_logs_page(&gatehouse_client::AuditFilter::new(), 0)
+                .await
+                .map(drop),
+            "exportAuditLogs" => c.export_audit_logs("jsonl", None, None).await.map(drop),
             "listWebhookEndpoints" => c.list_webhook_endpoints().next().await.unwrap().map(drop),
             "createWebhookEndpoint" => c
                 .create_webhook_endpoint(&gatehouse_client::NewWebhookEndpoint::new(

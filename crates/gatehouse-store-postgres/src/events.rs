@@ -452,8 +452,13 @@ impl EventStore for PgStore {
         Ok(last.unwrap_or(0))
     }
     async fn sequenced_through(&self, mark: i64) -> StoreResult<bool> {
+        // D58: audit entries up to the mark too: the sealer seals only what
+        // the high-water mark has passed, so a read waits for that as well.
         query_scalar(
             "SELECT NOT EXISTS (SELECT 1 FROM events
+                                WHERE ticket > (SELECT done_ticket FROM event_progress)
+                                  AND ticket <= $1 AND sequence IS NULL)
+                AND NOT EXISTS (SELECT 1 FROM audit_entries
                                 WHERE ticket > (SELECT done_ticket FROM event_progress)
                                   AND ticket <= $1 AND sequence IS NULL)",
         )

@@ -20,6 +20,21 @@ async fn audit(s: &TestServer, t: &str, query: &str) -> Value {
     body_of(res, StatusCode::OK).await
 }
 
+/// `audit(query)` once its `total` reaches `n`: entries are listed once
+/// sealed, shortly after commit (D58); a read seals what committed before
+/// it, but on PostgreSQL only what every older transaction of the cluster
+/// has left behind, which under a loaded test run can take a moment.
+pub(crate) async fn audit_once(s: &TestServer, t: &str, query: &str, n: u64) -> Value {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let body = audit(s, t, query).await;
+        if body["meta"]["total"].as_u64().unwrap() >= n || std::time::Instant::now() > deadline {
+            return body;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
 fn items(body: &Value) -> Vec<Value> {
     body["data"].as_array().unwrap().clone()
 }
@@ -103,6 +118,7 @@ async fn d58_writes_and_refusals_are_recorded_with_actor_source_target_and_chang
     let replay = new_product(&s, &t, "Lamp", "LAMP-1").await;
     assert_eq!(replay["data"]["id"], product.as_str());
 
+    audit_once(&s, &t, "?outcome=failure", 2).await;
     let chain = admin_chain(&s, &t).await;
     let seqs: Vec<u64> = chain
         .iter()
@@ -279,6 +295,7 @@ async fn d58_a_sealed_row_cannot_be_updated_and_one_changed_by_hand_fails_verify
     for (name, sku) in [("Lamp", "LAMP-1"), ("Desk", "DESK-1"), ("Chair", "CHAIR-1")] {
         new_product(&s, &t, name, sku).await;
     }
+    audit_once(&s, &t, "?action=product.created", 3).await;
     let chain = admin_chain(&s, &t).await;
     let desk = chain
         .iter()
@@ -375,6 +392,7 @@ async fn d58_exports_stream_every_entry_with_end_lines_and_are_audited() {
         .await
         .unwrap();
     assert_eq!(res.status(), StatusCode::CREATED);
+    audit_once(&s, &t, "?action=product.created", 2).await;
     let chain = admin_chain(&s, &t).await;
 
     let res = s
@@ -410,6 +428,8 @@ async fn d58_exports_stream_every_entry_with_end_lines_and_are_audited() {
     assert!(lines.last().unwrap().get("end").is_some());
 
     // CSV: D58's columns; a value a spreadsheet would run is not a formula.
+    // (Once the first export's own entry is sealed, it is in this one.)
+    audit_once(&s, &t, "?action=audit_log.exported", 1).await;
     let res = s
         .call(Method::GET, "/v1/audit-logs/export?format=csv", &t, None)
         .await;
@@ -439,7 +459,7 @@ async fn d58_exports_stream_every_entry_with_end_lines_and_are_audited() {
         .call(Method::GET, "/v1/audit-logs/export?format=xml", &t, None)
         .await;
     expect_error(res, StatusCode::BAD_REQUEST, "VALIDATION_ERROR").await;
-    let exported = audit(&s, &t, "?action=audit_log.exported").await;
+    let exported = audit_once(&s, &t, "?action=audit_log.exported", 2).await;
     assert_eq!(exported["meta"]["total"], 2, "{exported}");
     assert_eq!(exported["data"][0]["category"], "admin");
     assert_eq!(exported["data"][0]["actor"]["type"], "client");

@@ -422,6 +422,9 @@ async fn d58_audit_log_through_the_client_and_its_catch_up_stream() {
         .await
         .unwrap();
     }
+    // Listed once sealed, shortly after commit (D58).
+    let t = s.token("audit:read").await;
+    crate::audit::audit_once(&s, &t, "?action=product.", 3).await;
     let newest = c
         .list_audit_logs_page(&AuditFilter::new().action("product."), 0)
         .await

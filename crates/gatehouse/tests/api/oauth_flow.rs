@@ -1369,6 +1369,7 @@ async fn d26_wrong_password_and_unknown_email_read_the_same() {
     let shouty = b.login(&login, "NOBODY@example.com", PASSWORD).await;
     shouty.expect_login(StatusCode::UNAUTHORIZED);
     let t = s.token("audit:read").await;
+    crate::audit::audit_once(&s, &t, "?action=user.sign_in_failed", 5).await;
     let res = s
         .call(
             Method::GET,
@@ -1543,15 +1544,16 @@ async fn d26_inactive_and_pending_users_cannot_log_in() {
     }
     // D58: the log says why.
     assert_eq!(
-        sign_in_failures(&s).await,
+        sign_in_failures(&s, 3).await,
         ["unknown_account", "inactive", "inactive"]
     );
 }
 
 /// D58: the reasons of the failed sign-ins the security chain holds,
 /// oldest first.
-async fn sign_in_failures(s: &TestServer) -> Vec<String> {
+async fn sign_in_failures(s: &TestServer, n: u64) -> Vec<String> {
     let t = s.token("audit:read").await;
+    crate::audit::audit_once(s, &t, "?action=user.sign_in_failed", n).await;
     let res = s
         .call(
             Method::GET,
@@ -1621,7 +1623,7 @@ async fn d26_five_failures_lock_the_account_even_for_the_right_password() {
     // D58: five wrong passwords, then two throttled attempts.
     let mut want = vec!["bad_credentials"; 5];
     want.extend(["throttled", "throttled"]);
-    assert_eq!(sign_in_failures(&s).await, want);
+    assert_eq!(sign_in_failures(&s, 7).await, want);
 }
 
 /// D26: four failures do not lock.
