@@ -95,6 +95,7 @@ impl App {
         source: IpAddr,
         asked: Option<(ClientId, Email)>,
         delay: Duration,
+        request: Option<gatehouse_domain::event::RequestRef>,
     ) -> Result<(), u64> {
         // The per-address count lives with the other throttles, in the
         // serving process's auth service (an operator `App` serves no page).
@@ -107,13 +108,18 @@ impl App {
                 if !delay.is_zero() {
                     tokio::time::sleep(delay).await;
                 }
-                app.queue_reset(&client_id, &email).await;
+                app.queue_reset(&client_id, &email, request.as_ref()).await;
             });
         }
         Ok(())
     }
 
-    async fn queue_reset(&self, client_id: &ClientId, email: &Email) {
+    async fn queue_reset(
+        &self,
+        client_id: &ClientId,
+        email: &Email,
+        request: Option<&gatehouse_domain::event::RequestRef>,
+    ) {
         let client = match client_store(self).resolve_client(client_id).await {
             Ok(Some(c)) => c,
             Ok(None) => return,
@@ -134,7 +140,7 @@ impl App {
             },
         );
         if let Err(e) = link_store(self)
-            .request_password_reset(&client.org, email, &link)
+            .request_password_reset(&client.org, email, &link, request)
             .await
         {
             tracing::error!(cause = %e, "queuing a reset link failed");

@@ -196,8 +196,11 @@ pub struct NotAudited {
     pub field: &'static str,
 }
 
+// A JSON value is never NaN (serde_json has no NaN), so equality is total.
+impl Eq for Change {}
+
 /// An entry before it is sealed (no `sequence`, no `hash` yet).
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Entry {
     pub id: String,
     pub category: Category,
@@ -598,6 +601,25 @@ pub fn sign_in_failed(
     e.target = user.map(|u| (TargetType::User, u.as_str().to_owned()));
     e.details.identifier_digest = identifier_digest;
     e.details.client_id = client.map(|c| c.as_str().to_owned());
+    e
+}
+
+/// D58: a password-reset e-mail was sent for `user` (security), at the
+/// request of whoever asked (`anonymous`: the form needs no sign-in).
+pub fn reset_requested(user: &crate::UserId, request: Option<&RequestRef>, at: Timestamp) -> Entry {
+    let mut e = Entry::new(
+        AuditId::generate_at(at).into_string(),
+        Category::Security,
+        at,
+        "user.password_reset_requested",
+        Outcome::Success,
+    );
+    if let Some(r) = request {
+        e.source_ip = r.source.as_ref().map(|s| s.ip.clone());
+        e.source_user_agent = r.source.as_ref().and_then(|s| s.user_agent.clone());
+    }
+    e.request = request.cloned();
+    e.target = Some((TargetType::User, user.as_str().to_owned()));
     e
 }
 

@@ -135,6 +135,9 @@ pub enum Effect {
     /// D54: an event of the change, written in its transaction; storage
     /// gives it its sequence once committed.
     Event(Box<NewEvent>),
+    /// D58: an audit entry of a change that tells no event (a security
+    /// action), written unsealed in its transaction.
+    Audit(Box<crate::audit::Entry>),
 }
 
 /// What creating `user` writes besides its row: the invitation, when it
@@ -164,9 +167,18 @@ pub fn of_reinvitation(tell: &Teller, user: &User, link: &NewLink, at: Timestamp
 }
 
 /// What a password-reset request that may send writes (D19): a new reset
-/// link (an older one dies) with its e-mail.
-pub fn of_reset_request(user: &UserId, link: &NewLink) -> Vec<Effect> {
-    vec![send(LinkKind::Reset, user, link)]
+/// link (an older one dies) with its e-mail, and its audit entry
+/// (`user.password_reset_requested`, D58) as made through `request`.
+pub fn of_reset_request(
+    user: &UserId,
+    link: &NewLink,
+    request: Option<&crate::event::RequestRef>,
+    at: Timestamp,
+) -> Vec<Effect> {
+    vec![
+        send(LinkKind::Reset, user, link),
+        Effect::Audit(Box::new(crate::audit::reset_requested(user, request, at))),
+    ]
 }
 
 fn send(kind: LinkKind, user: &UserId, link: &NewLink) -> Effect {

@@ -156,6 +156,9 @@ pub(crate) async fn apply(
             }
             Effect::Mail(mail) => auth_state::enqueue_mail(c, mail, now).await?,
             Effect::Event(e) => events.push(Cow::Borrowed(e)),
+            Effect::Audit(entry) => {
+                crate::audit::insert_audit(c, org, &gatehouse_store::AuditRow::of(entry)).await?;
+            }
             mfa @ (Effect::PutTotp { .. }
             | Effect::PutPasskey { .. }
             | Effect::RemoveFactor { .. }

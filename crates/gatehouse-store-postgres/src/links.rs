@@ -73,6 +73,7 @@ impl LinkStore for PgStore {
         org: &OrgId,
         email: &Email,
         link: &NewLink,
+        request: Option<&gatehouse_domain::event::RequestRef>,
     ) -> StoreResult<bool> {
         write_tx!(self, |tx| {
             let id: Option<String> = query_scalar(
@@ -108,7 +109,7 @@ impl LinkStore for PgStore {
             crate::effects::apply(
                 &mut tx,
                 org,
-                &effect::of_reset_request(&id, link),
+                &effect::of_reset_request(&id, link, request, now),
                 now,
                 None,
             )

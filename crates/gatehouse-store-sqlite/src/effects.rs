@@ -136,6 +136,9 @@ pub(crate) fn apply(
             }
             Effect::Mail(mail) => auth_state::enqueue_mail(c, mail, now)?,
             Effect::Event(e) => events.push(Cow::Borrowed(e)),
+            Effect::Audit(entry) => {
+                crate::audit::insert_audit(c, org, &gatehouse_store::AuditRow::of(entry))?;
+            }
             mfa @ (Effect::PutTotp { .. }
             | Effect::PutPasskey { .. }
             | Effect::RemoveFactor { .. }

@@ -58,8 +58,10 @@ impl LinkStore for SqliteStore {
         org: &OrgId,
         email: &Email,
         link: &NewLink,
+        request: Option<&gatehouse_domain::event::RequestRef>,
     ) -> StoreResult<bool> {
         let (org, norm, link) = (org.clone(), email.normalized(), link.clone());
+        let request = request.cloned();
         self.pool
             .write(move |tx| {
                 let id: Option<String> = tx
@@ -84,7 +86,8 @@ impl LinkStore for SqliteStore {
                 tx.prepare_cached("INSERT INTO reset_requests (user_id, requested_at) VALUES (?1, ?2)")
                     .and_then(|mut s| s.execute(params![id.as_str(), now.millis()]))
                     .map_err(db_err)?;
-                crate::effects::apply(tx, &org, &effect::of_reset_request(&id, &link), now, None)?;
+                let effects = effect::of_reset_request(&id, &link, request.as_ref(), now);
+                crate::effects::apply(tx, &org, &effects, now, None)?;
                 Ok(true)
             })
             .await

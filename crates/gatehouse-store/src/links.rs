@@ -38,6 +38,7 @@ pub trait LinkStore: Send + Sync {
         org: &OrgId,
         email: &Email,
         link: &NewLink,
+        request: Option<&gatehouse_domain::event::RequestRef>,
     ) -> StoreResult<bool>;
     /// Sets a new password through a reset link, uses it up, and revokes the
     /// user's sessions and tokens (a `User` revocation at `now`).

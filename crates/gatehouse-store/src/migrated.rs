@@ -449,7 +449,12 @@ pub async fn check_new_writes(store: &dyn Store, f: &Fixture) {
         },
     };
     let sent = store
-        .request_password_reset(&a, &Email::parse("straße@example.com").unwrap(), &link)
+        .request_password_reset(
+            &a,
+            &Email::parse("straße@example.com").unwrap(),
+            &link,
+            None,
+        )
         .await
         .unwrap();
     assert!(sent);

@@ -116,6 +116,10 @@ fn audit_filter(query: &mut Query) -> AuditFilter {
     let text = |s: &str| {
         if s.is_empty() || s.len() > 200 {
             Err("must be 1 to 200 characters".to_owned())
+        } else if s.chars().any(char::is_control) {
+            // No id, action or address has one (and PostgreSQL text cannot
+            // hold a NUL).
+            Err("must not contain control characters".to_owned())
         } else {
             Ok(s.to_owned())
         }

@@ -171,6 +171,7 @@ async fn forgot_form(State(st): State<AppState>, uri: Uri, headers: HeaderMap) -
 async fn forgot_submit(
     State(st): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    ctx: RequestCtx,
     request: Request,
 ) -> Response {
     let expired = "The form expired. Go back and try again.";
@@ -185,10 +186,12 @@ async fn forgot_submit(
         .value("client_id")
         .and_then(ClientId::parse)
         .zip(form.value("email").and_then(|e| Email::parse(e).ok()));
-    if let Err(wait) = st
-        .app
-        .request_password_reset(source, asked, st.config.forgot_lookup_delay)
-    {
+    if let Err(wait) = st.app.request_password_reset(
+        source,
+        asked,
+        st.config.forgot_lookup_delay,
+        Some(ctx.request_ref(None)),
+    ) {
         let mut res = pages::message(
             &st,
             StatusCode::TOO_MANY_REQUESTS,

@@ -189,7 +189,8 @@ pub async fn concurrent_link_uses_succeed_once(s: &dyn Store) {
             s.request_password_reset(
                 &o,
                 &Email::parse(&email).unwrap(),
-                &link(150 + round, now.plus_seconds(600), &email)
+                &link(150 + round, now.plus_seconds(600), &email),
+                None,
             )
             .await
             .unwrap()
@@ -225,7 +226,8 @@ pub async fn password_resets(s: &dyn Store) {
         s.request_password_reset(
             &o,
             &email,
-            &link(7, now.plus_seconds(3600), "reset@example.com")
+            &link(7, now.plus_seconds(3600), "reset@example.com"),
+            None,
         )
         .await
         .unwrap()
@@ -237,7 +239,8 @@ pub async fn password_resets(s: &dyn Store) {
         !s.request_password_reset(
             &o,
             &email,
-            &link(9, now.plus_seconds(3600), "reset@example.com")
+            &link(9, now.plus_seconds(3600), "reset@example.com"),
+            None,
         )
         .await
         .unwrap()
@@ -245,7 +248,7 @@ pub async fn password_resets(s: &dyn Store) {
     assert_eq!(s.outbox_backlog().await.unwrap(), before + 1);
     let nobody = Email::parse("nobody@example.com").unwrap();
     assert!(
-        !s.request_password_reset(&o, &nobody, &link(8, now.plus_seconds(3600), "x"))
+        !s.request_password_reset(&o, &nobody, &link(8, now.plus_seconds(3600), "x"), None)
             .await
             .unwrap()
     );
@@ -303,7 +306,8 @@ pub async fn reset_password_returns_the_user_as_updated(s: &dyn Store) {
         s.request_password_reset(
             &o,
             &u.email,
-            &link(21, now.plus_seconds(3600), "fresh@example.com")
+            &link(21, now.plus_seconds(3600), "fresh@example.com"),
+            None,
         )
         .await
         .unwrap()

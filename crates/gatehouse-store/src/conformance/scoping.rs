@@ -93,7 +93,8 @@ pub async fn every_tenant_method_is_scoped(s: &dyn Store) {
         !s.request_password_reset(
             &b,
             &email,
-            &link(71, now.plus_seconds(3600), "boss@example.com")
+            &link(71, now.plus_seconds(3600), "boss@example.com"),
+            None,
         )
         .await
         .unwrap()

@@ -232,6 +232,8 @@ async fn d58_writes_and_refusals_are_recorded_with_actor_source_target_and_chang
         "?ip=not-an-address",
         "?from=yesterday",
         "?category=admin&after_sequence=0&offset=1",
+        "?action=user.%00",
+        "?target=%1Fx",
     ] {
         let res = s
             .call(Method::GET, &format!("/v1/audit-logs{bad}"), &t, None)

@@ -1345,6 +1345,34 @@ async fn d19_password_reset_by_email_revokes_old_tokens_and_is_single_use() {
         changed[0]
     );
     assert_eq!(changed[0]["data"]["object"]["email"], email);
+
+    // D58: the request (once: the unknown address sent nothing) and the
+    // change, in the security chain, about the person; never the link.
+    let t = s.token("audit:read").await;
+    let log = crate::audit::audit_once(&s, &t, "?category=security&action=user.password_", 2).await;
+    let actions: Vec<&str> = log["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        actions,
+        ["user.password_changed", "user.password_reset_requested"],
+        "{log}"
+    );
+    let asked = &log["data"][1];
+    assert_eq!(
+        asked["target"],
+        json!({"type": "user", "id": u.id.as_str()})
+    );
+    assert_eq!(asked["actor"]["type"], "anonymous");
+    assert_eq!(asked["source"]["ip"], "127.0.0.1");
+    assert!(
+        asked["request"]["id"].as_str().unwrap().starts_with("req_"),
+        "{asked}"
+    );
+    assert!(!log.to_string().contains(&token), "{log}");
 }
 
 #[tokio::test]
@@ -1489,7 +1517,7 @@ async fn d19_expired_reset_links_are_dead() {
     };
     assert!(
         s.store()
-            .request_password_reset(&s.org(), &Email::parse(email).unwrap(), &link)
+            .request_password_reset(&s.org(), &Email::parse(email).unwrap(), &link, None)
             .await
             .unwrap()
     );
