@@ -17,6 +17,7 @@ use std::collections::HashMap;
 use gatehouse_domain::audit::{Category, GENESIS, sealed_json};
 use gatehouse_domain::{Listing, OrgId, Page};
 pub use gatehouse_store::AuditFilter;
+pub use gatehouse_store::CheckpointRecord;
 use gatehouse_store::{AuditStore, ChainHead, Seal, SealedEntry};
 use serde_json::Value;
 
@@ -69,6 +70,9 @@ impl App {
             }
             let full = batch.len() as u32 == SEAL_BATCH;
             let mut heads: HashMap<(OrgId, Category), ChainHead> = HashMap::new();
+            // The chains this batch continues: one without a checkpoint
+            // gets its first (D58), whoever sealed its first entry.
+            let mut touched: Vec<(OrgId, Category)> = Vec::new();
             let mut seals = Vec::with_capacity(batch.len());
             for u in batch {
                 let key = (u.org.clone(), u.category);
@@ -81,6 +85,7 @@ impl App {
                             sequence: 0,
                             hash: GENESIS.to_owned(),
                         });
+                    touched.push(key.clone());
                     heads.insert(key.clone(), head);
                 }
                 let head = heads.get_mut(&key).expect("inserted above");
@@ -101,6 +106,24 @@ impl App {
             }
             store.seal_audit(&seals).await.or_app(Resource::Storage)?;
             sealed += seals.len() as u64;
+            // An operator's process (the CLI) holds no key ring: the next
+            // serving process that continues the chain checkpoints it.
+            if self.auth().is_some() {
+                for (org, category) in touched {
+                    let first = store
+                        .last_checkpoint(&org, category)
+                        .await
+                        .map(|c| c.is_none());
+                    let made = match first {
+                        Ok(true) => self.checkpoint_head(&org, category, None).await.map(drop),
+                        Ok(false) => Ok(()),
+                        Err(e) => Err(AppError::store(e, Resource::Storage)),
+                    };
+                    if let Err(e) = made {
+                        tracing::warn!(error = %e, "a chain's first checkpoint failed");
+                    }
+                }
+            }
             if !full {
                 return Ok(sealed);
             }
@@ -116,6 +139,159 @@ impl App {
         if let Err(e) = self.seal_audit_log().await {
             tracing::warn!(error = %e, "sealing audit entries before a read failed");
         }
+    }
+
+    /// D58: a checkpoint of `org`'s `category` chain at its sealed head,
+    /// signed with the current signing key (D23) and told as
+    /// `audit.checkpoint`; the newest one when the head has one already;
+    /// `None` for a chain with no entry yet. Needs the serving state (the
+    /// key ring).
+    pub async fn checkpoint_audit(
+        &self,
+        org: &OrgId,
+        category: Category,
+    ) -> AppResult<Option<CheckpointRecord>> {
+        self.seal_committed().await;
+        self.checkpoint_head(org, category, None).await
+    }
+
+    /// [`App::checkpoint_audit`] of what is sealed now (the sealer's: it
+    /// seals nothing itself), signed by `signer` or, without one, the
+    /// serving process's key ring.
+    async fn checkpoint_head(
+        &self,
+        org: &OrgId,
+        category: Category,
+        signer: Option<(&gatehouse_auth::keys::KeySet, &gatehouse_auth::SystemRandom)>,
+    ) -> AppResult<Option<CheckpointRecord>> {
+        let store = audit_store(self);
+        let Some(head) = store
+            .audit_chain_head(org, category)
+            .await
+            .or_app(Resource::Storage)?
+        else {
+            return Ok(None);
+        };
+        let last = store
+            .last_checkpoint(org, category)
+            .await
+            .or_app(Resource::Storage)?;
+        if let Some(last) = last.filter(|l| l.sequence == head.sequence) {
+            return Ok(Some(last));
+        }
+        match signer {
+            Some((keys, rng)) => self.sign_checkpoint(org, category, head, keys, rng).await,
+            None => {
+                let auth = self.auth().ok_or_else(|| {
+                    AppError::Internal("a checkpoint without the key ring".into())
+                })?;
+                let keys = auth.keys().current();
+                self.sign_checkpoint(org, category, head, &keys, auth.rng())
+                    .await
+            }
+        }
+    }
+
+    /// `gatehouse audit checkpoint` (D58): a checkpoint now, signed with
+    /// the current signing key as the operator's process loads it with the
+    /// master key.
+    pub async fn operator_checkpoint(
+        &self,
+        org: &OrgId,
+        category: Category,
+        master: gatehouse_auth::MasterKey,
+    ) -> AppResult<Option<CheckpointRecord>> {
+        self.seal_committed().await;
+        let ring = crate::keys::load_key_ring(self.0.store.as_ref(), master)
+            .await
+            .map_err(|e| AppError::Internal(format!("the signing keys cannot be loaded: {e}")))?;
+        let rng = gatehouse_auth::SystemRandom::new();
+        let keys = ring.current();
+        self.checkpoint_head(org, category, Some((&keys, &rng)))
+            .await
+    }
+
+    /// Signs and keeps a checkpoint of `head`, telling it.
+    async fn sign_checkpoint(
+        &self,
+        org: &OrgId,
+        category: Category,
+        head: ChainHead,
+        keys: &gatehouse_auth::keys::KeySet,
+        rng: &gatehouse_auth::SystemRandom,
+    ) -> AppResult<Option<CheckpointRecord>> {
+        let store = audit_store(self);
+        let now = gatehouse_domain::Timestamp::now();
+        let checkpoint = gatehouse_auth::audit::Checkpoint {
+            org: org.as_str().to_owned(),
+            category: category.as_str().to_owned(),
+            sequence: head.sequence,
+            hash: head.hash.clone(),
+            signed_at: now.unix_seconds(),
+        };
+        let jws = gatehouse_auth::audit::sign_checkpoint(keys, rng, &checkpoint);
+        // The public key as the JWKS shows it, kept with the checkpoints it
+        // signed (D58: published while one of them is kept).
+        let jwk = serde_json::from_str::<Value>(&keys.jwks)
+            .ok()
+            .and_then(|doc| {
+                doc["keys"]
+                    .as_array()?
+                    .iter()
+                    .find(|k| k["kid"] == keys.signing.kid.as_str())
+                    .map(Value::to_string)
+            })
+            .ok_or_else(|| AppError::Internal("the signing key is not in the JWKS".into()))?;
+        let record = CheckpointRecord {
+            category,
+            sequence: head.sequence,
+            hash: head.hash,
+            kid: keys.signing.kid.clone(),
+            jws,
+            signed_at: now,
+        };
+        let event = self
+            .teller(&gatehouse_domain::event::Origin::system())
+            .audit_checkpoint(
+                org,
+                category.as_str(),
+                record.sequence,
+                &record.hash,
+                now,
+                &record.jws,
+            );
+        store
+            .insert_checkpoint(org, &record, &jwk, &event)
+            .await
+            .or_app(Resource::Storage)?;
+        Ok(Some(record))
+    }
+
+    /// D58: `/.well-known/audit-keys.json`: a JWKS of every public key that
+    /// signed a kept checkpoint (it verifies no token: D23's JWKS is
+    /// another document).
+    pub async fn audit_keys_document(&self) -> AppResult<Value> {
+        let keys = audit_store(self)
+            .audit_jwks()
+            .await
+            .or_app(Resource::Storage)?
+            .iter()
+            .filter_map(|k| serde_json::from_str::<Value>(k).ok())
+            .collect::<Vec<_>>();
+        Ok(serde_json::json!({ "keys": keys }))
+    }
+
+    /// D58: `org`'s checkpoints, newest first.
+    pub async fn list_checkpoints(
+        &self,
+        org: &OrgId,
+        category: Option<Category>,
+        page: Page,
+    ) -> AppResult<Listing<CheckpointRecord>> {
+        audit_store(self)
+            .list_checkpoints(org, category, page)
+            .await
+            .or_app(Resource::Storage)
     }
 
     /// Records an entry that no change's transaction wrote (D58: a refused

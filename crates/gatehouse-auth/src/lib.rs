@@ -33,6 +33,9 @@ pub mod usage;
 pub mod verifier;
 pub mod webhooks;
 
+/// The random source keys and signatures are made with (re-exported for the
+/// callers that sign outside a serving process: `gatehouse audit checkpoint`).
+pub use aws_lc_rs::rand::SystemRandom;
 pub use caller::{Caller, Lineage};
 pub use error::{OAuthError, OAuthErrorKind, TokenError};
 pub use grants::{AuthConfig, AuthService, ClientAuth, IssuedTokens};

@@ -339,7 +339,12 @@ pub fn action_of(kind: EventType) -> &'static str {
 /// same actor, request and time; the target its object; `changes` the
 /// allow-listed fields that changed (all of them, from null, for a
 /// creation; to null for a deletion), never anything else of the object.
-pub fn of_event(e: &NewEvent) -> Entry {
+/// `None` for `audit.checkpoint`: the log's own checkpoints are not
+/// entries of it (each would call for the next).
+pub fn of_event(e: &NewEvent) -> Option<Entry> {
+    if e.kind == EventType::AuditCheckpoint {
+        return None;
+    }
     use EventType as T;
     let object: Value = serde_json::from_str(&e.object).unwrap_or(Value::Null);
     let field = |name: &str| object.get(name).and_then(Value::as_str).map(str::to_owned);
@@ -351,9 +356,10 @@ pub fn of_event(e: &NewEvent) -> Entry {
         | T::ApplicationDeleted
         | T::ApplicationSecretRotated => TargetType::Application,
         T::ApiKeyCreated | T::ApiKeyRevoked => TargetType::ApiKey,
-        T::OrganizationUpdated | T::OrganizationSecurityUpdated | T::StagingReset => {
-            TargetType::Organization
-        }
+        T::OrganizationUpdated
+        | T::OrganizationSecurityUpdated
+        | T::StagingReset
+        | T::AuditCheckpoint => TargetType::Organization,
         T::WebhookEndpointCreated
         | T::WebhookEndpointUpdated
         | T::WebhookEndpointDeleted
@@ -427,7 +433,7 @@ pub fn of_event(e: &NewEvent) -> Entry {
     }
     // Every field is from the target's own allow-list.
     entry.changes = changes;
-    entry
+    Some(entry)
 }
 
 /// What a `/v1` write names (D58): the action it records, refused or not,

@@ -76,6 +76,7 @@ catalog! {
     WebhookEndpointDeleted => "webhook_endpoint.deleted",
     WebhookEndpointDisabled => "webhook_endpoint.disabled",
     WebhookEndpointTest => "webhook_endpoint.test",
+    AuditCheckpoint => "audit.checkpoint",
 }
 
 /// A `type` filter (D54) and, later, a webhook endpoint's `enabled_events`
@@ -714,6 +715,30 @@ impl Teller {
     pub fn webhook_endpoint_test(&self, e: &Endpoint, at: Timestamp) -> NewEvent {
         let object = self.publish.webhook_endpoint(e);
         self.event(EventType::WebhookEndpointTest, e.id.as_str(), at, object)
+    }
+
+    /// `audit.checkpoint` (D58): a chain's signed checkpoint, as
+    /// `GET /v1/audit-logs/checkpoints` lists it; the object is the
+    /// organization's, told by Gatehouse.
+    pub fn audit_checkpoint(
+        &self,
+        org: &crate::OrgId,
+        category: &str,
+        sequence: u64,
+        hash: &str,
+        signed_at: Timestamp,
+        jws: &str,
+    ) -> NewEvent {
+        let object = serde_json::json!({
+            "org": org.as_str(),
+            "category": category,
+            "sequence": sequence,
+            "hash": hash,
+            "signed_at": signed_at.to_rfc3339(),
+            "jws": jws,
+        })
+        .to_string();
+        self.event(EventType::AuditCheckpoint, org.as_str(), signed_at, object)
     }
 
     /// `staging.reset` (D33 continued): the organization after the reset,

@@ -11,8 +11,8 @@
 
 use gatehouse_domain::audit::{Category, Entry};
 use gatehouse_store::{
-    AUDIT_COLS, AuditFilter, AuditRow, AuditStore, ChainHead, EventParam, Seal, SealedEntry,
-    Unsealed, audit_where, decode_audit,
+    AUDIT_COLS, AuditFilter, AuditRow, AuditStore, CHECKPOINT_COLS, ChainHead, CheckpointRecord,
+    EventParam, Seal, SealedEntry, Unsealed, audit_where, decode_audit, decode_checkpoint,
 };
 use sqlx_postgres::{PgArguments, PgRow, Postgres};
 
@@ -93,6 +93,26 @@ async fn listing(
     Ok(Listing {
         items: rows.iter().map(sealed_row).collect::<RowResult<Vec<_>>>()?,
         total: total.max(0) as u64,
+    })
+}
+
+fn checkpoint_row(r: &PgRow) -> RowResult<CheckpointRecord> {
+    let sequence: i64 = r.try_get(1)?;
+    decode_checkpoint(
+        &r.try_get::<String, _>(0)?,
+        sequence,
+        r.try_get(2)?,
+        r.try_get(3)?,
+        r.try_get(4)?,
+        r.try_get(5)?,
+    )
+    .map_err(|column| {
+        corrupt(
+            "audit_checkpoints",
+            column,
+            &sequence.to_string(),
+            "cannot be read",
+        )
     })
 }
 
@@ -243,5 +263,104 @@ impl AuditStore for PgStore {
             .map(sealed_row)
             .collect::<RowResult<Vec<_>>>()
             .map_err(db_err)
+    }
+    async fn insert_checkpoint(
+        &self,
+        org: &OrgId,
+        checkpoint: &CheckpointRecord,
+        jwk: &str,
+        event: &gatehouse_domain::event::NewEvent,
+    ) -> StoreResult<bool> {
+        let cp = checkpoint;
+        write_tx!(self, |tx| {
+            let n = query(
+                "INSERT INTO audit_checkpoints (org_id, category, sequence, hash, kid, jws, signed_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7)
+                 ON CONFLICT (org_id, category, sequence) DO NOTHING",
+            )
+            .bind(org.as_str())
+            .bind(cp.category.as_str())
+            .bind(cp.sequence.min(i64::MAX as u64) as i64)
+            .bind(&cp.hash)
+            .bind(&cp.kid)
+            .bind(&cp.jws)
+            .bind(cp.signed_at.millis())
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+            if n == 0 {
+                return Ok(false);
+            }
+            query("INSERT INTO audit_keys (kid, jwk) VALUES ($1, $2) ON CONFLICT (kid) DO NOTHING")
+                .bind(&cp.kid)
+                .bind(jwk)
+                .execute(&mut *tx)
+                .await?;
+            crate::events::insert_events(&mut tx, org, &[std::borrow::Cow::Borrowed(event)])
+                .await?;
+            Ok(true)
+        })
+    }
+    async fn last_checkpoint(
+        &self,
+        org: &OrgId,
+        category: Category,
+    ) -> StoreResult<Option<CheckpointRecord>> {
+        let row = query(&format!(
+            "SELECT {CHECKPOINT_COLS} FROM audit_checkpoints
+             WHERE org_id = $1 AND category = $2 ORDER BY sequence DESC LIMIT 1"
+        ))
+        .bind(org.as_str())
+        .bind(category.as_str())
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(db_err)?;
+        row.map(|r| checkpoint_row(&r)).transpose().map_err(db_err)
+    }
+    async fn list_checkpoints(
+        &self,
+        org: &OrgId,
+        category: Option<Category>,
+        page: Page,
+    ) -> StoreResult<Listing<CheckpointRecord>> {
+        let cat = category.map(Category::as_str);
+        let total: i64 = query_scalar(
+            "SELECT count(*) FROM audit_checkpoints
+             WHERE org_id = $1 AND ($2::text IS NULL OR category = $2)",
+        )
+        .bind(org.as_str())
+        .bind(cat)
+        .fetch_one(&self.pool)
+        .await
+        .map_err(db_err)?;
+        let rows = query(&format!(
+            "SELECT {CHECKPOINT_COLS} FROM audit_checkpoints
+             WHERE org_id = $1 AND ($2::text IS NULL OR category = $2)
+             ORDER BY signed_at DESC, sequence DESC LIMIT {} OFFSET {}",
+            page.limit,
+            page.offset.min(i64::MAX as u64)
+        ))
+        .bind(org.as_str())
+        .bind(cat)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db_err)?;
+        Ok(Listing {
+            items: rows
+                .iter()
+                .map(checkpoint_row)
+                .collect::<RowResult<Vec<_>>>()
+                .map_err(db_err)?,
+            total: total.max(0) as u64,
+        })
+    }
+    async fn audit_jwks(&self) -> StoreResult<Vec<String>> {
+        query_scalar(
+            "SELECT jwk FROM audit_keys
+             WHERE kid IN (SELECT kid FROM audit_checkpoints) ORDER BY kid",
+        )
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db_err)
     }
 }

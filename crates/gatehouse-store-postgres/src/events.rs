@@ -118,8 +118,10 @@ pub(crate) async fn insert_events(
     }
     // D58: each change's audit entry, beside its event, after it (the
     // transaction has its id: the entries' tickets follow the events').
-    for e in events {
-        let entry = gatehouse_domain::audit::of_event(e);
+    for entry in events
+        .iter()
+        .filter_map(|e| gatehouse_domain::audit::of_event(e))
+    {
         crate::audit::insert_audit(c, org, &gatehouse_store::AuditRow::of(&entry)).await?;
     }
     Ok(())

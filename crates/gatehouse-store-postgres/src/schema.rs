@@ -131,6 +131,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "scope_bits",
         include_str!("../migrations/0028_scope_bits.sql"),
     ),
+    (
+        29,
+        "audit_keys",
+        include_str!("../migrations/0029_audit_keys.sql"),
+    ),
 ];
 
 /// The advisory-lock key of the migration (`"gatehous"` in ASCII), separate

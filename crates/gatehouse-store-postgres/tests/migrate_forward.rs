@@ -184,7 +184,8 @@ async fn a_database_of_the_last_release_migrates_forward_without_loss() {
             (25, true),
             (26, true),
             (27, true),
-            (28, true)
+            (28, true),
+            (29, true)
         ]
     );
     assert_eq!(

@@ -5,8 +5,8 @@
 
 use gatehouse_domain::audit::{Category, Entry};
 use gatehouse_store::{
-    AUDIT_COLS, AuditFilter, AuditRow, AuditStore, ChainHead, EventParam, Seal, SealedEntry,
-    Unsealed, audit_where, decode_audit,
+    AUDIT_COLS, AuditFilter, AuditRow, AuditStore, CHECKPOINT_COLS, ChainHead, CheckpointRecord,
+    EventParam, Seal, SealedEntry, Unsealed, audit_where, decode_audit, decode_checkpoint,
 };
 use rusqlite::types::Value;
 
@@ -72,6 +72,26 @@ fn select(c: &Connection, sql: &str, params: &[Value]) -> StoreResult<Vec<Sealed
         .query_map(rusqlite::params_from_iter(params.iter()), sealed_row)
         .map_err(db_err)?;
     rows.collect::<rusqlite::Result<Vec<_>>>().map_err(db_err)
+}
+
+fn checkpoint_row(r: &Row<'_>) -> rusqlite::Result<CheckpointRecord> {
+    let sequence: i64 = r.get(1)?;
+    decode_checkpoint(
+        &r.get::<_, String>(0)?,
+        sequence,
+        r.get(2)?,
+        r.get(3)?,
+        r.get(4)?,
+        r.get(5)?,
+    )
+    .map_err(|column| {
+        corrupt(
+            "audit_checkpoints",
+            column,
+            &sequence.to_string(),
+            "cannot be read",
+        )
+    })
 }
 
 #[async_trait]
@@ -258,6 +278,116 @@ impl AuditStore for SqliteStore {
         let params = values(params);
         self.pool
             .read_blocking(move |c| select(c, &sql, &params))
+            .await
+    }
+    async fn insert_checkpoint(
+        &self,
+        org: &OrgId,
+        checkpoint: &CheckpointRecord,
+        jwk: &str,
+        event: &gatehouse_domain::event::NewEvent,
+    ) -> StoreResult<bool> {
+        let (org, cp, event) = (org.clone(), checkpoint.clone(), event.clone());
+        let jwk = jwk.to_owned();
+        self.pool
+            .write(move |tx| {
+                let n = tx
+                    .prepare_cached(
+                        "INSERT INTO audit_checkpoints (org_id, category, sequence, hash, kid, jws, signed_at)
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+                         ON CONFLICT (org_id, category, sequence) DO NOTHING",
+                    )
+                    .and_then(|mut s| {
+                        s.execute(params![
+                            org.as_str(),
+                            cp.category.as_str(),
+                            cp.sequence.min(i64::MAX as u64) as i64,
+                            cp.hash,
+                            cp.kid,
+                            cp.jws,
+                            cp.signed_at.millis()
+                        ])
+                    })
+                    .map_err(db_err)?;
+                if n == 0 {
+                    return Ok(false);
+                }
+                tx.prepare_cached(
+                    "INSERT INTO audit_keys (kid, jwk) VALUES (?1, ?2) ON CONFLICT (kid) DO NOTHING",
+                )
+                .and_then(|mut s| s.execute(params![cp.kid, jwk]))
+                .map_err(db_err)?;
+                crate::events::insert_events(tx, &org, &[std::borrow::Cow::Owned(event)])?;
+                Ok(true)
+            })
+            .await
+    }
+    async fn last_checkpoint(
+        &self,
+        org: &OrgId,
+        category: Category,
+    ) -> StoreResult<Option<CheckpointRecord>> {
+        let org = org.clone();
+        self.pool
+            .read(move |c| {
+                c.prepare_cached(&format!(
+                    "SELECT {CHECKPOINT_COLS} FROM audit_checkpoints
+                     WHERE org_id = ?1 AND category = ?2 ORDER BY sequence DESC LIMIT 1"
+                ))
+                .and_then(|mut s| {
+                    s.query_row(params![org.as_str(), category.as_str()], checkpoint_row)
+                        .optional()
+                })
+                .map_err(db_err)
+            })
+            .await
+    }
+    async fn list_checkpoints(
+        &self,
+        org: &OrgId,
+        category: Option<Category>,
+        page: Page,
+    ) -> StoreResult<Listing<CheckpointRecord>> {
+        let org = org.clone();
+        let cat = category.map(|c| c.as_str().to_owned());
+        self.pool
+            .read_blocking(move |c| {
+                let w = "org_id = ?1 AND (?2 IS NULL OR category = ?2)";
+                let params: [Value; 2] = [
+                    Value::Text(org.as_str().to_owned()),
+                    cat.map_or(Value::Null, Value::Text),
+                ];
+                let total = count(
+                    c,
+                    &format!("SELECT count(*) FROM audit_checkpoints WHERE {w}"),
+                    &params,
+                )?;
+                let sql = format!(
+                    "SELECT {CHECKPOINT_COLS} FROM audit_checkpoints WHERE {w}
+                     ORDER BY signed_at DESC, sequence DESC LIMIT {} OFFSET {}",
+                    page.limit,
+                    page.offset.min(i64::MAX as u64)
+                );
+                let mut stmt = c.prepare_cached(&sql).map_err(db_err)?;
+                let items = stmt
+                    .query_map(rusqlite::params_from_iter(params.iter()), checkpoint_row)
+                    .map_err(db_err)?
+                    .collect::<rusqlite::Result<Vec<_>>>()
+                    .map_err(db_err)?;
+                Ok(Listing { items, total })
+            })
+            .await
+    }
+    async fn audit_jwks(&self) -> StoreResult<Vec<String>> {
+        self.pool
+            .read(|c| {
+                c.prepare_cached(
+                    "SELECT jwk FROM audit_keys
+                     WHERE kid IN (SELECT kid FROM audit_checkpoints) ORDER BY kid",
+                )
+                .and_then(|mut s| s.query_map([], |r| r.get(0))?.collect())
+                .map_err(db_err)
+            })
             .await
     }
 }

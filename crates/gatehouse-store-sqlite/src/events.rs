@@ -63,8 +63,9 @@ pub(crate) fn insert_events(
             ])
             .map_err(db_err)?;
         // D58: the entry that records the change, beside its event.
-        let entry = gatehouse_domain::audit::of_event(e);
-        crate::audit::insert_audit(c, org, &gatehouse_store::AuditRow::of(&entry))?;
+        if let Some(entry) = gatehouse_domain::audit::of_event(e) {
+            crate::audit::insert_audit(c, org, &gatehouse_store::AuditRow::of(&entry))?;
+        }
     }
     Ok(())
 }

@@ -45,6 +45,7 @@ pub(crate) const MIGRATIONS: &[(i64, &str)] = &[
     ),
     (22, include_str!("../migrations/0022_passkeys.sql")),
     (23, include_str!("../migrations/0023_audit.sql")),
+    (24, include_str!("../migrations/0024_audit_keys.sql")),
 ];
 
 /// D8 (revised): gives every row whose `email_norm` was computed by an older

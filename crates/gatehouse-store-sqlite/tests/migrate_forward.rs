@@ -47,7 +47,7 @@ const PRODUCT_IDS: [&str; 4] = [
 
 /// The migrations this build embeds, as `schema.rs` lists them: the
 /// checksums recorded for an old database must be these files' SHA-256.
-const MIGRATIONS: [(i64, &str); 23] = [
+const MIGRATIONS: [(i64, &str); 24] = [
     (1, include_str!("../migrations/0001_init.sql")),
     (2, include_str!("../migrations/0002_api_keys.sql")),
     (3, include_str!("../migrations/0003_auth.sql")),
@@ -80,6 +80,7 @@ const MIGRATIONS: [(i64, &str); 23] = [
     ),
     (22, include_str!("../migrations/0022_passkeys.sql")),
     (23, include_str!("../migrations/0023_audit.sql")),
+    (24, include_str!("../migrations/0024_audit_keys.sql")),
 ];
 
 fn fixture() -> PathBuf {

@@ -98,6 +98,18 @@ pub struct AuditFilter {
     pub to: Option<Timestamp>,
 }
 
+/// A kept checkpoint (D58): the chain's `sequence` and `hash`, signed at
+/// `signed_at` with the key `kid` into the compact JWS `jws`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CheckpointRecord {
+    pub category: Category,
+    pub sequence: u64,
+    pub hash: String,
+    pub kid: String,
+    pub jws: String,
+    pub signed_at: Timestamp,
+}
+
 /// Where a chain's sealing stands: its last sealed entry.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ChainHead {
@@ -143,6 +155,34 @@ pub trait AuditStore: Send + Sync {
         after: u64,
         limit: u32,
     ) -> StoreResult<Listing<SealedEntry>>;
+    /// Keeps `checkpoint` of `org`, the public key that signed it (`jwk`,
+    /// under its `kid`, once) and writes `event` (its `audit.checkpoint`,
+    /// D58) in one transaction; `false`, writing nothing, when that chain's
+    /// `sequence` has a checkpoint already.
+    async fn insert_checkpoint(
+        &self,
+        org: &OrgId,
+        checkpoint: &CheckpointRecord,
+        jwk: &str,
+        event: &gatehouse_domain::event::NewEvent,
+    ) -> StoreResult<bool>;
+    /// A chain's newest checkpoint.
+    async fn last_checkpoint(
+        &self,
+        org: &OrgId,
+        category: Category,
+    ) -> StoreResult<Option<CheckpointRecord>>;
+    /// Checkpoints newest first (by `signed_at`, then sequence), with the
+    /// exact total; one chain's with `category`.
+    async fn list_checkpoints(
+        &self,
+        org: &OrgId,
+        category: Option<Category>,
+        page: Page,
+    ) -> StoreResult<Listing<CheckpointRecord>>;
+    /// The public JWK of every key that signed a kept checkpoint, of every
+    /// organization, by `kid` (D58: `/.well-known/audit-keys.json`).
+    async fn audit_jwks(&self) -> StoreResult<Vec<String>>;
     /// [`AuditStore::audit_after`] without the count: the pages of an
     /// export or a verification, each along the chain's index.
     async fn audit_chain_page(
@@ -234,4 +274,27 @@ pub fn audit_where(
         next(P::Int(t.millis()), &mut sql, " AND created_at < ?");
     }
     (sql, params)
+}
+
+/// The columns both backends read a checkpoint from, in this order.
+pub const CHECKPOINT_COLS: &str = "category, sequence, hash, kid, jws, signed_at";
+
+/// A checkpoint from its columns; `Err` names the column that cannot hold
+/// what it holds.
+pub fn decode_checkpoint(
+    category: &str,
+    sequence: i64,
+    hash: String,
+    kid: String,
+    jws: String,
+    signed_at: i64,
+) -> Result<CheckpointRecord, &'static str> {
+    Ok(CheckpointRecord {
+        category: Category::parse(category).ok_or("category")?,
+        sequence: u64::try_from(sequence).map_err(|_| "sequence")?,
+        hash,
+        kid,
+        jws,
+        signed_at: Timestamp::from_millis(signed_at),
+    })
 }

@@ -723,9 +723,56 @@ fn attempt_json(a: &gatehouse_domain::webhook::Attempt) -> Value {
 pub const AUDIT_CHAIN_BROKEN: &str = "AUDIT_CHAIN_BROKEN";
 
 /// `gatehouse audit verify` (D47 continued, D58).
-pub async fn audit(app: &App, cmd: AuditCommand) -> anyhow::Result<Output> {
+pub async fn audit(
+    app: &App,
+    cmd: AuditCommand,
+    master: Option<gatehouse_auth::MasterKey>,
+) -> anyhow::Result<Output> {
     use gatehouse_domain::audit::Category;
+    let categories = |c: Option<&str>| -> anyhow::Result<Vec<Category>> {
+        match c {
+            None => Ok(Category::ALL.to_vec()),
+            Some(c) => Ok(vec![Category::parse(c).ok_or_else(|| {
+                invalid(format!("--category {c:?} must be admin or security"))
+            })?]),
+        }
+    };
     match cmd {
+        AuditCommand::Checkpoint { org, category } => {
+            let org = existing_org(app, &org).await?;
+            let master = master.ok_or_else(|| failure(CONFIGURATION_ERROR, "no master key"))?;
+            let mut made = Vec::new();
+            let mut lines = String::new();
+            for category in categories(category.as_deref())? {
+                match app
+                    .operator_checkpoint(&org, category, master.clone())
+                    .await
+                    .map_err(msg)?
+                {
+                    Some(c) => {
+                        lines.push_str(&format!(
+                            "{} chain: checkpoint at sequence {} (hash {}, key {})\n",
+                            category.as_str(),
+                            c.sequence,
+                            c.hash,
+                            c.kid
+                        ));
+                        made.push(json!({
+                            "category": category.as_str(),
+                            "sequence": c.sequence,
+                            "hash": c.hash,
+                            "signed_at": c.signed_at,
+                            "jws": c.jws,
+                        }));
+                    }
+                    None => lines.push_str(&format!(
+                        "{} chain: no entry yet, nothing to sign\n",
+                        category.as_str()
+                    )),
+                }
+            }
+            Ok(Output::with_text(json!({ "data": made }), lines))
+        }
         AuditCommand::Verify { org, category } => {
             let org = existing_org(app, &org).await?;
             let categories = match category.as_deref() {

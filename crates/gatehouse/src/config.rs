@@ -139,6 +139,17 @@ pub enum AuditCommand {
         #[arg(long, value_name = "CATEGORY")]
         category: Option<String>,
     },
+    /// Sign a checkpoint of an organization's audit chains now (each
+    /// chain's last sealed sequence and hash, with the current signing
+    /// key); it is kept, listed and sent as an audit.checkpoint event.
+    Checkpoint {
+        /// The organization (org_…).
+        #[arg(long, value_name = "ORG")]
+        org: String,
+        /// Only this chain: admin or security (both when left out).
+        #[arg(long, value_name = "CATEGORY")]
+        category: Option<String>,
+    },
 }
 
 #[derive(Subcommand, Debug)]

@@ -76,7 +76,17 @@ async fn dispatch(cli: Cli) -> anyhow::Result<()> {
             commands::apikey(&operator(&settings).await?, cmd, settings.env).await?
         }
         Command::Webhook(cmd) => commands::webhook(&operator(&settings).await?, cmd).await?,
-        Command::Audit(cmd) => commands::audit(&operator(&settings).await?, cmd).await?,
+        Command::Audit(cmd) => {
+            let app = operator(&settings).await?;
+            // Only a checkpoint signs: the master key opens the signing key.
+            let master = match &cmd {
+                gatehouse::config::AuditCommand::Checkpoint { .. } => Some(
+                    gatehouse::load_master_key(settings.master_key.as_deref(), &settings.data_dir)?,
+                ),
+                gatehouse::config::AuditCommand::Verify { .. } => None,
+            };
+            commands::audit(&app, cmd, master).await?
+        }
         Command::Keys(cmd) => {
             let app = operator(&settings).await?;
             let master =

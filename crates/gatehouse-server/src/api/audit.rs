@@ -25,6 +25,7 @@ pub fn router() -> Router<AppState> {
     Router::new()
         .route("/audit-logs", get(list))
         .route("/audit-logs/export", get(export))
+        .route("/audit-logs/checkpoints", get(checkpoints))
 }
 
 /// `actor` (D54's shape; `anonymous` too).
@@ -538,4 +539,88 @@ pub(crate) async fn export(
         axum::http::HeaderValue::from_static("no-store"),
     );
     Ok(res)
+}
+
+// D58.
+/// A signed checkpoint of one chain, as the `audit.checkpoint` event's
+/// `data.object` shows it.
+#[derive(Serialize, ToSchema)]
+#[schema(as = AuditCheckpoint)]
+pub struct CheckpointResponse<'a> {
+    #[schema(value_type = String, pattern = "^org_[A-Za-z0-9]+$")]
+    pub org: &'a str,
+    /// `admin` or `security`.
+    #[schema(value_type = String)]
+    pub category: &'static str,
+    /// The chain holds this sequence …
+    #[schema(minimum = 1)]
+    pub sequence: u64,
+    /// … with this hash.
+    #[schema(value_type = String, pattern = "^[0-9a-f]{64}$")]
+    pub hash: &'a str,
+    #[schema(schema_with = schemas::timestamp)]
+    pub signed_at: Timestamp,
+    /// The compact JWS (ES256, `typ: gatehouse-audit-checkpoint+jws`) of
+    /// `{org, category, sequence, hash, signed_at}`; its key is at
+    /// `/.well-known/audit-keys.json`.
+    #[schema(value_type = String)]
+    pub jws: &'a str,
+}
+
+#[utoipa::path(
+    get,
+    path = "/v1/audit-logs/checkpoints",
+    operation_id = "listAuditCheckpoints",
+    tag = "Audit log",
+    summary = "List the audit log's signed checkpoints, newest first",
+    params(
+        ("limit" = Option<u32>, Query, minimum = 1, description = "Page size (default 20, at most 100); values above 100 are clamped to 100."),
+        ("offset" = Option<u64>, Query, description = "Items to skip."),
+        ("category" = Option<String>, Query, description = "Only this chain: `admin` or `security`."),
+    ),
+    responses(
+        (status = 200, description = "A page of checkpoints", body = crate::http::respond::List<'static, CheckpointResponse<'static>>),
+        (status = 400, description = "Invalid query parameter", body = crate::http::error::ErrorEnvelope<'static>),
+    ),
+    security(("bearer" = ["audit:read"]), ("oauth2" = ["audit:read"])),
+)]
+pub(crate) async fn checkpoints(
+    auth: Authorized<AuditRead>,
+    ctx: RequestCtx,
+    State(st): State<AppState>,
+    mut query: Query,
+) -> Result<Response, ApiError> {
+    let page = query.page();
+    let category = query.field("category", |s| {
+        Category::parse(s).ok_or_else(|| "must be admin or security".to_owned())
+    });
+    query.finish()?;
+    let org = auth.org();
+    let listing = st.app.list_checkpoints(org, category, page).await?;
+    let shown = Listing {
+        items: listing
+            .items
+            .iter()
+            .map(|c| CheckpointResponse {
+                org: org.as_str(),
+                category: c.category.as_str(),
+                sequence: c.sequence,
+                hash: &c.hash,
+                signed_at: c.signed_at,
+                jws: &c.jws,
+            })
+            .collect::<Vec<_>>(),
+        total: listing.total,
+    };
+    Ok(respond::list::<_, ShownCheckpoint<'_>>(&ctx, &shown, page))
+}
+
+#[derive(Serialize)]
+#[serde(transparent)]
+struct ShownCheckpoint<'a>(&'a CheckpointResponse<'a>);
+
+impl<'a> From<&'a CheckpointResponse<'a>> for ShownCheckpoint<'a> {
+    fn from(c: &'a CheckpointResponse<'a>) -> Self {
+        ShownCheckpoint(c)
+    }
 }

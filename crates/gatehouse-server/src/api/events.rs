@@ -342,6 +342,8 @@ pub(crate) fn webhook_schemas() -> serde_json::Map<String, serde_json::Value> {
                 EventType::OrganizationUpdated | EventType::StagingReset => {
                     reference("Organization")
                 }
+                // D58: the checkpoint as the checkpoints list shows it.
+                EventType::AuditCheckpoint => reference("AuditCheckpoint"),
                 EventType::WebhookEndpointCreated
                 | EventType::WebhookEndpointUpdated
                 | EventType::WebhookEndpointDeleted

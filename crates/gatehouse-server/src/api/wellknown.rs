@@ -12,11 +12,43 @@ use crate::state::AppState;
 pub fn router() -> Router<AppState> {
     Router::new()
         .route("/.well-known/jwks.json", get(jwks))
+        .route("/.well-known/audit-keys.json", get(audit_keys))
         .route("/.well-known/oauth-authorization-server", get(metadata))
         .route(
             "/.well-known/openid-configuration",
             get(openid_configuration),
         )
+}
+
+#[utoipa::path(
+    get,
+    path = "/.well-known/audit-keys.json",
+    operation_id = "getAuditKeys",
+    tag = "Discovery",
+    summary = "The keys that signed the audit log's checkpoints (a JWK set that verifies no token)",
+    responses(
+        (status = 200, description = "A JWK set", body = crate::http::schemas::Jwks),
+    ),
+)]
+pub(crate) async fn audit_keys(State(st): State<AppState>) -> Response {
+    // D58: every key that signed a kept checkpoint, also after it left the
+    // signing-key ring.
+    match st.app.audit_keys_document().await {
+        Ok(doc) => {
+            let mut res = doc.to_string().into_response();
+            let h = res.headers_mut();
+            h.insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            );
+            h.insert(
+                header::CACHE_CONTROL,
+                HeaderValue::from_static("public, max-age=300"),
+            );
+            res
+        }
+        Err(e) => crate::http::error::ApiError::from(e).into_response(),
+    }
 }
 
 #[utoipa::path(

@@ -466,3 +466,134 @@ async fn d58_exports_stream_every_entry_with_end_lines_and_are_audited() {
     assert_eq!(exported["data"][0]["category"], "admin");
     assert_eq!(exported["data"][0]["actor"]["type"], "client");
 }
+
+/// Verifies a compact ES256 JWS against the JWK of its `kid` in `jwks`;
+/// answers its header and payload.
+fn verify_jws(jws: &str, jwks: &Value) -> (Value, Value) {
+    use aws_lc_rs::signature::{ECDSA_P256_SHA256_FIXED, UnparsedPublicKey};
+    use base64::Engine;
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
+    let mut parts = jws.split('.');
+    let (h, p, sig) = (
+        parts.next().unwrap(),
+        parts.next().unwrap(),
+        parts.next().unwrap(),
+    );
+    let header: Value = serde_json::from_slice(&B64.decode(h).unwrap()).unwrap();
+    let payload: Value = serde_json::from_slice(&B64.decode(p).unwrap()).unwrap();
+    let jwk = jwks["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["kid"] == header["kid"])
+        .unwrap_or_else(|| panic!("{header} has its key in {jwks}"));
+    let mut point = vec![0x04];
+    point.extend(B64.decode(jwk["x"].as_str().unwrap()).unwrap());
+    point.extend(B64.decode(jwk["y"].as_str().unwrap()).unwrap());
+    UnparsedPublicKey::new(&ECDSA_P256_SHA256_FIXED, point)
+        .verify(format!("{h}.{p}").as_bytes(), &B64.decode(sig).unwrap())
+        .expect("the checkpoint's signature verifies");
+    (header, payload)
+}
+
+#[tokio::test]
+async fn d58_checkpoints_are_signed_listed_told_and_published_with_their_keys() {
+    let s = TestServer::start().await;
+    let t = s.token(&format!("{SCOPES} events:read")).await;
+    new_product(&s, &t, "Lamp", "LAMP-1").await;
+    // The chain's first sealed entry brings its first checkpoint.
+    let first = {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        loop {
+            let body = audit(&s, &t, "/checkpoints?category=admin").await;
+            if body["meta"]["total"].as_u64().unwrap() >= 1 || std::time::Instant::now() > deadline
+            {
+                break body;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    };
+    assert_eq!(first["meta"]["total"], 1, "{first}");
+    let cp = first["data"][0].clone();
+    let org = s.org();
+    assert_eq!(cp["org"], org.as_str());
+    assert_eq!(cp["category"], "admin");
+    let chain = admin_chain(&s, &t).await;
+    let at = chain
+        .iter()
+        .find(|e| e["sequence"] == cp["sequence"])
+        .expect("the checkpoint's sequence is in the chain");
+    assert_eq!(cp["hash"], at["hash"]);
+
+    // Its JWS verifies with /.well-known/audit-keys.json, and says the same.
+    let keys: Value = s
+        .request(Method::GET, "/.well-known/audit-keys.json")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let (header, payload) = verify_jws(cp["jws"].as_str().unwrap(), &keys);
+    assert_eq!(header["typ"], "gatehouse-audit-checkpoint+jws");
+    assert_eq!(header["alg"], "ES256");
+    assert_eq!(payload["org"], org.as_str());
+    assert_eq!(payload["sequence"], cp["sequence"]);
+    assert_eq!(payload["hash"], cp["hash"]);
+    for claim in ["iss", "aud", "exp"] {
+        assert!(payload.get(claim).is_none(), "no {claim}: never a token");
+    }
+    // It is not an access token either.
+    let res = s
+        .call(
+            Method::GET,
+            "/v1/products",
+            cp["jws"].as_str().unwrap(),
+            None,
+        )
+        .await;
+    expect_error(res, StatusCode::UNAUTHORIZED, "INVALID_TOKEN").await;
+
+    // `gatehouse audit checkpoint` makes one now, at the new head.
+    new_product(&s, &t, "Desk", "DESK-1").await;
+    audit_once(&s, &t, "?action=product.created", 2).await;
+    let out = gatehouse(
+        &s.data_dir(),
+        &[
+            "audit",
+            "checkpoint",
+            "--org",
+            org.as_str(),
+            "--category",
+            "admin",
+            "--json",
+        ],
+        None,
+    )
+    .await
+    .json();
+    let made = &out["data"][0];
+    let chain = admin_chain(&s, &t).await;
+    let head = chain.last().unwrap();
+    assert!(made["sequence"].as_u64().unwrap() > cp["sequence"].as_u64().unwrap());
+    assert_eq!(
+        made["hash"],
+        chain
+            .iter()
+            .find(|e| e["sequence"] == made["sequence"])
+            .unwrap()["hash"]
+    );
+    assert!(made["sequence"].as_u64().unwrap() <= head["sequence"].as_u64().unwrap());
+    let listed = audit(&s, &t, "/checkpoints").await;
+    assert_eq!(listed["meta"]["total"], 2, "{listed}");
+    assert_eq!(listed["data"][0]["jws"], made["jws"], "newest first");
+    verify_jws(made["jws"].as_str().unwrap(), &keys);
+
+    // Each was told as `audit.checkpoint`, with the same object.
+    let told = crate::events::told(&s, "?type=audit.checkpoint").await;
+    assert_eq!(told.len(), 2, "{told:?}");
+    assert_eq!(told[1]["data"]["object"], cp);
+    assert_eq!(told[0]["actor"]["type"], "system");
+    // A checkpoint is not an entry of the log it signs.
+    assert_eq!(audit(&s, &t, "?action=audit.").await["meta"]["total"], 0);
+}
