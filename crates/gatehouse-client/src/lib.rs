@@ -77,7 +77,7 @@ pub use models::{
     ApiKey, Application, ApplicationPatch, CreatedApiKey, Limits, NewApiKey, NewApplication,
     Organization, RegisteredApplication, RotatedSecret, UsageBucket,
 };
-pub use models::{AuditEntry, AuditFilter, AuditSource, AuditTarget};
+pub use models::{AuditCheckpoint, AuditEntry, AuditFilter, AuditSource, AuditTarget};
 pub use models::{
     ConsentedApplication, CursorMeta, CursorPage, Identified, NewProduct, NewUser, Page, PageMeta,
     Product, ProductFilter, ProductPatch, ProductStatus, ProfilePatch, Role, Session, User,

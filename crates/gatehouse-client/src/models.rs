@@ -980,6 +980,24 @@ pub struct AuditEntry {
     pub hash: String,
 }
 
+/// A signed checkpoint of one audit chain (D58): the chain held `sequence`
+/// with `hash` when it was signed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct AuditCheckpoint {
+    pub org: String,
+    /// `admin` or `security`.
+    pub category: String,
+    pub sequence: u64,
+    /// 64 lowercase hex characters.
+    pub hash: String,
+    /// RFC 3339.
+    pub signed_at: String,
+    /// The compact JWS (ES256) of `{org, category, sequence, hash,
+    /// signed_at}`.
+    pub jws: String,
+}
+
 /// `source` of an [`AuditEntry`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]

@@ -16,7 +16,7 @@ use crate::models::{
     ApiKey, Application, ApplicationPatch, CreatedApiKey, NewApiKey, NewApplication, Organization,
     RegisteredApplication, RotatedSecret, UsageBucket,
 };
-use crate::models::{AuditEntry, AuditFilter, Event, EventFilter};
+use crate::models::{AuditCheckpoint, AuditEntry, AuditFilter, Event, EventFilter};
 use crate::models::{
     ConsentedApplication, CursorPage, Identified, NewProduct, NewUser, Page, Product,
     ProductFilter, ProductPatch, ProfilePatch, Session, Single, User, UserFilter, UserPatch,
@@ -199,6 +199,12 @@ pub const OPERATIONS: &[Operation] = &[
         "GET",
         "/v1/audit-logs",
         "list_audit_logs_page, audit_logs_after, audit_logs_after_page",
+    ),
+    op(
+        "listAuditCheckpoints",
+        "GET",
+        "/v1/audit-logs/checkpoints",
+        "list_audit_checkpoints_page",
     ),
     op(
         "exportAuditLogs",
@@ -967,6 +973,24 @@ impl Client {
         }
         let url = self.url(&["v1", "audit-logs"], &query);
         self.api(Method::GET, url, Body::Empty).await?.json()
+    }
+
+    /// `GET /v1/audit-logs/checkpoints` (`audit:read`), one page at
+    /// `offset`, newest first; `category` `admin` or `security` (both when
+    /// `None`). Each checkpoint's `jws` verifies against
+    /// `/.well-known/audit-keys.json`.
+    pub async fn list_audit_checkpoints_page(
+        &self,
+        category: Option<&str>,
+        limit: Option<u32>,
+        offset: u64,
+    ) -> Result<Page<AuditCheckpoint>> {
+        let query: Vec<(&'static str, String)> = category
+            .map(|c| ("category", c.to_owned()))
+            .into_iter()
+            .collect();
+        self.offset_page(&["v1", "audit-logs", "checkpoints"], query, limit, offset)
+            .await
     }
 
     /// `GET /v1/audit-logs/export` (`audit:read`): the whole export as the

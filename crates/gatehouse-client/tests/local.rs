@@ -388,6 +388,7 @@ async fn every_operation_of_the_table_sends_its_method_and_path() {
                 .list_audit_logs_page(&gatehouse_client::AuditFilter::new(), 0)
                 .await
                 .map(drop),
+            "listAuditCheckpoints" => c.list_audit_checkpoints_page(None, None, 0).await.map(drop),
             "exportAuditLogs" => c.export_audit_logs("jsonl", None, None).await.map(drop),
             "listWebhookEndpoints" => c.list_webhook_endpoints().next().await.unwrap().map(drop),
             "createWebhookEndpoint" => c

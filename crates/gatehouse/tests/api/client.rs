@@ -453,6 +453,31 @@ async fn d58_audit_log_through_the_client_and_its_catch_up_stream() {
         .await;
     assert_eq!(rest.len(), all.len() - 2);
     assert_eq!(rest[0].as_ref().unwrap(), &all[2]);
+    // The chain's first checkpoint, made by the sealer once it sealed the
+    // chain's first entry, signs a sequence and hash the chain holds.
+    let mut checkpoints = c
+        .list_audit_checkpoints_page(Some("admin"), None, 0)
+        .await
+        .unwrap();
+    for _ in 0..50 {
+        if !checkpoints.data.is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        checkpoints = c
+            .list_audit_checkpoints_page(Some("admin"), None, 0)
+            .await
+            .unwrap();
+    }
+    let first = checkpoints
+        .data
+        .last()
+        .expect("the chain's first checkpoint");
+    assert_eq!(first.category, "admin");
+    assert_eq!(first.org, s.creds.org);
+    let held = &all[usize::try_from(first.sequence).unwrap() - 1];
+    assert_eq!(held.hash, first.hash);
+    assert_eq!(first.jws.split('.').count(), 3);
 }
 
 /// D54, D51 (continued): the events operations, and the catch-up stream
