@@ -40,6 +40,23 @@ pub enum ChainBreak {
         sequence: u64,
         why: &'static str,
     },
+    #[error("the checkpoint on line {line} fails: {why}")]
+    Checkpoint {
+        line: usize,
+        /// The sequence it names, when it could be read.
+        sequence: Option<u64>,
+        why: String,
+    },
+}
+
+/// What `gatehouse audit verify --checkpoints` found.
+#[derive(Debug, PartialEq, Eq)]
+pub struct CheckpointsVerified {
+    /// Checkpoints whose sequence the chain holds with their hash.
+    pub held: usize,
+    /// Checkpoints of entries the purge took (below the oldest kept
+    /// entry).
+    pub purged: usize,
 }
 
 /// What verifying one chain found intact.
@@ -53,7 +70,209 @@ pub struct Verified {
     pub last_hash: String,
 }
 
+/// Entries deleted per purge transaction: small, so sign-ins beside a
+/// purge of a million rows keep their p99 (D58).
+const PURGE_BATCH: u32 = 500;
+
+const DAY: i64 = 86_400;
+
+/// D58 (D40 continued): the audit log's settings, service-wide.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AuditSettings {
+    /// `GATEHOUSE_AUDIT_RETENTION_ADMIN` (400 d).
+    pub retention_admin_secs: i64,
+    /// `GATEHOUSE_AUDIT_RETENTION_SECURITY` (90 d).
+    pub retention_security_secs: i64,
+    /// `GATEHOUSE_AUDIT_CHECKPOINT_EVERY` (24 h, aligned to 00:00 UTC).
+    pub checkpoint_every_secs: i64,
+    /// `GATEHOUSE_AUDIT_PERIOD` (1 d, aligned to 00:00 UTC): the period of
+    /// "first use per period".
+    pub period_secs: i64,
+}
+
+impl Default for AuditSettings {
+    fn default() -> Self {
+        Self {
+            retention_admin_secs: 400 * DAY,
+            retention_security_secs: 90 * DAY,
+            checkpoint_every_secs: DAY,
+            period_secs: DAY,
+        }
+    }
+}
+
+impl AuditSettings {
+    /// How long `category`'s entries are kept.
+    pub fn retention_secs(&self, category: Category) -> i64 {
+        match category {
+            Category::Admin => self.retention_admin_secs,
+            Category::Security => self.retention_security_secs,
+        }
+    }
+}
+
+/// What a purge run did.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Purged {
+    /// Entries deleted.
+    pub entries: u64,
+    /// Chains that lost entries (each checkpointed at the run's end).
+    pub chains: u64,
+}
+
+/// One checkpoint given to `gatehouse audit verify --checkpoints`, as read
+/// from its JWS.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GivenCheckpoint {
+    /// Its line in the file (1-based).
+    pub line: usize,
+    pub jws: String,
+}
+
 impl App {
+    /// Sets the audit log's settings (D58); before the App is shared.
+    pub fn with_audit_settings(mut self, settings: AuditSettings) -> Self {
+        std::sync::Arc::get_mut(&mut self.0)
+            .expect("the audit settings are set before the App is shared")
+            .audit = settings;
+        self
+    }
+
+    pub fn audit_settings(&self) -> AuditSettings {
+        self.0.audit
+    }
+
+    /// D58: the periodic checkpoints. At each `checkpoint_every` boundary
+    /// (aligned to 00:00 UTC), every chain with entries sealed since its
+    /// newest checkpoint gets one at its head; one node does it (the
+    /// interval's job claim, D44 continued). Cheap when no boundary passed:
+    /// run with the sealer.
+    pub async fn periodic_audit_checkpoints(&self, now: gatehouse_domain::Timestamp) {
+        use std::sync::atomic::Ordering;
+        if self.auth().is_none() {
+            return;
+        }
+        let every = self.0.audit.checkpoint_every_secs.max(1);
+        let round = now.unix_seconds().div_euclid(every);
+        let seen = self.0.audit_round.swap(round, Ordering::Relaxed);
+        if seen == round {
+            return;
+        }
+        if seen == 0 {
+            // This process's first look: the round it started in is not a
+            // boundary it saw pass.
+            return;
+        }
+        let start = gatehouse_domain::Timestamp::from_millis(round * every * 1000);
+        let claimed = self
+            .0
+            .store
+            .claim_job(
+                "audit_checkpoint",
+                &(round * every).to_string(),
+                gatehouse_domain::Timestamp::now(),
+            )
+            .await;
+        match claimed {
+            Ok(true) => {}
+            Ok(false) => return,
+            Err(e) => {
+                tracing::warn!(error = %e, "claiming the audit checkpoint round failed");
+                return;
+            }
+        }
+        let chains = match audit_store(self).checkpointed_chains().await {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(error = %e, "listing the audit chains failed");
+                return;
+            }
+        };
+        for (org, last) in chains {
+            if last.signed_at >= start {
+                continue;
+            }
+            // checkpoint_head signs only when the head moved past `last`.
+            if let Err(e) = self.checkpoint_head(&org, last.category, None).await {
+                tracing::warn!(error = %e, "a periodic audit checkpoint failed");
+            }
+        }
+    }
+
+    /// The purge (D58): for each chain, deletes its oldest entries past the
+    /// category's retention, a prefix, in small batches, up to the newest
+    /// checkpoint below the first entry still kept (verification starts at
+    /// the oldest kept checkpoint, so the cut is always one; an entry stays
+    /// until a checkpoint follows it, at most one checkpoint interval past
+    /// its retention). A chain's head is never deleted. Chains that lost
+    /// entries are checkpointed once at the end of the run. Nodes purging
+    /// at once need no claim: their batches delete what the other left,
+    /// and a chain has one checkpoint per sequence.
+    pub async fn purge_audit_log(&self, now: gatehouse_domain::Timestamp) -> AppResult<Purged> {
+        let store = audit_store(self);
+        let mut purged = Purged::default();
+        let chains = store
+            .checkpointed_chains()
+            .await
+            .or_app(Resource::Storage)?;
+        for (org, newest) in chains {
+            let category = newest.category;
+            let cut = now.plus_seconds(-self.0.audit.retention_secs(category));
+            let Some(head) = store
+                .audit_chain_head(&org, category)
+                .await
+                .or_app(Resource::Storage)?
+            else {
+                continue;
+            };
+            // The first entry to keep: the oldest not past its retention,
+            // or the head.
+            let keep = store
+                .first_audit_since(&org, category, cut)
+                .await
+                .or_app(Resource::Storage)?
+                .unwrap_or(head.sequence)
+                .min(head.sequence);
+            if keep <= 1 {
+                continue;
+            }
+            let Some(anchor) = store
+                .checkpoint_at_or_below(&org, category, keep - 1)
+                .await
+                .or_app(Resource::Storage)?
+            else {
+                continue;
+            };
+            let mut n = 0u64;
+            loop {
+                let batch = store
+                    .purge_audit(&org, category, anchor.sequence, PURGE_BATCH)
+                    .await
+                    .or_app(Resource::Storage)?;
+                n += batch;
+                if batch < u64::from(PURGE_BATCH) {
+                    break;
+                }
+                tokio::task::yield_now().await;
+            }
+            // The checkpoints below the anchor vouch for entries gone.
+            store
+                .purge_checkpoints(&org, category, anchor.sequence)
+                .await
+                .or_app(Resource::Storage)?;
+            if n > 0 {
+                purged.entries += n;
+                purged.chains += 1;
+                if self.auth().is_some()
+                    && let Err(e) = self.checkpoint_head(&org, category, None).await
+                {
+                    tracing::warn!(error = %e, "the purge's audit checkpoint failed");
+                }
+            }
+        }
+        Ok(purged)
+    }
+
     /// The sealer (D58): seals every entry committed so far, in commit
     /// order, each chain continuing from its last sealed `hash`; answers
     /// how many. Run every half second by the binary and before each read.
@@ -447,10 +666,50 @@ impl App {
     ) -> AppResult<Result<Verified, ChainBreak>> {
         self.seal_committed().await;
         let store = audit_store(self);
-        let mut prev = GENESIS.to_owned();
-        let mut last = 0u64;
-        let mut count = 0u64;
         let cat = category.as_str();
+        // Where the kept chain starts: its first entry, or (after a purge)
+        // the checkpoint just before its oldest kept entry.
+        let oldest = store
+            .oldest_audit(org, category)
+            .await
+            .or_app(Resource::Storage)?
+            .unwrap_or(1);
+        let (mut prev, mut last) = if oldest <= 1 {
+            (GENESIS.to_owned(), 0u64)
+        } else {
+            match store
+                .checkpoint_at_or_below(org, category, oldest - 1)
+                .await
+                .or_app(Resource::Storage)?
+                .filter(|c| c.sequence == oldest - 1)
+            {
+                Some(anchor) => {
+                    let jwks = self.audit_keys_document().await?;
+                    let signed =
+                        gatehouse_auth::audit::verify_checkpoint_with_jwks(&jwks, &anchor.jws);
+                    if signed.as_ref().map_or(true, |c| {
+                        c.sequence != anchor.sequence
+                            || c.hash != anchor.hash
+                            || c.org != org.as_str()
+                    }) {
+                        return Ok(Err(ChainBreak::At {
+                            category: cat,
+                            sequence: anchor.sequence,
+                            why: "the checkpoint the kept entries continue from does not verify",
+                        }));
+                    }
+                    (anchor.hash, anchor.sequence)
+                }
+                None => {
+                    return Ok(Err(ChainBreak::At {
+                        category: cat,
+                        sequence: oldest,
+                        why: "the entries before it are gone and no kept checkpoint vouches for them",
+                    }));
+                }
+            }
+        };
+        let mut count = 0u64;
         loop {
             let page = store
                 .audit_chain_page(org, category, &AuditFilter::default(), last, VERIFY_PAGE)
@@ -489,6 +748,101 @@ impl App {
             last_sequence: last,
             last_hash: prev,
         }))
+    }
+}
+
+impl App {
+    /// `gatehouse audit verify --checkpoints FILE` (D58): each given
+    /// checkpoint's signature against `/.well-known/audit-keys.json`, and
+    /// the chain holding its `sequence` with its `hash`. A checkpoint past
+    /// a chain's head fails (the newest entries are gone); one below the
+    /// oldest kept entry counts as purged.
+    pub async fn verify_audit_checkpoints(
+        &self,
+        org: &OrgId,
+        given: &[GivenCheckpoint],
+    ) -> AppResult<Result<CheckpointsVerified, ChainBreak>> {
+        self.seal_committed().await;
+        let jwks = self.audit_keys_document().await?;
+        let store = audit_store(self);
+        let mut found = CheckpointsVerified { held: 0, purged: 0 };
+        for g in given {
+            let fail = |sequence, why: String| {
+                Ok(Err(ChainBreak::Checkpoint {
+                    line: g.line,
+                    sequence,
+                    why,
+                }))
+            };
+            let cp = match gatehouse_auth::audit::verify_checkpoint_with_jwks(&jwks, g.jws.trim()) {
+                Ok(cp) => cp,
+                Err(e) => return fail(None, e.to_string()),
+            };
+            let seq = Some(cp.sequence);
+            if cp.org != org.as_str() {
+                return fail(seq, "it is another organization's".into());
+            }
+            let Some(category) = Category::parse(&cp.category) else {
+                return fail(seq, format!("unknown category {:?}", cp.category));
+            };
+            let head = store
+                .audit_chain_head(org, category)
+                .await
+                .or_app(Resource::Storage)?
+                .map_or(0, |h| h.sequence);
+            if cp.sequence > head || cp.sequence == 0 {
+                return fail(
+                    seq,
+                    format!(
+                        "the {} chain does not reach sequence {} (it ends at {head})",
+                        category.as_str(),
+                        cp.sequence
+                    ),
+                );
+            }
+            let held = store
+                .audit_chain_page(org, category, &AuditFilter::default(), cp.sequence - 1, 1)
+                .await
+                .or_app(Resource::Storage)?
+                .into_iter()
+                .next()
+                .filter(|e| e.sequence == cp.sequence);
+            match held {
+                Some(e) if e.hash == cp.hash => found.held += 1,
+                Some(_) => {
+                    return fail(
+                        seq,
+                        format!(
+                            "the {} chain holds another hash at sequence {}",
+                            category.as_str(),
+                            cp.sequence
+                        ),
+                    );
+                }
+                None => {
+                    // Below the oldest kept entry: the purge took it (the
+                    // chain's own verification checks the signed checkpoint
+                    // the kept entries continue from).
+                    let oldest = store
+                        .oldest_audit(org, category)
+                        .await
+                        .or_app(Resource::Storage)?
+                        .unwrap_or(u64::MAX);
+                    if cp.sequence >= oldest {
+                        return fail(
+                            seq,
+                            format!(
+                                "the {} chain has no entry {}",
+                                category.as_str(),
+                                cp.sequence
+                            ),
+                        );
+                    }
+                    found.purged += 1;
+                }
+            }
+        }
+        Ok(Ok(found))
     }
 }
 

@@ -41,6 +41,15 @@ impl App {
                 Ok(_) => {}
                 Err(e) => tracing::warn!(error = %e, "event purge failed"),
             }
+            match self.purge_audit_log(now).await {
+                Ok(p) if p.entries > 0 => tracing::info!(
+                    entries = p.entries,
+                    chains = p.chains,
+                    "purged audit entries past their retention"
+                ),
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e, "audit purge failed"),
+            }
             if let Err(e) = self.search_housekeeping(now).await {
                 tracing::warn!(error = %e, "search housekeeping failed");
             }

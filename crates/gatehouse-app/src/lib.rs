@@ -90,6 +90,10 @@ struct Inner {
     /// D58: the audit log's identifier key, once read (like the
     /// recovery-code key).
     audit_key: std::sync::OnceLock<[u8; 32]>,
+    /// D58 (D40 continued): retention, checkpoint interval and period.
+    audit: audit::AuditSettings,
+    /// D58: the checkpoint interval this process last went through.
+    audit_round: std::sync::atomic::AtomicI64,
 }
 
 /// Names kept at most in [`Inner::org_names`]; past it the map starts over.
@@ -119,6 +123,8 @@ impl App {
             mfa_grace_day_secs: gatehouse_domain::mfa::GRACE_DAY_SECS,
             recovery_key: Default::default(),
             audit_key: Default::default(),
+            audit: Default::default(),
+            audit_round: Default::default(),
         }))
     }
 
@@ -138,6 +144,8 @@ impl App {
             mfa_grace_day_secs: gatehouse_domain::mfa::GRACE_DAY_SECS,
             recovery_key: Default::default(),
             audit_key: Default::default(),
+            audit: Default::default(),
+            audit_round: Default::default(),
         }))
     }
 

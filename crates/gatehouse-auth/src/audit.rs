@@ -113,6 +113,52 @@ pub enum CheckpointError {
 /// Verifies a checkpoint with the keys of `keys` (by `kid`): its header
 /// (ES256, the checkpoint `typ`) and signature; its payload.
 pub fn verify_checkpoint(keys: &KeySet, jws: &str) -> Result<Checkpoint, CheckpointError> {
+    verify_with(jws, |kid, signed, sig| {
+        keys.verifying
+            .get(kid)
+            .ok_or(CheckpointError::UnknownKey)?
+            .verify(signed, sig)
+            .map_err(|_| CheckpointError::BadSignature)
+    })
+}
+
+/// Verifies a checkpoint with a JWKS document (`/.well-known/audit-keys.json`,
+/// D58): the key named by the header's `kid`, an EC P-256 JWK.
+pub fn verify_checkpoint_with_jwks(
+    jwks: &serde_json::Value,
+    jws: &str,
+) -> Result<Checkpoint, CheckpointError> {
+    use aws_lc_rs::signature::{ECDSA_P256_SHA256_FIXED, UnparsedPublicKey};
+    verify_with(jws, |kid, signed, sig| {
+        let jwk = jwks["keys"]
+            .as_array()
+            .and_then(|keys| keys.iter().find(|k| k["kid"] == kid))
+            .ok_or(CheckpointError::UnknownKey)?;
+        let coordinate = |name: &str| {
+            jwk[name]
+                .as_str()
+                .and_then(|v| B64.decode(v).ok())
+                .filter(|b| b.len() == 32)
+                .ok_or(CheckpointError::UnknownKey)
+        };
+        if jwk["kty"] != "EC" || jwk["crv"] != "P-256" {
+            return Err(CheckpointError::UnknownKey);
+        }
+        let mut point = vec![4u8];
+        point.extend(coordinate("x")?);
+        point.extend(coordinate("y")?);
+        UnparsedPublicKey::new(&ECDSA_P256_SHA256_FIXED, point)
+            .verify(signed, sig)
+            .map_err(|_| CheckpointError::BadSignature)
+    })
+}
+
+/// The JWS checks both verifications share; `check(kid, signed, sig)`
+/// verifies the signature.
+fn verify_with(
+    jws: &str,
+    check: impl FnOnce(&str, &[u8], &[u8]) -> Result<(), CheckpointError>,
+) -> Result<Checkpoint, CheckpointError> {
     use CheckpointError::*;
     let mut parts = jws.split('.');
     let (Some(h), Some(p), Some(s), None) =
@@ -128,10 +174,8 @@ pub fn verify_checkpoint(keys: &KeySet, jws: &str) -> Result<Checkpoint, Checkpo
     if header.alg != "ES256" || header.typ != CHECKPOINT_TYP {
         return Err(Malformed);
     }
-    let key = keys.verifying.get(&header.kid).ok_or(UnknownKey)?;
     let sig = B64.decode(s).map_err(|_| Malformed)?;
-    key.verify(&jws.as_bytes()[..h.len() + 1 + p.len()], &sig)
-        .map_err(|_| BadSignature)?;
+    check(&header.kid, &jws.as_bytes()[..h.len() + 1 + p.len()], &sig)?;
     let payload = B64.decode(p).map_err(|_| Malformed)?;
     serde_json::from_slice(&payload).map_err(|_| Malformed)
 }
@@ -213,6 +257,22 @@ mod tests {
         assert_eq!(
             verify_checkpoint(&keys, "a.b"),
             Err(CheckpointError::Malformed)
+        );
+        // The same with the published JWKS (what `gatehouse audit verify
+        // --checkpoints` and outside verifiers use).
+        let jwks: serde_json::Value = serde_json::from_str(&keys.jwks).unwrap();
+        assert_eq!(
+            verify_checkpoint_with_jwks(&jwks, &jws).map(|c| c.sequence),
+            Ok(42)
+        );
+        let others: serde_json::Value = serde_json::from_str(&other.jwks).unwrap();
+        assert_eq!(
+            verify_checkpoint_with_jwks(&others, &jws),
+            Err(CheckpointError::UnknownKey)
+        );
+        assert_eq!(
+            verify_checkpoint_with_jwks(&jwks, &parts.join(".")),
+            Err(CheckpointError::BadSignature)
         );
         // D58: never accepted as a token (no `iss`, `aud` or `exp`).
         let issuer = crate::Issuer::new("https://auth.example.com");

@@ -96,6 +96,11 @@ async fn listing(
     })
 }
 
+/// A sequence as PostgreSQL's `bigint` (no chain comes near the limit).
+fn clamp(sequence: u64) -> i64 {
+    sequence.min(i64::MAX as u64) as i64
+}
+
 fn checkpoint_row(r: &PgRow) -> RowResult<CheckpointRecord> {
     let sequence: i64 = r.try_get(1)?;
     decode_checkpoint(
@@ -300,6 +305,121 @@ impl AuditStore for PgStore {
                 .await?;
             Ok(true)
         })
+    }
+    async fn checkpointed_chains(&self) -> StoreResult<Vec<(OrgId, CheckpointRecord)>> {
+        let rows = query(&format!(
+            "SELECT DISTINCT ON (org_id, category) {CHECKPOINT_COLS}, org_id
+             FROM audit_checkpoints ORDER BY org_id, category, sequence DESC"
+        ))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db_err)?;
+        rows.iter()
+            .map(|r| {
+                let cp = checkpoint_row(r).map_err(db_err)?;
+                let org: String = r.try_get(6).map_err(db_err)?;
+                let org = OrgId::parse(&org)
+                    .ok_or_else(|| StoreError::Internal(format!("corrupt org id {org:?}")))?;
+                Ok((org, cp))
+            })
+            .collect()
+    }
+    async fn checkpoint_at_or_below(
+        &self,
+        org: &OrgId,
+        category: Category,
+        sequence: u64,
+    ) -> StoreResult<Option<CheckpointRecord>> {
+        let row = query(&format!(
+            "SELECT {CHECKPOINT_COLS} FROM audit_checkpoints
+             WHERE org_id = $1 AND category = $2 AND sequence <= $3
+             ORDER BY sequence DESC LIMIT 1"
+        ))
+        .bind(org.as_str())
+        .bind(category.as_str())
+        .bind(clamp(sequence))
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(db_err)?;
+        row.map(|r| checkpoint_row(&r)).transpose().map_err(db_err)
+    }
+    async fn oldest_audit(&self, org: &OrgId, category: Category) -> StoreResult<Option<u64>> {
+        let v: Option<i64> = query_scalar(
+            "SELECT min(sequence) FROM audit_entries
+             WHERE org_id = $1 AND category = $2 AND sequence IS NOT NULL",
+        )
+        .bind(org.as_str())
+        .bind(category.as_str())
+        .fetch_one(&self.pool)
+        .await
+        .map_err(db_err)?;
+        Ok(v.map(|v| v.max(0) as u64))
+    }
+    async fn first_audit_since(
+        &self,
+        org: &OrgId,
+        category: Category,
+        cut: Timestamp,
+    ) -> StoreResult<Option<u64>> {
+        let v: Option<i64> = query_scalar(
+            "SELECT sequence FROM audit_entries
+             WHERE org_id = $1 AND category = $2 AND sequence IS NOT NULL AND created_at >= $3
+             ORDER BY sequence LIMIT 1",
+        )
+        .bind(org.as_str())
+        .bind(category.as_str())
+        .bind(cut.millis())
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(db_err)?;
+        Ok(v.map(|v| v.max(0) as u64))
+    }
+    async fn purge_audit(
+        &self,
+        org: &OrgId,
+        category: Category,
+        through: u64,
+        limit: u32,
+    ) -> StoreResult<u64> {
+        write_tx!(self, |tx| {
+            // The marker the trigger asks for, for this transaction only.
+            query("SELECT set_config('gatehouse.audit_purge', 'on', true)")
+                .execute(&mut *tx)
+                .await?;
+            let n = query(
+                "DELETE FROM audit_entries WHERE id IN (
+                     SELECT id FROM audit_entries
+                     WHERE org_id = $1 AND category = $2
+                       AND sequence IS NOT NULL AND sequence <= $3
+                     ORDER BY sequence LIMIT $4)",
+            )
+            .bind(org.as_str())
+            .bind(category.as_str())
+            .bind(clamp(through))
+            .bind(i64::from(limit))
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+            Ok(n)
+        })
+    }
+    async fn purge_checkpoints(
+        &self,
+        org: &OrgId,
+        category: Category,
+        below: u64,
+    ) -> StoreResult<u64> {
+        let n = query(
+            "DELETE FROM audit_checkpoints WHERE org_id = $1 AND category = $2 AND sequence < $3",
+        )
+        .bind(org.as_str())
+        .bind(category.as_str())
+        .bind(clamp(below))
+        .execute(&self.pool)
+        .await
+        .map_err(db_err)?
+        .rows_affected();
+        Ok(n)
     }
     async fn last_checkpoint(
         &self,

@@ -74,15 +74,25 @@ fn select(c: &Connection, sql: &str, params: &[Value]) -> StoreResult<Vec<Sealed
     rows.collect::<rusqlite::Result<Vec<_>>>().map_err(db_err)
 }
 
+/// A sequence as SQLite's signed integer (no chain comes near the limit).
+fn clamp(sequence: u64) -> i64 {
+    sequence.min(i64::MAX as u64) as i64
+}
+
 fn checkpoint_row(r: &Row<'_>) -> rusqlite::Result<CheckpointRecord> {
-    let sequence: i64 = r.get(1)?;
+    checkpoint_row_at(r, 0)
+}
+
+/// A checkpoint from [`CHECKPOINT_COLS`] starting at column `at`.
+fn checkpoint_row_at(r: &Row<'_>, at: usize) -> rusqlite::Result<CheckpointRecord> {
+    let sequence: i64 = r.get(at + 1)?;
     decode_checkpoint(
-        &r.get::<_, String>(0)?,
+        &r.get::<_, String>(at)?,
         sequence,
-        r.get(2)?,
-        r.get(3)?,
-        r.get(4)?,
-        r.get(5)?,
+        r.get(at + 2)?,
+        r.get(at + 3)?,
+        r.get(at + 4)?,
+        r.get(at + 5)?,
     )
     .map_err(|column| {
         corrupt(
@@ -375,6 +385,161 @@ impl AuditStore for SqliteStore {
                     .collect::<rusqlite::Result<Vec<_>>>()
                     .map_err(db_err)?;
                 Ok(Listing { items, total })
+            })
+            .await
+    }
+    async fn checkpointed_chains(&self) -> StoreResult<Vec<(OrgId, CheckpointRecord)>> {
+        self.pool
+            .read_blocking(|c| {
+                let mut stmt = c
+                    .prepare_cached(&format!(
+                        "SELECT org_id, {CHECKPOINT_COLS} FROM audit_checkpoints AS k
+                         WHERE sequence = (SELECT max(sequence) FROM audit_checkpoints
+                                           WHERE org_id = k.org_id AND category = k.category)
+                         ORDER BY org_id, category"
+                    ))
+                    .map_err(db_err)?;
+                let rows = stmt
+                    .query_map([], |r| {
+                        let org: String = r.get(0)?;
+                        let cp = checkpoint_row_at(r, 1)?;
+                        Ok((org, cp))
+                    })
+                    .map_err(db_err)?
+                    .collect::<rusqlite::Result<Vec<_>>>()
+                    .map_err(db_err)?;
+                rows.into_iter()
+                    .map(|(org, cp)| {
+                        OrgId::parse(&org)
+                            .map(|o| (o, cp))
+                            .ok_or_else(|| StoreError::Internal(format!("corrupt org id {org:?}")))
+                    })
+                    .collect()
+            })
+            .await
+    }
+    async fn checkpoint_at_or_below(
+        &self,
+        org: &OrgId,
+        category: Category,
+        sequence: u64,
+    ) -> StoreResult<Option<CheckpointRecord>> {
+        let org = org.clone();
+        self.pool
+            .read(move |c| {
+                c.prepare_cached(&format!(
+                    "SELECT {CHECKPOINT_COLS} FROM audit_checkpoints
+                     WHERE org_id = ?1 AND category = ?2 AND sequence <= ?3
+                     ORDER BY sequence DESC LIMIT 1"
+                ))
+                .and_then(|mut s| {
+                    s.query_row(
+                        params![org.as_str(), category.as_str(), clamp(sequence)],
+                        checkpoint_row,
+                    )
+                    .optional()
+                })
+                .map_err(db_err)
+            })
+            .await
+    }
+    async fn oldest_audit(&self, org: &OrgId, category: Category) -> StoreResult<Option<u64>> {
+        let org = org.clone();
+        self.pool
+            .read(move |c| {
+                c.prepare_cached(
+                    "SELECT min(sequence) FROM audit_entries
+                     WHERE org_id = ?1 AND category = ?2 AND sequence IS NOT NULL",
+                )
+                .and_then(|mut s| {
+                    s.query_row(params![org.as_str(), category.as_str()], |r| {
+                        r.get::<_, Option<i64>>(0)
+                    })
+                })
+                .map(|v| v.map(|v| v.max(0) as u64))
+                .map_err(db_err)
+            })
+            .await
+    }
+    async fn first_audit_since(
+        &self,
+        org: &OrgId,
+        category: Category,
+        cut: Timestamp,
+    ) -> StoreResult<Option<u64>> {
+        let org = org.clone();
+        self.pool
+            .read_blocking(move |c| {
+                c.prepare_cached(
+                    "SELECT sequence FROM audit_entries INDEXED BY audit_chain
+                     WHERE org_id = ?1 AND category = ?2 AND sequence IS NOT NULL
+                       AND created_at >= ?3
+                     ORDER BY sequence LIMIT 1",
+                )
+                .and_then(|mut s| {
+                    s.query_row(
+                        params![org.as_str(), category.as_str(), cut.millis()],
+                        |r| r.get::<_, i64>(0),
+                    )
+                    .optional()
+                })
+                .map(|v| v.map(|v| v.max(0) as u64))
+                .map_err(db_err)
+            })
+            .await
+    }
+    async fn purge_audit(
+        &self,
+        org: &OrgId,
+        category: Category,
+        through: u64,
+        limit: u32,
+    ) -> StoreResult<u64> {
+        let org = org.clone();
+        self.pool
+            .write(move |tx| {
+                // The marker the DELETE trigger asks for, for this
+                // transaction only.
+                tx.execute("INSERT INTO audit_purge (running) VALUES (1)", [])
+                    .map_err(db_err)?;
+                let n = tx
+                    .prepare_cached(
+                        "DELETE FROM audit_entries WHERE rowid IN (
+                             SELECT rowid FROM audit_entries INDEXED BY audit_chain
+                             WHERE org_id = ?1 AND category = ?2
+                               AND sequence IS NOT NULL AND sequence <= ?3
+                             ORDER BY sequence LIMIT ?4)",
+                    )
+                    .and_then(|mut s| {
+                        s.execute(params![
+                            org.as_str(),
+                            category.as_str(),
+                            clamp(through),
+                            i64::from(limit)
+                        ])
+                    })
+                    .map_err(db_err)?;
+                tx.execute("DELETE FROM audit_purge", []).map_err(db_err)?;
+                Ok(n as u64)
+            })
+            .await
+    }
+    async fn purge_checkpoints(
+        &self,
+        org: &OrgId,
+        category: Category,
+        below: u64,
+    ) -> StoreResult<u64> {
+        let org = org.clone();
+        self.pool
+            .write(move |tx| {
+                tx.prepare_cached(
+                    "DELETE FROM audit_checkpoints
+                     WHERE org_id = ?1 AND category = ?2 AND sequence < ?3",
+                )
+                .and_then(|mut s| s.execute(params![org.as_str(), category.as_str(), clamp(below)]))
+                .map(|n| n as u64)
+                .map_err(db_err)
             })
             .await
     }

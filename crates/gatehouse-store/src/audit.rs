@@ -183,6 +183,46 @@ pub trait AuditStore: Send + Sync {
     /// The public JWK of every key that signed a kept checkpoint, of every
     /// organization, by `kid` (D58: `/.well-known/audit-keys.json`).
     async fn audit_jwks(&self) -> StoreResult<Vec<String>>;
+    /// Every chain that has a checkpoint, each with its newest (a serving
+    /// process checkpoints a chain when it seals its first entry): the
+    /// chains the periodic checkpoints and the purge go through.
+    async fn checkpointed_chains(&self) -> StoreResult<Vec<(OrgId, CheckpointRecord)>>;
+    /// A chain's newest checkpoint at or below `sequence`.
+    async fn checkpoint_at_or_below(
+        &self,
+        org: &OrgId,
+        category: Category,
+        sequence: u64,
+    ) -> StoreResult<Option<CheckpointRecord>>;
+    /// The sequence of a chain's oldest kept entry.
+    async fn oldest_audit(&self, org: &OrgId, category: Category) -> StoreResult<Option<u64>>;
+    /// The sequence of a chain's oldest entry created at or after `cut`
+    /// (walked along the chain from its oldest entry: the prefix a purge
+    /// may take is what it walks past).
+    async fn first_audit_since(
+        &self,
+        org: &OrgId,
+        category: Category,
+        cut: Timestamp,
+    ) -> StoreResult<Option<u64>>;
+    /// The purge (D58), one batch in one transaction: deletes up to
+    /// `limit` of the chain's oldest entries, none above `through`; answers
+    /// how many. The only DELETE the triggers allow.
+    async fn purge_audit(
+        &self,
+        org: &OrgId,
+        category: Category,
+        through: u64,
+        limit: u32,
+    ) -> StoreResult<u64>;
+    /// Deletes the chain's checkpoints below `sequence` (their keys leave
+    /// `/.well-known/audit-keys.json` with the last of them).
+    async fn purge_checkpoints(
+        &self,
+        org: &OrgId,
+        category: Category,
+        below: u64,
+    ) -> StoreResult<u64>;
     /// [`AuditStore::audit_after`] without the count: the pages of an
     /// export or a verification, each along the chain's index.
     async fn audit_chain_page(

@@ -773,17 +773,20 @@ pub async fn audit(
             }
             Ok(Output::with_text(json!({ "data": made }), lines))
         }
-        AuditCommand::Verify { org, category } => {
+        AuditCommand::Verify {
+            org,
+            category,
+            checkpoints,
+        } => {
             let org = existing_org(app, &org).await?;
-            let categories = match category.as_deref() {
-                None => Category::ALL.to_vec(),
-                Some(c) => vec![Category::parse(c).ok_or_else(|| {
-                    invalid(format!("--category {c:?} must be admin or security"))
-                })?],
+            // The file is read first: a wrong path fails before any work.
+            let given = match checkpoints {
+                None => None,
+                Some(path) => Some(given_checkpoints(&path)?),
             };
             let mut chains = Vec::new();
             let mut lines = String::new();
-            for category in categories {
+            for category in categories(category.as_deref())? {
                 match app.verify_audit(&org, category).await.map_err(msg)? {
                     Ok(v) => {
                         lines.push_str(&format!(
@@ -803,12 +806,67 @@ pub async fn audit(
                     Err(broken) => return Err(failure(AUDIT_CHAIN_BROKEN, broken.to_string())),
                 }
             }
-            Ok(Output::with_text(
-                json!({ "ok": true, "chains": chains }),
-                lines,
-            ))
+            let mut doc = json!({ "ok": true, "chains": chains });
+            if let Some(given) = given {
+                match app
+                    .verify_audit_checkpoints(&org, &given)
+                    .await
+                    .map_err(msg)?
+                {
+                    Ok(found) => {
+                        lines.push_str(&format!(
+                            "checkpoints: {} held by the chains, {} before the oldest kept entry (purged)\n",
+                            found.held, found.purged
+                        ));
+                        doc["checkpoints"] = json!({ "held": found.held, "purged": found.purged });
+                    }
+                    Err(broken) => return Err(failure(AUDIT_CHAIN_BROKEN, broken.to_string())),
+                }
+            }
+            Ok(Output::with_text(doc, lines))
         }
     }
+}
+
+/// The checkpoints of `gatehouse audit verify --checkpoints FILE`: one per
+/// non-empty line, a compact JWS, or a JSON object with a `jws` member (a
+/// checkpoint as listed, or an `audit.checkpoint` event as received).
+fn given_checkpoints(
+    path: &std::path::Path,
+) -> anyhow::Result<Vec<gatehouse_app::audit::GivenCheckpoint>> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| invalid(format!("--checkpoints {}: {e}", path.display())))?;
+    let mut given = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        let jws = if line.starts_with('{') {
+            let v: Value = serde_json::from_str(line).map_err(|e| {
+                invalid(format!(
+                    "--checkpoints {} line {}: {e}",
+                    path.display(),
+                    i + 1
+                ))
+            })?;
+            let found = v["jws"]
+                .as_str()
+                .or_else(|| v["data"]["object"]["jws"].as_str())
+                .map(str::to_owned);
+            found.ok_or_else(|| {
+                invalid(format!(
+                    "--checkpoints {} line {}: no jws member",
+                    path.display(),
+                    i + 1
+                ))
+            })?
+        } else {
+            line.to_owned()
+        };
+        given.push(gatehouse_app::audit::GivenCheckpoint { line: i + 1, jws });
+    }
+    Ok(given)
 }
 
 /// `gatehouse webhook list|show` (D47 continued, D55).

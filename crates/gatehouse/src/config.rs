@@ -128,9 +128,11 @@ pub enum WebhookCommand {
 
 #[derive(Subcommand, Debug)]
 pub enum AuditCommand {
-    /// Recompute an organization's audit chains from the database: every
-    /// sequence follows the one before it and every hash matches its entry
-    /// and the hash before it. Exits 1 naming the first sequence that fails.
+    /// Recompute an organization's audit chains from the database, from
+    /// the oldest kept checkpoint: every sequence follows the one before it
+    /// and every hash matches its entry and the hash before it. Exits 1
+    /// naming the first sequence that fails, or the checkpoint it could not
+    /// reach.
     Verify {
         /// The organization (org_…).
         #[arg(long, value_name = "ORG")]
@@ -138,6 +140,12 @@ pub enum AuditCommand {
         /// Only this chain: admin or security (both when left out).
         #[arg(long, value_name = "CATEGORY")]
         category: Option<String>,
+        /// Checkpoints kept elsewhere (one JWS per line, as received by
+        /// webhook or read from GET /v1/audit-logs/checkpoints): each
+        /// signature is checked against the audit keys and the chain must
+        /// hold each checkpoint's sequence with its hash.
+        #[arg(long, value_name = "FILE")]
+        checkpoints: Option<std::path::PathBuf>,
     },
     /// Sign a checkpoint of an organization's audit chains now (each
     /// chain's last sealed sequence and hash, with the current signing
@@ -269,6 +277,18 @@ pub struct ServeArgs {
     /// The length of one day of the second-factor policy's enrollment_grace_days, a duration; honoured only with --test-settings (for tests of the deadline) [default: 1d].
     #[arg(long, env = "GATEHOUSE_MFA_GRACE_DAY")]
     pub mfa_grace_day: Option<String>,
+    /// How long the audit log keeps its admin entries, with a unit: s, m, h or d (30d to 3650d) [default: 400d].
+    #[arg(long, env = "GATEHOUSE_AUDIT_RETENTION_ADMIN")]
+    pub audit_retention_admin: Option<String>,
+    /// How long the audit log keeps its security entries, with a unit: s, m, h or d (30d to 3650d) [default: 90d].
+    #[arg(long, env = "GATEHOUSE_AUDIT_RETENTION_SECURITY")]
+    pub audit_retention_security: Option<String>,
+    /// How often each audit chain with new entries gets a signed checkpoint, aligned to 00:00 UTC, with a unit (1h to 7d) [default: 24h].
+    #[arg(long, env = "GATEHOUSE_AUDIT_CHECKPOINT_EVERY")]
+    pub audit_checkpoint_every: Option<String>,
+    /// The period of the audit log's "first use per period" of machine credentials and introspection, aligned to 00:00 UTC, with a unit (1h to 7d) [default: 1d].
+    #[arg(long, env = "GATEHOUSE_AUDIT_PERIOD")]
+    pub audit_period: Option<String>,
     /// Address ranges webhooks may be delivered to despite the address rules, and over plain http, comma-separated (e.g. 127.0.0.0/8 for tests) [default: none].
     #[arg(long, env = "GATEHOUSE_WEBHOOK_ALLOW_CIDRS")]
     pub webhook_allow_cidrs: Option<String>,
@@ -544,6 +564,10 @@ pub struct FileConfig {
     pub session_idle: Option<String>,
     pub session_max: Option<String>,
     pub mfa_grace_day: Option<String>,
+    pub audit_retention_admin: Option<String>,
+    pub audit_retention_security: Option<String>,
+    pub audit_checkpoint_every: Option<String>,
+    pub audit_period: Option<String>,
     pub webhook_allow_cidrs: Option<String>,
     pub webhook_retry_schedule: Option<String>,
     pub webhook_timeout: Option<String>,
@@ -656,6 +680,9 @@ pub struct Settings {
     pub session_limits: gatehouse_domain::session::SessionLimits,
     /// D56 (D40 continued): `GATEHOUSE_MFA_GRACE_DAY`, in seconds.
     pub mfa_grace_day_secs: i64,
+    /// D58 (D40 continued): `GATEHOUSE_AUDIT_RETENTION_*`,
+    /// `GATEHOUSE_AUDIT_CHECKPOINT_EVERY`, `GATEHOUSE_AUDIT_PERIOD`.
+    pub audit: gatehouse_app::audit::AuditSettings,
     /// D55: `GATEHOUSE_WEBHOOK_ALLOW_CIDRS`.
     pub webhook_allow: gatehouse_domain::webhook::AllowList,
     /// D55: `GATEHOUSE_WEBHOOK_RETRY_SCHEDULE`.
@@ -747,6 +774,7 @@ impl std::fmt::Debug for Settings {
                 &self.idempotency_retention_secs,
             )
             .field("event_retention_secs", &self.event_retention_secs)
+            .field("audit", &self.audit)
             .field("test_settings", &self.test_settings)
             .field("trusted_proxies", &self.trusted_proxies)
             .field("env", &self.env)
@@ -782,6 +810,7 @@ impl Settings {
             event_retention_secs: 30 * DAY,
             session_limits: Default::default(),
             mfa_grace_day_secs: gatehouse_domain::mfa::GRACE_DAY_SECS,
+            audit: Default::default(),
             webhook_allow: Default::default(),
             webhook_schedule: Default::default(),
             // The worker's defaults, written once (gatehouse-app).
@@ -962,6 +991,51 @@ impl Settings {
             }
             s.mfa_grace_day_secs =
                 duration_setting("GATEHOUSE_MFA_GRACE_DAY", raw, (1, DAY), true)?;
+        }
+        // D58 (D40 continued): the audit log's durations.
+        let audit_durations = [
+            (
+                "GATEHOUSE_AUDIT_RETENTION_ADMIN",
+                serve
+                    .audit_retention_admin
+                    .as_deref()
+                    .or(file.audit_retention_admin.as_deref()),
+                (30 * DAY, 3_650 * DAY),
+                &mut s.audit.retention_admin_secs,
+            ),
+            (
+                "GATEHOUSE_AUDIT_RETENTION_SECURITY",
+                serve
+                    .audit_retention_security
+                    .as_deref()
+                    .or(file.audit_retention_security.as_deref()),
+                (30 * DAY, 3_650 * DAY),
+                &mut s.audit.retention_security_secs,
+            ),
+            (
+                "GATEHOUSE_AUDIT_CHECKPOINT_EVERY",
+                serve
+                    .audit_checkpoint_every
+                    .as_deref()
+                    .or(file.audit_checkpoint_every.as_deref()),
+                (3_600, 7 * DAY),
+                &mut s.audit.checkpoint_every_secs,
+            ),
+            (
+                "GATEHOUSE_AUDIT_PERIOD",
+                serve
+                    .audit_period
+                    .as_deref()
+                    .or(file.audit_period.as_deref()),
+                (3_600, 7 * DAY),
+                &mut s.audit.period_secs,
+            ),
+        ];
+        let test = s.test_settings;
+        for (name, raw, range, slot) in audit_durations {
+            if let Some(raw) = raw {
+                *slot = duration_setting(name, raw, range, test)?;
+            }
         }
         if let Some(raw) = serve
             .webhook_allow_cidrs

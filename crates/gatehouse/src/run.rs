@@ -295,6 +295,7 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
     )
     .with_idempotency_retention_secs(settings.idempotency_retention_secs)
     .with_event_retention_secs(settings.event_retention_secs)
+    .with_audit_settings(settings.audit)
     .with_session_limits(settings.session_limits)
     .with_mfa_grace_day(settings.mfa_grace_day_secs)
     .with_webhook_settings(gatehouse_app::webhooks::WebhookSettings {
@@ -338,7 +339,9 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
         settings.mail_from.clone(),
         settings
             .idempotency_retention_secs
-            .min(settings.event_retention_secs),
+            .min(settings.event_retention_secs)
+            .min(settings.audit.retention_admin_secs)
+            .min(settings.audit.retention_security_secs),
         stop.subscribe(),
     );
 
@@ -529,6 +532,7 @@ fn spawn_background(
                 if let Err(e) = app.seal_audit_log().await {
                     tracing::warn!(error = %e, "sealing the audit log failed");
                 }
+                app.periodic_audit_checkpoints(Timestamp::now()).await;
             }
         });
     }

@@ -597,3 +597,241 @@ async fn d58_checkpoints_are_signed_listed_told_and_published_with_their_keys() 
     // A checkpoint is not an entry of the log it signs.
     assert_eq!(audit(&s, &t, "?action=audit.").await["meta"]["total"], 0);
 }
+
+/// The `sequence` of the admin chain's newest checkpoint once it reaches
+/// `at_least` (the sealer's first, the periodic ones), within 20 s.
+async fn checkpoint_reaching(s: &TestServer, t: &str, at_least: u64) -> Value {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let body = audit(s, t, "/checkpoints?category=admin&limit=1").await;
+        let newest = body["data"][0].clone();
+        if newest["sequence"].as_u64().is_some_and(|q| q >= at_least) {
+            return newest;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no checkpoint reached sequence {at_least}: {body}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
+/// D58: a purge takes each chain's oldest entries past the retention (here
+/// 3 s, which only `--test-settings` allows), a prefix, up to a checkpoint,
+/// never the head; the checkpoints before it go with them; `gatehouse audit
+/// verify` then starts at the kept checkpoint. Checkpoints come every
+/// `GATEHOUSE_AUDIT_CHECKPOINT_EVERY` (here 1 s) for chains with new entries.
+#[tokio::test]
+async fn d58_the_purge_takes_the_oldest_entries_up_to_a_checkpoint_and_verify_starts_there() {
+    let s = TestServer::start_with(|c| {
+        c.test_settings = true;
+        c.audit.retention_admin_secs = 3;
+        c.audit.checkpoint_every_secs = 1;
+    })
+    .await;
+    let t = s.token(SCOPES).await;
+    for (name, sku) in [("Lamp", "LAMP-1"), ("Desk", "DESK-1"), ("Chair", "CHAIR-1")] {
+        new_product(&s, &t, name, sku).await;
+    }
+    audit_once(&s, &t, "?action=product.created", 3).await;
+    let old = admin_chain(&s, &t).await;
+    let old_head = old.last().unwrap()["sequence"].as_u64().unwrap();
+    // A periodic checkpoint signs the head within a second or two.
+    let anchor = checkpoint_reaching(&s, &t, old_head).await;
+    assert_eq!(anchor["sequence"].as_u64(), Some(old_head));
+    // A newer entry, past the old ones, then its own checkpoint.
+    new_product(&s, &t, "Fresh", "FRESH-1").await;
+    audit_once(&s, &t, "?action=product.created", 4).await;
+    let head = admin_chain(&s, &t).await.last().unwrap()["sequence"]
+        .as_u64()
+        .unwrap();
+    checkpoint_reaching(&s, &t, head).await;
+
+    // The purge (every 5 s with a retention this short) takes the prefix
+    // up to the checkpoint at the old head; the head stays.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let kept = loop {
+        let chain = admin_chain(&s, &t).await;
+        if chain.first().and_then(|e| e["sequence"].as_u64()) > Some(old_head) {
+            break chain;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "nothing purged: {chain:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    };
+    assert_eq!(kept[0]["sequence"].as_u64(), Some(old_head + 1), "a prefix");
+    assert_eq!(kept.last().unwrap()["sequence"].as_u64(), Some(head));
+    assert!(
+        kept.iter().all(|e| e["changes"]["name"]["to"] != "Lamp"),
+        "{kept:?}"
+    );
+    // The checkpoint the kept entries continue from stays; older ones go.
+    let listed = items(&audit(&s, &t, "/checkpoints?category=admin&limit=100").await);
+    assert!(
+        listed
+            .iter()
+            .all(|c| c["sequence"].as_u64().unwrap() >= old_head),
+        "{listed:?}"
+    );
+    assert!(listed.iter().any(|c| c["sequence"] == anchor["sequence"]));
+
+    // Verification starts at that checkpoint and covers what is kept.
+    let org = s.org();
+    let out = gatehouse(
+        &s.data_dir(),
+        &[
+            "audit",
+            "verify",
+            "--org",
+            org.as_str(),
+            "--category",
+            "admin",
+        ],
+        None,
+    )
+    .await;
+    assert!(out.status.success(), "{}", out.stderr);
+    assert!(
+        out.stdout
+            .contains(&format!("{} entries verified", kept.len())),
+        "{}",
+        out.stdout
+    );
+    // The purge was the only DELETE: one by hand is still refused.
+    let refused = by_hand(
+        &s,
+        &format!("DELETE FROM audit_entries WHERE org_id = '{org}'"),
+    )
+    .await;
+    assert!(refused.is_err(), "{refused:?}");
+}
+
+/// D58's truncation test: the newest entries deleted by someone with
+/// database access after a checkpoint was sent by webhook. The chain that
+/// is left verifies on its own; with the checkpoints received,
+/// `gatehouse audit verify --checkpoints FILE` fails naming the checkpoint
+/// it cannot reach.
+#[tokio::test]
+async fn d58_newest_entries_deleted_after_a_checkpoint_fail_verify_with_the_webhooks_checkpoints() {
+    let s = TestServer::start_with(|c| {
+        c.webhook_allow = gatehouse_domain::webhook::AllowList::parse("127.0.0.0/8").unwrap();
+        c.test_settings = true;
+    })
+    .await;
+    let t = s.token(&format!("{SCOPES} webhooks:write")).await;
+    let (url, receiver) = crate::webhooks::Receiver::start(&[]).await;
+    let res = s
+        .call(
+            Method::POST,
+            "/v1/webhook-endpoints",
+            &t,
+            Some(json!({"url": url, "enabled_events": ["audit.checkpoint"]})),
+        )
+        .await;
+    body_of(res, StatusCode::CREATED).await;
+    for (name, sku) in [("Lamp", "LAMP-1"), ("Desk", "DESK-1"), ("Chair", "CHAIR-1")] {
+        new_product(&s, &t, name, sku).await;
+    }
+    audit_once(&s, &t, "?action=product.created", 3).await;
+    let chain = admin_chain(&s, &t).await;
+    let head = chain.last().unwrap()["sequence"].as_u64().unwrap();
+    let org = s.org();
+    // A checkpoint of the head now, received by the webhook.
+    let out = gatehouse(
+        &s.data_dir(),
+        &[
+            "audit",
+            "checkpoint",
+            "--org",
+            org.as_str(),
+            "--category",
+            "admin",
+        ],
+        None,
+    )
+    .await;
+    assert!(out.status.success(), "{}", out.stderr);
+    let received = loop {
+        let got = receiver.wait_for(1).await;
+        let events: Vec<Value> = got
+            .iter()
+            .map(|(_, body)| serde_json::from_slice(body).unwrap())
+            .collect();
+        if events
+            .iter()
+            .any(|e| e["data"]["object"]["sequence"].as_u64() == Some(head))
+        {
+            break events;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    assert!(received.iter().all(|e| e["type"] == "audit.checkpoint"));
+    let file = s.data_dir().join("received-checkpoints.jsonl");
+    let lines: Vec<String> = received.iter().map(Value::to_string).collect();
+    std::fs::write(&file, lines.join("\n") + "\n").unwrap();
+    let verify = |with: bool| {
+        let (dir, file, org) = (s.data_dir(), file.clone(), org.clone());
+        async move {
+            let mut args = vec![
+                "audit",
+                "verify",
+                "--org",
+                org.as_str(),
+                "--category",
+                "admin",
+            ];
+            let path = file.to_str().unwrap().to_owned();
+            if with {
+                args.extend(["--checkpoints", path.as_str()]);
+            }
+            gatehouse(&dir, &args, None).await
+        }
+    };
+    let ok = verify(true).await;
+    assert!(ok.status.success(), "{}", ok.stderr);
+    assert!(
+        ok.stdout
+            .contains(&format!("checkpoints: {} held", received.len())),
+        "{}",
+        ok.stdout
+    );
+
+    // The two newest rows deleted past the trigger.
+    let (off, on) = if s.settings.database_url.starts_with("postgres") {
+        (
+            "ALTER TABLE audit_entries DISABLE TRIGGER audit_entries_guard",
+            "ALTER TABLE audit_entries ENABLE TRIGGER audit_entries_guard",
+        )
+    } else {
+        ("DROP TRIGGER audit_entries_purge_only", "")
+    };
+    by_hand(&s, off).await.unwrap();
+    let gone = by_hand(
+        &s,
+        &format!(
+            "DELETE FROM audit_entries WHERE org_id = '{org}' AND category = 'admin' AND sequence >= {}",
+            head - 1
+        ),
+    )
+    .await;
+    assert_eq!(gone, Ok(2));
+    if !on.is_empty() {
+        by_hand(&s, on).await.unwrap();
+    }
+    // What is left is a chain that verifies on its own …
+    let alone = verify(false).await;
+    assert!(alone.status.success(), "{}", alone.stderr);
+    // … but not against the checkpoint the webhook received.
+    let caught = verify(true).await;
+    assert_eq!(caught.status.code(), Some(1), "{}", caught.stdout);
+    assert!(
+        caught.stderr.contains(&format!(
+            "the admin chain does not reach sequence {head} (it ends at {})",
+            head - 2
+        )),
+        "{}",
+        caught.stderr
+    );
+}

@@ -490,12 +490,12 @@ async fn d55_an_owner_removed_disables_their_endpoints_until_someone_enables_the
 }
 
 /// One request a receiver got: its headers and body.
-type Got = (http::HeaderMap, Vec<u8>);
+pub(crate) type Got = (http::HeaderMap, Vec<u8>);
 
 /// A receiving server on loopback: records each request and answers with
 /// the statuses it is given, in order, then 200.
 #[derive(Clone, Default)]
-struct Receiver {
+pub(crate) struct Receiver {
     got: std::sync::Arc<std::sync::Mutex<Vec<Got>>>,
     answers: std::sync::Arc<std::sync::Mutex<std::collections::VecDeque<u16>>>,
     /// How long to wait before answering each request, in order (then
@@ -504,7 +504,7 @@ struct Receiver {
 }
 
 impl Receiver {
-    async fn start(answers: &[u16]) -> (String, Self) {
+    pub(crate) async fn start(answers: &[u16]) -> (String, Self) {
         let r = Self::default();
         r.answers.lock().unwrap().extend(answers);
         let state = r.clone();
@@ -528,7 +528,7 @@ impl Receiver {
     }
 
     /// The requests received, once there are at least `n` (within 15 s).
-    async fn wait_for(&self, n: usize) -> Vec<Got> {
+    pub(crate) async fn wait_for(&self, n: usize) -> Vec<Got> {
         for _ in 0..300 {
             let got = self.got.lock().unwrap().clone();
             if got.len() >= n {
