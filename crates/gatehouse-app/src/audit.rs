@@ -111,6 +111,21 @@ impl AuditSettings {
     }
 }
 
+/// First uses remembered per process at most (D58): past it the oldest
+/// are forgotten, and a forgotten use asks storage again (which answers
+/// "recorded already"), so the bound costs a round trip, never an entry.
+const FIRST_USES_KEPT: usize = 65_536;
+
+/// The first uses (D58's `credential.used`, `token.introspected`) this
+/// process knows were recorded: `(period, "credential|address")`.
+pub(crate) struct FirstUses(quick_cache::sync::Cache<(i64, String), ()>);
+
+impl Default for FirstUses {
+    fn default() -> Self {
+        Self(quick_cache::sync::Cache::new(FIRST_USES_KEPT))
+    }
+}
+
 /// What a purge run did.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Purged {
@@ -130,6 +145,34 @@ pub struct GivenCheckpoint {
 }
 
 impl App {
+    /// D58's first use per period (`GATEHOUSE_AUDIT_PERIOD`): records
+    /// `entry()` unless this use (`key`, e.g. a credential's id, from
+    /// address `ip` in the current period) was recorded already, here or on
+    /// another node. A use this process saw costs a look-up in memory. A
+    /// failure to record is logged and tried again at the next use.
+    pub async fn note_first_use(
+        &self,
+        org: &OrgId,
+        key: &str,
+        ip: &str,
+        entry: impl FnOnce() -> gatehouse_domain::audit::Entry,
+    ) {
+        let now = gatehouse_domain::Timestamp::now();
+        let every = self.0.audit.period_secs.max(1);
+        let period = now.unix_seconds().div_euclid(every) * every;
+        let seen = (period, format!("{key}|{ip}"));
+        if self.0.first_uses.0.get(&seen).is_some() {
+            return;
+        }
+        match audit_store(self)
+            .record_first_use(org, key, period, ip, &entry())
+            .await
+        {
+            Ok(_) => self.0.first_uses.0.insert(seen, ()),
+            Err(e) => tracing::error!(error = %e, "recording a first use in the audit log failed"),
+        }
+    }
+
     /// Sets the audit log's settings (D58); before the App is shared.
     pub fn with_audit_settings(mut self, settings: AuditSettings) -> Self {
         std::sync::Arc::get_mut(&mut self.0)
@@ -210,6 +253,12 @@ impl App {
     /// and a chain has one checkpoint per sequence.
     pub async fn purge_audit_log(&self, now: gatehouse_domain::Timestamp) -> AppResult<Purged> {
         let store = audit_store(self);
+        // First uses of periods before the current one are done with.
+        let every = self.0.audit.period_secs.max(1);
+        store
+            .purge_first_uses(now.unix_seconds().div_euclid(every) * every)
+            .await
+            .or_app(Resource::Storage)?;
         let mut purged = Purged::default();
         let chains = store
             .checkpointed_chains()

@@ -94,6 +94,8 @@ struct Inner {
     audit: audit::AuditSettings,
     /// D58: the checkpoint interval this process last went through.
     audit_round: std::sync::atomic::AtomicI64,
+    /// D58: the first uses this process knows were recorded.
+    first_uses: audit::FirstUses,
 }
 
 /// Names kept at most in [`Inner::org_names`]; past it the map starts over.
@@ -125,6 +127,7 @@ impl App {
             audit_key: Default::default(),
             audit: Default::default(),
             audit_round: Default::default(),
+            first_uses: Default::default(),
         }))
     }
 
@@ -146,6 +149,7 @@ impl App {
             audit_key: Default::default(),
             audit: Default::default(),
             audit_round: Default::default(),
+            first_uses: Default::default(),
         }))
     }
 

@@ -452,12 +452,24 @@ impl App {
             "New recovery codes for your Gatehouse account",
             "A new set of recovery codes was made for this account; the earlier ones no longer work.",
         );
+        // D58: `user.recovery_codes_regenerated`, with the new set.
+        let regenerated = gatehouse_domain::audit::security(
+            "user.recovery_codes_regenerated",
+            Some(origin.actor.clone()),
+            Some((
+                gatehouse_domain::audit::TargetType::User,
+                user.id.as_str().to_owned(),
+            )),
+            origin.request.as_ref(),
+            now,
+        );
         let fx = [
             Effect::PutRecoveryCodes {
                 user: user.id.clone(),
                 digests,
             },
             Effect::Mail(Box::new(mail)),
+            Effect::Audit(Box::new(regenerated)),
         ];
         let tell = self.teller(origin);
         self.mfa_store()
@@ -599,6 +611,34 @@ impl App {
         attempt: &str,
         entered: &str,
         amr_before: &[String],
+        request: Option<&gatehouse_domain::event::RequestRef>,
+    ) -> Result<Passed, SecondStepError> {
+        let passed = self
+            .check_second_step(org, user, attempt, entered, amr_before, request)
+            .await;
+        // D58: a failed second step is a failed sign-in, with its reason.
+        let reason = match &passed {
+            Err(SecondStepError::Wrong) => Some(gatehouse_domain::audit::SignInFailure::MfaFailed),
+            Err(SecondStepError::Blocked | SecondStepError::AttemptEnded) => {
+                Some(gatehouse_domain::audit::SignInFailure::MfaThrottled)
+            }
+            _ => None,
+        };
+        if let Some(reason) = reason {
+            self.record_sign_in_failure(org, reason, Some(&user.id), None, None, request)
+                .await;
+        }
+        passed
+    }
+
+    async fn check_second_step(
+        &self,
+        org: &OrgId,
+        user: &User,
+        attempt: &str,
+        entered: &str,
+        amr_before: &[String],
+        request: Option<&gatehouse_domain::event::RequestRef>,
     ) -> Result<Passed, SecondStepError> {
         let now = Timestamp::now();
         let store = self.mfa_store();
@@ -642,7 +682,8 @@ impl App {
         }
         let amr = mfa::amr_with_otp(amr_before);
         let right = if recovery {
-            self.spend_recovery_code(org, user, entered, now).await?
+            self.spend_recovery_code(org, user, entered, now, request)
+                .await?
         } else {
             self.accept_totp(org, user, entered, now).await?
         };
@@ -675,6 +716,7 @@ impl App {
         user: &User,
         entered: &str,
         now: Timestamp,
+        request: Option<&gatehouse_domain::event::RequestRef>,
     ) -> Result<Option<u32>, SecondStepError> {
         let key = self.recovery_key().await?;
         let Some(digest) = totp::recovery_digest(&key, entered) else {
@@ -685,7 +727,21 @@ impl App {
             "A recovery code was used for your Gatehouse account",
             "One of this account's recovery codes was used to sign in. Each code works once; make a new set on the account page when few are left.",
         );
-        let fx = [Effect::Mail(Box::new(mail))];
+        // D58: `user.recovery_code_used`, written with the code's spending.
+        let used = gatehouse_domain::audit::security(
+            "user.recovery_code_used",
+            Some(gatehouse_domain::event::Actor::User {
+                user: user.id.clone(),
+                client: None,
+            }),
+            Some((
+                gatehouse_domain::audit::TargetType::User,
+                user.id.as_str().to_owned(),
+            )),
+            request,
+            now,
+        );
+        let fx = [Effect::Mail(Box::new(mail)), Effect::Audit(Box::new(used))];
         Ok(self
             .mfa_store()
             .use_recovery_code(org, &user.id, &digest, now, &fx)

@@ -172,14 +172,35 @@ impl App {
             },
             request,
         };
-        self.end_sessions(
-            &sess.org,
-            &sess.user,
-            SessionSelect::One(sess.id.clone()),
-            &origin,
-        )
-        .await
-        .map(drop)
+        // D58: `user.signed_out`, in the ending's transaction.
+        let now = Timestamp::now();
+        let signed_out = gatehouse_domain::audit::security(
+            "user.signed_out",
+            Some(origin.actor.clone()),
+            Some((
+                gatehouse_domain::audit::TargetType::Session,
+                sess.id.as_str().to_owned(),
+            )),
+            origin.request.as_ref(),
+            now,
+        );
+        let ended = session_store(self)
+            .end_sessions_with(
+                &sess.org,
+                &sess.user,
+                &SessionSelect::One(sess.id.clone()),
+                now,
+                &self.teller(&origin),
+                &[gatehouse_domain::effect::Effect::Audit(Box::new(
+                    signed_out,
+                ))],
+            )
+            .await
+            .or_app(Resource::Session)?;
+        if !ended.is_empty() {
+            self.sync_revocations().await?;
+        }
+        Ok(())
     }
 
     /// The session the caller's token acts in (D57's `current`): the one

@@ -244,6 +244,17 @@ impl Entry {
         }
     }
 
+    /// Sets `source` and `request` from the request the action came
+    /// through (D58: for a dashboard action, the browser's).
+    pub fn through(mut self, request: Option<&RequestRef>) -> Self {
+        if let Some(source) = request.and_then(|r| r.source.as_ref()) {
+            self.source_ip = Some(source.ip.clone());
+            self.source_user_agent = source.user_agent.clone();
+        }
+        self.request = request.cloned();
+        self
+    }
+
     /// Sets `changes`; refused when a field is not on the target's
     /// allow-list (so a secret can never be written by mistake).
     pub fn with_changes(mut self, changes: Vec<Change>) -> Result<Self, NotAudited> {
@@ -381,19 +392,15 @@ pub fn of_event(e: &NewEvent) -> Option<Entry> {
         T::SessionRevoked => field("id").unwrap_or_else(|| e.object_id.clone()),
         _ => e.object_id.clone(),
     };
-    let mut entry = Entry::new(
+    let entry = Entry::new(
         AuditId::generate_at(e.created_at).into_string(),
         category_of(e.kind),
         e.created_at,
         action_of(e.kind),
         Outcome::Success,
     );
+    let mut entry = entry.through(e.origin.request.as_ref());
     entry.actor = Some(e.origin.actor.clone());
-    if let Some(r) = &e.origin.request {
-        entry.source_ip = r.source.as_ref().map(|s| s.ip.clone());
-        entry.source_user_agent = r.source.as_ref().and_then(|s| s.user_agent.clone());
-    }
-    entry.request = e.origin.request.clone();
     entry.target = Some((target_type, target_id));
     if matches!(
         e.kind,
@@ -547,20 +554,16 @@ pub fn of_write(
     } else {
         Outcome::Success
     };
-    let mut e = Entry::new(
+    let e = Entry::new(
         AuditId::generate_at(at).into_string(),
         Category::Admin,
         at,
         route.action,
         outcome,
     );
+    let mut e = e.through(origin.request.as_ref());
     e.reason = reason.map(str::to_owned);
     e.actor = Some(origin.actor.clone());
-    if let Some(r) = &origin.request {
-        e.source_ip = r.source.as_ref().map(|s| s.ip.clone());
-        e.source_user_agent = r.source.as_ref().and_then(|s| s.user_agent.clone());
-    }
-    e.request = origin.request.clone();
     e.target = match (route.target, target_id) {
         (Some(t), Some(id)) => Some((t, id)),
         _ => None,
@@ -597,13 +600,9 @@ pub fn sign_in_failed(
         at,
         "user.sign_in_failed",
         Outcome::Failure,
-    );
+    )
+    .through(request);
     e.reason = Some(reason.as_str().to_owned());
-    if let Some(r) = request {
-        e.source_ip = r.source.as_ref().map(|s| s.ip.clone());
-        e.source_user_agent = r.source.as_ref().and_then(|s| s.user_agent.clone());
-    }
-    e.request = request.cloned();
     e.target = user.map(|u| (TargetType::User, u.as_str().to_owned()));
     e.details.identifier_digest = identifier_digest;
     e.details.client_id = client.map(|c| c.as_str().to_owned());
@@ -613,19 +612,131 @@ pub fn sign_in_failed(
 /// D58: a password-reset e-mail was sent for `user` (security), at the
 /// request of whoever asked (`anonymous`: the form needs no sign-in).
 pub fn reset_requested(user: &crate::UserId, request: Option<&RequestRef>, at: Timestamp) -> Entry {
+    security(
+        "user.password_reset_requested",
+        None,
+        Some((TargetType::User, user.as_str().to_owned())),
+        request,
+        at,
+    )
+}
+
+/// A security action's entry (D58: category `security`, `success`) by
+/// `actor` (`None`: anonymous) on `target`, made through `request`.
+pub fn security(
+    action: &'static str,
+    actor: Option<Actor>,
+    target: Option<(TargetType, String)>,
+    request: Option<&RequestRef>,
+    at: Timestamp,
+) -> Entry {
     let mut e = Entry::new(
         AuditId::generate_at(at).into_string(),
         Category::Security,
         at,
-        "user.password_reset_requested",
+        action,
         Outcome::Success,
+    )
+    .through(request);
+    e.actor = actor;
+    e.target = target;
+    e
+}
+
+/// D58: `token.issued` for a person's token (`authorization_code` or
+/// `refresh_token`): the person through `client` as actor, the access
+/// token's `jti` as target (an id, not the token), the grant and scope.
+pub fn token_issued(
+    user: &crate::UserId,
+    client: &crate::ClientId,
+    jti: &str,
+    grant_type: &'static str,
+    scope: &str,
+    request: Option<&RequestRef>,
+    at: Timestamp,
+) -> Entry {
+    let mut e = security(
+        "token.issued",
+        Some(Actor::User {
+            user: user.clone(),
+            client: Some(client.clone()),
+        }),
+        Some((TargetType::Token, jti.to_owned())),
+        request,
+        at,
     );
-    if let Some(r) = request {
-        e.source_ip = r.source.as_ref().map(|s| s.ip.clone());
-        e.source_user_agent = r.source.as_ref().and_then(|s| s.user_agent.clone());
+    e.details.grant_type = Some(grant_type.to_owned());
+    e.details.scope = Some(scope.to_owned());
+    e.details.client_id = Some(client.as_str().to_owned());
+    e
+}
+
+/// What a machine credential's first use in a period names (D58's
+/// `credential.used`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum MachineCredential {
+    /// An application's client credentials (a token was issued).
+    Client(crate::ClientId),
+    /// An API key (a request was made with it).
+    ApiKey(crate::ApiKeyId),
+}
+
+impl MachineCredential {
+    /// The credential's id.
+    pub fn id(&self) -> &str {
+        match self {
+            MachineCredential::Client(c) => c.as_str(),
+            MachineCredential::ApiKey(k) => k.as_str(),
+        }
     }
-    e.request = request.cloned();
-    e.target = Some((TargetType::User, user.as_str().to_owned()));
+}
+
+/// D58: `credential.used`, the first use of a machine credential in a
+/// period (or the first from a new address in it): the credential is both
+/// actor and target; for client credentials, `details` the grant and scope.
+pub fn credential_used(
+    credential: &MachineCredential,
+    scope: Option<&str>,
+    request: Option<&RequestRef>,
+    at: Timestamp,
+) -> Entry {
+    let (actor, target) = match credential {
+        MachineCredential::Client(c) => (
+            Actor::Client(c.clone()),
+            (TargetType::Application, c.as_str().to_owned()),
+        ),
+        MachineCredential::ApiKey(k) => (
+            Actor::ApiKey(k.clone()),
+            (TargetType::ApiKey, k.as_str().to_owned()),
+        ),
+    };
+    let mut e = security("credential.used", Some(actor), Some(target), request, at);
+    if let MachineCredential::Client(c) = credential {
+        e.details.grant_type = Some("client_credentials".to_owned());
+        e.details.client_id = Some(c.as_str().to_owned());
+        e.details.scope = scope.map(str::to_owned);
+    }
+    e
+}
+
+/// D58: `token.introspected` by `caller` (a client): the token's `jti` as
+/// target when it was active, and the client it was issued to in
+/// `details.client_id`.
+pub fn introspected(
+    caller: &crate::ClientId,
+    jti: Option<&str>,
+    token_client: Option<&str>,
+    request: Option<&RequestRef>,
+    at: Timestamp,
+) -> Entry {
+    let mut e = security(
+        "token.introspected",
+        Some(Actor::Client(caller.clone())),
+        jti.map(|j| (TargetType::Token, j.to_owned())),
+        request,
+        at,
+    );
+    e.details.client_id = token_client.map(str::to_owned);
     e
 }
 

@@ -421,6 +421,43 @@ impl AuditStore for PgStore {
         .rows_affected();
         Ok(n)
     }
+    async fn record_first_use(
+        &self,
+        org: &OrgId,
+        credential: &str,
+        period: i64,
+        source: &str,
+        entry: &Entry,
+    ) -> StoreResult<bool> {
+        let row = AuditRow::of(entry);
+        write_tx!(self, |tx| {
+            let n = query(
+                "INSERT INTO audit_first_uses (org_id, credential, period, source)
+                 VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
+            )
+            .bind(org.as_str())
+            .bind(credential)
+            .bind(period)
+            .bind(source)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+            if n == 0 {
+                return Ok(false);
+            }
+            insert_audit(&mut tx, org, &row).await?;
+            Ok(true)
+        })
+    }
+    async fn purge_first_uses(&self, period: i64) -> StoreResult<u64> {
+        let n = query("DELETE FROM audit_first_uses WHERE period < $1")
+            .bind(period)
+            .execute(&self.pool)
+            .await
+            .map_err(db_err)?
+            .rows_affected();
+        Ok(n)
+    }
     async fn last_checkpoint(
         &self,
         org: &OrgId,

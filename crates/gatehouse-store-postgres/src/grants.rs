@@ -96,13 +96,15 @@ impl GrantStore for PgStore {
         .map_err(db_err)?;
         row.as_ref().map(code_row).transpose().map_err(db_err)
     }
-    async fn redeem_auth_code(
+    async fn redeem_auth_code_recorded(
         &self,
         digest: &[u8; 32],
         now: Timestamp,
         chain: &RefreshChain,
         token: &RefreshToken,
+        audit: Option<&gatehouse_domain::audit::Entry>,
     ) -> StoreResult<Redeemed> {
+        let audit = audit.map(gatehouse_store::AuditRow::of);
         write_tx!(self, |tx| {
             // D57: the session first (before the code's row, in the order an
             // end of it takes them), held until commit: an end waits for
@@ -140,6 +142,9 @@ impl GrantStore for PgStore {
             }
             auth_state::insert_chain(&mut tx, chain).await?;
             auth_state::insert_token(&mut tx, token).await?;
+            if let Some(row) = &audit {
+                crate::audit::insert_audit(&mut tx, &chain.org, row).await?;
+            }
             Ok(Redeemed::Fresh)
         })
     }
@@ -160,7 +165,7 @@ impl GrantStore for PgStore {
             .transpose()
             .map_err(db_err)
     }
-    async fn rotate_refresh_token(
+    async fn rotate_refresh_token_recorded(
         &self,
         digest: &[u8; 32],
         client: &ClientId,
@@ -169,7 +174,9 @@ impl GrantStore for PgStore {
         successor_until: Timestamp,
         successor: &RefreshToken,
         access_expiry: Timestamp,
+        audit: Option<(&OrgId, &gatehouse_domain::audit::Entry)>,
     ) -> StoreResult<Rotated> {
+        let audit = audit.map(|(org, e)| (org, gatehouse_store::AuditRow::of(e)));
         write_tx!(self, |tx| {
             // The chain's row in share mode: a concurrent revocation of the
             // chain (which updates that row) runs wholly before or after
@@ -208,6 +215,9 @@ impl GrantStore for PgStore {
             if let Some(jti) = won {
                 auth_state::insert_token(&mut tx, successor).await?;
                 crate::sessions::chain_refreshed(&mut tx, &digest[..], now).await?;
+                if let Some((org, row)) = &audit {
+                    crate::audit::insert_audit(&mut tx, org, row).await?;
+                }
                 // D24: the access token issued with the used refresh token
                 // dies in the same transaction (the revocation is its last
                 // statement, see `auth_state::insert_revocation`).

@@ -136,6 +136,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "audit_keys",
         include_str!("../migrations/0029_audit_keys.sql"),
     ),
+    (
+        30,
+        "audit_first_uses",
+        include_str!("../migrations/0030_audit_first_uses.sql"),
+    ),
 ];
 
 /// The advisory-lock key of the migration (`"gatehous"` in ASCII), separate

@@ -292,20 +292,24 @@ impl SessionStore for PgStore {
         })
     }
 
-    async fn end_sessions(
+    async fn end_sessions_with(
         &self,
         org: &OrgId,
         user: &UserId,
         select: &SessionSelect,
         now: Timestamp,
         tell: &Teller,
+        also: &[Effect],
     ) -> StoreResult<Vec<Session>> {
         write_tx!(self, |tx| {
             let (ended, revocations) = end_sessions(&mut tx, org, user, select, now).await?;
-            let effects: Vec<Effect> = ended
+            let mut effects: Vec<Effect> = ended
                 .iter()
                 .map(|s| Effect::Event(Box::new(tell.session_revoked(s, now))))
                 .collect();
+            if !ended.is_empty() {
+                effects.extend(also.iter().cloned());
+            }
             crate::effects::apply(&mut tx, org, &effects, now, None).await?;
             // Revocations last (`auth_state::insert_revocation`).
             for r in &revocations {

@@ -543,6 +543,43 @@ impl AuditStore for SqliteStore {
             })
             .await
     }
+    async fn record_first_use(
+        &self,
+        org: &OrgId,
+        credential: &str,
+        period: i64,
+        source: &str,
+        entry: &Entry,
+    ) -> StoreResult<bool> {
+        let (org, credential, source) = (org.clone(), credential.to_owned(), source.to_owned());
+        let row = AuditRow::of(entry);
+        self.pool
+            .write(move |tx| {
+                let n = tx
+                    .prepare_cached(
+                        "INSERT INTO audit_first_uses (org_id, credential, period, source)
+                         VALUES (?1, ?2, ?3, ?4) ON CONFLICT DO NOTHING",
+                    )
+                    .and_then(|mut s| s.execute(params![org.as_str(), credential, period, source]))
+                    .map_err(db_err)?;
+                if n == 0 {
+                    return Ok(false);
+                }
+                insert_audit(tx, &org, &row)?;
+                Ok(true)
+            })
+            .await
+    }
+    async fn purge_first_uses(&self, period: i64) -> StoreResult<u64> {
+        self.pool
+            .write(move |tx| {
+                tx.prepare_cached("DELETE FROM audit_first_uses WHERE period < ?1")
+                    .and_then(|mut s| s.execute([period]))
+                    .map(|n| n as u64)
+                    .map_err(db_err)
+            })
+            .await
+    }
     async fn audit_jwks(&self) -> StoreResult<Vec<String>> {
         self.pool
             .read(|c| {

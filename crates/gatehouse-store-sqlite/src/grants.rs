@@ -101,14 +101,16 @@ impl GrantStore for SqliteStore {
             })
             .await
     }
-    async fn redeem_auth_code(
+    async fn redeem_auth_code_recorded(
         &self,
         digest: &[u8; 32],
         now: Timestamp,
         chain: &RefreshChain,
         token: &RefreshToken,
+        audit: Option<&gatehouse_domain::audit::Entry>,
     ) -> StoreResult<Redeemed> {
         let (digest, chain, token) = (*digest, chain.clone(), token.clone());
+        let audit = audit.map(gatehouse_store::AuditRow::of);
         self.pool
             .write(move |tx| {
                 // D57: no chain begins in a session that has ended (the
@@ -138,6 +140,9 @@ impl GrantStore for SqliteStore {
                 }
                 auth_state::insert_chain(tx, &chain)?;
                 auth_state::insert_token(tx, &token)?;
+                if let Some(row) = &audit {
+                    crate::audit::insert_audit(tx, &chain.org, row)?;
+                }
                 Ok(Redeemed::Fresh)
             })
             .await
@@ -157,7 +162,7 @@ impl GrantStore for SqliteStore {
             })
             .await
     }
-    async fn rotate_refresh_token(
+    async fn rotate_refresh_token_recorded(
         &self,
         digest: &[u8; 32],
         client: &ClientId,
@@ -166,6 +171,7 @@ impl GrantStore for SqliteStore {
         successor_until: Timestamp,
         successor: &RefreshToken,
         access_expiry: Timestamp,
+        audit: Option<(&OrgId, &gatehouse_domain::audit::Entry)>,
     ) -> StoreResult<Rotated> {
         let (digest, client, sealed, successor) = (
             *digest,
@@ -173,6 +179,7 @@ impl GrantStore for SqliteStore {
             successor_sealed.to_vec(),
             successor.clone(),
         );
+        let audit = audit.map(|(org, e)| (org.clone(), gatehouse_store::AuditRow::of(e)));
         self.pool
             .write(move |tx| {
                 // The conditional update is the whole race: exactly one
@@ -199,6 +206,9 @@ impl GrantStore for SqliteStore {
                 if let Some(jti) = won {
                     auth_state::insert_token(tx, &successor)?;
                     crate::sessions::chain_refreshed(tx, &digest, now)?;
+                    if let Some((org, row)) = &audit {
+                        crate::audit::insert_audit(tx, org, row)?;
+                    }
                     // D24: the access token issued with the used refresh token
                     // dies in the same transaction.
                     let revoked = match NewRevocation::of_rotation(jti.as_deref(), now, access_expiry)? {

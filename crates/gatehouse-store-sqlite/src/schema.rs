@@ -46,6 +46,7 @@ pub(crate) const MIGRATIONS: &[(i64, &str)] = &[
     (22, include_str!("../migrations/0022_passkeys.sql")),
     (23, include_str!("../migrations/0023_audit.sql")),
     (24, include_str!("../migrations/0024_audit_keys.sql")),
+    (25, include_str!("../migrations/0025_audit_first_uses.sql")),
 ];
 
 /// D8 (revised): gives every row whose `email_norm` was computed by an older

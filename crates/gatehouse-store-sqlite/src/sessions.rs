@@ -299,22 +299,27 @@ impl SessionStore for SqliteStore {
             .await
     }
 
-    async fn end_sessions(
+    async fn end_sessions_with(
         &self,
         org: &OrgId,
         user: &UserId,
         select: &SessionSelect,
         now: Timestamp,
         tell: &Teller,
+        also: &[Effect],
     ) -> StoreResult<Vec<Session>> {
         let (org, user, select, tell) = (org.clone(), user.clone(), select.clone(), tell.clone());
+        let also = also.to_vec();
         self.pool
             .write(move |tx| {
                 let ended = end_sessions(tx, &org, &user, &select, now)?;
-                let effects: Vec<Effect> = ended
+                let mut effects: Vec<Effect> = ended
                     .iter()
                     .map(|s| Effect::Event(Box::new(tell.session_revoked(s, now))))
                     .collect();
+                if !ended.is_empty() {
+                    effects.extend(also);
+                }
                 crate::effects::apply(tx, &org, &effects, now, None)?;
                 Ok(ended)
             })

@@ -223,6 +223,20 @@ pub trait AuditStore: Send + Sync {
         category: Category,
         below: u64,
     ) -> StoreResult<u64>;
+    /// D58's first use per period: keeps the row `(org, credential,
+    /// period, source)` and, when it is new, writes `entry`, in one
+    /// transaction; `false` (nothing written) when that use was recorded
+    /// already, by this node or another.
+    async fn record_first_use(
+        &self,
+        org: &OrgId,
+        credential: &str,
+        period: i64,
+        source: &str,
+        entry: &Entry,
+    ) -> StoreResult<bool>;
+    /// Deletes the first-use rows of periods before `period`.
+    async fn purge_first_uses(&self, period: i64) -> StoreResult<u64>;
     /// [`AuditStore::audit_after`] without the count: the pages of an
     /// export or a verification, each along the chain's index.
     async fn audit_chain_page(

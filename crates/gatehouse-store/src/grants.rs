@@ -53,6 +53,20 @@ pub trait GrantStore: Send + Sync {
         now: Timestamp,
         chain: &RefreshChain,
         token: &RefreshToken,
+    ) -> StoreResult<Redeemed> {
+        self.redeem_auth_code_recorded(digest, now, chain, token, None)
+            .await
+    }
+    /// [`GrantStore::redeem_auth_code`] that also records `audit` (D58's
+    /// `token.issued`, of the chain's organization) in the same
+    /// transaction when the code is redeemed.
+    async fn redeem_auth_code_recorded(
+        &self,
+        digest: &[u8; 32],
+        now: Timestamp,
+        chain: &RefreshChain,
+        token: &RefreshToken,
+        audit: Option<&gatehouse_domain::audit::Entry>,
     ) -> StoreResult<Redeemed>;
     /// The tenant-resolving look-up of a refresh token and its chain, by digest.
     async fn resolve_refresh_token(
@@ -71,6 +85,7 @@ pub trait GrantStore: Send + Sync {
     /// token of a revoked chain is not rotated ([`Rotated::AlreadyUsed`] with
     /// its stored state). In both cases nothing is written.
     #[allow(clippy::too_many_arguments)]
+    #[allow(clippy::too_many_arguments)]
     async fn rotate_refresh_token(
         &self,
         digest: &[u8; 32],
@@ -80,6 +95,33 @@ pub trait GrantStore: Send + Sync {
         successor_until: Timestamp,
         successor: &RefreshToken,
         access_expiry: Timestamp,
+    ) -> StoreResult<Rotated> {
+        self.rotate_refresh_token_recorded(
+            digest,
+            client,
+            now,
+            successor_sealed,
+            successor_until,
+            successor,
+            access_expiry,
+            None,
+        )
+        .await
+    }
+    /// [`GrantStore::rotate_refresh_token`] that also records `audit`
+    /// (D58's `token.issued`, of organization `org`) in the same
+    /// transaction when the rotation wins.
+    #[allow(clippy::too_many_arguments)]
+    async fn rotate_refresh_token_recorded(
+        &self,
+        digest: &[u8; 32],
+        client: &ClientId,
+        now: Timestamp,
+        successor_sealed: &[u8],
+        successor_until: Timestamp,
+        successor: &RefreshToken,
+        access_expiry: Timestamp,
+        audit: Option<(&OrgId, &gatehouse_domain::audit::Entry)>,
     ) -> StoreResult<Rotated>;
     /// Revokes a chain: marks it revoked and writes a `Chain` revocation so its
     /// access tokens die too. Idempotent.

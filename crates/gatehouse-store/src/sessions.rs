@@ -62,6 +62,21 @@ pub trait SessionStore: Send + Sync {
         select: &SessionSelect,
         now: Timestamp,
         tell: &Teller,
+    ) -> StoreResult<Vec<Session>> {
+        self.end_sessions_with(org, user, select, now, tell, &[])
+            .await
+    }
+    /// [`SessionStore::end_sessions`] that also writes `also` (e.g. a
+    /// sign-out's audit entry, D58) in the same transaction, when a
+    /// session ended.
+    async fn end_sessions_with(
+        &self,
+        org: &OrgId,
+        user: &UserId,
+        select: &SessionSelect,
+        now: Timestamp,
+        tell: &Teller,
+        also: &[gatehouse_domain::effect::Effect],
     ) -> StoreResult<Vec<Session>>;
     /// The session `chain` was begun in (D57's `current`), if any.
     async fn session_of_chain(

@@ -248,13 +248,35 @@ impl App {
     }
 
     /// D49: remembers what the person just allowed (never `admin`, never
-    /// for a public client on a loopback redirect URI).
+    /// for a public client on a loopback redirect URI). D58: the consent is
+    /// recorded (`consent.granted`, with the client and the scope), also
+    /// when it is not remembered.
     pub async fn remember_consent(
         &self,
         req: &AuthorizeRequest,
         user: &User,
         granted: ScopeSet,
+        request: &RequestRef,
     ) -> Result<(), StoreError> {
+        let now = Timestamp::now();
+        let mut given = gatehouse_domain::audit::security(
+            "consent.granted",
+            Some(gatehouse_domain::event::Actor::User {
+                user: user.id.clone(),
+                client: Some(req.client.id.clone()),
+            }),
+            Some((
+                gatehouse_domain::audit::TargetType::User,
+                user.id.as_str().to_owned(),
+            )),
+            Some(request),
+            now,
+        );
+        given.details.client_id = Some(req.client.id.as_str().to_owned());
+        given.details.scope = Some(granted.to_string());
+        audit_store(self)
+            .record_audit(&req.client.org, &given)
+            .await?;
         if !req.may_remember_consent() {
             return Ok(());
         }
@@ -585,8 +607,18 @@ impl App {
         .in_chain(&chain.id)
         .signed_in(chain.authn.as_ref(), chain.auth_time);
         let (refresh, token_rec) = self.new_refresh(&chain, now, &claims.jti);
+        // D58: the issuance is recorded in the redemption's transaction.
+        let issued = gatehouse_domain::audit::token_issued(
+            &user.id,
+            &client.id,
+            claims.jti.as_str(),
+            "authorization_code",
+            &scopes.to_string(),
+            request,
+            now,
+        );
         match grant_store(self)
-            .redeem_auth_code(&d, now, &chain, &token_rec)
+            .redeem_auth_code_recorded(&d, now, &chain, &token_rec, Some(&issued))
             .await
             .or_oauth()?
         {
@@ -693,8 +725,27 @@ impl App {
                 // D24: the previous access token of the chain dies with the
                 // refresh, in the rotation's own transaction.
                 let access_expiry = gatehouse_auth::access_revocation_expiry(now);
+                // D58: the issuance is recorded in the rotation's transaction.
+                let issued = gatehouse_domain::audit::token_issued(
+                    &user.id,
+                    &client.id,
+                    claims.jti.as_str(),
+                    "refresh_token",
+                    &scopes.to_string(),
+                    request,
+                    now,
+                );
                 match grant_store(self)
-                    .rotate_refresh_token(&d, &client.id, now, &sealed, until, &next, access_expiry)
+                    .rotate_refresh_token_recorded(
+                        &d,
+                        &client.id,
+                        now,
+                        &sealed,
+                        until,
+                        &next,
+                        access_expiry,
+                        Some((&chain.org, &issued)),
+                    )
                     .await
                 {
                     Ok(Rotated::Fresh(revoked)) => {
@@ -757,13 +808,27 @@ impl App {
     }
 
     /// `POST /oauth/revoke` (D25, RFC 7009): `Ok` for anything but bad client credentials.
+    /// D58: what it revoked is recorded (`token.revoked`, by the client;
+    /// the access token's `jti`, or, for a refresh token, no id).
     pub async fn revoke(
         &self,
         auth: &ClientAuth,
         token: &str,
         _hint: Option<&str>,
+        request: &RequestRef,
     ) -> Result<(), OAuthError> {
         let client = self.authenticate_client(auth).await?;
+        let revoked = |target: Option<String>| {
+            let mut e = gatehouse_domain::audit::security(
+                "token.revoked",
+                Some(Actor::Client(client.id.clone())),
+                target.map(|t| (gatehouse_domain::audit::TargetType::Token, t)),
+                Some(request),
+                Timestamp::now(),
+            );
+            e.details.client_id = Some(client.id.as_str().to_owned());
+            e
+        };
         if token.starts_with("rt_") {
             if let Some((_, chain)) = grant_store(self)
                 .resolve_refresh_token(&digest(token))
@@ -772,6 +837,7 @@ impl App {
                 && chain.client == client.id
             {
                 self.revoke_chain_now(&chain.org, &chain.id).await?;
+                self.record_revocation(&chain.org, &revoked(None)).await;
             }
             return Ok(());
         }
@@ -789,7 +855,18 @@ impl App {
             return Ok(());
         }
         self.revoke_jti_now(&claims.jti, Timestamp::from_unix_seconds(claims.exp + 60))
-            .await
+            .await?;
+        self.record_revocation(&claims.org, &revoked(Some(claims.jti.as_str().to_owned())))
+            .await;
+        Ok(())
+    }
+
+    /// Records a revocation's entry (its own transaction, after it); a
+    /// failure is logged (the token is revoked either way).
+    async fn record_revocation(&self, org: &OrgId, entry: &gatehouse_domain::audit::Entry) {
+        if let Err(e) = audit_store(self).record_audit(org, entry).await {
+            tracing::error!(error = %e, "recording a revocation failed");
+        }
     }
 
     /// D28: seconds to wait when `client_id` or `source` failed to
@@ -866,5 +943,10 @@ fn user_store(app: &App) -> &dyn gatehouse_store::UserStore {
 
 /// This area's view of storage: the `RevocationStore` trait only (issue 25).
 fn revocation_store(app: &App) -> &dyn gatehouse_store::RevocationStore {
+    app.0.store.as_ref()
+}
+
+/// This area's view of storage: the `AuditStore` trait only (issue 25).
+fn audit_store(app: &App) -> &dyn gatehouse_store::AuditStore {
     app.0.store.as_ref()
 }

@@ -1,7 +1,9 @@
 //! Token introspection (RFC 7662, D49): what a confidential client may
-//! learn about a token. Looking never changes anything: a refresh token is
+//! learn about a token. Looking never changes a token: a refresh token is
 //! read, never used up or replayed (D24), and no counter but D28's failure
-//! guard moves.
+//! guard moves. The audit log records introspection (D58): the first per
+//! calling client per period and per new address, and every look at a
+//! token of another client or organization.
 
 use std::sync::Arc;
 
@@ -41,16 +43,82 @@ impl App {
         auth: &ClientAuth,
         token: &str,
         _hint: Option<&str>,
+        request: &gatehouse_domain::event::RequestRef,
     ) -> Result<Introspection, OAuthError> {
         let client = self.authenticate_introspector(auth).await?;
-        if token.starts_with(REFRESH_PREFIX) {
-            return self.introspect_refresh(&client, token).await;
+        let (answer, whose) = if token.starts_with(REFRESH_PREFIX) {
+            self.introspect_refresh(&client, token).await?
+        } else {
+            self.introspect_bearer(&client, token).await?
+        };
+        self.record_introspection(&client, whose, request).await;
+        Ok(answer)
+    }
+
+    /// D58: `token.introspected`, every time for a token of another client
+    /// or organization (the caller's organization records it; another
+    /// organization's token is not named), else the first per period and
+    /// new address.
+    async fn record_introspection(
+        &self,
+        client: &Client,
+        whose: Whose,
+        request: &gatehouse_domain::event::RequestRef,
+    ) {
+        let now = Timestamp::now();
+        let entry = |jti: Option<&str>, owner: Option<&str>| {
+            gatehouse_domain::audit::introspected(&client.id, jti, owner, Some(request), now)
+        };
+        let foreign = match &whose {
+            Whose::OtherOrganization => Some(entry(None, None)),
+            Whose::OtherClient { target, owner } => {
+                Some(entry(target.as_deref(), owner.as_deref()))
+            }
+            Whose::Caller { .. } | Whose::Unknown => None,
+        };
+        if let Some(e) = foreign {
+            if let Err(err) = self.record_audit(&client.org, &e).await {
+                tracing::error!(error = %err, "recording an introspection failed");
+            }
+            return;
         }
+        let key = format!("introspect:{}", client.id.as_str());
+        let ip = request.source.as_ref().map_or("", |s| s.ip.as_str());
+        self.note_first_use(&client.org, &key, ip, || match &whose {
+            Whose::Caller { target } => entry(target.as_deref(), Some(client.id.as_str())),
+            _ => entry(None, None),
+        })
+        .await;
+    }
+
+    /// An access token or API key: active only in the caller's
+    /// organization.
+    async fn introspect_bearer(
+        &self,
+        client: &Client,
+        token: &str,
+    ) -> Result<(Introspection, Whose), OAuthError> {
         let caller = match self.authenticate_bearer(token).await {
             Ok(c) => c,
-            Err(Ok(_)) => return Ok(None),
+            Err(Ok(_)) => return Ok((None, Whose::Unknown)),
             Err(Err(crate::AppError::Unavailable(m))) => return Err(OAuthError::unavailable(m)),
             Err(Err(e)) => return Err(OAuthError::internal(e.to_string())),
+        };
+        let whose = match &caller {
+            Caller::Token(c) if c.org != client.org => Whose::OtherOrganization,
+            Caller::ApiKey(k) if k.org != client.org => Whose::OtherOrganization,
+            Caller::Token(c) if c.client_id == client.id => Whose::Caller {
+                target: Some(c.jti.as_str().to_owned()),
+            },
+            Caller::Token(c) => Whose::OtherClient {
+                target: Some(c.jti.as_str().to_owned()),
+                owner: Some(c.client_id.as_str().to_owned()),
+            },
+            // An API key is no client's: always another's.
+            Caller::ApiKey(_) => Whose::OtherClient {
+                target: None,
+                owner: None,
+            },
         };
         let active = match caller {
             Caller::Token(c) => ActiveToken {
@@ -85,7 +153,7 @@ impl App {
             },
         };
         // D2, D49: another organization's token is as good as unknown.
-        Ok((active.org == client.org).then_some(active))
+        Ok(((active.org == client.org).then_some(active), whose))
     }
 
     /// D49: a refresh token, read only (`resolve_refresh_token` writes
@@ -95,15 +163,36 @@ impl App {
         &self,
         client: &Client,
         token: &str,
-    ) -> Result<Introspection, OAuthError> {
+    ) -> Result<(Introspection, Whose), OAuthError> {
         let digest = secrets::hash_secret(token);
         let Some((tok, chain)) = grant_store(self)
             .resolve_refresh_token(&digest)
             .await
             .or_oauth()?
         else {
-            return Ok(None);
+            return Ok((None, Whose::Unknown));
         };
+        let whose = if chain.org != client.org {
+            Whose::OtherOrganization
+        } else if chain.client != client.id {
+            Whose::OtherClient {
+                target: None,
+                owner: Some(chain.client.as_str().to_owned()),
+            }
+        } else {
+            Whose::Caller { target: None }
+        };
+        let answer = self.refresh_answer(client, tok, chain).await?;
+        Ok((answer, whose))
+    }
+
+    /// D49's refresh-token answer, once found.
+    async fn refresh_answer(
+        &self,
+        client: &Client,
+        tok: gatehouse_store::RefreshToken,
+        chain: gatehouse_store::RefreshChain,
+    ) -> Result<Introspection, OAuthError> {
         let now = Timestamp::now();
         if chain.client != client.id
             || chain.org != client.org
@@ -163,4 +252,20 @@ fn grant_store(app: &App) -> &dyn gatehouse_store::GrantStore {
 /// This area's view of storage: the `UserStore` trait only (issue 25).
 fn user_store(app: &App) -> &dyn gatehouse_store::UserStore {
     app.0.store.as_ref()
+}
+
+/// Whose token an introspection looked at (D58).
+enum Whose {
+    /// Not a live token anyone holds (malformed, forged, unknown).
+    Unknown,
+    /// The caller's own: the access token's `jti` when there is one.
+    Caller { target: Option<String> },
+    /// Another client's of the caller's organization (or an API key): the
+    /// `jti` and the client it was issued to, when known.
+    OtherClient {
+        target: Option<String>,
+        owner: Option<String>,
+    },
+    /// Another organization's: nothing of it is written down.
+    OtherOrganization,
 }

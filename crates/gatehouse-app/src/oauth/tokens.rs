@@ -230,10 +230,13 @@ impl App {
     }
 
     /// `grant_type=client_credentials` (D20, D22): an access token only.
+    /// Its first use in the audit period from `request`'s address is
+    /// recorded (D58's `credential.used`).
     pub async fn client_credentials(
         &self,
         auth: &ClientAuth,
         scope: Option<&str>,
+        request: &gatehouse_domain::event::RequestRef,
     ) -> Result<IssuedTokens, OAuthError> {
         let client = self.authenticate_client(auth).await?;
         if client.is_public() {
@@ -246,6 +249,16 @@ impl App {
         self.refresh_keys_if_due().await?;
         let claims = AccessClaims::issue(client.org.clone(), client.id.clone(), None, scopes);
         self.authority().count_issued("client_credentials");
+        let ip = request.source.as_ref().map_or("", |s| s.ip.as_str());
+        self.note_first_use(&client.org, client.id.as_str(), ip, || {
+            gatehouse_domain::audit::credential_used(
+                &gatehouse_domain::audit::MachineCredential::Client(client.id.clone()),
+                Some(&scopes.to_string()),
+                Some(request),
+                Timestamp::now(),
+            )
+        })
+        .await;
         Ok(self.authority().token_response(&claims, None))
     }
 

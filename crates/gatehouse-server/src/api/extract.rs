@@ -178,6 +178,24 @@ impl<S: RequiredScope> FromRequestParts<AppState> for Authorized<S> {
                 return Err(err);
             }
         }
+        // D58: an API key's first use in the audit period (and the first
+        // from each new address in it) is recorded.
+        if let Caller::ApiKey(key) = &caller
+            && let Some(ctx) = parts.extensions.get::<RequestCtx>()
+        {
+            let ip = ctx.client_ip.to_string();
+            state
+                .app
+                .note_first_use(&key.org, key.id.as_str(), &ip, || {
+                    gatehouse_domain::audit::credential_used(
+                        &gatehouse_domain::audit::MachineCredential::ApiKey(key.id.clone()),
+                        None,
+                        Some(&ctx.request_ref(None)),
+                        gatehouse_domain::Timestamp::now(),
+                    )
+                })
+                .await;
+        }
         // D58: from here on, a refused write is recorded with its actor.
         if let Some(slot) = parts.extensions.get::<AuditSlot>() {
             slot.set(caller.org().clone(), caller.actor());

@@ -145,8 +145,11 @@ impl From<Option<ActiveToken>> for IntrospectionResponse {
 pub(crate) async fn introspect(
     State(st): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    ctx: crate::http::middleware::RequestCtx,
     req: Request,
 ) -> Response {
+    // D58: the introspection's audit entry names this request.
+    let request = ctx.request_ref(None);
     let result = client_endpoint(&st, peer, req, true, async |auth, form| {
         let auth = auth.as_ref().map_err(Clone::clone)?;
         let req: IntrospectForm = form.decode().map_err(undecodable)?;
@@ -157,7 +160,7 @@ pub(crate) async fn introspect(
             return Err(OAuthError::invalid_request("token is required"));
         };
         st.app
-            .introspect(auth, token, req.token_type_hint.as_deref())
+            .introspect(auth, token, req.token_type_hint.as_deref(), &request)
             .await
     })
     .await;

@@ -216,7 +216,7 @@ async fn issue(
     let client = || auth.as_ref().map_err(Clone::clone);
     match grant {
         TokenRequest::ClientCredentials { scope } => {
-            st.app.client_credentials(client()?, scope).await
+            st.app.client_credentials(client()?, scope, request).await
         }
         TokenRequest::AuthorizationCode {
             code,
@@ -261,8 +261,11 @@ async fn issue(
 pub(crate) async fn revoke(
     State(st): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    ctx: crate::http::middleware::RequestCtx,
     req: Request,
 ) -> Response {
+    // D58: a revocation's audit entry names this request.
+    let request = ctx.request_ref(None);
     let result = client_endpoint(&st, peer, req, false, async |auth, form| {
         let auth = auth.as_ref().map_err(Clone::clone)?;
         let req: RevokeForm = form.decode().map_err(undecodable)?;
@@ -271,7 +274,7 @@ pub(crate) async fn revoke(
             .as_deref()
             .ok_or_else(|| OAuthError::invalid_request("token is required"))?;
         st.app
-            .revoke(auth, token, req.token_type_hint.as_deref())
+            .revoke(auth, token, req.token_type_hint.as_deref(), &request)
             .await
     })
     .await;

@@ -562,7 +562,12 @@ async fn login(
     }
 }
 
-async fn decide(State(st): State<AppState>, browser: pages::Browser, request: Request) -> Response {
+async fn decide(
+    State(st): State<AppState>,
+    browser: pages::Browser,
+    ctx: crate::http::middleware::RequestCtx,
+    request: Request,
+) -> Response {
     let expired = "The form expired or came from another site. Go back and try again.";
     let (headers, form) = match pages::checked_form(&st, request, expired).await {
         Ok(f) => f,
@@ -595,7 +600,11 @@ async fn decide(State(st): State<AppState>, browser: pages::Browser, request: Re
                 );
             }
             // D49: remembered per (user, application) for what was granted.
-            if let Err(e) = st.app.remember_consent(&req, &user, granted).await {
+            if let Err(e) = st
+                .app
+                .remember_consent(&req, &user, granted, &ctx.request_ref(None))
+                .await
+            {
                 tracing::error!(cause = %e, "remembering a consent failed");
                 return refuse(
                     &st,

@@ -330,6 +330,7 @@ async fn amr_before(st: &AppState, step: &Step) -> Vec<String> {
 async fn second_factor(
     State(st): State<AppState>,
     browser: pages::Browser,
+    ctx: crate::http::middleware::RequestCtx,
     request: Request,
 ) -> Response {
     let step = match read_step(&st, request).await {
@@ -358,6 +359,7 @@ async fn second_factor(
             &step.pending.attempt,
             code,
             &amr_before,
+            Some(&ctx.request_ref(None)),
         )
         .await;
     match passed {

@@ -835,3 +835,161 @@ async fn d58_newest_entries_deleted_after_a_checkpoint_fail_verify_with_the_webh
         caught.stderr
     );
 }
+
+/// Sleeps to just past the next multiple of `period` seconds (D58's
+/// periods are aligned to 00:00 UTC, so to multiples of the period).
+async fn to_next_period(period: u64) {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    let next = (now.as_secs() / period + 1) * period;
+    let wait = std::time::Duration::from_secs(next) - now + std::time::Duration::from_millis(100);
+    tokio::time::sleep(wait).await;
+}
+
+/// D58: a machine credential's use is recorded (`credential.used`) the
+/// first time in each `GATEHOUSE_AUDIT_PERIOD` (here 4 s, which only
+/// `--test-settings` allows) and the first time from each new address in
+/// it; introspection by a client likewise, plus every look at another
+/// client's token.
+#[tokio::test]
+async fn d58_machine_credentials_and_introspection_are_recorded_at_their_first_use_per_period() {
+    const PERIOD: u64 = 4;
+    let s = TestServer::start_with(|c| {
+        c.test_settings = true;
+        c.audit.period_secs = PERIOD as i64;
+    })
+    .await;
+    let org = s.org();
+    let (id, secret) = s.new_client(&org, "products:read").await;
+    let admin = s.token("admin audit:read").await;
+    let key = body_of(
+        s.call(
+            Method::POST,
+            "/v1/api-keys",
+            &admin,
+            Some(json!({"name": "reader", "scopes": ["products:read"]})),
+        )
+        .await,
+        StatusCode::CREATED,
+    )
+    .await;
+    let (key_id, key_text) = (
+        key["data"]["id"].as_str().unwrap().to_owned(),
+        key["data"]["key"].as_str().unwrap().to_owned(),
+    );
+    let other = s.token("products:read").await;
+    let elsewhere = crate::common::client_from(
+        &s,
+        std::net::IpAddr::V4(std::net::Ipv4Addr::new(127, 0, 0, 3)),
+    );
+    let introspect = |token: String| {
+        let (id, secret) = (id.clone(), secret.clone());
+        let req = s
+            .request(Method::POST, "/oauth/introspect")
+            .basic_auth(id, Some(secret))
+            .form(&[("token", token)]);
+        async move { req.send().await.unwrap().status() }
+    };
+
+    // Within one period: two tokens from here, one from elsewhere, two
+    // requests with the key, two looks at the client's own token and two
+    // at another client's.
+    to_next_period(PERIOD).await;
+    let own = s.token_for(&id, &secret, "products:read").await;
+    s.token_for(&id, &secret, "products:read").await;
+    let res = elsewhere
+        .post(s.url("/oauth/token"))
+        .basic_auth(&id, Some(&secret))
+        .form(&[("grant_type", "client_credentials")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    for _ in 0..2 {
+        let res = s.call(Method::GET, "/v1/products", &key_text, None).await;
+        assert_eq!(res.status(), StatusCode::OK);
+        assert_eq!(introspect(own.clone()).await, StatusCode::OK);
+        assert_eq!(introspect(other.clone()).await, StatusCode::OK);
+    }
+    // The next period: the client's first use again.
+    to_next_period(PERIOD).await;
+    s.token_for(&id, &secret, "products:read").await;
+
+    let entries = |query: String| {
+        let (s, admin) = (&s, admin.clone());
+        async move { items(&audit_once(s, &admin, &query, 0).await) }
+    };
+    crate::audit::audit_once(
+        &s,
+        &admin,
+        &format!("?action=credential.used&target={id}"),
+        3,
+    )
+    .await;
+    let used = entries(format!("?action=credential.used&target={id}&limit=100")).await;
+    assert_eq!(used.len(), 3, "{used:#?}");
+    // Newest first: the new period's, then elsewhere's, then the first.
+    assert_eq!(used[1]["source"]["ip"], "127.0.0.3");
+    assert_eq!(used[2]["source"]["ip"], "127.0.0.1");
+    for e in &used {
+        assert_eq!(e["category"], "security");
+        assert_eq!(
+            e["actor"],
+            json!({"type": "client", "id": id, "client_id": id})
+        );
+        assert_eq!(e["target"], json!({"type": "application", "id": id}));
+        assert_eq!(e["details"]["grant_type"], "client_credentials");
+        assert_eq!(e["details"]["client_id"], id.as_str());
+    }
+    let by_key = entries(format!("?action=credential.used&target={key_id}")).await;
+    assert_eq!(by_key.len(), 1, "{by_key:#?}");
+    assert_eq!(by_key[0]["actor"]["type"], "api_key");
+    assert_eq!(
+        by_key[0]["target"],
+        json!({"type": "api_key", "id": key_id})
+    );
+
+    let looked = entries(format!("?action=token.introspected&actor={id}&limit=100")).await;
+    let own_jti = claims_of(&own)["jti"].clone();
+    let other_jti = claims_of(&other)["jti"].clone();
+    let of = |jti: &Value| looked.iter().filter(|e| e["target"]["id"] == *jti).count();
+    assert_eq!(of(&own_jti), 1, "first per period: {looked:#?}");
+    assert_eq!(
+        of(&other_jti),
+        2,
+        "another client's token, every time: {looked:#?}"
+    );
+    let foreign = looked
+        .iter()
+        .find(|e| e["target"]["id"] == other_jti)
+        .unwrap();
+    assert_eq!(foreign["details"]["client_id"], s.creds.client_id.as_str());
+    // No credential's text in the log.
+    let all = s
+        .call(
+            Method::GET,
+            "/v1/audit-logs/export?format=jsonl",
+            &admin,
+            None,
+        )
+        .await
+        .text()
+        .await
+        .unwrap();
+    for secret in [&secret, &key_text, &own, &other] {
+        assert!(!all.contains(secret.as_str()), "a secret in the export");
+    }
+}
+
+/// The claims of a JWT (signature not checked).
+fn claims_of(token: &str) -> Value {
+    use base64::Engine;
+    let part = token.split('.').nth(1).unwrap();
+    serde_json::from_slice(
+        &base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(part)
+            .unwrap(),
+    )
+    .unwrap()
+}

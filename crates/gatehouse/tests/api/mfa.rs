@@ -482,6 +482,61 @@ async fn d56_wrong_codes_end_the_attempt_then_block_the_second_step() {
     // Recovery codes are accepted during the block.
     let consent = second_factor(&mut d, &blocked, &codes[3]).await;
     assert!(consent.form_with("decision").is_some(), "{}", consent.body);
+
+    // D58: each failed second step is a failed sign-in with its reason,
+    // about the person; the recovery code's use is recorded too (never the
+    // code itself).
+    let t = s.token("audit:read").await;
+    crate::audit::audit_once(&s, &t, "?action=user.recovery_code_used", 1).await;
+    let res = s
+        .call(
+            Method::GET,
+            "/v1/audit-logs?category=security&after_sequence=0&limit=100",
+            &t,
+            None,
+        )
+        .await;
+    let chain: Value = res.json().await.unwrap();
+    let entries = chain["data"].as_array().unwrap();
+    let reasons: Vec<&str> = entries
+        .iter()
+        .filter(|e| e["action"] == "user.sign_in_failed")
+        .map(|e| {
+            assert_eq!(e["target"]["id"], me.id.as_str(), "{e}");
+            assert_eq!(e["outcome"], "failure");
+            e["reason"].as_str().unwrap()
+        })
+        .collect();
+    // Four wrong, the fifth ends the attempt (a code sent on the spent
+    // attempt never reaches the check); four wrong and one ending; the
+    // right code while blocked.
+    assert_eq!(
+        reasons,
+        [
+            "mfa_failed",
+            "mfa_failed",
+            "mfa_failed",
+            "mfa_failed",
+            "mfa_throttled",
+            "mfa_failed",
+            "mfa_failed",
+            "mfa_failed",
+            "mfa_failed",
+            "mfa_throttled",
+            "mfa_throttled",
+        ],
+        "{chain}"
+    );
+    let used: Vec<&Value> = entries
+        .iter()
+        .filter(|e| e["action"] == "user.recovery_code_used")
+        .collect();
+    assert_eq!(used.len(), 1);
+    assert_eq!(used[0]["target"]["id"], me.id.as_str());
+    assert_eq!(used[0]["actor"]["id"], me.id.as_str());
+    let text = chain.to_string();
+    assert!(codes.iter().all(|c| !text.contains(c.as_str())));
+    assert!(!text.contains(&secret));
 }
 
 #[tokio::test]

@@ -723,3 +723,130 @@ async fn d49_logout_without_a_valid_hint_asks_first_and_redirects_only_where_reg
         .await
         .expect_login(StatusCode::OK);
 }
+
+/// D58: a person's sign-in, consent, the tokens issued by the code and the
+/// refresh, a revocation and the sign-out are recorded in the security
+/// chain, each with its actor, source, target and details, and no token
+/// text anywhere in it.
+#[tokio::test]
+async fn d58_sign_in_consent_tokens_revocation_and_sign_out_are_recorded() {
+    let s = TestServer::start().await;
+    let app = oidc_app(&s).await;
+    let user = active_user(&s, "kept@example.com", Role::Viewer).await;
+    let req = AuthRequest::new(&app, Some("openid users:read"));
+    let mut b = Browser::new(&s);
+    let code = sign_in_and_allow(&mut b, &req, &[], "kept@example.com").await;
+    let pair = expect_pair(
+        exchange(&s, &app, &code, REDIRECT, &req.verifier).await,
+        true,
+    )
+    .await;
+    let second = expect_pair(
+        refresh(&s, &app, str_of(&pair, "refresh_token")).await,
+        true,
+    )
+    .await;
+    let revoked = str_of(&second, "access_token").to_owned();
+    let res = post_as(&s, &app, "/oauth/revoke", &[("token", &revoked)]).await;
+    assert_eq!(res.status(), StatusCode::OK);
+    // Signed out through the ID token's hint.
+    let hint = id_token_of(&second);
+    let page = b
+        .get(&format!(
+            "/oauth/logout?id_token_hint={hint}&post_logout_redirect_uri={LOGOUT_TO}"
+        ))
+        .await;
+    assert_eq!(page.status, StatusCode::SEE_OTHER, "{}", page.body);
+
+    let t = s.token("audit:read").await;
+    crate::audit::audit_once(&s, &t, "?action=user.signed_out", 1).await;
+    let res = s
+        .call(
+            Method::GET,
+            "/v1/audit-logs?category=security&after_sequence=0&limit=100",
+            &t,
+            None,
+        )
+        .await;
+    let chain: Value = res.json().await.unwrap();
+    let entries = chain["data"].as_array().unwrap().clone();
+    let actions: Vec<&str> = entries
+        .iter()
+        .map(|e| e["action"].as_str().unwrap())
+        .collect();
+    let at = |action: &str| {
+        actions
+            .iter()
+            .position(|a| *a == action)
+            .unwrap_or_else(|| panic!("{action} in {actions:?}"))
+    };
+    // In the order they happened.
+    assert!(at("user.signed_in") < at("consent.granted"), "{actions:?}");
+    assert!(at("consent.granted") < at("token.issued"), "{actions:?}");
+    assert!(at("token.revoked") < at("user.signed_out"), "{actions:?}");
+    let issued: Vec<&Value> = entries
+        .iter()
+        .filter(|e| e["action"] == "token.issued")
+        .collect();
+    assert_eq!(issued.len(), 2, "{actions:?}");
+    let first_jti = claims(str_of(&pair, "access_token"))["jti"].clone();
+    let second_jti = claims(&revoked)["jti"].clone();
+    for (e, grant, jti) in [
+        (issued[0], "authorization_code", &first_jti),
+        (issued[1], "refresh_token", &second_jti),
+    ] {
+        assert_eq!(e["category"], "security");
+        assert_eq!(e["outcome"], "success");
+        assert_eq!(e["actor"]["type"], "user");
+        assert_eq!(e["actor"]["id"], user.id.as_str());
+        assert_eq!(e["actor"]["client_id"], app.id.as_str());
+        assert_eq!(e["target"], json!({"type": "token", "id": jti}));
+        assert_eq!(e["details"]["grant_type"], grant);
+        assert_eq!(e["details"]["client_id"], app.id.as_str());
+        assert_eq!(
+            scope_set(e["details"]["scope"].as_str().unwrap()),
+            scope_set("openid users:read")
+        );
+        assert_eq!(e["source"]["ip"], "127.0.0.1");
+    }
+    let consent = &entries[at("consent.granted")];
+    assert_eq!(consent["actor"]["client_id"], app.id.as_str());
+    assert_eq!(
+        consent["target"],
+        json!({"type": "user", "id": user.id.as_str()})
+    );
+    assert_eq!(
+        scope_set(consent["details"]["scope"].as_str().unwrap()),
+        scope_set("openid users:read")
+    );
+    let revocation = &entries[at("token.revoked")];
+    assert_eq!(
+        revocation["actor"],
+        json!({"type": "client", "id": app.id, "client_id": app.id})
+    );
+    assert_eq!(
+        revocation["target"],
+        json!({"type": "token", "id": second_jti})
+    );
+    let out = &entries[at("user.signed_out")];
+    assert_eq!(out["actor"]["id"], user.id.as_str());
+    assert_eq!(out["actor"]["client_id"], app.id.as_str());
+    assert_eq!(out["target"]["type"], "session");
+    assert!(
+        out["target"]["id"].as_str().unwrap().starts_with("ses_"),
+        "{out}"
+    );
+    assert!(actions.contains(&"session.revoked"), "{actions:?}");
+    // No token, code or ID token text in the log.
+    let text = chain.to_string();
+    for secret in [
+        str_of(&pair, "access_token"),
+        str_of(&pair, "refresh_token"),
+        str_of(&second, "refresh_token"),
+        &revoked,
+        &hint,
+        &code,
+    ] {
+        assert!(!text.contains(secret), "a token in the audit log");
+    }
+}

@@ -611,7 +611,16 @@ async fn d49_consent_logout_and_userinfo_hold_across_nodes() {
         .await
         .unwrap();
     sa.app
-        .remember_consent(&req_a, &user, granted)
+        .remember_consent(
+            &req_a,
+            &user,
+            granted,
+            &gatehouse_domain::event::RequestRef {
+                id: "req_multinode".into(),
+                idempotency_key: None,
+                source: None,
+            },
+        )
         .await
         .unwrap();
     let req_b = sb.app.check_authorize(&params).await.unwrap();
