@@ -379,13 +379,21 @@ impl App {
             Ok(a) => a,
             Err(PasskeyError::NotVerified) => return Err(PasskeySignInError::NotVerified),
             Err(PasskeyError::SignCount) => {
-                // D58 audits this with reason `sign_count` (the audit log's
-                // issue); until then the log says it.
                 tracing::warn!(
                     org = %org, user = %user, factor = %passkey.factor.id,
                     stored = passkey.sign_count,
                     "a passkey assertion's counter did not increase: a possibly cloned authenticator"
                 );
+                // D58: a failed sign-in with reason `sign_count`.
+                self.record_sign_in_failure(
+                    org,
+                    gatehouse_domain::audit::SignInFailure::SignCount,
+                    Some(user),
+                    None,
+                    None,
+                    None,
+                )
+                .await;
                 return Err(PasskeySignInError::SignCount);
             }
             Err(_) => return Err(PasskeySignInError::Wrong),
@@ -412,6 +420,16 @@ impl App {
             .await
             .or_app(Resource::User)?;
         if !moved {
+            // Another sign-in moved the counter first: the same reason.
+            self.record_sign_in_failure(
+                org,
+                gatehouse_domain::audit::SignInFailure::SignCount,
+                Some(user),
+                None,
+                None,
+                None,
+            )
+            .await;
             return Err(PasskeySignInError::SignCount);
         }
         Ok(())

@@ -22,12 +22,18 @@ impl App {
     /// This reads each organization in turn (the store has no look-up of
     /// an address across organizations); fine for the number of
     /// organizations a deployment has today.
+    ///
+    /// D58: a failure is recorded in each organization where the address
+    /// has an account (with that account's reason); one that matches no
+    /// organization is recorded nowhere.
     pub async fn login_anywhere(
         &self,
         email: &str,
         pw: &str,
         source: &str,
+        request: Option<&gatehouse_domain::event::RequestRef>,
     ) -> Result<Vec<Match>, LoginError> {
+        use gatehouse_domain::audit::SignInFailure;
         let unavailable = |e: StoreError| LoginError::Unavailable(e.to_string());
         let Ok(email) = Email::parse_for_lookup(email) else {
             return Err(LoginError::Failed);
@@ -51,12 +57,15 @@ impl App {
         // account's password buys no unthrottled guesses at another's.
         let mut missed = Vec::new();
         let mut checked = false;
+        // Why each organization's account did not sign in (D58).
+        let mut reasons: Vec<(OrgId, UserId, SignInFailure)> = Vec::new();
         for (org, user, hash) in &found {
             let failures = grant_store(self)
                 .login_failures(&org.id, &norm, throttle::lookback(now))
                 .await
                 .map_err(unavailable)?;
             if throttle::is_locked(&failures, source, now) {
+                reasons.push((org.id.clone(), user.id.clone(), SignInFailure::Throttled));
                 continue;
             }
             if let (UserStatus::Active, Some(hash)) = (user.status, hash) {
@@ -68,7 +77,29 @@ impl App {
                     });
                 } else {
                     missed.push(org.id.clone());
+                    reasons.push((
+                        org.id.clone(),
+                        user.id.clone(),
+                        SignInFailure::BadCredentials,
+                    ));
                 }
+            } else {
+                reasons.push((org.id.clone(), user.id.clone(), SignInFailure::Inactive));
+            }
+        }
+        let dashboard = dashboard_client_id();
+        for (org, user, reason) in &reasons {
+            // With a match elsewhere only the wrong passwords are failures.
+            if matched.is_empty() || *reason == SignInFailure::BadCredentials {
+                self.record_sign_in_failure(
+                    org,
+                    *reason,
+                    Some(user),
+                    None,
+                    Some(&dashboard),
+                    request,
+                )
+                .await;
             }
         }
         if !checked {

@@ -786,7 +786,11 @@ async fn dashboard_login(
     let email = form.value("email").unwrap_or("");
     let password = form.value("password").unwrap_or("");
     let source = pages::client_ip(headers, peer, &st.config.trusted_proxies).to_string();
-    match st.app.login_anywhere(email, password, &source).await {
+    match st
+        .app
+        .login_anywhere(email, password, &source, browser.request.as_ref())
+        .await
+    {
         Ok(matches) if matches.len() == 1 => {
             dashboard_signed_in(
                 st,

@@ -1346,6 +1346,23 @@ async fn d56_passkeys_on_the_pages_with_chromiums_virtual_authenticator() {
         before.passkeys,
         "nothing moved"
     );
+    // D58: recorded as a failed sign-in of that person, reason sign_count.
+    let t = s.token("audit:read").await;
+    let found = crate::audit::audit_once(
+        &s,
+        &t,
+        &format!("?action=user.sign_in_failed&target={}", user.id),
+        1,
+    )
+    .await;
+    assert!(
+        found["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["reason"] == "sign_count"),
+        "{found}"
+    );
 
     // The dashboard's passkey sign-in names the account: with the same
     // e-mail in two organizations, no choice of organization is asked.

@@ -909,6 +909,19 @@ async fn a_password_that_opens_one_account_counts_a_failure_at_the_other() {
         .await
         .unwrap();
     assert!(own.is_empty(), "the matched account: none");
+
+    // D58: the other organization's audit log records the failure, with
+    // its reason and the dashboard as the client; the matched one's none.
+    let (id, secret) = s.new_client(&other, "audit:read").await;
+    let t = s.token_for(&id, &secret, "audit:read").await;
+    let found = crate::audit::audit_once(&s, &t, "?action=user.sign_in_failed", 1).await;
+    let e = &found["data"][0];
+    assert_eq!(e["reason"], "bad_credentials", "{found}");
+    assert_eq!(e["target"]["id"], u.id.as_str());
+    assert_eq!(e["details"]["client_id"], "app_dashboard");
+    let t = s.token("audit:read").await;
+    let mine = crate::audit::audit_once(&s, &t, "?action=user.sign_in_failed", 0).await;
+    assert_eq!(mine["meta"]["total"], 0, "{mine}");
 }
 
 /// D46 (revised) through the dashboard: an admin owns what it registers

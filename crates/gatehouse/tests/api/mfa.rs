@@ -649,6 +649,17 @@ async fn d56_the_policy_its_scopes_deadline_and_step_up() {
         page.body
     );
     assert!(!page.body.contains("Skip for now"), "the deadline passed");
+    // D58: the sign-in stopped at the enrolment it needs, recorded.
+    let t = s.token("audit:read").await;
+    let found = crate::audit::audit_once(&s, &t, "?action=user.sign_in_failed", 1).await;
+    assert!(
+        found["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["reason"] == "enrollment_required" && e["target"]["type"] == "user"),
+        "{found}"
+    );
     let secret = between(&page.body, "<code class=\"secret\">", "</code>").to_owned();
     let form = form_to(&page, "/oauth/authorize/enrol");
     let t = server_time(&s).await;
