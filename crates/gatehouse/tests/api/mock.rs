@@ -811,3 +811,66 @@ async fn d56_the_mock_offers_passkeys_only_as_localhost() {
         "the relying party is localhost: {page}"
     );
 }
+
+/// D53 (continued): the mock's audit log is chained like the server's (each
+/// `hash` over the one before and the entry's canonical form), without
+/// checkpoints; `Prefer` works on it as on the other operations.
+#[tokio::test]
+async fn d53_the_mock_serves_a_chained_audit_log_without_checkpoints() {
+    let s = TestServer::start_mock().await;
+    let t = s
+        .token_for("mock_client", "mock_secret", "products:write audit:read")
+        .await;
+    for sku in ["MOCK-A", "MOCK-B"] {
+        let res = s
+            .call(
+                Method::POST,
+                "/v1/products",
+                &t,
+                Some(json!({"name": sku, "sku": sku, "price": 100, "stock": 1})),
+            )
+            .await;
+        assert_eq!(res.status(), StatusCode::CREATED);
+    }
+    let chain: Value =
+        crate::audit::audit_once(&s, &t, "?category=admin&after_sequence=0&limit=100", 2).await;
+    let entries = chain["data"].as_array().unwrap();
+    assert!(entries.len() >= 2, "{chain}");
+    let mut prev = gatehouse_domain::audit::GENESIS.to_owned();
+    for (i, e) in entries.iter().enumerate() {
+        assert_eq!(e["sequence"], json!(i + 1));
+        let mut body = e.clone();
+        let hash = body.as_object_mut().unwrap().remove("hash").unwrap();
+        assert_eq!(
+            json!(gatehouse_auth::audit::chain_hash(&prev, &body).unwrap()),
+            hash,
+            "entry {}",
+            i + 1
+        );
+        prev = hash.as_str().unwrap().to_owned();
+    }
+    // No checkpoint, even after the sealer's rounds.
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let res = s
+        .call(Method::GET, "/v1/audit-logs/checkpoints", &t, None)
+        .await;
+    let listed: Value = res.json().await.unwrap();
+    assert_eq!(listed["meta"]["total"], 0, "{listed}");
+    let keys: Value = s
+        .request(Method::GET, "/.well-known/audit-keys.json")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(keys["keys"], json!([]));
+    let res = s
+        .request(Method::GET, "/v1/audit-logs")
+        .bearer_auth(&t)
+        .header("Prefer", "code=429")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::TOO_MANY_REQUESTS);
+}
