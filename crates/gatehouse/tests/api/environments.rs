@@ -188,6 +188,25 @@ async fn d33_staging_reset_restores_the_fixture_and_keeps_credentials() {
     assert_eq!(reset[0]["request"], Value::Null);
     assert_eq!(reset[0]["data"]["object"]["id"], s.org().as_str());
     assert_ne!(reset[1]["type"], "user.deleted", "no per-record events");
+    // D33 continued, D58: one audit entry records it (admin, the operator),
+    // and the audit log is kept across the reset: the CLI's creations
+    // before it are still there, as the operator's.
+    let t_audit = s.token("audit:read").await;
+    let entries = crate::audit::audit_once(&s, &t_audit, "?action=staging.reset", 1).await;
+    assert_eq!(entries["meta"]["total"], 1, "{entries}");
+    let e = &entries["data"][0];
+    assert_eq!(e["category"], "admin");
+    assert_eq!(e["actor"]["type"], "operator");
+    assert_eq!(e["target"], json!({"type": "organization", "id": s.org().as_str()}));
+    let created = crate::audit::audit_once(&s, &t_audit, "?action=application.created", 1).await;
+    assert!(
+        created["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["actor"]["type"] == "operator"),
+        "{created}"
+    );
 
     // Users and products are the fixture again, on the running server at once.
     let users = list(&s, &t, "/v1/users?limit=100").await;
