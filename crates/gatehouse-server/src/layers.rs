@@ -39,7 +39,8 @@ pub async fn outer(State(state): State<AppState>, mut req: Request, next: Next) 
     let (echo, rid) = request_id(&req);
     let method = req.method().clone();
     let uri = req.uri().clone();
-    let path = uri.path();
+    // D58: no link token in the log.
+    let path = crate::web::links::path_for_log(uri.path());
     // Route templates only (never raw paths with ids): no tenant data in labels (D42).
     let route = req
         .extensions()

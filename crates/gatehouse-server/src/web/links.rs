@@ -18,6 +18,9 @@ use crate::http::middleware::RequestCtx;
 use crate::state::AppState;
 use crate::web::pages;
 
+/// The paths whose last segment is a link's secret token (D11, D19).
+const TOKEN_PATHS: [&str; 2] = ["/invite/", "/password/reset/"];
+
 pub fn router() -> Router<AppState> {
     Router::new()
         .route("/invite/{token}", get(invite_form).post(invite_submit))
@@ -26,6 +29,36 @@ pub fn router() -> Router<AppState> {
             "/password/reset/{token}",
             get(reset_form).post(reset_submit),
         )
+}
+
+/// `path` as logs may show it: a link's token replaced by `{token}` (D58:
+/// no secret in the server's log; a link token is a password for a while).
+pub fn path_for_log(path: &str) -> std::borrow::Cow<'_, str> {
+    for prefix in TOKEN_PATHS {
+        if let Some(rest) = path.strip_prefix(prefix)
+            && !rest.is_empty()
+        {
+            return format!("{prefix}{{token}}").into();
+        }
+    }
+    path.into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::path_for_log;
+
+    #[test]
+    fn d58_link_tokens_never_reach_the_log() {
+        assert_eq!(path_for_log("/invite/abcDEF123"), "/invite/{token}");
+        assert_eq!(
+            path_for_log("/password/reset/xyz-987_q"),
+            "/password/reset/{token}"
+        );
+        assert_eq!(path_for_log("/password/forgot"), "/password/forgot");
+        assert_eq!(path_for_log("/v1/users/usr_1"), "/v1/users/usr_1");
+        assert_eq!(path_for_log("/invite/"), "/invite/");
+    }
 }
 
 fn dead_link(st: &AppState) -> Response {

@@ -197,7 +197,10 @@ async fn d33_staging_reset_restores_the_fixture_and_keeps_credentials() {
     let e = &entries["data"][0];
     assert_eq!(e["category"], "admin");
     assert_eq!(e["actor"]["type"], "operator");
-    assert_eq!(e["target"], json!({"type": "organization", "id": s.org().as_str()}));
+    assert_eq!(
+        e["target"],
+        json!({"type": "organization", "id": s.org().as_str()})
+    );
     let created = crate::audit::audit_once(&s, &t_audit, "?action=application.created", 1).await;
     assert!(
         created["data"]

@@ -52,7 +52,7 @@ impl Mail {
     }
 
     /// The token of the first link `{PUBLIC_URL}{prefix}<token>` in the body.
-    fn link_token(&self, prefix: &str) -> Option<String> {
+    pub(crate) fn link_token(&self, prefix: &str) -> Option<String> {
         let start = format!("{PUBLIC_URL}{prefix}");
         let at = self.body.find(&start)? + start.len();
         let token: String = self.body[at..]
@@ -62,7 +62,7 @@ impl Mail {
         (!token.is_empty()).then_some(token)
     }
 
-    fn invite_token(&self) -> String {
+    pub(crate) fn invite_token(&self) -> String {
         self.link_token("/invite/")
             .unwrap_or_else(|| panic!("an invitation link {PUBLIC_URL}/invite/…: {self:#?}"))
     }

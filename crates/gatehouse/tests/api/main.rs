@@ -32,6 +32,7 @@ mod profile;
 mod ratelimits;
 mod readme;
 mod revocation;
+mod secrets;
 mod tokens;
 mod transport;
 mod users;

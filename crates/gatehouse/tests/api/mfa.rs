@@ -86,7 +86,7 @@ fn between<'a>(body: &'a str, start: &str, end: &str) -> &'a str {
     &body[from..from + len]
 }
 
-fn form_to(page: &Page, action: &str) -> crate::common::browser::Form {
+pub(crate) fn form_to(page: &Page, action: &str) -> crate::common::browser::Form {
     page.forms()
         .into_iter()
         .find(|f| f.action == action)

@@ -53,6 +53,8 @@ mod profile;
 mod ratelimits;
 #[path = "../api/revocation.rs"]
 mod revocation;
+#[path = "../api/secrets.rs"]
+mod secrets;
 #[path = "../api/tokens.rs"]
 mod tokens;
 #[path = "../api/transport.rs"]
