@@ -44,23 +44,6 @@ pub fn path_for_log(path: &str) -> std::borrow::Cow<'_, str> {
     path.into()
 }
 
-#[cfg(test)]
-mod tests {
-    use super::path_for_log;
-
-    #[test]
-    fn d58_link_tokens_never_reach_the_log() {
-        assert_eq!(path_for_log("/invite/abcDEF123"), "/invite/{token}");
-        assert_eq!(
-            path_for_log("/password/reset/xyz-987_q"),
-            "/password/reset/{token}"
-        );
-        assert_eq!(path_for_log("/password/forgot"), "/password/forgot");
-        assert_eq!(path_for_log("/v1/users/usr_1"), "/v1/users/usr_1");
-        assert_eq!(path_for_log("/invite/"), "/invite/");
-    }
-}
-
 fn dead_link(st: &AppState) -> Response {
     pages::message(
         st,
@@ -311,4 +294,21 @@ async fn reset_submit(
 /// The page request a link's change came from, as its events name it (D54).
 fn page_request(ctx: &RequestCtx) -> gatehouse_domain::event::RequestRef {
     ctx.request_ref(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::path_for_log;
+
+    #[test]
+    fn d58_link_tokens_never_reach_the_log() {
+        assert_eq!(path_for_log("/invite/abcDEF123"), "/invite/{token}");
+        assert_eq!(
+            path_for_log("/password/reset/xyz-987_q"),
+            "/password/reset/{token}"
+        );
+        assert_eq!(path_for_log("/password/forgot"), "/password/forgot");
+        assert_eq!(path_for_log("/v1/users/usr_1"), "/v1/users/usr_1");
+        assert_eq!(path_for_log("/invite/"), "/invite/");
+    }
 }
