@@ -12,41 +12,23 @@ writes a few changes whose text needs RFC 8785's escaping rules.
 import hashlib
 import json
 import os
-import subprocess
 
 import pytest
-import requests
+
+import gatehouse_session
 import rfc8785
 
 if not os.environ.get("GH_ISSUER"):
     pytest.skip("needs the server interop/run.sh starts (GH_* unset)", allow_module_level=True)
 
 ISSUER = os.environ["GH_ISSUER"].rstrip("/")
-CA = os.environ["GH_CA"]
-ORG = os.environ["GH_ORG"]
-BIN = os.environ["GH_BIN"]
 SCOPES = "products:read products:write audit:read"
 GENESIS = "0" * 64
 
 
+
 def session():
-    client = json.loads(
-        subprocess.run(
-            [BIN, "client", "create", "--org", ORG, "--name", "Audit check", "--scopes", SCOPES, "--json"],
-            capture_output=True, check=True, text=True,
-        ).stdout
-    )
-    s = requests.Session()
-    s.verify = CA
-    s.trust_env = False
-    r = s.post(
-        f"{ISSUER}/oauth/token",
-        data={"grant_type": "client_credentials", "scope": SCOPES},
-        auth=(client["client_id"], client["client_secret"]),
-    )
-    r.raise_for_status()
-    s.headers["Authorization"] = f"Bearer {r.json()['access_token']}"
-    return s
+    return gatehouse_session.session("Audit check", SCOPES)
 
 
 def export(s, **params):

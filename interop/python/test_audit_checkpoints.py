@@ -28,6 +28,8 @@ from datetime import datetime
 
 import pytest
 import requests
+
+import gatehouse_session
 from joserfc import jws
 from joserfc.errors import BadSignatureError
 from joserfc.jwk import KeySet
@@ -51,18 +53,7 @@ def cli(*args):
 
 @pytest.fixture(scope="module")
 def s():
-    client = cli("client", "create", "--org", ORG, "--name", "Audit checkpoints", "--scopes", SCOPES)
-    s = requests.Session()
-    s.verify = CA
-    s.trust_env = False
-    r = s.post(
-        f"{ISSUER}/oauth/token",
-        data={"grant_type": "client_credentials", "scope": SCOPES},
-        auth=(client["client_id"], client["client_secret"]),
-    )
-    r.raise_for_status()
-    s.headers["Authorization"] = f"Bearer {r.json()['access_token']}"
-    return s
+    return gatehouse_session.session("Audit checkpoints", SCOPES)
 
 
 _skus = iter(range(1_000_000))

@@ -6,42 +6,23 @@ interop/run.sh starts the server and passes GH_*; this test registers its
 own client (products:write and events:read) with the `gatehouse` CLI.
 """
 
-import json
 import os
-import subprocess
 import time
 
 import pytest
-import requests
+
+import gatehouse_session
 
 if not os.environ.get("GH_ISSUER"):
     pytest.skip("needs the server interop/run.sh starts (GH_* unset)", allow_module_level=True)
 
 ISSUER = os.environ["GH_ISSUER"].rstrip("/")
-CA = os.environ["GH_CA"]
-ORG = os.environ["GH_ORG"]
-BIN = os.environ["GH_BIN"]
 SCOPES = "products:read products:write events:read"
 
 
+
 def session():
-    client = json.loads(
-        subprocess.run(
-            [BIN, "client", "create", "--org", ORG, "--name", "Events mirror", "--scopes", SCOPES, "--json"],
-            capture_output=True, check=True, text=True,
-        ).stdout
-    )
-    s = requests.Session()
-    s.verify = CA
-    s.trust_env = False
-    r = s.post(
-        f"{ISSUER}/oauth/token",
-        data={"grant_type": "client_credentials", "scope": SCOPES},
-        auth=(client["client_id"], client["client_secret"]),
-    )
-    r.raise_for_status()
-    s.headers["Authorization"] = f"Bearer {r.json()['access_token']}"
-    return s
+    return gatehouse_session.session("Events mirror", SCOPES)
 
 
 def catch_up(s, after):

@@ -9,13 +9,13 @@ webhooks:*) with the `gatehouse` CLI and receives on a loopback port.
 
 import json
 import os
-import subprocess
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-import requests
+
+import gatehouse_session
 from standardwebhooks.webhooks import Webhook as StandardWebhook
 from svix.webhooks import Webhook as SvixWebhook
 
@@ -23,30 +23,12 @@ if not os.environ.get("GH_ISSUER"):
     pytest.skip("needs the server interop/run.sh starts (GH_* unset)", allow_module_level=True)
 
 ISSUER = os.environ["GH_ISSUER"].rstrip("/")
-CA = os.environ["GH_CA"]
-ORG = os.environ["GH_ORG"]
-BIN = os.environ["GH_BIN"]
 SCOPES = "products:write webhooks:read webhooks:write"
 
 
+
 def session():
-    client = json.loads(
-        subprocess.run(
-            [BIN, "client", "create", "--org", ORG, "--name", "Webhooks", "--scopes", SCOPES, "--json"],
-            capture_output=True, check=True, text=True,
-        ).stdout
-    )
-    s = requests.Session()
-    s.verify = CA
-    s.trust_env = False
-    r = s.post(
-        f"{ISSUER}/oauth/token",
-        data={"grant_type": "client_credentials", "scope": SCOPES},
-        auth=(client["client_id"], client["client_secret"]),
-    )
-    r.raise_for_status()
-    s.headers["Authorization"] = f"Bearer {r.json()['access_token']}"
-    return s
+    return gatehouse_session.session("Webhooks", SCOPES)
 
 
 class Receiver:

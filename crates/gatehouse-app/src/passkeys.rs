@@ -384,16 +384,7 @@ impl App {
                     stored = passkey.sign_count,
                     "a passkey assertion's counter did not increase: a possibly cloned authenticator"
                 );
-                // D58: a failed sign-in with reason `sign_count`.
-                self.record_sign_in_failure(
-                    org,
-                    gatehouse_domain::audit::SignInFailure::SignCount,
-                    Some(user),
-                    None,
-                    None,
-                    None,
-                )
-                .await;
+                self.record_cloned_passkey(org, user).await;
                 return Err(PasskeySignInError::SignCount);
             }
             Err(_) => return Err(PasskeySignInError::Wrong),
@@ -421,15 +412,7 @@ impl App {
             .or_app(Resource::User)?;
         if !moved {
             // Another sign-in moved the counter first: the same reason.
-            self.record_sign_in_failure(
-                org,
-                gatehouse_domain::audit::SignInFailure::SignCount,
-                Some(user),
-                None,
-                None,
-                None,
-            )
-            .await;
+            self.record_cloned_passkey(org, user).await;
             return Err(PasskeySignInError::SignCount);
         }
         Ok(())
@@ -447,4 +430,19 @@ fn mfa_store(app: &App) -> &dyn gatehouse_store::MfaStore {
 
 fn grant_store(app: &App) -> &dyn gatehouse_store::GrantStore {
     app.0.store.as_ref()
+}
+
+impl App {
+    /// D58: a passkey sign-in refused for its counter (`sign_count`).
+    async fn record_cloned_passkey(&self, org: &OrgId, user: &UserId) {
+        self.record_sign_in_failure(
+            org,
+            gatehouse_domain::audit::SignInFailure::SignCount,
+            Some(user),
+            None,
+            None,
+            None,
+        )
+        .await;
+    }
 }

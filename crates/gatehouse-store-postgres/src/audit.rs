@@ -458,22 +458,6 @@ impl AuditStore for PgStore {
             .rows_affected();
         Ok(n)
     }
-    async fn last_checkpoint(
-        &self,
-        org: &OrgId,
-        category: Category,
-    ) -> StoreResult<Option<CheckpointRecord>> {
-        let row = query(&format!(
-            "SELECT {CHECKPOINT_COLS} FROM audit_checkpoints
-             WHERE org_id = $1 AND category = $2 ORDER BY sequence DESC LIMIT 1"
-        ))
-        .bind(org.as_str())
-        .bind(category.as_str())
-        .fetch_optional(&self.pool)
-        .await
-        .map_err(db_err)?;
-        row.map(|r| checkpoint_row(&r)).transpose().map_err(db_err)
-    }
     async fn list_checkpoints(
         &self,
         org: &OrgId,

@@ -332,26 +332,6 @@ impl AuditStore for SqliteStore {
             })
             .await
     }
-    async fn last_checkpoint(
-        &self,
-        org: &OrgId,
-        category: Category,
-    ) -> StoreResult<Option<CheckpointRecord>> {
-        let org = org.clone();
-        self.pool
-            .read(move |c| {
-                c.prepare_cached(&format!(
-                    "SELECT {CHECKPOINT_COLS} FROM audit_checkpoints
-                     WHERE org_id = ?1 AND category = ?2 ORDER BY sequence DESC LIMIT 1"
-                ))
-                .and_then(|mut s| {
-                    s.query_row(params![org.as_str(), category.as_str()], checkpoint_row)
-                        .optional()
-                })
-                .map_err(db_err)
-            })
-            .await
-    }
     async fn list_checkpoints(
         &self,
         org: &OrgId,

@@ -171,7 +171,9 @@ pub trait AuditStore: Send + Sync {
         &self,
         org: &OrgId,
         category: Category,
-    ) -> StoreResult<Option<CheckpointRecord>>;
+    ) -> StoreResult<Option<CheckpointRecord>> {
+        self.checkpoint_at_or_below(org, category, u64::MAX).await
+    }
     /// Checkpoints newest first (by `signed_at`, then sequence), with the
     /// exact total; one chain's with `category`.
     async fn list_checkpoints(

@@ -35,6 +35,37 @@ pub(crate) async fn audit_once(s: &TestServer, t: &str, query: &str, n: u64) -> 
     }
 }
 
+/// The security chain's first hundred entries, oldest first, once
+/// `action` has been recorded (`after_sequence=0`: the whole chain in
+/// sequence order).
+pub(crate) async fn security_chain(s: &TestServer, t: &str, action: &str) -> Value {
+    audit_once(s, t, &format!("?action={action}"), 1).await;
+    audit(s, t, "?category=security&after_sequence=0&limit=100").await
+}
+
+/// Runs `sql` by hand with the guard triggers out of the way, as someone
+/// with database access could (SQLite drops `trigger`, PostgreSQL disables
+/// the guard for the statement).
+async fn past_the_guard(s: &TestServer, trigger: &str, sql: &str) -> Result<u64, String> {
+    if s.settings.database_url.starts_with("postgres") {
+        by_hand(
+            s,
+            "ALTER TABLE audit_entries DISABLE TRIGGER audit_entries_guard",
+        )
+        .await?;
+        let done = by_hand(s, sql).await;
+        by_hand(
+            s,
+            "ALTER TABLE audit_entries ENABLE TRIGGER audit_entries_guard",
+        )
+        .await?;
+        done
+    } else {
+        by_hand(s, &format!("DROP TRIGGER {trigger}")).await?;
+        by_hand(s, sql).await
+    }
+}
+
 fn items(body: &Value) -> Vec<Value> {
     body["data"].as_array().unwrap().clone()
 }
@@ -352,22 +383,10 @@ async fn d58_a_sealed_row_cannot_be_updated_and_one_changed_by_hand_fails_verify
 
     // Someone with database access gets past the trigger: the chain
     // catches it, at that sequence.
-    let (off, on) = if s.settings.database_url.starts_with("postgres") {
-        (
-            "ALTER TABLE audit_entries DISABLE TRIGGER audit_entries_guard".to_owned(),
-            "ALTER TABLE audit_entries ENABLE TRIGGER audit_entries_guard".to_owned(),
-        )
-    } else {
-        (
-            "DROP TRIGGER audit_entries_seal_only".to_owned(),
-            String::new(),
-        )
-    };
-    by_hand(&s, &off).await.unwrap();
-    assert_eq!(by_hand(&s, &edit).await, Ok(1));
-    if !on.is_empty() {
-        by_hand(&s, &on).await.unwrap();
-    }
+    assert_eq!(
+        past_the_guard(&s, "audit_entries_seal_only", &edit).await,
+        Ok(1)
+    );
     let broken = verify().await;
     assert_eq!(broken.status.code(), Some(1), "{}", broken.stdout);
     assert!(
@@ -799,17 +818,9 @@ async fn d58_newest_entries_deleted_after_a_checkpoint_fail_verify_with_the_webh
     );
 
     // The two newest rows deleted past the trigger.
-    let (off, on) = if s.settings.database_url.starts_with("postgres") {
-        (
-            "ALTER TABLE audit_entries DISABLE TRIGGER audit_entries_guard",
-            "ALTER TABLE audit_entries ENABLE TRIGGER audit_entries_guard",
-        )
-    } else {
-        ("DROP TRIGGER audit_entries_purge_only", "")
-    };
-    by_hand(&s, off).await.unwrap();
-    let gone = by_hand(
+    let gone = past_the_guard(
         &s,
+        "audit_entries_purge_only",
         &format!(
             "DELETE FROM audit_entries WHERE org_id = '{org}' AND category = 'admin' AND sequence >= {}",
             head - 1
@@ -817,9 +828,6 @@ async fn d58_newest_entries_deleted_after_a_checkpoint_fail_verify_with_the_webh
     )
     .await;
     assert_eq!(gone, Ok(2));
-    if !on.is_empty() {
-        by_hand(&s, on).await.unwrap();
-    }
     // What is left is a chain that verifies on its own …
     let alone = verify(false).await;
     assert!(alone.status.success(), "{}", alone.stderr);

@@ -165,6 +165,22 @@ fn outbox(dir: &Path) -> Vec<Mail> {
         .collect()
 }
 
+/// The token of the password-reset link e-mailed to `addr`, once it is
+/// there (other e-mails to them may come first).
+pub(crate) async fn reset_token_for(dir: &Path, addr: &str) -> String {
+    for _ in 0..150 {
+        if let Some(t) = mails_to(dir, addr)
+            .iter()
+            .find(|m| m.body.contains("/password/reset/"))
+            .map(Mail::reset_token)
+        {
+            return t;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("no reset e-mail to {addr} within 15 s")
+}
+
 pub(crate) fn mails_to(dir: &Path, addr: &str) -> Vec<Mail> {
     outbox(dir).into_iter().filter(|m| m.is_to(addr)).collect()
 }

@@ -487,16 +487,7 @@ async fn d56_wrong_codes_end_the_attempt_then_block_the_second_step() {
     // about the person; the recovery code's use is recorded too (never the
     // code itself).
     let t = s.token("audit:read").await;
-    crate::audit::audit_once(&s, &t, "?action=user.recovery_code_used", 1).await;
-    let res = s
-        .call(
-            Method::GET,
-            "/v1/audit-logs?category=security&after_sequence=0&limit=100",
-            &t,
-            None,
-        )
-        .await;
-    let chain: Value = res.json().await.unwrap();
+    let chain = crate::audit::security_chain(&s, &t, "user.recovery_code_used").await;
     let entries = chain["data"].as_array().unwrap();
     let reasons: Vec<&str> = entries
         .iter()
@@ -912,18 +903,7 @@ async fn d56_a_password_reset_keeps_the_factor_and_signs_nobody_in() {
     let form = form_to(&page, "/password/forgot");
     let sent = r.submit(&form, &[("email", email)]).await;
     assert_eq!(sent.status, StatusCode::OK, "{}", sent.body);
-    let mut token = None;
-    for _ in 0..100 {
-        token = crate::invitations::mails_to(&s.data_dir(), email)
-            .iter()
-            .find(|m| m.body.contains("/password/reset/"))
-            .map(|m| m.reset_token());
-        if token.is_some() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let token = token.expect("a reset e-mail");
+    let token = crate::invitations::reset_token_for(&s.data_dir(), email).await;
     let page = r.get(&format!("/password/reset/{token}")).await;
     let form = page.form_with("password").expect("the reset form");
     let new = "a fresh passphrase after a reset";

@@ -1370,16 +1370,7 @@ async fn d26_wrong_password_and_unknown_email_read_the_same() {
     shouty.expect_login(StatusCode::UNAUTHORIZED);
     let t = s.token("audit:read").await;
     crate::audit::audit_once(&s, &t, "?action=user.sign_in_failed", 5).await;
-    let res = s
-        .call(
-            Method::GET,
-            "/v1/audit-logs?category=security&after_sequence=0&limit=100",
-            &t,
-            None,
-        )
-        .await;
-    assert_eq!(res.status(), StatusCode::OK);
-    let log: Value = res.json().await.unwrap();
+    let log = crate::audit::security_chain(&s, &t, "user.sign_in_failed").await;
     let entries = log["data"].as_array().unwrap();
     let failed: Vec<&Value> = entries
         .iter()

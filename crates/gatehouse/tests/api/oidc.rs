@@ -759,16 +759,7 @@ async fn d58_sign_in_consent_tokens_revocation_and_sign_out_are_recorded() {
     assert_eq!(page.status, StatusCode::SEE_OTHER, "{}", page.body);
 
     let t = s.token("audit:read").await;
-    crate::audit::audit_once(&s, &t, "?action=user.signed_out", 1).await;
-    let res = s
-        .call(
-            Method::GET,
-            "/v1/audit-logs?category=security&after_sequence=0&limit=100",
-            &t,
-            None,
-        )
-        .await;
-    let chain: Value = res.json().await.unwrap();
+    let chain = crate::audit::security_chain(&s, &t, "user.signed_out").await;
     let entries = chain["data"].as_array().unwrap().clone();
     let actions: Vec<&str> = entries
         .iter()

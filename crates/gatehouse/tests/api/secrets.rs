@@ -246,18 +246,7 @@ async fn d58_no_secret_in_the_audit_log_events_webhooks_or_the_server_log() {
         .await;
     let form = form_to(&page, "/password/forgot");
     r.submit(&form, &[("email", email)]).await;
-    let mut reset = None;
-    for _ in 0..150 {
-        reset = crate::invitations::mails_to(&s.data_dir(), email)
-            .iter()
-            .find(|m| m.body.contains("/password/reset/"))
-            .map(|m| m.reset_token());
-        if reset.is_some() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let reset = reset.expect("a reset e-mail");
+    let reset = crate::invitations::reset_token_for(&s.data_dir(), email).await;
     let page = r.get(&format!("/password/reset/{reset}")).await;
     let form = page.form_with("password").expect("the reset form");
     let renewed = "a renewed passphrase after the reset";
