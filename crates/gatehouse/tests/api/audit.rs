@@ -79,6 +79,11 @@ fn actions(body: &Value) -> Vec<String> {
 
 /// The admin chain, oldest first, through the cursor.
 async fn admin_chain(s: &TestServer, t: &str) -> Vec<Value> {
+    chain_of(s, t, "admin").await
+}
+
+/// A chain, oldest first, through the cursor.
+async fn chain_of(s: &TestServer, t: &str, category: &str) -> Vec<Value> {
     let mut out = Vec::new();
     let mut after = 0;
     loop {
@@ -86,7 +91,7 @@ async fn admin_chain(s: &TestServer, t: &str) -> Vec<Value> {
             &audit(
                 s,
                 t,
-                &format!("?category=admin&after_sequence={after}&limit=100"),
+                &format!("?category={category}&after_sequence={after}&limit=100"),
             )
             .await,
         );
@@ -251,9 +256,12 @@ async fn d58_writes_and_refusals_are_recorded_with_actor_source_target_and_chang
         2
     );
     assert_eq!(audit(&s, &t, "?ip=10.9.8.7").await["meta"]["total"], 0);
-    assert_eq!(
-        audit(&s, &t, "?category=security").await["meta"]["total"],
-        0
+    // The security chain holds only the clients' first tokens of the
+    // period (D58's credential.used), nothing of these writes.
+    let security = audit(&s, &t, "?category=security&limit=100").await;
+    assert!(
+        actions(&security).iter().all(|a| a == "credential.used"),
+        "{security}"
     );
     // The cursor needs its chain; filters are checked.
     for bad in [
@@ -415,6 +423,10 @@ async fn d58_exports_stream_every_entry_with_end_lines_and_are_audited() {
     assert_eq!(res.status(), StatusCode::CREATED);
     audit_once(&s, &t, "?action=product.created", 2).await;
     let chain = admin_chain(&s, &t).await;
+    // The security chain: the client's first token of the period.
+    let security = chain_of(&s, &t, "security").await;
+    assert_eq!(security.len(), 1, "{security:?}");
+    assert_eq!(security[0]["action"], "credential.used");
 
     let res = s
         .call(Method::GET, "/v1/audit-logs/export?format=jsonl", &t, None)
@@ -428,8 +440,12 @@ async fn d58_exports_stream_every_entry_with_end_lines_and_are_audited() {
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     let entries: Vec<&Value> = lines.iter().filter(|l| l.get("end").is_none()).collect();
-    assert_eq!(entries.len(), chain.len(), "every sealed entry: {text}");
-    for (e, c) in entries.iter().zip(&chain) {
+    assert_eq!(
+        entries.len(),
+        chain.len() + security.len(),
+        "every sealed entry: {text}"
+    );
+    for (e, c) in entries.iter().zip(chain.iter().chain(&security)) {
         assert_eq!(*e, c, "as the API shows it, oldest first");
     }
     let ends: Vec<&Value> = lines.iter().filter_map(|l| l.get("end")).collect();
@@ -444,7 +460,12 @@ async fn d58_exports_stream_every_entry_with_end_lines_and_are_audited() {
     );
     assert_eq!(
         ends[1],
-        &json!({"category": "security", "count": 0, "last_sequence": null, "last_hash": null})
+        &json!({
+            "category": "security",
+            "count": 1,
+            "last_sequence": 1,
+            "last_hash": security[0]["hash"],
+        })
     );
     assert!(lines.last().unwrap().get("end").is_some());
 
@@ -471,7 +492,7 @@ async fn d58_exports_stream_every_entry_with_end_lines_and_are_audited() {
     assert!(csv.contains(r#"""to"":""Comma, \""quoted\"""""#), "{csv}");
     assert_eq!(
         csv.split("\r\n").filter(|r| !r.is_empty()).count(),
-        1 + chain.len() + 1,
+        1 + chain.len() + 1 + security.len(),
         "a header and a row per entry, the first export's own now too (no line breaks inside)"
     );
 
@@ -603,13 +624,17 @@ async fn d58_checkpoints_are_signed_listed_told_and_published_with_their_keys() 
             .unwrap()["hash"]
     );
     assert!(made["sequence"].as_u64().unwrap() <= head["sequence"].as_u64().unwrap());
-    let listed = audit(&s, &t, "/checkpoints").await;
+    let listed = audit(&s, &t, "/checkpoints?category=admin").await;
     assert_eq!(listed["meta"]["total"], 2, "{listed}");
     assert_eq!(listed["data"][0]["jws"], made["jws"], "newest first");
     verify_jws(made["jws"].as_str().unwrap(), &keys);
 
     // Each was told as `audit.checkpoint`, with the same object.
-    let told = crate::events::told(&s, "?type=audit.checkpoint").await;
+    let told: Vec<Value> = crate::events::told(&s, "?type=audit.checkpoint")
+        .await
+        .into_iter()
+        .filter(|e| e["data"]["object"]["category"] == "admin")
+        .collect();
     assert_eq!(told.len(), 2, "{told:?}");
     assert_eq!(told[1]["data"]["object"], cp);
     assert_eq!(told[0]["actor"]["type"], "system");
