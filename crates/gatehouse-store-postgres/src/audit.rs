@@ -29,6 +29,53 @@ const INSERT: &str = "INSERT INTO audit_entries (id, org_id, category, created_a
      FROM (SELECT pg_current_xact_id() AS xid) AS xid_first
      WHERE xid_first.xid IS NOT NULL";
 
+/// [`INSERT`] for several rows in one statement, in the order given
+/// (`ORDER BY ord`: the `ticket` default is evaluated above the sort).
+const INSERT_MANY: &str = "INSERT INTO audit_entries (id, org_id, category, created_at, action,
+         outcome, actor_type, actor_id, target_type, target_id, source_ip, body)
+     SELECT id, $1, category, created_at, action, outcome, actor_type, actor_id, target_type,
+            target_id, source_ip, body
+     FROM (SELECT pg_current_xact_id() AS xid) AS xid_first,
+          unnest($2::text[], $3::text[], $4::bigint[], $5::text[], $6::text[], $7::text[],
+                 $8::text[], $9::text[], $10::text[], $11::text[], $12::text[])
+          WITH ORDINALITY
+          AS a(id, category, created_at, action, outcome, actor_type, actor_id, target_type,
+               target_id, source_ip, body, ord)
+     WHERE xid_first.xid IS NOT NULL
+     ORDER BY ord";
+
+/// Entries, unsealed, in the caller's transaction: one statement however
+/// many (a change's cascade of events records one entry each).
+pub(crate) async fn insert_audits(
+    c: &mut PgConnection,
+    org: &OrgId,
+    rows: &[AuditRow],
+) -> TxResult<()> {
+    match rows {
+        [] => Ok(()),
+        [one] => insert_audit(c, org, one).await,
+        many => {
+            let col = |f: fn(&AuditRow) -> Option<String>| many.iter().map(f).collect::<Vec<_>>();
+            query(INSERT_MANY)
+                .bind(org.as_str())
+                .bind(col(|r| Some(r.id.clone())))
+                .bind(col(|r| Some(r.category.to_owned())))
+                .bind(many.iter().map(|r| r.created_at).collect::<Vec<_>>())
+                .bind(col(|r| Some(r.action.clone())))
+                .bind(col(|r| Some(r.outcome.to_owned())))
+                .bind(col(|r| Some(r.actor_type.to_owned())))
+                .bind(col(|r| r.actor_id.clone()))
+                .bind(col(|r| r.target_type.map(str::to_owned)))
+                .bind(col(|r| r.target_id.clone()))
+                .bind(col(|r| r.source_ip.clone()))
+                .bind(col(|r| Some(r.body.clone())))
+                .execute(&mut *c)
+                .await?;
+            Ok(())
+        }
+    }
+}
+
 pub(crate) async fn insert_audit(
     c: &mut PgConnection,
     org: &OrgId,

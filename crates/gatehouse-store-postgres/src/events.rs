@@ -117,14 +117,14 @@ pub(crate) async fn insert_events(
         _ => insert_many(c, org, events).await?,
     }
     // D58: each change's audit entry, beside its event, after it (the
-    // transaction has its id: the entries' tickets follow the events').
-    for entry in events
+    // transaction has its id: the entries' tickets follow the events'),
+    // in one more statement however many.
+    let rows: Vec<gatehouse_store::AuditRow> = events
         .iter()
         .filter_map(|e| gatehouse_domain::audit::of_event(e))
-    {
-        crate::audit::insert_audit(c, org, &gatehouse_store::AuditRow::of(&entry)).await?;
-    }
-    Ok(())
+        .map(|entry| gatehouse_store::AuditRow::of(&entry))
+        .collect();
+    crate::audit::insert_audits(c, org, &rows).await
 }
 
 async fn insert_many(

@@ -309,7 +309,7 @@ async fn d58_no_secret_in_the_audit_log_events_webhooks_or_the_server_log() {
         "{bodies}"
     );
     assert!(
-        log_text.len() > 1_000,
+        log_text.contains("--test-settings is on"),
         "the server's log was captured: {log_text}"
     );
 

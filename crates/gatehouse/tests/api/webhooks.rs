@@ -1489,9 +1489,13 @@ async fn d55_every_event_type_is_delivered_as_listed_and_valid() {
         let same = delivered.iter().find(|d| d["id"] == event["id"]);
         assert_eq!(same, Some(event), "delivered as listed: {}", event["type"]);
     }
+    // `audit.checkpoint` (D58) comes when a chain's first entry is sealed,
+    // a moment after the write: delivered as listed when it came (above),
+    // but not every run has it by now.
     let mut types: Vec<&str> = delivered
         .iter()
         .filter_map(|d| d["type"].as_str())
+        .filter(|t| *t != "audit.checkpoint")
         .collect();
     types.sort_unstable();
     types.dedup();

@@ -66,8 +66,20 @@ async fn d54_writes_on_two_nodes_get_one_gap_free_sequence() {
         .iter()
         .map(|e| e["sequence"].as_i64().unwrap())
         .collect();
-    // The harness's client (application.created), then 61 product events.
-    assert_eq!(seqs, (1..=62).collect::<Vec<_>>(), "one sequence, no gaps");
+    // The harness's client (application.created), then 61 product events,
+    // and the chains' first audit checkpoints (D58) among them.
+    assert_eq!(
+        seqs,
+        (1..=from_a.len() as i64).collect::<Vec<_>>(),
+        "one sequence, no gaps"
+    );
+    assert_eq!(
+        from_a
+            .iter()
+            .filter(|e| e["type"] != "audit.checkpoint")
+            .count(),
+        62
+    );
     assert_eq!(from_a[0]["type"], "application.created");
     assert_eq!(
         from_a, from_b,
