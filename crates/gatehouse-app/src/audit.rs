@@ -118,11 +118,35 @@ impl AuditSettings {
 /// First uses remembered per process at most (D58): past it the oldest
 /// are forgotten, and a forgotten use asks storage again (which answers
 /// "recorded already"), so the bound costs a round trip, never an entry.
-const FIRST_USES_KEPT: usize = 65_536;
+/// (The cache sizes its tables for this at start: idle memory.)
+const FIRST_USES_KEPT: usize = 8_192;
+
+/// One use: a credential from an address in a period.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub(crate) struct FirstUse {
+    period: i64,
+    credential: Box<str>,
+    ip: Box<str>,
+}
+
+/// [`FirstUse`] borrowed, to look one up without allocating (the token
+/// endpoint asks at every client-credentials token).
+#[derive(Hash)]
+struct FirstUseRef<'a> {
+    period: i64,
+    credential: &'a str,
+    ip: &'a str,
+}
+
+impl quick_cache::Equivalent<FirstUse> for FirstUseRef<'_> {
+    fn equivalent(&self, key: &FirstUse) -> bool {
+        self.period == key.period && self.credential == &*key.credential && self.ip == &*key.ip
+    }
+}
 
 /// The first uses (D58's `credential.used`, `token.introspected`) this
-/// process knows were recorded: `(period, "credential|address")`.
-pub(crate) struct FirstUses(quick_cache::sync::Cache<(i64, String), ()>);
+/// process knows were recorded.
+pub(crate) struct FirstUses(quick_cache::sync::Cache<FirstUse, ()>);
 
 impl Default for FirstUses {
     fn default() -> Self {
@@ -164,7 +188,11 @@ impl App {
         let now = gatehouse_domain::Timestamp::now();
         let every = self.0.audit.period_secs.max(1);
         let period = now.unix_seconds().div_euclid(every) * every;
-        let seen = (period, format!("{key}|{ip}"));
+        let seen = FirstUseRef {
+            period,
+            credential: key,
+            ip,
+        };
         if self.0.first_uses.0.get(&seen).is_some() {
             return;
         }
@@ -172,7 +200,14 @@ impl App {
             .record_first_use(org, key, period, ip, &entry())
             .await
         {
-            Ok(_) => self.0.first_uses.0.insert(seen, ()),
+            Ok(_) => self.0.first_uses.0.insert(
+                FirstUse {
+                    period,
+                    credential: key.into(),
+                    ip: ip.into(),
+                },
+                (),
+            ),
             Err(e) => tracing::error!(error = %e, "recording a first use in the audit log failed"),
         }
     }

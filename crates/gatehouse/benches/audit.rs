@@ -274,9 +274,20 @@ async fn purge(running: &run::Running, db: &std::path::Path, org: &OrgId, n: u64
             .await
             .unwrap();
     }
-    // Past the security chain's retention (90 days by default).
+    // Past the security chain's retention (90 days by default), in an
+    // organization of its own (the sign-ins' organization has a security
+    // chain of recent entries already).
+    let old = gatehouse_domain::Organization {
+        id: OrgId::generate(),
+        name: "Old".into(),
+        plan: gatehouse_domain::Plan::Pro,
+        per_minute: None,
+        per_second: None,
+        created_at: Timestamp::now(),
+    };
+    running.store.create_org(&old).await.unwrap();
     let seeding = Instant::now();
-    let (db2, org2) = (db.to_owned(), org.clone());
+    let (db2, org2) = (db.to_owned(), old.id.clone());
     tokio::task::spawn_blocking(move || seed(&db2, &org2, "security", n, 200 * 86_400, true))
         .await
         .unwrap();
