@@ -22,7 +22,7 @@ impl Default for Templates {
 }
 
 /// Every template, compiled into the binary (no external assets).
-const TEMPLATES: [(&str, &str); 33] = [
+const TEMPLATES: [(&str, &str); 34] = [
     (
         "account_security.html",
         include_str!("../../templates/account_security.html"),
@@ -133,6 +133,10 @@ const TEMPLATES: [(&str, &str); 33] = [
     (
         "dash_webhook_delete.html",
         include_str!("../../templates/dash_webhook_delete.html"),
+    ),
+    (
+        "dash_activity.html",
+        include_str!("../../templates/dash_activity.html"),
     ),
 ];
 

@@ -3,10 +3,10 @@
 //! in, registers a confidential application, copies its secret (which then
 //! gets a token at `/oauth/token`), rotates it and sees the old one
 //! refused, creates and revokes an API key, sees the requests on the usage
-//! chart, invites a teammate and signs out. Every page is checked at
-//! 1280 px and 360 px, light and dark: axe-core reports no serious or
-//! critical violation and no page is wider than 360 px at that width. A
-//! second browser with JavaScript disabled uses the forms.
+//! chart, invites a teammate, reads the Activity page and signs out. Every
+//! page is checked at 1280 px and 360 px, light and dark: axe-core reports
+//! no serious or critical violation and no page is wider than 360 px at
+//! that width. A second browser with JavaScript disabled uses the forms.
 //!
 //! Without `chromedriver` the test is skipped loudly, unless
 //! `GATEHOUSE_REQUIRE_BROWSER=1` (CI), where that fails; the same for
@@ -654,6 +654,26 @@ async fn the_dashboard_in_chromium() {
     wait_for(&c, "disabled (manual)").await;
     audit.page(&c, "webhooks").await;
 
+    // Activity (D58, admins): what this walk did, newest first; filtered
+    // with the form; a date the API cannot read is said next to its field.
+    c.goto(&format!("{base}/dashboard/activity")).await.unwrap();
+    wait_for(&c, "<code>application.created</code>").await;
+    wait_for(&c, "<code>webhook_endpoint.created</code>").await;
+    audit.page(&c, "activity").await;
+    fill(&c, "#f-action", "application.").await;
+    click(&c, "form.row button[type=submit]").await;
+    wait_for(&c, "value=\"application.\"").await;
+    let filtered = wait_for(&c, "Clear the filters").await;
+    assert!(filtered.contains("<code>application.secret_rotated</code>"));
+    assert!(!filtered.contains("<code>api_key.created</code>"));
+    c.goto(&format!(
+        "{base}/dashboard/activity?from=last-week&action=user."
+    ))
+    .await
+    .unwrap();
+    wait_for(&c, "is not a date: choose a day").await;
+    audit.page(&c, "activity-refused").await;
+
     // The account page (D57, every role): the sessions, a refused password
     // change shown next to its field.
     c.goto(&format!("{base}/account/security")).await.unwrap();
@@ -773,6 +793,27 @@ async fn the_dashboard_in_chromium() {
     )
     .await;
     wait_for(&n, "The change was saved.").await;
+    // The Activity page's filters without script: a GET form.
+    n.goto(&format!("{base}/dashboard/activity")).await.unwrap();
+    wait_for(&n, "<code>user.created</code>").await;
+    fill(&n, "#f-action", "user.").await;
+    n.find(Locator::Css("#f-category"))
+        .await
+        .unwrap()
+        .select_by_value("admin")
+        .await
+        .unwrap();
+    click(&n, "form.row button[type=submit]").await;
+    let filtered = wait_for(&n, "Clear the filters").await;
+    assert!(
+        filtered.contains("none → second@example.com"),
+        "the invitation: {filtered}"
+    );
+    assert!(!filtered.contains("<code>api_key.revoked</code>"));
+    assert!(
+        !filtered.contains("<code>user.signed_in</code>"),
+        "a security entry"
+    );
     n.goto(&format!("{base}/dashboard/webhooks")).await.unwrap();
     click(&n, "table a[href^='/dashboard/webhooks/']").await;
     wait_for(&n, "Latest attempts").await;

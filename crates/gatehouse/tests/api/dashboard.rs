@@ -1247,3 +1247,369 @@ async fn the_webhooks_page_is_for_admins_only() {
     assert!(page.body.contains(">Webhooks</a>"));
     assert!(page.body.contains("Add an endpoint"));
 }
+
+// ---- Activity (D58, D29 continued) ---------------------------------------
+
+/// A link of the page by its `rel` (`prev`, `next`), as a path.
+fn rel_link(page: &Page, rel: &str) -> Option<String> {
+    let end = page.body.find(&format!("\" rel=\"{rel}\""))?;
+    let start = page.body[..end].rfind("href=\"")? + 6;
+    Some(
+        page.body[start..end]
+            .replace("&#x2f;", "/")
+            .replace("&amp;", "&"),
+    )
+}
+
+/// The entries listed on an Activity page.
+fn rows(page: &Page) -> usize {
+    page.body.matches("<time datetime=\"").count()
+}
+
+/// D58: an admin reads the organization's audit log on the Activity page,
+/// through `GET /v1/audit-logs`: entries with their time, actor, target and
+/// changes; the filters narrow the list (and go to the API, which decides);
+/// pages keep the filters; a value the API refuses is an error next to its
+/// field, in the page's words, and nothing is listed.
+#[tokio::test]
+async fn the_activity_page_lists_filters_and_pages_the_audit_log() {
+    let s = TestServer::start().await;
+    let admin = person(&s, &s.org(), "activity@example.com", Role::Admin).await;
+    let t = s
+        .token("products:write users:read users:write audit:read")
+        .await;
+    let mut products = Vec::new();
+    for (name, sku) in [
+        ("Lamp A", "ACT-A"),
+        ("Lamp B", "ACT-B"),
+        ("Lamp C", "ACT-C"),
+    ] {
+        let res = s
+            .call(
+                Method::POST,
+                "/v1/products",
+                &t,
+                Some(serde_json::json!({"name": name, "sku": sku, "price": 1999, "stock": 0})),
+            )
+            .await;
+        assert_eq!(res.status(), StatusCode::CREATED);
+        let body: serde_json::Value = res.json().await.unwrap();
+        products.push(body["data"]["id"].as_str().unwrap().to_owned());
+    }
+    let res = s
+        .call(
+            Method::POST,
+            "/v1/users",
+            &t,
+            Some(serde_json::json!({"email": "newcomer@example.com", "name": "New Comer", "role": "viewer"})),
+        )
+        .await;
+    assert_eq!(res.status(), StatusCode::CREATED);
+    // Listed once sealed (shortly after commit).
+    let sealed = crate::audit::audit_once(&s, &t, "?action=product.created", 3).await;
+    assert_eq!(sealed["meta"]["total"], 3);
+    crate::audit::audit_once(&s, &t, "?action=user.created", 1).await;
+    let day = sealed["data"][0]["created_at"].as_str().unwrap()[..10].to_owned();
+
+    let mut b = Browser::new(&s);
+    sign_in(&mut b, admin.email.as_str()).await;
+    let page = b.get("/dashboard/activity").await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    check_headers(&page);
+    assert!(
+        page.body.contains(">Activity</a>"),
+        "the tab: {}",
+        page.body
+    );
+    assert!(page.body.contains("aria-current=\"page\">Activity</a>"));
+    assert!(page.body.contains("<code>product.created</code>"));
+    assert!(page.body.contains("<code>user.created</code>"));
+    for p in &products {
+        assert!(
+            page.body
+                .contains(&format!("href=\"/dashboard/activity?target={p}\"")),
+            "{p}'s entry links to its history"
+        );
+    }
+    // Time, actor and changes of an entry.
+    assert!(page.body.contains(&format!("<time datetime=\"{day}T")));
+    assert!(page.body.contains(" UTC</time>"));
+    assert!(
+        page.body.contains("<code>name</code>: none → Lamp A"),
+        "a creation's changes, from none: {}",
+        page.body
+    );
+    assert!(
+        page.body
+            .contains("<span class=\"note\">application</span>")
+    );
+    // The filter form needs no script: a GET form.
+    assert!(
+        page.body
+            .contains("<form method=\"get\" action=\"/dashboard/activity\"")
+    );
+    assert!(!page.body.contains("<script>"), "no inline script");
+
+    // Filters narrow: by action prefix.
+    let only = b.get("/dashboard/activity?action=product.").await;
+    assert_eq!(only.status, StatusCode::OK, "{}", only.body);
+    assert_eq!(rows(&only), 3, "{}", only.body);
+    assert!(!only.body.contains("<code>user.created</code>"));
+    assert!(!only.body.contains("<code>user.signed_in</code>"));
+    assert!(
+        only.body.contains("value=\"product.\""),
+        "the filter stays in its field"
+    );
+    let users = b
+        .get("/dashboard/activity?action=user.&category=admin")
+        .await;
+    assert!(
+        users.body.contains("<code>user.created</code>"),
+        "{}",
+        users.body
+    );
+    assert!(!users.body.contains("<code>product.created</code>"));
+    assert!(
+        !users.body.contains("<code>user.signed_in</code>"),
+        "a security entry"
+    );
+    assert!(users.body.contains("<option value=\"admin\" selected>"));
+    // By target.
+    let one = b
+        .get(&format!("/dashboard/activity?target={}", products[1]))
+        .await;
+    assert_eq!(rows(&one), 1, "{}", one.body);
+    assert!(
+        one.body.contains("<details class=\"more\" open>"),
+        "the target's field is shown"
+    );
+    assert!(!page.body.contains("<details class=\"more\" open>"));
+    assert!(one.body.contains("Lamp B") && !one.body.contains("Lamp A"));
+    // By day: the form's days, the last one included.
+    let that_day = b
+        .get(&format!(
+            "/dashboard/activity?action=product.&from={day}&to={day}"
+        ))
+        .await;
+    assert_eq!(rows(&that_day), 3, "{}", that_day.body);
+    let before = b
+        .get(&format!(
+            "/dashboard/activity?action=product.&to={}",
+            day_before(&day)
+        ))
+        .await;
+    assert_eq!(before.status, StatusCode::OK, "{}", before.body);
+    assert_eq!(rows(&before), 0, "{}", before.body);
+    assert!(before.body.contains("No activity matches these filters."));
+
+    // Pages keep the filters.
+    let first = b
+        .get("/dashboard/activity?action=product.created&limit=2")
+        .await;
+    assert_eq!(rows(&first), 2, "{}", first.body);
+    assert!(first.body.contains("Entries 1–2 of 3"), "{}", first.body);
+    assert!(rel_link(&first, "prev").is_none());
+    let next = rel_link(&first, "next").expect("a next page");
+    assert_eq!(
+        next,
+        "/dashboard/activity?action=product.created&limit=2&offset=2"
+    );
+    let second = b.get(&next).await;
+    assert_eq!(rows(&second), 1, "{}", second.body);
+    assert!(second.body.contains("Entries 3–3 of 3"));
+    assert!(rel_link(&second, "next").is_none());
+    assert_eq!(
+        rel_link(&second, "prev").as_deref(),
+        Some("/dashboard/activity?action=product.created&limit=2")
+    );
+    let beyond = b
+        .get("/dashboard/activity?action=product.created&limit=2&offset=40")
+        .await;
+    assert_eq!(beyond.status, StatusCode::OK, "{}", beyond.body);
+    assert_eq!(rows(&beyond), 0);
+    assert!(
+        beyond
+            .body
+            .contains("There are no entries this far into the list."),
+        "{}",
+        beyond.body
+    );
+    let bad_page = b.get("/dashboard/activity?offset=-1").await;
+    assert_eq!(
+        bad_page.status,
+        StatusCode::BAD_REQUEST,
+        "{}",
+        bad_page.body
+    );
+    assert!(
+        bad_page
+            .body
+            .contains("This page of the list does not exist")
+    );
+    // Newest first, each product once across the two pages.
+    let mut seen: Vec<&String> = products
+        .iter()
+        .filter(|p| first.body.contains(p.as_str()) || second.body.contains(p.as_str()))
+        .collect();
+    seen.dedup();
+    assert_eq!(seen.len(), 3);
+    assert!(first.body.contains(&products[2]) && second.body.contains(&products[0]));
+
+    // A value the API refuses: said next to its field, in words.
+    let bad = b
+        .get("/dashboard/activity?from=yesterday&action=product.")
+        .await;
+    assert_eq!(bad.status, StatusCode::BAD_REQUEST, "{}", bad.body);
+    check_headers(&bad);
+    assert!(bad.body.contains("id=\"f-from-error\""), "{}", bad.body);
+    assert!(
+        bad.body
+            .contains("“yesterday” is not a date: choose a day, or leave this empty."),
+        "{}",
+        bad.body
+    );
+    assert!(bad.body.contains("aria-describedby=\"f-from-error\""));
+    assert!(
+        !bad.body.contains("id=\"f-to-error\""),
+        "only the bad field"
+    );
+    assert!(!bad.body.contains("RFC 3339"), "not the API's text");
+    assert_eq!(rows(&bad), 0, "nothing listed");
+    assert!(
+        bad.body.contains("value=\"product.\""),
+        "the other filters stay"
+    );
+    let bad_ip = b.get("/dashboard/activity?ip=not-an-address").await;
+    assert_eq!(bad_ip.status, StatusCode::BAD_REQUEST);
+    assert!(bad_ip.body.contains("id=\"f-ip-error\""), "{}", bad_ip.body);
+}
+
+/// The day before `YYYY-MM-DD`.
+fn day_before(day: &str) -> String {
+    let t = Timestamp::parse_rfc3339(&format!("{day}T00:00:00Z")).unwrap();
+    Timestamp::from_unix_seconds(t.unix_seconds() - 86_400).to_rfc3339()[..10].to_owned()
+}
+
+/// D29 (continued): the Activity page is for those who may read the audit
+/// log (admins). Others have no tab and no history links, and the page
+/// answers 403 with the API's refusal, no form and no entry.
+#[tokio::test]
+async fn the_activity_page_is_for_admins_only() {
+    let s = TestServer::start().await;
+    for (email, role) in [
+        ("act-editor@example.com", Role::Editor),
+        ("act-viewer@example.com", Role::Viewer),
+    ] {
+        let who = person(&s, &s.org(), email, role).await;
+        let mut b = Browser::new(&s);
+        sign_in(&mut b, who.email.as_str()).await;
+        let apps = b.get("/dashboard/applications").await;
+        assert!(apps.body.contains(">Team</a>"), "{}", apps.body);
+        assert!(
+            !apps.body.contains(">Activity</a>"),
+            "{role:?}: {}",
+            apps.body
+        );
+        let page = b.get("/dashboard/activity").await;
+        assert_eq!(
+            page.status,
+            StatusCode::FORBIDDEN,
+            "{role:?}: {}",
+            page.body
+        );
+        check_headers(&page);
+        assert!(page.body.contains("role=\"alert\""));
+        assert!(page.body.contains("Your role does not allow this."));
+        assert!(
+            !page.body.contains("<form method=\"get\""),
+            "no filter form"
+        );
+        assert_eq!(rows(&page), 0);
+        assert!(!page.body.contains(">Activity</a>"));
+        let team = b.get("/dashboard/team").await;
+        assert!(!team.body.contains("/dashboard/activity?target="));
+        // A filtered link changes nothing.
+        let filtered = b
+            .get("/dashboard/activity?action=user.&from=nonsense")
+            .await;
+        assert_eq!(filtered.status, StatusCode::FORBIDDEN, "{}", filtered.body);
+        assert!(!filtered.body.contains("f-from-error"));
+    }
+}
+
+/// D58: an application's page, each API key and each person of the team
+/// link to their history on the Activity page, which lists what was done to
+/// them.
+#[tokio::test]
+async fn items_link_to_their_history() {
+    let s = TestServer::start().await;
+    let admin = person(&s, &s.org(), "history@example.com", Role::Admin).await;
+    let t = s.token("applications:write users:read audit:read").await;
+    let res = s
+        .call(
+            Method::POST,
+            "/v1/applications",
+            &t,
+            Some(serde_json::json!({
+                "name": "History app", "type": "confidential",
+                "redirect_uris": ["https://history.example/cb"], "scopes": ["users:read"],
+            })),
+        )
+        .await;
+    assert_eq!(res.status(), StatusCode::CREATED);
+    let app: serde_json::Value = res.json().await.unwrap();
+    let app_id = app["data"]["id"].as_str().unwrap().to_owned();
+    let res = s
+        .call(
+            Method::POST,
+            "/v1/api-keys",
+            &t,
+            Some(serde_json::json!({"name": "history key", "scopes": ["users:read"]})),
+        )
+        .await;
+    assert_eq!(res.status(), StatusCode::CREATED);
+    let key: serde_json::Value = res.json().await.unwrap();
+    let key_id = key["data"]["id"].as_str().unwrap().to_owned();
+    crate::audit::audit_once(&s, &t, &format!("?target={key_id}"), 1).await;
+    crate::audit::audit_once(&s, &t, &format!("?target={app_id}"), 1).await;
+
+    let mut b = Browser::new(&s);
+    sign_in(&mut b, admin.email.as_str()).await;
+    let app_page = b.get(&format!("/dashboard/applications/{app_id}")).await;
+    let link = format!("href=\"/dashboard/activity?target={app_id}\"");
+    assert!(app_page.body.contains(&link), "{}", app_page.body);
+    let keys = b.get("/dashboard/api-keys").await;
+    assert!(
+        keys.body
+            .contains(&format!("href=\"/dashboard/activity?target={key_id}\"")),
+        "{}",
+        keys.body
+    );
+    let team = b.get("/dashboard/team").await;
+    assert!(
+        team.body
+            .contains(&format!("href=\"/dashboard/activity?target={}\"", admin.id)),
+        "{}",
+        team.body
+    );
+    // The links lead to the item's own entries.
+    let history = b.get(&format!("/dashboard/activity?target={app_id}")).await;
+    assert_eq!(history.status, StatusCode::OK, "{}", history.body);
+    assert!(history.body.contains("<code>application.created</code>"));
+    assert!(!history.body.contains("<code>api_key.created</code>"));
+    let history = b.get(&format!("/dashboard/activity?target={key_id}")).await;
+    assert!(
+        history.body.contains("<code>api_key.created</code>"),
+        "{}",
+        history.body
+    );
+    // The admin's own sign-in is a security entry about them.
+    let mine = b
+        .get(&format!("/dashboard/activity?target={}", admin.id))
+        .await;
+    assert!(
+        mine.body.contains("<code>user.signed_in</code>"),
+        "{}",
+        mine.body
+    );
+}

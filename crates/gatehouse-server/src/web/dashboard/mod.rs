@@ -195,6 +195,9 @@ pub(crate) async fn render(
     let ctx = context! {
         csrf => &csrf, section => section, me_email => email, me_role => role,
         org_name => org_name, is_admin => signed.can(Scope::UsersWrite),
+        // D58, D29 (continued): the Activity page and the links to an
+        // item's history are for those who may read the audit log.
+        can_audit => signed.can(Scope::AuditRead),
         ..ctx
     };
     let mut res = st.templates.page_with_status(status, template, ctx);

@@ -1,8 +1,8 @@
 //! The dashboard's pages (D48): applications, API keys, usage, team,
-//! organization and (admins) webhooks. Each handler reads the signed-in person, calls the
-//! management API in process (`super::api`) and renders the JSON it gets
-//! back; a form's POST answers with a 303 to the page (or, when it shows a
-//! secret, with the page itself, `no-store`).
+//! organization and (admins) webhooks and activity. Each handler reads the
+//! signed-in person, calls the management API in process (`super::api`)
+//! and renders the JSON it gets back; a form's POST answers with a 303 to
+//! the page (or, when it shows a secret, with the page itself, `no-store`).
 
 use std::net::SocketAddr;
 
@@ -42,6 +42,7 @@ pub(super) fn router() -> Router<AppState> {
         .route("/dashboard/team/{id}", post(change_member))
         .route("/dashboard/organization", get(organization))
         .merge(webhooks::router())
+        .merge(activity::router())
         .merge(account::router())
 }
 
@@ -81,6 +82,7 @@ macro_rules! form_or_return {
 }
 
 mod account;
+mod activity;
 mod webhooks;
 
 // ---- Applications ------------------------------------------------------
