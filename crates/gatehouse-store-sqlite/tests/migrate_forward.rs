@@ -47,7 +47,7 @@ const PRODUCT_IDS: [&str; 4] = [
 
 /// The migrations this build embeds, as `schema.rs` lists them: the
 /// checksums recorded for an old database must be these files' SHA-256.
-const MIGRATIONS: [(i64, &str); 24] = [
+const MIGRATIONS: [(i64, &str); 25] = [
     (1, include_str!("../migrations/0001_init.sql")),
     (2, include_str!("../migrations/0002_api_keys.sql")),
     (3, include_str!("../migrations/0003_auth.sql")),
@@ -81,6 +81,7 @@ const MIGRATIONS: [(i64, &str); 24] = [
     (22, include_str!("../migrations/0022_passkeys.sql")),
     (23, include_str!("../migrations/0023_audit.sql")),
     (24, include_str!("../migrations/0024_audit_keys.sql")),
+    (25, include_str!("../migrations/0025_audit_first_uses.sql")),
 ];
 
 fn fixture() -> PathBuf {
