@@ -286,6 +286,26 @@ impl App {
     }
 
     /// A new TOTP secret for `user`, shown until confirmed (D56).
+    /// D58: a sign-in (not a step-up) whose password was right but that
+    /// cannot finish before the person enrols a second factor (the
+    /// deadline passed) is a failed sign-in, `enrollment_required`.
+    pub async fn note_enrolment_step(&self, org: &OrgId, user: &UserId, step: SecondStep) {
+        if let SecondStep::Enrol {
+            skippable_until: None,
+        } = step
+        {
+            self.record_sign_in_failure(
+                org,
+                gatehouse_domain::audit::SignInFailure::EnrollmentRequired,
+                Some(user),
+                None,
+                None,
+                None,
+            )
+            .await;
+        }
+    }
+
     pub async fn begin_totp(&self, org: &OrgId, user: &User) -> AppResult<TotpEnrolment> {
         let auth = self.sealer()?;
         let org_name = self.org_name(org).await?;

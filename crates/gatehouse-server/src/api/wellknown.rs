@@ -34,19 +34,7 @@ pub(crate) async fn audit_keys(State(st): State<AppState>) -> Response {
     // D58: every key that signed a kept checkpoint, also after it left the
     // signing-key ring.
     match st.app.audit_keys_document().await {
-        Ok(doc) => {
-            let mut res = doc.to_string().into_response();
-            let h = res.headers_mut();
-            h.insert(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("application/json"),
-            );
-            h.insert(
-                header::CACHE_CONTROL,
-                HeaderValue::from_static("public, max-age=300"),
-            );
-            res
-        }
+        Ok(doc) => key_set(doc.to_string()),
         Err(e) => crate::http::error::ApiError::from(e).into_response(),
     }
 }
@@ -67,13 +55,18 @@ pub(crate) async fn jwks(State(st): State<AppState>) -> Response {
     if let Err(e) = st.app.reload_keys().await {
         tracing::warn!(error = %e, "could not reload signing keys for the JWKS");
     }
-    let mut res = st.app.jwks().to_string().into_response();
+    key_set(st.app.jwks().to_string())
+}
+
+/// A published JWK set: JSON, cached five minutes (short enough that a key
+/// published before it signs, D23, is seen in time).
+fn key_set(body: String) -> Response {
+    let mut res = body.into_response();
     let h = res.headers_mut();
     h.insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
     );
-    // Short enough that a key published before it signs (D23) is seen in time.
     h.insert(
         header::CACHE_CONTROL,
         HeaderValue::from_static("public, max-age=300"),

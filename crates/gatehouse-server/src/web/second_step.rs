@@ -83,25 +83,8 @@ pub(super) async fn begin(
     };
     let mut pending = PendingSignIn::new(org, &user.id, session.map(|s| &s.id));
     pending.passkey_only = passkey_only;
-    if let (
-        SecondStep::Enrol {
-            skippable_until: None,
-        },
-        None,
-    ) = (step, session)
-    {
-        // D58: the password was right, but the sign-in cannot finish
-        // before the person enrols a second factor.
-        st.app
-            .record_sign_in_failure(
-                org,
-                gatehouse_domain::audit::SignInFailure::EnrollmentRequired,
-                Some(&user.id),
-                None,
-                None,
-                None,
-            )
-            .await;
+    if session.is_none() {
+        st.app.note_enrolment_step(org, &user.id, step).await;
     }
     let mut res = match step {
         SecondStep::Enrol { skippable_until } => match st.app.begin_totp(org, user).await {
