@@ -133,6 +133,27 @@ const FIRST_USES_KEPT: usize = 65_536;
 #[derive(Default)]
 pub(crate) struct FirstUses(std::sync::RwLock<SeenUses>);
 
+/// What a first use (D58) is the first use of: a credential
+/// (`credential.used`) or a client's introspection (`token.introspected`).
+/// Each has its own set in memory, so neither look-up builds a key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FirstUse {
+    /// A client-credentials token or an API key, by the credential's id.
+    Credential,
+    /// An introspection, by the calling client's id.
+    Introspection,
+}
+
+impl FirstUse {
+    /// The key of the use's unique row in storage.
+    fn stored_key(self, id: &str) -> std::borrow::Cow<'_, str> {
+        match self {
+            FirstUse::Credential => id.into(),
+            FirstUse::Introspection => format!("introspect:{id}").into(),
+        }
+    }
+}
+
 #[derive(Default)]
 pub(crate) struct SeenUses {
     period: i64,
@@ -189,28 +210,30 @@ pub struct GivenCheckpoint {
 
 impl App {
     /// D58's first use per period (`GATEHOUSE_AUDIT_PERIOD`): records
-    /// `entry()` unless this use (`key`, e.g. a credential's id, from
+    /// `entry()` unless this use (of `kind`, by `id`, from
     /// address `ip` in the current period) was recorded already, here or on
     /// another node. A use this process saw costs a look-up in memory. A
     /// failure to record is logged and tried again at the next use.
     pub async fn note_first_use(
         &self,
         org: &OrgId,
-        key: &str,
+        kind: FirstUse,
+        id: &str,
         ip: &str,
         entry: impl FnOnce() -> gatehouse_domain::audit::Entry,
     ) {
         let now = gatehouse_domain::Timestamp::now();
         let every = self.0.audit.period_secs.max(1);
         let period = now.unix_seconds().div_euclid(every) * every;
-        if self.0.first_uses.seen(period, key, ip) {
+        let seen = &self.0.first_uses[kind as usize];
+        if seen.seen(period, id, ip) {
             return;
         }
         match audit_store(self)
-            .record_first_use(org, key, period, ip, &entry())
+            .record_first_use(org, &kind.stored_key(id), period, ip, &entry())
             .await
         {
-            Ok(_) => self.0.first_uses.remember(period, key, ip),
+            Ok(_) => seen.remember(period, id, ip),
             Err(e) => tracing::error!(error = %e, "recording a first use in the audit log failed"),
         }
     }
@@ -292,8 +315,10 @@ impl App {
     /// its retention). A chain's head is never deleted. Chains that lost
     /// entries are checkpointed once at the end of the run. Nodes purging
     /// at once need no claim: their batches delete what the other left,
-    /// and a chain has one checkpoint per sequence.
+    /// and a chain has one checkpoint per sequence. In one process, runs
+    /// take turns: a second waits for the first, then finds what is left.
     pub async fn purge_audit_log(&self, now: gatehouse_domain::Timestamp) -> AppResult<Purged> {
+        let _turn = self.0.audit_purge.lock().await;
         let store = audit_store(self);
         // First uses of periods before the current one are done with.
         let every = self.0.audit.period_secs.max(1);

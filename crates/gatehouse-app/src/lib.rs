@@ -94,8 +94,13 @@ struct Inner {
     audit: audit::AuditSettings,
     /// D58: the checkpoint interval this process last went through.
     audit_round: std::sync::atomic::AtomicI64,
-    /// D58: the first uses this process knows were recorded.
-    first_uses: audit::FirstUses,
+    /// D58: the first uses this process knows were recorded, per
+    /// [`audit::FirstUse`].
+    first_uses: [audit::FirstUses; 2],
+    /// D58: held by the audit purge running in this process, so that a
+    /// second one (the housekeeping round beside a caller's) waits for it
+    /// instead of doubling its share of the storage.
+    audit_purge: tokio::sync::Mutex<()>,
 }
 
 /// Names kept at most in [`Inner::org_names`]; past it the map starts over.
@@ -128,6 +133,7 @@ impl App {
             audit: Default::default(),
             audit_round: Default::default(),
             first_uses: Default::default(),
+            audit_purge: Default::default(),
         }))
     }
 
@@ -150,6 +156,7 @@ impl App {
             audit: Default::default(),
             audit_round: Default::default(),
             first_uses: Default::default(),
+            audit_purge: Default::default(),
         }))
     }
 

@@ -82,9 +82,9 @@ impl App {
             }
             return;
         }
-        let key = format!("introspect:{}", client.id.as_str());
         let ip = request.source.as_ref().map_or("", |s| s.ip.as_str());
-        self.note_first_use(&client.org, &key, ip, || match &whose {
+        let kind = crate::audit::FirstUse::Introspection;
+        self.note_first_use(&client.org, kind, client.id.as_str(), ip, || match &whose {
             Whose::Caller { target } => entry(target.as_deref(), Some(client.id.as_str())),
             _ => entry(None, None),
         })

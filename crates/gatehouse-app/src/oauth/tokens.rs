@@ -250,7 +250,8 @@ impl App {
         let claims = AccessClaims::issue(client.org.clone(), client.id.clone(), None, scopes);
         self.authority().count_issued("client_credentials");
         let ip = request.source.as_ref().map_or("", |s| s.ip.as_str());
-        self.note_first_use(&client.org, client.id.as_str(), ip, || {
+        let kind = crate::audit::FirstUse::Credential;
+        self.note_first_use(&client.org, kind, client.id.as_str(), ip, || {
             gatehouse_domain::audit::credential_used(
                 &gatehouse_domain::audit::MachineCredential::Client(client.id.clone()),
                 Some(&scopes.to_string()),

@@ -11,6 +11,7 @@ use std::marker::PhantomData;
 use axum::extract::{FromRequest, FromRequestParts, Path, Request};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, header};
+use gatehouse_app::audit::FirstUse;
 use gatehouse_auth::ratelimit::Decision;
 use gatehouse_auth::{Caller, TokenError};
 use gatehouse_domain::event::Origin;
@@ -183,10 +184,13 @@ impl<S: RequiredScope> FromRequestParts<AppState> for Authorized<S> {
         if let Caller::ApiKey(key) = &caller
             && let Some(ctx) = parts.extensions.get::<RequestCtx>()
         {
-            let ip = ctx.client_ip.to_string();
+            // The address as text, on the stack: every API-key request
+            // asks, and only a first use keeps it.
+            let mut buf = [0u8; IP_TEXT_MAX];
+            let ip = ip_text(ctx.client_ip, &mut buf);
             state
                 .app
-                .note_first_use(&key.org, key.id.as_str(), &ip, || {
+                .note_first_use(&key.org, FirstUse::Credential, key.id.as_str(), ip, || {
                     gatehouse_domain::audit::credential_used(
                         &gatehouse_domain::audit::MachineCredential::ApiKey(key.id.clone()),
                         None,
@@ -709,5 +713,42 @@ impl<I: PathId, B: RequestBody> FromRequest<AppState> for IdMaybeBody<I, B> {
         let body = crate::api::requests::read::<B>(Map::new()).map_err(ApiError::validation)?;
         let Id(id) = Id::parse(&raw)?;
         Ok(Self { id, body })
+    }
+}
+
+/// The longest text of an address (`ffff:ffff:ffff:ffff:ffff:ffff:255.255.255.255`).
+const IP_TEXT_MAX: usize = 45;
+
+/// `ip` as text, written into `buf` (no allocation).
+fn ip_text(ip: std::net::IpAddr, buf: &mut [u8; IP_TEXT_MAX]) -> &str {
+    use std::io::Write;
+    let len = {
+        let mut rest: &mut [u8] = buf;
+        // An address's text always fits; a failure would leave "".
+        if write!(rest, "{ip}").is_err() {
+            return "";
+        }
+        IP_TEXT_MAX - rest.len()
+    };
+    std::str::from_utf8(&buf[..len]).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod ip_text_tests {
+    use super::*;
+
+    #[test]
+    fn the_longest_addresses_fit() {
+        let mut buf = [0u8; IP_TEXT_MAX];
+        for text in [
+            "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff",
+            "::ffff:255.255.255.255",
+            "255.255.255.255",
+            "127.0.0.1",
+            "2001:db8::1",
+        ] {
+            let ip: std::net::IpAddr = text.parse().unwrap();
+            assert_eq!(ip_text(ip, &mut buf), ip.to_string());
+        }
     }
 }

@@ -1026,3 +1026,142 @@ fn claims_of(token: &str) -> Value {
     )
     .unwrap()
 }
+
+/// D58: `gatehouse audit verify` trusts nothing that does not vouch for
+/// itself: a checkpoint whose signature was altered, a checkpoint of
+/// another organization (signed by the same keys), and a chain whose
+/// oldest entries are gone with no kept checkpoint at the cut each fail
+/// with status 1, saying which and why.
+#[tokio::test]
+async fn d58_verify_refuses_forged_and_foreign_checkpoints_and_an_unvouched_cut() {
+    let s = TestServer::start().await;
+    let t = s.token(SCOPES).await;
+    for (name, sku) in [("Lamp", "LAMP-1"), ("Desk", "DESK-1"), ("Chair", "CHAIR-1")] {
+        new_product(&s, &t, name, sku).await;
+    }
+    audit_once(&s, &t, "?action=product.created", 3).await;
+    let org = s.org();
+    let (other, _) = crate::users::roomy_org(&s, "products:read").await;
+    let dir = s.data_dir();
+    let checkpoint = |org: String| {
+        let dir = dir.clone();
+        async move {
+            let out = gatehouse(
+                &dir,
+                &[
+                    "audit",
+                    "checkpoint",
+                    "--org",
+                    org.as_str(),
+                    "--category",
+                    "admin",
+                    "--json",
+                ],
+                None,
+            )
+            .await
+            .json();
+            out["data"][0].clone()
+        }
+    };
+    let mine = checkpoint(org.to_string()).await;
+    let theirs = checkpoint(other.to_string()).await;
+    let head = mine["sequence"].as_u64().unwrap();
+    let verify_with = |lines: Vec<String>| {
+        let (dir, org) = (dir.clone(), org.to_string());
+        async move {
+            let file = dir.join(format!("given-{}.jsonl", rand_name()));
+            std::fs::write(&file, lines.join("\n") + "\n").unwrap();
+            gatehouse(
+                &dir,
+                &[
+                    "audit",
+                    "verify",
+                    "--org",
+                    org.as_str(),
+                    "--category",
+                    "admin",
+                    "--checkpoints",
+                    file.to_str().unwrap(),
+                ],
+                None,
+            )
+            .await
+        }
+    };
+    let jws = mine["jws"].as_str().unwrap().to_owned();
+    let fine = verify_with(vec![jws.clone()]).await;
+    assert!(fine.status.success(), "{}", fine.stderr);
+
+    // One character of the signature changed.
+    let (signed, signature) = jws.rsplit_once('.').unwrap();
+    let mut forged_sig: Vec<char> = signature.chars().collect();
+    let i = forged_sig.len() / 2;
+    forged_sig[i] = if forged_sig[i] == 'A' { 'B' } else { 'A' };
+    let forged = format!("{signed}.{}", forged_sig.iter().collect::<String>());
+    let out = verify_with(vec![jws.clone(), forged]).await;
+    assert_eq!(out.status.code(), Some(1), "{}", out.stdout);
+    assert!(
+        out.stderr
+            .contains("the checkpoint on line 2 fails: the signature does not verify"),
+        "{}",
+        out.stderr
+    );
+
+    // Another organization's checkpoint, signed with the same key.
+    let out = verify_with(vec![theirs["jws"].as_str().unwrap().to_owned()]).await;
+    assert_eq!(out.status.code(), Some(1), "{}", out.stdout);
+    assert!(
+        out.stderr
+            .contains("the checkpoint on line 1 fails: it is another organization's"),
+        "{}",
+        out.stderr
+    );
+
+    // The oldest entries deleted by hand up to a sequence no checkpoint
+    // vouches for: the kept chain cannot be anchored.
+    let listed = items(&audit(&s, &t, "/checkpoints?category=admin&limit=100").await);
+    let signed_at: Vec<u64> = listed
+        .iter()
+        .map(|c| c["sequence"].as_u64().unwrap())
+        .collect();
+    let cut = (1..head)
+        .find(|n| !signed_at.contains(n))
+        .expect("a sequence below the head without a checkpoint");
+    let gone = past_the_guard(
+        &s,
+        "audit_entries_purge_only",
+        &format!(
+            "DELETE FROM audit_entries WHERE org_id = '{org}' AND category = 'admin' AND sequence <= {cut}"
+        ),
+    )
+    .await;
+    assert_eq!(gone, Ok(cut));
+    let out = gatehouse(
+        &dir,
+        &[
+            "audit",
+            "verify",
+            "--org",
+            org.as_str(),
+            "--category",
+            "admin",
+        ],
+        None,
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(1), "{}", out.stdout);
+    assert!(
+        out.stderr.contains(&format!(
+            "the admin chain breaks at sequence {}: the entries before it are gone and no kept checkpoint vouches for them",
+            cut + 1
+        )),
+        "{}",
+        out.stderr
+    );
+}
+
+/// A file name no other call of the test uses.
+fn rand_name() -> String {
+    gatehouse_domain::UserId::generate().as_str().to_owned()
+}
