@@ -79,7 +79,7 @@ now_ms() { date +%s%3N; }
 basic() { printf 'Basic %s' "$(printf '%s:%s' "$1" "$2" | base64 -w0)"; }
 
 baseline() { # -> tokens/s of the sign-only server
-  (cd "$BASE_DIR" && PORT=$BASE_PORT DB=users.db KEY_DIR=keys ./target/release/server >/dev/null 2>&1) &
+  (cd "$BASE_DIR" && PORT=$BASE_PORT DB=users.db KEY_DIR=keys exec ./target/release/server >/dev/null 2>&1) &
   echo $! >"$WORK/base.pid"
   for _ in $(seq 1 100); do curl -s -o /dev/null "http://127.0.0.1:$BASE_PORT/hello" && break; sleep 0.05; done
   local r

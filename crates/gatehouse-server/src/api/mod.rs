@@ -39,6 +39,7 @@ use crate::state::AppState;
 /// (D50). The server nests it under `/v1`; the dashboard (D48) calls the
 /// same routes in-process ([`v1_service`]).
 pub fn v1_routes(state: &AppState) -> Router<AppState> {
+    use crate::http::middleware::WritesOnly;
     Router::new()
         .merge(users::router())
         .merge(products::router())
@@ -56,17 +57,18 @@ pub fn v1_routes(state: &AppState) -> Router<AppState> {
         .merge(webhooks::router())
         // D58: the audit log.
         .merge(audit::router())
-        // D50: `Idempotency-Key` on the POSTs under /v1.
-        .layer(axum::middleware::from_fn_with_state(
+        // D50: `Idempotency-Key` on the POSTs under /v1 (reads pass by
+        // the layer: `WritesOnly`).
+        .layer(WritesOnly(axum::middleware::from_fn_with_state(
             state.clone(),
             idempotency::layer,
-        ))
+        )))
         // D58: refused writes and non-catalog POSTs recorded (outside the
         // idempotency layer, so it sees what a replay answered).
-        .layer(axum::middleware::from_fn_with_state(
+        .layer(WritesOnly(axum::middleware::from_fn_with_state(
             state.clone(),
             audit::record_writes,
-        ))
+        )))
 }
 
 /// `/v1` alone, with the layers every route gets: what the dashboard

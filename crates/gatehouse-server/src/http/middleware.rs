@@ -345,3 +345,63 @@ mod tests {
         }
     }
 }
+
+/// A layer that only writes pass through: `GET`, `HEAD` and `OPTIONS`
+/// requests go straight to the inner service, the others through `L`.
+/// For the `/v1` middleware that acts on writes alone (D50's idempotency,
+/// D58's refused writes): an `axum::middleware::from_fn` layer costs every
+/// request a boxed future and a clone of the inner service and the state,
+/// which the authenticated read paid for nothing (issue 31 measured it).
+#[derive(Clone)]
+pub struct WritesOnly<L>(pub L);
+
+impl<L, S> tower::Layer<S> for WritesOnly<L>
+where
+    L: tower::Layer<S>,
+    S: Clone,
+{
+    type Service = WritesOnlyService<S, L::Service>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        WritesOnlyService {
+            read: inner.clone(),
+            write: self.0.layer(inner),
+        }
+    }
+}
+
+/// The service of [`WritesOnly`].
+#[derive(Clone)]
+pub struct WritesOnlyService<R, W> {
+    read: R,
+    write: W,
+}
+
+impl<R, W, B> tower::Service<axum::http::Request<B>> for WritesOnlyService<R, W>
+where
+    R: tower::Service<axum::http::Request<B>>,
+    W: tower::Service<axum::http::Request<B>, Response = R::Response, Error = R::Error>,
+{
+    type Response = R::Response;
+    type Error = R::Error;
+    type Future = futures_util::future::Either<R::Future, W::Future>;
+
+    fn poll_ready(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        match self.read.poll_ready(cx) {
+            std::task::Poll::Ready(Ok(())) => self.write.poll_ready(cx),
+            other => other,
+        }
+    }
+
+    fn call(&mut self, req: axum::http::Request<B>) -> Self::Future {
+        use axum::http::Method;
+        if matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS) {
+            futures_util::future::Either::Left(self.read.call(req))
+        } else {
+            futures_util::future::Either::Right(self.write.call(req))
+        }
+    }
+}
