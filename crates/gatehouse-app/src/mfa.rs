@@ -285,7 +285,6 @@ impl App {
         }
     }
 
-    /// A new TOTP secret for `user`, shown until confirmed (D56).
     /// D58: a sign-in (not a step-up) whose password was right but that
     /// cannot finish before the person enrols a second factor (the
     /// deadline passed) is a failed sign-in, `enrollment_required`.
@@ -306,6 +305,7 @@ impl App {
         }
     }
 
+    /// A new TOTP secret for `user`, shown until confirmed (D56).
     pub async fn begin_totp(&self, org: &OrgId, user: &User) -> AppResult<TotpEnrolment> {
         let auth = self.sealer()?;
         let org_name = self.org_name(org).await?;
