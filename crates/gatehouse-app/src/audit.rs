@@ -192,6 +192,20 @@ impl FirstUses {
     }
 }
 
+/// Where an export stops (D58): each chain's sealed head when it began.
+#[derive(Clone, Debug)]
+pub struct ExportCut(Vec<(Category, u64)>);
+
+impl ExportCut {
+    /// The last `sequence` of `category`'s chain the export holds.
+    pub fn head(&self, category: Category) -> u64 {
+        self.0
+            .iter()
+            .find(|(c, _)| *c == category)
+            .map_or(0, |(_, h)| *h)
+    }
+}
+
 /// What a purge run did.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Purged {
@@ -392,8 +406,10 @@ impl App {
     }
 
     /// The sealer (D58): seals every entry committed so far, in commit
-    /// order, each chain continuing from its last sealed `hash`; answers
-    /// how many. Run every half second by the binary and before each read.
+    /// order, each chain continuing from its last sealed `hash`, and makes
+    /// the first checkpoint of each chain whose first entry the store
+    /// sealed at insert (SQLite); answers how many entries it sealed. Run
+    /// every half second by the binary and before each read.
     pub async fn seal_audit_log(&self) -> AppResult<u64> {
         let store = audit_store(self);
         let mut sealed = 0u64;
@@ -403,7 +419,7 @@ impl App {
                 .await
                 .or_app(Resource::Storage)?;
             if batch.is_empty() {
-                return Ok(sealed);
+                break;
             }
             let full = batch.len() as u32 == SEAL_BATCH;
             let mut heads: HashMap<(OrgId, Category), ChainHead> = HashMap::new();
@@ -427,8 +443,7 @@ impl App {
                 }
                 let head = heads.get_mut(&key).expect("inserted above");
                 let sequence = head.sequence + 1;
-                let hash = sealed_json(&u.body, sequence)
-                    .and_then(|json| gatehouse_auth::audit::chain_hash(&head.hash, &json))
+                let hash = gatehouse_auth::audit::seal_entry(&head.hash, &u.body, sequence)
                     .map_err(|e| {
                         AppError::Internal(format!("audit entry {} cannot be sealed: {e}", u.id))
                     })?;
@@ -462,9 +477,23 @@ impl App {
                 }
             }
             if !full {
-                return Ok(sealed);
+                break;
             }
         }
+        // A chain whose first entry was sealed in its INSERT (SQLite) gets
+        // its first checkpoint here (D58).
+        if self.auth().is_some() && self.0.audit.checkpoints {
+            let awaiting = store
+                .chains_awaiting_checkpoint()
+                .await
+                .or_app(Resource::Storage)?;
+            for (org, category) in awaiting {
+                if let Err(e) = self.checkpoint_head(&org, category, None).await {
+                    tracing::warn!(error = %e, "a chain's first checkpoint failed");
+                }
+            }
+        }
+        Ok(sealed)
     }
 
     /// Seals what committed before a read began (events first: on
@@ -744,35 +773,53 @@ impl App {
         shown(listing)
     }
 
-    /// D58: an export begins. What committed before it is sealed, so the
-    /// export holds it, and the export records itself
-    /// (`audit_log.exported`, admin) as `origin` made it.
+    /// D58: an export begins. What committed before it is sealed, each
+    /// chain's head is taken as the export's cut, and the export records
+    /// itself (`audit_log.exported`, admin) as `origin` made it. The export
+    /// holds each chain up to its cut, so it is the log as it stood when
+    /// it began, on either backend: its own entry, and entries sealed while
+    /// it streams, are in the next one.
     pub async fn begin_audit_export(
         &self,
         org: &OrgId,
         origin: &gatehouse_domain::event::Origin,
-    ) -> AppResult<()> {
+    ) -> AppResult<ExportCut> {
         self.seal_committed().await;
+        let store = audit_store(self);
+        let mut heads = Vec::with_capacity(Category::ALL.len());
+        for category in Category::ALL {
+            let head = store
+                .audit_chain_head(org, category)
+                .await
+                .or_app(Resource::Storage)?
+                .map_or(0, |h| h.sequence);
+            heads.push((category, head));
+        }
         let entry = gatehouse_domain::audit::of_export(origin, gatehouse_domain::Timestamp::now());
-        self.record_audit(org, &entry).await
+        self.record_audit(org, &entry).await?;
+        Ok(ExportCut(heads))
     }
 
     /// One page of an export: chain `category`'s sealed entries after
-    /// `after` within `filter`'s times, oldest first, as the API shows
-    /// them. An export reads page by page, so its memory stays the same
-    /// however long the log is.
+    /// `after` and up to the export's cut within `filter`'s times, oldest
+    /// first, as the API shows them. An export reads page by page, so its
+    /// memory stays the same however long the log is; a page shorter than
+    /// `limit` is the chain's last.
     pub async fn audit_export_page(
         &self,
         org: &OrgId,
         category: Category,
         filter: &AuditFilter,
+        cut: &ExportCut,
         after: u64,
         limit: u32,
     ) -> AppResult<Vec<Value>> {
-        let items = audit_store(self)
+        let mut items = audit_store(self)
             .audit_chain_page(org, category, filter, after, limit)
             .await
             .or_app(Resource::Storage)?;
+        let upto = cut.head(category);
+        items.retain(|e| e.sequence <= upto);
         Ok(shown(Listing { items, total: 0 })?.items)
     }
 

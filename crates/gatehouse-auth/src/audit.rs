@@ -11,7 +11,7 @@ use aws_lc_rs::digest::{SHA256, digest};
 use aws_lc_rs::rand::SystemRandom;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
-use gatehouse_domain::audit::{ChainError, chain_preimage};
+use gatehouse_domain::audit::{ChainError, chain_preimage, sealed_json};
 use serde::{Deserialize, Serialize};
 
 use crate::keys::KeySet;
@@ -24,6 +24,14 @@ pub const CHECKPOINT_TYP: &str = "gatehouse-audit-checkpoint+jws";
 pub fn chain_hash(prev: &str, entry: &serde_json::Value) -> Result<String, ChainError> {
     let pre = chain_preimage(prev, entry)?;
     Ok(hex(digest(&SHA256, &pre).as_ref()))
+}
+
+/// D58: the `hash` of a stored entry (`body`, the entry's JSON without
+/// `sequence` and `hash`) sealed as `sequence` after `prev`. The one
+/// sealing rule: the sealer after commit and a store sealing at insert
+/// (`gatehouse_store::ChainSeal`) both use it.
+pub fn seal_entry(prev: &str, body: &str, sequence: u64) -> Result<String, ChainError> {
+    chain_hash(prev, &sealed_json(body, sequence)?)
 }
 
 fn hex(bytes: &[u8]) -> String {

@@ -1,7 +1,9 @@
-//! SQLite: the audit log (D58). Entries are written unsealed with the
-//! change they record; SQLite's one writer commits in `rowid` order, so the
-//! sealer seals them in that order. The triggers of migration 23 allow no
-//! other UPDATE than the seal and no DELETE but the purge's.
+//! SQLite: the audit log (D58). Entries are written with the change they
+//! record; SQLite's one writer commits in the order it writes, so an entry
+//! is sealed in its own INSERT when the binary gave the store the chain
+//! seal, and otherwise written unsealed and sealed by the sealer in `rowid`
+//! order. The triggers of migration 23 allow no other UPDATE than the seal
+//! and no DELETE but the purge's.
 
 use gatehouse_domain::audit::{Category, Entry};
 use gatehouse_store::{
@@ -12,14 +14,25 @@ use rusqlite::types::Value;
 
 use super::*;
 use crate::lists::count;
+use crate::pool::WriteTx;
 use crate::rows::corrupt;
 
-/// Writes one entry, unsealed, inside the caller's transaction.
-pub(crate) fn insert_audit(c: &Connection, org: &OrgId, row: &AuditRow) -> StoreResult<()> {
+/// Writes one entry inside the caller's transaction: sealed at once when
+/// the store seals at insert ([`crate::SqliteStore::sealing_audit_at_insert`])
+/// and its chain has nothing unsealed, else unsealed, for the sealer.
+pub(crate) fn insert_audit(c: &WriteTx<'_, '_>, org: &OrgId, row: &AuditRow) -> StoreResult<()> {
+    let (sequence, hash) = match c.chain_seal() {
+        Some(seal) => match seal_now(c, org, row, seal)? {
+            Some((sequence, hash)) => (Some(sequence), Some(hash)),
+            None => (None, None),
+        },
+        None => (None, None),
+    };
     c.prepare_cached(
         "INSERT INTO audit_entries (id, org_id, category, created_at, action, outcome,
-                                    actor_type, actor_id, target_type, target_id, source_ip, body)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+                                    actor_type, actor_id, target_type, target_id, source_ip, body,
+                                    sequence, hash)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
     )
     .and_then(|mut s| {
         s.execute(params![
@@ -35,10 +48,64 @@ pub(crate) fn insert_audit(c: &Connection, org: &OrgId, row: &AuditRow) -> Store
             row.target_id,
             row.source_ip,
             row.body,
+            sequence,
+            hash,
         ])
     })
     .map_err(db_err)?;
+    if sequence == Some(1) {
+        // The chain's first entry: the sealer makes its first checkpoint
+        // (D58), and any checkpoint of the chain clears this.
+        c.prepare_cached(
+            "INSERT INTO audit_awaiting_checkpoint (org_id, category) VALUES (?1, ?2)
+             ON CONFLICT DO NOTHING",
+        )
+        .and_then(|mut s| s.execute(params![org.as_str(), row.category]))
+        .map_err(db_err)?;
+    }
     Ok(())
+}
+
+/// The `sequence` and `hash` of `row` as the next entry of its chain, or
+/// `None` while the chain has unsealed entries (the sealer seals them in
+/// their order, and this one after them).
+fn seal_now(
+    c: &Connection,
+    org: &OrgId,
+    row: &AuditRow,
+    seal: gatehouse_store::ChainSeal,
+) -> StoreResult<Option<(i64, String)>> {
+    let behind: bool = c
+        .prepare_cached(
+            "SELECT EXISTS (SELECT 1 FROM audit_entries INDEXED BY audit_unsealed
+                            WHERE org_id = ?1 AND category = ?2 AND sequence IS NULL)",
+        )
+        .and_then(|mut s| s.query_row(params![org.as_str(), row.category], |r| r.get(0)))
+        .map_err(db_err)?;
+    if behind {
+        return Ok(None);
+    }
+    let head: Option<(i64, String)> = c
+        .prepare_cached(
+            "SELECT sequence, hash FROM audit_entries INDEXED BY audit_chain
+             WHERE org_id = ?1 AND category = ?2 AND sequence IS NOT NULL
+             ORDER BY sequence DESC LIMIT 1",
+        )
+        .and_then(|mut s| {
+            s.query_row(params![org.as_str(), row.category], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
+            .optional()
+        })
+        .map_err(db_err)?;
+    let (sequence, prev) = match &head {
+        Some((n, hash)) => (n + 1, hash.as_str()),
+        None => (1, gatehouse_domain::audit::GENESIS),
+    };
+    let hash = seal(prev, &row.body, sequence as u64).map_err(|e| {
+        StoreError::Internal(format!("audit entry {} cannot be sealed: {e}", row.id))
+    })?;
+    Ok(Some((sequence, hash)))
 }
 
 fn values(params: Vec<EventParam>) -> Vec<Value> {
@@ -169,6 +236,35 @@ impl AuditStore for SqliteStore {
                     .optional()
                 })
                 .map_err(db_err)
+            })
+            .await
+    }
+    async fn chains_awaiting_checkpoint(&self) -> StoreResult<Vec<(OrgId, Category)>> {
+        self.pool
+            .read(move |c| {
+                let mut stmt = c
+                    .prepare_cached(
+                        "SELECT org_id, category FROM audit_awaiting_checkpoint a
+                         WHERE NOT EXISTS (SELECT 1 FROM audit_checkpoints k
+                                           WHERE k.org_id = a.org_id AND k.category = a.category)",
+                    )
+                    .map_err(db_err)?;
+                let rows = stmt
+                    .query_map([], |r| {
+                        let org: String = r.get(0)?;
+                        let category: String = r.get(1)?;
+                        let category = Category::parse(&category).ok_or_else(|| {
+                            corrupt(
+                                "audit_awaiting_checkpoint",
+                                "category",
+                                &org,
+                                "is no category",
+                            )
+                        })?;
+                        Ok((OrgId::from_trusted(org), category))
+                    })
+                    .map_err(db_err)?;
+                rows.collect::<rusqlite::Result<Vec<_>>>().map_err(db_err)
             })
             .await
     }
@@ -328,6 +424,11 @@ impl AuditStore for SqliteStore {
                 .and_then(|mut s| s.execute(params![cp.kid, jwk]))
                 .map_err(db_err)?;
                 crate::events::insert_events(tx, &org, &[std::borrow::Cow::Owned(event)])?;
+                tx.prepare_cached(
+                    "DELETE FROM audit_awaiting_checkpoint WHERE org_id = ?1 AND category = ?2",
+                )
+                .and_then(|mut s| s.execute(params![org.as_str(), cp.category.as_str()]))
+                .map_err(db_err)?;
                 Ok(true)
             })
             .await
@@ -571,5 +672,176 @@ impl AuditStore for SqliteStore {
                 .map_err(db_err)
             })
             .await
+    }
+}
+
+#[cfg(test)]
+mod sealing_at_insert {
+    //! D58 on SQLite: an entry sealed in its own INSERT continues its chain
+    //! exactly as the sealer would, waits behind entries left unsealed, and
+    //! puts its chain on the list for a first checkpoint.
+    use super::*;
+    use gatehouse_domain::audit::{ChainError, GENESIS, token_issued};
+    use gatehouse_domain::event::{EventType, NewEvent, Origin};
+    use gatehouse_domain::{ClientId, Timestamp, UserId};
+
+    /// A stand-in for `gatehouse_auth::audit::seal_entry` (tested there)
+    /// whose result shows what it was given.
+    fn seal(prev: &str, body: &str, sequence: u64) -> Result<String, ChainError> {
+        Ok(format!("{prev}>{sequence}:{}", body.len()))
+    }
+
+    fn entry() -> Entry {
+        token_issued(
+            &UserId::generate(),
+            &ClientId::generate(),
+            "jti",
+            "refresh_token",
+            "openid",
+            None,
+            Timestamp::now(),
+        )
+    }
+
+    /// `(sequence, hash, body)` of every entry, in write order.
+    async fn rows(store: &SqliteStore) -> Vec<(Option<i64>, Option<String>, String)> {
+        store
+            .pool
+            .read(|c| {
+                let mut s = c
+                    .prepare("SELECT sequence, hash, body FROM audit_entries ORDER BY rowid")
+                    .map_err(db_err)?;
+                let rows = s
+                    .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+                    .map_err(db_err)?;
+                rows.collect::<rusqlite::Result<Vec<_>>>().map_err(db_err)
+            })
+            .await
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn d58_entries_are_sealed_as_written_and_continue_their_chain() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db");
+        let store = SqliteStore::open(&path)
+            .unwrap()
+            .sealing_audit_at_insert(seal);
+        let org = OrgId::generate();
+        for _ in 0..3 {
+            store.record_audit(&org, &entry()).await.unwrap();
+        }
+        let written = rows(&store).await;
+        let mut prev = GENESIS.to_owned();
+        for (i, (sequence, hash, body)) in written.iter().enumerate() {
+            let n = i as u64 + 1;
+            assert_eq!(*sequence, Some(n as i64));
+            let expected = seal(&prev, body, n).unwrap();
+            assert_eq!(hash.as_deref(), Some(expected.as_str()));
+            prev = expected;
+        }
+        assert!(store.unsealed_audit(10).await.unwrap().is_empty());
+        // Another organization's chain starts at 1 of its own.
+        let other = OrgId::generate();
+        store.record_audit(&other, &entry()).await.unwrap();
+        let head = store
+            .audit_chain_head(&other, Category::Security)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(head.sequence, 1);
+        assert!(head.hash.starts_with(&format!("{GENESIS}>1:")));
+    }
+
+    #[tokio::test]
+    async fn d58_an_entry_waits_behind_unsealed_ones_of_its_chain() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db");
+        let org = OrgId::generate();
+        // A process without the seal (an older binary) leaves one unsealed.
+        let plain = SqliteStore::open(&path).unwrap();
+        plain.record_audit(&org, &entry()).await.unwrap();
+        let sealing = SqliteStore::open(&path)
+            .unwrap()
+            .sealing_audit_at_insert(seal);
+        sealing.record_audit(&org, &entry()).await.unwrap();
+        let written = rows(&sealing).await;
+        assert!(written.iter().all(|(s, h, _)| s.is_none() && h.is_none()));
+        assert!(
+            sealing
+                .chains_awaiting_checkpoint()
+                .await
+                .unwrap()
+                .is_empty(),
+            "no entry was sealed at insert"
+        );
+        // The sealer seals both in their order; then inserts seal again.
+        let unsealed = sealing.unsealed_audit(10).await.unwrap();
+        assert_eq!(unsealed.len(), 2);
+        let mut prev = GENESIS.to_owned();
+        let mut seals = Vec::new();
+        for (i, u) in unsealed.into_iter().enumerate() {
+            let hash = seal(&prev, &u.body, i as u64 + 1).unwrap();
+            seals.push(Seal {
+                org: u.org,
+                category: u.category,
+                id: u.id,
+                sequence: i as u64 + 1,
+                hash: hash.clone(),
+            });
+            prev = hash;
+        }
+        sealing.seal_audit(&seals).await.unwrap();
+        sealing.record_audit(&org, &entry()).await.unwrap();
+        let written = rows(&sealing).await;
+        let (sequence, hash, body) = written.last().unwrap();
+        assert_eq!(*sequence, Some(3));
+        assert_eq!(
+            hash.as_deref(),
+            Some(seal(&prev, body, 3).unwrap().as_str())
+        );
+    }
+
+    #[tokio::test]
+    async fn d58_a_chain_sealed_at_insert_awaits_its_first_checkpoint() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&dir.path().join("db"))
+            .unwrap()
+            .sealing_audit_at_insert(seal);
+        let org = OrgId::generate();
+        store.record_audit(&org, &entry()).await.unwrap();
+        store.record_audit(&org, &entry()).await.unwrap();
+        assert_eq!(
+            store.chains_awaiting_checkpoint().await.unwrap(),
+            vec![(org.clone(), Category::Security)]
+        );
+        let head = store
+            .audit_chain_head(&org, Category::Security)
+            .await
+            .unwrap()
+            .unwrap();
+        let now = Timestamp::now();
+        let event = NewEvent::new(
+            EventType::AuditCheckpoint,
+            org.as_str(),
+            now,
+            &Origin::system(),
+            "{}".into(),
+        );
+        let checkpoint = CheckpointRecord {
+            category: Category::Security,
+            sequence: head.sequence,
+            hash: head.hash,
+            kid: "kid".into(),
+            jws: "a.b.c".into(),
+            signed_at: now,
+        };
+        assert!(
+            store
+                .insert_checkpoint(&org, &checkpoint, "{}", &event)
+                .await
+                .unwrap()
+        );
+        assert!(store.chains_awaiting_checkpoint().await.unwrap().is_empty());
     }
 }

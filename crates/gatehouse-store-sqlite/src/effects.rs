@@ -15,6 +15,7 @@ use gatehouse_domain::{Client, OrgId, Role, ScopeSet, Timestamp, UserId, client,
 use gatehouse_store::{NewRevocation, StoreError, StoreResult};
 use rusqlite::{Connection, params};
 
+use crate::pool::WriteTx;
 use crate::rows::{CLIENT_COLS, client_row};
 use crate::{api_keys, auth_state, db_err};
 
@@ -22,7 +23,7 @@ use crate::{api_keys, auth_state, db_err};
 /// cascades tell events needs one (an internal error otherwise: a caller
 /// that builds such a list has its teller).
 pub(crate) fn apply(
-    c: &Connection,
+    c: &WriteTx<'_, '_>,
     org: &OrgId,
     effects: &[Effect],
     now: Timestamp,

@@ -12,13 +12,14 @@ use gatehouse_store::{
 use rusqlite::types::Value;
 
 use super::*;
+use crate::pool::WriteTx;
 use crate::rows::corrupt;
 
 /// Writes a change's events with `org`'s next sequences, in order, inside
 /// its transaction: one update of the organization's head for them all;
-/// each with its audit entry (D58), unsealed.
+/// each with its audit entry (D58).
 pub(crate) fn insert_events(
-    c: &Connection,
+    c: &WriteTx<'_, '_>,
     org: &OrgId,
     events: &[std::borrow::Cow<'_, NewEvent>],
 ) -> StoreResult<()> {

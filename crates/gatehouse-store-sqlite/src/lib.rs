@@ -81,6 +81,19 @@ impl SqliteStore {
         pool.migrate()?;
         Ok(Self { pool })
     }
+
+    /// D58: seals each audit entry in the INSERT that writes it, with
+    /// `seal` (`gatehouse_auth::audit::seal_entry`), instead of leaving it
+    /// to the sealer's UPDATE after commit. SQLite's one writer commits in
+    /// the order it writes, so the chain's order is the commit order either
+    /// way; sealing at insert spares every audited write a second write of
+    /// its entry (issue 31: code exchange and refresh). A chain that still
+    /// has unsealed entries (written by a process without the seal) gets
+    /// unsealed ones until the sealer has caught up, so its order holds.
+    pub fn sealing_audit_at_insert(self, seal: gatehouse_store::ChainSeal) -> Self {
+        self.pool.seal_audit_at_insert(seal);
+        self
+    }
 }
 
 pub(crate) fn db_err(e: rusqlite::Error) -> StoreError {

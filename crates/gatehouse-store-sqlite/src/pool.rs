@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
-use gatehouse_store::{StoreError, StoreResult};
+use gatehouse_store::{ChainSeal, StoreError, StoreResult};
 use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
 use tokio::sync::Semaphore;
 
@@ -34,6 +34,32 @@ struct Inner {
     generation: Option<Generation>,
     /// Wakes the checkpointer after a commit (see [`checkpointer`]).
     checkpoint: Arc<CheckpointSignal>,
+    /// D58: audit entries are sealed in their INSERT when set (see
+    /// [`WriteTx::chain_seal`]); set once, before the first write.
+    seal: std::sync::OnceLock<ChainSeal>,
+}
+
+/// A write's view of the batch's transaction: the transaction itself (by
+/// `Deref`, so a `&WriteTx` passes where a `&Connection` is asked), and
+/// what the writer knows beside it.
+pub(crate) struct WriteTx<'t, 'c> {
+    tx: &'t Transaction<'c>,
+    seal: Option<ChainSeal>,
+}
+
+impl<'c> std::ops::Deref for WriteTx<'_, 'c> {
+    type Target = Transaction<'c>;
+    fn deref(&self) -> &Transaction<'c> {
+        self.tx
+    }
+}
+
+impl WriteTx<'_, '_> {
+    /// The chain seal audit entries are sealed with as they are written
+    /// (D58; `crate::audit::insert_audit`), if the store was given one.
+    pub(crate) fn chain_seal(&self) -> Option<ChainSeal> {
+        self.seal
+    }
 }
 
 /// Between the writer and the checkpointer thread: whether commits are
@@ -141,6 +167,18 @@ fn open_conn(path: &Path) -> StoreResult<Connection> {
          PRAGMA cache_size = -16000;",
     )
     .map_err(db_err)?;
+    // The query planner's stability guarantee: a statement's plan never
+    // depends on the values bound to it. Without it, SQLite marks a
+    // statement whose plan looked at a bound value (here: a BLOB compared
+    // while weighing a partial index) to be compiled again after every
+    // rebinding, so a cached statement was re-prepared on each use: 8 % of
+    // the server's CPU under the grants benchmark went to that (issue 31).
+    // Nothing here relies on value-dependent plans (no LIKE, no STAT4 data).
+    c.set_db_config(
+        rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG,
+        true,
+    )
+    .map_err(db_err)?;
     c.set_prepared_statement_cache_capacity(64);
     Ok(c)
 }
@@ -187,6 +225,7 @@ impl Pool {
                 clients_dirty,
                 generation: Generation::open(path),
                 checkpoint: checkpoint.clone(),
+                seal: std::sync::OnceLock::new(),
             }),
         };
         let checkpointing = open_conn(path)?;
@@ -205,6 +244,12 @@ impl Pool {
             self.inner.commits.load(Ordering::Relaxed),
             self.inner.committed_writes.load(Ordering::Relaxed),
         )
+    }
+
+    /// D58: from now on, audit entries are sealed in their INSERT with
+    /// `seal` (the first call wins; the binary makes it before serving).
+    pub(crate) fn seal_audit_at_insert(&self, seal: ChainSeal) {
+        let _ = self.inner.seal.set(seal);
     }
 
     /// The shared client generation (see [`Generation`]); `None` without one.
@@ -296,7 +341,7 @@ impl Pool {
     /// the commit that holds it is on disk (`synchronous = FULL`, D43).
     pub(crate) async fn write<T: Send + 'static>(
         &self,
-        f: impl FnOnce(&Transaction<'_>) -> StoreResult<T> + Send + 'static,
+        f: impl FnOnce(&WriteTx<'_, '_>) -> StoreResult<T> + Send + 'static,
     ) -> StoreResult<T> {
         let (send, receive) = tokio::sync::oneshot::channel::<StoreResult<T>>();
         let job: Job = Box::new(move |tx| {
@@ -340,7 +385,7 @@ impl Pool {
 /// A write waiting for the writer: runs in the batch's transaction (or,
 /// given none, is not run) and says whether it succeeded, and how to answer
 /// once the batch is settled.
-type Job = Box<dyn FnOnce(Option<&Transaction<'_>>) -> (bool, Done) + Send>;
+type Job = Box<dyn FnOnce(Option<&WriteTx<'_, '_>>) -> (bool, Done) + Send>;
 /// Answers a write: `None` when its batch committed.
 type Done = Box<dyn FnOnce(Option<&Failure>) + Send>;
 
@@ -410,11 +455,16 @@ impl Inner {
             let tx = c
                 .transaction_with_behavior(TransactionBehavior::Immediate)
                 .map_err(db_err)?;
+            let write = WriteTx {
+                tx: &tx,
+                seal: self.seal.get().copied(),
+            };
             for job in jobs.by_ref() {
                 tx.execute_batch("SAVEPOINT gh_write").map_err(db_err)?;
                 let (ok, done) =
-                    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job(Some(&tx))))
-                    {
+                    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        job(Some(&write))
+                    })) {
                         Ok(r) => r,
                         Err(_) => {
                             tracing::error!("a write panicked; rolled back alone");
@@ -659,5 +709,39 @@ mod tests {
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         }
         panic!("the last commit never reached the database file");
+    }
+
+    /// A cached statement runs as compiled, whatever is bound to it: the
+    /// refresh grant's lookup (a BLOB digest, a join to a table with a
+    /// partial index) was compiled again on every use before the planner's
+    /// stability guarantee was turned on (issue 31).
+    #[tokio::test]
+    async fn cached_statements_are_not_compiled_again_for_new_bindings() {
+        use rusqlite::StatementStatus;
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&dir.path().join("db")).unwrap();
+        let sql = "SELECT t.digest, c.id FROM refresh_tokens t
+                   JOIN refresh_chains c ON c.id = t.chain_id WHERE t.digest = ?1";
+        for connection in ["reader", "writer"] {
+            let mut reprepared = 0;
+            for i in 0..4u8 {
+                let run = move |c: &rusqlite::Connection| {
+                    let mut s = c.prepare_cached(sql).map_err(crate::db_err)?;
+                    let mut rows = s.query([vec![i; 32]]).map_err(crate::db_err)?;
+                    while rows.next().map_err(crate::db_err)?.is_some() {}
+                    drop(rows);
+                    Ok(s.get_status(StatementStatus::RePrepare))
+                };
+                reprepared = if connection == "reader" {
+                    store.pool.read(run).await.unwrap()
+                } else {
+                    store.pool.write(move |tx| run(tx)).await.unwrap()
+                };
+            }
+            assert_eq!(
+                reprepared, 0,
+                "the {connection}'s statement was compiled again"
+            );
+        }
     }
 }

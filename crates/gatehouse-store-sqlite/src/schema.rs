@@ -47,6 +47,10 @@ pub(crate) const MIGRATIONS: &[(i64, &str)] = &[
     (23, include_str!("../migrations/0023_audit.sql")),
     (24, include_str!("../migrations/0024_audit_keys.sql")),
     (25, include_str!("../migrations/0025_audit_first_uses.sql")),
+    (
+        26,
+        include_str!("../migrations/0026_audit_sealed_at_insert.sql"),
+    ),
 ];
 
 /// D8 (revised): gives every row whose `email_norm` was computed by an older

@@ -47,7 +47,7 @@ const PRODUCT_IDS: [&str; 4] = [
 
 /// The migrations this build embeds, as `schema.rs` lists them: the
 /// checksums recorded for an old database must be these files' SHA-256.
-const MIGRATIONS: [(i64, &str); 25] = [
+const MIGRATIONS: [(i64, &str); 26] = [
     (1, include_str!("../migrations/0001_init.sql")),
     (2, include_str!("../migrations/0002_api_keys.sql")),
     (3, include_str!("../migrations/0003_auth.sql")),
@@ -82,6 +82,10 @@ const MIGRATIONS: [(i64, &str); 25] = [
     (23, include_str!("../migrations/0023_audit.sql")),
     (24, include_str!("../migrations/0024_audit_keys.sql")),
     (25, include_str!("../migrations/0025_audit_first_uses.sql")),
+    (
+        26,
+        include_str!("../migrations/0026_audit_sealed_at_insert.sql"),
+    ),
 ];
 
 fn fixture() -> PathBuf {

@@ -3,7 +3,10 @@
 //!
 //! Storage has no cryptography: the application computes each `hash`
 //! (`gatehouse_auth::audit::chain_hash`) and storage writes it with the
-//! entry's `sequence`, in the one UPDATE the backends' triggers allow. The
+//! entry's `sequence`, in the one UPDATE the backends' triggers allow. A
+//! backend whose writes are serial anyway (SQLite's one writer) may instead
+//! seal in the INSERT, with the [`ChainSeal`] the binary gives it
+//! (`gatehouse_auth::audit::seal_entry`): it still hashes nothing itself. The
 //! entries a change tells through its events are written by the backends'
 //! event writers ([`gatehouse_domain::audit::of_event`]); the others
 //! (refusals, sign-in failures) through [`AuditStore::record_audit`].
@@ -52,6 +55,16 @@ impl AuditRow {
         }
     }
 }
+
+/// D58: an entry's `hash` from the previous entry's `hash` (or
+/// [`gatehouse_domain::audit::GENESIS`]), the stored body and its
+/// `sequence`. A plain function, so a backend that seals at insert carries
+/// the rule without owning it (`gatehouse_auth::audit::seal_entry`).
+pub type ChainSeal = fn(
+    prev: &str,
+    body: &str,
+    sequence: u64,
+) -> Result<String, gatehouse_domain::audit::ChainError>;
 
 /// An entry waiting for its seal, in the order entries are sealed.
 #[derive(Clone, Debug)]
@@ -119,8 +132,9 @@ pub struct ChainHead {
 
 #[async_trait]
 pub trait AuditStore: Send + Sync {
-    /// Writes `entry` unsealed in a transaction of its own: a refused
-    /// write's entry (D58: after the refusal), a failed sign-in's.
+    /// Writes `entry` in a transaction of its own (unsealed, unless the
+    /// backend seals at insert): a refused write's entry (D58: after the
+    /// refusal), a failed sign-in's.
     async fn record_audit(&self, org: &OrgId, entry: &Entry) -> StoreResult<()>;
     /// Up to `limit` unsealed entries, every organization's, in the order
     /// they must be sealed: the order their writes committed. An entry
@@ -133,6 +147,14 @@ pub trait AuditStore: Send + Sync {
         org: &OrgId,
         category: Category,
     ) -> StoreResult<Option<ChainHead>>;
+    /// Chains whose first entry was sealed in its INSERT (a backend that
+    /// seals at insert, [`ChainSeal`]) and that have no checkpoint yet: the
+    /// sealer makes their first (D58). Any checkpoint of the chain takes it
+    /// off this list. Empty for a backend that seals after commit, whose
+    /// sealer sees the first entry itself.
+    async fn chains_awaiting_checkpoint(&self) -> StoreResult<Vec<(OrgId, Category)>> {
+        Ok(Vec::new())
+    }
     /// Seals entries (one transaction): the one UPDATE the triggers allow,
     /// from null, once. A seal that finds its entry sealed already or its
     /// `sequence` taken (another sealer raced) fails the whole batch.

@@ -95,8 +95,11 @@ pub async fn open_store(database_url: &str) -> anyhow::Result<Arc<dyn Store>> {
             .map_err(|e| anyhow::anyhow!("opening the PostgreSQL database: {e}"))?;
         return Ok(Arc::new(store));
     };
+    // D58: SQLite seals each audit entry as it writes it (one writer, so
+    // write order is commit order); PostgreSQL's are sealed after commit.
     let store = gatehouse_store_sqlite::SqliteStore::open(Path::new(path))
-        .with_context(|| format!("opening the SQLite database at {path}"))?;
+        .with_context(|| format!("opening the SQLite database at {path}"))?
+        .sealing_audit_at_insert(gatehouse_auth::audit::seal_entry);
     Ok(Arc::new(store))
 }
 

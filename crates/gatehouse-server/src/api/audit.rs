@@ -391,6 +391,8 @@ struct Exporting {
     org: gatehouse_domain::OrgId,
     filter: AuditFilter,
     format: Format,
+    /// Each chain's head when the export began: where it stops.
+    cut: gatehouse_app::audit::ExportCut,
     /// The chains still to stream, the current first.
     chains: Vec<Category>,
     after: u64,
@@ -433,7 +435,14 @@ impl Exporting {
         }
         let page = match self
             .app
-            .audit_export_page(&self.org, category, &self.filter, self.after, EXPORT_PAGE)
+            .audit_export_page(
+                &self.org,
+                category,
+                &self.filter,
+                &self.cut,
+                self.after,
+                EXPORT_PAGE,
+            )
             .await
         {
             Ok(p) => p,
@@ -500,7 +509,7 @@ pub(crate) async fn export(
         .unwrap_or(Format::Jsonl);
     query.finish()?;
     let org = auth.org().clone();
-    st.app.begin_audit_export(&org, &auth.origin(&ctx)).await?;
+    let cut = st.app.begin_audit_export(&org, &auth.origin(&ctx)).await?;
     let state = Exporting {
         app: st.app.clone(),
         org: org.clone(),
@@ -510,6 +519,7 @@ pub(crate) async fn export(
             ..AuditFilter::default()
         },
         format,
+        cut,
         chains: Category::ALL.to_vec(),
         after: 0,
         count: 0,
