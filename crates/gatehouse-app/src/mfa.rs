@@ -285,13 +285,23 @@ impl App {
         }
     }
 
-    /// D58: a sign-in (not a step-up) whose password was right but that
-    /// cannot finish before the person enrols a second factor (the
-    /// deadline passed) is a failed sign-in, `enrollment_required`.
-    pub async fn note_enrolment_step(&self, org: &OrgId, user: &UserId, step: SecondStep) {
-        if let SecondStep::Enrol {
-            skippable_until: None,
-        } = step
+    /// D58: a sign-in whose password was right but that cannot finish
+    /// before the person enrols a second factor (the deadline passed) is a
+    /// failed sign-in, `enrollment_required`. A step-up (`step_up`: the
+    /// person is signed in already) is no sign-in and records nothing.
+    pub async fn note_enrolment_step(
+        &self,
+        org: &OrgId,
+        user: &UserId,
+        step: SecondStep,
+        step_up: bool,
+    ) {
+        if let (
+            SecondStep::Enrol {
+                skippable_until: None,
+            },
+            false,
+        ) = (step, step_up)
         {
             self.record_sign_in_failure(
                 org,

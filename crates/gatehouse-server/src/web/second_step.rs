@@ -83,9 +83,9 @@ pub(super) async fn begin(
     };
     let mut pending = PendingSignIn::new(org, &user.id, session.map(|s| &s.id));
     pending.passkey_only = passkey_only;
-    if session.is_none() {
-        st.app.note_enrolment_step(org, &user.id, step).await;
-    }
+    st.app
+        .note_enrolment_step(org, &user.id, step, session.is_some())
+        .await;
     let mut res = match step {
         SecondStep::Enrol { skippable_until } => match st.app.begin_totp(org, user).await {
             Ok(e) => enrol_page(st, headers, p, org, &e, skippable_until, None).await,
