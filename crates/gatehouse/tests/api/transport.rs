@@ -987,6 +987,8 @@ struct ServeProcess {
     admin: u16,
     log: PathBuf,
     stdout: PathBuf,
+    /// How it was started, to start it again on other ports.
+    again: (PathBuf, PathBuf, u32, Option<String>),
 }
 
 impl Drop for ServeProcess {
@@ -1036,6 +1038,12 @@ impl ServeProcess {
             admin,
             log,
             stdout,
+            again: (
+                data_dir.to_owned(),
+                logs.to_owned(),
+                n,
+                public_url.map(str::to_owned),
+            ),
         }
     }
 
@@ -1054,8 +1062,17 @@ impl ServeProcess {
     /// Waits (bounded) until `/healthz` answers 200; returns a client trusting the server's certificate.
     async fn ready(&mut self, data_dir: &Path) -> reqwest::Client {
         let deadline = Instant::now() + Duration::from_secs(60);
+        let mut respawns = 0;
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
+                // A port `free_port` gave up was taken by another test's
+                // server before this one bound it: start again elsewhere.
+                if respawns < 5 && self.logs().contains("Address already in use") {
+                    respawns += 1;
+                    let (dir, logs, n, url) = self.again.clone();
+                    *self = Self::spawn_with(&dir, &logs, n, url.as_deref());
+                    continue;
+                }
                 panic!(
                     "gatehouse serve exited early with {status}\n{}",
                     self.logs()
