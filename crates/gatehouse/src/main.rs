@@ -17,6 +17,13 @@ fn main() -> std::process::ExitCode {
             EnvFilter::try_from_env("GATEHOUSE_LOG").unwrap_or_else(|_| EnvFilter::new("info")),
         )
         .with_writer(std::io::stderr)
+        // Colour codes only for a person at a terminal: a log file, a pipe
+        // or a service manager's journal gets plain text (issue 32), as
+        // does anyone who sets NO_COLOR (no-color.org).
+        .with_ansi(
+            std::io::IsTerminal::is_terminal(&std::io::stderr())
+                && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
+        )
         .init();
     // Usage errors (clap) exit with status 2 before anything runs.
     let cli = Cli::parse();

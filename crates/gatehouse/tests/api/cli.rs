@@ -228,6 +228,36 @@ fn is_rfc3339_millis_utc(s: &str) -> bool {
 // migrate, org create
 // ---------------------------------------------------------------------------
 
+/// Issue 32: log lines written to a pipe (or a file, or a journal) carry
+/// no terminal colour codes; only a terminal gets them.
+#[tokio::test]
+async fn logs_to_a_pipe_carry_no_colour_codes() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_gatehouse"));
+    for (k, _) in std::env::vars() {
+        if k.starts_with("GATEHOUSE_") || k == "NO_COLOR" {
+            cmd.env_remove(k);
+        }
+    }
+    let out = cmd
+        .arg("--data-dir")
+        .arg(dir.path())
+        .arg("migrate")
+        .env("GATEHOUSE_LOG", "info")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .output()
+        .await
+        .unwrap();
+    assert!(out.status.success());
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    // A fresh database: every migration is applied and logged at info.
+    assert!(stderr.contains("applied SQLite migration"), "{stderr}");
+    assert!(stderr.contains(" INFO "), "{stderr}");
+    assert!(!stderr.contains('\u{1b}'), "colour codes in {stderr:?}");
+}
+
 #[tokio::test]
 async fn migrate_prints_ok_and_is_idempotent() {
     let dir = tempfile::tempdir().unwrap();
