@@ -85,27 +85,35 @@ fn seal_now(
     if behind {
         return Ok(None);
     }
-    let head: Option<(i64, String)> = c
-        .prepare_cached(
-            "SELECT sequence, hash FROM audit_entries INDEXED BY audit_chain
-             WHERE org_id = ?1 AND category = ?2 AND sequence IS NOT NULL
-             ORDER BY sequence DESC LIMIT 1",
-        )
-        .and_then(|mut s| {
-            s.query_row(params![org.as_str(), row.category], |r| {
-                Ok((r.get(0)?, r.get(1)?))
-            })
-            .optional()
-        })
-        .map_err(db_err)?;
+    let head = chain_head(c, org, row.category)?;
     let (sequence, prev) = match &head {
-        Some((n, hash)) => (n + 1, hash.as_str()),
+        Some(h) => (h.sequence as i64 + 1, h.hash.as_str()),
         None => (1, gatehouse_domain::audit::GENESIS),
     };
     let hash = seal(prev, &row.body, sequence as u64).map_err(|e| {
         StoreError::Internal(format!("audit entry {} cannot be sealed: {e}", row.id))
     })?;
     Ok(Some((sequence, hash)))
+}
+
+/// The last sealed entry of `org`'s `category` chain: the head the sealer
+/// continues from and the one an insert seals after.
+fn chain_head(c: &Connection, org: &OrgId, category: &str) -> StoreResult<Option<ChainHead>> {
+    c.prepare_cached(
+        "SELECT sequence, hash FROM audit_entries INDEXED BY audit_chain
+         WHERE org_id = ?1 AND category = ?2 AND sequence IS NOT NULL
+         ORDER BY sequence DESC LIMIT 1",
+    )
+    .and_then(|mut s| {
+        s.query_row(params![org.as_str(), category], |r| {
+            Ok(ChainHead {
+                sequence: r.get::<_, i64>(0)?.max(0) as u64,
+                hash: r.get(1)?,
+            })
+        })
+        .optional()
+    })
+    .map_err(db_err)
 }
 
 fn values(params: Vec<EventParam>) -> Vec<Value> {
@@ -220,23 +228,7 @@ impl AuditStore for SqliteStore {
     ) -> StoreResult<Option<ChainHead>> {
         let org = org.clone();
         self.pool
-            .read(move |c| {
-                c.prepare_cached(
-                    "SELECT sequence, hash FROM audit_entries
-                     WHERE org_id = ?1 AND category = ?2 AND sequence IS NOT NULL
-                     ORDER BY sequence DESC LIMIT 1",
-                )
-                .and_then(|mut s| {
-                    s.query_row(params![org.as_str(), category.as_str()], |r| {
-                        Ok(ChainHead {
-                            sequence: r.get::<_, i64>(0)?.max(0) as u64,
-                            hash: r.get(1)?,
-                        })
-                    })
-                    .optional()
-                })
-                .map_err(db_err)
-            })
+            .read(move |c| chain_head(c, &org, category.as_str()))
             .await
     }
     async fn chains_awaiting_checkpoint(&self) -> StoreResult<Vec<(OrgId, Category)>> {
