@@ -1794,3 +1794,48 @@ async fn d45_sigterm_exits_promptly_with_a_half_sent_request_open() {
         started.elapsed()
     );
 }
+
+/// Issue 31 (docs/performance.md): the allocator is built without its
+/// transparent-huge-page advice, so no part of a serving process's memory
+/// asks the kernel for 2 MiB pages (each touch of such a region makes 2 MiB
+/// resident; the idle server was a third larger with it). Linux only: the
+/// advice shows as `hg` in `/proc/PID/smaps`.
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn no_memory_of_the_serving_process_asks_for_transparent_huge_pages() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs = tempfile::tempdir().unwrap();
+    let mut p = ServeProcess::spawn(dir.path(), logs.path(), 1);
+    let client = p.ready(dir.path()).await;
+    // Some work first, so the heap has grown past its first pages.
+    for _ in 0..20 {
+        let res = client
+            .get(p.url("/.well-known/openid-configuration"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), StatusCode::OK);
+    }
+    let smaps = std::fs::read_to_string(format!("/proc/{}/smaps", p.child.id())).unwrap();
+    let mut mapping = "";
+    let mut advised = Vec::new();
+    for line in smaps.lines() {
+        if let Some(flags) = line.strip_prefix("VmFlags:") {
+            if flags.split_whitespace().any(|f| f == "hg") {
+                advised.push(mapping.to_owned());
+            }
+        } else if line.split_whitespace().next().is_some_and(|a| {
+            a.contains('-') && a.chars().all(|c| c.is_ascii_hexdigit() || c == '-')
+        }) {
+            mapping = line;
+        }
+    }
+    assert!(
+        smaps.contains("VmFlags:"),
+        "this kernel lists no VmFlags in smaps"
+    );
+    assert!(
+        advised.is_empty(),
+        "mappings advised MADV_HUGEPAGE: {advised:#?}"
+    );
+}
