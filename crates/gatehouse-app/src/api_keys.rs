@@ -40,13 +40,19 @@ impl App {
             .or_app(Resource::ApiKey)
     }
 
-    /// An operator revokes a key by its id (the id establishes the organization).
-    pub async fn revoke_api_key(&self, id: &ApiKeyId) -> AppResult<ApiKey> {
-        let k = api_key_store(self)
+    /// An operator's look-up of a key by its id alone (`gatehouse apikey
+    /// show`; the id establishes the organization). Never reachable over HTTP.
+    pub async fn operator_api_key(&self, id: &ApiKeyId) -> AppResult<ApiKey> {
+        api_key_store(self)
             .operator_find_api_key(id)
             .await
             .or_app(Resource::ApiKey)?
-            .ok_or(AppError::NotFound(Resource::ApiKey))?;
+            .ok_or(AppError::NotFound(Resource::ApiKey))
+    }
+
+    /// An operator revokes a key by its id (the id establishes the organization).
+    pub async fn revoke_api_key(&self, id: &ApiKeyId) -> AppResult<ApiKey> {
+        let k = self.operator_api_key(id).await?;
         api_key_store(self)
             .revoke_api_key(
                 &k.org,

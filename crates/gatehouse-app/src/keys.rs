@@ -54,6 +54,15 @@ impl App {
         Ok(rec)
     }
 
+    /// Every signing key's record, for `gatehouse keys list` (which shows
+    /// only public parts: kid, times, and the schedule's state).
+    pub async fn signing_key_records(&self) -> AppResult<Vec<SigningKeyRecord>> {
+        signing_key_store(self)
+            .signing_keys()
+            .await
+            .map_err(|e| AppError::store(e, Resource::SigningKey))
+    }
+
     /// Reloads the key ring now: a `gatehouse keys rotate` run by another
     /// process is published on the next JWKS request (D23, D40: no stale
     /// cache).

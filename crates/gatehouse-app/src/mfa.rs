@@ -209,17 +209,9 @@ impl App {
     /// `gatehouse user reset-mfa USR` (D47 continued): [`App::reset_mfa`]
     /// as the operator, for the user of whichever organization holds them.
     pub async fn operator_reset_mfa(&self, user: &UserId) -> AppResult<OrgId> {
-        for org in self.list_orgs().await? {
-            match self.get_user(&org.id, user).await {
-                Ok(_) => {
-                    self.reset_mfa(&org.id, user, &Origin::operator()).await?;
-                    return Ok(org.id);
-                }
-                Err(AppError::NotFound(_)) => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Err(AppError::NotFound(Resource::User))
+        let org = self.org_of_user(user).await?;
+        self.reset_mfa(&org, user, &Origin::operator()).await?;
+        Ok(org)
     }
 
     /// D56 (D53 continued): the mock's fixture user `email` gets a TOTP

@@ -36,6 +36,32 @@ impl App {
             .or_app(Resource::Organization)
     }
 
+    /// The start banner's hint (issue 32): the organization, when there is
+    /// exactly one and no active admin can sign in to it yet (a fresh
+    /// install). With several organizations the operator has gone past
+    /// first steps, and the hint would have to guess which one.
+    pub async fn awaiting_first_admin(&self) -> AppResult<Option<OrgId>> {
+        let orgs = self.list_orgs().await?;
+        let [org] = orgs.as_slice() else {
+            return Ok(None);
+        };
+        let admins = self
+            .list_users(
+                &org.id,
+                &crate::UserFilter {
+                    role: Some(gatehouse_domain::Role::Admin),
+                    status: Some(gatehouse_domain::UserStatus::Active),
+                    q: None,
+                },
+                gatehouse_domain::Page {
+                    limit: 1,
+                    offset: 0,
+                },
+            )
+            .await?;
+        Ok((admins.total == 0).then(|| org.id.clone()))
+    }
+
     /// D28: custom limits belong to an enterprise plan. With `fixture`
     /// (staging, D33) the organization starts with the fixture data.
     pub async fn create_org(&self, new: NewOrg, fixture: bool) -> AppResult<Organization> {

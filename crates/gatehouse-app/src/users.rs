@@ -58,6 +58,21 @@ impl App {
             .ok_or(AppError::NotFound(Resource::User))
     }
 
+    /// An operator's look-up (the CLI's `user … USR` commands): the
+    /// organization that holds the user, so the command then goes through
+    /// the same organization-scoped use case as the API. Never reachable
+    /// over HTTP.
+    pub async fn org_of_user(&self, id: &UserId) -> AppResult<OrgId> {
+        for org in self.list_orgs().await? {
+            match self.get_user(&org.id, id).await {
+                Ok(_) => return Ok(org.id),
+                Err(AppError::NotFound(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Err(AppError::NotFound(Resource::User))
+    }
+
     pub async fn get_user(&self, org: &OrgId, id: &UserId) -> AppResult<User> {
         user_store(self)
             .get_user(org, id)

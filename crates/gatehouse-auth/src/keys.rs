@@ -396,27 +396,62 @@ fn new_record(master: &MasterKeys, now: Timestamp, activates_at: Timestamp) -> S
     }
 }
 
-fn build(
-    master: &MasterKeys,
-    records: &[SigningKeyRecord],
-    now: Timestamp,
-) -> Result<KeySet, KeyError> {
-    // The newest active key signs. A key stays published until every token it
-    // could have signed has expired: one token lifetime after its successor
-    // took over.
+/// Where a signing key stands (D23), as [`schedule`] reads the records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeyState {
+    /// Published, signing from its `activates_at` (publish before sign).
+    Upcoming,
+    /// The newest active key: it signs every token now.
+    Signing,
+    /// Replaced, still published until every token it signed has expired.
+    Retiring,
+    /// No longer published.
+    Retired,
+}
+
+impl KeyState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KeyState::Upcoming => "upcoming",
+            KeyState::Signing => "signing",
+            KeyState::Retiring => "retiring",
+            KeyState::Retired => "retired",
+        }
+    }
+}
+
+/// One key's place in the schedule.
+#[derive(Clone, Copy, Debug)]
+pub struct ScheduledKey<'a> {
+    pub record: &'a SigningKeyRecord,
+    pub state: KeyState,
+    /// When it stops being published: one token lifetime (and a minute)
+    /// after its successor took over, or its own expiry, whichever is first.
+    pub retire_at: Option<Timestamp>,
+}
+
+impl ScheduledKey<'_> {
+    /// In the JWKS at `now`.
+    pub fn published(&self, now: Timestamp) -> bool {
+        match self.state {
+            KeyState::Upcoming => true,
+            _ => self.retire_at.is_none_or(|t| t > now),
+        }
+    }
+}
+
+/// The signing keys' schedule at `now` (D23), the one rule the key ring
+/// signs and publishes by and `gatehouse keys list` shows: the newest active
+/// key signs; a key stays published until every token it could have signed
+/// has expired (one token lifetime after its successor took over); keys that
+/// will sign later are published already. Active keys oldest first, then
+/// the upcoming ones.
+pub fn schedule(records: &[SigningKeyRecord], now: Timestamp) -> Vec<ScheduledKey<'_>> {
     let mut active: Vec<&SigningKeyRecord> =
         records.iter().filter(|r| r.activates_at <= now).collect();
     active.sort_by_key(|r| (r.activates_at, r.created_at));
-    let signer = active
-        .last()
-        .copied()
-        .ok_or_else(|| KeyError::Corrupt("no active key".into()))?;
-    let mut next_change = records
-        .iter()
-        .map(|r| r.activates_at)
-        .filter(|t| *t > now)
-        .min();
-    let mut published = Vec::new();
+    let last = active.len().checked_sub(1);
+    let mut out = Vec::with_capacity(records.len());
     for (i, r) in active.iter().enumerate() {
         let retire_at = active
             .get(i + 1)
@@ -425,16 +460,57 @@ fn build(
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        if retire_at.is_some_and(|t| t <= now) {
-            continue;
-        }
-        if let Some(t) = retire_at {
-            next_change = Some(next_change.map_or(t, |n| n.min(t)));
-        }
-        published.push(*r);
+        let state = if Some(i) == last {
+            KeyState::Signing
+        } else if retire_at.is_some_and(|t| t <= now) {
+            KeyState::Retired
+        } else {
+            KeyState::Retiring
+        };
+        out.push(ScheduledKey {
+            record: r,
+            state,
+            retire_at,
+        });
     }
-    // Keys that will sign later are published already (D23 publish-before-sign).
-    published.extend(records.iter().filter(|r| r.activates_at > now));
+    let mut upcoming: Vec<&SigningKeyRecord> =
+        records.iter().filter(|r| r.activates_at > now).collect();
+    upcoming.sort_by_key(|r| (r.activates_at, r.created_at));
+    out.extend(upcoming.into_iter().map(|r| ScheduledKey {
+        record: r,
+        state: KeyState::Upcoming,
+        retire_at: r.expires_at,
+    }));
+    out
+}
+
+fn build(
+    master: &MasterKeys,
+    records: &[SigningKeyRecord],
+    now: Timestamp,
+) -> Result<KeySet, KeyError> {
+    let keys = schedule(records, now);
+    let signer = keys
+        .iter()
+        .find(|k| k.state == KeyState::Signing)
+        .map(|k| k.record)
+        .ok_or_else(|| KeyError::Corrupt("no active key".into()))?;
+    let mut next_change = None;
+    let mut published = Vec::new();
+    for k in &keys {
+        // The moments the set changes next: an upcoming key starts signing,
+        // a published one retires.
+        let at = match k.state {
+            KeyState::Upcoming => Some(k.record.activates_at),
+            _ => k.retire_at.filter(|t| *t > now),
+        };
+        if let Some(t) = at {
+            next_change = Some(next_change.map_or(t, |n: Timestamp| n.min(t)));
+        }
+        if k.published(now) {
+            published.push(k.record);
+        }
+    }
 
     let der = master
         .decrypt(&signer.private_key_encrypted, &kid_aad(&signer.kid))

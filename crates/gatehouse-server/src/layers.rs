@@ -21,6 +21,10 @@ use crate::http::middleware::{
 };
 use crate::state::AppState;
 
+/// The access log's target: `GATEHOUSE_LOG=info,gatehouse::access=off`
+/// silences it as `--access-log false` does.
+pub const ACCESS_LOG: &str = "gatehouse::access";
+
 /// The layers every route gets: the 404 fallback, panic capture, and the
 /// outer middleware (request ids, error envelopes, security headers).
 pub fn with_layers(routes: Router<AppState>, state: AppState) -> Router {
@@ -122,6 +126,11 @@ pub async fn outer(State(state): State<AppState>, mut req: Request, next: Next) 
     span.in_scope(|| {
         if status >= 500 {
             tracing::warn!(status, ms, "request failed");
+        } else if state.config.access_log {
+            // Issue 32: the access log, one line per request. The path has
+            // no query (codes, states and tokens travel there) and no link
+            // token (D58); the span adds the request id, method and path.
+            tracing::info!(target: ACCESS_LOG, status, ms, "request");
         } else {
             tracing::debug!(status, ms, "request");
         }

@@ -31,6 +31,9 @@ pub struct ServerConfig {
     /// D19: a pause before `/password/forgot` looks the address up (tests
     /// only; zero otherwise).
     pub forgot_lookup_delay: std::time::Duration,
+    /// Issue 32: one `info` line per request, target `gatehouse::access`
+    /// (method, path without its query, status, duration, request id).
+    pub access_log: bool,
 }
 
 impl ServerConfig {

@@ -35,6 +35,7 @@ async fn state(dir: &tempfile::TempDir) -> AppState {
             trusted_proxies: vec![],
             mock: false,
             forgot_lookup_delay: std::time::Duration::ZERO,
+            access_log: true,
         },
         None,
     )

@@ -16,7 +16,7 @@ use gatehouse_app::{App, AppError, UserFilter};
 use gatehouse_domain::event::Origin;
 use gatehouse_domain::{
     ApiKey, ApiKeyId, ClientId, DomainError, Email, Name, OrgId, Organization, Page, Plan,
-    RedirectUri, Role, Scope, ScopeSet, SearchText, User, UserId, UserStatus,
+    RedirectUri, Role, Scope, ScopeSet, SearchText, User, UserId, UserPatch, UserStatus,
 };
 use gatehouse_server::ErrorCode;
 use serde_json::{Value, json};
@@ -170,14 +170,49 @@ fn named(raw: &str) -> impl FnOnce(AppError) -> anyhow::Error + '_ {
     }
 }
 
-fn org_id(raw: &str) -> anyhow::Result<OrgId> {
-    OrgId::parse(raw).ok_or_else(|| invalid(format!("{raw} is not an organization id (org_…)")))
-}
-
-async fn existing_org(app: &App, raw: &str) -> anyhow::Result<OrgId> {
-    let id = org_id(raw)?;
-    app.existing_org(&id).await.map_err(named(raw))?;
-    Ok(id)
+/// The organization a command names (issue 32, D40/D47 continued): `--org`
+/// (or `GATEHOUSE_ORG`) takes an id or a name (any case; refused when two
+/// organizations share it); left out, the one organization there is.
+async fn existing_org(app: &App, raw: Option<&str>) -> anyhow::Result<OrgId> {
+    let Some(raw) = raw else {
+        let orgs = app.list_orgs().await.map_err(msg)?;
+        return match orgs.as_slice() {
+            [one] => Ok(one.id.clone()),
+            [] => Err(failure(
+                ErrorCode::ResourceNotFound.as_str(),
+                "there is no organization yet (`gatehouse org create --name NAME`)",
+            )),
+            many => Err(invalid(format!(
+                "--org is needed: there are {} organizations (`gatehouse org list`); give an id or a name, or set GATEHOUSE_ORG",
+                many.len()
+            ))),
+        };
+    };
+    if let Some(id) = OrgId::parse(raw) {
+        app.existing_org(&id).await.map_err(named(raw))?;
+        return Ok(id);
+    }
+    let wanted = raw.to_lowercase();
+    let orgs = app.list_orgs().await.map_err(msg)?;
+    let named_so: Vec<_> = orgs
+        .iter()
+        .filter(|o| o.name.as_str().to_lowercase() == wanted)
+        .collect();
+    match named_so.as_slice() {
+        [one] => Ok(one.id.clone()),
+        [] => Err(failure(
+            ErrorCode::ResourceNotFound.as_str(),
+            format!("no organization {raw} (neither an id nor a name; `gatehouse org list`)"),
+        )),
+        many => Err(invalid(format!(
+            "{} organizations are named {raw}; give its id ({})",
+            many.len(),
+            many.iter()
+                .map(|o| o.id.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))),
+    }
 }
 
 fn client_id(raw: &str) -> anyhow::Result<ClientId> {
@@ -186,6 +221,10 @@ fn client_id(raw: &str) -> anyhow::Result<ClientId> {
 
 fn user_id(raw: &str) -> anyhow::Result<UserId> {
     UserId::parse(raw).ok_or_else(|| invalid(format!("{raw} is not a user id (usr_…)")))
+}
+
+fn api_key_id(raw: &str) -> anyhow::Result<ApiKeyId> {
+    ApiKeyId::parse(raw).ok_or_else(|| invalid(format!("{raw} is not an API key id (key_…)")))
 }
 
 fn scopes(raw: &str) -> anyhow::Result<ScopeSet> {
@@ -307,13 +346,13 @@ pub async fn org(app: &App, cmd: OrgCommand, env: Env) -> anyhow::Result<Output>
             ))
         }
         OrgCommand::Show { org } => {
-            let id = org_id(&org)?;
+            let id = existing_org(app, Some(&org)).await?;
             let o = app.existing_org(&id).await.map_err(named(&org))?;
             let v2 = app.v2_preview(&id).await.map_err(msg)?;
             Ok(Output::new(org_json(&o, v2)))
         }
         OrgCommand::Set { org, v2_preview } => {
-            let id = existing_org(app, &org).await?;
+            let id = existing_org(app, Some(&org)).await?;
             if let Some(v) = v2_preview {
                 app.set_v2_preview(&id, v == "on").await.map_err(msg)?;
             }
@@ -366,7 +405,7 @@ pub async fn client(app: &App, cmd: ClientCommand) -> anyhow::Result<Output> {
             public,
             owner,
         } => {
-            let org = existing_org(app, &org).await?;
+            let org = existing_org(app, org.as_deref()).await?;
             let scopes = scopes(&raw_scopes)?;
             let uris = redirect_uris("redirect-uri", &raw_uris)?;
             let logout_uris =
@@ -388,7 +427,7 @@ pub async fn client(app: &App, cmd: ClientCommand) -> anyhow::Result<Output> {
             Ok(Output::new(client_json(&r.client, r.secret.as_deref())))
         }
         ClientCommand::List { org } => {
-            let org = existing_org(app, &org).await?;
+            let org = existing_org(app, org.as_deref()).await?;
             let clients = app.list_clients(&org).await.map_err(msg)?;
             let rows = clients
                 .iter()
@@ -501,6 +540,24 @@ pub fn read_password_line(input: &mut impl BufRead) -> anyhow::Result<String> {
     Ok(line)
 }
 
+/// `--password-stdin`: the first line of standard input; at a terminal, a
+/// prompt that does not echo, twice, so a typing mistake is caught before it
+/// becomes the password (issue 32).
+fn new_password() -> anyhow::Result<String> {
+    use std::io::IsTerminal;
+    if !std::io::stdin().is_terminal() {
+        return read_password_line(&mut std::io::stdin().lock());
+    }
+    let first = rpassword::prompt_password("Password: ").context("reading the password")?;
+    let again = rpassword::prompt_password("Password (again): ").context("reading the password")?;
+    if first != again {
+        return Err(invalid(
+            "the two passwords differ; nothing was created".to_owned(),
+        ));
+    }
+    Ok(first)
+}
+
 fn user_rows(users: &[User]) -> Vec<Vec<String>> {
     users
         .iter()
@@ -525,11 +582,11 @@ pub async fn user(app: &App, cmd: UserCommand) -> anyhow::Result<Output> {
             role,
             password_stdin: _,
         } => {
-            let org = existing_org(app, &org).await?;
+            let org = existing_org(app, org.as_deref()).await?;
             let email = Email::parse(&email).map_err(|e| invalid(format!("--email {e}")))?;
             let name = name(&raw_name)?;
             let role = Role::parse(&role).map_err(|e| invalid(format!("--role {e}")))?;
-            let pw = read_password_line(&mut std::io::stdin().lock())?;
+            let pw = new_password()?;
             let u = app
                 .create_active_user(&org, email, name, role, pw)
                 .await
@@ -544,7 +601,7 @@ pub async fn user(app: &App, cmd: UserCommand) -> anyhow::Result<Output> {
             limit,
             offset,
         } => {
-            let org = existing_org(app, &org).await?;
+            let org = existing_org(app, org.as_deref()).await?;
             let filter = UserFilter {
                 role: role
                     .as_deref()
@@ -593,6 +650,66 @@ pub async fn user(app: &App, cmd: UserCommand) -> anyhow::Result<Output> {
             let u = app.operator_user(&id).await.map_err(named(&raw))?;
             Ok(Output::new(serde_json::to_value(&u)?))
         }
+        UserCommand::Update {
+            user_id: raw,
+            name: raw_name,
+            role,
+        } => {
+            let patch = UserPatch {
+                name: raw_name.as_deref().map(name).transpose()?,
+                role: role
+                    .as_deref()
+                    .map(Role::parse)
+                    .transpose()
+                    .map_err(|e| invalid(format!("--role {e}")))?,
+                status: None,
+            };
+            change_user(app, &raw, &patch).await
+        }
+        UserCommand::Deactivate { user_id: raw } => {
+            let patch = UserPatch {
+                status: Some(UserStatus::Inactive),
+                ..UserPatch::default()
+            };
+            change_user(app, &raw, &patch).await
+        }
+        UserCommand::Activate { user_id: raw } => {
+            let patch = UserPatch {
+                status: Some(UserStatus::Active),
+                ..UserPatch::default()
+            };
+            change_user(app, &raw, &patch).await
+        }
+        UserCommand::Delete {
+            user_id: raw,
+            transfer_to,
+        } => {
+            let id = user_id(&raw)?;
+            let to = transfer_to.as_deref().map(user_id).transpose()?;
+            let org = app.org_of_user(&id).await.map_err(named(&raw))?;
+            app.delete_user(&org, &id, to.as_ref(), &Origin::operator())
+                .await
+                .map_err(named(&raw))?;
+            Ok(Output::with_text(
+                json!({ "ok": true, "deleted": id, "org": org }),
+                match &to {
+                    Some(to) => format!("Deleted {id}; their applications now belong to {to}.\n"),
+                    None => format!("Deleted {id}.\n"),
+                },
+            ))
+        }
+        UserCommand::ResetPassword { user_id: raw } => {
+            let id = user_id(&raw)?;
+            let org = app.org_of_user(&id).await.map_err(named(&raw))?;
+            let u = app
+                .operator_reset_password(&org, &id)
+                .await
+                .map_err(named(&raw))?;
+            Ok(Output::with_text(
+                json!({ "ok": true, "id": u.id, "org": org, "reset_email_to": u.email }),
+                format!("A reset link was e-mailed to {}.\n", u.email),
+            ))
+        }
         UserCommand::ResetMfa { user_id: raw } => {
             let id = user_id(&raw)?;
             let org = app.operator_reset_mfa(&id).await.map_err(named(&raw))?;
@@ -604,6 +721,18 @@ pub async fn user(app: &App, cmd: UserCommand) -> anyhow::Result<Output> {
             ))
         }
     }
+}
+
+/// `user update`, `deactivate`, `activate`: the API's use case (the same
+/// rules, events, revocations and audit entries), as the operator.
+async fn change_user(app: &App, raw: &str, patch: &UserPatch) -> anyhow::Result<Output> {
+    let id = user_id(raw)?;
+    let org = app.org_of_user(&id).await.map_err(named(raw))?;
+    let u = app
+        .update_user(&org, &id, patch, &Origin::operator())
+        .await
+        .map_err(named(raw))?;
+    Ok(Output::new(serde_json::to_value(&u)?))
 }
 
 fn api_key_json(k: &ApiKey) -> Value {
@@ -629,7 +758,7 @@ pub async fn apikey(app: &App, cmd: ApiKeyCommand, env: Env) -> anyhow::Result<O
             name: raw_name,
             scopes: raw_scopes,
         } => {
-            let org = existing_org(app, &org).await?;
+            let org = existing_org(app, org.as_deref()).await?;
             let scopes = scopes(&raw_scopes)?;
             let name = name(&raw_name)?;
             // D33: staging keys are gk_test_…
@@ -643,7 +772,7 @@ pub async fn apikey(app: &App, cmd: ApiKeyCommand, env: Env) -> anyhow::Result<O
             ))
         }
         ApiKeyCommand::List { org } => {
-            let org = existing_org(app, &org).await?;
+            let org = existing_org(app, org.as_deref()).await?;
             let keys = app.list_api_keys(&org).await.map_err(msg)?;
             let rows = keys
                 .iter()
@@ -679,9 +808,13 @@ pub async fn apikey(app: &App, cmd: ApiKeyCommand, env: Env) -> anyhow::Result<O
             ))
         }
         ApiKeyCommand::Revoke { key_id } => {
-            let id = ApiKeyId::parse(&key_id)
-                .ok_or_else(|| invalid(format!("{key_id} is not an API key id (key_…)")))?;
+            let id = api_key_id(&key_id)?;
             let k = app.revoke_api_key(&id).await.map_err(named(&key_id))?;
+            Ok(Output::new(api_key_json(&k)))
+        }
+        ApiKeyCommand::Show { key_id } => {
+            let id = api_key_id(&key_id)?;
+            let k = app.operator_api_key(&id).await.map_err(named(&key_id))?;
             Ok(Output::new(api_key_json(&k)))
         }
     }
@@ -739,7 +872,7 @@ pub async fn audit(
     };
     match cmd {
         AuditCommand::Checkpoint { org, category } => {
-            let org = existing_org(app, &org).await?;
+            let org = existing_org(app, org.as_deref()).await?;
             let master = master.ok_or_else(|| failure(CONFIGURATION_ERROR, "no master key"))?;
             let mut made = Vec::new();
             let mut lines = String::new();
@@ -778,7 +911,7 @@ pub async fn audit(
             category,
             checkpoints,
         } => {
-            let org = existing_org(app, &org).await?;
+            let org = existing_org(app, org.as_deref()).await?;
             // The file is read first: a wrong path fails before any work.
             let given = match checkpoints {
                 None => None,
@@ -873,7 +1006,7 @@ fn given_checkpoints(
 pub async fn webhook(app: &App, cmd: WebhookCommand) -> anyhow::Result<Output> {
     match cmd {
         WebhookCommand::List { org } => {
-            let org = existing_org(app, &org).await?;
+            let org = existing_org(app, org.as_deref()).await?;
             let all = app.operator_list_endpoints(&org).await.map_err(msg)?;
             let rows = all
                 .iter()
@@ -981,7 +1114,50 @@ pub async fn keys(
                 json!({ "ok": true, "kid": rec.kid, "published_at": rec.created_at, "signs_from": rec.activates_at }),
             ))
         }
+        crate::config::KeysCommand::List => keys_list(app).await,
     }
+}
+
+/// `gatehouse keys list`: the signing keys and where each stands in D23's
+/// schedule (`gatehouse_auth::keys::schedule`, the rule the key ring itself
+/// signs and publishes by). Public parts only.
+pub async fn keys_list(app: &App) -> anyhow::Result<Output> {
+    let records = app.signing_key_records().await.map_err(msg)?;
+    let now = gatehouse_domain::Timestamp::now();
+    let keys = gatehouse_auth::keys::schedule(&records, now);
+    let data: Vec<Value> = keys
+        .iter()
+        .map(|k| {
+            json!({
+                "kid": k.record.kid,
+                "state": k.state.as_str(),
+                "published_at": k.record.created_at,
+                "signs_from": k.record.activates_at,
+                "retire_after": k.retire_at,
+            })
+        })
+        .collect();
+    let rows: Vec<Vec<String>> = keys
+        .iter()
+        .map(|k| {
+            vec![
+                k.record.kid.clone(),
+                k.state.as_str().to_owned(),
+                k.record.created_at.to_string(),
+                k.record.activates_at.to_string(),
+                k.retire_at
+                    .map_or_else(|| "-".to_owned(), |t| t.to_string()),
+            ]
+        })
+        .collect();
+    Ok(Output::with_text(
+        json!({ "data": data }),
+        table(
+            &["KID", "STATE", "PUBLISHED", "SIGNS FROM", "RETIRES"],
+            &rows,
+            "No signing keys yet (the first start of `gatehouse serve` makes one).",
+        ),
+    ))
 }
 
 /// `gatehouse master-key rotate --new-key-file F` (D23 continued, D47

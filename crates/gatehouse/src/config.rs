@@ -115,9 +115,9 @@ pub enum StagingCommand {
 pub enum WebhookCommand {
     /// List an organization's webhook endpoints, newest first (never their secrets).
     List {
-        /// The organization (org_…).
-        #[arg(long, value_name = "ORG")]
-        org: String,
+        /// The organization: its id (org_…) or its name; may be left out when there is only one.
+        #[arg(long, env = "GATEHOUSE_ORG", value_name = "ORG")]
+        org: Option<String>,
     },
     /// Show one webhook endpoint and its latest delivery attempts.
     Show {
@@ -134,9 +134,9 @@ pub enum AuditCommand {
     /// naming the first sequence that fails, or the checkpoint it could not
     /// reach.
     Verify {
-        /// The organization (org_…).
-        #[arg(long, value_name = "ORG")]
-        org: String,
+        /// The organization: its id (org_…) or its name; may be left out when there is only one.
+        #[arg(long, env = "GATEHOUSE_ORG", value_name = "ORG")]
+        org: Option<String>,
         /// Only this chain: admin or security (both when left out).
         #[arg(long, value_name = "CATEGORY")]
         category: Option<String>,
@@ -151,9 +151,9 @@ pub enum AuditCommand {
     /// chain's last sealed sequence and hash, with the current signing
     /// key); it is kept, listed and sent as an audit.checkpoint event.
     Checkpoint {
-        /// The organization (org_…).
-        #[arg(long, value_name = "ORG")]
-        org: String,
+        /// The organization: its id (org_…) or its name; may be left out when there is only one.
+        #[arg(long, env = "GATEHOUSE_ORG", value_name = "ORG")]
+        org: Option<String>,
         /// Only this chain: admin or security (both when left out).
         #[arg(long, value_name = "CATEGORY")]
         category: Option<String>,
@@ -170,6 +170,10 @@ pub enum KeysCommand {
         #[arg(long, default_value_t = 3600, value_name = "SECS")]
         publish_delay: u64,
     },
+    /// List the keys that sign access tokens: each one's kid, state
+    /// (upcoming, signing, retiring, retired), when it was published, when it
+    /// signs from and when it leaves /.well-known/jwks.json. Needs no master key.
+    List,
 }
 
 #[derive(Subcommand, Debug)]
@@ -196,9 +200,9 @@ pub enum MasterKeyCommand {
 pub enum ApiKeyCommand {
     /// Create an API key with a fixed set of scopes; prints the key once.
     Create {
-        /// The organization the key belongs to (org_…, see `gatehouse org list`).
-        #[arg(long, value_name = "ORG")]
-        org: String,
+        /// The organization: its id (org_…) or its name; may be left out when there is only one.
+        #[arg(long, env = "GATEHOUSE_ORG", value_name = "ORG")]
+        org: Option<String>,
         /// A name that tells people what the key is for.
         #[arg(long)]
         name: String,
@@ -208,13 +212,19 @@ pub enum ApiKeyCommand {
     },
     /// List an organization's API keys (never the keys themselves), revoked ones too.
     List {
-        /// The organization (org_…).
-        #[arg(long, value_name = "ORG")]
-        org: String,
+        /// The organization: its id (org_…) or its name; may be left out when there is only one.
+        #[arg(long, env = "GATEHOUSE_ORG", value_name = "ORG")]
+        org: Option<String>,
     },
     /// Revoke an API key: it stops working on the next request.
     Revoke {
         /// The key's id (key_…, see `gatehouse apikey list`), not the key itself.
+        #[arg(value_name = "KEY")]
+        key_id: String,
+    },
+    /// Show one API key (never the key itself): its scopes, owner, expiry, last use.
+    Show {
+        /// The key's id (key_…, see `gatehouse apikey list`).
         #[arg(value_name = "KEY")]
         key_id: String,
     },
@@ -314,6 +324,9 @@ pub struct ServeArgs {
     // D40 (continued): `GATEHOUSE_TEST_SETTINGS=1` (and `true`, `yes`, `on`).
     #[arg(long, env = "GATEHOUSE_TEST_SETTINGS", value_parser = clap::builder::BoolishValueParser::new(), num_args = 0..=1, default_missing_value = "true")]
     pub test_settings: bool,
+    /// One log line per request at info (method, path without its query, status, duration, request id); `false` turns it off [default: true].
+    #[arg(long, env = "GATEHOUSE_ACCESS_LOG", value_parser = clap::builder::BoolishValueParser::new(), value_name = "BOOL")]
+    pub access_log: Option<bool>,
     /// Seconds a client has to send a complete request head after connecting or after the first byte of its next request; slower connections are closed [default: 10].
     #[arg(long, env = "GATEHOUSE_HEAD_TIMEOUT_SECS", value_parser = clap::value_parser!(u64).range(1..))]
     pub head_timeout_secs: Option<u64>,
@@ -357,13 +370,13 @@ pub enum OrgCommand {
     List,
     /// Show one organization: its plan, rate limits and settings.
     Show {
-        /// The organization's id (org_…, see `gatehouse org list`).
+        /// The organization: its id (org_…, see `gatehouse org list`) or its name.
         #[arg(value_name = "ORG")]
         org: String,
     },
     /// Change an organization's settings.
     Set {
-        /// The organization's id (org_…).
+        /// The organization: its id (org_…) or its name.
         #[arg(value_name = "ORG")]
         org: String,
         /// Turn the preview of the next API version (/v2/) on or off for this organization.
@@ -376,9 +389,9 @@ pub enum OrgCommand {
 pub enum ClientCommand {
     /// Register a client application; prints its client_id and, once, its secret.
     Create {
-        /// The organization the application belongs to (org_…, see `gatehouse org list`).
-        #[arg(long, value_name = "ORG")]
-        org: String,
+        /// The organization: its id (org_…) or its name; may be left out when there is only one.
+        #[arg(long, env = "GATEHOUSE_ORG", value_name = "ORG")]
+        org: Option<String>,
         /// The application's name, shown to people on the consent page.
         #[arg(long)]
         name: String,
@@ -407,9 +420,9 @@ pub enum ClientCommand {
     },
     /// List an organization's client applications.
     List {
-        /// The organization (org_…).
-        #[arg(long, value_name = "ORG")]
-        org: String,
+        /// The organization: its id (org_…) or its name; may be left out when there is only one.
+        #[arg(long, env = "GATEHOUSE_ORG", value_name = "ORG")]
+        org: Option<String>,
     },
     /// Show one client application (never its secret).
     Show {
@@ -482,9 +495,9 @@ pub enum UserCommand {
     /// Create an active user with a password, without the invitation e-mail
     /// (for operators and tests).
     Create {
-        /// The organization (org_…, see `gatehouse org list`).
-        #[arg(long, value_name = "ORG")]
-        org: String,
+        /// The organization: its id (org_…) or its name; may be left out when there is only one.
+        #[arg(long, env = "GATEHOUSE_ORG", value_name = "ORG")]
+        org: Option<String>,
         /// The user's e-mail address, unique within the organization.
         #[arg(long)]
         email: String,
@@ -495,15 +508,16 @@ pub enum UserCommand {
         #[arg(long)]
         role: String,
         /// Read the password (at least 12 characters) from the first line of
-        /// standard input, so it appears neither in the shell history nor in `ps`.
+        /// standard input, so it appears neither in the shell history nor in `ps`;
+        /// at a terminal, asks for it twice without showing it.
         #[arg(long, required = true)]
         password_stdin: bool,
     },
     /// List an organization's users, optionally filtered.
     List {
-        /// The organization (org_…).
-        #[arg(long, value_name = "ORG")]
-        org: String,
+        /// The organization: its id (org_…) or its name; may be left out when there is only one.
+        #[arg(long, env = "GATEHOUSE_ORG", value_name = "ORG")]
+        org: Option<String>,
         /// Only users with this role: admin, editor or viewer.
         #[arg(long)]
         role: Option<String>,
@@ -529,6 +543,58 @@ pub enum UserCommand {
     /// Remove every second factor and recovery code of a user, end their
     /// sessions and revoke their tokens (what DELETE /v1/users/{id}/mfa does); they are e-mailed.
     ResetMfa {
+        /// The user's id (usr_…).
+        #[arg(value_name = "USR")]
+        user_id: String,
+    },
+    /// Change a user's name or role (what PATCH /v1/users/{id} does); what you
+    /// leave out stays. A demotion narrows the user's tokens at once; the
+    /// last active admin cannot be demoted.
+    #[command(group(
+        clap::ArgGroup::new("change")
+            .required(true)
+            .multiple(true)
+            .args(["name", "role"])
+    ))]
+    Update {
+        /// The user's id (usr_…).
+        #[arg(value_name = "USR")]
+        user_id: String,
+        /// A new name.
+        #[arg(long)]
+        name: Option<String>,
+        /// admin, editor or viewer.
+        #[arg(long)]
+        role: Option<String>,
+    },
+    /// Deactivate a user: they can no longer sign in, their sessions end, their
+    /// tokens are revoked and the applications they own are suspended.
+    Deactivate {
+        /// The user's id (usr_…).
+        #[arg(value_name = "USR")]
+        user_id: String,
+    },
+    /// Reactivate a deactivated user (their applications stay suspended until
+    /// their secrets are rotated).
+    Activate {
+        /// The user's id (usr_…).
+        #[arg(value_name = "USR")]
+        user_id: String,
+    },
+    /// Delete a user and end everything they hold; the applications they own
+    /// move to another active user with --transfer-to (refused while they own
+    /// some and it is left out).
+    Delete {
+        /// The user's id (usr_…).
+        #[arg(value_name = "USR")]
+        user_id: String,
+        /// The active user of the same organization who gets their applications (usr_…).
+        #[arg(long, value_name = "USR")]
+        transfer_to: Option<String>,
+    },
+    /// E-mail an active user a link to choose a new password, as the sign-in
+    /// page's "Forgot your password?" does (at most one per 5 minutes).
+    ResetPassword {
         /// The user's id (usr_…).
         #[arg(value_name = "USR")]
         user_id: String,
@@ -576,6 +642,7 @@ pub struct FileConfig {
     pub webhook_disable_after: Option<String>,
     pub webhook_dns: Option<String>,
     pub test_settings: Option<bool>,
+    pub access_log: Option<bool>,
 }
 
 const DAY: i64 = 86_400;
@@ -706,6 +773,8 @@ pub struct Settings {
     pub webhook_drain: std::time::Duration,
     /// D40 (continued): `--test-settings`, the durations' minimums lifted.
     pub test_settings: bool,
+    /// Issue 32: one `info` line per request (docs/deployment.md, "Logs").
+    pub access_log: bool,
     pub trusted_proxies: Vec<std::net::IpAddr>,
     /// D33: production or staging.
     pub env: Env,
@@ -776,6 +845,7 @@ impl std::fmt::Debug for Settings {
             .field("event_retention_secs", &self.event_retention_secs)
             .field("audit", &self.audit)
             .field("test_settings", &self.test_settings)
+            .field("access_log", &self.access_log)
             .field("trusted_proxies", &self.trusted_proxies)
             .field("env", &self.env)
             .field("staging_reset_at", &self.staging_reset_at)
@@ -822,6 +892,7 @@ impl Settings {
             webhook_extra_roots_pem: Vec::new(),
             webhook_drain: worker.drain,
             test_settings: false,
+            access_log: true,
             trusted_proxies: Vec::new(),
             env: Env::Production,
             staging_reset_at: (2, 0),
@@ -938,6 +1009,7 @@ impl Settings {
             .unwrap_or(86_400)
             .max(1);
         s.test_settings = serve.test_settings || file.test_settings.unwrap_or(false);
+        s.access_log = serve.access_log.or(file.access_log).unwrap_or(true);
         if let Some(raw) = serve
             .event_retention
             .as_deref()

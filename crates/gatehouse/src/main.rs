@@ -96,6 +96,10 @@ async fn dispatch(cli: Cli) -> anyhow::Result<()> {
             };
             commands::audit(&app, cmd, master).await?
         }
+        Command::Keys(gatehouse::config::KeysCommand::List) => {
+            let app = operator(&settings).await?;
+            commands::keys_list(&app).await?
+        }
         Command::Keys(cmd) => {
             let app = operator(&settings).await?;
             let master =
@@ -201,11 +205,44 @@ async fn serve(settings: Settings, json: bool) -> anyhow::Result<()> {
             tracing::info!(http = %running.http_addr, public_url = %settings.public_url, "serving behind a proxy")
         }
     }
+    if !json {
+        gatehouse::out::announce(&start_banner(&running, &settings).await);
+    }
     shutdown_signal().await;
     tracing::info!("shutting down: finishing requests in flight");
     running.shutdown().await;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Issue 32: where to go next, once serving: the dashboard, the docs, the
+/// metrics, and on a fresh install the command that makes the first admin
+/// (the dashboard has nobody to sign in otherwise).
+async fn start_banner(running: &run::Running, settings: &Settings) -> String {
+    let url = &settings.public_url;
+    let mut text = format!(
+        "Gatehouse is serving {url}\n  dashboard: {url}/dashboard\n  docs:      {url}/docs\n  metrics:   http://{}/metrics\n",
+        running.admin_addr
+    );
+    match running.state.app.awaiting_first_admin().await {
+        Ok(Some(org)) => {
+            // The same program and data as this server's.
+            let program = std::env::args()
+                .next()
+                .unwrap_or_else(|| "gatehouse".into());
+            let data = if settings.data_dir == std::path::Path::new("./data") {
+                String::new()
+            } else {
+                format!(" --data-dir {}", settings.data_dir.display())
+            };
+            text.push_str(&format!(
+                "Nobody can sign in to the dashboard yet. Make the first admin (it asks for a password):\n  {program}{data} user create --org {org} --email you@example.com --name \"Your Name\" --role admin --password-stdin\n"
+            ));
+        }
+        Ok(None) => {}
+        Err(e) => tracing::debug!(error = %e, "no first-admin hint"),
+    }
+    text
 }
 
 async fn shutdown_signal() {

@@ -267,6 +267,7 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
         trusted_proxies: settings.trusted_proxies.clone(),
         mock: settings.mock,
         forgot_lookup_delay: settings.forgot_lookup_delay,
+        access_log: settings.access_log,
     };
     let transport =
         crate::mail::Transport::from_settings(settings.smtp_url.as_deref(), &settings.data_dir)?;

@@ -1244,7 +1244,9 @@ async fn d47_org_list_and_show() {
     let missing = OrgId::generate().to_string();
     let m = json_fails(&dir, &["org", "show", &missing], "RESOURCE_NOT_FOUND").await;
     assert!(m.contains(&missing), "{m}");
-    json_fails(&dir, &["org", "show", "not-an-id"], "VALIDATION_ERROR").await;
+    // Issue 32: ORG is an id or a name, so this is a name nobody has.
+    let msg = json_fails(&dir, &["org", "show", "not-an-id"], "RESOURCE_NOT_FOUND").await;
+    assert!(msg.contains("not-an-id"), "{msg}");
 }
 
 #[tokio::test]
@@ -1988,7 +1990,6 @@ async fn d47_json_errors_exit_1_and_usage_errors_exit_2() {
     // Usage errors are clap's: exit 2, and no JSON on stdout.
     for args in [
         vec!["client", "update", "--json"],
-        vec!["client", "list", "--json"],
         vec!["user", "show", "--json"],
         vec!["org", "frobnicate", "--json"],
         vec!["client", "update", "app_x", "--bogus", "--json"],
@@ -2347,4 +2348,539 @@ async fn d56_user_reset_mfa_removes_every_factor_as_the_operator() {
         "RESOURCE_NOT_FOUND",
     )
     .await;
+}
+
+/// Runs `gatehouse ARGS` in a pseudo-terminal (util-linux `script`), typing
+/// each of `answers` once the text before it has appeared (and a moment
+/// later): a line typed before the prompt turns echo off would be echoed by
+/// the terminal itself.
+/// Returns the exit status and everything the terminal showed.
+async fn at_a_terminal(
+    dir: &Path,
+    args: &[&str],
+    answers: &[(&str, &str)],
+) -> (ExitStatus, String) {
+    use tokio::io::AsyncReadExt;
+    let quote = |a: &str| format!("'{}'", a.replace('\'', r"'\''"));
+    let db = crate::common::db_args(dir);
+    let mut line = vec![
+        quote(env!("CARGO_BIN_EXE_gatehouse")),
+        "--data-dir".to_owned(),
+        quote(dir.to_str().unwrap()),
+    ];
+    line.extend(db.iter().map(|a| quote(a)));
+    line.extend(args.iter().map(|a| quote(a)));
+    let mut cmd = tokio::process::Command::new("script");
+    for (k, _) in std::env::vars() {
+        if k.starts_with("GATEHOUSE_") {
+            cmd.env_remove(k);
+        }
+    }
+    let mut child = cmd
+        .args(["-qefc", &line.join(" "), "/dev/null"])
+        .env("GATEHOUSE_LOG", "warn")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("util-linux `script` runs");
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut shown = String::new();
+    let mut buf = [0u8; 4096];
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    for (after, answer) in answers {
+        while !shown.contains(after) {
+            let n = tokio::time::timeout_at(deadline, stdout.read(&mut buf))
+                .await
+                .unwrap_or_else(|_| panic!("no {after:?} in {shown:?}"))
+                .unwrap();
+            assert!(n > 0, "the terminal closed before {after:?}: {shown:?}");
+            shown.push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+        // Only what comes after this prompt counts for the next one.
+        shown.push('\u{0}');
+        // The prompt is written just before echo is turned off: type as a
+        // person would, a moment after it shows, not within microseconds.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        stdin
+            .write_all(format!("{answer}\n").as_bytes())
+            .await
+            .unwrap();
+    }
+    drop(stdin);
+    let mut rest = Vec::new();
+    tokio::time::timeout_at(deadline, stdout.read_to_end(&mut rest))
+        .await
+        .expect("the command ends")
+        .unwrap();
+    shown.push_str(&String::from_utf8_lossy(&rest));
+    let status = tokio::time::timeout_at(deadline, child.wait())
+        .await
+        .expect("the command ends")
+        .unwrap();
+    (status, shown.replace('\u{0}', ""))
+}
+
+/// Issue 32: at a terminal, `--password-stdin` asks for the password twice
+/// without showing it; the person then signs in with it. Two different
+/// answers create nobody.
+#[tokio::test]
+async fn password_stdin_at_a_terminal_asks_twice_without_echo() {
+    let s = TestServer::start().await;
+    let dir = s.data_dir();
+    let org = s.creds.org.clone();
+    let password = crate::dashboard::PASSWORD;
+    let create = |email: &'static str| {
+        [
+            "user",
+            "create",
+            "--org",
+            &org,
+            "--email",
+            email,
+            "--name",
+            "Tty Person",
+            "--role",
+            "admin",
+            "--password-stdin",
+        ]
+        .map(str::to_owned)
+    };
+    let args = create("tty@example.com");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (status, shown) = at_a_terminal(
+        &dir,
+        &args,
+        &[("Password: ", password), ("Password (again): ", password)],
+    )
+    .await;
+    assert!(status.success(), "{shown}");
+    assert!(
+        !shown.contains(password),
+        "the password was echoed: {shown:?}"
+    );
+    assert!(
+        shown.contains("tty@example.com"),
+        "the new user is shown: {shown:?}"
+    );
+    // The password typed is the person's: they sign in with it.
+    let mut b = crate::common::browser::Browser::new(&s);
+    crate::dashboard::sign_in(&mut b, "tty@example.com").await;
+
+    let args = create("typo@example.com");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (status, shown) = at_a_terminal(
+        &dir,
+        &args,
+        &[
+            ("Password: ", password),
+            ("Password (again): ", "a different long passphrase"),
+        ],
+    )
+    .await;
+    assert!(!status.success(), "{shown}");
+    assert!(shown.contains("the two passwords differ"), "{shown:?}");
+    let list = gatehouse(&dir, &["user", "list", "--org", &org, "--json"], None)
+        .await
+        .json()
+        .to_string();
+    assert!(!list.contains("typo@example.com"), "{list}");
+}
+
+/// `gatehouse ARGS` on the test server's data with one more variable set.
+async fn gatehouse_env(dir: &Path, args: &[&str], env: &[(&str, &Path)]) -> Out {
+    let db = crate::common::db_args(dir);
+    let dir = dir.to_str().unwrap();
+    let mut all = vec!["--data-dir", dir];
+    all.extend(db.iter().map(String::as_str));
+    all.extend_from_slice(args);
+    run_with_env(&all, env, None).await
+}
+
+/// Issue 32 (D40/D47 continued): with one organization `--org` may be left
+/// out; `--org` takes a name (any case) as well as an id; `GATEHOUSE_ORG`
+/// sets it. A name two organizations share, an unknown name, and leaving it
+/// out among several are refused with what to do instead.
+#[tokio::test]
+async fn org_may_be_left_out_named_or_set_by_gatehouse_org() {
+    let s = TestServer::start().await;
+    let dir = s.data_dir();
+    let first = s.creds.org.clone();
+    let first_name = gatehouse(&dir, &["org", "show", &first, "--json"], None)
+        .await
+        .json()["name"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let org_of = |v: &Value| {
+        v["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["org"].as_str().unwrap().to_owned())
+            .collect::<Vec<_>>()
+    };
+    // One organization: left out, it is that one.
+    let clients = gatehouse(&dir, &["client", "list", "--json"], None)
+        .await
+        .json();
+    let orgs = org_of(&clients);
+    assert!(!orgs.is_empty(), "the bootstrap client: {clients}");
+    assert!(orgs.iter().all(|o| *o == first), "{clients}");
+    // By name, in another case.
+    let by_name = gatehouse(
+        &dir,
+        &[
+            "client",
+            "list",
+            "--org",
+            &first_name.to_uppercase(),
+            "--json",
+        ],
+        None,
+    )
+    .await
+    .json();
+    assert_eq!(by_name, clients);
+    let shown = gatehouse(&dir, &["org", "show", &first_name, "--json"], None)
+        .await
+        .json();
+    assert_eq!(shown["id"], first.as_str());
+
+    // Two organizations: left out is refused, naming the way out.
+    let acme = create_org(&dir, "Acme Widgets").await;
+    let msg = gatehouse(&dir, &["client", "list", "--json"], None)
+        .await
+        .json_error("VALIDATION_ERROR");
+    assert!(msg.contains("--org is needed"), "{msg}");
+    assert!(msg.contains("GATEHOUSE_ORG"), "{msg}");
+    // GATEHOUSE_ORG (an id or a name) stands for --org; the flag wins.
+    let (cid, _) = create_client(&dir, &acme, "users:read").await;
+    for value in [acme.as_str(), "acme widgets"] {
+        let listed = gatehouse_env(
+            &dir,
+            &["client", "list", "--json"],
+            &[("GATEHOUSE_ORG", Path::new(value))],
+        )
+        .await
+        .json();
+        assert_eq!(org_of(&listed), vec![acme.clone()], "{value}: {listed}");
+        assert_eq!(listed["data"][0]["client_id"], cid.as_str());
+    }
+    let flag_wins = gatehouse_env(
+        &dir,
+        &["client", "list", "--org", &first, "--json"],
+        &[("GATEHOUSE_ORG", Path::new(acme.as_str()))],
+    )
+    .await
+    .json();
+    assert_eq!(flag_wins, clients);
+
+    // A name two organizations share names neither.
+    let twin = create_org(&dir, "ACME widgets").await;
+    let msg = gatehouse(
+        &dir,
+        &["user", "list", "--org", "Acme Widgets", "--json"],
+        None,
+    )
+    .await
+    .json_error("VALIDATION_ERROR");
+    assert!(msg.contains(&acme) && msg.contains(&twin), "{msg}");
+    // An unknown name, and an id that does not exist.
+    let msg = gatehouse(
+        &dir,
+        &["user", "list", "--org", "Nobody Inc", "--json"],
+        None,
+    )
+    .await
+    .json_error("RESOURCE_NOT_FOUND");
+    assert!(msg.contains("Nobody Inc"), "{msg}");
+    gatehouse(
+        &dir,
+        &[
+            "user",
+            "list",
+            "--org",
+            "org_00000000000000000000000000",
+            "--json",
+        ],
+        None,
+    )
+    .await
+    .json_error("RESOURCE_NOT_FOUND");
+}
+
+/// `gatehouse user create` with a password on standard input; the new id.
+async fn cli_user(dir: &Path, org: &str, email: &str, role: &str) -> String {
+    gatehouse(
+        dir,
+        &[
+            "user",
+            "create",
+            "--org",
+            org,
+            "--email",
+            email,
+            "--name",
+            "Cli Person",
+            "--role",
+            role,
+            "--password-stdin",
+            "--json",
+        ],
+        Some("a long enough passphrase\n"),
+    )
+    .await
+    .json()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// Issue 32: `user update`, `deactivate`, `activate`, `reset-password` and
+/// `delete` go through the API's use cases: the same rules (the last admin,
+/// the state machine, the reset e-mail's limits), seen by the server on its
+/// next request, recorded in the audit log as the operator's.
+#[tokio::test]
+async fn user_verbs_change_people_under_the_apis_rules() {
+    let s = TestServer::start().await;
+    let dir = s.data_dir();
+    let org = s.creds.org.clone();
+    let boss = cli_user(&dir, &org, "boss@example.com", "admin").await;
+    let ed = cli_user(&dir, &org, "ed@example.com", "editor").await;
+    let heir = cli_user(&dir, &org, "heir@example.com", "editor").await;
+    let token = s.token("users:read audit:read").await;
+    let api_user = |id: String| {
+        let s = &s;
+        let token = token.clone();
+        async move {
+            let res = s
+                .call(Method::GET, &format!("/v1/users/{id}"), &token, None)
+                .await;
+            (res.status(), res.json::<Value>().await.unwrap())
+        }
+    };
+
+    // update: name and role; the server sees both at once.
+    let u = gatehouse(
+        &dir,
+        &[
+            "user", "update", &ed, "--name", "Edith Ed", "--role", "viewer", "--json",
+        ],
+        None,
+    )
+    .await
+    .json();
+    assert_eq!(
+        (u["name"].as_str(), u["role"].as_str()),
+        (Some("Edith Ed"), Some("viewer"))
+    );
+    let (_, seen) = api_user(ed.clone()).await;
+    assert_eq!(seen["data"], u);
+    // Nothing to change is a usage error; a bad role is named by its flag.
+    assert_eq!(
+        gatehouse(&dir, &["user", "update", &ed], None)
+            .await
+            .status
+            .code(),
+        Some(2)
+    );
+    let msg = gatehouse(
+        &dir,
+        &["user", "update", &ed, "--role", "owner", "--json"],
+        None,
+    )
+    .await
+    .json_error("VALIDATION_ERROR");
+    assert!(msg.contains("--role"), "{msg}");
+    // D13: the last active admin cannot be demoted.
+    gatehouse(
+        &dir,
+        &["user", "update", &boss, "--role", "viewer", "--json"],
+        None,
+    )
+    .await
+    .json_error("LAST_ADMIN");
+
+    // deactivate and activate (D11's state machine).
+    let u = gatehouse(&dir, &["user", "deactivate", &ed, "--json"], None)
+        .await
+        .json();
+    assert_eq!(u["status"], "inactive");
+    assert_eq!(api_user(ed.clone()).await.1["data"]["status"], "inactive");
+    gatehouse(&dir, &["user", "deactivate", &boss, "--json"], None)
+        .await
+        .json_error("LAST_ADMIN");
+    // An inactive user gets no reset e-mail.
+    gatehouse(&dir, &["user", "reset-password", &ed, "--json"], None)
+        .await
+        .json_error("INVALID_STATE_TRANSITION");
+    let u = gatehouse(&dir, &["user", "activate", &ed, "--json"], None)
+        .await
+        .json();
+    assert_eq!(u["status"], "active");
+
+    // reset-password: D19's e-mail, and its limit of one per 5 minutes.
+    let out = gatehouse(&dir, &["user", "reset-password", &ed, "--json"], None)
+        .await
+        .json();
+    assert_eq!(out["reset_email_to"], "ed@example.com");
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        let found = std::fs::read_dir(dir.join("outbox"))
+            .ok()
+            .is_some_and(|rd| {
+                rd.filter_map(Result::ok)
+                    .filter(|e| e.file_name().to_string_lossy().ends_with(".eml"))
+                    .filter_map(|e| std::fs::read_to_string(e.path()).ok())
+                    .any(|m| m.contains("ed@example.com") && m.contains("/password/reset/"))
+            });
+        if found {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no reset e-mail to ed@example.com in the outbox"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    gatehouse(&dir, &["user", "reset-password", &ed, "--json"], None)
+        .await
+        .json_error("INVALID_STATE_TRANSITION");
+
+    // delete, handing what the user owns to another (D13), then gone.
+    let out = gatehouse(
+        &dir,
+        &["user", "delete", &ed, "--transfer-to", &heir, "--json"],
+        None,
+    )
+    .await
+    .json();
+    assert_eq!(out["deleted"], ed.as_str());
+    assert_eq!(api_user(ed.clone()).await.0, StatusCode::NOT_FOUND);
+    gatehouse(&dir, &["user", "show", &ed, "--json"], None)
+        .await
+        .json_error("RESOURCE_NOT_FOUND");
+    gatehouse(&dir, &["user", "delete", &boss, "--json"], None)
+        .await
+        .json_error("LAST_ADMIN");
+    // Unknown and malformed ids.
+    gatehouse(&dir, &["user", "deactivate", &ed, "--json"], None)
+        .await
+        .json_error("RESOURCE_NOT_FOUND");
+    gatehouse(&dir, &["user", "activate", "not-a-user", "--json"], None)
+        .await
+        .json_error("VALIDATION_ERROR");
+
+    // D58: the changes are the operator's in the audit log.
+    let res = s
+        .call(
+            Method::GET,
+            "/v1/audit-logs?category=admin&limit=100",
+            &token,
+            None,
+        )
+        .await;
+    let log: Value = res.json().await.unwrap();
+    let by_operator: Vec<&str> = log["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["actor"]["type"] == "operator" && e["target"]["id"] == ed.as_str())
+        .filter_map(|e| e["action"].as_str())
+        .collect();
+    for action in ["user.updated", "user.deleted"] {
+        assert!(
+            by_operator.contains(&action),
+            "{action} in {by_operator:?}: {log}"
+        );
+    }
+}
+
+/// Issue 32: `apikey show KEY` and `keys list`.
+#[tokio::test]
+async fn apikey_show_and_keys_list() {
+    let s = TestServer::start().await;
+    let dir = s.data_dir();
+    let org = s.creds.org.clone();
+    let created = gatehouse(
+        &dir,
+        &[
+            "apikey",
+            "create",
+            "--org",
+            &org,
+            "--name",
+            "ci key",
+            "--scopes",
+            "users:read",
+            "--json",
+        ],
+        None,
+    )
+    .await
+    .json();
+    let id = created["id"].as_str().unwrap();
+    let shown = gatehouse(&dir, &["apikey", "show", id, "--json"], None)
+        .await
+        .json();
+    assert_eq!(shown["id"], id);
+    assert_eq!(shown["name"], "ci key");
+    assert_eq!(shown["scopes"], json!(["users:read"]));
+    let key = created["key"].as_str().unwrap();
+    assert!(
+        !shown.to_string().contains(key),
+        "never the key itself: {shown}"
+    );
+    gatehouse(
+        &dir,
+        &["apikey", "show", "key_00000000000000000000000000", "--json"],
+        None,
+    )
+    .await
+    .json_error("RESOURCE_NOT_FOUND");
+
+    // The first start's key signs; a rotation publishes one that signs later.
+    let listed = gatehouse(&dir, &["keys", "list", "--json"], None)
+        .await
+        .json();
+    let keys = listed["data"].as_array().unwrap();
+    assert_eq!(keys.len(), 1, "{listed}");
+    assert_eq!(keys[0]["state"], "signing");
+    let jwks: Value = s
+        .request(Method::GET, "/.well-known/jwks.json")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(keys[0]["kid"], jwks["keys"][0]["kid"]);
+    let rotated = gatehouse(&dir, &["keys", "rotate", "--json"], None)
+        .await
+        .json();
+    let listed = gatehouse(&dir, &["keys", "list", "--json"], None)
+        .await
+        .json();
+    let states: Vec<(&str, &str)> = listed["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| (k["kid"].as_str().unwrap(), k["state"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        states,
+        vec![
+            (keys[0]["kid"].as_str().unwrap(), "signing"),
+            (rotated["kid"].as_str().unwrap(), "upcoming"),
+        ]
+    );
+    let text = gatehouse(&dir, &["keys", "list"], None).await;
+    assert!(
+        text.stdout.contains("KID") && text.stdout.contains("upcoming"),
+        "{}",
+        text.stdout
+    );
 }

@@ -988,7 +988,7 @@ struct ServeProcess {
     log: PathBuf,
     stdout: PathBuf,
     /// How it was started, to start it again on other ports.
-    again: (PathBuf, PathBuf, u32, Option<String>),
+    again: (PathBuf, PathBuf, u32, Option<String>, Vec<(String, String)>),
 }
 
 impl Drop for ServeProcess {
@@ -1005,6 +1005,17 @@ impl ServeProcess {
 
     /// `public_url`: `None` leaves it to the default (D1 revised).
     fn spawn_with(data_dir: &Path, logs: &Path, n: u32, public_url: Option<&str>) -> Self {
+        Self::spawn_env(data_dir, logs, n, public_url, &[])
+    }
+
+    /// With more environment variables (after the ones set here).
+    fn spawn_env(
+        data_dir: &Path,
+        logs: &Path,
+        n: u32,
+        public_url: Option<&str>,
+        envs: &[(String, String)],
+    ) -> Self {
         let https = free_port();
         let http = free_port();
         let admin = free_port();
@@ -1031,6 +1042,7 @@ impl ServeProcess {
         if let Some(url) = public_url {
             cmd.env("GATEHOUSE_PUBLIC_URL", url);
         }
+        cmd.envs(envs.iter().map(|(k, v)| (k, v)));
         let child = cmd.spawn().expect("the gatehouse binary starts");
         Self {
             child,
@@ -1043,6 +1055,7 @@ impl ServeProcess {
                 logs.to_owned(),
                 n,
                 public_url.map(str::to_owned),
+                envs.to_vec(),
             ),
         }
     }
@@ -1069,8 +1082,8 @@ impl ServeProcess {
                 // server before this one bound it: start again elsewhere.
                 if respawns < 5 && self.logs().contains("Address already in use") {
                     respawns += 1;
-                    let (dir, logs, n, url) = self.again.clone();
-                    *self = Self::spawn_with(&dir, &logs, n, url.as_deref());
+                    let (dir, logs, n, url, envs) = self.again.clone();
+                    *self = Self::spawn_env(&dir, &logs, n, url.as_deref(), &envs);
                     continue;
                 }
                 panic!(
@@ -1838,4 +1851,153 @@ async fn no_memory_of_the_serving_process_asks_for_transparent_huge_pages() {
         advised.is_empty(),
         "mappings advised MADV_HUGEPAGE: {advised:#?}"
     );
+}
+
+/// Issue 32: one access-log line per request at `info`, with the method,
+/// the path without its query, the status, the duration and the request
+/// id; `GATEHOUSE_ACCESS_LOG=false` turns it off.
+#[tokio::test]
+async fn each_request_leaves_one_access_log_line_unless_switched_off() {
+    for on in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let logs = tempfile::tempdir().unwrap();
+        let envs = if on {
+            vec![]
+        } else {
+            vec![("GATEHOUSE_ACCESS_LOG".to_owned(), "false".to_owned())]
+        };
+        let mut p = ServeProcess::spawn_env(dir.path(), logs.path(), 1, Some(PUBLIC_URL), &envs);
+        let client = p.ready(dir.path()).await;
+        let res = client
+            .get(p.url("/oauth/authorize?state=secret-state-value&client_id=nobody"))
+            .header("x-request-id", "7b0c4e2a-5d1f-4c8e-9a3b-2f6d8e1c0a55")
+            .send()
+            .await
+            .unwrap();
+        let status = res.status().as_u16();
+        // The line is written after the response: wait for it (bounded).
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let line = loop {
+            let log = p.logs();
+            let line = log
+                .lines()
+                .find(|l| {
+                    l.contains("req_7b0c4e2a5d1f4c8e9a3b2f6d8e1c0a55")
+                        && l.contains("gatehouse::access")
+                })
+                .map(str::to_owned);
+            if line.is_some() || !on || Instant::now() > deadline {
+                break line;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        if !on {
+            // Give a line that would come the same time to show.
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            assert!(
+                !p.logs().contains("gatehouse::access"),
+                "switched off, yet: {}",
+                p.logs()
+            );
+            continue;
+        }
+        let line = line.unwrap_or_else(|| panic!("no access line in {}", p.logs()));
+        assert!(line.contains(" INFO "), "{line}");
+        assert!(line.contains("method=GET"), "{line}");
+        assert!(line.contains("path=/oauth/authorize"), "{line}");
+        assert!(line.contains(&format!("status={status}")), "{line}");
+        assert!(line.contains("ms="), "{line}");
+        // No query: states, codes and tokens travel there.
+        assert!(!p.logs().contains("secret-state-value"), "{}", p.logs());
+        // One line for one request.
+        let n = p
+            .logs()
+            .lines()
+            .filter(|l| {
+                l.contains("req_7b0c4e2a5d1f4c8e9a3b2f6d8e1c0a55")
+                    && l.contains("gatehouse::access")
+            })
+            .count();
+        assert_eq!(n, 1, "{}", p.logs());
+    }
+}
+
+/// Issue 32: once serving, the start banner says where to go next (the
+/// dashboard, the docs, the metrics) and, on a fresh install, gives the
+/// command that makes the first admin. The command works as printed, and
+/// once there is an admin the next start no longer suggests it.
+#[tokio::test]
+async fn the_start_banner_leads_to_the_dashboard_and_the_first_admin() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs = tempfile::tempdir().unwrap();
+    let mut p = ServeProcess::spawn(dir.path(), logs.path(), 1);
+    p.ready(dir.path()).await;
+    let stdout = |p: &ServeProcess| std::fs::read_to_string(&p.stdout).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !stdout(&p).contains("Gatehouse is serving") {
+        assert!(Instant::now() < deadline, "no banner: {}", p.logs());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let banner = stdout(&p);
+    for line in [
+        format!("dashboard: {PUBLIC_URL}/dashboard"),
+        format!("docs:      {PUBLIC_URL}/docs"),
+        format!("metrics:   http://127.0.0.1:{}/metrics", p.admin),
+    ] {
+        assert!(banner.contains(&line), "{line:?} in {banner}");
+    }
+    let creds: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(dir.path().join("bootstrap-credentials.json")).unwrap(),
+    )
+    .unwrap();
+    let org = creds["org"].as_str().unwrap();
+    let command = banner
+        .lines()
+        .skip_while(|l| !l.starts_with("Nobody can sign in"))
+        .nth(1)
+        .unwrap_or_else(|| panic!("a first-admin hint in {banner}"))
+        .trim()
+        .to_owned();
+    assert!(command.contains(&format!("--org {org}")), "{command}");
+    // The command as printed, through a shell, the password on standard input.
+    let mut sh = tokio::process::Command::new("sh");
+    for (k, _) in std::env::vars() {
+        if k.starts_with("GATEHOUSE_") {
+            sh.env_remove(k);
+        }
+    }
+    let mut child = sh
+        .arg("-c")
+        .arg(&command)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use tokio::io::AsyncWriteExt;
+        let mut stdin = child.stdin.take().unwrap();
+        stdin
+            .write_all(b"the first admin's passphrase\n")
+            .await
+            .unwrap();
+    }
+    let out = child.wait_with_output().await.unwrap();
+    assert!(out.status.success(), "{command}: {out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("you@example.com"),
+        "{out:?}"
+    );
+    drop(p);
+    let mut again = ServeProcess::spawn(dir.path(), logs.path(), 2);
+    again.ready(dir.path()).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !stdout(&again).contains("Gatehouse is serving") {
+        assert!(Instant::now() < deadline, "no banner: {}", again.logs());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // The banner is written at once: nothing more comes after it.
+    let banner = stdout(&again);
+    assert!(banner.contains("dashboard: "), "{banner}");
+    assert!(!banner.contains("Nobody can sign in"), "{banner}");
 }
