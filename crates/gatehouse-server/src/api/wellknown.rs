@@ -92,7 +92,7 @@ pub(crate) async fn metadata(State(st): State<AppState>) -> Response {
 /// 1.0; D23, D49): the OpenID provider's fields are in the RFC 8414
 /// document too. No `token_endpoint_auth_signing_alg_values_supported`:
 /// no JWT client authentication is offered (D49 continued).
-fn document(st: &AppState) -> serde_json::Value {
+pub(crate) fn document(st: &AppState) -> serde_json::Value {
     let base = st.config.public_url.trim_end_matches('/');
     let scopes: Vec<&str> = Scope::ALL.iter().map(|s| s.as_str()).collect();
     serde_json::json!({

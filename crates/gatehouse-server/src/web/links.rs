@@ -149,11 +149,18 @@ async fn invite_submit(
         .accept_invitation(&token, pw, page_request(&ctx))
         .await
     {
-        Ok(_) => pages::message(
+        // Issue 32: the last page leads on, to the dashboard (where an
+        // admin's invitation comes from; another application's people sign
+        // in there instead).
+        Ok(_) => pages::message_leading_to(
             &st,
             StatusCode::OK,
             "You're in",
-            "Your password is set and your account is active. Sign in from the application that invited you.",
+            "Your password is set and your account is active. Sign in to the dashboard, or to the application that invited you.",
+            pages::Back {
+                href: "/dashboard".into(),
+                label: "Sign in to the dashboard",
+            },
         ),
         Err(e) if e.is_dead_link() => dead_link(&st),
         Err(e) => unavailable(&st, e),

@@ -201,7 +201,18 @@ pub async fn checked_form(
 
 /// A message page (errors included), with a way back.
 pub fn message(st: &AppState, status: StatusCode, title: &str, message: &str) -> Response {
-    let back = way_back(st, None);
+    message_leading_to(st, status, title, message, way_back(st, None))
+}
+
+/// [`message`] with its link chosen by the page (`back`), not by where the
+/// person came from.
+pub fn message_leading_to(
+    st: &AppState,
+    status: StatusCode,
+    title: &str,
+    message: &str,
+    back: Back,
+) -> Response {
     st.templates.page_with_status(
         status,
         "message.html",

@@ -22,7 +22,7 @@ impl Default for Templates {
 }
 
 /// Every template, compiled into the binary (no external assets).
-const TEMPLATES: [(&str, &str); 34] = [
+const TEMPLATES: [(&str, &str); 36] = [
     (
         "account_security.html",
         include_str!("../../templates/account_security.html"),
@@ -123,6 +123,14 @@ const TEMPLATES: [(&str, &str); 34] = [
         include_str!("../../templates/dash_org.html"),
     ),
     (
+        "dash_key_revoke.html",
+        include_str!("../../templates/dash_key_revoke.html"),
+    ),
+    (
+        "dash_not_found.html",
+        include_str!("../../templates/dash_not_found.html"),
+    ),
+    (
         "dash_webhooks.html",
         include_str!("../../templates/dash_webhooks.html"),
     ),
@@ -181,10 +189,39 @@ pub fn prose(s: &str) -> String {
     out
 }
 
+/// A D4 timestamp as a person reads it, relative to `now`: "just now",
+/// "3 minutes ago", "in 30 days"; past a month, the date ("on 2026-10-01").
+/// Text that is not a timestamp is shown as it is.
+pub(crate) fn ago(text: &str, now: gatehouse_domain::Timestamp) -> String {
+    let Some(t) = gatehouse_domain::Timestamp::parse_rfc3339(text) else {
+        return text.to_owned();
+    };
+    let secs = (now.millis() - t.millis()) / 1000;
+    let (future, secs) = (secs < 0, secs.abs());
+    let amount = |n: i64, unit: &str| format!("{n} {unit}{}", if n == 1 { "" } else { "s" });
+    let span = match secs {
+        0..45 => return if future { "in a moment" } else { "just now" }.to_owned(),
+        45..3_570 => amount(((secs + 30) / 60).max(1), "minute"),
+        3_570..86_400 => amount(((secs + 1_800) / 3_600).clamp(1, 23), "hour"),
+        86_400..2_592_000 => amount((secs + 43_200) / 86_400, "day"),
+        _ => return format!("on {}", text.get(..10).unwrap_or(text)),
+    };
+    if future {
+        format!("in {span}")
+    } else {
+        format!("{span} ago")
+    }
+}
+
 impl Templates {
     pub fn new() -> Self {
         let mut env = Environment::new();
         env.add_filter("prose", |s: String| Value::from_safe_string(prose(&s)));
+        // Issue 32: "3 minutes ago"; templates put it in a `<time>` whose
+        // `datetime` and `title` carry the exact instant.
+        env.add_filter("ago", |s: String| {
+            ago(&s, gatehouse_domain::Timestamp::now())
+        });
         for (name, src) in TEMPLATES {
             env.add_template(name, src).expect("templates compile");
         }
@@ -247,6 +284,29 @@ impl Templates {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn times_read_as_a_person_says_them() {
+        let now = gatehouse_domain::Timestamp::parse_rfc3339("2026-11-29T12:00:00.000Z").unwrap();
+        for (at, said) in [
+            ("2026-11-29T12:00:00.000Z", "just now"),
+            ("2026-11-29T11:59:20.000Z", "just now"),
+            ("2026-11-29T11:59:00.000Z", "1 minute ago"),
+            ("2026-11-29T11:57:00.000Z", "3 minutes ago"),
+            ("2026-11-29T11:00:00.000Z", "1 hour ago"),
+            ("2026-11-29T02:00:00.000Z", "10 hours ago"),
+            ("2026-11-28T12:00:00.000Z", "1 day ago"),
+            ("2026-11-19T12:00:00.000Z", "10 days ago"),
+            ("2026-12-09T12:00:00.000Z", "in 10 days"),
+            ("2026-12-29T12:00:00.000Z", "on 2026-12-29"),
+            ("2026-11-29T12:05:00.000Z", "in 5 minutes"),
+            ("2026-10-01T08:00:00.000Z", "on 2026-10-01"),
+            ("not a time", "not a time"),
+        ] {
+            assert_eq!(ago(at, now), said, "{at}");
+        }
+    }
+
     use super::*;
 
     #[test]

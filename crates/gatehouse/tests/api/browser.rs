@@ -265,6 +265,37 @@ impl Audit {
                 .await
                 .unwrap();
                 let at = format!("{name} {w}px {scheme}");
+                if w == WIDE.0 {
+                    // Issue 32: the content column is at least 1,200 px
+                    // wide, and ids (client ids) are never broken.
+                    let column = c
+                        .execute(
+                            "const m = document.querySelector('main');
+                             if (!m || !document.querySelector('nav.tabs')) return -1;
+                             const s = getComputedStyle(m);
+                             return m.clientWidth - parseFloat(s.paddingLeft) - parseFloat(s.paddingRight);",
+                            vec![],
+                        )
+                        .await
+                        .unwrap();
+                    // -1: not a dashboard page (the sign-in pages are narrow by design).
+                    let column = column.as_f64().unwrap_or(0.0);
+                    if column != -1.0 && column < 1200.0 {
+                        self.problem(format!("{at}: the content column is {column} px wide"));
+                    }
+                    let broken = c
+                        .execute(
+                            "return Array.from(document.querySelectorAll('code.id'))
+                               .filter(e => e.getClientRects().length > 1)
+                               .map(e => e.textContent);",
+                            vec![],
+                        )
+                        .await
+                        .unwrap();
+                    if broken.as_array().is_some_and(|a| !a.is_empty()) {
+                        self.problem(format!("{at}: ids broken across lines: {broken}"));
+                    }
+                }
                 if w == NARROW.0 {
                     let width = c
                         .execute("return document.documentElement.scrollWidth", vec![])
@@ -554,6 +585,10 @@ async fn the_dashboard_in_chromium() {
     c.goto(&format!("{base}/dashboard/api-keys")).await.unwrap();
     wait_for(&c, "deploy key").await;
     audit.page(&c, "api-keys").await;
+    // Issue 32: revoking asks first, on a page of its own.
+    click(&c, "a[href$='/revoke']").await;
+    wait_for(&c, "Revoke deploy key?").await;
+    audit.page(&c, "api-key-revoke").await;
     click(&c, "form[action$='/revoke'] button").await;
     wait_for(&c, "The API key was revoked.").await;
     let used = s
@@ -764,6 +799,8 @@ async fn the_dashboard_in_chromium() {
     click(&n, "form.stack button[type=submit]").await;
     wait_for(&n, "API key created").await;
     n.goto(&format!("{base}/dashboard/api-keys")).await.unwrap();
+    click(&n, "a[href$='/revoke']").await;
+    wait_for(&n, "Revoke no-script key?").await;
     click(&n, "form[action$='/revoke'] button").await;
     wait_for(&n, "The API key was revoked.").await;
     n.goto(&format!("{base}/dashboard/team")).await.unwrap();

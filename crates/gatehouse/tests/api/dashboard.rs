@@ -507,6 +507,8 @@ async fn applications_keys_and_usage_through_the_management_api() {
                 ("name", "Billing <service>"),
                 ("type", "confidential"),
                 ("redirect_uris", "https://billing.example/callback\n"),
+                // Issue 32: post-logout URIs at registration.
+                ("post_logout_redirect_uris", "https://billing.example/bye\n"),
                 ("scope.users:read", "on"),
                 ("scope.products:read", "on"),
             ],
@@ -528,6 +530,26 @@ async fn applications_keys_and_usage_through_the_management_api() {
     let page = b.get(&format!("/dashboard/applications/{id}")).await;
     assert_eq!(page.status, StatusCode::OK, "{}", page.body);
     assert!(!page.body.contains(&secret));
+    assert!(
+        page.body.contains("billing.example&#x2f;bye"),
+        "{}",
+        page.body
+    );
+    // Issue 32: the issuer, the discovery URL and the endpoints a library
+    // asks for, as the discovery document says them.
+    let esc = |u: String| u.replace('/', "&#x2f;");
+    for shown in [
+        format!("<code>{}</code>", esc(PUBLIC_URL.to_owned())),
+        format!(
+            "{}/.well-known/openid-configuration",
+            esc(PUBLIC_URL.to_owned())
+        ),
+        esc(format!("{PUBLIC_URL}/oauth/token")),
+        esc(format!("{PUBLIC_URL}/oauth/authorize")),
+        esc(format!("{PUBLIC_URL}/.well-known/jwks.json")),
+    ] {
+        assert!(page.body.contains(&shown), "{shown} in {}", page.body);
+    }
     let saved = b
         .post(
             &format!("/dashboard/applications/{id}"),
@@ -575,11 +597,34 @@ async fn applications_keys_and_usage_through_the_management_api() {
                 ("csrf_token", &token),
                 ("name", "ci key"),
                 ("scope.users:read", "on"),
+                // Issue 32: an expiry chosen at creation.
+                ("expires_in", "30"),
             ],
         )
         .await;
     assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
     let key = shown_secret(&created);
+    let listed = s
+        .call(
+            Method::GET,
+            "/v1/api-keys",
+            &s.token("applications:read").await,
+            None,
+        )
+        .await
+        .json::<serde_json::Value>()
+        .await
+        .unwrap();
+    let expires = listed["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["name"] == "ci key")
+        .and_then(|k| k["expires_at"].as_str())
+        .and_then(Timestamp::parse_rfc3339)
+        .unwrap_or_else(|| panic!("an expiry: {listed}"));
+    let in_days = (expires.millis() - Timestamp::now().millis()) as f64 / 86_400_000.0;
+    assert!((29.9..=30.0).contains(&in_days), "{in_days} days");
     // D54: the dashboard acts as the person through `app_dashboard`, and
     // the event names the page request that made the change.
     let header = created.headers["x-request-id"].to_str().unwrap();
@@ -598,15 +643,35 @@ async fn applications_keys_and_usage_through_the_management_api() {
     let keys = b.get("/dashboard/api-keys").await;
     assert!(keys.body.contains(&key[..12]));
     assert!(!keys.body.contains(&key));
-    let form = keys.form_with("csrf_token").unwrap();
-    let revoke_action = keys
+    assert!(keys.body.contains("expires "), "{}", keys.body);
+    // Issue 32: revoking asks first, on a page of its own.
+    let revoke_link = keys
+        .body
+        .split("href=\"")
+        .filter_map(|p| p.split('"').next())
+        .find(|a| a.ends_with("/revoke"))
+        .unwrap()
+        .replace("&#x2f;", "/");
+    let confirm = b.get(&revoke_link).await;
+    assert_eq!(confirm.status, StatusCode::OK, "{}", confirm.body);
+    check_headers(&confirm);
+    assert!(confirm.body.contains("Revoke ci key?"), "{}", confirm.body);
+    let revoke_action = confirm
         .body
         .split("action=\"")
         .filter_map(|p| p.split('"').next())
         .find(|a| a.ends_with("/revoke"))
         .unwrap()
-        .to_owned();
-    drop(form);
+        .replace("&#x2f;", "/");
+    assert_eq!(revoke_action, revoke_link);
+    // Only asked: the key still works.
+    let still = s
+        .request(Method::GET, "/v1/users")
+        .bearer_auth(&key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(still.status(), StatusCode::OK);
     let revoked = b.post(&revoke_action, &[("csrf_token", &token)]).await;
     assert_eq!(revoked.status, StatusCode::SEE_OTHER, "{}", revoked.body);
     let used = s
@@ -1612,4 +1677,50 @@ async fn items_link_to_their_history() {
         "{}",
         mine.body
     );
+}
+
+/// Issue 32: an unknown dashboard address is an HTML 404 page — with the
+/// navigation for a signed-in person, a plain one otherwise — never the
+/// API's JSON.
+#[tokio::test]
+async fn unknown_dashboard_paths_are_an_html_page_with_the_navigation() {
+    let s = TestServer::start().await;
+    let admin = person(&s, &s.org(), "lost@example.com", Role::Admin).await;
+    let mut b = Browser::new(&s);
+    sign_in(&mut b, admin.email.as_str()).await;
+    for path in ["/dashboard/nothing-here", "/dashboard/applications/x/y/z"] {
+        let page = b.get(path).await;
+        assert_eq!(page.status, StatusCode::NOT_FOUND, "{path}: {}", page.body);
+        check_headers(&page);
+        let ct = page.headers["content-type"].to_str().unwrap();
+        assert!(ct.starts_with("text/html"), "{path}: {ct}");
+        assert!(page.body.contains("<h1>Not found</h1>"), "{}", page.body);
+        assert!(
+            page.body.contains("aria-label=\"Dashboard\""),
+            "the navigation: {}",
+            page.body
+        );
+        assert!(
+            page.body
+                .contains(&format!("<code>{}</code>", path.replace('/', "&#x2f;"))),
+            "{}",
+            page.body
+        );
+    }
+    // The path is escaped like every value (`&` stays raw in a path).
+    let page = b.get("/dashboard/a&b").await;
+    assert_eq!(page.status, StatusCode::NOT_FOUND);
+    assert!(
+        page.body
+            .contains("<code>&#x2f;dashboard&#x2f;a&amp;b</code>"),
+        "{}",
+        page.body
+    );
+    // Signed out: still HTML, and no detour through the sign-in.
+    let mut stranger = Browser::new(&s);
+    let page = stranger.get("/dashboard/nothing-here").await;
+    assert_eq!(page.status, StatusCode::NOT_FOUND, "{}", page.body);
+    let ct = page.headers["content-type"].to_str().unwrap();
+    assert!(ct.starts_with("text/html"), "{ct}");
+    assert!(page.body.contains("Not found"), "{}", page.body);
 }

@@ -765,6 +765,11 @@ async fn d19_a_256_character_password_is_accepted() {
     assert_eq!(pw.chars().count(), 256);
     let (st, html) = set_password(&s, &format!("/invite/{token}"), &pw, &pw).await;
     assert_eq!(st, StatusCode::OK, "{html}");
+    // Issue 32: the last page leads to the dashboard.
+    assert!(
+        html.contains("<a href=\"&#x2f;dashboard\">← Sign in to the dashboard</a>"),
+        "{html}"
+    );
     assert_eq!(status_of(&s, &t, u.id.as_str()).await, "active");
     assert!(password_is(&s, "long@example.com", &pw).await);
 }

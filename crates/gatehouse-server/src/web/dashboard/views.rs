@@ -36,17 +36,54 @@ pub(super) fn router() -> Router<AppState> {
             get(confirm_delete).post(delete_app),
         )
         .route("/dashboard/api-keys", get(keys).post(create_key))
-        .route("/dashboard/api-keys/{id}/revoke", post(revoke_key))
+        .route(
+            "/dashboard/api-keys/{id}/revoke",
+            get(confirm_revoke_key).post(revoke_key),
+        )
         .route("/dashboard/usage", get(usage))
         .route("/dashboard/team", get(team).post(invite))
         .route("/dashboard/team/{id}", post(change_member))
         .route("/dashboard/organization", get(organization))
+        // Issue 32: an unknown dashboard address gets an HTML page with the
+        // navigation (the routes above, and those merged below, win).
+        .route("/dashboard/{*rest}", get(unknown_page))
         .merge(webhooks::router())
         .merge(activity::router())
         .merge(account::router())
 }
 
 type Peer = ConnectInfo<SocketAddr>;
+
+/// A dashboard address that names no page: 404 in HTML, with the
+/// navigation for a signed-in person, else the plain message page (never
+/// the sign-in: there is nothing to come back to).
+async fn unknown_page(
+    State(st): State<AppState>,
+    ConnectInfo(peer): Peer,
+    headers: HeaderMap,
+    uri: Uri,
+) -> Response {
+    match signed(&st, &headers, peer).await {
+        Ok(signed) => {
+            render(
+                &st,
+                &headers,
+                &signed,
+                StatusCode::NOT_FOUND,
+                "dash_not_found.html",
+                "",
+                context! { path => uri.path() },
+            )
+            .await
+        }
+        Err(_) => message(
+            &st,
+            StatusCode::NOT_FOUND,
+            "Not found",
+            "There is no dashboard page at this address. The dashboard starts at /dashboard.",
+        ),
+    }
+}
 
 fn not_found(st: &AppState) -> Response {
     message(
@@ -158,9 +195,12 @@ async fn create_app(State(st): State<AppState>, ConnectInfo(peer): Peer, req: Re
     let name = form.value("name").unwrap_or("").trim().to_owned();
     let kind = form.value("type").unwrap_or("confidential").to_owned();
     let redirect_uris = lines(form.value("redirect_uris").unwrap_or(""));
+    // Issue 32: post-logout redirect URIs at registration too.
+    let logout_uris = lines(form.value("post_logout_redirect_uris").unwrap_or(""));
     let scopes = ticked_scopes(&form);
     let body = json!({
         "name": name, "type": kind, "redirect_uris": redirect_uris, "scopes": scopes,
+        "post_logout_redirect_uris": logout_uris,
     });
     let reply = signed
         .api(&st, Method::POST, "/applications", Some(&body))
@@ -176,7 +216,10 @@ async fn create_app(State(st): State<AppState>, ConnectInfo(peer): Peer, req: Re
             "applications",
             context! {
                 creating => true, scopes => choices, problem => problem_ctx(&reply),
-                app => context! { name => name, redirect_uris => redirect_uris },
+                app => context! {
+                    name => name, redirect_uris => redirect_uris,
+                    post_logout_redirect_uris => logout_uris,
+                },
                 kind => kind,
             },
         )
@@ -329,6 +372,9 @@ async fn app_page(
         context! {
             app => app_view(a), scopes => scope_choices(offered, &checked),
             kind => a["type"].as_str().unwrap_or(""), problem, notice, grace_issue,
+            // Issue 32: the issuer and endpoints, from the discovery
+            // document itself (one place says what they are).
+            provider => Value::from(minijinja::value::Serde(crate::api::wellknown::document(st))),
         },
     )
     .await
@@ -558,7 +604,17 @@ async fn create_key(State(st): State<AppState>, ConnectInfo(peer): Peer, req: Re
     let signed = signed_or_return!(st, headers, peer);
     let name = form.value("name").unwrap_or("").trim().to_owned();
     let scopes = ticked_scopes(&form);
-    let body = json!({ "name": name, "scopes": scopes });
+    let mut body = json!({ "name": name, "scopes": scopes });
+    // Issue 32: an optional expiry, chosen as a number of days from now
+    // (the form's choices); the API takes the instant.
+    if let Some(days) = form
+        .value("expires_in")
+        .and_then(|d| d.parse::<i64>().ok())
+        .filter(|d| KEY_EXPIRY_DAYS.contains(d))
+    {
+        let at = gatehouse_domain::Timestamp::now().plus_seconds(days * 86_400);
+        body["expires_at"] = json!(at.to_string());
+    }
     let reply = signed
         .api(&st, Method::POST, "/api-keys", Some(&body))
         .await;
@@ -569,6 +625,44 @@ async fn create_key(State(st): State<AppState>, ConnectInfo(peer): Peer, req: Re
         }
         _ => keys_page(&st, &headers, &signed, Some(reply), None, &scopes, &name).await,
     }
+}
+
+/// The expiries the API-key form offers, in days from now.
+const KEY_EXPIRY_DAYS: [i64; 4] = [7, 30, 90, 365];
+
+/// Issue 32: revoking a key asks first (no script needed: a page of its own).
+async fn confirm_revoke_key(
+    State(st): State<AppState>,
+    ConnectInfo(peer): Peer,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Response {
+    let signed = signed_or_return!(st, headers, peer);
+    let Some(id) = safe_id(&id) else {
+        return not_found(&st);
+    };
+    let reply = signed
+        .api(&st, Method::GET, &format!("/api-keys/{id}"), None)
+        .await;
+    let problem = (!reply.ok()).then(|| reply.problem());
+    let k = reply.data();
+    render(
+        &st,
+        &headers,
+        &signed,
+        page_status(&reply),
+        "dash_key_revoke.html",
+        "api-keys",
+        context! {
+            problem,
+            key => reply.ok().then(|| context! {
+                id => k["id"].as_str().unwrap_or(""),
+                name => k["name"].as_str().unwrap_or(""),
+                prefix => k["prefix"].as_str().unwrap_or(""),
+            }),
+        },
+    )
+    .await
 }
 
 async fn revoke_key(
