@@ -137,7 +137,9 @@ impl App {
         }))
     }
 
-    /// The use cases of an operator command (D40), which sends no links.
+    /// The use cases of an operator command (D40). The links its e-mails
+    /// carry (a password reset, issue 32) start with the public URL given
+    /// by [`App::with_public_url`], the server's own setting.
     pub fn operator(store: Arc<dyn Store>, publish: Arc<dyn Publish>) -> Self {
         Self(Arc::new(Inner {
             store,
@@ -158,6 +160,15 @@ impl App {
             first_uses: Default::default(),
             audit_purge: Default::default(),
         }))
+    }
+
+    /// Sets the public URL (D1) the links in e-mails start with; before the
+    /// App is shared.
+    pub fn with_public_url(mut self, public_url: &str) -> Self {
+        Arc::get_mut(&mut self.0)
+            .expect("the public URL is set before the App is shared")
+            .public_url = public_url.trim_end_matches('/').to_owned();
+        self
     }
 
     /// What a change made by `origin` needs to tell its events (D54).

@@ -943,7 +943,20 @@ impl Settings {
             s.https_addr = a;
         }
         s.behind_proxy = serve.behind_proxy || file.behind_proxy.unwrap_or(false);
-        match serve.public_url.clone().or(file.public_url) {
+        // Operator commands take the server's public URL from the
+        // environment too (their flags are not `serve`'s): the links their
+        // e-mails carry lead to it (issue 32, `user reset-password`).
+        let env_url = || {
+            std::env::var("GATEHOUSE_PUBLIC_URL")
+                .ok()
+                .filter(|u| !u.is_empty())
+        };
+        match serve
+            .public_url
+            .clone()
+            .or_else(env_url)
+            .or(file.public_url)
+        {
             Some(u) => s.public_url = u.trim_end_matches('/').to_owned(),
             // D1 (revised): behind a proxy only the operator knows the
             // address clients use; guessing it would publish a wrong issuer.

@@ -51,10 +51,13 @@ fn main() -> std::process::ExitCode {
 /// storage, which must exist already (D47: only serve, migrate and mock
 /// create a database).
 async fn operator(settings: &Settings) -> anyhow::Result<gatehouse_app::App> {
+    // The server's public URL: the links of the e-mails a command sends
+    // (`user reset-password`, `user reset-mfa`) lead to it.
     Ok(gatehouse_app::App::operator(
         open_existing_store(settings).await?,
         std::sync::Arc::new(gatehouse_server::Published),
-    ))
+    )
+    .with_public_url(&settings.public_url))
 }
 
 async fn dispatch(cli: Cli) -> anyhow::Result<()> {

@@ -396,7 +396,12 @@ async fn csrf_pair(s: &TestServer) -> (String, String) {
 
 /// The password form of a link page: GET it, then POST `password`/`confirm`
 /// with its CSRF token and cookie.
-async fn set_password(s: &TestServer, path: &str, pw: &str, confirm: &str) -> (StatusCode, String) {
+pub(crate) async fn set_password(
+    s: &TestServer,
+    path: &str,
+    pw: &str,
+    confirm: &str,
+) -> (StatusCode, String) {
     let p = get_page(s, path, None).await;
     assert_eq!(p.status, StatusCode::OK, "the form at {path}:\n{}", p.html);
     let cookie = p.cookie.clone().expect("the form sets a CSRF cookie");
