@@ -452,6 +452,10 @@ pub struct RedirectUri(String);
 string_value!(RedirectUri);
 
 impl RedirectUri {
+    /// The rule [`RedirectUri::parse`] applies, in words for people filling
+    /// in a form before they submit it (issue 32).
+    pub const RULE: &'static str = "Each must be an https:// address, or http://127.0.0.1 or http://[::1] (any port) for an app on the person's own machine, without a #fragment. Sign-ins may return only to an address listed here, exactly.";
+
     pub fn parse(raw: &str) -> Result<Self, String> {
         if raw.len() > 2000 || raw.chars().any(|c| c.is_whitespace() || c.is_control()) {
             return Err("must be an absolute URI without spaces".into());

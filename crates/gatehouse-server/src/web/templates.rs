@@ -219,6 +219,8 @@ impl Templates {
         env.add_filter("prose", |s: String| Value::from_safe_string(prose(&s)));
         // Issue 32: "3 minutes ago"; templates put it in a `<time>` whose
         // `datetime` and `title` carry the exact instant.
+        // Issue 32: the redirect URIs' rule, shown before a form is sent.
+        env.add_global("redirect_rule", gatehouse_domain::RedirectUri::RULE);
         env.add_filter("ago", |s: String| {
             ago(&s, gatehouse_domain::Timestamp::now())
         });

@@ -498,6 +498,18 @@ async fn applications_keys_and_usage_through_the_management_api() {
     let new = b.get("/dashboard/applications/new").await;
     assert_eq!(new.status, StatusCode::OK, "{}", new.body);
     check_headers(&new);
+    // Issue 32: the redirect URIs' rule is said before the form is sent,
+    // and tied to its field.
+    assert!(
+        new.body.contains("aria-describedby=\"redirect-rule\""),
+        "{}",
+        new.body
+    );
+    assert!(
+        new.body.contains("http:&#x2f;&#x2f;127.0.0.1"),
+        "the rule in words: {}",
+        new.body
+    );
     let token = csrf(&new);
     let created = b
         .post(
