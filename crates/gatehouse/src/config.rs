@@ -574,8 +574,9 @@ pub enum UserCommand {
         #[arg(value_name = "USR")]
         user_id: String,
     },
-    /// Reactivate a deactivated user (their applications stay suspended until
-    /// their secrets are rotated).
+    /// Reactivate a deactivated user: they can sign in again, and the
+    /// applications they own are no longer suspended (their revoked tokens
+    /// and keys stay revoked).
     Activate {
         /// The user's id (usr_…).
         #[arg(value_name = "USR")]
