@@ -41,6 +41,9 @@ pub struct Name(String);
 string_value!(Name);
 
 impl Name {
+    /// [`Name::parse`]'s rule in words, for a form (issue 32).
+    pub const RULE: &'static str = "A name of 1 to 200 characters, without control characters.";
+
     pub fn parse(raw: &str) -> Result<Self, String> {
         let s = raw.trim();
         let n = s.chars().count();
@@ -68,6 +71,10 @@ pub struct Email(String);
 string_value!(Email);
 
 impl Email {
+    /// [`Email::parse`]'s rule in words, for a form (issue 32).
+    pub const RULE: &'static str =
+        "An e-mail address that can receive mail, such as ada@example.com.";
+
     pub fn parse(raw: &str) -> Result<Self, String> {
         let email = Self::parse_for_lookup(raw)?;
         let (local, domain) = (email.local_part(), email.domain());
@@ -192,6 +199,9 @@ pub struct Sku(String);
 string_value!(Sku);
 
 impl Sku {
+    /// [`Sku::parse`]'s rule in words, for a form (issue 32).
+    pub const RULE: &'static str = "1 to 64 letters (A to Z, a to z), digits, dashes, underscores or dots, unique in the catalog.";
+
     pub fn parse(raw: &str) -> Result<Self, String> {
         if raw.is_empty() || raw.len() > 64 {
             return Err("must be 1 to 64 characters".into());
@@ -249,6 +259,9 @@ pub fn words(s: &str) -> Vec<String> {
 /// An amount (`price`, `stock`): an integer from 0 to 2^53−1 (D8).
 pub const MAX_AMOUNT: i64 = (1 << 53) - 1;
 
+/// [`parse_amount`]'s rule in words, for a form's stock (issue 32).
+pub const STOCK_RULE: &str = "A whole number, 0 or more.";
+
 pub fn parse_amount(v: i64) -> Result<i64, String> {
     if (0..=MAX_AMOUNT).contains(&v) {
         Ok(v)
@@ -257,9 +270,94 @@ pub fn parse_amount(v: i64) -> Result<i64, String> {
     }
 }
 
+/// A price as people read and type it (issue 32): organizations have no
+/// currency, so a price is an integer of minor units shown with two
+/// decimals and no symbol (`1999` is `19.99`).
+pub mod price_text {
+    use super::MAX_AMOUNT;
+
+    /// [`parse`]'s rule in words, for a form to show before it is sent.
+    pub const RULE: &str =
+        "A price such as 19.99: digits, with at most two after the point, and no currency symbol.";
+
+    pub fn format(minor: i64) -> String {
+        let sign = if minor < 0 { "-" } else { "" };
+        let m = minor.unsigned_abs();
+        format!("{sign}{}.{:02}", m / 100, m % 100)
+    }
+
+    /// `19.99`, `19.9`, `19` or `.5` as minor units; anything else (a sign,
+    /// a symbol, separators, a third decimal, more than 2^53−1 minor units)
+    /// is refused with [`RULE`].
+    pub fn parse(text: &str) -> Result<i64, &'static str> {
+        let t = text.trim();
+        let (whole, frac) = t.split_once('.').unwrap_or((t, ""));
+        let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+        if (whole.is_empty() && frac.is_empty())
+            || !digits(whole)
+            || !digits(frac)
+            || frac.len() > 2
+            || (t.ends_with('.') && whole.is_empty())
+        {
+            return Err(RULE);
+        }
+        let whole: i64 = if whole.is_empty() {
+            0
+        } else {
+            whole.parse().map_err(|_| RULE)?
+        };
+        let cents: i64 = match frac.len() {
+            0 => 0,
+            1 => frac.parse::<i64>().map_err(|_| RULE)? * 10,
+            _ => frac.parse().map_err(|_| RULE)?,
+        };
+        whole
+            .checked_mul(100)
+            .and_then(|w| w.checked_add(cents))
+            .filter(|v| *v <= MAX_AMOUNT)
+            .ok_or(RULE)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn prices_read_and_show_with_two_decimals() {
+        use price_text::{format, parse};
+        assert_eq!(format(1999), "19.99");
+        assert_eq!(format(5), "0.05");
+        assert_eq!(format(0), "0.00");
+        assert_eq!(format(MAX_AMOUNT), "90071992547409.91");
+        for (text, minor) in [
+            ("19.99", 1999),
+            ("19.9", 1990),
+            ("19", 1900),
+            (" 0.05 ", 5),
+            (".5", 50),
+            ("19.", 1900),
+            ("90071992547409.91", MAX_AMOUNT),
+        ] {
+            assert_eq!(parse(text), Ok(minor), "{text}");
+            assert_eq!(parse(&format(minor)), Ok(minor), "round trip of {minor}");
+        }
+        for bad in [
+            "",
+            ".",
+            "-1",
+            "+1",
+            "1,99",
+            "19.999",
+            "$19.99",
+            "19.99 EUR",
+            "1e3",
+            "90071992547409.92",
+            "99999999999999999999",
+        ] {
+            assert_eq!(parse(bad), Err(price_text::RULE), "{bad:?}");
+        }
+    }
 
     #[test]
     fn a_control_character_in_q_matches_nothing() {

@@ -22,7 +22,7 @@ impl Default for Templates {
 }
 
 /// Every template, compiled into the binary (no external assets).
-const TEMPLATES: [(&str, &str); 36] = [
+const TEMPLATES: [(&str, &str); 42] = [
     (
         "account_security.html",
         include_str!("../../templates/account_security.html"),
@@ -115,8 +115,32 @@ const TEMPLATES: [(&str, &str); 36] = [
         include_str!("../../templates/dash_usage.html"),
     ),
     (
-        "dash_team.html",
-        include_str!("../../templates/dash_team.html"),
+        "dash_macros.html",
+        include_str!("../../templates/dash_macros.html"),
+    ),
+    (
+        "dash_users.html",
+        include_str!("../../templates/dash_users.html"),
+    ),
+    (
+        "dash_user.html",
+        include_str!("../../templates/dash_user.html"),
+    ),
+    (
+        "dash_user_delete.html",
+        include_str!("../../templates/dash_user_delete.html"),
+    ),
+    (
+        "dash_products.html",
+        include_str!("../../templates/dash_products.html"),
+    ),
+    (
+        "dash_product.html",
+        include_str!("../../templates/dash_product.html"),
+    ),
+    (
+        "dash_product_delete.html",
+        include_str!("../../templates/dash_product_delete.html"),
     ),
     (
         "dash_org.html",

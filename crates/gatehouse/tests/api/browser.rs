@@ -635,7 +635,7 @@ async fn the_dashboard_in_chromium() {
     audit.page(&c, "usage").await;
 
     // Invite a teammate.
-    c.goto(&format!("{base}/dashboard/team")).await.unwrap();
+    c.goto(&format!("{base}/dashboard/users")).await.unwrap();
     wait_for(&c, "Invite a teammate").await;
     fill(&c, "#invite-email", "teammate@example.com").await;
     fill(&c, "#invite-name", "Tea Mate").await;
@@ -645,7 +645,7 @@ async fn the_dashboard_in_chromium() {
         .select_by_value("editor")
         .await
         .unwrap();
-    click(&c, "form[action='/dashboard/team'] button[type=submit]").await;
+    click(&c, "form[action='/dashboard/users'] button[type=submit]").await;
     wait_for(&c, "The invitation was sent.").await;
     wait_for(&c, "teammate@example.com").await;
     audit.page(&c, "team").await;
@@ -737,7 +737,7 @@ async fn the_dashboard_in_chromium() {
     click(&c, "form.signout button").await;
     wait_for(&c, "Signed out").await;
     audit.page(&c, "signed-out").await;
-    c.goto(&format!("{base}/dashboard/team")).await.unwrap();
+    c.goto(&format!("{base}/dashboard/users")).await.unwrap();
     wait_for(&c, "Sign in to continue").await;
 
     // Accounts in two organizations: the person picks one.
@@ -803,10 +803,10 @@ async fn the_dashboard_in_chromium() {
     wait_for(&n, "Revoke no-script key?").await;
     click(&n, "form[action$='/revoke'] button").await;
     wait_for(&n, "The API key was revoked.").await;
-    n.goto(&format!("{base}/dashboard/team")).await.unwrap();
+    n.goto(&format!("{base}/dashboard/users")).await.unwrap();
     fill(&n, "#invite-email", "second@example.com").await;
     fill(&n, "#invite-name", "Sec Ond").await;
-    click(&n, "form[action='/dashboard/team'] button[type=submit]").await;
+    click(&n, "form[action='/dashboard/users'] button[type=submit]").await;
     wait_for(&n, "The invitation was sent.").await;
     let mate = s
         .store()
@@ -824,7 +824,7 @@ async fn the_dashboard_in_chromium() {
     click(
         &n,
         &format!(
-            "form[action='/dashboard/team/{}'] button.secondary",
+            "form[action='/dashboard/users/{}'] button.secondary",
             mate.id
         ),
     )

@@ -144,7 +144,7 @@ async fn a_person_signs_in_without_consent_and_manages_the_team() {
     let mut b = Browser::new(&s);
     sign_in(&mut b, admin.email.as_str()).await;
 
-    let team = b.get("/dashboard/team").await;
+    let team = b.get("/dashboard/users").await;
     assert_eq!(team.status, StatusCode::OK, "{}", team.body);
     check_headers(&team);
     assert!(team.body.contains("dash-admin@example.com"));
@@ -154,7 +154,7 @@ async fn a_person_signs_in_without_consent_and_manages_the_team() {
     let token = csrf(&team);
     let invited = b
         .post(
-            "/dashboard/team",
+            "/dashboard/users",
             &[
                 ("csrf_token", &token),
                 ("email", "teammate@example.com"),
@@ -164,14 +164,14 @@ async fn a_person_signs_in_without_consent_and_manages_the_team() {
         )
         .await;
     assert_eq!(invited.status, StatusCode::SEE_OTHER, "{}", invited.body);
-    let team = b.get("/dashboard/team?done=invited").await;
+    let team = b.get("/dashboard/users?done=invited").await;
     assert!(team.body.contains("teammate@example.com"));
     assert!(team.body.contains("The invitation was sent."));
 
     // A refusal of the API is shown in words (a duplicate address).
     let again = b
         .post(
-            "/dashboard/team",
+            "/dashboard/users",
             &[
                 ("csrf_token", &token),
                 ("email", "teammate@example.com"),
@@ -193,7 +193,7 @@ async fn a_person_signs_in_without_consent_and_manages_the_team() {
         .0;
     let changed = b
         .post(
-            &format!("/dashboard/team/{}", mate.id),
+            &format!("/dashboard/users/{}", mate.id),
             &[("csrf_token", &token), ("role", "viewer")],
         )
         .await;
@@ -214,7 +214,7 @@ async fn a_person_signs_in_without_consent_and_manages_the_team() {
     ] {
         let res = b
             .post(
-                &format!("/dashboard/team/{}", active.id),
+                &format!("/dashboard/users/{}", active.id),
                 &[("csrf_token", &token), ("status", status)],
             )
             .await;
@@ -234,7 +234,7 @@ async fn a_person_signs_in_without_consent_and_manages_the_team() {
         "/dashboard/applications/new",
         "/dashboard/api-keys",
         "/dashboard/usage",
-        "/dashboard/team",
+        "/dashboard/users",
         "/dashboard/organization",
     ] {
         let page = b.get(path).await;
@@ -252,7 +252,7 @@ async fn forms_without_their_csrf_token_are_refused() {
     sign_in(&mut b, admin.email.as_str()).await;
     for (path, fields) in [
         (
-            "/dashboard/team",
+            "/dashboard/users",
             vec![
                 ("email", "x@example.com"),
                 ("name", "X"),
@@ -271,7 +271,7 @@ async fn forms_without_their_csrf_token_are_refused() {
         let wrong = b.post(path, &wrong).await;
         assert_eq!(wrong.status, StatusCode::FORBIDDEN, "{path}");
     }
-    let team = b.get("/dashboard/team").await;
+    let team = b.get("/dashboard/users").await;
     assert!(!team.body.contains("x@example.com"), "nothing was done");
 }
 
@@ -310,7 +310,7 @@ async fn sign_out_is_a_post_and_ends_the_gatehouse_session() {
     let get = b.get("/dashboard/signout").await;
     assert_eq!(get.status, StatusCode::METHOD_NOT_ALLOWED);
 
-    let page = b.get("/dashboard/team").await;
+    let page = b.get("/dashboard/users").await;
     let token = csrf(&page);
     let out = b
         .post("/dashboard/signout", &[("csrf_token", &token)])
@@ -333,7 +333,7 @@ async fn sign_out_is_a_post_and_ends_the_gatehouse_session() {
     // revoked and the browser session is gone, so no refresh.
     let mut replay = Browser::new(&s);
     replay.jar = kept;
-    let again = replay.get("/dashboard/team").await;
+    let again = replay.get("/dashboard/users").await;
     assert_eq!(again.status, StatusCode::SEE_OTHER);
     assert_eq!(again.location().as_deref(), Some("/dashboard/signin"));
 
@@ -421,7 +421,7 @@ async fn several_organizations_ask_which_one() {
     let replay = again.submit(&form, &[("org", s.org().as_str())]).await;
     assert_eq!(replay.status, StatusCode::UNAUTHORIZED, "{}", replay.body);
     through_callback(&mut b, &back).await;
-    let team = b.get("/dashboard/team").await;
+    let team = b.get("/dashboard/users").await;
     assert_eq!(team.status, StatusCode::OK);
     assert!(team.body.contains("viewer"));
     assert!(
@@ -780,7 +780,7 @@ async fn d57_a_demotion_keeps_the_dashboard_session_and_a_deactivation_ends_it()
     let me = person(&s, &s.org(), "demoted@example.com", Role::Admin).await;
     let mut b = Browser::new(&s);
     sign_in(&mut b, me.email.as_str()).await;
-    let team = b.get("/dashboard/team").await;
+    let team = b.get("/dashboard/users").await;
     assert!(team.body.contains("Invite a teammate"));
 
     // A demotion through the API revokes the person's tokens (D29) but,
@@ -799,7 +799,7 @@ async fn d57_a_demotion_keeps_the_dashboard_session_and_a_deactivation_ends_it()
     // Revocation cut-offs are whole seconds: a token minted in the
     // demotion's second is revoked with the rest.
     tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
-    let team = b.get("/dashboard/team").await;
+    let team = b.get("/dashboard/users").await;
     assert_eq!(team.status, StatusCode::OK, "{}", team.body);
     assert!(team.body.contains("· editor"), "{}", team.body);
     assert!(!team.body.contains("Invite a teammate"));
@@ -814,7 +814,7 @@ async fn d57_a_demotion_keeps_the_dashboard_session_and_a_deactivation_ends_it()
         )
         .await;
     assert_eq!(res.status(), StatusCode::OK);
-    let team = b.get("/dashboard/team").await;
+    let team = b.get("/dashboard/users").await;
     assert_eq!(team.status, StatusCode::SEE_OTHER);
     assert_eq!(team.location().as_deref(), Some("/dashboard/signin"));
     let login = to_login(&mut b).await;
@@ -866,7 +866,7 @@ async fn the_mock_dashboard_uses_plain_cookies() {
             .iter()
             .any(|c| c.starts_with("gh_dash=") && !c.contains("Secure"))
     );
-    let team = b.get("/dashboard/team").await;
+    let team = b.get("/dashboard/users").await;
     assert_eq!(team.status, StatusCode::OK, "{}", team.body);
     assert!(team.body.contains("ada@example.com"));
 }
@@ -1246,7 +1246,7 @@ async fn the_webhooks_page_is_for_admins_only() {
     sign_in(&mut b, editor.email.as_str()).await;
     let apps = b.get("/dashboard/applications").await;
     // (The tab's link text; its `href` is escaped as `&#x2f;dashboard…`.)
-    assert!(apps.body.contains(">Team</a>"), "{}", apps.body);
+    assert!(apps.body.contains(">Users</a>"), "{}", apps.body);
     assert!(!apps.body.contains(">Webhooks</a>"), "{}", apps.body);
     let page = b.get("/dashboard/webhooks").await;
     assert_eq!(page.status, StatusCode::FORBIDDEN, "{}", page.body);
@@ -1581,7 +1581,7 @@ async fn the_activity_page_is_for_admins_only() {
         let mut b = Browser::new(&s);
         sign_in(&mut b, who.email.as_str()).await;
         let apps = b.get("/dashboard/applications").await;
-        assert!(apps.body.contains(">Team</a>"), "{}", apps.body);
+        assert!(apps.body.contains(">Users</a>"), "{}", apps.body);
         assert!(
             !apps.body.contains(">Activity</a>"),
             "{role:?}: {}",
@@ -1603,7 +1603,7 @@ async fn the_activity_page_is_for_admins_only() {
         );
         assert_eq!(rows(&page), 0);
         assert!(!page.body.contains(">Activity</a>"));
-        let team = b.get("/dashboard/team").await;
+        let team = b.get("/dashboard/users").await;
         assert!(!team.body.contains("/dashboard/activity?target="));
         // A filtered link changes nothing.
         let filtered = b
@@ -1662,7 +1662,7 @@ async fn items_link_to_their_history() {
         "{}",
         keys.body
     );
-    let team = b.get("/dashboard/team").await;
+    let team = b.get(&format!("/dashboard/users/{}", admin.id)).await;
     assert!(
         team.body
             .contains(&format!("href=\"/dashboard/activity?target={}\"", admin.id)),
@@ -1735,4 +1735,493 @@ async fn unknown_dashboard_paths_are_an_html_page_with_the_navigation() {
     let ct = page.headers["content-type"].to_str().unwrap();
     assert!(ct.starts_with("text/html"), "{ct}");
     assert!(page.body.contains("Not found"), "{}", page.body);
+}
+
+/// The text of an HTML page without its tags (entities as they are).
+fn text_of(html: &str) -> String {
+    let mut out = String::with_capacity(html.len());
+    let mut tag = false;
+    for c in html.chars() {
+        match c {
+            '<' => tag = true,
+            '>' => {
+                tag = false;
+                out.push(' ');
+            }
+            c if !tag => out.push(c),
+            _ => {}
+        }
+    }
+    out.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// An organization whose limits do not bind: a page of a person reads
+/// five things through `/v1` with the person's grant (D48), and a test
+/// that clicks as fast as it can would pass a pro plan's 50 a second for
+/// one credential (D28).
+async fn fast_clicking_org(s: &TestServer) -> OrgId {
+    let org = gatehouse_domain::Organization {
+        id: OrgId::generate(),
+        name: "Fast clicks".into(),
+        plan: Plan::Enterprise,
+        per_minute: Some(1_000_000),
+        per_second: Some(100_000),
+        created_at: Timestamp::now(),
+    };
+    s.store().create_org(&org).await.unwrap();
+    org.id
+}
+
+/// Issue 32: the Users page finds people by search, role and status, a
+/// page at a time (D14); a person's page changes their name and role,
+/// deactivates and reactivates them, ends their sessions (D57), resends or
+/// cancels an invitation and deletes them, naming who takes over their
+/// applications (D13). A refused field is said beside it in words.
+#[tokio::test]
+async fn the_users_page_finds_people_and_manages_each_one() {
+    let s = TestServer::start().await;
+    let org = fast_clicking_org(&s).await;
+    let admin = person(&s, &org, "users-admin@example.com", Role::Admin).await;
+    for i in 0..60 {
+        let u = NewUser {
+            id: UserId::generate(),
+            email: Email::parse(&format!("member{i:02}@example.com")).unwrap(),
+            name: Name::parse(&format!("Member {i:02}")).unwrap(),
+            role: if i % 3 == 0 {
+                Role::Editor
+            } else {
+                Role::Viewer
+            },
+            status: if i % 2 == 1 {
+                UserStatus::PendingInvite
+            } else {
+                UserStatus::Active
+            },
+            password_hash: None,
+            created_at: Timestamp::now(),
+        };
+        s.store()
+            .insert_user(&org, &u, crate::common::operator())
+            .await
+            .unwrap();
+    }
+    let mut b = Browser::new(&s);
+    sign_in(&mut b, admin.email.as_str()).await;
+
+    // The old address leads here.
+    let team = b.get("/dashboard/team").await;
+    assert_eq!(team.status, StatusCode::PERMANENT_REDIRECT);
+    assert_eq!(team.location().as_deref(), Some("/dashboard/users"));
+
+    // Paging: 61 people, 50 a page.
+    let first = b.get("/dashboard/users").await;
+    assert_eq!(first.status, StatusCode::OK, "{}", first.body);
+    check_headers(&first);
+    let words = text_of(&first.body);
+    assert!(words.contains("People 1–50 of 61"), "{words}");
+    let links = |html: &str| html.replace("&#x2f;", "/").replace("&amp;", "&");
+    assert!(links(&first.body).contains("href=\"/dashboard/users?offset=50\""));
+    let second = b.get("/dashboard/users?offset=50").await;
+    assert!(text_of(&second.body).contains("People 51–61 of 61"));
+    assert!(second.body.contains("rel=\"prev\""));
+    // Past the end: a way back, not an empty table.
+    let past = b.get("/dashboard/users?offset=500").await;
+    assert!(past.body.contains("Go to the first page"), "{}", past.body);
+
+    // Search and filters, kept by the page links.
+    let found = b.get("/dashboard/users?q=member0&role=editor").await;
+    let words = text_of(&found.body);
+    for i in [0, 3, 6, 9] {
+        assert!(
+            words.contains(&format!("member{i:02}@example.com")),
+            "{words}"
+        );
+    }
+    assert!(!words.contains("member01@example.com"), "{words}");
+    assert!(!words.contains("member30@example.com"), "{words}");
+    let invited = b
+        .get("/dashboard/users?status=pending_invite&limit=20")
+        .await;
+    assert!(
+        links(&invited.body)
+            .contains("href=\"/dashboard/users?status=pending_invite&limit=20&offset=20\""),
+        "{}",
+        invited.body
+    );
+    assert!(!invited.body.contains("\"E-mail\">users-admin@example.com"));
+    assert!(second.body.contains("\"E-mail\">users-admin@example.com"));
+    let refused = b.get("/dashboard/users?role=owner").await;
+    assert_eq!(refused.status, StatusCode::BAD_REQUEST);
+    assert!(refused.body.contains("Choose viewer, editor or admin."));
+    assert!(
+        !refused.body.contains("member00@example.com"),
+        "nothing listed"
+    );
+
+    // Inviting: a refused field is said beside it, in the page's words.
+    let token_field = csrf(&first);
+    let bad = b
+        .post(
+            "/dashboard/users",
+            &[
+                ("csrf_token", &token_field),
+                ("email", "not an address"),
+                ("name", "   "),
+                ("role", "viewer"),
+            ],
+        )
+        .await;
+    assert_eq!(bad.status, StatusCode::BAD_REQUEST, "{}", bad.body);
+    assert!(
+        bad.body.contains("id=\"invite-email-error\""),
+        "{}",
+        bad.body
+    );
+    assert!(bad.body.contains(Email::RULE));
+    assert!(bad.body.contains("id=\"invite-name-error\""));
+    assert!(bad.body.contains("aria-invalid=\"true\""));
+    assert!(
+        bad.body.contains("value=\"not an address\""),
+        "kept as typed"
+    );
+    assert!(
+        !bad.body.contains("must not be empty") && !bad.body.contains("name:"),
+        "never the API's words: {}",
+        bad.body
+    );
+    let taken = b
+        .post(
+            "/dashboard/users",
+            &[
+                ("csrf_token", &token_field),
+                ("email", "member05@example.com"),
+                ("name", "Again"),
+                ("role", "viewer"),
+            ],
+        )
+        .await;
+    assert_eq!(taken.status, StatusCode::CONFLICT);
+    assert!(taken.body.contains("already has this e-mail address"));
+
+    // A person: an editor with an application, a key and a session.
+    let mate = person(&s, &org, "owner-mate@example.com", Role::Editor).await;
+    let mut theirs = Browser::new(&s);
+    sign_in(&mut theirs, mate.email.as_str()).await;
+    let page = theirs.get("/dashboard/applications/new").await;
+    let t = csrf(&page);
+    let made = theirs
+        .post(
+            "/dashboard/applications",
+            &[
+                ("csrf_token", &t),
+                ("name", "Mate's app"),
+                ("type", "public"),
+                ("redirect_uris", "https://mate.example/cb"),
+                ("scope.openid", "on"),
+            ],
+        )
+        .await;
+    assert!(made.status.is_success() || made.status.is_redirection());
+    let page = theirs.get("/dashboard/api-keys").await;
+    let t = csrf(&page);
+    let key = theirs
+        .post(
+            "/dashboard/api-keys",
+            &[
+                ("csrf_token", &t),
+                ("name", "mate key"),
+                ("scope.users:read", "on"),
+            ],
+        )
+        .await;
+    assert_eq!(key.status, StatusCode::CREATED, "{}", key.body);
+
+    let path = format!("/dashboard/users/{}", mate.id);
+    let page = b.get(&path).await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    let words = text_of(&page.body);
+    assert!(words.contains("Mate's app") || page.body.contains("Mate&#x27;s app"));
+    assert!(words.contains("mate key"), "{words}");
+    assert!(words.contains("Last sign-in just now"), "{words}");
+    assert!(page.body.contains("/sessions/"), "an open session to end");
+    assert!(page.body.contains("<time datetime="));
+
+    // Name and role together; an empty name is refused beside the field.
+    let t = csrf(&page);
+    let empty = b
+        .post(
+            &path,
+            &[("csrf_token", &t), ("name", ""), ("role", "viewer")],
+        )
+        .await;
+    assert_eq!(empty.status, StatusCode::BAD_REQUEST);
+    assert!(empty.body.contains("id=\"name-error\""));
+    assert!(empty.body.contains(Name::RULE));
+    let saved = b
+        .post(
+            &path,
+            &[
+                ("csrf_token", &t),
+                ("name", "Owner Mate"),
+                ("role", "editor"),
+            ],
+        )
+        .await;
+    assert_eq!(saved.status, StatusCode::SEE_OTHER, "{}", saved.body);
+    let now = s.store().get_user(&org, &mate.id).await.unwrap().unwrap();
+    assert_eq!(now.name.as_str(), "Owner Mate");
+
+    // Deactivating revokes their key; reactivating brings them back.
+    let off = b
+        .post(&path, &[("csrf_token", &t), ("status", "inactive")])
+        .await;
+    assert_eq!(off.status, StatusCode::SEE_OTHER);
+    let page = b.get(&format!("{path}?done=deactivated")).await;
+    let words = text_of(&page.body);
+    assert!(words.contains("their API keys were revoked"), "{words}");
+    assert!(
+        words.contains("mate key") && words.contains("revoked"),
+        "{words}"
+    );
+    assert!(words.contains("suspended"), "the application: {words}");
+    assert!(words.contains("No open session."), "{words}");
+    let on = b
+        .post(&path, &[("csrf_token", &t), ("status", "active")])
+        .await;
+    assert_eq!(on.status, StatusCode::SEE_OTHER);
+
+    // Deleting someone who owns an application asks who takes it over.
+    let confirm = b.get(&format!("{path}/delete")).await;
+    assert_eq!(confirm.status, StatusCode::OK);
+    assert!(confirm.body.contains("Who takes over their applications"));
+    let t = csrf(&confirm);
+    let nobody = b
+        .post(
+            &format!("{path}/delete"),
+            &[("csrf_token", &t), ("transfer_to", "nobody@example.com")],
+        )
+        .await;
+    assert_eq!(nobody.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(nobody.body.contains("id=\"transfer_to-error\""));
+    assert!(s.store().get_user(&org, &mate.id).await.unwrap().is_some());
+    let gone = b
+        .post(
+            &format!("{path}/delete"),
+            &[
+                ("csrf_token", &t),
+                ("transfer_to", "Users-Admin@example.com"),
+            ],
+        )
+        .await;
+    assert_eq!(gone.status, StatusCode::SEE_OTHER, "{}", gone.body);
+    assert!(s.store().get_user(&org, &mate.id).await.unwrap().is_none());
+    let mine = b.get(&format!("/dashboard/users/{}", admin.id)).await;
+    assert!(
+        text_of(&mine.body).contains("Mate's app") || mine.body.contains("Mate&#x27;s app"),
+        "moved to the admin"
+    );
+
+    // An invitation: sent again, then cancelled.
+    let pending = s
+        .store()
+        .find_user_by_email(&org, &Email::parse("member01@example.com").unwrap())
+        .await
+        .unwrap()
+        .unwrap()
+        .0;
+    let path = format!("/dashboard/users/{}", pending.id);
+    let page = b.get(&path).await;
+    assert!(
+        page.body.contains("Send the invitation again"),
+        "{}",
+        page.body
+    );
+    let again = b
+        .post(&format!("{path}/invitation"), &[("csrf_token", &t)])
+        .await;
+    assert_eq!(again.status, StatusCode::SEE_OTHER, "{}", again.body);
+    let confirm = b.get(&format!("{path}/delete")).await;
+    assert!(text_of(&confirm.body).contains("Cancel the invitation of member01@example.com?"));
+    let cancelled = b
+        .post(
+            &format!("{path}/delete"),
+            &[("csrf_token", &t), ("invited", "1")],
+        )
+        .await;
+    assert_eq!(cancelled.status, StatusCode::SEE_OTHER);
+    assert_eq!(
+        cancelled.location().as_deref(),
+        Some("/dashboard/users?done=cancelled")
+    );
+    assert!(
+        s.store()
+            .get_user(&org, &pending.id)
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
+
+async fn product_json(s: &TestServer, token: &str, id: &str) -> serde_json::Value {
+    let res = s
+        .call(Method::GET, &format!("/v1/products/{id}"), token, None)
+        .await;
+    res.json::<serde_json::Value>().await.unwrap()["data"].clone()
+}
+
+/// Issue 32: the Products page. Prices are minor units shown and typed
+/// with two decimals and no symbol; stock sets the status unless the
+/// product is discontinued (D18); a price the page cannot read is refused
+/// beside its field before any request.
+#[tokio::test]
+async fn the_products_page_adds_changes_discontinues_and_deletes() {
+    let s = TestServer::start().await;
+    let org = fast_clicking_org(&s).await;
+    let editor = person(&s, &org, "catalog@example.com", Role::Editor).await;
+    let mut b = Browser::new(&s);
+    sign_in(&mut b, editor.email.as_str()).await;
+    let list = b.get("/dashboard/products").await;
+    assert_eq!(list.status, StatusCode::OK, "{}", list.body);
+    check_headers(&list);
+    assert!(list.body.contains("Add a product"));
+    assert!(
+        list.body
+            .contains(gatehouse_domain::values::price_text::RULE)
+    );
+    let t = csrf(&list);
+
+    for (price, why) in [
+        ("19.999", "three decimals"),
+        ("$5", "a symbol"),
+        ("-1", "a sign"),
+    ] {
+        let bad = b
+            .post(
+                "/dashboard/products",
+                &[
+                    ("csrf_token", &t),
+                    ("name", "Blue Shirt"),
+                    ("sku", "SHIRT-1"),
+                    ("price", price),
+                    ("stock", "3"),
+                ],
+            )
+            .await;
+        assert_eq!(bad.status, StatusCode::BAD_REQUEST, "{why}");
+        assert!(
+            bad.body.contains("id=\"price-error\""),
+            "{why}: {}",
+            bad.body
+        );
+        assert!(bad.body.contains("value=\"Blue Shirt\""), "kept as typed");
+    }
+    let (client, secret) = s.new_client(&org, "products:read").await;
+    let token = s.token_for(&client, &secret, "products:read").await;
+    let none = s.call(Method::GET, "/v1/products", &token, None).await;
+    let none: serde_json::Value = none.json().await.unwrap();
+    assert_eq!(none["meta"]["total"], 0, "nothing was sent to the API");
+
+    let made = b
+        .post(
+            "/dashboard/products",
+            &[
+                ("csrf_token", &t),
+                ("name", "Blue Shirt"),
+                ("sku", "SHIRT-1"),
+                ("price", "19.99"),
+                ("stock", "3"),
+            ],
+        )
+        .await;
+    assert_eq!(made.status, StatusCode::SEE_OTHER, "{}", made.body);
+    let path = made.location().unwrap();
+    let path = path.split('?').next().unwrap().to_owned();
+    let id = path.rsplit('/').next().unwrap().to_owned();
+    let p = product_json(&s, &token, &id).await;
+    assert_eq!(p["price"], 1999);
+    assert_eq!(p["status"], "available");
+    let page = b.get(&path).await;
+    assert!(page.body.contains("value=\"19.99\""), "{}", page.body);
+
+    // A taken SKU is the SKU's problem.
+    let dup = b
+        .post(
+            "/dashboard/products",
+            &[
+                ("csrf_token", &t),
+                ("name", "Other"),
+                ("sku", "SHIRT-1"),
+                ("price", "1"),
+                ("stock", "0"),
+            ],
+        )
+        .await;
+    assert_eq!(dup.status, StatusCode::CONFLICT);
+    assert!(dup.body.contains("id=\"sku-error\""));
+
+    // Stock to 0: out of stock; discontinued; back on sale by its stock.
+    let saved = b
+        .post(
+            &path,
+            &[
+                ("csrf_token", &t),
+                ("name", "Blue Shirt"),
+                ("sku", "SHIRT-1"),
+                ("price", "20"),
+                ("stock", "0"),
+            ],
+        )
+        .await;
+    assert_eq!(saved.status, StatusCode::SEE_OTHER, "{}", saved.body);
+    let p = product_json(&s, &token, &id).await;
+    assert_eq!(
+        (p["price"].as_i64(), p["status"].as_str()),
+        (Some(2000), Some("out_of_stock"))
+    );
+    let off = b
+        .post(&path, &[("csrf_token", &t), ("action", "discontinue")])
+        .await;
+    assert_eq!(off.status, StatusCode::SEE_OTHER);
+    assert_eq!(
+        product_json(&s, &token, &id).await["status"],
+        "discontinued"
+    );
+    let filtered = b
+        .get("/dashboard/products?status=discontinued&q=blue")
+        .await;
+    assert!(filtered.body.contains("SHIRT-1"), "{}", filtered.body);
+    assert!(filtered.body.contains("20.00"));
+    let back = b
+        .post(
+            &path,
+            &[("csrf_token", &t), ("action", "return"), ("stock", "0")],
+        )
+        .await;
+    assert_eq!(back.status, StatusCode::SEE_OTHER, "{}", back.body);
+    assert_eq!(
+        product_json(&s, &token, &id).await["status"],
+        "out_of_stock"
+    );
+    let other = b.get("/dashboard/products?status=available").await;
+    assert!(!other.body.contains("SHIRT-1"));
+
+    // Deleted after a confirmation.
+    let confirm = b.get(&format!("{path}/delete")).await;
+    assert!(text_of(&confirm.body).contains("Delete Blue Shirt?"));
+    let gone = b
+        .post(&format!("{path}/delete"), &[("csrf_token", &t)])
+        .await;
+    assert_eq!(gone.status, StatusCode::SEE_OTHER);
+    let res = s
+        .call(Method::GET, &format!("/v1/products/{id}"), &token, None)
+        .await;
+    assert_eq!(res.status(), StatusCode::NOT_FOUND);
+
+    // A viewer reads the catalog but gets no forms.
+    let viewer = person(&s, &org, "reader@example.com", Role::Viewer).await;
+    let mut v = Browser::new(&s);
+    sign_in(&mut v, viewer.email.as_str()).await;
+    let list = v.get("/dashboard/products").await;
+    assert_eq!(list.status, StatusCode::OK);
+    assert!(!list.body.contains("Add the product"));
 }

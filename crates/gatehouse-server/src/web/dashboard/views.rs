@@ -1,4 +1,4 @@
-//! The dashboard's pages (D48): applications, API keys, usage, team,
+//! The dashboard's pages (D48): applications, API keys, usage, users, products,
 //! organization and (admins) webhooks and activity. Each handler reads the
 //! signed-in person, calls the management API in process (`super::api`)
 //! and renders the JSON it gets back; a form's POST answers with a 303 to
@@ -41,12 +41,12 @@ pub(super) fn router() -> Router<AppState> {
             get(confirm_revoke_key).post(revoke_key),
         )
         .route("/dashboard/usage", get(usage))
-        .route("/dashboard/team", get(team).post(invite))
-        .route("/dashboard/team/{id}", post(change_member))
         .route("/dashboard/organization", get(organization))
         // Issue 32: an unknown dashboard address gets an HTML page with the
         // navigation (the routes above, and those merged below, win).
         .route("/dashboard/{*rest}", get(unknown_page))
+        .merge(users::router())
+        .merge(products::router())
         .merge(webhooks::router())
         .merge(activity::router())
         .merge(account::router())
@@ -120,6 +120,9 @@ macro_rules! form_or_return {
 
 mod account;
 mod activity;
+mod listing;
+mod products;
+mod users;
 mod webhooks;
 
 // ---- Applications ------------------------------------------------------
@@ -805,124 +808,6 @@ async fn usage(
         },
     )
     .await
-}
-
-// ---- Team --------------------------------------------------------------
-
-async fn team(
-    State(st): State<AppState>,
-    ConnectInfo(peer): Peer,
-    headers: HeaderMap,
-    uri: Uri,
-) -> Response {
-    let signed = signed_or_return!(st, headers, peer);
-    team_page(&st, &headers, &signed, None, notice(&uri), None).await
-}
-
-async fn team_page(
-    st: &AppState,
-    headers: &HeaderMap,
-    signed: &Signed,
-    failed: Option<Reply>,
-    notice: Option<&str>,
-    invite: Option<Value>,
-) -> Response {
-    let reply = signed.api(st, Method::GET, "/users?limit=100", None).await;
-    let list_problem = (!reply.ok()).then(|| reply.problem());
-    let users: Vec<Value> = reply
-        .data()
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .map(|u| {
-                    context! {
-                        id => u["id"].as_str().unwrap_or(""),
-                        name => u["name"].as_str().unwrap_or(""),
-                        email => u["email"].as_str().unwrap_or(""),
-                        role => u["role"].as_str().unwrap_or(""),
-                        status => u["status"].as_str().unwrap_or(""),
-                    }
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    let status = page_status(failed.as_ref().unwrap_or(&reply));
-    let problem = failed.map(|r| r.problem());
-    render(
-        st,
-        headers,
-        signed,
-        status,
-        "dash_team.html",
-        "team",
-        context! {
-            users, problem, list_problem, notice, invite,
-            total => reply.body["meta"]["total"].as_u64(),
-            roles => ["viewer", "editor", "admin"],
-        },
-    )
-    .await
-}
-
-async fn invite(State(st): State<AppState>, ConnectInfo(peer): Peer, req: Request) -> Response {
-    let (headers, form) = form_or_return!(st, req);
-    let signed = signed_or_return!(st, headers, peer);
-    let email = form.value("email").unwrap_or("").trim().to_owned();
-    let name = form.value("name").unwrap_or("").trim().to_owned();
-    let role = form.value("role").unwrap_or("viewer").to_owned();
-    let body = json!({ "email": email, "name": name, "role": role });
-    let reply = signed.api(&st, Method::POST, "/users", Some(&body)).await;
-    if reply.ok() {
-        return signed.redirect(&st, "/dashboard/team?done=invited");
-    }
-    team_page(
-        &st,
-        &headers,
-        &signed,
-        Some(reply),
-        None,
-        Some(context! { email, name, role }),
-    )
-    .await
-}
-
-async fn change_member(
-    State(st): State<AppState>,
-    ConnectInfo(peer): Peer,
-    Path(id): Path<String>,
-    req: Request,
-) -> Response {
-    let (headers, form) = form_or_return!(st, req);
-    let signed = signed_or_return!(st, headers, peer);
-    let Some(id) = safe_id(&id) else {
-        return not_found(&st);
-    };
-    let body = match (form.get("role"), form.get("status")) {
-        (Some(role), None) => json!({ "role": role }),
-        (None, Some(status)) => json!({ "status": status }),
-        _ => {
-            return team_page(
-                &st,
-                &headers,
-                &signed,
-                Some(Reply {
-                    status: StatusCode::BAD_REQUEST,
-                    body: json!({"error": {"code": "VALIDATION_ERROR",
-                        "message": "Choose one change at a time."}}),
-                }),
-                None,
-                None,
-            )
-            .await;
-        }
-    };
-    let reply = signed
-        .api(&st, Method::PATCH, &format!("/users/{id}"), Some(&body))
-        .await;
-    if reply.ok() {
-        return signed.redirect(&st, "/dashboard/team?done=changed");
-    }
-    team_page(&st, &headers, &signed, Some(reply), None, None).await
 }
 
 // ---- Organization ------------------------------------------------------

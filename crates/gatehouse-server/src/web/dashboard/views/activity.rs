@@ -21,8 +21,8 @@ use serde_json::Value as Json;
 
 use super::Peer;
 use super::fields::page_status;
+use super::listing::{self, Filter, Kind, ListQuery};
 use crate::state::AppState;
-use crate::web::dashboard::api::{Problem, Reply};
 use crate::web::dashboard::{render, signed};
 
 /// Entries on a page when the link names no `limit`.
@@ -33,23 +33,6 @@ const VALUE_SHOWN: usize = 120;
 
 pub(super) fn router() -> Router<AppState> {
     Router::new().route("/dashboard/activity", get(activity))
-}
-
-/// A filter of the form: its query name (the API's too), its label, and
-/// how it is entered.
-struct Filter {
-    name: &'static str,
-    label: &'static str,
-    hint: &'static str,
-    kind: Kind,
-    /// Under "More filters" (open when one of them is given).
-    more: bool,
-}
-
-enum Kind {
-    Text,
-    Date,
-    Choice(&'static [(&'static str, &'static str)]),
 }
 
 const FILTERS: [Filter; 8] = [
@@ -131,27 +114,6 @@ fn field_words(field: &str, value: &str) -> Option<String> {
     })
 }
 
-/// The query's first value of each name (trimmed; empty means not given).
-fn query_pairs(uri: &Uri) -> Vec<(String, String)> {
-    let q: Vec<(String, String)> =
-        serde_urlencoded::from_str(uri.query().unwrap_or("")).unwrap_or_default();
-    let mut out: Vec<(String, String)> = Vec::new();
-    for (k, v) in q {
-        if !out.iter().any(|(n, _)| *n == k) {
-            out.push((k, v.trim().to_owned()));
-        }
-    }
-    out.retain(|(_, v)| !v.is_empty());
-    out
-}
-
-fn given<'a>(pairs: &'a [(String, String)], name: &str) -> Option<&'a str> {
-    pairs
-        .iter()
-        .find(|(k, _)| k == name)
-        .map(|(_, v)| v.as_str())
-}
-
 /// A day of the form (`YYYY-MM-DD`, as a date field sends it).
 fn day(text: &str) -> Option<time::Date> {
     let mut parts = text.split('-');
@@ -187,46 +149,12 @@ fn api_time(name: &str, text: &str) -> String {
     }
 }
 
-/// The `/v1/audit-logs` query of the page's query.
-fn api_query(pairs: &[(String, String)]) -> String {
-    let mut out: Vec<(&str, String)> = Vec::new();
-    for f in &FILTERS {
-        if let Some(v) = given(pairs, f.name) {
-            let v = match f.kind {
-                Kind::Date => api_time(f.name, v),
-                _ => v.to_owned(),
-            };
-            out.push((f.name, v));
-        }
-    }
-    out.push((
-        "limit",
-        given(pairs, "limit").map_or_else(|| PAGE_SIZE.to_string(), str::to_owned),
-    ));
-    if let Some(offset) = given(pairs, "offset") {
-        out.push(("offset", offset.to_owned()));
-    }
-    serde_urlencoded::to_string(out).unwrap_or_default()
-}
-
-/// A link to this page with the same filters (as typed) and `offset`.
-fn page_link(pairs: &[(String, String)], offset: u64) -> String {
-    let mut out: Vec<(&str, String)> = FILTERS
-        .iter()
-        .filter_map(|f| given(pairs, f.name).map(|v| (f.name, v.to_owned())))
-        .collect();
-    if let Some(limit) = given(pairs, "limit") {
-        out.push(("limit", limit.to_owned()));
-    }
-    if offset > 0 {
-        out.push(("offset", offset.to_string()));
-    }
-    let q = serde_urlencoded::to_string(out).unwrap_or_default();
-    if q.is_empty() {
-        "/dashboard/activity".to_owned()
-    } else {
-        format!("/dashboard/activity?{q}")
-    }
+/// The `/v1/audit-logs` query of the page's query (a day becomes an instant).
+fn api_query(q: &ListQuery) -> String {
+    q.api_query(&FILTERS, PAGE_SIZE, |f, v| match f.kind {
+        Kind::Date => api_time(f.name, v),
+        _ => v.to_owned(),
+    })
 }
 
 /// `2026-11-28T11:55:37.688Z` as `2026-11-28 11:55:37 UTC`.
@@ -322,26 +250,6 @@ fn entry_view(e: &Json) -> Value {
     }
 }
 
-/// The issues of a refused query: the fields' words, and whether the
-/// paging itself (`limit`, `offset`: only a hand-made link has them) was
-/// refused.
-fn issues(reply: &Reply, pairs: &[(String, String)]) -> (Vec<(String, String)>, bool) {
-    let mut fields = Vec::new();
-    let mut paging = false;
-    for d in reply.body["error"]["details"]
-        .as_array()
-        .into_iter()
-        .flatten()
-    {
-        let field = d["field"].as_str().unwrap_or("");
-        match field_words(field, given(pairs, field).unwrap_or("")) {
-            Some(words) => fields.push((field.to_owned(), words)),
-            None => paging = true,
-        }
-    }
-    (fields, paging)
-}
-
 async fn activity(
     State(st): State<AppState>,
     ConnectInfo(peer): Peer,
@@ -349,12 +257,12 @@ async fn activity(
     uri: Uri,
 ) -> Response {
     let signed = signed_or_return!(st, headers, peer);
-    let pairs = query_pairs(&uri);
+    let q = ListQuery::of(&uri);
     let reply = signed
         .api(
             &st,
             Method::GET,
-            &format!("/audit-logs?{}", api_query(&pairs)),
+            &format!("/audit-logs?{}", api_query(&q)),
             None,
         )
         .await;
@@ -364,82 +272,24 @@ async fn activity(
         reply.status,
         StatusCode::FORBIDDEN | StatusCode::UNAUTHORIZED
     );
-    let (field_issues, paging_refused) = if reply.status == StatusCode::BAD_REQUEST {
-        issues(&reply, &pairs)
-    } else {
-        (Vec::new(), false)
-    };
-    let problem: Option<Problem> = if reply.ok() {
-        None
-    } else if reply.status == StatusCode::BAD_REQUEST
-        && (!field_issues.is_empty() || paging_refused)
-    {
-        Some(Problem {
-            code: "VALIDATION_ERROR".to_owned(),
-            message: if field_issues.is_empty() {
-                "This page of the list does not exist: start again from the first page.".to_owned()
-            } else {
-                "Nothing is listed until the filters marked below are corrected.".to_owned()
-            },
-            details: Vec::new(),
-        })
-    } else {
-        Some(reply.problem())
-    };
-    let fields: Vec<Value> = FILTERS
-        .iter()
-        .map(|f| {
-            let value = given(&pairs, f.name).unwrap_or("");
-            let error = field_issues
-                .iter()
-                .find(|(n, _)| n == f.name)
-                .map(|(_, w)| w.as_str());
-            let (kind, options) = match f.kind {
-                Kind::Text => ("text", Vec::new()),
-                Kind::Date => ("date", Vec::new()),
-                Kind::Choice(choices) => (
-                    "select",
-                    choices
-                        .iter()
-                        .map(|&(v, label)| context! { value => v, label, selected => v == value })
-                        .collect(),
-                ),
-            };
-            context! {
-                name => f.name, label => f.label, hint => f.hint, kind, value, error, options,
-                more => f.more,
-            }
-        })
-        .collect();
-    let more_open = FILTERS.iter().any(|f| {
-        f.more && (given(&pairs, f.name).is_some() || field_issues.iter().any(|(n, _)| n == f.name))
-    });
+    let (field_issues, paging_refused) = listing::refused(&reply, &q, field_words);
+    let problem = listing::list_problem(&reply, &field_issues, paging_refused);
+    let fields = listing::filter_views(&FILTERS, &q, &field_issues);
+    let more_open = listing::more_open(&FILTERS, &q, &field_issues);
     let entries: Vec<Value> = reply
         .data()
         .as_array()
         .map(|a| a.iter().map(entry_view).collect())
         .unwrap_or_default();
-    let meta = &reply.body["meta"];
-    let (total, limit, offset) = (
-        meta["total"].as_u64().unwrap_or(0),
-        meta["limit"]
-            .as_u64()
-            .unwrap_or(u64::from(PAGE_SIZE))
-            .max(1),
-        meta["offset"].as_u64().unwrap_or(0),
+    let (paging, past_end) = listing::paging(
+        &reply,
+        &q,
+        "/dashboard/activity",
+        &FILTERS,
+        entries.len(),
+        PAGE_SIZE,
     );
-    let shown_to = offset + entries.len() as u64;
-    // A link past the end (the list shrank, or a hand-made offset) leads
-    // back to the first page rather than to an empty one.
-    let past_end = (reply.ok() && entries.is_empty() && total > 0).then(|| page_link(&pairs, 0));
-    let paging = (reply.ok() && !entries.is_empty()).then(|| {
-        context! {
-            first => offset + 1, last => shown_to, total,
-            previous => (offset > 0).then(|| page_link(&pairs, offset.saturating_sub(limit))),
-            next => (shown_to < total).then(|| page_link(&pairs, shown_to)),
-        }
-    });
-    let filtered = FILTERS.iter().any(|f| given(&pairs, f.name).is_some());
+    let filtered = q.filtered(&FILTERS);
     render(
         &st,
         &headers,
@@ -459,13 +309,7 @@ async fn activity(
 mod tests {
     use serde_json::json;
 
-    use super::{api_query, api_time, page_link, readable_time, shown};
-
-    fn pairs(p: &[(&str, &str)]) -> Vec<(String, String)> {
-        p.iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect()
-    }
+    use super::{ListQuery, api_query, api_time, readable_time, shown};
 
     #[test]
     fn days_become_instants_and_the_last_day_is_included() {
@@ -482,27 +326,16 @@ mod tests {
     }
 
     #[test]
-    fn the_api_gets_the_filters_and_a_page_size() {
-        let q = api_query(&pairs(&[
-            ("action", "user."),
-            ("from", "2025-03-01"),
-            ("offset", "25"),
-            ("csrf_token", "x"),
-        ]));
+    fn the_api_gets_days_as_instants() {
+        let q = ListQuery::from_pairs(vec![
+            ("action".to_owned(), "user.".to_owned()),
+            ("from".to_owned(), "2025-03-01".to_owned()),
+            ("offset".to_owned(), "25".to_owned()),
+        ]);
         assert_eq!(
-            q,
+            api_query(&q),
             "action=user.&from=2025-03-01T00%3A00%3A00Z&limit=25&offset=25"
         );
-    }
-
-    #[test]
-    fn page_links_keep_the_filters_as_typed() {
-        let p = pairs(&[("target", "app_1"), ("from", "2025-03-01"), ("limit", "2")]);
-        assert_eq!(
-            page_link(&p, 4),
-            "/dashboard/activity?target=app_1&from=2025-03-01&limit=2&offset=4"
-        );
-        assert_eq!(page_link(&[], 0), "/dashboard/activity");
     }
 
     #[test]

@@ -112,3 +112,41 @@ pub(super) fn field_issue(reply: &Reply, field: &str) -> Option<String> {
         .and_then(|d| d["issue"].as_str())
         .map(str::to_owned)
 }
+
+/// A refused form's problems, each beside its field in the page's own
+/// words (issue 32): `words` names the rule of a field the API named (D6's
+/// `details`), never the API's `field`/`issue` text. The page's message
+/// says where to look; a problem of no field the form has goes in it.
+pub(super) fn form_errors(
+    reply: &Reply,
+    words: impl Fn(&str) -> Option<&'static str>,
+) -> (std::collections::BTreeMap<String, &'static str>, Problem) {
+    let mut placed = std::collections::BTreeMap::new();
+    let mut unplaced = false;
+    for d in reply.body["error"]["details"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        let field = d["field"].as_str().unwrap_or("");
+        match words(field) {
+            Some(w) => {
+                placed.insert(field.to_owned(), w);
+            }
+            None => unplaced = true,
+        }
+    }
+    let mut problem = reply.problem();
+    problem.details = Vec::new();
+    if !placed.is_empty() {
+        problem.message = if unplaced {
+            format!(
+                "Nothing was saved: correct the fields marked below. ({})",
+                problem.message
+            )
+        } else {
+            "Nothing was saved: correct the fields marked below.".to_owned()
+        };
+    }
+    (placed, problem)
+}
