@@ -228,6 +228,69 @@ async fn sign_in(c: &Client, base: &str, email: &str) {
     wait_for(c, "Register an application").await;
 }
 
+/// What a browser test needs: chromedriver (and the browsers it starts,
+/// ended with it), axe-core, the server on a port Chromium reaches under
+/// its public URL, and the server's certificate pinned in Chromium.
+struct Rig {
+    s: TestServer,
+    base: String,
+    pin: String,
+    driver_port: u16,
+    _driver: Driver,
+    profiles: tempfile::TempDir,
+    axe: Option<String>,
+}
+
+/// The rig, or `None` (the test is skipped, loudly) without chromedriver
+/// outside CI.
+async fn rig(what: &str, configure: impl FnOnce(&mut gatehouse::config::Settings)) -> Option<Rig> {
+    let Some(chromedriver) = tool("CHROMEDRIVER", "/usr/bin/chromedriver") else {
+        assert!(
+            !require(),
+            "GATEHOUSE_REQUIRE_BROWSER=1 but chromedriver is missing (apt-get install chromium-driver)"
+        );
+        eprintln!("\n*** {what} browser test SKIPPED: no /usr/bin/chromedriver ***\n");
+        return None;
+    };
+    let axe_path = std::env::var_os("AXE_CORE_JS").map_or_else(
+        || root().join("interop/node/node_modules/axe-core/axe.min.js"),
+        PathBuf::from,
+    );
+    let axe = std::fs::read_to_string(&axe_path).ok();
+    assert!(
+        axe.is_some() || !require(),
+        "GATEHOUSE_REQUIRE_BROWSER=1 but {} is missing (npm ci in interop/node)",
+        axe_path.display()
+    );
+    let port = free_port();
+    let s = TestServer::start_with(|st| {
+        st.https_addr = format!("127.0.0.1:{port}").parse().unwrap();
+        st.public_url = format!("https://localhost:{port}");
+        configure(st);
+    })
+    .await;
+    let pin = spki_pin(&s.data_dir().join("tls/key.pem"));
+    let driver_port = free_port();
+    let driver = Driver(
+        Command::new(&chromedriver)
+            .arg(format!("--port={driver_port}"))
+            .process_group(0)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("chromedriver starts"),
+    );
+    Some(Rig {
+        s,
+        base: format!("https://localhost:{port}"),
+        pin,
+        driver_port,
+        _driver: driver,
+        profiles: tempfile::tempdir().unwrap(),
+        axe,
+    })
+}
+
 /// What the checks of every page found wrong.
 struct Audit {
     axe: Option<String>,
@@ -645,10 +708,14 @@ async fn the_dashboard_in_chromium() {
         .select_by_value("editor")
         .await
         .unwrap();
-    click(&c, "form[action='/dashboard/users'] button[type=submit]").await;
+    click(
+        &c,
+        "form[method=post][action='/dashboard/users'] button[type=submit]",
+    )
+    .await;
     wait_for(&c, "The invitation was sent.").await;
     wait_for(&c, "teammate@example.com").await;
-    audit.page(&c, "team").await;
+    audit.page(&c, "user-invited").await;
 
     c.goto(&format!("{base}/dashboard/organization"))
         .await
@@ -806,7 +873,11 @@ async fn the_dashboard_in_chromium() {
     n.goto(&format!("{base}/dashboard/users")).await.unwrap();
     fill(&n, "#invite-email", "second@example.com").await;
     fill(&n, "#invite-name", "Sec Ond").await;
-    click(&n, "form[action='/dashboard/users'] button[type=submit]").await;
+    click(
+        &n,
+        "form[method=post][action='/dashboard/users'] button[type=submit]",
+    )
+    .await;
     wait_for(&n, "The invitation was sent.").await;
     let mate = s
         .store()
@@ -815,20 +886,22 @@ async fn the_dashboard_in_chromium() {
         .unwrap()
         .unwrap()
         .0;
-    n.find(Locator::Css(&format!("#role-{}", mate.id)))
+    // The invitation leads to the person's page, whose form changes the role.
+    assert!(
+        n.current_url()
+            .await
+            .unwrap()
+            .as_str()
+            .contains(mate.id.as_str()),
+        "the person's page"
+    );
+    n.find(Locator::Css("#role"))
         .await
         .unwrap()
         .select_by_value("viewer")
         .await
         .unwrap();
-    click(
-        &n,
-        &format!(
-            "form[action='/dashboard/users/{}'] button.secondary",
-            mate.id
-        ),
-    )
-    .await;
+    click(&n, "form.stack button.primary").await;
     wait_for(&n, "The change was saved.").await;
     // The Activity page's filters without script: a GET form.
     n.goto(&format!("{base}/dashboard/activity")).await.unwrap();
@@ -1563,4 +1636,190 @@ async fn d56_passkeys_on_the_pages_with_chromiums_virtual_authenticator() {
     plain.close().await.unwrap();
 
     assert!(audit.problems.is_empty(), "{:#?}", audit.problems);
+}
+
+/// Issue 32, in Chromium on both backends: an admin finds a person by
+/// search among 10,000, changes their role and deactivates them, and sees
+/// their API key revoked; an editor adds a product, changes its stock (its
+/// status follows, D18), discontinues it, and reads a refused price beside
+/// its field. Every page passes the checks of [`Audit::page`].
+#[tokio::test]
+async fn the_users_and_products_pages_in_chromium() {
+    let Some(r) = rig("users and products", |_| {}).await else {
+        return;
+    };
+    let (s, base) = (&r.s, r.base.as_str());
+    let org = s.org();
+    // 10,000 people in one transaction (D33's reset of an organization to
+    // a fixture), the one to find among them, and the admin.
+    const PEOPLE: usize = 10_000;
+    const FOUND: usize = 6_789;
+    let users = (0..PEOPLE)
+        .map(|i| gatehouse_domain::FixtureUser {
+            email: Email::parse(&if i == FOUND {
+                "grace.hopper@navy.example".to_owned()
+            } else {
+                format!("member{i:05}@corp.example")
+            })
+            .unwrap(),
+            name: Name::parse(&if i == FOUND {
+                "Grace Hopper".to_owned()
+            } else {
+                format!("Member {i:05}")
+            })
+            .unwrap(),
+            role: if i == FOUND {
+                Role::Editor
+            } else {
+                Role::Viewer
+            },
+            status: UserStatus::Active,
+        })
+        .collect();
+    let fixture = gatehouse_domain::Fixture {
+        users,
+        products: Vec::new(),
+        password_hash: None,
+    };
+    s.store()
+        .reset_to_fixture(Some(&org), &fixture, Timestamp::now(), None)
+        .await
+        .unwrap();
+    let admin = NewUser {
+        id: UserId::generate(),
+        email: Email::parse("console-admin@example.com").unwrap(),
+        name: Name::parse("Console Admin").unwrap(),
+        role: Role::Admin,
+        status: UserStatus::Active,
+        password_hash: Some(gatehouse_auth::password::hash_blocking(PASSWORD)),
+        created_at: Timestamp::now(),
+    };
+    s.store()
+        .insert_user(&org, &admin, crate::common::operator())
+        .await
+        .unwrap();
+    let grace = s
+        .store()
+        .find_user_by_email(&org, &Email::parse("grace.hopper@navy.example").unwrap())
+        .await
+        .unwrap()
+        .unwrap()
+        .0;
+    let key = gatehouse_domain::ApiKey {
+        id: gatehouse_domain::ApiKeyId::generate(),
+        org: org.clone(),
+        name: "grace's reporting key".into(),
+        scopes: gatehouse_domain::ScopeSet::parse("products:read").unwrap(),
+        created_at: Timestamp::now(),
+        prefix: "gk_live_grace".into(),
+        owner: Some(grace.id.clone()),
+        expires_at: None,
+        last_used_at: None,
+        revoked_at: None,
+    };
+    let raw = gatehouse_auth::secrets::new_api_key(false);
+    s.store()
+        .insert_api_key(
+            &org,
+            &key,
+            &gatehouse_auth::secrets::hash_secret(&raw),
+            crate::common::operator(),
+        )
+        .await
+        .unwrap();
+
+    let c = browser(r.driver_port, &r.pin, &r.profiles.path().join("u"), true).await;
+    let mut audit = Audit {
+        axe: r.axe.clone(),
+        shots: std::env::var("GATEHOUSE_SCREENSHOTS")
+            .is_ok_and(|v| v == "1")
+            .then(|| root().join("docs/screenshots/dashboard")),
+        problems: Vec::new(),
+    };
+    sign_in(&c, base, admin.email.as_str()).await;
+
+    // Found by search among 10,001.
+    c.goto(&format!("{base}/dashboard/users")).await.unwrap();
+    wait_for(&c, "People 1–50 of 10001").await;
+    audit.page(&c, "users").await;
+    fill(&c, "#f-q", "hop").await;
+    click(&c, "form[role=search] button[type=submit]").await;
+    let found = wait_for(&c, "People 1–1 of 1").await;
+    assert!(found.contains("grace.hopper@navy.example"));
+    audit.page(&c, "users-search").await;
+    click(&c, &format!("a[href$='{}']", grace.id)).await;
+    wait_for(&c, "<h1>Grace Hopper</h1>").await;
+    let page = wait_for(&c, "API keys they own").await;
+    assert!(page.contains("grace's reporting key") || page.contains("grace&#x27;s reporting key"));
+    audit.page(&c, "user").await;
+
+    // A new role.
+    c.find(Locator::Css("#role"))
+        .await
+        .unwrap()
+        .select_by_value("viewer")
+        .await
+        .unwrap();
+    click(&c, "form.stack button.primary").await;
+    wait_for(&c, "The change was saved.").await;
+    let now = s.store().get_user(&org, &grace.id).await.unwrap().unwrap();
+    assert_eq!(now.role, Role::Viewer);
+
+    // Deactivated: the key is revoked, and the page says so.
+    click(&c, &format!("form[action$='{}'] button.danger", grace.id)).await;
+    let page = wait_for(&c, "Deactivated:").await;
+    assert!(page.contains("revoked <time"), "{page}");
+    let introspected = s
+        .request(Method::GET, "/v1/products")
+        .bearer_auth(&raw)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        introspected.status(),
+        StatusCode::UNAUTHORIZED,
+        "the key stopped working"
+    );
+    c.goto(&format!("{base}/dashboard/users/{}/delete", grace.id))
+        .await
+        .unwrap();
+    wait_for(&c, "Delete Grace Hopper?").await;
+    audit.page(&c, "user-delete").await;
+
+    // Products: added, stock changed, discontinued; a refused price.
+    c.goto(&format!("{base}/dashboard/products")).await.unwrap();
+    wait_for(&c, "The catalog is empty.").await;
+    fill(&c, "#name", "Blue Shirt").await;
+    fill(&c, "#sku", "SHIRT-1").await;
+    fill(&c, "#price", "19.99").await;
+    fill(&c, "#stock", "3").await;
+    click(&c, "form[method=post][action$='products'] button.primary").await;
+    wait_for(&c, "<h1>Blue Shirt</h1>").await;
+    assert_eq!(value(&c, "#price").await, "19.99");
+    audit.page(&c, "product").await;
+    fill(&c, "#stock", "0").await;
+    click(&c, "form.stack button.primary").await;
+    let page = wait_for(&c, "Saved.").await;
+    assert!(page.contains("out of stock"), "{page}");
+    click(&c, "form.inline button").await;
+    wait_for(&c, "The product is discontinued.").await;
+    fill(&c, "#price", "19.999").await;
+    click(&c, "form.stack button.primary").await;
+    let page = wait_for(&c, "class=\"field-error\"").await;
+    assert!(page.contains("id=\"price-error\""), "{page}");
+    audit.page(&c, "product-error").await;
+    c.goto(&format!("{base}/dashboard/products")).await.unwrap();
+    let list = wait_for(&c, "SHIRT-1").await;
+    assert!(
+        list.contains("discontinued") && list.contains("19.99"),
+        "{list}"
+    );
+    audit.page(&c, "products").await;
+    c.close().await.unwrap();
+
+    assert!(
+        audit.problems.is_empty(),
+        "page checks failed:\n  {}",
+        audit.problems.join("\n  ")
+    );
 }
