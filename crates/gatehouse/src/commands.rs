@@ -1160,6 +1160,77 @@ pub async fn keys_list(app: &App) -> anyhow::Result<Output> {
     ))
 }
 
+/// A token given on the command line, or read from standard input for `-`.
+fn token_argument(token: &str) -> anyhow::Result<String> {
+    if token != "-" {
+        return Ok(token.trim().to_owned());
+    }
+    let mut line = String::new();
+    std::io::stdin()
+        .read_line(&mut line)
+        .context("reading the token from standard input")?;
+    let t = line.trim();
+    if t.is_empty() {
+        return Err(invalid("no token on standard input"));
+    }
+    Ok(t.to_owned())
+}
+
+/// `gatehouse token introspect|revoke TOKEN` (issue 32): D49's answer and
+/// D25's revocation for any organization's token, through the use cases
+/// the endpoints share (`App::operator_introspect`, `App::operator_revoke`).
+pub async fn token(app: &App, cmd: crate::config::TokenCommand) -> anyhow::Result<Output> {
+    use crate::config::TokenCommand;
+    let oauth = |e: gatehouse_auth::OAuthError| {
+        failure(ErrorCode::ServiceUnavailable.as_str(), e.to_string())
+    };
+    match cmd {
+        TokenCommand::Introspect { token } => {
+            let token = token_argument(&token)?;
+            let answer = app.operator_introspect(&token).await.map_err(oauth)?;
+            let body = serde_json::to_value(
+                gatehouse_server::api::introspect::IntrospectionResponse::from(answer),
+            )?;
+            let text = match body.as_object() {
+                Some(o) if body["active"] == true => o
+                    .iter()
+                    .map(|(k, v)| match v {
+                        Value::String(s) => format!("{k}: {s}\n"),
+                        other => format!("{k}: {other}\n"),
+                    })
+                    .collect(),
+                _ => "active: false (malformed, forged, expired, revoked or unknown)\n".to_owned(),
+            };
+            Ok(Output::with_text(body, text))
+        }
+        TokenCommand::Revoke { token } => {
+            use gatehouse_app::oauth::OperatorRevocation as R;
+            let token = token_argument(&token)?;
+            let done = app.operator_revoke(&token).await.map_err(oauth)?;
+            let (value, text) = match done {
+                R::RefreshChain { org } => (
+                    json!({"revoked": "refresh_chain", "org": org}),
+                    format!("Revoked the refresh token's chain (every token of that sign-in) in {org}.\n"),
+                ),
+                R::AccessToken { org, jti } => (
+                    json!({"revoked": "access_token", "org": org, "jti": jti}),
+                    format!("Revoked access token {jti} in {org}.\n"),
+                ),
+                R::ApiKey { org, id } => (
+                    json!({"revoked": "api_key", "org": org, "id": id}),
+                    format!("Revoked API key {id} in {org}.\n"),
+                ),
+                R::Nothing => (
+                    json!({"revoked": null}),
+                    "Nothing to revoke: the token is malformed, forged, expired, unknown or already revoked.\n"
+                        .to_owned(),
+                ),
+            };
+            Ok(Output::with_text(value, text))
+        }
+    }
+}
+
 /// `gatehouse master-key rotate --new-key-file F` (D23 continued, D47
 /// continued): every sealed value re-sealed under the new key while servers
 /// run; the rotation ends, then the new key replaces `master.key` (when the

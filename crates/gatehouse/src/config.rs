@@ -85,6 +85,12 @@ pub enum Command {
     /// Manage the keys that sign access tokens.
     #[command(subcommand)]
     Keys(KeysCommand),
+    /// Look at or end a token of any organization: an access token, a
+    /// refresh token or an API key. Needs the master key, and the server's
+    /// public URL (GATEHOUSE_PUBLIC_URL or the configuration file's), which its access
+    /// tokens name as their issuer.
+    #[command(subcommand)]
+    Token(TokenCommand),
     /// Manage the master key, under which signing keys and other stored
     /// secrets are encrypted.
     #[command(subcommand)]
@@ -174,6 +180,25 @@ pub enum KeysCommand {
     /// (upcoming, signing, retiring, retired), when it was published, when it
     /// signs from and when it leaves /.well-known/jwks.json. Needs no master key.
     List,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum TokenCommand {
+    /// Say whether a token is active and what it carries, as
+    /// POST /oauth/introspect answers: organization, subject, client,
+    /// scopes, issue and expiry times. Changes nothing.
+    Introspect {
+        /// The token, or - to read it from standard input (which keeps it
+        /// out of the shell's history and the process list).
+        token: String,
+    },
+    /// End a token now: a refresh token ends its whole chain (every token
+    /// of that sign-in), an access token stops working at its next use, an
+    /// API key is revoked.
+    Revoke {
+        /// The token, or - to read it from standard input.
+        token: String,
+    },
 }
 
 #[derive(Subcommand, Debug)]

@@ -109,6 +109,9 @@ async fn dispatch(cli: Cli) -> anyhow::Result<()> {
                 gatehouse::load_master_key(settings.master_key.as_deref(), &settings.data_dir)?;
             commands::keys(&app, master, cmd).await?
         }
+        Command::Token(cmd) => {
+            commands::token(&run::token_authority(&settings).await?, cmd).await?
+        }
         Command::MasterKey(cmd) => {
             let app = operator(&settings).await?;
             let current =

@@ -175,6 +175,38 @@ pub async fn bootstrap(
     Ok(Some(creds))
 }
 
+/// The application layer of an operator command that reads or ends tokens
+/// (issue 32, `gatehouse token …`): what a server loads at start to check
+/// a bearer credential — the signing keys (under the master key), the
+/// issuer of the public URL, the revocations so far — without serving.
+pub async fn token_authority(settings: &Settings) -> anyhow::Result<App> {
+    let store = crate::open_existing_store(settings).await?;
+    let master = crate::load_master_key(settings.master_key.as_deref(), &settings.data_dir)?;
+    let keys = gatehouse_app::keys::load_key_ring(store.as_ref(), master)
+        .await
+        .context("loading signing keys")?;
+    let auth = Arc::new(AuthService::with_config(
+        keys,
+        Issuer::new(&settings.public_url),
+        AuthConfig {
+            refresh_grace_secs: settings.refresh_grace_secs,
+            refresh_max_days: settings.refresh_max_days,
+            staging: settings.env == Env::Staging,
+            passkey_url: None,
+        },
+    ));
+    let app = App::new(
+        store,
+        auth,
+        &settings.public_url,
+        Arc::new(gatehouse_server::Published),
+    );
+    app.sync_revocations()
+        .await
+        .context("loading revocations")?;
+    Ok(app)
+}
+
 /// Opens storage, loads keys, bootstraps, binds the listeners and starts serving.
 pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
     // The Prometheus recorder goes in before anything can record: metric

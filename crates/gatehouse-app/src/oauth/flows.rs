@@ -861,6 +861,64 @@ impl App {
         Ok(())
     }
 
+    /// `gatehouse token revoke` (issue 32): what D25's endpoint does for a
+    /// client's own token, done by the operator for any organization's: a
+    /// refresh token ends its whole chain, an access token is revoked by its
+    /// `jti`, an API key is revoked (the `apikey revoke` use case). Anything
+    /// else (malformed, forged, expired, unknown, already revoked) revokes
+    /// nothing, which the answer says. D58: recorded as `token.revoked` by
+    /// the operator, as the endpoint records a client's.
+    pub async fn operator_revoke(&self, token: &str) -> Result<OperatorRevocation, OAuthError> {
+        let revoked = |target: Option<String>| {
+            gatehouse_domain::audit::security(
+                "token.revoked",
+                Some(Actor::Operator),
+                target.map(|t| (gatehouse_domain::audit::TargetType::Token, t)),
+                None,
+                Timestamp::now(),
+            )
+        };
+        if token.starts_with("rt_") {
+            return match grant_store(self)
+                .resolve_refresh_token(&digest(token))
+                .await
+                .or_oauth()?
+            {
+                Some((_, chain)) if chain.revoked_at.is_none() => {
+                    self.revoke_chain_now(&chain.org, &chain.id).await?;
+                    self.record_revocation(&chain.org, &revoked(None)).await;
+                    Ok(OperatorRevocation::RefreshChain { org: chain.org })
+                }
+                _ => Ok(OperatorRevocation::Nothing),
+            };
+        }
+        match self.authenticate_bearer(token).await {
+            Ok(gatehouse_auth::caller::Caller::Token(c)) => {
+                self.revoke_jti_now(&c.jti, Timestamp::from_unix_seconds(c.exp + 60))
+                    .await?;
+                self.record_revocation(&c.org, &revoked(Some(c.jti.as_str().to_owned())))
+                    .await;
+                Ok(OperatorRevocation::AccessToken {
+                    org: c.org.clone(),
+                    jti: c.jti.as_str().to_owned(),
+                })
+            }
+            Ok(gatehouse_auth::caller::Caller::ApiKey(k)) => {
+                let key = self
+                    .revoke_api_key(&k.id)
+                    .await
+                    .map_err(|e| OAuthError::internal(e.to_string()))?;
+                Ok(OperatorRevocation::ApiKey {
+                    org: key.org,
+                    id: key.id,
+                })
+            }
+            Err(Ok(_)) => Ok(OperatorRevocation::Nothing),
+            Err(Err(crate::AppError::Unavailable(m))) => Err(OAuthError::unavailable(m)),
+            Err(Err(e)) => Err(OAuthError::internal(e.to_string())),
+        }
+    }
+
     /// Records a revocation's entry (its own transaction, after it); a
     /// failure is logged (the token is revoked either way).
     async fn record_revocation(&self, org: &OrgId, entry: &gatehouse_domain::audit::Entry) {
@@ -949,4 +1007,20 @@ fn revocation_store(app: &App) -> &dyn gatehouse_store::RevocationStore {
 /// This area's view of storage: the `AuditStore` trait only (issue 25).
 fn audit_store(app: &App) -> &dyn gatehouse_store::AuditStore {
     app.0.store.as_ref()
+}
+
+/// What `gatehouse token revoke` revoked (issue 32).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum OperatorRevocation {
+    /// A refresh token's whole chain (D24, D25).
+    RefreshChain { org: OrgId },
+    /// An access token, by its `jti`.
+    AccessToken { org: OrgId, jti: String },
+    /// An API key (D27).
+    ApiKey {
+        org: OrgId,
+        id: gatehouse_domain::ApiKeyId,
+    },
+    /// Nothing live: malformed, forged, expired, unknown or already revoked.
+    Nothing,
 }

@@ -120,7 +120,39 @@ impl App {
                 owner: None,
             },
         };
-        let active = match caller {
+        let active = self.active_of(caller);
+        // D2, D49: another organization's token is as good as unknown.
+        Ok(((active.org == client.org).then_some(active), whose))
+    }
+
+    /// `gatehouse token introspect` (issue 32): D49's answer for any
+    /// organization's token, as the operator sees it (no calling client,
+    /// so no client or organization restricts it). Looking changes
+    /// nothing and, unlike a client's look (D58), is not recorded: the
+    /// operator already reads the database.
+    pub async fn operator_introspect(&self, token: &str) -> Result<Introspection, OAuthError> {
+        if token.starts_with(REFRESH_PREFIX) {
+            let digest = secrets::hash_secret(token);
+            return match grant_store(self)
+                .resolve_refresh_token(&digest)
+                .await
+                .or_oauth()?
+            {
+                Some((tok, chain)) => self.refresh_answer(None, tok, chain).await,
+                None => Ok(None),
+            };
+        }
+        match self.authenticate_bearer(token).await {
+            Ok(caller) => Ok(Some(self.active_of(caller))),
+            Err(Ok(_)) => Ok(None),
+            Err(Err(crate::AppError::Unavailable(m))) => Err(OAuthError::unavailable(m)),
+            Err(Err(e)) => Err(OAuthError::internal(e.to_string())),
+        }
+    }
+
+    /// D49's answer for a live access token or API key.
+    fn active_of(&self, caller: Caller) -> ActiveToken {
+        match caller {
             Caller::Token(c) => ActiveToken {
                 scopes: c.scopes,
                 client_id: Some(c.client_id.clone()),
@@ -151,9 +183,7 @@ impl App {
                 authn: None,
                 auth_time: None,
             },
-        };
-        // D2, D49: another organization's token is as good as unknown.
-        Ok(((active.org == client.org).then_some(active), whose))
+        }
     }
 
     /// D49: a refresh token, read only (`resolve_refresh_token` writes
@@ -182,20 +212,20 @@ impl App {
         } else {
             Whose::Caller { target: None }
         };
-        let answer = self.refresh_answer(client, tok, chain).await?;
+        let answer = self.refresh_answer(Some(client), tok, chain).await?;
         Ok((answer, whose))
     }
 
-    /// D49's refresh-token answer, once found.
+    /// D49's refresh-token answer, once found: active only for the calling
+    /// client, if any (the operator's look has none).
     async fn refresh_answer(
         &self,
-        client: &Client,
+        client: Option<&Client>,
         tok: gatehouse_store::RefreshToken,
         chain: gatehouse_store::RefreshChain,
     ) -> Result<Introspection, OAuthError> {
         let now = Timestamp::now();
-        if chain.client != client.id
-            || chain.org != client.org
+        if client.is_some_and(|c| chain.client != c.id || chain.org != c.org)
             || chain.revoked_at.is_some()
             || tok.used_at.is_some()
             || tok.expires_at <= now

@@ -7,6 +7,7 @@
 
 mod dashboard;
 mod flows;
+pub use flows::OperatorRevocation;
 mod introspect;
 mod tokens;
 

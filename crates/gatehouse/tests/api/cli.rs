@@ -97,7 +97,7 @@ impl Out {
 }
 
 /// Runs `gatehouse <args>` with no `GATEHOUSE_*` variables but `env`.
-async fn run_with_env(args: &[&str], env: &[(&str, &Path)], stdin: Option<&str>) -> Out {
+pub(crate) async fn run_with_env(args: &[&str], env: &[(&str, &Path)], stdin: Option<&str>) -> Out {
     let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_gatehouse"));
     for (k, _) in std::env::vars() {
         if k.starts_with("GATEHOUSE_") {

@@ -545,3 +545,163 @@ async fn d49_a_deactivated_users_tokens_are_inactive() {
         "a deactivated user's refresh token",
     );
 }
+
+/// `gatehouse ARGS` on the test server's data, with its public URL (the
+/// issuer its access tokens name).
+async fn operator(s: &TestServer, args: &[&str], stdin: Option<&str>) -> crate::cli::Out {
+    let dir = s.data_dir();
+    let db = crate::common::db_args(&dir);
+    let mut all = vec!["--data-dir", dir.to_str().unwrap()];
+    all.extend(db.iter().map(String::as_str));
+    all.extend_from_slice(args);
+    let url = std::path::Path::new(PUBLIC_URL);
+    crate::cli::run_with_env(&all, &[("GATEHOUSE_PUBLIC_URL", url)], stdin).await
+}
+
+/// Waits (at most 5 s) until the server refuses `token`: another process
+/// revoked it, and the server learns it from storage (D40's next request).
+async fn refused_soon(s: &TestServer, token: &str, why: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let res = s
+            .call(Method::GET, "/v1/products?limit=1", token, None)
+            .await;
+        if res.status() == StatusCode::UNAUTHORIZED {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{why}: still {}",
+            res.status()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
+/// Issue 32: `gatehouse token introspect` answers as D49's endpoint does,
+/// for any organization's access token, refresh token or API key (the
+/// operator is no client, so nothing restricts the look), and `gatehouse
+/// token revoke` ends each as D25 does: the access token, the refresh
+/// token's whole chain, the key. The running server refuses them at once;
+/// the revocations are in the audit log as the operator's (D58).
+#[tokio::test]
+async fn operators_introspect_and_revoke_any_token_from_the_command_line() {
+    let s = TestServer::start().await;
+    let t = s.token("products:read").await;
+    let v = operator(&s, &["token", "introspect", &t, "--json"], None)
+        .await
+        .json();
+    assert_eq!(v["active"], true, "{v}");
+    assert_eq!(v["token_use"], "access_token");
+    assert_eq!(v["org"], s.creds.org.as_str());
+    assert_eq!(v["client_id"], s.creds.client_id.as_str());
+    assert_eq!(v["scope"], "products:read");
+    // From standard input, as text.
+    let text = operator(&s, &["token", "introspect", "-"], Some(&format!("{t}\n"))).await;
+    assert!(text.status.success(), "{}", text.stderr);
+    assert!(text.stdout.contains("active: true"), "{}", text.stdout);
+    assert!(
+        text.stdout.contains("scope: products:read"),
+        "{}",
+        text.stdout
+    );
+
+    // Another organization's token: the operator sees it too.
+    let other = s.new_org(gatehouse_domain::Plan::Pro).await;
+    let (oid, osecret) = s.new_client(&other, "products:read").await;
+    let ot = s.token_for(&oid, &osecret, "products:read").await;
+    let v = operator(&s, &["token", "introspect", &ot, "--json"], None)
+        .await
+        .json();
+    assert_eq!(
+        (v["active"].as_bool(), v["org"].as_str()),
+        (Some(true), Some(other.as_str()))
+    );
+
+    // A person's refresh token (read, never used up).
+    let (id, secret) = app_client(&s, false).await;
+    let secret = secret.unwrap();
+    let user = person(&s, "cli-introspected@example.com").await;
+    let pair = user_tokens(&s, &id, &secret, "cli-introspected@example.com").await;
+    let rt = pair["refresh_token"].as_str().unwrap();
+    let at = pair["access_token"].as_str().unwrap();
+    let v = operator(&s, &["token", "introspect", rt, "--json"], None)
+        .await
+        .json();
+    assert_eq!(v["token_use"], "refresh_token", "{v}");
+    assert_eq!(v["sub"], user.as_str());
+
+    // Revoked: the access token…
+    let r = operator(&s, &["token", "revoke", &t, "--json"], None)
+        .await
+        .json();
+    assert_eq!(r["revoked"], "access_token", "{r}");
+    assert!(r["jti"].is_string());
+    refused_soon(&s, &t, "a revoked access token").await;
+    let v = operator(&s, &["token", "introspect", &t, "--json"], None)
+        .await
+        .json();
+    assert_eq!(v, json!({"active": false}));
+    // … the refresh token's chain, with its access token…
+    let r = operator(&s, &["token", "revoke", "-", "--json"], Some(rt))
+        .await
+        .json();
+    assert_eq!(r["revoked"], "refresh_chain", "{r}");
+    assert_eq!(
+        refresh(&s, &id, &secret, rt).await.status(),
+        StatusCode::BAD_REQUEST
+    );
+    refused_soon(&s, at, "the chain's access token").await;
+    // … and an API key.
+    let key = crate::cli::gatehouse(
+        &s.data_dir(),
+        &[
+            "apikey",
+            "create",
+            "--org",
+            s.creds.org.as_str(),
+            "--name",
+            "to revoke",
+            "--scopes",
+            "products:read",
+            "--json",
+        ],
+        None,
+    )
+    .await
+    .json();
+    let raw = key["key"].as_str().unwrap();
+    assert_eq!(
+        s.call(Method::GET, "/v1/products?limit=1", raw, None)
+            .await
+            .status(),
+        StatusCode::OK
+    );
+    let r = operator(&s, &["token", "revoke", raw, "--json"], None)
+        .await
+        .json();
+    assert_eq!(
+        (r["revoked"].as_str(), r["id"].as_str()),
+        (Some("api_key"), key["id"].as_str())
+    );
+    refused_soon(&s, raw, "a revoked API key").await;
+
+    // Nothing live: said, not an error.
+    let r = operator(&s, &["token", "revoke", "not-a-token", "--json"], None)
+        .await
+        .json();
+    assert_eq!(r["revoked"], Value::Null);
+    let v = operator(&s, &["token", "introspect", "not-a-token", "--json"], None)
+        .await
+        .json();
+    assert_eq!(v, json!({"active": false}));
+
+    // D58: the operator's revocations are recorded.
+    let admin = s.token("audit:read").await;
+    let log = crate::audit::audit_once(&s, &admin, "?action=token.revoked", 2).await;
+    let entries = log["data"].as_array().unwrap();
+    assert!(
+        entries.iter().all(|e| e["actor"]["type"] == "operator"),
+        "{log}"
+    );
+}
