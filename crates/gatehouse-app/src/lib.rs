@@ -74,9 +74,10 @@ struct Inner {
     /// D54 (D40 continued): how long events are kept.
     event_retention_secs: i64,
     /// Organizations' names, for the e-mails of links (an invitation reads
-    /// one at every `POST /v1/users`). A name never changes in this release
-    /// (nothing renames an organization), so an entry is never stale.
-    org_names: std::sync::Mutex<std::collections::HashMap<OrgId, Arc<str>>>,
+    /// one at every `POST /v1/users`) and the pages, each with the store's
+    /// `orgs_version` when it was read: used only while that is unchanged
+    /// (`gatehouse org rename` shows on the next request, D40).
+    org_names: std::sync::Mutex<std::collections::HashMap<OrgId, (u64, Arc<str>)>>,
     /// D55: the allow-list and resolver the endpoint URLs are checked with.
     webhooks: webhooks::WebhookSettings,
     /// D57: how long a browser sign-in lasts.
@@ -232,9 +233,16 @@ impl App {
     }
 
     /// The organization's name for e-mails and the sign-in pages (D49), or a neutral phrase.
+    /// Kept in memory only while no process changed an organization
+    /// (`OrgStore::orgs_version`, D40: `gatehouse org rename` shows on the
+    /// next request).
     pub async fn org_name(&self, org: &OrgId) -> AppResult<String> {
         let names = || self.0.org_names.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(name) = names().get(org) {
+        let version = self.0.store.orgs_version();
+        if let Some(v) = version
+            && let Some((seen, name)) = names().get(org)
+            && *seen == v
+        {
             return Ok(name.to_string());
         }
         let Some(o) = self
@@ -250,7 +258,9 @@ impl App {
         if kept.len() >= ORG_NAMES_KEPT {
             kept.clear();
         }
-        kept.insert(org.clone(), Arc::from(o.name.as_str()));
+        if let Some(v) = version {
+            kept.insert(org.clone(), (v, Arc::from(o.name.as_str())));
+        }
         Ok(o.name)
     }
 }

@@ -1,8 +1,7 @@
 //! Organizations (D28's plans, D32's v2 preview, D33's staging fixture).
 
-use gatehouse_domain::{
-    DomainError, FieldIssue, Fixture, Name, OrgId, Organization, Plan, Timestamp,
-};
+use gatehouse_domain::event::Origin;
+use gatehouse_domain::{Fixture, Name, OrgId, Organization, Plan, Timestamp};
 
 use crate::App;
 use crate::Resource;
@@ -65,30 +64,14 @@ impl App {
     /// D28: custom limits belong to an enterprise plan. With `fixture`
     /// (staging, D33) the organization starts with the fixture data.
     pub async fn create_org(&self, new: NewOrg, fixture: bool) -> AppResult<Organization> {
-        let custom = new.per_minute.is_some() || new.per_second.is_some();
-        let plan = match new.plan {
-            Some(p) => p,
-            None if custom => Plan::Enterprise,
-            None => Plan::Free,
+        let (plan, per_minute, per_second) =
+            gatehouse_domain::decide_plan(new.plan, new.per_minute, new.per_second)
+                .map_err(AppError::Rule)?;
+        let new = NewOrg {
+            per_minute,
+            per_second,
+            ..new
         };
-        let mut issues = Vec::new();
-        if custom && plan != Plan::Enterprise {
-            issues.push(FieldIssue::new(
-                "plan",
-                "must be enterprise when custom limits are given (they are an enterprise plan's)",
-            ));
-        }
-        for (field, limit) in [
-            ("per_minute", new.per_minute),
-            ("per_second", new.per_second),
-        ] {
-            if limit == Some(0) {
-                issues.push(FieldIssue::new(field, "must be at least 1"));
-            }
-        }
-        if !issues.is_empty() {
-            return Err(AppError::Rule(DomainError::Validation(issues)));
-        }
         let org = Organization {
             id: OrgId::generate(),
             name: new.name.into_string(),
@@ -108,6 +91,60 @@ impl App {
                 .or_app(Resource::Organization)?;
         }
         Ok(org)
+    }
+
+    /// `gatehouse org rename ORG --name N` (issue 32): the organization as
+    /// renamed, with `organization.updated` (D54) when the name changed. The
+    /// name shows on the sign-in pages, in e-mails and on the dashboard of
+    /// every server from their next request (D40).
+    pub async fn rename_org(&self, org: &OrgId, name: Name) -> AppResult<Organization> {
+        let before = self.existing_org(org).await?;
+        let after = Organization {
+            name: name.into_string(),
+            ..before.clone()
+        };
+        self.change_org(before, after).await
+    }
+
+    /// `gatehouse org plan ORG [--plan P] [--per-minute N --per-second M]`
+    /// (issue 32): the plan and limits [`gatehouse_domain::decide_plan`]
+    /// gives (limits alone make an enterprise plan; no plan and no limits,
+    /// free), in force on every server from their next request (D28, D40),
+    /// with `organization.updated` (D54) when they changed.
+    pub async fn change_plan(
+        &self,
+        org: &OrgId,
+        plan: Option<Plan>,
+        per_minute: Option<u32>,
+        per_second: Option<u32>,
+    ) -> AppResult<Organization> {
+        let (plan, per_minute, per_second) =
+            gatehouse_domain::decide_plan(plan, per_minute, per_second).map_err(AppError::Rule)?;
+        let before = self.existing_org(org).await?;
+        let after = Organization {
+            plan,
+            per_minute,
+            per_second,
+            ..before.clone()
+        };
+        self.change_org(before, after).await
+    }
+
+    async fn change_org(
+        &self,
+        before: Organization,
+        after: Organization,
+    ) -> AppResult<Organization> {
+        let now = Timestamp::now();
+        let tell = self.teller(&Origin::operator());
+        let fx = gatehouse_domain::effect::of_org_change(&tell, &before, after.clone(), now);
+        if !fx.is_empty() {
+            org_store(self)
+                .write_org(&before.id, &fx, now, &tell)
+                .await
+                .or_app(Resource::Organization)?;
+        }
+        Ok(after)
     }
 
     /// D32: whether the v2 preview is on for the organization.

@@ -76,9 +76,11 @@ pub struct AuthService {
     failed_by_source: FailureGuard,
     /// D19 (revised): password-reset requests per source address.
     reset_requests: ratelimit::SlidingCounter,
-    /// D28: organizations' limits. A plan is fixed when the organization is
-    /// created — no command changes it — so a cached value is never stale.
-    org_limits: quick_cache::sync::Cache<gatehouse_domain::OrgId, Limits>,
+    /// D28: organizations' limits, each with the store's `orgs_version` at
+    /// the time of the read: used only while that number is unchanged, so
+    /// a plan changed by any process (`gatehouse org plan`) counts on the
+    /// next request (D40).
+    org_limits: quick_cache::sync::Cache<gatehouse_domain::OrgId, (u64, Limits)>,
     /// Client applications read at the token endpoint, each with the store's
     /// [`Store::clients_version`] at the time of the read: used only while
     /// that number is unchanged, so a rotated secret or an approval made by
@@ -153,13 +155,17 @@ impl AuthService {
         &self.usage
     }
 
-    /// D28: an organization's limits as cached (a plan never changes).
-    pub fn cached_limits(&self, org: &gatehouse_domain::OrgId) -> Option<Limits> {
-        self.org_limits.get(org)
+    /// D28: an organization's limits as read at `version` of the
+    /// organizations (the store's `orgs_version`): used only while that
+    /// number is unchanged.
+    pub fn cached_limits(&self, org: &gatehouse_domain::OrgId, version: u64) -> Option<Limits> {
+        self.org_limits
+            .get(org)
+            .and_then(|(seen, l)| (seen == version).then_some(l))
     }
 
-    pub fn cache_limits(&self, org: gatehouse_domain::OrgId, limits: Limits) {
-        self.org_limits.insert(org, limits);
+    pub fn cache_limits(&self, org: gatehouse_domain::OrgId, version: u64, limits: Limits) {
+        self.org_limits.insert(org, (version, limits));
     }
 
     /// A client application read at `version` of the clients (see the

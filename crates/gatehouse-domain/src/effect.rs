@@ -129,6 +129,9 @@ pub enum Effect {
         policy: crate::mfa::SecurityPolicy,
         deadlines: crate::mfa::DeadlineChange,
     },
+    /// Issue 32: the organization's row becomes this one (its name, plan
+    /// and limits; `gatehouse org rename`, `org plan`).
+    SetOrganization(Box<crate::Organization>),
     /// An e-mail of the change (D19 continued: the password changed),
     /// queued in the outbox in its transaction.
     Mail(Box<crate::link::OutboundEmail>),
@@ -363,6 +366,24 @@ pub fn of_policy_change(
         Effect::Event(Box::new(
             tell.organization_security_updated(org, before, &after),
         )),
+    ]
+}
+
+/// What changing an organization from `before` to `after` writes: its row
+/// and `organization.updated` (D54); nothing when nothing changed.
+pub fn of_org_change(
+    tell: &Teller,
+    before: &crate::Organization,
+    after: crate::Organization,
+    now: Timestamp,
+) -> Vec<Effect> {
+    if *before == after {
+        return Vec::new();
+    }
+    let event = tell.organization_updated(before, &after, now);
+    vec![
+        Effect::SetOrganization(Box::new(after)),
+        Effect::Event(Box::new(event)),
     ]
 }
 

@@ -741,6 +741,28 @@ impl Teller {
         self.event(EventType::AuditCheckpoint, org.as_str(), signed_at, object)
     }
 
+    /// `organization.updated` (issue 32: `gatehouse org rename`, `org
+    /// plan`): the organization as it is now; `previous_attributes` what
+    /// changed.
+    pub fn organization_updated(
+        &self,
+        before: &Organization,
+        after: &Organization,
+        at: Timestamp,
+    ) -> NewEvent {
+        let (old, new) = (
+            self.publish.organization(before),
+            self.publish.organization(after),
+        );
+        self.updated(
+            EventType::OrganizationUpdated,
+            after.id.as_str(),
+            at,
+            &old,
+            new,
+        )
+    }
+
     /// `staging.reset` (D33 continued): the organization after the reset,
     /// one event that tells mirrors to resynchronize.
     pub fn staging_reset(&self, o: &Organization, at: Timestamp) -> NewEvent {

@@ -87,6 +87,40 @@ pub struct Organization {
     pub created_at: Timestamp,
 }
 
+/// D28, D40: an organization's plan and limits from what was asked: custom
+/// limits are an enterprise plan's (with them and no plan, the plan is
+/// enterprise; with another plan, refused), each at least 1; no plan and no
+/// limits is `free`. Other plans keep no custom limits.
+pub fn decide_plan(
+    plan: Option<Plan>,
+    per_minute: Option<u32>,
+    per_second: Option<u32>,
+) -> Result<(Plan, Option<u32>, Option<u32>), DomainError> {
+    let custom = per_minute.is_some() || per_second.is_some();
+    let plan = match plan {
+        Some(p) => p,
+        None if custom => Plan::Enterprise,
+        None => Plan::Free,
+    };
+    let mut issues = Vec::new();
+    if custom && plan != Plan::Enterprise {
+        issues.push(FieldIssue::new(
+            "plan",
+            "must be enterprise when custom limits are given (they are an enterprise plan's)",
+        ));
+    }
+    for (field, limit) in [("per_minute", per_minute), ("per_second", per_second)] {
+        if limit == Some(0) {
+            issues.push(FieldIssue::new(field, "must be at least 1"));
+        }
+    }
+    if issues.is_empty() {
+        Ok((plan, per_minute, per_second))
+    } else {
+        Err(DomainError::Validation(issues))
+    }
+}
+
 impl Organization {
     /// The rate limits in force: (per minute, per second) (D28).
     pub fn limits(&self) -> (u32, u32) {

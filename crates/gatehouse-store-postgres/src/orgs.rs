@@ -51,6 +51,18 @@ impl OrgStore for PgStore {
             Ok(())
         })
     }
+    async fn write_org(
+        &self,
+        org: &OrgId,
+        effects: &[gatehouse_domain::effect::Effect],
+        now: Timestamp,
+        tell: &gatehouse_domain::event::Teller,
+    ) -> StoreResult<()> {
+        write_tx!(self, |tx| {
+            crate::effects::apply(&mut tx, org, effects, now, Some(tell)).await?;
+            Ok(())
+        })
+    }
     async fn bootstrap(&self, org: &Organization, client: &NewClient) -> StoreResult<bool> {
         write_tx!(self, |tx| {
             // D41, D44: nodes starting together on an empty database create
@@ -209,4 +221,25 @@ pub(crate) async fn reset_org_tx(
         insert_product_row(c, org, &p).await?;
     }
     Ok(removed)
+}
+
+/// Issue 32: the organization's name, plan and limits become `o`'s.
+pub(crate) async fn set_org(c: &mut PgConnection, org: &OrgId, o: &Organization) -> TxResult<()> {
+    check_org(org, &o.id)?;
+    let n = query(
+        "UPDATE organizations SET name = $1, plan = $2, per_minute = $3, per_second = $4 WHERE id = $5",
+    )
+    .bind(&o.name)
+    .bind(o.plan.as_str())
+    .bind(o.per_minute.map(i64::from))
+    .bind(o.per_second.map(i64::from))
+    .bind(o.id.as_str())
+    .execute(&mut *c)
+    .await?
+    .rows_affected();
+    if n == 0 {
+        Err(StoreError::NotFound.into())
+    } else {
+        Ok(())
+    }
 }

@@ -135,6 +135,7 @@ pub(crate) fn apply(
                     events.push(Cow::Owned(tell.webhook_endpoint_disabled(&e)));
                 }
             }
+            Effect::SetOrganization(o) => crate::orgs::set_org(c, org, o)?,
             Effect::Mail(mail) => auth_state::enqueue_mail(c, mail, now)?,
             Effect::Event(e) => events.push(Cow::Borrowed(e)),
             Effect::Audit(entry) => {

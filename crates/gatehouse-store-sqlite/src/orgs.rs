@@ -1,4 +1,4 @@
-//! SQLite: organizations: creating, reading, the `/v2/` preview flag, first-start bootstrap and the staging reset.
+//! SQLite: organizations: creating, reading, changing (issue 32), the `/v2/` preview flag, first-start bootstrap and the staging reset.
 
 use super::*;
 
@@ -54,6 +54,23 @@ impl OrgStore for SqliteStore {
                 }
             })
             .await
+    }
+    async fn write_org(
+        &self,
+        org: &OrgId,
+        effects: &[gatehouse_domain::effect::Effect],
+        now: Timestamp,
+        tell: &gatehouse_domain::event::Teller,
+    ) -> StoreResult<()> {
+        let (org, effects, tell) = (org.clone(), effects.to_vec(), tell.clone());
+        self.pool
+            .write(move |tx| crate::effects::apply(tx, &org, &effects, now, Some(&tell)))
+            .await
+    }
+    fn orgs_version(&self) -> Option<u64> {
+        // The one generation of the database moves with organizations as
+        // with clients (the writer's update hook watches both tables).
+        self.pool.clients_version()
     }
     async fn bootstrap(&self, org: &Organization, client: &NewClient) -> StoreResult<bool> {
         let (org, client) = (org.clone(), client.clone());
@@ -232,4 +249,28 @@ pub(crate) fn reset_org_tx(
         .map_err(db_err)?;
     }
     Ok(())
+}
+
+/// Issue 32: the organization's name, plan and limits become `o`'s.
+pub(crate) fn set_org(c: &Connection, org: &OrgId, o: &Organization) -> StoreResult<()> {
+    check_org(org, &o.id)?;
+    let n = c
+        .prepare_cached(
+            "UPDATE organizations SET name = ?1, plan = ?2, per_minute = ?3, per_second = ?4 WHERE id = ?5",
+        )
+        .and_then(|mut s| {
+            s.execute(params![
+                o.name,
+                o.plan.as_str(),
+                o.per_minute,
+                o.per_second,
+                o.id.as_str()
+            ])
+        })
+        .map_err(db_err)?;
+    if n == 0 {
+        Err(StoreError::NotFound)
+    } else {
+        Ok(())
+    }
 }

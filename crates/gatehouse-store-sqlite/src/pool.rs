@@ -28,7 +28,8 @@ struct Inner {
     /// Batches committed, and the writes they held (group commit's effect).
     commits: std::sync::atomic::AtomicU64,
     committed_writes: std::sync::atomic::AtomicU64,
-    /// Set by the writer's update hook when a transaction touched `clients`.
+    /// Set by the writer's update hook when a transaction touched `clients`
+    /// or `organizations`.
     clients_dirty: Arc<AtomicBool>,
     /// Bumped after each commit that changed a client (see [`Generation`]).
     generation: Option<Generation>,
@@ -239,7 +240,10 @@ impl Pool {
         writer
             .update_hook(Some(
                 move |_: rusqlite::hooks::Action, _: &str, table: &str, _: i64| {
-                    if table == "clients" {
+                    // Clients and organizations are kept in memory against
+                    // the generation (the token endpoint's clients, the
+                    // organizations' names and limits).
+                    if table == "clients" || table == "organizations" {
                         flag.store(true, Ordering::Release);
                     }
                 },

@@ -21,6 +21,26 @@ pub trait OrgStore: Send + Sync {
     /// D32: whether the organization has the `/v2/` preview.
     async fn v2_preview(&self, org: &OrgId) -> StoreResult<bool>;
     async fn set_v2_preview(&self, org: &OrgId, enabled: bool) -> StoreResult<()>;
+    /// Issue 32 (`org rename`, `org plan`): applies a change's effects
+    /// ([`gatehouse_domain::effect::of_org_change`]: the organization's row
+    /// and `organization.updated`) in one transaction. `NotFound` when the
+    /// organization does not exist.
+    async fn write_org(
+        &self,
+        org: &OrgId,
+        effects: &[gatehouse_domain::effect::Effect],
+        now: Timestamp,
+        tell: &gatehouse_domain::event::Teller,
+    ) -> StoreResult<()>;
+    /// A number that changes after every committed change to any
+    /// organization, by any process or node using this store, read without
+    /// a storage round trip (as [`crate::ClientStore::clients_version`]):
+    /// the application keeps organizations' names and limits in memory only
+    /// while it is unchanged (D40). `None` (the default) when the backend
+    /// cannot offer one: callers then read the organization every time.
+    fn orgs_version(&self) -> Option<u64> {
+        None
+    }
     /// D41: creates `org` and `client` only if no organization exists yet, atomically.
     /// Returns whether it did.
     async fn bootstrap(&self, org: &Organization, client: &NewClient) -> StoreResult<bool>;

@@ -351,6 +351,39 @@ pub async fn org(app: &App, cmd: OrgCommand, env: Env) -> anyhow::Result<Output>
             let v2 = app.v2_preview(&id).await.map_err(msg)?;
             Ok(Output::new(org_json(&o, v2)))
         }
+        OrgCommand::Rename { org, name: raw } => {
+            let id = existing_org(app, Some(&org)).await?;
+            let o = app
+                .rename_org(&id, name(&raw)?)
+                .await
+                .map_err(named(&org))?;
+            let v2 = app.v2_preview(&id).await.map_err(msg)?;
+            Ok(Output::new(org_json(&o, v2)))
+        }
+        OrgCommand::Plan {
+            org,
+            plan,
+            per_minute,
+            per_second,
+        } => {
+            let id = existing_org(app, Some(&org)).await?;
+            let plan = plan
+                .as_deref()
+                .map(Plan::parse)
+                .transpose()
+                .map_err(|e| invalid(format!("--plan {e}")))?;
+            if plan.is_none() && per_minute.is_none() && per_second.is_none() {
+                return Err(invalid(
+                    "give --plan (free, pro or enterprise), or an enterprise plan's --per-minute and --per-second",
+                ));
+            }
+            let o = app
+                .change_plan(&id, plan, per_minute, per_second)
+                .await
+                .map_err(msg)?;
+            let v2 = app.v2_preview(&id).await.map_err(msg)?;
+            Ok(Output::new(org_json(&o, v2)))
+        }
         OrgCommand::Set { org, v2_preview } => {
             let id = existing_org(app, Some(&org)).await?;
             if let Some(v) = v2_preview {

@@ -408,6 +408,32 @@ pub enum OrgCommand {
         #[arg(long, value_parser = ["on", "off"])]
         v2_preview: Option<String>,
     },
+    /// Rename an organization: the sign-in pages, e-mails and the dashboard
+    /// of every running server show the new name from their next request.
+    Rename {
+        /// The organization: its id (org_…) or its current name.
+        #[arg(value_name = "ORG")]
+        org: String,
+        /// The new name.
+        #[arg(long)]
+        name: String,
+    },
+    /// Change an organization's plan, which sets its request rate limits;
+    /// every running server applies them from its next request.
+    Plan {
+        /// The organization: its id (org_…) or its name.
+        #[arg(value_name = "ORG")]
+        org: String,
+        /// free, pro or enterprise (implied by --per-minute or --per-second).
+        #[arg(long)]
+        plan: Option<String>,
+        /// Enterprise plan only: requests allowed per minute.
+        #[arg(long, value_name = "N")]
+        per_minute: Option<u32>,
+        /// Enterprise plan only: requests allowed per second.
+        #[arg(long, value_name = "N")]
+        per_second: Option<u32>,
+    },
 }
 
 #[derive(Subcommand, Debug)]

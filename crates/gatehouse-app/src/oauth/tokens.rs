@@ -32,7 +32,13 @@ impl App {
         &self,
         org: &gatehouse_domain::OrgId,
     ) -> Result<Option<Limits>, StoreError> {
-        if let Some(l) = self.authority().cached_limits(org) {
+        // D40: kept in memory only while no process changed an organization
+        // (`orgs_version`, taken before the read: a change committed
+        // meanwhile moves it on, and the next request reads again).
+        let version = org_store(self).orgs_version();
+        if let Some(v) = version
+            && let Some(l) = self.authority().cached_limits(org, v)
+        {
             return Ok(Some(l));
         }
         let Some(o) = org_store(self).get_org(org).await? else {
@@ -43,7 +49,9 @@ impl App {
             per_minute,
             per_second,
         };
-        self.authority().cache_limits(org.clone(), limits);
+        if let Some(v) = version {
+            self.authority().cache_limits(org.clone(), v, limits);
+        }
         Ok(Some(limits))
     }
 

@@ -104,7 +104,8 @@ macro_rules! store_conformance_tests {
             passkeys_are_stored_resolved_and_counted_once,
             sealed_values_are_paged_and_resealed_over_what_was_read,
             one_master_key_rotation_is_under_way_at_most,
-            key_holders_say_what_they_hold_and_old_ones_go);
+            key_holders_say_what_they_hold_and_old_ones_go,
+            organization_changes_are_written_with_their_event);
     };
     (@each $make:expr; $($name:ident),*) => {
         $(

@@ -1,4 +1,4 @@
-//! Organizations: creation, bootstrap, the `/v2/` preview flag and the staging reset.
+//! Organizations: creation, changes (issue 32), bootstrap, the `/v2/` preview flag and the staging reset.
 
 use super::*;
 
@@ -180,4 +180,71 @@ pub async fn staging_reset_restores_the_fixture(s: &dyn Store) {
         )
         .await;
     assert!(matches!(dup, Err(StoreError::Duplicate(_))), "{dup:?}");
+}
+
+/// Issue 32 (`org rename`, `org plan`): a change's effects write the
+/// organization's name, plan and limits with `organization.updated` in one
+/// transaction; another organization is untouched; a missing one is
+/// `NotFound` and writes nothing; a backend that offers `orgs_version`
+/// moves it with the change.
+pub async fn organization_changes_are_written_with_their_event(s: &dyn Store) {
+    let t = teller();
+    let o = new_org(s).await;
+    let other = new_org(s).await;
+    let before = s.get_org(&o).await.unwrap().unwrap();
+    let version = s.orgs_version();
+    let after = Organization {
+        name: "Renamed".into(),
+        plan: Plan::Enterprise,
+        per_minute: Some(5_000),
+        per_second: Some(90),
+        ..before.clone()
+    };
+    let at = Timestamp::from_millis(7_000);
+    let fx = gatehouse_domain::effect::of_org_change(t, &before, after.clone(), at);
+    s.write_org(&o, &fx, at, t).await.unwrap();
+    assert_eq!(s.get_org(&o).await.unwrap(), Some(after.clone()));
+    assert_eq!(after.limits(), (5_000, 90));
+    let untouched = s.get_org(&other).await.unwrap().unwrap();
+    assert_ne!(untouched.name, "Renamed");
+    if let Some(v) = version {
+        assert_ne!(
+            s.orgs_version(),
+            Some(v),
+            "the version moves with the change"
+        );
+    }
+    let events = super::events::settled(s, &o, 1).await;
+    assert_eq!(
+        super::events::kinds(&events),
+        vec![("organization.updated", o.to_string())]
+    );
+    assert!(events[0].event.previous.is_some(), "what changed");
+    assert_eq!(events[0].event.created_at, at);
+
+    // Back to free: custom limits go with the plan.
+    let free = Organization {
+        plan: Plan::Free,
+        per_minute: None,
+        per_second: None,
+        ..after.clone()
+    };
+    let fx = gatehouse_domain::effect::of_org_change(t, &after, free.clone(), at);
+    s.write_org(&o, &fx, at, t).await.unwrap();
+    assert_eq!(s.get_org(&o).await.unwrap().unwrap().limits(), (60, 10));
+
+    // Nothing changed: no effects, nothing told.
+    assert!(gatehouse_domain::effect::of_org_change(t, &free, free.clone(), at).is_empty());
+
+    let ghost = Organization {
+        id: OrgId::generate(),
+        ..free.clone()
+    };
+    let fx = gatehouse_domain::effect::of_org_change(t, &free, ghost.clone(), at);
+    assert!(matches!(
+        s.write_org(&ghost.id, &fx, at, t).await,
+        Err(StoreError::NotFound)
+    ));
+    assert_eq!(s.get_org(&ghost.id).await.unwrap(), None);
+    super::events::settled(s, &o, 2).await;
 }

@@ -2881,3 +2881,172 @@ async fn apikey_show_and_keys_list() {
         text.stdout
     );
 }
+
+/// The per-minute limit a request was counted against (D28's header).
+async fn limit_now(s: &TestServer, token: &str) -> String {
+    let res = s.call(Method::GET, "/v1/users?limit=1", token, None).await;
+    assert_eq!(res.status(), StatusCode::OK);
+    res.headers()["x-ratelimit-limit"]
+        .to_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// Issue 32: `org rename` and `org plan` (by id or name), under the rules
+/// of `org create` (D28: custom limits are an enterprise plan's), each
+/// told as `organization.updated` (D54); a running server applies both on
+/// its next request (D40), though it keeps names and limits in memory:
+/// the rate-limit header follows the plan, the dashboard's header the name.
+#[tokio::test]
+async fn org_rename_and_plan_take_effect_on_the_next_request() {
+    let s = TestServer::start().await;
+    let dir = s.data_dir();
+    let org = s.creds.org.clone();
+    let t = s.token("users:read events:read").await;
+    assert_eq!(limit_now(&s, &t).await, "600", "the first start's pro plan");
+    let admin = crate::dashboard::person(
+        &s,
+        &s.org(),
+        "org-admin@example.com",
+        gatehouse_domain::Role::Admin,
+    )
+    .await;
+    let mut b = crate::common::browser::Browser::new(&s);
+    crate::dashboard::sign_in(&mut b, admin.email.as_str()).await;
+    let page = b.get("/dashboard/applications").await;
+    assert!(
+        page.body.contains("<span class=\"org\">Default</span>"),
+        "{}",
+        page.body
+    );
+
+    let renamed = gatehouse(
+        &dir,
+        &["org", "rename", &org, "--name", "Renamed Co", "--json"],
+        None,
+    )
+    .await
+    .json();
+    assert_eq!(renamed["name"], "Renamed Co");
+    let page = b.get("/dashboard/applications").await;
+    assert!(
+        page.body.contains("<span class=\"org\">Renamed Co</span>"),
+        "the next request shows the new name"
+    );
+
+    // By its new name; limits alone make an enterprise plan.
+    let planned = gatehouse(
+        &dir,
+        &[
+            "org",
+            "plan",
+            "renamed co",
+            "--per-minute",
+            "1234",
+            "--per-second",
+            "77",
+            "--json",
+        ],
+        None,
+    )
+    .await
+    .json();
+    assert_eq!(
+        (
+            planned["plan"].as_str(),
+            planned["per_minute"].as_u64(),
+            planned["per_second"].as_u64()
+        ),
+        (Some("enterprise"), Some(1234), Some(77))
+    );
+    assert_eq!(limit_now(&s, &t).await, "1234", "the next request");
+
+    // Refused as at creation, changing nothing.
+    gatehouse(
+        &dir,
+        &[
+            "org",
+            "plan",
+            &org,
+            "--plan",
+            "pro",
+            "--per-minute",
+            "5",
+            "--json",
+        ],
+        None,
+    )
+    .await
+    .json_error("VALIDATION_ERROR");
+    gatehouse(
+        &dir,
+        &["org", "plan", &org, "--per-second", "0", "--json"],
+        None,
+    )
+    .await
+    .json_error("VALIDATION_ERROR");
+    gatehouse(&dir, &["org", "plan", &org, "--json"], None)
+        .await
+        .json_error("VALIDATION_ERROR");
+    gatehouse(
+        &dir,
+        &["org", "rename", &org, "--name", "  ", "--json"],
+        None,
+    )
+    .await
+    .json_error("VALIDATION_ERROR");
+    gatehouse(
+        &dir,
+        &[
+            "org",
+            "rename",
+            "org_00000000000000000000000000",
+            "--name",
+            "X",
+            "--json",
+        ],
+        None,
+    )
+    .await
+    .json_error("RESOURCE_NOT_FOUND");
+    assert_eq!(limit_now(&s, &t).await, "1234");
+
+    // Back to free: the enterprise limits go with the plan.
+    let free = gatehouse(&dir, &["org", "plan", &org, "--plan", "free"], None).await;
+    assert!(free.status.success(), "{}", free.stderr);
+    assert!(free.stdout.contains("free"), "{}", free.stdout);
+    assert_eq!(limit_now(&s, &t).await, "60");
+
+    // Each change told; the same plan again tells nothing.
+    let again = gatehouse(
+        &dir,
+        &["org", "plan", &org, "--plan", "free", "--json"],
+        None,
+    )
+    .await
+    .json();
+    assert_eq!(again["per_minute"], 60);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let told = loop {
+        let res = s
+            .call(
+                Method::GET,
+                "/v1/events?type=organization.updated",
+                &t,
+                None,
+            )
+            .await;
+        let v: Value = res.json().await.unwrap();
+        if v["meta"]["total"] == 3 || std::time::Instant::now() > deadline {
+            break v;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(told["meta"]["total"], 3, "{told}");
+    let newest = &told["data"][0];
+    assert_eq!(newest["data"]["object"]["plan"], "free", "{newest}");
+    assert_eq!(
+        newest["data"]["previous_attributes"]["plan"], "enterprise",
+        "{newest}"
+    );
+}
