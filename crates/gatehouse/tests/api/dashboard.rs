@@ -2225,3 +2225,134 @@ async fn the_products_page_adds_changes_discontinues_and_deletes() {
     assert_eq!(list.status, StatusCode::OK);
     assert!(!list.body.contains("Add the product"));
 }
+
+/// Issue 32: the application and API-key forms say a refused field beside
+/// it, in the rule's words (never the API's `field: issue`), and keep what
+/// was typed, on registration and on a change.
+#[tokio::test]
+async fn credential_forms_say_refused_fields_beside_them() {
+    let s = TestServer::start().await;
+    let org = fast_clicking_org(&s).await;
+    let admin = person(&s, &org, "forms@example.com", Role::Admin).await;
+    let mut b = Browser::new(&s);
+    sign_in(&mut b, admin.email.as_str()).await;
+    let page = b.get("/dashboard/applications/new").await;
+    let t = csrf(&page);
+    let refused = b
+        .post(
+            "/dashboard/applications",
+            &[
+                ("csrf_token", &t),
+                ("name", "Typed app"),
+                ("type", "confidential"),
+                ("redirect_uris", "http://typed.example/cb"),
+            ],
+        )
+        .await;
+    assert!(refused.status.is_client_error(), "{}", refused.body);
+    assert!(
+        refused.body.contains("id=\"redirect-error\""),
+        "{}",
+        refused.body
+    );
+    assert!(
+        refused.body.contains("id=\"scopes-error\""),
+        "{}",
+        refused.body
+    );
+    assert!(refused.body.contains("aria-invalid=\"true\""));
+    assert!(
+        refused
+            .body
+            .contains("http:&#x2f;&#x2f;typed.example&#x2f;cb")
+            || refused.body.contains("http://typed.example/cb"),
+        "kept as typed"
+    );
+    assert!(refused.body.contains("value=\"Typed app\""));
+    assert!(
+        !refused.body.contains("redirect_uris:") && !refused.body.contains("scopes:"),
+        "never the API's field: issue: {}",
+        refused.body
+    );
+
+    // A change: the typed values stay, the refused one is marked.
+    let made = b
+        .post(
+            "/dashboard/applications",
+            &[
+                ("csrf_token", &t),
+                ("name", "Kept app"),
+                ("type", "public"),
+                ("redirect_uris", "https://kept.example/cb"),
+                ("scope.openid", "on"),
+            ],
+        )
+        .await;
+    assert_eq!(made.status, StatusCode::SEE_OTHER, "{}", made.body);
+    let path = made.location().unwrap();
+    let path = path.split('?').next().unwrap().to_owned();
+    let changed = b
+        .post(
+            &path,
+            &[
+                ("csrf_token", &t),
+                ("name", "Renamed app"),
+                ("redirect_uris", "https://kept.example/cb#fragment"),
+                ("scope.openid", "on"),
+            ],
+        )
+        .await;
+    assert!(changed.status.is_client_error(), "{}", changed.body);
+    assert!(changed.body.contains("id=\"redirect-error\""));
+    assert!(
+        changed.body.contains("value=\"Renamed app\""),
+        "the typed name stays"
+    );
+    assert!(
+        changed.body.contains("#fragment"),
+        "the typed address stays"
+    );
+
+    // An API key without a scope.
+    let keys = b.get("/dashboard/api-keys").await;
+    let k = b
+        .post(
+            "/dashboard/api-keys",
+            &[("csrf_token", &csrf(&keys)), ("name", "no scope")],
+        )
+        .await;
+    assert!(k.status.is_client_error(), "{}", k.body);
+    assert!(k.body.contains("id=\"scopes-error\""), "{}", k.body);
+    assert!(k.body.contains("value=\"no scope\""));
+
+    // A webhook endpoint: the events, then the address, beside their field.
+    let hooks = b.get("/dashboard/webhooks").await;
+    let t = csrf(&hooks);
+    for (url, events, marked) in [
+        ("https://hooks.example/h", "user.*.created!", "events-error"),
+        ("http://insecure.example/hook", "*", "url-error"),
+    ] {
+        let w = b
+            .post(
+                "/dashboard/webhooks",
+                &[
+                    ("csrf_token", &t),
+                    ("url", url),
+                    ("events", events),
+                    ("ordering", "none"),
+                ],
+            )
+            .await;
+        assert!(w.status.is_client_error(), "{}", w.body);
+        assert!(
+            w.body.contains(&format!("id=\"{marked}\"")),
+            "{marked}: {}",
+            w.body
+        );
+        assert!(
+            !w.body.contains("enabled_events:") && !w.body.contains("url:"),
+            "{}",
+            w.body
+        );
+    }
+}

@@ -18,7 +18,7 @@ use serde_json::{Value as Json, json};
 mod fields;
 
 use self::fields::{
-    field_issue, lines, notice, page_status, problem_ctx, query_value, safe_id, scope_choices,
+    form_errors, lines, notice, page_status, problem_ctx, query_value, safe_id, scope_choices,
     strings, ticked_scopes, union,
 };
 use super::api::Reply;
@@ -53,6 +53,23 @@ pub(super) fn router() -> Router<AppState> {
 }
 
 type Peer = ConnectInfo<SocketAddr>;
+
+/// The scopes' rule on the application and API-key forms, in words.
+const SCOPES_RULE: &str = "Choose at least one scope, among those your role may grant (the OpenID Connect ones need no role).";
+
+/// The rule of a field of the application and API-key forms, in words
+/// (issue 32: beside the field, never the API's `field`/`issue` text).
+fn credential_field_rule(field: &str) -> Option<&'static str> {
+    Some(match field {
+        "name" => gatehouse_domain::Name::RULE,
+        "redirect_uris" | "post_logout_redirect_uris" => gatehouse_domain::RedirectUri::RULE,
+        "scopes" => SCOPES_RULE,
+        "type" => "Choose confidential or public.",
+        "expires_at" => "Choose one of the expiries offered.",
+        "grace_seconds" => "Choose one of the periods offered.",
+        _ => return None,
+    })
+}
 
 /// A dashboard address that names no page: 404 in HTML, with the
 /// navigation for a signed-in person, else the plain message page (never
@@ -210,6 +227,7 @@ async fn create_app(State(st): State<AppState>, ConnectInfo(peer): Peer, req: Re
         .await;
     if !reply.ok() {
         let choices = scope_choices(app_scopes(&signed), &scopes);
+        let (errors, problem) = form_errors(&reply, credential_field_rule);
         return render(
             &st,
             &headers,
@@ -218,7 +236,7 @@ async fn create_app(State(st): State<AppState>, ConnectInfo(peer): Peer, req: Re
             "dash_app.html",
             "applications",
             context! {
-                creating => true, scopes => choices, problem => problem_ctx(&reply),
+                creating => true, scopes => choices, problem, errors,
                 app => context! {
                     name => name, redirect_uris => redirect_uris,
                     post_logout_redirect_uris => logout_uris,
@@ -326,7 +344,7 @@ async fn app(
     let reply = signed
         .api(&st, Method::GET, &format!("/applications/{id}"), None)
         .await;
-    app_page(&st, &headers, &signed, &reply, None, notice(&uri)).await
+    app_page(&st, &headers, &signed, &reply, None, notice(&uri), None).await
 }
 
 async fn app_page(
@@ -336,6 +354,7 @@ async fn app_page(
     reply: &Reply,
     failed: Option<Reply>,
     notice: Option<&str>,
+    typed: Option<Value>,
 ) -> Response {
     if !reply.ok() {
         return render(
@@ -359,12 +378,20 @@ async fn app_page(
             .collect::<ScopeSet>(),
     );
     let status = failed.as_ref().map_or(StatusCode::OK, page_status);
-    // D48 (continued): a refused grace period is also said next to its
-    // field, not only at the top of the page.
-    let grace_issue = failed
-        .as_ref()
-        .and_then(|r| field_issue(r, "grace_seconds"));
-    let problem = failed.map(|r| r.problem());
+    // D48 (continued), issue 32: a refused field (the grace period too) is
+    // said next to it, in words, with what was typed.
+    let (errors, problem) = match &failed {
+        Some(r) => {
+            let (e, p) = form_errors(r, credential_field_rule);
+            (e, Some(p))
+        }
+        None => (Default::default(), None),
+    };
+    let grace_issue = errors.get("grace_seconds").copied();
+    let app = match typed {
+        Some(t) => context! { ..t, ..app_view(a) },
+        None => app_view(a),
+    };
     render(
         st,
         headers,
@@ -373,8 +400,8 @@ async fn app_page(
         "dash_app.html",
         "applications",
         context! {
-            app => app_view(a), scopes => scope_choices(offered, &checked),
-            kind => a["type"].as_str().unwrap_or(""), problem, notice, grace_issue,
+            app, scopes => scope_choices(offered, &checked),
+            kind => a["type"].as_str().unwrap_or(""), problem, notice, grace_issue, errors,
             // Issue 32: the issuer and endpoints, from the discovery
             // document itself (one place says what they are).
             provider => Value::from(minijinja::value::Serde(crate::api::wellknown::document(st))),
@@ -397,7 +424,7 @@ async fn update_app(
     let path = format!("/applications/{id}");
     let current = signed.api(&st, Method::GET, &path, None).await;
     if !current.ok() {
-        return app_page(&st, &headers, &signed, &current, None, None).await;
+        return app_page(&st, &headers, &signed, &current, None, None, None).await;
     }
     // Only what changed is sent: D46 asks more of a change of redirect
     // URIs or scopes than of a new name.
@@ -430,7 +457,19 @@ async fn update_app(
     if reply.ok() {
         return signed.redirect(&st, &format!("/dashboard/applications/{id}?done=updated"));
     }
-    app_page(&st, &headers, &signed, &current, Some(reply), None).await
+    let typed = context! {
+        name => name, redirect_uris => uris, post_logout_redirect_uris => logout_uris,
+    };
+    app_page(
+        &st,
+        &headers,
+        &signed,
+        &current,
+        Some(reply),
+        None,
+        Some(typed),
+    )
+    .await
 }
 
 async fn rotate_secret(
@@ -480,7 +519,7 @@ async fn rotate_secret(
             let current = signed
                 .api(&st, Method::GET, &format!("/applications/{id}"), None)
                 .await;
-            app_page(&st, &headers, &signed, &current, Some(reply), None).await
+            app_page(&st, &headers, &signed, &current, Some(reply), None, None).await
         }
     }
 }
@@ -586,7 +625,13 @@ async fn keys_page(
         })
         .unwrap_or_default();
     let status = page_status(failed.as_ref().unwrap_or(&reply));
-    let problem = failed.map(|r| r.problem());
+    let (errors, problem) = match &failed {
+        Some(r) => {
+            let (e, p) = form_errors(r, credential_field_rule);
+            (e, Some(p))
+        }
+        None => (Default::default(), None),
+    };
     render(
         st,
         headers,
@@ -595,7 +640,7 @@ async fn keys_page(
         "dash_keys.html",
         "api-keys",
         context! {
-            keys, problem, list_problem, notice, name,
+            keys, problem, list_problem, notice, name, errors,
             scopes => scope_choices(signed.grant.scopes(), checked),
         },
     )

@@ -103,16 +103,6 @@ pub(super) fn page_status(reply: &Reply) -> StatusCode {
     }
 }
 
-/// The issue the API named for `field` in a refused request (D6's
-/// `details`), if it named one.
-pub(super) fn field_issue(reply: &Reply, field: &str) -> Option<String> {
-    reply.body["error"]["details"]
-        .as_array()
-        .and_then(|d| d.iter().find(|d| d["field"].as_str() == Some(field)))
-        .and_then(|d| d["issue"].as_str())
-        .map(str::to_owned)
-}
-
 /// A refused form's problems, each beside its field in the page's own
 /// words (issue 32): `words` names the rule of a field the API named (D6's
 /// `details`), never the API's `field`/`issue` text. The page's message

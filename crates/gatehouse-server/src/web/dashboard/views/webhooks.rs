@@ -47,6 +47,22 @@ fn endpoint_view(e: &Json) -> Value {
     }
 }
 
+/// The rule of a field of the endpoint form, in words (issue 32: beside
+/// the field, never the API's `field`/`issue` text).
+fn field_rule(field: &str) -> Option<&'static str> {
+    Some(match field {
+        "url" => {
+            "An https:// address of at most 2,048 characters whose host resolves to public addresses only (private and loopback ones only where the operator allowed them)."
+        }
+        "description" => "At most 500 characters.",
+        "enabled_events" => {
+            "At least one event type or pattern that names events Gatehouse sends: * for all, user.*, product.created."
+        }
+        "ordering" => "Choose none or per object.",
+        _ => return None,
+    })
+}
+
 /// The words of a `done=` notice of this page.
 fn webhook_notice(uri: &Uri) -> Option<&'static str> {
     match super::fields::query_value(uri, "done").as_deref() {
@@ -87,7 +103,13 @@ async fn list_page(
         .map(|a| a.iter().map(endpoint_view).collect())
         .unwrap_or_default();
     let status = page_status(failed.as_ref().unwrap_or(&reply));
-    let problem = failed.map(|r| r.problem());
+    let (errors, problem) = match &failed {
+        Some(r) => {
+            let (e, p) = super::fields::form_errors(r, field_rule);
+            (e, Some(p))
+        }
+        None => (Default::default(), None),
+    };
     render(
         st,
         headers,
@@ -96,7 +118,7 @@ async fn list_page(
         "dash_webhooks.html",
         "webhooks",
         context! {
-            endpoints, problem, list_problem, notice,
+            endpoints, problem, list_problem, notice, errors,
             form => form.unwrap_or_else(|| context! { events => "*", ordering => "none" }),
             can_write => signed.can(gatehouse_domain::Scope::WebhooksWrite),
         },
