@@ -467,51 +467,23 @@ async fn the_dashboard_in_chromium() {
         );
         return;
     }
-    let Some(chromedriver) = tool("CHROMEDRIVER", "/usr/bin/chromedriver") else {
-        assert!(
-            !require(),
-            "GATEHOUSE_REQUIRE_BROWSER=1 but chromedriver is missing (apt-get install chromium-driver)"
-        );
-        eprintln!(
-            "\n*** browser test SKIPPED: /usr/bin/chromedriver not found; \
-             install Debian's chromium and chromium-driver to run it ***\n"
-        );
+    let Some(r) = rig("dashboard", |st| {
+        // D55: the Webhooks page's endpoint is a receiver on loopback.
+        st.webhook_allow = gatehouse_domain::webhook::AllowList::parse("127.0.0.0/8").unwrap();
+    })
+    .await
+    else {
         return;
     };
-    let axe_path = std::env::var_os("AXE_CORE_JS").map_or_else(
-        || root().join("interop/node/node_modules/axe-core/axe.min.js"),
-        PathBuf::from,
-    );
-    let axe = std::fs::read_to_string(&axe_path).ok();
-    if axe.is_none() {
-        assert!(
-            !require(),
-            "GATEHOUSE_REQUIRE_BROWSER=1 but {} is missing (npm ci in interop/node)",
-            axe_path.display()
-        );
-        eprintln!(
-            "\n*** browser test: axe-core not found at {}; the accessibility checks are SKIPPED ***\n",
-            axe_path.display()
-        );
-    }
     let shots = std::env::var("GATEHOUSE_SCREENSHOTS")
         .is_ok_and(|v| v == "1")
         .then(|| root().join("docs/screenshots/dashboard"));
     if let Some(d) = &shots {
         std::fs::create_dir_all(d).unwrap();
     }
-
     // The server's public URL is the address Chromium uses, so the
     // built-in client's redirect URI is reachable.
-    let port = free_port();
-    let s = TestServer::start_with(|st| {
-        st.https_addr = format!("127.0.0.1:{port}").parse().unwrap();
-        st.public_url = format!("https://localhost:{port}");
-        // D55: the Webhooks page's endpoint is a receiver on loopback.
-        st.webhook_allow = gatehouse_domain::webhook::AllowList::parse("127.0.0.0/8").unwrap();
-    })
-    .await;
-    let base = format!("https://localhost:{port}");
+    let (s, base) = (&r.s, r.base.clone());
     let hooks = receiver().await;
     let admin = NewUser {
         id: UserId::generate(),
@@ -526,23 +498,10 @@ async fn the_dashboard_in_chromium() {
         .insert_user(&s.org(), &admin, crate::common::operator())
         .await
         .unwrap();
-    let key_pem = s.data_dir().join("tls/key.pem");
-    let pin = spki_pin(&key_pem);
-
-    let driver_port = free_port();
-    let _driver = Driver(
-        Command::new(&chromedriver)
-            .arg(format!("--port={driver_port}"))
-            .process_group(0)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("chromedriver starts"),
-    );
-    let profiles = tempfile::tempdir().unwrap();
+    let (driver_port, pin, profiles) = (r.driver_port, r.pin.clone(), &r.profiles);
     let c = browser(driver_port, &pin, &profiles.path().join("a"), true).await;
     let mut audit = Audit {
-        axe,
+        axe: r.axe.clone(),
         shots,
         problems: Vec::new(),
     };
@@ -1124,31 +1083,10 @@ async fn passkey_sign_in_page(c: &Client, base: &str) {
 /// forms hidden without script).
 #[tokio::test]
 async fn d56_passkeys_on_the_pages_with_chromiums_virtual_authenticator() {
-    let Some(chromedriver) = tool("CHROMEDRIVER", "/usr/bin/chromedriver") else {
-        assert!(
-            !require(),
-            "GATEHOUSE_REQUIRE_BROWSER=1 but chromedriver is missing"
-        );
-        eprintln!("\n*** passkey browser test SKIPPED: no chromedriver ***\n");
+    let Some(r) = rig("passkey", |_| {}).await else {
         return;
     };
-    let axe_path = std::env::var_os("AXE_CORE_JS").map_or_else(
-        || root().join("interop/node/node_modules/axe-core/axe.min.js"),
-        PathBuf::from,
-    );
-    let axe = std::fs::read_to_string(&axe_path).ok();
-    assert!(
-        axe.is_some() || !require(),
-        "GATEHOUSE_REQUIRE_BROWSER=1 but {} is missing",
-        axe_path.display()
-    );
-    let port = free_port();
-    let s = TestServer::start_with(|st| {
-        st.https_addr = format!("127.0.0.1:{port}").parse().unwrap();
-        st.public_url = format!("https://localhost:{port}");
-    })
-    .await;
-    let base = format!("https://localhost:{port}");
+    let (s, base) = (&r.s, r.base.clone());
     const EMAIL: &str = "pat.key@example.com";
     let person = |org_name: &str| NewUser {
         id: UserId::generate(),
@@ -1164,21 +1102,9 @@ async fn d56_passkeys_on_the_pages_with_chromiums_virtual_authenticator() {
         .insert_user(&s.org(), &person("here"), crate::common::operator())
         .await
         .unwrap();
-    let pin = spki_pin(&s.data_dir().join("tls/key.pem"));
-    let driver_port = free_port();
-    let _driver = Driver(
-        Command::new(&chromedriver)
-            .arg(format!("--port={driver_port}"))
-            .process_group(0)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("chromedriver starts"),
-    );
-    let profiles = tempfile::tempdir().unwrap();
-    let c = browser(driver_port, &pin, &profiles.path().join("p"), true).await;
+    let c = browser(r.driver_port, &r.pin, &r.profiles.path().join("p"), true).await;
     let mut audit = Audit {
-        axe,
+        axe: r.axe.clone(),
         shots: None,
         problems: Vec::new(),
     };
@@ -1622,7 +1548,7 @@ async fn d56_passkeys_on_the_pages_with_chromiums_virtual_authenticator() {
     c.close().await.unwrap();
 
     // Without script the passkey forms stay hidden; the password works.
-    let plain = browser(driver_port, &pin, &profiles.path().join("n"), false).await;
+    let plain = browser(r.driver_port, &r.pin, &r.profiles.path().join("n"), false).await;
     plain.goto(&format!("{base}/dashboard")).await.unwrap();
     wait_for(&plain, "Sign in to continue to the Gatehouse dashboard").await;
     let shown = plain

@@ -18,8 +18,8 @@ use serde_json::{Value as Json, json};
 mod fields;
 
 use self::fields::{
-    form_errors, lines, notice, page_status, problem_ctx, query_value, safe_id, scope_choices,
-    strings, ticked_scopes, union,
+    form_errors, lines, notice, page_status, problem_ctx, query_value, refusal, safe_id,
+    scope_choices, strings, ticked_scopes, union,
 };
 use super::api::Reply;
 use super::{Signed, chart, message, read_form, render, signed};
@@ -380,13 +380,7 @@ async fn app_page(
     let status = failed.as_ref().map_or(StatusCode::OK, page_status);
     // D48 (continued), issue 32: a refused field (the grace period too) is
     // said next to it, in words, with what was typed.
-    let (errors, problem) = match &failed {
-        Some(r) => {
-            let (e, p) = form_errors(r, credential_field_rule);
-            (e, Some(p))
-        }
-        None => (Default::default(), None),
-    };
+    let (errors, problem) = refusal(failed.as_ref(), credential_field_rule);
     let grace_issue = errors.get("grace_seconds").copied();
     let app = match typed {
         Some(t) => context! { ..t, ..app_view(a) },
@@ -625,13 +619,7 @@ async fn keys_page(
         })
         .unwrap_or_default();
     let status = page_status(failed.as_ref().unwrap_or(&reply));
-    let (errors, problem) = match &failed {
-        Some(r) => {
-            let (e, p) = form_errors(r, credential_field_rule);
-            (e, Some(p))
-        }
-        None => (Default::default(), None),
-    };
+    let (errors, problem) = refusal(failed.as_ref(), credential_field_rule);
     render(
         st,
         headers,

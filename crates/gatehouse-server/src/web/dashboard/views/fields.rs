@@ -140,3 +140,21 @@ pub(super) fn form_errors(
     }
     (placed, problem)
 }
+
+/// [`form_errors`] of a refusal, if there was one: the fields' words and
+/// the page's problem; nothing for a page shown without one.
+pub(super) fn refusal(
+    failed: Option<&Reply>,
+    words: impl Fn(&str) -> Option<&'static str>,
+) -> (
+    std::collections::BTreeMap<String, &'static str>,
+    Option<Problem>,
+) {
+    match failed {
+        Some(r) => {
+            let (errors, problem) = form_errors(r, words);
+            (errors, Some(problem))
+        }
+        None => (std::collections::BTreeMap::new(), None),
+    }
+}

@@ -103,13 +103,7 @@ async fn list_page(
         .map(|a| a.iter().map(endpoint_view).collect())
         .unwrap_or_default();
     let status = page_status(failed.as_ref().unwrap_or(&reply));
-    let (errors, problem) = match &failed {
-        Some(r) => {
-            let (e, p) = super::fields::form_errors(r, field_rule);
-            (e, Some(p))
-        }
-        None => (Default::default(), None),
-    };
+    let (errors, problem) = super::fields::refusal(failed.as_ref(), field_rule);
     render(
         st,
         headers,
