@@ -564,7 +564,7 @@ async fn the_dashboard_in_chromium() {
         _ => shown,
     };
     audit.page(&c, "application-secret").await;
-    assert_eq!(token_status(&s, &app_id, &secret).await, StatusCode::OK);
+    assert_eq!(token_status(s, &app_id, &secret).await, StatusCode::OK);
 
     // The application's page; rotate with no grace.
     c.goto(&format!("{base}/dashboard/applications/{app_id}"))
@@ -582,9 +582,9 @@ async fn the_dashboard_in_chromium() {
     wait_for(&c, "New client secret").await;
     let rotated = value(&c, "#secret").await;
     assert_ne!(rotated, secret);
-    assert_eq!(token_status(&s, &app_id, &rotated).await, StatusCode::OK);
+    assert_eq!(token_status(s, &app_id, &rotated).await, StatusCode::OK);
     assert_eq!(
-        token_status(&s, &app_id, &secret).await,
+        token_status(s, &app_id, &secret).await,
         StatusCode::UNAUTHORIZED,
         "the old secret is refused after its (zero) grace"
     );
@@ -941,7 +941,7 @@ async fn the_dashboard_in_chromium() {
         .text()
         .await
         .unwrap();
-    let t = crate::mfa::server_time(&s).await;
+    let t = crate::mfa::server_time(s).await;
     fill(&m, "#code", &crate::mfa::totp_at(&key, t)).await;
     click(&m, "form[action='/account/security/totp'] button").await;
     wait_for(&m, "Save your recovery codes").await;
@@ -972,7 +972,7 @@ async fn the_dashboard_in_chromium() {
     fill(&q, "#password", PASSWORD).await;
     click(&q, "button[type=submit]").await;
     wait_for(&q, "Enter your sign-in code").await;
-    let t = crate::mfa::server_time(&s).await;
+    let t = crate::mfa::server_time(s).await;
     fill(&q, "#code", &crate::mfa::totp_at(&key, t + 30)).await;
     click(&q, "button[type=submit]").await;
     wait_for(&q, ">Account</a>").await;
@@ -1252,10 +1252,7 @@ async fn d56_passkeys_on_the_pages_with_chromiums_virtual_authenticator() {
     no_inline_script(&c, "the second step").await;
     click(&c, "form[data-passkey] button[type=submit]").await;
     wait_for(&c, "Register an application").await;
-    assert_eq!(
-        newest_amr(&s, &user.id).await,
-        ["pwd", "pop", "user", "mfa"]
-    );
+    assert_eq!(newest_amr(s, &user.id).await, ["pwd", "pop", "user", "mfa"]);
 
     // A request for `phr` (an Essential `acr`) asks for the passkey alone
     // after the password: no code form, although the person has recovery
@@ -1318,10 +1315,7 @@ async fn d56_passkeys_on_the_pages_with_chromiums_virtual_authenticator() {
     settle(&c, "document.readyState === 'complete' && !document.querySelector('form[data-passkey]').hidden").await;
     click(&c, "form[data-passkey] button[type=submit]").await;
     wait_for(&c, "name=\"decision\"").await;
-    assert_eq!(
-        newest_amr(&s, &user.id).await,
-        ["pwd", "pop", "user", "mfa"]
-    );
+    assert_eq!(newest_amr(s, &user.id).await, ["pwd", "pop", "user", "mfa"]);
 
     // Without user verification: still a second factor (D56). (An
     // authenticator that fails to verify fails the ceremony in Chromium;
@@ -1345,10 +1339,7 @@ async fn d56_passkeys_on_the_pages_with_chromiums_virtual_authenticator() {
     settle(&c, "!document.querySelector('form[data-passkey]').hidden").await;
     click(&c, "form[data-passkey] button[type=submit]").await;
     wait_for(&c, "Register an application").await;
-    assert_eq!(
-        newest_amr(&s, &user.id).await,
-        ["pwd", "pop", "user", "mfa"]
-    );
+    assert_eq!(newest_amr(s, &user.id).await, ["pwd", "pop", "user", "mfa"]);
 
     // ... but no passwordless sign-in: the page asks for the password.
     forget_sign_in(&c).await;
@@ -1370,7 +1361,7 @@ async fn d56_passkeys_on_the_pages_with_chromiums_virtual_authenticator() {
     settle(&c, "document.readyState === 'complete' && !document.querySelector('form[data-passkey]').hidden").await;
     click(&c, "form[data-passkey] button[type=submit]").await;
     wait_for(&c, "Register an application").await;
-    assert_eq!(newest_amr(&s, &user.id).await, ["pop", "user", "mfa"]);
+    assert_eq!(newest_amr(s, &user.id).await, ["pop", "user", "mfa"]);
 
     // An account of another organization than the client's reads like a
     // wrong password (D26, D56).
@@ -1426,7 +1417,7 @@ async fn d56_passkeys_on_the_pages_with_chromiums_virtual_authenticator() {
     // D58: recorded as a failed sign-in of that person, reason sign_count.
     let t = s.token("audit:read").await;
     let found = crate::audit::audit_once(
-        &s,
+        s,
         &t,
         &format!("?action=user.sign_in_failed&target={}", user.id),
         1,
@@ -1493,7 +1484,7 @@ async fn d56_passkeys_on_the_pages_with_chromiums_virtual_authenticator() {
     settle(&c, "document.readyState === 'complete' && !document.querySelector('form[data-passkey]').hidden").await;
     click(&c, "form[data-passkey] button[type=submit]").await;
     wait_for(&c, "Register an application").await;
-    assert_eq!(newest_amr(&s, &user.id).await, ["pop", "user", "mfa"]);
+    assert_eq!(newest_amr(s, &user.id).await, ["pop", "user", "mfa"]);
     // The same answer sent twice signs nobody in the second time: the
     // offer is spent, and the counter has moved (D56).
     forget_sign_in(&c).await;
