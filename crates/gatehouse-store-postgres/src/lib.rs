@@ -124,6 +124,7 @@ impl Default for PgOptions {
 pub struct PgStore {
     pool: PgPool,
     reads: Arc<Reads>,
+    orgs: Arc<orgs::OrgChanges>,
 }
 
 /// The point reads of the request paths, batched ([`batch`]).
@@ -179,7 +180,8 @@ impl PgStore {
             .max_lifetime(Some(Duration::from_secs(1800)))
             .connect_lazy_with(connect);
         let reads = Arc::new(Reads::new(&pool, options.acquire_timeout));
-        Ok(Self { pool, reads })
+        let orgs = orgs::OrgChanges::follow(&pool);
+        Ok(Self { pool, reads, orgs })
     }
 
     /// Statements the batched point reads (users, products, clients) have

@@ -63,6 +63,9 @@ impl OrgStore for PgStore {
             Ok(())
         })
     }
+    fn orgs_version(&self) -> Option<u64> {
+        self.orgs.version()
+    }
     async fn bootstrap(&self, org: &Organization, client: &NewClient) -> StoreResult<bool> {
         write_tx!(self, |tx| {
             // D41, D44: nodes starting together on an empty database create
@@ -241,5 +244,94 @@ pub(crate) async fn set_org(c: &mut PgConnection, org: &OrgId, o: &Organization)
         Err(StoreError::NotFound.into())
     } else {
         Ok(())
+    }
+}
+
+/// Issue 32, D40: the `orgs_version` of a node, moved by the notification
+/// PostgreSQL sends at the commit of any change to `organizations`
+/// (migration 31's trigger), so every node keeps organizations' names and
+/// limits in memory and still applies `gatehouse org rename` or `org plan`
+/// from its next request. The notification arrives a moment after the
+/// commit (on loopback, well under a millisecond); a request in that moment
+/// may still see the old plan or name.
+///
+/// While the listening connection is down (not yet connected, lost, being
+/// replaced) there is no version: every read goes to the database, so a
+/// notification missed meanwhile cannot leave a stale value behind. The
+/// listener holds one connection of the pool for as long as the store runs.
+pub(crate) struct OrgChanges {
+    seen: std::sync::atomic::AtomicU64,
+    live: std::sync::atomic::AtomicBool,
+}
+
+/// The channel of migration 31's trigger.
+const ORG_CHANNEL: &str = "gatehouse_org_changes";
+
+impl OrgChanges {
+    pub(crate) fn follow(pool: &PgPool) -> Arc<Self> {
+        let changes = Arc::new(Self {
+            seen: std::sync::atomic::AtomicU64::new(0),
+            live: std::sync::atomic::AtomicBool::new(false),
+        });
+        // Outside a runtime (a store built by blocking code) nothing
+        // listens: the version stays absent and every read is fresh.
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(listen(pool.clone(), Arc::downgrade(&changes)));
+        }
+        changes
+    }
+
+    pub(crate) fn version(&self) -> Option<u64> {
+        use std::sync::atomic::Ordering;
+        self.live
+            .load(Ordering::Acquire)
+            .then(|| self.seen.load(Ordering::Acquire))
+    }
+
+    fn moved(&self, live: bool) {
+        use std::sync::atomic::Ordering;
+        // The number moves before the flag says it may be trusted, and
+        // whenever it stops being trusted: a value read while live never
+        // stands for a moment when a change could be missed.
+        self.seen.fetch_add(1, Ordering::AcqRel);
+        self.live.store(live, Ordering::Release);
+    }
+}
+
+/// Listens until the store is dropped, reconnecting after a loss.
+async fn listen(pool: PgPool, changes: std::sync::Weak<OrgChanges>) {
+    use sqlx_postgres::PgListener;
+    loop {
+        match PgListener::connect_with(&pool).await {
+            Ok(mut listener) => match listener.listen(ORG_CHANNEL).await {
+                Ok(()) => {
+                    let Some(c) = changes.upgrade() else { return };
+                    c.moved(true);
+                    drop(c);
+                    loop {
+                        let got = listener.try_recv().await;
+                        let Some(c) = changes.upgrade() else { return };
+                        match got {
+                            Ok(Some(_)) => c.moved(true),
+                            // The connection was lost: notifications may
+                            // have been missed until a new one listens.
+                            Ok(None) | Err(_) => {
+                                c.moved(false);
+                                break;
+                            }
+                        }
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "listening for organization changes failed"),
+            },
+            Err(e) => {
+                tracing::warn!(error = %e, "no connection to listen for organization changes")
+            }
+        }
+        match changes.upgrade() {
+            Some(c) => c.moved(false),
+            None => return,
+        }
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
     }
 }

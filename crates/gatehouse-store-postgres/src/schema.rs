@@ -141,6 +141,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "audit_first_uses",
         include_str!("../migrations/0030_audit_first_uses.sql"),
     ),
+    (
+        31,
+        "org_changes_notify",
+        include_str!("../migrations/0031_org_changes_notify.sql"),
+    ),
 ];
 
 /// The advisory-lock key of the migration (`"gatehous"` in ASCII), separate

@@ -186,7 +186,8 @@ async fn a_database_of_the_last_release_migrates_forward_without_loss() {
             (27, true),
             (28, true),
             (29, true),
-            (30, true)
+            (30, true),
+            (31, true)
         ]
     );
     assert_eq!(
