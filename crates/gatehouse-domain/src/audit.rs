@@ -143,7 +143,7 @@ pub fn changes_allowed(target: TargetType) -> &'static [&'static str] {
         TargetType::WebhookEndpoint => {
             &["url", "event_types", "enabled", "description", "owner_id"]
         }
-        TargetType::Organization => &["name", "plan", "mfa", "enrollment_grace_days"],
+        TargetType::Organization => &["name", "plan", "limits", "mfa", "enrollment_grace_days"],
         TargetType::Session | TargetType::Token => &[],
     }
 }

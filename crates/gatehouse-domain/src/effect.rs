@@ -129,9 +129,14 @@ pub enum Effect {
         policy: crate::mfa::SecurityPolicy,
         deadlines: crate::mfa::DeadlineChange,
     },
-    /// Issue 32: the organization's row becomes this one (its name, plan
-    /// and limits; `gatehouse org rename`, `org plan`).
-    SetOrganization(Box<crate::Organization>),
+    /// Issue 32 (`gatehouse org rename`, `org plan`): the organization's
+    /// name, or its plan and limits, become `after`'s — only what differs
+    /// from `before`, so a rename and a plan change made at once by two
+    /// operators both stand.
+    SetOrganization {
+        before: Box<crate::Organization>,
+        after: Box<crate::Organization>,
+    },
     /// An e-mail of the change (D19 continued: the password changed),
     /// queued in the outbox in its transaction.
     Mail(Box<crate::link::OutboundEmail>),
@@ -382,7 +387,10 @@ pub fn of_org_change(
     }
     let event = tell.organization_updated(before, &after, now);
     vec![
-        Effect::SetOrganization(Box::new(after)),
+        Effect::SetOrganization {
+            before: Box::new(before.clone()),
+            after: Box::new(after),
+        },
         Effect::Event(Box::new(event)),
     ]
 }

@@ -154,7 +154,9 @@ pub(crate) async fn apply(
             } => {
                 revocations.push(narrow_client(c, client, *keep, *removed, now).await?);
             }
-            Effect::SetOrganization(o) => crate::orgs::set_org(c, org, o).await?,
+            Effect::SetOrganization { before, after } => {
+                crate::orgs::set_org(c, org, before, after).await?;
+            }
             Effect::Mail(mail) => auth_state::enqueue_mail(c, mail, now).await?,
             Effect::Event(e) => events.push(Cow::Borrowed(e)),
             Effect::Audit(entry) => {

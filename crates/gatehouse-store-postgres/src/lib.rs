@@ -178,9 +178,16 @@ impl PgStore {
             .test_before_acquire(false)
             .idle_timeout(Some(Duration::from_secs(300)))
             .max_lifetime(Some(Duration::from_secs(1800)))
-            .connect_lazy_with(connect);
+            .connect_lazy_with(connect.clone());
         let reads = Arc::new(Reads::new(&pool, options.acquire_timeout));
-        let orgs = orgs::OrgChanges::follow(&pool);
+        // The listener for organization changes has a connection of its
+        // own, outside the pool: it takes none of the requests' connections.
+        let listening = PgPoolOptions::new()
+            .max_connections(1)
+            .acquire_timeout(options.acquire_timeout)
+            .test_before_acquire(false)
+            .connect_lazy_with(connect);
+        let orgs = orgs::OrgChanges::follow(&listening, &pool);
         Ok(Self { pool, reads, orgs })
     }
 

@@ -226,17 +226,33 @@ pub(crate) async fn reset_org_tx(
     Ok(removed)
 }
 
-/// Issue 32: the organization's name, plan and limits become `o`'s.
-pub(crate) async fn set_org(c: &mut PgConnection, org: &OrgId, o: &Organization) -> TxResult<()> {
-    check_org(org, &o.id)?;
+/// Issue 32: the organization's name, or its plan and limits, become
+/// `after`'s: only the columns that differ from `before`.
+pub(crate) async fn set_org(
+    c: &mut PgConnection,
+    org: &OrgId,
+    before: &Organization,
+    after: &Organization,
+) -> TxResult<()> {
+    check_org(org, &after.id)?;
+    let renamed = before.name != after.name;
+    let replanned = (before.plan, before.per_minute, before.per_second)
+        != (after.plan, after.per_minute, after.per_second);
     let n = query(
-        "UPDATE organizations SET name = $1, plan = $2, per_minute = $3, per_second = $4 WHERE id = $5",
+        "UPDATE organizations SET
+            name = CASE WHEN $1 THEN $2 ELSE name END,
+            plan = CASE WHEN $3 THEN $4 ELSE plan END,
+            per_minute = CASE WHEN $3 THEN $5 ELSE per_minute END,
+            per_second = CASE WHEN $3 THEN $6 ELSE per_second END
+         WHERE id = $7",
     )
-    .bind(&o.name)
-    .bind(o.plan.as_str())
-    .bind(o.per_minute.map(i64::from))
-    .bind(o.per_second.map(i64::from))
-    .bind(o.id.as_str())
+    .bind(renamed)
+    .bind(&after.name)
+    .bind(replanned)
+    .bind(after.plan.as_str())
+    .bind(after.per_minute.map(i64::from))
+    .bind(after.per_second.map(i64::from))
+    .bind(after.id.as_str())
     .execute(&mut *c)
     .await?
     .rows_affected();
@@ -258,7 +274,7 @@ pub(crate) async fn set_org(c: &mut PgConnection, org: &OrgId, o: &Organization)
 /// While the listening connection is down (not yet connected, lost, being
 /// replaced) there is no version: every read goes to the database, so a
 /// notification missed meanwhile cannot leave a stale value behind. The
-/// listener holds one connection of the pool for as long as the store runs.
+/// listener holds one connection of its own, beside the pool's.
 pub(crate) struct OrgChanges {
     seen: std::sync::atomic::AtomicU64,
     live: std::sync::atomic::AtomicBool,
@@ -268,7 +284,9 @@ pub(crate) struct OrgChanges {
 const ORG_CHANNEL: &str = "gatehouse_org_changes";
 
 impl OrgChanges {
-    pub(crate) fn follow(pool: &PgPool) -> Arc<Self> {
+    /// Follows the changes through `listening` (a pool of one connection
+    /// of its own), pinging through `pool`.
+    pub(crate) fn follow(listening: &PgPool, pool: &PgPool) -> Arc<Self> {
         let changes = Arc::new(Self {
             seen: std::sync::atomic::AtomicU64::new(0),
             live: std::sync::atomic::AtomicBool::new(false),
@@ -276,7 +294,11 @@ impl OrgChanges {
         // Outside a runtime (a store built by blocking code) nothing
         // listens: the version stays absent and every read is fresh.
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
-            rt.spawn(listen(pool.clone(), Arc::downgrade(&changes)));
+            rt.spawn(listen(
+                listening.clone(),
+                pool.clone(),
+                Arc::downgrade(&changes),
+            ));
         }
         changes
     }
@@ -298,34 +320,63 @@ impl OrgChanges {
     }
 }
 
-/// Listens until the store is dropped, reconnecting after a loss.
-async fn listen(pool: PgPool, changes: std::sync::Weak<OrgChanges>) {
-    use sqlx_postgres::PgListener;
+/// How long a quiet listener goes before it is asked to prove itself, and
+/// how long it has to hear its own ping.
+const PING_EVERY: std::time::Duration = std::time::Duration::from_secs(15);
+const PING_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Unix milliseconds, for the listener's last sign of life.
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Keeps one listener running until the store is dropped. A connection
+/// that is lost is replaced; one that silently stops delivering (a
+/// half-open TCP connection after a failover or a partition never reports
+/// an error) is found by a ping — a notification of its own on the channel,
+/// sent through the pool every [`PING_EVERY`] — that it fails to hear
+/// within [`PING_WAIT`]: then it is dropped and replaced. Between the loss
+/// and the next listener, the node has no version. The listener's
+/// connection is its own (`listening`), never one of the pool's.
+async fn listen(listening: PgPool, pool: PgPool, changes: std::sync::Weak<OrgChanges>) {
+    use std::sync::atomic::{AtomicU64, Ordering};
     loop {
-        match PgListener::connect_with(&pool).await {
-            Ok(mut listener) => match listener.listen(ORG_CHANNEL).await {
-                Ok(()) => {
-                    let Some(c) = changes.upgrade() else { return };
-                    c.moved(true);
-                    drop(c);
-                    loop {
-                        let got = listener.try_recv().await;
-                        let Some(c) = changes.upgrade() else { return };
-                        match got {
-                            Ok(Some(_)) => c.moved(true),
-                            // The connection was lost: notifications may
-                            // have been missed until a new one listens.
-                            Ok(None) | Err(_) => {
-                                c.moved(false);
-                                break;
-                            }
-                        }
-                    }
-                }
-                Err(e) => tracing::warn!(error = %e, "listening for organization changes failed"),
-            },
-            Err(e) => {
-                tracing::warn!(error = %e, "no connection to listen for organization changes")
+        let heard = Arc::new(AtomicU64::new(now_ms()));
+        let mut task = tokio::spawn(listen_once(
+            listening.clone(),
+            changes.clone(),
+            heard.clone(),
+        ));
+        loop {
+            tokio::select! {
+                _ = &mut task => break,
+                () = tokio::time::sleep(PING_EVERY) => {}
+            }
+            if changes.strong_count() == 0 {
+                task.abort();
+                return;
+            }
+            let asked = now_ms();
+            // A ping that cannot be sent (the database is busy or away)
+            // proves nothing either way: the listener's own loss, if any,
+            // ends its task.
+            let sent = query("SELECT pg_notify($1, 'ping')")
+                .bind(ORG_CHANNEL)
+                .execute(&pool)
+                .await
+                .is_ok();
+            if !sent {
+                continue;
+            }
+            tokio::time::sleep(PING_WAIT).await;
+            if heard.load(Ordering::Acquire) < asked {
+                tracing::warn!(
+                    "the listener for organization changes stopped hearing; replacing it"
+                );
+                task.abort();
+                break;
             }
         }
         match changes.upgrade() {
@@ -333,5 +384,47 @@ async fn listen(pool: PgPool, changes: std::sync::Weak<OrgChanges>) {
             None => return,
         }
         tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    }
+}
+
+/// One listening connection, until it is lost (or its task aborted).
+async fn listen_once(
+    pool: PgPool,
+    changes: std::sync::Weak<OrgChanges>,
+    heard: Arc<std::sync::atomic::AtomicU64>,
+) {
+    use sqlx_postgres::PgListener;
+    use std::sync::atomic::Ordering;
+    let mut listener = match PgListener::connect_with(&pool).await {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::warn!(error = %e, "no connection to listen for organization changes");
+            return;
+        }
+    };
+    if let Err(e) = listener.listen(ORG_CHANNEL).await {
+        tracing::warn!(error = %e, "listening for organization changes failed");
+        return;
+    }
+    heard.store(now_ms(), Ordering::Release);
+    match changes.upgrade() {
+        Some(c) => c.moved(true),
+        None => return,
+    }
+    loop {
+        let got = listener.try_recv().await;
+        heard.store(now_ms(), Ordering::Release);
+        let Some(c) = changes.upgrade() else { return };
+        match got {
+            // A ping proves the connection, and changes nothing.
+            Ok(Some(n)) if n.payload() == "ping" => {}
+            Ok(Some(_)) => c.moved(true),
+            // The connection was lost: notifications may have been missed
+            // until a new one listens.
+            Ok(None) | Err(_) => {
+                c.moved(false);
+                return;
+            }
+        }
     }
 }

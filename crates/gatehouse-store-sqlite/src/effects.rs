@@ -135,7 +135,9 @@ pub(crate) fn apply(
                     events.push(Cow::Owned(tell.webhook_endpoint_disabled(&e)));
                 }
             }
-            Effect::SetOrganization(o) => crate::orgs::set_org(c, org, o)?,
+            Effect::SetOrganization { before, after } => {
+                crate::orgs::set_org(c, org, before, after)?;
+            }
             Effect::Mail(mail) => auth_state::enqueue_mail(c, mail, now)?,
             Effect::Event(e) => events.push(Cow::Borrowed(e)),
             Effect::Audit(entry) => {

@@ -251,20 +251,36 @@ pub(crate) fn reset_org_tx(
     Ok(())
 }
 
-/// Issue 32: the organization's name, plan and limits become `o`'s.
-pub(crate) fn set_org(c: &Connection, org: &OrgId, o: &Organization) -> StoreResult<()> {
-    check_org(org, &o.id)?;
+/// Issue 32: the organization's name, or its plan and limits, become
+/// `after`'s: only the columns that differ from `before`.
+pub(crate) fn set_org(
+    c: &Connection,
+    org: &OrgId,
+    before: &Organization,
+    after: &Organization,
+) -> StoreResult<()> {
+    check_org(org, &after.id)?;
+    let renamed = before.name != after.name;
+    let replanned = (before.plan, before.per_minute, before.per_second)
+        != (after.plan, after.per_minute, after.per_second);
     let n = c
         .prepare_cached(
-            "UPDATE organizations SET name = ?1, plan = ?2, per_minute = ?3, per_second = ?4 WHERE id = ?5",
+            "UPDATE organizations SET
+                name = CASE WHEN ?1 THEN ?2 ELSE name END,
+                plan = CASE WHEN ?3 THEN ?4 ELSE plan END,
+                per_minute = CASE WHEN ?3 THEN ?5 ELSE per_minute END,
+                per_second = CASE WHEN ?3 THEN ?6 ELSE per_second END
+             WHERE id = ?7",
         )
         .and_then(|mut s| {
             s.execute(params![
-                o.name,
-                o.plan.as_str(),
-                o.per_minute,
-                o.per_second,
-                o.id.as_str()
+                renamed,
+                after.name,
+                replanned,
+                after.plan.as_str(),
+                after.per_minute,
+                after.per_second,
+                after.id.as_str()
             ])
         })
         .map_err(db_err)?;

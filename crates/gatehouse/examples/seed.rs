@@ -334,7 +334,8 @@ fn psql_copy(
     let off = format!("ALTER TABLE {table} DISABLE TRIGGER {table}_count_insert");
     let on = format!("ALTER TABLE {table} ENABLE TRIGGER {table}_count_insert");
     let mut child = Command::new("psql")
-        .args(["-q", "-v", "ON_ERROR_STOP=1", "-d", url])
+        // One transaction: a failed COPY leaves the trigger on.
+        .args(["-q", "-1", "-v", "ON_ERROR_STOP=1", "-d", url])
         .args(["-c", &off, "-c", sql, "-c", &on, "-c", recount])
         .stdin(Stdio::piped())
         .spawn()

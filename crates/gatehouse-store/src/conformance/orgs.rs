@@ -233,6 +233,24 @@ pub async fn organization_changes_are_written_with_their_event(s: &dyn Store) {
     s.write_org(&o, &fx, at, t).await.unwrap();
     assert_eq!(s.get_org(&o).await.unwrap().unwrap().limits(), (60, 10));
 
+    // A rename and a plan change decided from the same reading (two
+    // operators at once) both stand: each writes only what it changed.
+    let renamed = Organization {
+        name: "Second name".into(),
+        ..free.clone()
+    };
+    let pro = Organization {
+        plan: Plan::Pro,
+        ..free.clone()
+    };
+    let fx = gatehouse_domain::effect::of_org_change(t, &free, renamed, at);
+    s.write_org(&o, &fx, at, t).await.unwrap();
+    let fx = gatehouse_domain::effect::of_org_change(t, &free, pro, at);
+    s.write_org(&o, &fx, at, t).await.unwrap();
+    let both = s.get_org(&o).await.unwrap().unwrap();
+    assert_eq!((both.name.as_str(), both.plan), ("Second name", Plan::Pro));
+    let free = both;
+
     // Nothing changed: no effects, nothing told.
     assert!(gatehouse_domain::effect::of_org_change(t, &free, free.clone(), at).is_empty());
 
@@ -246,5 +264,5 @@ pub async fn organization_changes_are_written_with_their_event(s: &dyn Store) {
         Err(StoreError::NotFound)
     ));
     assert_eq!(s.get_org(&ghost.id).await.unwrap(), None);
-    super::events::settled(s, &o, 2).await;
+    super::events::settled(s, &o, 4).await;
 }

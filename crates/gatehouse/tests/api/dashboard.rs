@@ -1946,6 +1946,53 @@ async fn the_users_page_finds_people_and_manages_each_one() {
     assert!(page.body.contains("/sessions/"), "an open session to end");
     assert!(page.body.contains("<time datetime="));
 
+    // Their session, ended from here (D57): their dashboard asks them to
+    // sign in again.
+    let plain = page.body.replace("&#x2f;", "/");
+    let at = plain.find("/sessions/").expect("a session to end") + "/sessions/".len();
+    let sid = plain[at..at + plain[at..].find('/').unwrap()].to_owned();
+    let t = csrf(&page);
+    let ended = b
+        .post(&format!("{path}/sessions/{sid}/end"), &[("csrf_token", &t)])
+        .await;
+    assert_eq!(ended.status, StatusCode::SEE_OTHER, "{}", ended.body);
+    let page = b.get(&format!("{path}?done=ended")).await;
+    assert!(text_of(&page.body).contains("The session was ended."));
+    assert!(
+        !page.body.replace("&#x2f;", "/").contains(&sid),
+        "gone from the list"
+    );
+    let out = theirs.get("/dashboard/api-keys").await;
+    assert_eq!(
+        out.status,
+        StatusCode::SEE_OTHER,
+        "their dashboard is signed out"
+    );
+
+    // A refused status change (the last active admin) leaves the name and
+    // role form as stored.
+    let mine = format!("/dashboard/users/{}", admin.id);
+    let refused = b
+        .post(&mine, &[("csrf_token", &t), ("status", "inactive")])
+        .await;
+    assert_eq!(
+        refused.status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{}",
+        refused.body
+    );
+    assert!(
+        refused.body.contains("value=\"Dash Person\""),
+        "{}",
+        refused.body
+    );
+    assert!(!refused.body.contains("value=\"None\""));
+    assert!(
+        refused.body.contains("<option value=\"admin\" selected>"),
+        "{}",
+        refused.body
+    );
+
     // Name and role together; an empty name is refused beside the field.
     let t = csrf(&page);
     let empty = b
@@ -2001,7 +2048,7 @@ async fn the_users_page_finds_people_and_manages_each_one() {
             &[("csrf_token", &t), ("transfer_to", "nobody@example.com")],
         )
         .await;
-    assert_eq!(nobody.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(nobody.status, StatusCode::BAD_REQUEST);
     assert!(nobody.body.contains("id=\"transfer_to-error\""));
     assert!(s.store().get_user(&org, &mate.id).await.unwrap().is_some());
     let gone = b

@@ -699,6 +699,10 @@ async fn operators_introspect_and_revoke_any_token_from_the_command_line() {
     // D58: the operator's revocations are recorded.
     let admin = s.token("audit:read").await;
     let log = crate::audit::audit_once(&s, &admin, "?action=token.revoked", 2).await;
+    assert_eq!(
+        log["meta"]["total"], 2,
+        "the access token and the chain: {log}"
+    );
     let entries = log["data"].as_array().unwrap();
     assert!(
         entries.iter().all(|e| e["actor"]["type"] == "operator"),

@@ -321,7 +321,9 @@ async fn product_page(
     let (status, problem, errors, form) = match refused {
         Some((form, r)) => {
             let (errors, problem) = errors_of(&r);
-            (page_status(&r), Some(problem), errors, Some(form))
+            // A refused status change leaves the details form as stored.
+            let typed = (!form.is_undefined()).then_some(form);
+            (page_status(&r), Some(problem), errors, typed)
         }
         None => (
             page_status(&reply),
@@ -366,10 +368,11 @@ async fn change(
             "discontinued",
         ),
         Some("return") => {
-            let stock = form
-                .get("stock")
-                .and_then(|s| s.parse::<i64>().ok())
-                .unwrap_or(0);
+            // The stock as it is now, not as the page showed it (D18).
+            let now = signed
+                .api(&st, Method::GET, &format!("/products/{id}"), None)
+                .await;
+            let stock = now.data()["stock"].as_i64().unwrap_or(0);
             (
                 Ok(json!({ "status": ProductStatus::for_stock(stock).as_str() })),
                 "returned",

@@ -401,7 +401,10 @@ async fn person_page(
     let (status, problem, errors, form) = match refused {
         Some(r) => {
             let (errors, problem) = form_errors(&r.reply, field_rule);
-            (page_status(&r.reply), Some(problem), errors, Some(r.form))
+            // A refusal of no form (a status, an invitation, a session)
+            // leaves the name and role form as stored.
+            let typed = (!r.form.is_undefined()).then_some(r.form);
+            (page_status(&r.reply), Some(problem), errors, typed)
         }
         None => (
             page_status(&reply),
@@ -473,9 +476,14 @@ async fn change(
     if reply.ok() {
         return signed.redirect(&st, &format!("/dashboard/users/{id}?done={done}"));
     }
-    let typed = context! {
-        name => form.value("name").map(str::trim),
-        role => form.value("role"),
+    // A refused status change is no refusal of the name and role form.
+    let typed = if form.get("status").is_some() {
+        Value::UNDEFINED
+    } else {
+        context! {
+            name => form.value("name").map(str::trim),
+            role => form.value("role"),
+        }
     };
     person_page(
         &st,
@@ -660,10 +668,14 @@ async fn delete(
     let mut path = format!("/users/{id}");
     if !transfer.is_empty() {
         match active_person(&st, &signed, &transfer).await {
-            Some(to) if to != id => path.push_str(&format!("?transfer_to={to}")),
+            Some(to) if to != id => match safe_id(&to) {
+                Some(to) => path.push_str(&format!("?transfer_to={to}")),
+                None => return not_found(&st),
+            },
             _ => {
+                // D6: a value that names no one is a validation error.
                 let reply = Reply {
-                    status: StatusCode::UNPROCESSABLE_ENTITY,
+                    status: StatusCode::BAD_REQUEST,
                     body: json!({"error": {"code": "VALIDATION_ERROR",
                         "message": "No active person of the organization has this e-mail address.",
                         "details": [{"field": "transfer_to", "issue": "no such active user"}]}}),
