@@ -210,3 +210,55 @@ async fn reads_queued_in_an_outage_fail_with_the_statement_ahead_of_them() {
         );
     }
 }
+
+/// Waits (at most 20 s) until `f(store's orgs_version)` holds.
+async fn version_until(s: &PgStore, what: &str, f: impl Fn(Option<u64>) -> bool) -> Option<u64> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let v = s.orgs_version();
+        if f(v) {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "{what}: still {v:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Issue 32, D40: a node keeps organizations in memory only while its
+/// listener for their changes is live. When the database goes away the
+/// node offers no version (every read goes to the database, so a change
+/// missed meanwhile leaves nothing stale); when it is back, a new listener
+/// offers a version again, and a change moves it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn organizations_are_kept_in_memory_only_while_their_changes_are_heard() {
+    let Some(mut cluster) = StoppableCluster::start() else {
+        return;
+    };
+    let url = cluster.create_database("org_changes").await;
+    let s = PgStore::connect(&url).await.unwrap();
+    let o = new_org(&s).await;
+    version_until(&s, "listening", |v| v.is_some()).await;
+
+    cluster.stop_fast();
+    version_until(&s, "the database went away", |v| v.is_none()).await;
+
+    cluster.start_again();
+    let live = version_until(&s, "listening again", |v| v.is_some()).await;
+    // The pool's connection from before the outage fails its first query
+    // (503) and is dropped, as every pooled connection does.
+    let before = match s.get_org(&o).await {
+        Err(StoreError::Unavailable(_)) => s.get_org(&o).await,
+        other => other,
+    }
+    .unwrap()
+    .unwrap();
+    let after = gatehouse_domain::Organization {
+        name: "Heard".into(),
+        ..before.clone()
+    };
+    let t = gatehouse_store::conformance::teller();
+    let now = Timestamp::now();
+    let fx = gatehouse_domain::effect::of_org_change(t, &before, after, now);
+    s.write_org(&o, &fx, now, t).await.unwrap();
+    version_until(&s, "the change heard", |v| v.is_some() && v != live).await;
+}

@@ -135,6 +135,21 @@ macro_rules! form_or_return {
     };
 }
 
+/// A form posted to an item's address: the headers, the form (its CSRF
+/// token checked), the person, and the id from the path when it has an
+/// id's shape (else the 404 page). `safe_id` and `not_found` must be in
+/// scope.
+macro_rules! posted_or_return {
+    ($st:expr, $req:expr, $peer:expr, $id:expr) => {{
+        let (headers, form) = form_or_return!($st, $req);
+        let signed = signed_or_return!($st, headers, $peer);
+        let Some(id) = safe_id(&$id) else {
+            return not_found(&$st);
+        };
+        (headers, form, signed, id)
+    }};
+}
+
 mod account;
 mod activity;
 mod listing;
@@ -410,11 +425,7 @@ async fn update_app(
     Path(id): Path<String>,
     req: Request,
 ) -> Response {
-    let (headers, form) = form_or_return!(st, req);
-    let signed = signed_or_return!(st, headers, peer);
-    let Some(id) = safe_id(&id) else {
-        return not_found(&st);
-    };
+    let (headers, form, signed, id) = posted_or_return!(st, req, peer, id);
     let path = format!("/applications/{id}");
     let current = signed.api(&st, Method::GET, &path, None).await;
     if !current.ok() {
@@ -472,11 +483,7 @@ async fn rotate_secret(
     Path(id): Path<String>,
     req: Request,
 ) -> Response {
-    let (headers, form) = form_or_return!(st, req);
-    let signed = signed_or_return!(st, headers, peer);
-    let Some(id) = safe_id(&id) else {
-        return not_found(&st);
-    };
+    let (headers, form, signed, id) = posted_or_return!(st, req, peer, id);
     // D48 (continued): a grace the dashboard cannot read is never read as
     // none. It goes to the API as it was typed, which refuses it (400 on
     // `grace_seconds`), so nothing is rotated and the page says why.
@@ -550,11 +557,7 @@ async fn delete_app(
     Path(id): Path<String>,
     req: Request,
 ) -> Response {
-    let (headers, _form) = form_or_return!(st, req);
-    let signed = signed_or_return!(st, headers, peer);
-    let Some(id) = safe_id(&id) else {
-        return not_found(&st);
-    };
+    let (headers, _form, signed, id) = posted_or_return!(st, req, peer, id);
     let reply = signed
         .api(&st, Method::DELETE, &format!("/applications/{id}"), None)
         .await;
@@ -707,11 +710,7 @@ async fn revoke_key(
     Path(id): Path<String>,
     req: Request,
 ) -> Response {
-    let (headers, _form) = form_or_return!(st, req);
-    let signed = signed_or_return!(st, headers, peer);
-    let Some(id) = safe_id(&id) else {
-        return not_found(&st);
-    };
+    let (headers, _form, signed, id) = posted_or_return!(st, req, peer, id);
     let reply = signed
         .api(&st, Method::DELETE, &format!("/api-keys/{id}"), None)
         .await;

@@ -158,3 +158,12 @@ pub(super) fn refusal(
         None => (std::collections::BTreeMap::new(), None),
     }
 }
+
+/// After a creation, the new item's page (`{base}/{id}?done={done}`), or
+/// the list's when the answer names no id of an id's shape.
+pub(super) fn created_page(base: &str, reply: &Reply, done: &str) -> String {
+    match reply.data()["id"].as_str().and_then(safe_id) {
+        Some(id) => format!("{base}/{id}?done={done}"),
+        None => format!("{base}?done={done}"),
+    }
+}

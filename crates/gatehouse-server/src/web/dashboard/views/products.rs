@@ -21,7 +21,7 @@ use gatehouse_domain::{Name, ProductStatus, Scope, Sku};
 use minijinja::{Value, context};
 use serde_json::{Value as Json, json};
 
-use super::fields::{form_errors, notice, page_status, query_value, safe_id};
+use super::fields::{created_page, form_errors, notice, page_status, query_value, safe_id};
 use super::listing::{self, Filter, Kind, ListQuery};
 use super::{Peer, not_found};
 use crate::http::form::Form;
@@ -270,11 +270,7 @@ async fn create(State(st): State<AppState>, ConnectInfo(peer): Peer, req: Reques
         Err(refusal) => refusal,
     };
     if reply.ok() {
-        let id = reply.data()["id"].as_str().unwrap_or("");
-        return match safe_id(id) {
-            Some(id) => signed.redirect(&st, &format!("/dashboard/products/{id}?done=created")),
-            None => signed.redirect(&st, "/dashboard/products?done=created"),
-        };
+        return signed.redirect(&st, &created_page("/dashboard/products", &reply, "created"));
     }
     list_page(
         &st,
@@ -357,11 +353,7 @@ async fn change(
     Path(id): Path<String>,
     req: Request,
 ) -> Response {
-    let (headers, form) = form_or_return!(st, req);
-    let signed = signed_or_return!(st, headers, peer);
-    let Some(id) = safe_id(&id) else {
-        return not_found(&st);
-    };
+    let (headers, form, signed, id) = posted_or_return!(st, req, peer, id);
     let (body, done) = match form.get("action") {
         Some("discontinue") => (
             Ok(json!({ "status": ProductStatus::Discontinued.as_str() })),
@@ -447,11 +439,7 @@ async fn delete(
     Path(id): Path<String>,
     req: Request,
 ) -> Response {
-    let (headers, _form) = form_or_return!(st, req);
-    let signed = signed_or_return!(st, headers, peer);
-    let Some(id) = safe_id(&id) else {
-        return not_found(&st);
-    };
+    let (headers, _form, signed, id) = posted_or_return!(st, req, peer, id);
     let reply = signed
         .api(&st, Method::DELETE, &format!("/products/{id}"), None)
         .await;

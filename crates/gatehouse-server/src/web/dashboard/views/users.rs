@@ -16,7 +16,7 @@ use gatehouse_domain::{Email, Name, Scope};
 use minijinja::{Value, context};
 use serde_json::{Value as Json, json};
 
-use super::fields::{form_errors, notice, page_status, query_value, safe_id};
+use super::fields::{created_page, form_errors, notice, page_status, query_value, safe_id};
 use super::listing::{self, Filter, Kind, ListQuery};
 use super::{Peer, not_found};
 use crate::state::AppState;
@@ -268,11 +268,7 @@ async fn invite(State(st): State<AppState>, ConnectInfo(peer): Peer, req: Reques
     let body = json!({ "email": email, "name": name, "role": role });
     let reply = signed.api(&st, Method::POST, "/users", Some(&body)).await;
     if reply.ok() {
-        let id = reply.data()["id"].as_str().unwrap_or("");
-        return match safe_id(id) {
-            Some(id) => signed.redirect(&st, &format!("/dashboard/users/{id}?done=invited")),
-            None => signed.redirect(&st, "/dashboard/users?done=invited"),
-        };
+        return signed.redirect(&st, &created_page("/dashboard/users", &reply, "invited"));
     }
     list_page(
         &st,
@@ -445,11 +441,7 @@ async fn change(
     Path(id): Path<String>,
     req: Request,
 ) -> Response {
-    let (headers, form) = form_or_return!(st, req);
-    let signed = signed_or_return!(st, headers, peer);
-    let Some(id) = safe_id(&id) else {
-        return not_found(&st);
-    };
+    let (headers, form, signed, id) = posted_or_return!(st, req, peer, id);
     let (body, done) = match form.get("status") {
         Some(status) => (
             json!({ "status": status }),
@@ -502,32 +494,15 @@ async fn reinvite(
     Path(id): Path<String>,
     req: Request,
 ) -> Response {
-    let (headers, _form) = form_or_return!(st, req);
-    let signed = signed_or_return!(st, headers, peer);
-    let Some(id) = safe_id(&id) else {
-        return not_found(&st);
-    };
-    let reply = signed
-        .api(
-            &st,
-            Method::POST,
-            &format!("/users/{id}/invitation"),
-            Some(&json!({})),
-        )
-        .await;
-    if reply.ok() {
-        return signed.redirect(&st, &format!("/dashboard/users/{id}?done=reinvited"));
-    }
-    person_page(
+    let (headers, _form, signed, id) = posted_or_return!(st, req, peer, id);
+    let path = format!("/users/{id}/invitation");
+    act(
         &st,
         &headers,
         &signed,
         id,
-        None,
-        Some(Refused {
-            form: Value::UNDEFINED,
-            reply,
-        }),
+        (Method::POST, &path, Some(&json!({}))),
+        "reinvited",
     )
     .await
 }
@@ -538,34 +513,42 @@ async fn end_session(
     Path((id, session)): Path<(String, String)>,
     req: Request,
 ) -> Response {
-    let (headers, _form) = form_or_return!(st, req);
-    let signed = signed_or_return!(st, headers, peer);
-    let (Some(id), Some(session)) = (safe_id(&id), safe_id(&session)) else {
+    let (headers, _form, signed, id) = posted_or_return!(st, req, peer, id);
+    let Some(session) = safe_id(&session) else {
         return not_found(&st);
     };
-    let reply = signed
-        .api(
-            &st,
-            Method::DELETE,
-            &format!("/users/{id}/sessions/{session}"),
-            None,
-        )
-        .await;
-    if reply.ok() {
-        return signed.redirect(&st, &format!("/dashboard/users/{id}?done=ended"));
-    }
-    person_page(
+    let path = format!("/users/{id}/sessions/{session}");
+    act(
         &st,
         &headers,
         &signed,
         id,
-        None,
-        Some(Refused {
-            form: Value::UNDEFINED,
-            reply,
-        }),
+        (Method::DELETE, &path, None),
+        "ended",
     )
     .await
+}
+
+/// One action on a person through `/v1` (`call`: method, path, body):
+/// their page with `done` after it, or with the refusal in words.
+async fn act(
+    st: &AppState,
+    headers: &HeaderMap,
+    signed: &Signed,
+    id: &str,
+    call: (Method, &str, Option<&Json>),
+    done: &str,
+) -> Response {
+    let (method, path, body) = call;
+    let reply = signed.api(st, method, path, body).await;
+    if reply.ok() {
+        return signed.redirect(st, &format!("/dashboard/users/{id}?done={done}"));
+    }
+    let refused = Refused {
+        form: Value::UNDEFINED,
+        reply,
+    };
+    person_page(st, headers, signed, id, None, Some(refused)).await
 }
 
 // ---- Deleting (or cancelling an invitation) ------------------------------
@@ -655,11 +638,7 @@ async fn delete(
     Path(id): Path<String>,
     req: Request,
 ) -> Response {
-    let (headers, form) = form_or_return!(st, req);
-    let signed = signed_or_return!(st, headers, peer);
-    let Some(id) = safe_id(&id) else {
-        return not_found(&st);
-    };
+    let (headers, form, signed, id) = posted_or_return!(st, req, peer, id);
     let transfer = form.value("transfer_to").unwrap_or("").trim().to_owned();
     let refuse = |reply: Reply| Refused {
         form: context! { transfer_to => transfer.clone() },
