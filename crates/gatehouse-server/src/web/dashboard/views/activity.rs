@@ -12,7 +12,7 @@
 
 use axum::Router;
 use axum::extract::{ConnectInfo, State};
-use axum::http::{HeaderMap, Method, StatusCode, Uri};
+use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::Response;
 use axum::routing::get;
 use gatehouse_domain::Timestamp;
@@ -21,7 +21,7 @@ use serde_json::Value as Json;
 
 use super::Peer;
 use super::fields::page_status;
-use super::listing::{self, Filter, Kind, ListQuery};
+use super::listing::{self, Filter, Kind, ListPage, ListQuery};
 use crate::state::AppState;
 use crate::web::dashboard::{render, signed};
 
@@ -150,11 +150,17 @@ fn api_time(name: &str, text: &str) -> String {
 }
 
 /// The `/v1/audit-logs` query of the page's query (a day becomes an instant).
+#[cfg(test)]
 fn api_query(q: &ListQuery) -> String {
-    q.api_query(&FILTERS, PAGE_SIZE, |f, v| match f.kind {
+    q.api_query(&FILTERS, PAGE_SIZE, filter_value)
+}
+
+/// A filter's value as the API gets it: a day becomes an instant.
+fn filter_value(f: &Filter, v: &str) -> String {
+    match f.kind {
         Kind::Date => api_time(f.name, v),
         _ => v.to_owned(),
-    })
+    }
 }
 
 /// `2026-11-28T11:55:37.688Z` as `2026-11-28 11:55:37 UTC`.
@@ -258,48 +264,38 @@ async fn activity(
 ) -> Response {
     let signed = signed_or_return!(st, headers, peer);
     let q = ListQuery::of(&uri);
-    let reply = signed
-        .api(
-            &st,
-            Method::GET,
-            &format!("/audit-logs?{}", api_query(&q)),
-            None,
-        )
-        .await;
+    let l = listing::list(
+        &st,
+        &signed,
+        &q,
+        &ListPage {
+            api: "/audit-logs",
+            page: "/dashboard/activity",
+            filters: &FILTERS,
+            page_size: PAGE_SIZE,
+            value: filter_value,
+            words: field_words,
+            view: entry_view,
+        },
+    )
+    .await;
     // D29 (continued): without `audit:read` the API refuses, and the page
     // says so in words, with no form and no list (as the Webhooks page).
     let refused = matches!(
-        reply.status,
+        l.reply.status,
         StatusCode::FORBIDDEN | StatusCode::UNAUTHORIZED
     );
-    let (field_issues, paging_refused) = listing::refused(&reply, &q, field_words);
-    let problem = listing::list_problem(&reply, &field_issues, paging_refused);
-    let fields = listing::filter_views(&FILTERS, &q, &field_issues);
-    let more_open = listing::more_open(&FILTERS, &q, &field_issues);
-    let entries: Vec<Value> = reply
-        .data()
-        .as_array()
-        .map(|a| a.iter().map(entry_view).collect())
-        .unwrap_or_default();
-    let (paging, past_end) = listing::paging(
-        &reply,
-        &q,
-        "/dashboard/activity",
-        &FILTERS,
-        entries.len(),
-        PAGE_SIZE,
-    );
-    let filtered = q.filtered(&FILTERS);
     render(
         &st,
         &headers,
         &signed,
-        page_status(&reply),
+        page_status(&l.reply),
         "dash_activity.html",
         "activity",
         context! {
-            problem, refused, fields, entries, paging, filtered, more_open, past_end,
-            listed => reply.ok(),
+            refused, problem => l.problem, fields => l.filters, entries => l.items,
+            paging => l.paging, filtered => l.filtered, more_open => l.more_open,
+            past_end => l.past_end, listed => l.reply.ok(),
         },
     )
     .await

@@ -4,9 +4,12 @@
 //! filters as typed, and a filter the API refuses shown beside its field
 //! in the page's own words (issue 32), with nothing listed.
 
-use axum::http::{StatusCode, Uri};
+use axum::http::{Method, StatusCode, Uri};
 use minijinja::{Value, context};
+use serde_json::Value as Json;
 
+use crate::state::AppState;
+use crate::web::dashboard::Signed;
 use crate::web::dashboard::api::{Problem, Reply};
 
 /// A filter of a list page's form: its query name (the API's too), its
@@ -108,10 +111,73 @@ impl ListQuery {
     }
 }
 
+/// A list page: where its items come from and how they are shown.
+pub(super) struct ListPage<'a> {
+    /// The `/v1` collection (`/users`).
+    pub(super) api: &'a str,
+    /// The page's own address (`/dashboard/users`).
+    pub(super) page: &'a str,
+    pub(super) filters: &'a [Filter],
+    /// Items on a page when the link names no `limit`.
+    pub(super) page_size: u32,
+    /// A filter's value as the API gets it (the query's by default).
+    pub(super) value: fn(&Filter, &str) -> String,
+    /// What the page says next to a filter the API refused.
+    pub(super) words: fn(&str, &str) -> Option<String>,
+    /// An item as the template shows it.
+    pub(super) view: fn(&Json) -> Value,
+}
+
+/// What [`list`] found: the API's reply, its items as shown, and what the
+/// template shows around them.
+pub(super) struct Listed {
+    pub(super) reply: Reply,
+    pub(super) items: Vec<Value>,
+    pub(super) problem: Option<Problem>,
+    pub(super) filters: Vec<Value>,
+    pub(super) more_open: bool,
+    pub(super) paging: Option<Value>,
+    pub(super) past_end: Option<String>,
+    pub(super) filtered: bool,
+}
+
+/// One page of a list, through `/v1` as the signed-in person.
+pub(super) async fn list(
+    st: &AppState,
+    signed: &Signed,
+    q: &ListQuery,
+    l: &ListPage<'_>,
+) -> Listed {
+    let path = format!("{}?{}", l.api, q.api_query(l.filters, l.page_size, l.value));
+    let reply = signed.api(st, Method::GET, &path, None).await;
+    let (field_issues, paging_refused) = refused(&reply, q, l.words);
+    let items: Vec<Value> = reply
+        .data()
+        .as_array()
+        .map(|a| a.iter().map(l.view).collect())
+        .unwrap_or_default();
+    let (paging, past_end) = paging(&reply, q, l.page, l.filters, items.len(), l.page_size);
+    Listed {
+        problem: list_problem(&reply, &field_issues, paging_refused),
+        filters: filter_views(l.filters, q, &field_issues),
+        more_open: more_open(l.filters, q, &field_issues),
+        filtered: q.filtered(l.filters),
+        reply,
+        items,
+        paging,
+        past_end,
+    }
+}
+
+/// A filter's value as typed (most filters).
+pub(super) fn as_typed(_: &Filter, v: &str) -> String {
+    v.to_owned()
+}
+
 /// What a refused list query means for the page: the filters' words (by
 /// `words`, from the field and the value as typed), and whether the paging
 /// itself (`limit`, `offset`: only a hand-made link has them) was refused.
-pub(super) fn refused(
+fn refused(
     reply: &Reply,
     q: &ListQuery,
     words: impl Fn(&str, &str) -> Option<String>,
@@ -137,7 +203,7 @@ pub(super) fn refused(
 
 /// The page's problem of a list reply: none, the filters or paging in the
 /// page's words, or the API's.
-pub(super) fn list_problem(
+fn list_problem(
     reply: &Reply,
     field_issues: &[(String, String)],
     paging_refused: bool,
@@ -162,7 +228,7 @@ pub(super) fn list_problem(
 }
 
 /// The filters as the form macro (`dash_macros.html`) shows them.
-pub(super) fn filter_views(
+fn filter_views(
     filters: &[Filter],
     q: &ListQuery,
     field_issues: &[(String, String)],
@@ -196,11 +262,7 @@ pub(super) fn filter_views(
 }
 
 /// Whether "More filters" opens: one of them is given or refused.
-pub(super) fn more_open(
-    filters: &[Filter],
-    q: &ListQuery,
-    field_issues: &[(String, String)],
-) -> bool {
+fn more_open(filters: &[Filter], q: &ListQuery, field_issues: &[(String, String)]) -> bool {
     filters.iter().any(|f| {
         f.more && (q.get(f.name).is_some() || field_issues.iter().any(|(n, _)| n == f.name))
     })
@@ -209,7 +271,7 @@ pub(super) fn more_open(
 /// "Items a–b of n" with the links to the previous and next pages (D14's
 /// `meta`), and, for a page past the end (the list shrank, or a hand-made
 /// offset), the link back to the first page rather than an empty one.
-pub(super) fn paging(
+fn paging(
     reply: &Reply,
     q: &ListQuery,
     base: &str,

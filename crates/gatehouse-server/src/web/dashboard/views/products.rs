@@ -22,7 +22,7 @@ use minijinja::{Value, context};
 use serde_json::{Value as Json, json};
 
 use super::fields::{created_page, form_errors, notice, page_status, query_value, safe_id};
-use super::listing::{self, Filter, Kind, ListQuery};
+use super::listing::{self, Filter, Kind, ListPage, ListQuery};
 use super::{Peer, not_found};
 use crate::http::form::Form;
 use crate::state::AppState;
@@ -195,39 +195,28 @@ async fn list_page(
     notice: Option<&str>,
     refused: Option<(Value, Reply)>,
 ) -> Response {
-    let reply = signed
-        .api(
-            st,
-            Method::GET,
-            &format!(
-                "/products?{}",
-                q.api_query(&FILTERS, PAGE_SIZE, |_, v| v.to_owned())
-            ),
-            None,
-        )
-        .await;
-    let (field_issues, paging_refused) = listing::refused(&reply, q, filter_words);
-    let list_problem = listing::list_problem(&reply, &field_issues, paging_refused);
-    let products: Vec<Value> = reply
-        .data()
-        .as_array()
-        .map(|a| a.iter().map(product_view).collect())
-        .unwrap_or_default();
-    let (paging, past_end) = listing::paging(
-        &reply,
+    let l = listing::list(
+        st,
+        signed,
         q,
-        "/dashboard/products",
-        &FILTERS,
-        products.len(),
-        PAGE_SIZE,
-    );
+        &ListPage {
+            api: "/products",
+            page: "/dashboard/products",
+            filters: &FILTERS,
+            page_size: PAGE_SIZE,
+            value: listing::as_typed,
+            words: filter_words,
+            view: product_view,
+        },
+    )
+    .await;
     let (status, problem, errors, form) = match refused {
         Some((form, r)) => {
             let (errors, problem) = errors_of(&r);
             (page_status(&r), Some(problem), errors, form)
         }
         None => (
-            page_status(&reply),
+            page_status(&l.reply),
             None,
             BTreeMap::new(),
             context! { stock => "0" },
@@ -241,10 +230,10 @@ async fn list_page(
         "dash_products.html",
         "products",
         context! {
-            products, problem, list_problem, notice, paging, past_end, form, errors,
-            filters => listing::filter_views(&FILTERS, q, &field_issues),
-            filtered => q.filtered(&FILTERS),
-            listed => reply.ok(),
+            problem, notice, form, errors,
+            products => l.items, list_problem => l.problem, paging => l.paging,
+            past_end => l.past_end, filters => l.filters, filtered => l.filtered,
+            listed => l.reply.ok(),
             can_write => signed.can(Scope::ProductsWrite),
             rules => rules(),
         },

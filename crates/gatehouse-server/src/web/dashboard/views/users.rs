@@ -17,7 +17,7 @@ use minijinja::{Value, context};
 use serde_json::{Value as Json, json};
 
 use super::fields::{created_page, form_errors, notice, page_status, query_value, safe_id};
-use super::listing::{self, Filter, Kind, ListQuery};
+use super::listing::{self, Filter, Kind, ListPage, ListQuery};
 use super::{Peer, not_found};
 use crate::state::AppState;
 use crate::web::dashboard::api::Reply;
@@ -187,32 +187,21 @@ async fn list_page(
     notice: Option<&str>,
     refused: Option<Refused>,
 ) -> Response {
-    let reply = signed
-        .api(
-            st,
-            Method::GET,
-            &format!(
-                "/users?{}",
-                q.api_query(&FILTERS, PAGE_SIZE, |_, v| v.to_owned())
-            ),
-            None,
-        )
-        .await;
-    let (field_issues, paging_refused) = listing::refused(&reply, q, filter_words);
-    let list_problem = listing::list_problem(&reply, &field_issues, paging_refused);
-    let users: Vec<Value> = reply
-        .data()
-        .as_array()
-        .map(|a| a.iter().map(user_view).collect())
-        .unwrap_or_default();
-    let (paging, past_end) = listing::paging(
-        &reply,
+    let l = listing::list(
+        st,
+        signed,
         q,
-        "/dashboard/users",
-        &FILTERS,
-        users.len(),
-        PAGE_SIZE,
-    );
+        &ListPage {
+            api: "/users",
+            page: "/dashboard/users",
+            filters: &FILTERS,
+            page_size: PAGE_SIZE,
+            value: listing::as_typed,
+            words: filter_words,
+            view: user_view,
+        },
+    )
+    .await;
     let (status, problem, errors, form) = match refused {
         Some(r) => {
             let (errors, problem) = form_errors(&r.reply, field_rule);
@@ -220,7 +209,7 @@ async fn list_page(
             (page_status(&r.reply), Some(problem), errors, r.form)
         }
         None => (
-            page_status(&reply),
+            page_status(&l.reply),
             None,
             Default::default(),
             context! { role => "viewer" },
@@ -234,10 +223,10 @@ async fn list_page(
         "dash_users.html",
         "users",
         context! {
-            users, problem, list_problem, notice, paging, past_end, form, errors,
-            filters => listing::filter_views(&FILTERS, q, &field_issues),
-            filtered => q.filtered(&FILTERS),
-            listed => reply.ok(),
+            problem, notice, form, errors,
+            users => l.items, list_problem => l.problem, paging => l.paging,
+            past_end => l.past_end, filters => l.filters, filtered => l.filtered,
+            listed => l.reply.ok(),
             roles => role_options(),
             rules => context! { email => Email::RULE, name => Name::RULE },
         },
